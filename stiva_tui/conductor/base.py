@@ -1,0 +1,75 @@
+"""The Conductor protocol: plan a workflow for a question over a pool.
+
+Every backend (remote, local, embedded) implements `plan()`. It streams its reasoning through
+`on_delta` as text arrives and returns a validated `Plan`. Backends never import Textual, and
+torch only inside the local backends' own code paths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol, Sequence, runtime_checkable
+
+from ..usage import Usage
+from .workflow import Workflow
+
+
+class ConductorError(Exception):
+    """The conductor could not produce a plan; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """One pool model as the conductor sees it: numbered from 0 in the prompt."""
+
+    id: str
+    description: str
+
+
+@dataclass(frozen=True)
+class PreviousRound:
+    """What a later round shows the conductor: its last workflow and that round's answer."""
+
+    workflow: Workflow
+    answer: str
+    # Model ids of the pool at the time, so the workflow can be shown with names.
+    step_models: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    question: str
+    workers: Sequence[WorkerInfo]
+    max_steps: int = 5
+    # Earlier turns, oldest first: {"role": "user"|"assistant", "content": str}.
+    conversation: Sequence[dict] = ()
+    round: int = 1
+    previous: PreviousRound | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    workflow: Workflow
+    reasoning: str  # the text before the lists (a <think> block removed)
+    raw_text: str  # everything the conductor wrote
+    usage: Usage = field(default_factory=Usage)
+    latency_s: float = 0.0
+    attempts: int = 1  # 2 when a repair retry was needed
+
+
+DeltaCallback = Callable[[str], None]
+
+
+@runtime_checkable
+class Conductor(Protocol):
+    backend: str  # "remote" | "local" | "embedded"
+    model: str  # what runs the conductor (HF id, folder, or pool model id)
+    quantization: str | None  # "nf4" for the 4-bit local backends, None for remote
+
+    async def plan(self, request: PlanRequest, on_delta: DeltaCallback | None = None) -> Plan:
+        """Plan one round. Raises ConductorError when no valid plan can be had."""
+        ...
+
+    def describe(self) -> dict:
+        """Backend facts for display and traces: backend, model, quantization, device, memory..."""
+        ...

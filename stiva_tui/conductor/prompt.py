@@ -1,0 +1,121 @@
+"""The conductor prompt (the paper's shape, our words) and the worker prompt.
+
+`conductor_messages(request)` gives the chat messages: a system message that says what the
+conductor is and the exact output format, a user message with the question (and the
+conversation so far), the numbered models with their descriptions and the step limit, and, for a
+later round, the previous workflow and its answer. `GENERATION_PREFIX` begins the assistant's
+turn: remote backends send it as a partial assistant message; local backends append it after the
+chat template's generation prompt.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .base import PlanRequest, PreviousRound, WorkerInfo
+from .workflow import Workflow
+
+SYSTEM_PROMPT = """You are the Conductor: you do not answer questions yourself. You plan how a \
+team of language models answers one, and a system runs your plan.
+
+Split the question into subtasks, give each subtask to the model best suited to it, and decide \
+which earlier answers each step may read. Steps that read nothing run at the same time; a step \
+that reads others waits for them. The output of the last step is the final answer, so the last \
+step must produce a complete answer to the question.
+
+First think briefly about the plan in plain text. Then write exactly three lines and nothing \
+after them:
+model_id = [<model number for step 0>, <model number for step 1>, ...]
+subtasks = ["<instruction for step 0>", "<instruction for step 1>", ...]
+access_list = [<steps step 0 may read>, <steps step 1 may read>, ...]
+
+Rules:
+- model numbers come from the list of available models;
+- every entry of access_list is [] (reads only the question), a list of earlier step numbers \
+such as [0, 1], or "all" (every earlier step); a step never reads itself or a later step;
+- the three lists have the same length, at most the step limit.
+Examples: one call: model_id = [1], subtasks = ["Answer the question."], access_list = [[]]. \
+A chain: access_list = [[], [0], [1]]. Two drafts and a judge: access_list = [[], [], [0, 1]]."""
+
+RECURSION_INSTRUCTION = """This is round {round}. Your previous plan and the answer it produced \
+are below. If the answer is correct and complete, keep it by writing three empty lists:
+model_id = []
+subtasks = []
+access_list = []
+Otherwise write a new plan; its steps may not read the previous round's steps, so put whatever \
+they need from the previous answer into their subtasks."""
+
+GENERATION_PREFIX = (
+    "Let me think about how to split this question into subtasks, which models to use for each, "
+    "and which step should see which answers."
+)
+
+
+def conductor_messages(request: PlanRequest) -> list[dict]:
+    """System and user messages for one planning round (without the generation prefix)."""
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": conductor_user_message(request)},
+    ]
+
+
+def conductor_user_message(request: PlanRequest) -> str:
+    parts: list[str] = []
+    if request.conversation:
+        parts.append("Conversation so far:\n" + format_conversation(request.conversation))
+    parts.append(f"Question:\n{request.question.strip()}")
+    parts.append("Available models:\n" + format_workers(request.workers))
+    parts.append(f"Step limit: at most {request.max_steps} step{'s' if request.max_steps != 1 else ''}.")
+    if request.previous is not None and request.round > 1:
+        parts.append(RECURSION_INSTRUCTION.format(round=request.round))
+        parts.append(format_previous(request.previous))
+    return "\n\n".join(parts)
+
+
+def format_workers(workers: Sequence[WorkerInfo]) -> str:
+    return "\n".join(
+        f"{i}: {w.id}" + (f" - {w.description.strip()}" if w.description.strip() else "")
+        for i, w in enumerate(workers)
+    )
+
+
+def format_conversation(conversation: Sequence[dict], limit_chars: int = 4000) -> str:
+    """Earlier turns, newest kept when the text is long."""
+    lines = [f"{turn.get('role', 'user')}: {str(turn.get('content', '')).strip()}" for turn in conversation]
+    text = "\n".join(lines)
+    return text if len(text) <= limit_chars else "..." + text[-limit_chars:]
+
+
+def format_previous(previous: PreviousRound) -> str:
+    lines = ["Previous plan:", previous.workflow.to_text()]
+    if previous.step_models:
+        lines.append("(models: " + ", ".join(f"{i}={m}" for i, m in enumerate(previous.step_models)) + ")")
+    lines.append("Previous final answer:\n" + previous.answer.strip())
+    return "\n".join(lines)
+
+
+def worker_messages(
+    question: str,
+    workflow: Workflow,
+    index: int,
+    outputs: dict[int, str],
+    conversation: Sequence[dict] = (),
+) -> list[dict]:
+    """The prompt of step `index`: the overall task, the steps it may read, its subtask.
+
+    Only the steps in its access list are shown (tagged by step number); nothing else leaks.
+    """
+    step = workflow.steps[index]
+    parts = []
+    task = question.strip()
+    if conversation:
+        task = "Conversation so far:\n" + format_conversation(conversation) + "\n\nCurrent question:\n" + task
+    parts.append(f"<overall_task>\n{task}\n</overall_task>")
+    for j in step.access:
+        earlier = workflow.steps[j]
+        parts.append(
+            f"<step_{j}_subtask>\n{earlier.subtask}\n</step_{j}_subtask>\n"
+            f"<step_{j}_response>\n{outputs.get(j, '')}\n</step_{j}_response>"
+        )
+    parts.append(f"Your assigned subtask: {step.subtask}")
+    return [{"role": "user", "content": "\n\n".join(parts)}]

@@ -1,0 +1,83 @@
+"""The `remote` conductor: any pool model prompted with the conductor prompt.
+
+The plan is parsed and validated; when it does not parse, the model is shown its parse error once
+and asked again (one repair retry). This is the scale-out path: a conductor served by vLLM or
+SGLang over several GPUs is just another OpenAI-compatible endpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from ..pool.types import PoolModel, ProviderError, TextDelta, UsageReport, Worker
+from ..usage import Usage
+from .base import ConductorError, DeltaCallback, Plan, PlanRequest
+from .prompt import GENERATION_PREFIX, conductor_messages
+from .workflow import WorkflowParseError, parse_workflow, split_reasoning
+
+REPAIR_PROMPT = (
+    "Your plan could not be read: {error}.\n"
+    "Write the plan again: the three lines model_id = [...], subtasks = [...], access_list = [...], "
+    "following the rules, and nothing after them."
+)
+
+
+class RemoteConductor:
+    backend = "remote"
+    quantization = None
+
+    def __init__(self, model: PoolModel, worker: Worker, *, max_repairs: int = 1,
+                 max_tokens: int | None = 1024, temperature: float | None = 0.0):
+        self.pool_model = model
+        self.model = model.id
+        self.worker = worker
+        self.max_repairs = max_repairs
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+
+    def describe(self) -> dict:
+        return {"backend": self.backend, "model": self.model, "quantization": None,
+                "device": self.pool_model.base_url or self.pool_model.provider}
+
+    async def plan(self, request: PlanRequest, on_delta: DeltaCallback | None = None) -> Plan:
+        started = time.monotonic()
+        messages = conductor_messages(request)
+        messages[-1] = {**messages[-1], "content": messages[-1]["content"] + f"\n\nBegin with: {GENERATION_PREFIX}"}
+        usage = Usage()
+        error: WorkflowParseError | None = None
+        for attempt in range(1, self.max_repairs + 2):
+            if error is not None:
+                if on_delta:
+                    on_delta(f"\n[plan could not be read: {error}; asking again]\n")
+            text, call_usage = await self._complete(messages, on_delta)
+            usage = usage + call_usage
+            try:
+                workflow = parse_workflow(text, len(request.workers), request.max_steps,
+                                          allow_empty=request.round > 1)
+            except WorkflowParseError as exc:
+                error = exc
+                messages = [*messages, {"role": "assistant", "content": text},
+                            {"role": "user", "content": REPAIR_PROMPT.format(error=exc)}]
+                continue
+            return Plan(workflow, split_reasoning(text), text, usage, round(time.monotonic() - started, 4), attempt)
+        raise ConductorError(
+            f"{self.model} wrote no valid plan after {self.max_repairs + 1} tries: {error}")
+
+    async def _complete(self, messages: list[dict], on_delta: DeltaCallback | None) -> tuple[str, Usage]:
+        parts: list[str] = []
+        usage = Usage()
+        stream = self.worker.stream_chat(self.pool_model, messages, max_tokens=self.max_tokens,
+                                         temperature=self.temperature)
+        try:
+            async with contextlib.aclosing(stream):
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        parts.append(event.text)
+                        if on_delta:
+                            on_delta(event.text)
+                    elif isinstance(event, UsageReport):
+                        usage = event.usage
+        except ProviderError as exc:
+            raise ConductorError(f"the conductor model {self.model} failed: {exc}") from None
+        return "".join(parts), usage

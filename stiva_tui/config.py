@@ -1,0 +1,171 @@
+"""The configuration file: one TOML file, validated by pydantic.
+
+`load_config(path)` reads the file (default: `paths.config_file()`), and a missing default file
+means "all defaults" so that a first run needs no config at all. Any problem in the file raises
+`ConfigError` whose message names the file and the field.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from . import paths
+
+ConductorBackend = Literal["auto", "local", "embedded", "remote"]
+DEFAULT_LOCAL_MODEL = "Qwen/Qwen2.5-7B-Instruct"
+EMBEDDED_MODEL_ID = "local/gemma-3-270m"
+
+
+class ConfigError(Exception):
+    """The config file is missing, unreadable or invalid; the message says where and why."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ConductorConfig(_Strict):
+    backend: ConductorBackend = "auto"
+    # local: HF id or folder; remote: a pool model id. Empty means the backend's default.
+    model: str = DEFAULT_LOCAL_MODEL
+    adapter: str | None = None  # LoRA adapter folder on top of a local model
+    max_steps: int = Field(5, ge=1, le=20)
+    rounds: int = Field(1, ge=1, le=5)
+    max_reasoning_tokens: int = Field(256, ge=0, le=4096)
+    max_subtask_chars: int = Field(400, ge=20, le=4000)
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+
+
+class ProviderConfig(_Strict):
+    name: str = Field(min_length=1)
+    base_url: str = Field(min_length=1)
+    api_key_env: str | None = None
+    # Extra HTTP headers some gateways want (never put keys here: use api_key_env or the keyring).
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/")
+
+
+class ModelConfig(_Strict):
+    id: str = Field(min_length=1)
+    provider: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    price_in: float = Field(0.0, ge=0)
+    price_out: float = Field(0.0, ge=0)
+    description: str = ""
+    enabled: bool = True
+    context_window: int | None = None
+
+
+class BudgetConfig(_Strict):
+    usd: float | None = Field(None, gt=0)
+    tokens: int | None = Field(None, gt=0)
+
+
+class WorkersConfig(_Strict):
+    max_tokens: int | None = Field(None, gt=0)
+    temperature: float | None = Field(None, ge=0, le=2)
+    timeout_s: float = Field(120.0, gt=0)
+    connect_timeout_s: float = Field(10.0, gt=0)
+    retries: int = Field(2, ge=0, le=10)
+    # Model ids tried, in order, when a step's own model still fails after its retries.
+    fallbacks: list[str] = Field(default_factory=list)
+
+
+class MoAConfig(_Strict):
+    proposers: list[str] = Field(default_factory=list)  # empty: every available model
+    aggregator: str | None = None  # None: the first proposer
+    layers: int = Field(2, ge=1, le=5)
+
+
+class DiscoveryConfig(_Strict):
+    enabled: bool = True
+    timeout_s: float = Field(0.3, gt=0, le=10)
+
+
+class ServeConfig(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(8787, ge=1, le=65535)
+    max_concurrent_runs: int = Field(16, ge=1)
+    max_queue: int = Field(64, ge=0)
+    max_body_bytes: int = Field(1_000_000, gt=0)
+
+
+class Config(_Strict):
+    conductor: ConductorConfig = Field(default_factory=ConductorConfig)
+    providers: list[ProviderConfig] = Field(default_factory=list)
+    models: list[ModelConfig] = Field(default_factory=list)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    workers: WorkersConfig = Field(default_factory=WorkersConfig)
+    moa: MoAConfig = Field(default_factory=MoAConfig)
+    discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
+    # Use the built-in catalog of hosted providers (joined when their key is present).
+    catalog: bool = True
+    theme: str | None = None
+    # Binding id -> keys, e.g. {"send" = "ctrl+j"}; applied with Textual's keymap.
+    keymap: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("models")
+    @classmethod
+    def _unique_ids(cls, models: list[ModelConfig]) -> list[ModelConfig]:
+        seen: set[str] = set()
+        for model in models:
+            if model.id in seen:
+                raise ValueError(f"model id {model.id!r} appears twice")
+            seen.add(model.id)
+        return models
+
+    @model_validator(mode="after")
+    def _unique_providers(self) -> "Config":
+        names = {p.name for p in self.providers}
+        if len(names) != len(self.providers):
+            raise ValueError("two [[providers]] share a name")
+        return self
+
+
+def load_config(path: Path | str | None = None) -> Config:
+    """Read and validate the config file. A missing *default* file gives the defaults."""
+    explicit = path is not None
+    file = Path(path).expanduser() if explicit else paths.config_file()
+    if not file.exists():
+        if explicit:
+            raise ConfigError(f"config file {file} does not exist")
+        return Config()
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read: {exc.strerror or exc}") from None
+    return parse_config(data, source=str(file))
+
+
+def parse_config(data: dict, source: str = "config") -> Config:
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"{source}: {problems}") from None
+    providers = {p.name for p in config.providers}
+    from .pool.catalog import catalog_provider_names
+
+    known = providers | catalog_provider_names()
+    for model in config.models:
+        if model.provider not in known:
+            raise ConfigError(
+                f"{source}: models.{model.id}: provider {model.provider!r} is not defined "
+                f"in [[providers]] (known: {', '.join(sorted(known))})"
+            )
+    return config

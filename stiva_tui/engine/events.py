@@ -1,0 +1,118 @@
+"""The event stream: the only interface between the engine and its front ends.
+
+Every event is a small immutable dataclass carrying `run_id`. The TUI, the CLI and the server
+consume the same stream; the store writes from it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..conductor.workflow import Workflow
+from ..usage import Usage
+
+__all__ = ["Usage"]  # re-exported: front ends import everything event-shaped from here
+
+
+@dataclass(frozen=True)
+class Totals:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    estimated: bool = False
+
+
+@dataclass(frozen=True)
+class Event:
+    run_id: str
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    question: str
+    mode: str  # "conductor" | "direct" | "moa"
+    conductor_backend: str | None = None
+    conductor_model: str | None = None
+    conductor_reason: str | None = None  # why this backend was chosen (auto selection)
+
+
+@dataclass(frozen=True)
+class RoundStarted(Event):
+    round: int  # 1-based
+
+
+@dataclass(frozen=True)
+class ConductorDelta(Event):
+    round: int
+    text: str
+
+
+@dataclass(frozen=True)
+class WorkflowReady(Event):
+    round: int
+    workflow: Workflow
+    reasoning: str  # the conductor's text before the lists
+    usage: Usage
+    latency_s: float
+    keep_previous: bool = False  # empty lists in a later round: the previous answer stands
+
+
+@dataclass(frozen=True)
+class StepStarted(Event):
+    round: int
+    index: int
+    model: str
+    subtask: str
+    access: tuple[int, ...]
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class StepDelta(Event):
+    round: int
+    index: int
+    text: str
+
+
+@dataclass(frozen=True)
+class StepFinished(Event):
+    round: int
+    index: int
+    model: str
+    output: str
+    usage: Usage
+    cost_usd: float
+    latency_s: float
+    attempts: int
+
+
+@dataclass(frozen=True)
+class StepFailed(Event):
+    round: int
+    index: int
+    model: str
+    error: str
+    attempt: int
+    # The model the step moves to next (a fallback), or None when it gives up.
+    fallback: str | None = None
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    answer: str
+    totals: Totals
+
+
+@dataclass(frozen=True)
+class RunFailed(Event):
+    error: str
+    totals: Totals = field(default_factory=Totals)
+
+
+@dataclass(frozen=True)
+class RunCancelled(Event):
+    totals: Totals = field(default_factory=Totals)
+
+
+TERMINAL_EVENTS = (RunFinished, RunFailed, RunCancelled)

@@ -1,0 +1,390 @@
+"""The executor: plans with the conductor and runs each workflow as a DAG of streaming calls.
+
+    engine = Engine(models, worker, conductor=conductor, store=store)
+    result = await engine.run(question, emit=print)
+
+Every step starts as soon as each step in its access list has finished, so independent steps run
+at the same time. A failing step is retried, then moved to a fallback model; the trace keeps every
+attempt. A budget cap stops the run cleanly. Everything is reported as events (see events.py);
+cancelling the awaiting task cancels every running call and emits `RunCancelled`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Callable, Sequence
+
+from ..conductor.base import Conductor, ConductorError, PlanRequest, PreviousRound, WorkerInfo
+from ..conductor.prompt import worker_messages
+from ..conductor.workflow import Step, Workflow
+from ..pool.types import PoolModel, ProviderError, TextDelta, UsageReport, Worker
+from ..usage import Usage, estimate_tokens
+from .events import (
+    ConductorDelta,
+    Event,
+    RoundStarted,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    StepDelta,
+    StepFailed,
+    StepFinished,
+    StepStarted,
+    Totals,
+    WorkflowReady,
+)
+
+Emit = Callable[[Event], None]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    rounds: int = 1
+    max_steps: int = 5
+    budget_usd: float | None = None
+    budget_tokens: int | None = None
+    max_tokens: int | None = None  # per worker call
+    temperature: float | None = None
+    retries: int = 1  # extra tries of a step on its own model before a fallback
+    fallbacks: tuple[str, ...] = ()  # model ids; empty: the other pool models, in order
+    max_fallbacks: int = 2
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    status: str  # finished | failed | cancelled
+    answer: str = ""
+    error: str = ""
+    totals: Totals = field(default_factory=Totals)
+
+
+class BudgetExceeded(Exception):
+    pass
+
+
+class StepError(Exception):
+    """A step failed on its model, every retry and every fallback."""
+
+    def __init__(self, round_: int, index: int, message: str):
+        self.round = round_
+        self.index = index
+        super().__init__(f"step {index} (round {round_}) failed: {message}")
+
+
+class Engine:
+    """Runs questions over `models` (the available pool, numbered as the conductor sees it)."""
+
+    def __init__(
+        self,
+        models: Sequence[PoolModel],
+        worker: Worker,
+        conductor: Conductor | None = None,
+        *,
+        store: Any = None,
+        conductor_reason: str | None = None,
+        source: str = "cli",
+    ):
+        self.models = list(models)
+        self.worker = worker
+        self.conductor = conductor
+        self.store = store
+        self.conductor_reason = conductor_reason
+        self.source = source
+
+    # --- public entry points -------------------------------------------------------------------
+
+    async def run(
+        self,
+        question: str,
+        *,
+        emit: Emit | None = None,
+        conversation: Sequence[dict] = (),
+        options: RunOptions | None = None,
+        run_id: str | None = None,
+        conversation_id: str | None = None,
+    ) -> RunResult:
+        """Plan with the conductor and run every round. Never raises except CancelledError."""
+        if self.conductor is None:
+            raise ValueError("this engine has no conductor: use run_direct or run_moa")
+        conductor = self.conductor
+        run = _Run(self, question, emit, options or RunOptions(), run_id, conversation)
+        self._begin(run, "conductor", "conductor", conversation_id)
+
+        async def body() -> str:
+            run.emit(RunStarted(run.id, question, "conductor", conductor.backend, conductor.model,
+                                self.conductor_reason))
+            previous: PreviousRound | None = None
+            answer = ""
+            for round_ in range(1, run.options.rounds + 1):
+                run.emit(RoundStarted(run.id, round_))
+                plan = await self._plan(run, conductor, round_, previous, conversation)
+                if plan.workflow.is_empty:
+                    break
+                answer = await run.execute(round_, plan.workflow, self.models)
+                previous = PreviousRound(
+                    plan.workflow, answer, tuple(self.models[s.model].id for s in plan.workflow.steps)
+                )
+            return answer
+
+        return await run.guard(body)
+
+    async def run_direct(
+        self, question: str, model_id: str, *, emit: Emit | None = None, conversation: Sequence[dict] = (),
+        options: RunOptions | None = None, run_id: str | None = None, conversation_id: str | None = None,
+    ) -> RunResult:
+        """The baseline of one call to one model, through the same executor and events."""
+        model = self.model(model_id)
+        run = _Run(self, question, emit, options or RunOptions(), run_id, conversation)
+        self._begin(run, "direct", f"direct:{model_id}", conversation_id)
+
+        async def body() -> str:
+            run.emit(RunStarted(run.id, question, "direct"))
+            run.emit(RoundStarted(run.id, 1))
+            workflow = Workflow((Step(0, "Answer the question.", ()),))
+            run.emit(WorkflowReady(run.id, 1, workflow, "", Usage(), 0.0))
+            return await run.execute(1, workflow, [model])
+
+        return await run.guard(body)
+
+    async def run_moa(
+        self, question: str, proposers: Sequence[str], aggregator: str, layers: int = 2, *,
+        emit: Emit | None = None, conversation: Sequence[dict] = (), options: RunOptions | None = None,
+        run_id: str | None = None, conversation_id: str | None = None,
+    ) -> RunResult:
+        """Mixture-of-Agents: `layers` layers of proposers (each later layer reads the one before),
+        then one aggregator step that reads the last layer."""
+        models = [self.model(m) for m in proposers]
+        agg = self.model(aggregator)
+        run = _Run(self, question, emit, options or RunOptions(), run_id, conversation)
+        self._begin(run, "moa", "moa", conversation_id)
+
+        async def body() -> str:
+            run.emit(RunStarted(run.id, question, "moa"))
+            run.emit(RoundStarted(run.id, 1))
+            workflow = moa_workflow(len(models), layers)
+            run.emit(WorkflowReady(run.id, 1, workflow, "", Usage(), 0.0))
+            return await run.execute(1, workflow, [*models, agg])
+
+        return await run.guard(body)
+
+    async def stream(self, method: str, *args: Any, **kwargs: Any) -> AsyncIterator[Event]:
+        """Iterate a run's events: `async for event in engine.stream("run", question)`."""
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        task = asyncio.ensure_future(getattr(self, method)(*args, emit=queue.put_nowait, **kwargs))
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            await task
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    def model(self, model_id: str) -> PoolModel:
+        for model in self.models:
+            if model.id == model_id:
+                return model
+        raise KeyError(f"unknown model {model_id!r}; available: {', '.join(m.id for m in self.models)}")
+
+    def workers_info(self) -> list[WorkerInfo]:
+        return [WorkerInfo(m.id, m.description) for m in self.models]
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def _begin(self, run: "_Run", mode: str, system: str, conversation_id: str | None) -> None:
+        if self.store is not None:
+            self.store.begin_run(run.id, run.question, conversation_id=conversation_id, mode=mode,
+                                 system=system, source=self.source)
+
+    async def _plan(self, run: "_Run", conductor: Conductor, round_: int, previous: PreviousRound | None,
+                    conversation: Sequence[dict]):
+        request = PlanRequest(
+            question=run.question, workers=self.workers_info(), max_steps=run.options.max_steps,
+            conversation=tuple(conversation), round=round_, previous=previous,
+        )
+        run.check_budget()
+        plan = await conductor.plan(request, lambda text: run.emit(ConductorDelta(run.id, round_, text)))
+        run.add_usage(plan.usage, self._conductor_cost(conductor, plan.usage))
+        run.emit(WorkflowReady(run.id, round_, plan.workflow, plan.reasoning, plan.usage, plan.latency_s,
+                               keep_previous=plan.workflow.is_empty))
+        return plan
+
+    def _conductor_cost(self, conductor: Conductor, usage: Usage) -> float:
+        if conductor.backend != "remote":
+            return 0.0  # local compute
+        for model in self.models:
+            if model.id == conductor.model:
+                return model.cost(usage)
+        return 0.0
+
+
+def moa_workflow(proposers: int, layers: int) -> Workflow:
+    """Proposer layers then an aggregator; model index `proposers` is the aggregator."""
+    steps: list[Step] = []
+    previous: tuple[int, ...] = ()
+    for layer in range(layers):
+        current = []
+        for p in range(proposers):
+            subtask = "Answer the question." if layer == 0 else (
+                "Answer the question. Earlier responses are shown: use what is right in them, fix what is wrong.")
+            current.append(len(steps))
+            steps.append(Step(p, subtask, previous))
+        previous = tuple(current)
+    steps.append(Step(proposers, "Synthesize the responses shown into one single, accurate, complete answer to "
+                                 "the question.", previous))
+    return Workflow(tuple(steps))
+
+
+class _Run:
+    """The state of one run: its events, totals, budget and step outputs."""
+
+    def __init__(self, engine: Engine, question: str, emit: Emit | None, options: RunOptions,
+                 run_id: str | None, conversation: Sequence[dict]):
+        self.engine = engine
+        self.question = question
+        self.options = options
+        self.id = run_id or uuid.uuid4().hex
+        self.conversation = tuple(conversation)
+        self._emit = emit
+        self.started = time.monotonic()
+        self.usage = Usage()
+        self.cost = 0.0
+        self.streaming_tokens: dict[tuple[int, int], int] = {}
+
+    def emit(self, event: Event) -> None:
+        store = self.engine.store
+        if store is not None:
+            store.record(event)
+        if self._emit is not None:
+            self._emit(event)
+
+    def totals(self) -> Totals:
+        return Totals(self.usage.prompt_tokens, self.usage.completion_tokens, round(self.cost, 10),
+                      round(time.monotonic() - self.started, 4), self.usage.estimated)
+
+    def add_usage(self, usage: Usage, cost: float) -> None:
+        self.usage = self.usage + usage
+        self.cost += cost
+
+    def check_budget(self, extra_tokens: int = 0, extra_cost: float = 0.0) -> None:
+        o = self.options
+        if o.budget_tokens is not None and self.usage.total_tokens + extra_tokens > o.budget_tokens:
+            raise BudgetExceeded(
+                f"token budget of {o.budget_tokens} reached ({self.usage.total_tokens + extra_tokens} used)")
+        if o.budget_usd is not None and self.cost + extra_cost > o.budget_usd:
+            raise BudgetExceeded(f"budget of ${o.budget_usd:g} reached (${self.cost + extra_cost:.4f} spent)")
+
+    async def guard(self, body: Callable[[], Any]) -> RunResult:
+        """Run `body`, turning every outcome into exactly one terminal event."""
+        try:
+            answer = await body()
+        except asyncio.CancelledError:
+            totals = self.totals()
+            self.emit(RunCancelled(self.id, totals))
+            raise
+        except BudgetExceeded as exc:
+            return self._fail(f"stopped: {exc}")
+        except StepError as exc:
+            return self._fail(str(exc))
+        except ConductorError as exc:
+            return self._fail(f"conductor: {exc}")
+        totals = self.totals()
+        self.emit(RunFinished(self.id, answer, totals))
+        return RunResult(self.id, "finished", answer=answer, totals=totals)
+
+    def _fail(self, message: str) -> RunResult:
+        totals = self.totals()
+        self.emit(RunFailed(self.id, message, totals))
+        return RunResult(self.id, "failed", error=message, totals=totals)
+
+    # --- the DAG -------------------------------------------------------------------------------
+
+    async def execute(self, round_: int, workflow: Workflow, models: Sequence[PoolModel]) -> str:
+        """Run every step as soon as its inputs are done; return the last step's output."""
+        outputs: dict[int, str] = {}
+        done = [asyncio.Event() for _ in workflow.steps]
+
+        async def run_step(index: int) -> None:
+            for j in workflow.steps[index].access:
+                await done[j].wait()
+            outputs[index] = await self._run_step(round_, workflow, index, models, outputs)
+            done[index].set()
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for i in range(len(workflow.steps)):
+                    group.create_task(run_step(i), name=f"step-{round_}-{i}")
+        except BaseExceptionGroup as group_error:
+            # Re-raise the first real failure (a step, the budget) rather than the group.
+            for exc in group_error.exceptions:
+                if isinstance(exc, (StepError, BudgetExceeded)):
+                    raise exc from None
+            raise group_error.exceptions[0] from None
+        return outputs[len(workflow.steps) - 1]
+
+    def _candidates(self, step: Step, models: Sequence[PoolModel]) -> list[PoolModel]:
+        own = models[step.model]
+        candidates = [own] * (1 + self.options.retries)
+        if self.options.fallbacks:
+            pool = {m.id: m for m in self.engine.models}
+            extra = [pool[f] for f in self.options.fallbacks if f in pool and f != own.id]
+        else:
+            extra = [m for m in self.engine.models if m.id != own.id]
+        return candidates + extra[: self.options.max_fallbacks]
+
+    async def _run_step(self, round_: int, workflow: Workflow, index: int, models: Sequence[PoolModel],
+                        outputs: dict[int, str]) -> str:
+        step = workflow.steps[index]
+        messages = worker_messages(self.question, workflow, index, outputs, self.conversation)
+        candidates = self._candidates(step, models)
+        started = time.monotonic()
+        for attempt, model in enumerate(candidates, start=1):
+            self.check_budget()
+            self.emit(StepStarted(self.id, round_, index, model.id, step.subtask, step.access, attempt))
+            try:
+                text, usage = await self._call(round_, index, model, messages)
+            except ProviderError as exc:
+                following = candidates[attempt] if attempt < len(candidates) else None
+                self.emit(StepFailed(self.id, round_, index, model.id, str(exc), attempt,
+                                     following.id if following is not None else None))
+                if following is None:
+                    raise StepError(round_, index, f"{model.id}: {exc}") from None
+                continue
+            cost = model.cost(usage)
+            self.add_usage(usage, cost)
+            self.emit(StepFinished(self.id, round_, index, model.id, text, usage, cost,
+                                   round(time.monotonic() - started, 4), attempt))
+            self.check_budget()
+            return text
+        raise StepError(round_, index, "no model to run it on")
+
+    async def _call(self, round_: int, index: int, model: PoolModel, messages: list[dict]) -> tuple[str, Usage]:
+        parts: list[str] = []
+        usage: Usage | None = None
+        stream = self.engine.worker.stream_chat(
+            model, messages, max_tokens=self.options.max_tokens, temperature=self.options.temperature)
+        limited = self.options.budget_tokens is not None or self.options.budget_usd is not None
+        prompt_estimate = sum(estimate_tokens(m["content"]) for m in messages) if limited else 0
+        async with contextlib.aclosing(stream):
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    parts.append(event.text)
+                    self.emit(StepDelta(self.id, round_, index, event.text))
+                    if limited:
+                        out = estimate_tokens("".join(parts))
+                        self.check_budget(prompt_estimate + out,
+                                          model.cost(Usage(prompt_estimate, out)))
+                elif isinstance(event, UsageReport):
+                    usage = event.usage
+        text = "".join(parts)
+        if usage is None:
+            usage = Usage(sum(estimate_tokens(m["content"]) for m in messages), estimate_tokens(text), True)
+        return text, usage

@@ -1,0 +1,292 @@
+"""One async streaming chat client for every OpenAI-compatible endpoint.
+
+`HttpWorker.stream_chat(model, messages, ...)` posts to `{base_url}/chat/completions` with
+`stream=True` and `stream_options.include_usage`, parses the SSE stream with httpx-sse, and yields
+`TextDelta`s, then exactly one `UsageReport` (estimated and marked as such when the provider sent
+none). Failures before any text arrives (429 with Retry-After, 5xx, connection errors, timeouts)
+are retried with backoff; a failure after text has streamed raises `ProviderError` (the executor
+retries the whole step). Cancelling the consuming task closes the connection.
+
+`PoolWorker` routes a call to the HTTP client or to the embedded in-process model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import time
+from typing import AsyncIterator, Sequence
+
+import httpx
+from httpx_sse import SSEError, aconnect_sse
+
+from ..usage import Usage, estimate_tokens
+from .types import ChatEvent, PoolModel, ProviderError, TextDelta, UsageReport
+
+RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
+MAX_RETRY_AFTER_S = 60.0
+
+
+class HttpWorker:
+    """Streaming chat over httpx; one connection pool for all providers."""
+
+    def __init__(
+        self,
+        *,
+        timeout_s: float = 120.0,
+        connect_timeout_s: float = 10.0,
+        retries: int = 2,
+        backoff_s: float = 0.5,
+        client: httpx.AsyncClient | None = None,
+    ):
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self._timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s)
+        self._client = client
+        self._own_client = client is None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=self._timeout, limits=httpx.Limits(max_connections=256, max_keepalive_connections=64)
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None and self._own_client:
+            await self._client.aclose()
+            self._client = None
+
+    async def stream_chat(
+        self,
+        model: PoolModel,
+        messages: Sequence[dict],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> AsyncIterator[ChatEvent]:
+        body: dict = {
+            "model": model.model,
+            "messages": list(messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        if temperature is not None:
+            body["temperature"] = temperature
+        if stop:
+            body["stop"] = list(stop)
+        headers = {"Accept": "text/event-stream", **dict(model.headers)}
+        if model.api_key:
+            headers["Authorization"] = f"Bearer {model.api_key}"
+        url = f"{model.base_url.rstrip('/')}/chat/completions"
+
+        attempt = 0
+        while True:
+            attempt += 1
+            streamed_text = False
+            try:
+                async for event in self._stream_once(model, url, body, headers):
+                    if isinstance(event, TextDelta):
+                        streamed_text = True
+                    yield event
+                return
+            except ProviderError as exc:
+                if streamed_text or not exc.retryable or attempt > self.retries:
+                    raise
+                await asyncio.sleep(self._delay(attempt, exc.retry_after))
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), MAX_RETRY_AFTER_S)
+        base = self.backoff_s * (2 ** (attempt - 1))
+        return min(base, 8.0) * (0.75 + random.random() * 0.5)
+
+    async def _stream_once(
+        self, model: PoolModel, url: str, body: dict, headers: dict
+    ) -> AsyncIterator[ChatEvent]:
+        provider = model.provider
+        text_parts: list[str] = []
+        usage: Usage | None = None
+        try:
+            async with aconnect_sse(self.client, "POST", url, json=body, headers=headers) as source:
+                response = source.response
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise _status_error(response, provider)
+                content_type = response.headers.get("content-type", "")
+                if "text/event-stream" not in content_type:
+                    # Some servers ignore stream=True and answer with one JSON object.
+                    await response.aread()
+                    text, usage = _parse_full_reply(response, provider)
+                    if text:
+                        text_parts.append(text)
+                        yield TextDelta(text)
+                else:
+                    async for sse in source.aiter_sse():
+                        data = sse.data.strip()
+                        if not data:
+                            continue
+                        if data == "[DONE]":
+                            break
+                        chunk = _decode_chunk(data, provider)
+                        if "error" in chunk and not chunk.get("choices"):
+                            raise ProviderError(_error_message(chunk), provider=provider, retryable=True)
+                        piece = _chunk_text(chunk, provider)
+                        if piece:
+                            text_parts.append(piece)
+                            yield TextDelta(piece)
+                        if chunk.get("usage"):
+                            usage = _usage_from(chunk["usage"], provider)
+                    else:
+                        # The stream ended without [DONE]: cut off mid-way.
+                        if not text_parts and usage is None:
+                            raise ProviderError("stream ended before any data", provider=provider, retryable=True)
+                        if usage is None:
+                            raise ProviderError(
+                                "stream was cut off before it finished", provider=provider, retryable=True
+                            )
+        except ProviderError:
+            raise
+        except httpx.TimeoutException as exc:
+            raise ProviderError(
+                f"timed out ({type(exc).__name__}) waiting for {model.base_url}", provider=provider, retryable=True
+            ) from None
+        except (httpx.TransportError, SSEError) as exc:
+            raise ProviderError(
+                f"connection failed: {exc or type(exc).__name__}", provider=provider, retryable=True
+            ) from None
+        if usage is None:
+            prompt = sum(estimate_tokens(str(m.get("content", ""))) + 4 for m in body["messages"])
+            usage = Usage(prompt, estimate_tokens("".join(text_parts)), estimated=True)
+        yield UsageReport(usage)
+
+
+def _decode_chunk(data: str, provider: str) -> dict:
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        raise ProviderError(f"malformed stream chunk: {data[:80]!r}", provider=provider, retryable=True) from None
+    if not isinstance(chunk, dict):
+        raise ProviderError(f"malformed stream chunk: {data[:80]!r}", provider=provider, retryable=True)
+    return chunk
+
+
+def _chunk_text(chunk: dict, provider: str) -> str:
+    choices = chunk.get("choices") or []
+    if not isinstance(choices, list):
+        raise ProviderError("malformed stream chunk: choices is not a list", provider=provider, retryable=True)
+    parts = []
+    for choice in choices:
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta") or choice.get("message") or {}
+        content = delta.get("content") if isinstance(delta, dict) else None
+        if isinstance(content, str):
+            parts.append(content)
+    return "".join(parts)
+
+
+def _usage_from(raw: object, provider: str) -> Usage:
+    if not isinstance(raw, dict):
+        raise ProviderError("malformed usage in stream", provider=provider, retryable=True)
+    try:
+        return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0))
+    except (TypeError, ValueError):
+        raise ProviderError("malformed usage in stream", provider=provider, retryable=True) from None
+
+
+def _parse_full_reply(response: httpx.Response, provider: str) -> tuple[str, Usage | None]:
+    try:
+        payload = response.json()
+    except ValueError:
+        raise ProviderError(
+            f"reply is neither an event stream nor JSON: {response.text[:80]!r}", provider=provider, retryable=True
+        ) from None
+    if not isinstance(payload, dict):
+        raise ProviderError("reply is not a JSON object", provider=provider, retryable=True)
+    text = _chunk_text(payload, provider)
+    usage = _usage_from(payload["usage"], provider) if payload.get("usage") else None
+    return text, usage
+
+
+def _error_message(payload: object) -> str:
+    if isinstance(payload, dict):
+        err = payload.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:500]
+        if isinstance(err, str):
+            return err[:500]
+        if payload.get("message"):
+            return str(payload["message"])[:500]
+    return ""
+
+
+def _status_error(response: httpx.Response, provider: str) -> ProviderError:
+    status = response.status_code
+    try:
+        message = _error_message(response.json())
+    except ValueError:
+        message = ""
+    if not message:
+        message = response.text.strip()[:300] or response.reason_phrase
+    if status in (401, 403):
+        message = f"authentication failed ({message}); check the provider's API key"
+    elif status == 404:
+        message = f"not found ({message}); check the base_url and the model name"
+    return ProviderError(
+        message,
+        status=status,
+        provider=provider,
+        retryable=status in RETRYABLE_STATUS,
+        retry_after=_retry_after(response.headers.get("retry-after")),
+    )
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class PoolWorker:
+    """Routes each call to the HTTP client or, for `kind="embedded"`, the in-process model."""
+
+    def __init__(self, http: HttpWorker | None = None):
+        self.http = http or HttpWorker()
+        self._embedded = None
+
+    def stream_chat(
+        self,
+        model: PoolModel,
+        messages: Sequence[dict],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> AsyncIterator[ChatEvent]:
+        if model.kind == "embedded":
+            if self._embedded is None:
+                from .embedded import EmbeddedWorker  # loads torch only when first used
+
+                self._embedded = EmbeddedWorker()
+            worker = self._embedded
+        else:
+            worker = self.http
+        return worker.stream_chat(model, messages, max_tokens=max_tokens, temperature=temperature, stop=stop)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()

@@ -1,0 +1,185 @@
+"""Discovery of local OpenAI-compatible servers on their default loopback ports.
+
+Every known server is probed concurrently with one `httpx.AsyncClient`, each probe under a hard
+deadline of `timeout_s` (so a port that accepts and never answers costs at most that long), and a
+port with nothing listening fails at once (connection refused). A reply counts only when it has
+the shape of a model list, so an unrelated web app on port 8000 or 8080 is not taken for vLLM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+import httpx
+
+from .types import PoolModel
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class LocalServerKind:
+    """A kind of local server: where it listens by default and where it lists its models."""
+
+    name: str  # provider name in the pool: "ollama"
+    label: str  # "Ollama"
+    port: int
+    api_path: str = "/v1"  # the OpenAI-compatible API root
+    models_paths: tuple[str, ...] = ("/v1/models",)  # tried in order
+
+
+KNOWN_SERVERS: tuple[LocalServerKind, ...] = (
+    LocalServerKind("ollama", "Ollama", 11434, models_paths=("/v1/models", "/api/tags")),
+    LocalServerKind("vllm", "vLLM", 8000),
+    LocalServerKind("llamacpp", "llama.cpp server", 8080),
+    LocalServerKind("lmstudio", "LM Studio", 1234),
+)
+
+DEFAULT_PORTS: dict[str, int] = {kind.name: kind.port for kind in KNOWN_SERVERS}
+
+
+@dataclass(frozen=True)
+class DiscoveredServer:
+    name: str  # "ollama"
+    label: str
+    base_url: str  # "http://127.0.0.1:11434/v1"
+    models: tuple[str, ...] = field(default=())  # the server's own model names
+
+    def pool_models(self) -> list[PoolModel]:
+        seen: set[str] = set()
+        out: list[PoolModel] = []
+        for name in self.models:
+            model_id = f"{self.name}/{short_model_name(name)}"
+            if model_id in seen:
+                model_id = f"{self.name}/{name}"
+                if model_id in seen:
+                    continue
+            seen.add(model_id)
+            out.append(
+                PoolModel(
+                    id=model_id,
+                    provider=self.name,
+                    model=name,
+                    base_url=self.base_url,
+                    price_in=0.0,
+                    price_out=0.0,
+                    description=f"local model served by {self.label} on this machine",
+                    kind="openai",
+                    available=True,
+                    reason=f"discovered at {self.base_url}",
+                    source="discovered",
+                )
+            )
+        return out
+
+
+def short_model_name(name: str) -> str:
+    """A readable id part: "llama3.2:latest" -> "llama3.2", "/models/qwen-7b.Q4.gguf" ->
+    "qwen-7b.Q4"."""
+    name = name.strip()
+    if name.endswith(":latest"):
+        name = name[: -len(":latest")]
+    if name.lower().endswith(".gguf") or name.startswith(("/", "./", "~")) or "\\" in name:
+        name = re.split(r"[\\/]", name)[-1]
+        if name.lower().endswith(".gguf"):
+            name = name[: -len(".gguf")]
+    return name or "model"
+
+
+def _model_names(path: str, payload: object) -> list[str] | None:
+    """The model names in a /v1/models or /api/tags reply, or None when it is not one."""
+    if not isinstance(payload, dict):
+        return None
+    if path.endswith("/api/tags"):
+        items, key = payload.get("models"), "name"
+    else:
+        items, key = payload.get("data"), "id"
+    if not isinstance(items, list):
+        return None
+    names = []
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get(key), str) and item[key].strip():
+            names.append(item[key].strip())
+    return names
+
+
+async def _probe(client: httpx.AsyncClient, kind: LocalServerKind, host: str,
+                 port: int) -> DiscoveredServer | None:
+    root = f"http://{host}:{port}"
+    for path in kind.models_paths:
+        try:
+            response = await client.get(root + path)
+        except httpx.ConnectError:
+            return None  # nothing listens: no other path will help
+        except httpx.HTTPError as exc:
+            log.debug("discovery: %s on port %s: %s", kind.name, port, type(exc).__name__)
+            return None
+        if response.status_code != 200:
+            continue
+        try:
+            names = _model_names(path, response.json())
+        except ValueError:
+            names = None
+        if names is None:
+            continue
+        return DiscoveredServer(kind.name, kind.label, root + kind.api_path, tuple(names))
+    return None
+
+
+async def discover_servers(
+    *,
+    ports: Mapping[str, int | None] | None = None,
+    timeout_s: float = 0.3,
+    host: str = DEFAULT_HOST,
+    kinds: Iterable[LocalServerKind] = KNOWN_SERVERS,
+) -> list[DiscoveredServer]:
+    """Probe the known local servers concurrently; return those that answered with a model list.
+
+    `ports` overrides where to look, by server name ({"vllm": 54321}); when it is given, only the
+    servers it names are probed (a None port skips that server). Each probe is cut off after
+    `timeout_s`, so the whole call takes about `timeout_s` at most.
+    """
+    kinds = tuple(kinds)
+    if ports is None:
+        targets = [(kind, kind.port) for kind in kinds]
+    else:
+        by_name = {kind.name: kind for kind in kinds}
+        unknown = set(ports) - set(by_name)
+        if unknown:
+            raise ValueError(f"unknown local server kinds: {', '.join(sorted(unknown))}")
+        targets = [(by_name[name], port) for name, port in ports.items() if port is not None]
+    if not targets:
+        return []
+
+    timeout = httpx.Timeout(timeout_s)
+    # trust_env=False: never route loopback probes through a proxy from the environment.
+    async with httpx.AsyncClient(timeout=timeout, trust_env=False,
+                                 follow_redirects=False) as client:
+
+        async def bounded(kind: LocalServerKind, port: int) -> DiscoveredServer | None:
+            try:
+                return await asyncio.wait_for(_probe(client, kind, host, port), timeout_s)
+            except (asyncio.TimeoutError, TimeoutError):
+                log.debug("discovery: %s on port %s did not answer in %.2fs", kind.name, port,
+                          timeout_s)
+                return None
+
+        results = await asyncio.gather(*(bounded(kind, port) for kind, port in targets))
+    return [server for server in results if server is not None]
+
+
+async def discover_models(
+    *,
+    ports: Mapping[str, int | None] | None = None,
+    timeout_s: float = 0.3,
+    host: str = DEFAULT_HOST,
+) -> list[PoolModel]:
+    """The models of every discovered local server, as pool models (price 0)."""
+    servers = await discover_servers(ports=ports, timeout_s=timeout_s, host=host)
+    return [model for server in servers for model in server.pool_models()]

@@ -1,0 +1,313 @@
+"""The pool: every model Stiva knows, in a fixed order, with whether (and why) it can be used.
+
+Order: the config's [[models]]; then the built-in catalog (when `config.catalog`), models of
+providers with a key first, then those without one (kept, unavailable, so the user sees what a key
+would add); then models of discovered local servers; then the embedded model, always last and
+always there, so the app works offline. `Pool.available()` keeps that order and is what the
+conductor is shown, numbered from 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import ipaddress
+import logging
+from dataclasses import dataclass, replace
+from typing import Iterable, Iterator, Mapping
+from urllib.parse import urlsplit
+
+from ..config import EMBEDDED_MODEL_ID, Config
+from .types import PoolModel
+
+log = logging.getLogger(__name__)
+
+KEYS_HINT = "add one with the keys screen"
+
+
+class Pool:
+    """An ordered list of pool models with unique ids."""
+
+    def __init__(self, models: Iterable[PoolModel] = ()):
+        self._models: tuple[PoolModel, ...] = tuple(models)
+        self._by_id: dict[str, PoolModel] = {}
+        for model in self._models:
+            if model.id in self._by_id:
+                raise ValueError(f"pool model id {model.id!r} appears twice")
+            self._by_id[model.id] = model
+
+    @property
+    def models(self) -> tuple[PoolModel, ...]:
+        return self._models
+
+    @property
+    def by_id(self) -> dict[str, PoolModel]:
+        return dict(self._by_id)
+
+    def get(self, model_id: str, default: PoolModel | None = None) -> PoolModel | None:
+        return self._by_id.get(model_id, default)
+
+    def __getitem__(self, model_id: str) -> PoolModel:
+        return self._by_id[model_id]
+
+    def __contains__(self, model_id: object) -> bool:
+        return model_id in self._by_id
+
+    def available(self) -> list[PoolModel]:
+        """Enabled and available models, in pool order (the conductor's numbering)."""
+        return [m for m in self._models if m.enabled and m.available]
+
+    def ids(self) -> list[str]:
+        return [m.id for m in self._models]
+
+    def __iter__(self) -> Iterator[PoolModel]:
+        return iter(self._models)
+
+    def __len__(self) -> int:
+        return len(self._models)
+
+    def public(self) -> list[dict]:
+        """Every model as shown or stored: no keys, no headers."""
+        return [m.public() for m in self._models]
+
+    def __repr__(self) -> str:
+        return f"Pool({len(self._models)} models, {len(self.available())} available)"
+
+
+# --- the embedded model -------------------------------------------------------------------------
+
+def fallback_embedded_model() -> PoolModel:
+    return PoolModel(
+        id=EMBEDDED_MODEL_ID,
+        provider="local",
+        model="gemma-3-270m",
+        kind="embedded",
+        price_in=0.0,
+        price_out=0.0,
+        description="Gemma-3 270M base model, runs offline on the CPU; weak but always available",
+        available=True,
+        reason="embedded: runs offline on the CPU",
+        source="embedded",
+    )
+
+
+def embedded_model() -> PoolModel:
+    """`stiva_tui.pool.embedded.embedded_pool_model()` when that module exists, else a fallback
+    with the same id (the module must not import torch at import time)."""
+    try:
+        from . import embedded  # type: ignore[attr-defined]
+
+        factory = embedded.embedded_pool_model
+    except (ImportError, AttributeError) as exc:
+        log.debug("embedded model module not usable (%s); using the built-in entry", exc)
+        return fallback_embedded_model()
+    return factory()
+
+
+# --- keys ---------------------------------------------------------------------------------------
+
+def is_loopback_url(url: str) -> bool:
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class _Provider:
+    name: str
+    base_url: str
+    api_key_env: str | None
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class _KeyState:
+    key: str | None
+    available: bool
+    reason: str
+
+    def __repr__(self) -> str:  # never show the key
+        return f"_KeyState(available={self.available}, reason={self.reason!r})"
+
+
+def no_key_reason(env_var: str | None) -> str:
+    if env_var:
+        return f"no key: set ${env_var} or {KEYS_HINT}"
+    return f"no key: {KEYS_HINT}"
+
+
+def _resolve_key(provider: _Provider) -> _KeyState:
+    from ..secrets import SecretsError, get_key
+
+    try:
+        key, where = get_key(provider.name, provider.api_key_env)
+    except SecretsError as exc:
+        log.debug("keyring unusable for %s: %s", provider.name, exc)
+        key, where = None, "none"
+        keyring_broken = True
+    else:
+        keyring_broken = False
+    if key:
+        return _KeyState(key, True, "key from keyring" if where == "keyring" else f"key from {where}")
+    if provider.api_key_env:
+        reason = no_key_reason(provider.api_key_env)
+        if keyring_broken:
+            reason = f"no key: set ${provider.api_key_env} (no usable keyring)"
+        return _KeyState(None, False, reason)
+    if is_loopback_url(provider.base_url):
+        return _KeyState(None, True, "no key needed")
+    return _KeyState(None, True, "no key configured")
+
+
+def _providers(config: Config) -> dict[str, _Provider]:
+    """Config providers, and catalog providers (a config provider of the same name overrides the
+    catalog's endpoint; it keeps the catalog's key variable unless it names its own)."""
+    from .catalog import load_catalog
+
+    out: dict[str, _Provider] = {}
+    for cat in load_catalog().providers:
+        out[cat.name] = _Provider(cat.name, cat.base_url, cat.api_key_env)
+    for prov in config.providers:
+        base = out.get(prov.name)
+        env = prov.api_key_env or (base.api_key_env if base else None)
+        out[prov.name] = _Provider(prov.name, prov.base_url, env, tuple(prov.headers.items()))
+    return out
+
+
+def _resolve_keys(providers: Iterable[_Provider]) -> dict[str, _KeyState]:
+    return {p.name: _resolve_key(p) for p in providers}
+
+
+# --- building -----------------------------------------------------------------------------------
+
+def _needed_providers(config: Config, providers: Mapping[str, _Provider]) -> list[_Provider]:
+    from .catalog import load_catalog
+
+    names: list[str] = [m.provider for m in config.models]
+    if config.catalog:
+        names += [p.name for p in load_catalog().providers]
+    seen: dict[str, _Provider] = {}
+    for name in names:
+        if name in providers and name not in seen:
+            seen[name] = providers[name]
+    return list(seen.values())
+
+
+def _assemble(config: Config, providers: Mapping[str, _Provider], keys: Mapping[str, _KeyState],
+              discovered: Iterable[PoolModel], embedded: PoolModel) -> Pool:
+    from .catalog import load_catalog
+
+    models: list[PoolModel] = []
+    taken: set[str] = set()
+
+    for entry in config.models:
+        provider = providers.get(entry.provider)
+        if provider is None:  # parse_config refuses this; a hand-made Config may not
+            log.warning("model %s: unknown provider %s, skipped", entry.id, entry.provider)
+            continue
+        state = keys[provider.name]
+        available, reason = state.available, state.reason
+        if not entry.enabled:
+            available, reason = False, "disabled in config"
+        models.append(PoolModel(
+            id=entry.id, provider=provider.name, model=entry.model, base_url=provider.base_url,
+            price_in=entry.price_in, price_out=entry.price_out, description=entry.description,
+            kind="openai", enabled=entry.enabled, available=available, reason=reason,
+            source="config", api_key=state.key, headers=provider.headers,
+        ))
+        taken.add(entry.id)
+
+    if config.catalog:
+        keyed: list[PoolModel] = []
+        keyless: list[PoolModel] = []
+        for cat in load_catalog().providers:
+            provider = providers[cat.name]
+            state = keys[cat.name]
+            for m in cat.models:
+                if m.id in taken:
+                    continue
+                model = PoolModel(
+                    id=m.id, provider=cat.name, model=m.model, base_url=provider.base_url,
+                    price_in=m.price_in, price_out=m.price_out, description=m.description,
+                    kind="openai", available=state.available, reason=state.reason,
+                    source="catalog", api_key=state.key, headers=provider.headers,
+                )
+                (keyed if state.available else keyless).append(model)
+                taken.add(m.id)
+        models += keyed + keyless
+
+    configured_urls = {_norm_url(p.base_url) for p in providers.values() if is_loopback_url(p.base_url)}
+    for model in discovered:
+        if model.id in taken or model.id == embedded.id:
+            continue
+        if _norm_url(model.base_url) in configured_urls:
+            continue  # the same server is already in the config under its own name
+        models.append(model)
+        taken.add(model.id)
+
+    if embedded.id in taken:
+        # A config model reusing the embedded id would hide it; keep the embedded one last.
+        models = [m for m in models if m.id != embedded.id]
+    models.append(embedded)
+    return Pool(models)
+
+
+def _norm_url(url: str) -> str:
+    parts = urlsplit(url.rstrip("/"))
+    host = (parts.hostname or "").lower()
+    if host in ("localhost", "::1", "0.0.0.0") or host.startswith("127."):
+        host = "127.0.0.1"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://{host}:{port}{parts.path}"
+
+
+async def build_pool(config: Config, *, discover: bool | None = None,
+                     discovery_ports: Mapping[str, int | None] | None = None) -> Pool:
+    """Build the pool for `config`. `discover` None follows `config.discovery.enabled`;
+    `discovery_ports` overrides where local servers are looked for (see discovery)."""
+    from .discovery import discover_models
+
+    do_discover = config.discovery.enabled if discover is None else discover
+    providers = _providers(config)
+    needed = _needed_providers(config, providers)
+
+    discovery_task: asyncio.Task | None = None
+    if do_discover:
+        discovery_task = asyncio.ensure_future(
+            discover_models(ports=discovery_ports, timeout_s=config.discovery.timeout_s)
+        )
+    try:
+        # Keyring backends may block (D-Bus): resolve keys in a thread while discovery runs.
+        keys = await asyncio.to_thread(_resolve_keys, needed)
+        discovered: list[PoolModel] = []
+        if discovery_task is not None:
+            try:
+                discovered = await discovery_task
+            except Exception as exc:  # discovery is best effort
+                log.warning("discovery of local servers failed: %s", exc)
+    finally:
+        if discovery_task is not None and not discovery_task.done():
+            discovery_task.cancel()
+    return _assemble(config, providers, keys, discovered, embedded_model())
+
+
+def build_pool_sync(config: Config, *, discover: bool | None = None,
+                    discovery_ports: Mapping[str, int | None] | None = None) -> Pool:
+    """`build_pool` for synchronous callers; works inside a running event loop too (it then runs
+    in a worker thread with its own loop)."""
+    coro_args = dict(discover=discover, discovery_ports=discovery_ports)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(build_pool(config, **coro_args))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as executor:
+        return executor.submit(lambda: asyncio.run(build_pool(config, **coro_args))).result()
+
+
+def with_availability(model: PoolModel, available: bool, reason: str) -> PoolModel:
+    """A copy of `model` with a new availability (e.g. after a failed health check)."""
+    return replace(model, available=available, reason=reason)

@@ -1,0 +1,86 @@
+"""What the pool is made of: models, and the events a streaming chat call yields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Literal, Protocol, Sequence
+
+from ..usage import Usage
+
+ModelKind = Literal["openai", "embedded"]
+
+
+class ProviderError(Exception):
+    """A chat call failed. `status` is the HTTP status (None for connection faults)."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False,
+                 retry_after: float | None = None, provider: str | None = None):
+        self.status = status
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.provider = provider
+        prefix = f"{provider}: " if provider else ""
+        code = f"HTTP {status}: " if status else ""
+        super().__init__(f"{prefix}{code}{message}")
+        self.message = message
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    usage: Usage
+
+
+ChatEvent = TextDelta | UsageReport
+
+
+@dataclass(frozen=True)
+class PoolModel:
+    """One model of the pool. `api_key` never leaves the process: not shown, stored or logged."""
+
+    id: str  # what the conductor and the user see
+    provider: str
+    model: str  # the provider's own name for it
+    base_url: str = ""
+    price_in: float = 0.0  # USD per 1M input tokens
+    price_out: float = 0.0  # USD per 1M output tokens
+    description: str = ""
+    kind: ModelKind = "openai"
+    enabled: bool = True
+    available: bool = True
+    reason: str = ""  # why it is (un)available: "key from $OPENAI_API_KEY", "no key", ...
+    source: str = "config"  # config | catalog | discovered | embedded
+    api_key: str | None = field(default=None, repr=False, compare=False)
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
+
+    def cost(self, usage: Usage) -> float:
+        return (usage.prompt_tokens * self.price_in + usage.completion_tokens * self.price_out) / 1e6
+
+    def public(self) -> dict:
+        """Everything about the model that may be shown or stored (no key)."""
+        return {
+            "id": self.id, "provider": self.provider, "model": self.model, "base_url": self.base_url,
+            "price_in": self.price_in, "price_out": self.price_out, "description": self.description,
+            "kind": self.kind, "enabled": self.enabled, "available": self.available,
+            "reason": self.reason, "source": self.source,
+        }
+
+
+class Worker(Protocol):
+    """Anything that streams a chat completion: the HTTP client, the embedded model."""
+
+    def stream_chat(
+        self,
+        model: PoolModel,
+        messages: Sequence[dict],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> AsyncIterator[ChatEvent]:
+        """Yield TextDelta events as text arrives, then exactly one UsageReport."""
+        ...

@@ -1,0 +1,159 @@
+"""API keys: from the environment first, then the OS keyring (service "stiva", user = provider).
+
+Keys are returned to the caller and nowhere else: this module never logs, prints or formats a key
+into a message. Every keyring problem becomes a `SecretsError` whose message says what to do
+instead (usually: set the provider's environment variable).
+
+The keyring backend is chosen once (by the `keyring` package: `PYTHON_KEYRING_BACKEND`, its config
+file, or the best installed backend) and remembered; `reset_backend()` forgets it (tests use it
+after changing the environment).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+SERVICE = "stiva"
+
+_lock = threading.Lock()
+_backend: Any = None  # keyring.backend.KeyringBackend once chosen
+_backend_error: str | None = None
+
+
+class SecretsError(Exception):
+    """The keyring could not be used; the message says why and what to do instead."""
+
+
+def reset_backend() -> None:
+    """Forget the chosen keyring backend, so the next call detects it again."""
+    global _backend, _backend_error
+    with _lock:
+        _backend = None
+        _backend_error = None
+
+
+def _backend_name(backend: Any) -> str:
+    cls = type(backend)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _unusable_reason(backend: Any) -> str | None:
+    """Why the backend cannot store keys (None when it can)."""
+    from keyring.backends import chainer, fail, null
+
+    if isinstance(backend, fail.Keyring):
+        return "no recommended keyring backend is installed"
+    if isinstance(backend, null.Keyring):
+        return "the keyring is disabled (null backend)"
+    if isinstance(backend, chainer.ChainerBackend) and not backend.backends:
+        return "no keyring backend is available"
+    return None
+
+
+def _get_backend() -> Any:
+    """The keyring backend, or SecretsError(reason) when there is none usable."""
+    global _backend, _backend_error
+    with _lock:
+        if _backend is None and _backend_error is None:
+            try:
+                import keyring.core
+
+                keyring.core.init_backend()
+                _backend = keyring.core.get_keyring()
+            except Exception as exc:  # a bad PYTHON_KEYRING_BACKEND, a broken config file, ...
+                _backend_error = f"cannot load a keyring backend ({type(exc).__name__}: {exc})"
+            else:
+                _backend_error = _unusable_reason(_backend)
+        if _backend_error is not None:
+            raise SecretsError(_backend_error)
+        return _backend
+
+
+def _hint(provider: str, env_var: str | None) -> str:
+    if env_var:
+        return f"set ${env_var} instead"
+    return f"give provider {provider!r} an api_key_env in the config instead"
+
+
+def _check_provider(provider: str) -> None:
+    if not provider or not provider.strip():
+        raise SecretsError("a provider name is needed to store or look up a key")
+
+
+def keyring_status() -> tuple[bool, str]:
+    """(whether a usable keyring backend exists, its name — or why there is none)."""
+    try:
+        backend = _get_backend()
+    except SecretsError as exc:
+        return False, str(exc)
+    return True, _backend_name(backend)
+
+
+def get_key(provider: str, env_var: str | None) -> tuple[str | None, str]:
+    """The key for `provider` and where it came from: ("...", "$VAR"), ("...", "keyring") or
+    (None, "none"). Raises SecretsError when the environment has no key and the keyring fails."""
+    if env_var:
+        value = os.environ.get(env_var, "").strip()
+        if value:
+            return value, f"${env_var}"
+    _check_provider(provider)
+    try:
+        backend = _get_backend()
+    except SecretsError as exc:
+        raise SecretsError(f"no keyring backend ({exc}): {_hint(provider, env_var)}") from None
+    try:
+        value = backend.get_password(SERVICE, provider)
+    except Exception as exc:
+        raise SecretsError(
+            f"keyring {_backend_name(backend)} failed to read the key for {provider!r} "
+            f"({type(exc).__name__}): {_hint(provider, env_var)}"
+        ) from None
+    if value and value.strip():
+        return value.strip(), "keyring"
+    return None, "none"
+
+
+def set_key(provider: str, key: str, env_var: str | None = None) -> None:
+    """Store `key` for `provider` in the keyring (never anywhere else)."""
+    _check_provider(provider)
+    key = (key or "").strip()
+    if not key:
+        raise SecretsError("the key is empty")
+    if any(ch in key for ch in "\r\n\x00"):
+        raise SecretsError("the key contains a line break or NUL character")
+    try:
+        backend = _get_backend()
+    except SecretsError as exc:
+        raise SecretsError(f"no keyring backend ({exc}): {_hint(provider, env_var)}") from None
+    try:
+        backend.set_password(SERVICE, provider, key)
+    except Exception as exc:
+        raise SecretsError(
+            f"keyring {_backend_name(backend)} failed to store the key for {provider!r} "
+            f"({type(exc).__name__}): {_hint(provider, env_var)}"
+        ) from None
+
+
+def delete_key(provider: str) -> bool:
+    """Remove the stored key of `provider`; False when there was none."""
+    _check_provider(provider)
+    try:
+        backend = _get_backend()
+    except SecretsError as exc:
+        raise SecretsError(f"no keyring backend ({exc}): nothing to delete") from None
+    from keyring.errors import PasswordDeleteError
+
+    try:
+        if backend.get_password(SERVICE, provider) is None:
+            return False
+        backend.delete_password(SERVICE, provider)
+    except PasswordDeleteError:
+        return False
+    except Exception as exc:
+        raise SecretsError(
+            f"keyring {_backend_name(backend)} failed to delete the key for {provider!r} "
+            f"({type(exc).__name__})"
+        ) from None
+    return True

@@ -1,0 +1,45 @@
+"""Shared fixtures: an isolated STIVA_HOME, a file keyring, and scripted local providers."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fakeprovider import FakeProvider  # noqa: E402
+
+# No test may reach a hub or the internet.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True)
+def stiva_home(tmp_path, monkeypatch):
+    """Every test gets its own STIVA_HOME and a real file keyring inside it."""
+    home = tmp_path / "stiva-home"
+    home.mkdir()
+    monkeypatch.setenv("STIVA_HOME", str(home))
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "xdg-data"))
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY",
+                "DEEPSEEK_API_KEY", "TOGETHER_API_KEY", "GROQ_API_KEY", "MISTRAL_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+@pytest.fixture
+def fake():
+    with FakeProvider() as server:
+        yield server
+
+
+def pool_models(fake: FakeProvider, *names: str, price_in: float = 1.0, price_out: float = 2.0):
+    """PoolModels named `names`, served by `fake` under the same names."""
+    from stiva_tui.pool.types import PoolModel
+
+    return [PoolModel(id=n, provider="fake", model=n, base_url=fake.base_url, price_in=price_in,
+                      price_out=price_out, description=f"test model {n}") for n in names]
