@@ -80,6 +80,12 @@ class Runtime:
                     select_conductor, cfg, self.models, self.worker, progress)
             return self.conductor
 
+    async def pool_refresh(self) -> None:
+        """Rebuild the pool (after a key was added or removed); the next run uses it."""
+        from .pool.registry import build_pool
+
+        self.pool = await build_pool(self.config)
+
     def engine(self, *, source: str = "tui", conductor: Any = None) -> Engine:
         return Engine(self.models, self.worker, conductor or self.conductor, store=self.store,
                       conductor_reason=self.conductor_reason, source=source)

@@ -1,0 +1,138 @@
+"""The streaming chat client against a real local HTTP server speaking the OpenAI wire format."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from conftest import pool_models
+from fakeprovider import Reply
+from stiva_tui.pool.client import HttpWorker
+from stiva_tui.pool.types import ProviderError, TextDelta, UsageReport
+from stiva_tui.usage import Usage
+
+MESSAGES = [{"role": "user", "content": "Say hello to the world"}]
+
+
+async def collect(worker, model, **kwargs):
+    return [event async for event in worker.stream_chat(model, MESSAGES, **kwargs)]
+
+
+async def test_streams_text_and_reports_usage_from_the_stream(fake):
+    (model,) = pool_models(fake, "m1")
+    fake.script("m1", Reply("hello big world", usage=(7, 3)))
+    worker = HttpWorker()
+    events = await collect(worker, model, max_tokens=50, temperature=0.2, stop=["\n\n"])
+    await worker.aclose()
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "hello big world"
+    assert sum(isinstance(e, TextDelta) for e in events) == 3  # streamed, not buffered
+    assert events[-1] == UsageReport(Usage(7, 3))
+    body = fake.requests[0].body
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["max_tokens"] == 50 and body["temperature"] == 0.2 and body["stop"] == ["\n\n"]
+
+
+async def test_usage_is_estimated_and_marked_when_the_provider_sends_none(fake):
+    (model,) = pool_models(fake, "m1")
+    fake.script("m1", Reply("four words right here", usage=None))
+    events = await collect(HttpWorker(), model)
+    usage = events[-1].usage
+    assert usage.estimated and usage.completion_tokens > 0 and usage.prompt_tokens > 0
+
+
+async def test_sends_the_key_as_bearer_and_maps_401(fake):
+    fake.api_key = "sk-test-123"
+    (model,) = pool_models(fake, "m1")
+    with pytest.raises(ProviderError) as info:
+        await collect(HttpWorker(), model)
+    assert info.value.status == 401 and not info.value.retryable
+    assert "API key" in str(info.value)
+    from dataclasses import replace
+
+    events = await collect(HttpWorker(), replace(model, api_key="sk-test-123"))
+    assert isinstance(events[-1], UsageReport)
+
+
+async def test_429_is_retried_after_retry_after(fake):
+    (model,) = pool_models(fake, "m1")
+    fake.script("m1", Reply(status=429, retry_after="0.3"), Reply("fine"))
+    started = time.monotonic()
+    events = await collect(HttpWorker(retries=2), model)
+    assert time.monotonic() - started >= 0.3
+    assert events[0] == TextDelta("fine") and len(fake.requests) == 2
+
+
+async def test_500_is_retried_with_backoff_then_fails_with_the_provider_message(fake):
+    (model,) = pool_models(fake, "m1")
+    fake.script("m1", Reply(status=500, error_message="upstream exploded"))
+    with pytest.raises(ProviderError) as info:
+        await collect(HttpWorker(retries=2, backoff_s=0.01), model)
+    assert info.value.status == 500 and "upstream exploded" in str(info.value)
+    assert len(fake.requests) == 3
+
+
+async def test_400_is_not_retried(fake):
+    (model,) = pool_models(fake, "m1")
+    fake.script("m1", Reply(status=400, error_message="bad request"))
+    with pytest.raises(ProviderError):
+        await collect(HttpWorker(retries=3, backoff_s=0.01), model)
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("fault", ["cut", "malformed"])
+async def test_a_broken_stream_after_text_raises_without_retrying(fake, fault):
+    (model,) = pool_models(fake, "m1")
+    fake.script("m1", Reply("a b c d e f", fault=fault))
+    seen = []
+    with pytest.raises(ProviderError) as info:
+        async for event in HttpWorker(retries=3, backoff_s=0.01).stream_chat(model, MESSAGES):
+            seen.append(event)
+    assert info.value.retryable
+    assert seen and all(isinstance(e, TextDelta) for e in seen)  # partial text came first
+    assert len(fake.requests) == 1  # text already streamed: the executor retries the step
+
+
+async def test_a_reply_without_streaming_is_accepted(fake):
+    (model,) = pool_models(fake, "m1")
+    fake.script("m1", Reply("whole answer", fault="json", usage=(5, 2)))
+    events = await collect(HttpWorker(), model)
+    assert events == [TextDelta("whole answer"), UsageReport(Usage(5, 2))]
+
+
+async def test_a_hung_connection_times_out(fake):
+    (model,) = pool_models(fake, "m1")
+    fake.script("m1", Reply(fault="hang"))
+    started = time.monotonic()
+    with pytest.raises(ProviderError, match="timed out"):
+        await collect(HttpWorker(timeout_s=0.4, retries=0), model)
+    assert time.monotonic() - started < 3
+
+
+async def test_connection_refused_is_a_provider_error():
+    from stiva_tui.pool.types import PoolModel
+
+    model = PoolModel(id="x", provider="nowhere", model="x", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(ProviderError, match="connection failed"):
+        await collect(HttpWorker(retries=1, backoff_s=0.01), model)
+
+
+async def test_cancelling_the_consumer_closes_the_connection(fake):
+    (model,) = pool_models(fake, "m1")
+    fake.script("m1", Reply("one two three four five six", chunk_delay_s=0.3))
+    worker = HttpWorker()
+
+    async def consume():
+        async for _ in worker.stream_chat(model, MESSAGES):
+            pass
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0.4)
+    assert fake.active == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await asyncio.to_thread(fake.wait_idle, 3.0)
+    assert fake.disconnects >= 1
+    await worker.aclose()

@@ -1,0 +1,239 @@
+"""The executor against real local HTTP providers: concurrency, visibility, accounting, faults."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from conftest import pool_models
+from fakeprovider import Reply
+from stiva_tui.conductor.remote import RemoteConductor
+from stiva_tui.engine import events as ev
+from stiva_tui.engine.executor import Engine, RunOptions, moa_workflow
+from stiva_tui.pool.client import HttpWorker
+
+
+def plan(models, subtasks, access):
+    import json
+
+    return (f"Plan.\nmodel_id = {json.dumps(models)}\nsubtasks = {json.dumps(subtasks)}\n"
+            f"access_list = {json.dumps(access)}")
+
+
+def make_engine(fake, *names, retries=1, worker=None):
+    models = pool_models(fake, "cond", *names)
+    worker = worker or HttpWorker(retries=0)
+    return Engine(models, worker, RemoteConductor(models[0], worker)), worker
+
+
+async def test_fan_in_runs_branches_concurrently(fake):
+    fake.script("cond", Reply(plan([1, 2, 1], ["draft A", "draft B", "combine"], [[], [], [0, 1]])))
+    fake.script("w1", Reply("alpha", latency_s=1.0), Reply("final", latency_s=0.5))
+    fake.script("w2", Reply("beta", latency_s=1.0))
+    engine, worker = make_engine(fake, "w1", "w2")
+    events: list = []
+    started = time.monotonic()
+    result = await engine.run("Q?", emit=events.append)
+    wall = time.monotonic() - started
+    await worker.aclose()
+    assert result.status == "finished" and result.answer == "final"
+    assert 1.5 <= wall < 1.9, wall  # 1 s branches in parallel + 0.5 s aggregator, not 2.5 s
+    starts = {e.index: e for e in events if isinstance(e, ev.StepStarted)}
+    finishes = {e.index: e for e in events if isinstance(e, ev.StepFinished)}
+    assert events.index(starts[2]) > max(events.index(finishes[0]), events.index(finishes[1]))
+
+
+async def test_each_worker_sees_exactly_its_access_list(fake):
+    fake.script("cond", Reply(plan([1, 1, 1, 1], ["s0", "s1", "s2", "s3"], [[], [0], [], [0, 2]])))
+    outputs = iter(["OUT0", "OUT1", "OUT2", "OUT3"])
+    fake.default("w1", lambda request: Reply(request.user_text.split("Your assigned subtask: ")[1].upper()
+                                              + " " + next(outputs, "x")))
+    engine, worker = make_engine(fake, "w1")
+    result = await engine.run("The question", emit=None)
+    await worker.aclose()
+    seen = {r.user_text.split("Your assigned subtask: ")[1]: r.user_text for r in fake.requests_for("w1")}
+    assert "The question" in seen["s0"] and "<step_" not in seen["s0"]
+    assert "<step_0_response>" in seen["s1"] and "S0" in seen["s1"] and "step_2" not in seen["s1"]
+    assert "<step_" not in seen["s2"]
+    assert "<step_0_subtask>\ns0" in seen["s3"] and "<step_2_response>" in seen["s3"]
+    assert "<step_1_" not in seen["s3"]
+    assert result.answer.startswith("S3")  # the answer is the last step's output
+
+
+async def test_totals_equal_what_the_servers_reported(fake):
+    fake.script("cond", Reply(plan([1, 2], ["a", "b"], [[], [0]]), usage=(100, 20)))
+    fake.script("w1", Reply("one", usage=(11, 3)))
+    fake.script("w2", Reply("two", usage=(17, 5)))
+    models = pool_models(fake, "cond", "w1", "w2", price_in=2.0, price_out=10.0)
+    worker = HttpWorker()
+    engine = Engine(models, worker, RemoteConductor(models[0], worker))
+    events: list = []
+    result = await engine.run("Q", emit=events.append)
+    await worker.aclose()
+    assert (result.totals.prompt_tokens, result.totals.completion_tokens) == (128, 28)
+    expected_cost = (128 * 2.0 + 28 * 10.0) / 1e6
+    assert result.totals.cost_usd == pytest.approx(expected_cost)
+    finished = [e for e in events if isinstance(e, ev.StepFinished)]
+    assert sum(e.cost_usd for e in finished) == pytest.approx((28 * 2.0 + 8 * 10.0) / 1e6)
+    assert isinstance(events[-1], ev.RunFinished) and events[-1].totals == result.totals
+
+
+async def test_a_failing_step_is_retried_then_moved_to_a_fallback(fake):
+    fake.script("cond", Reply(plan([1], ["answer"], [[]])))
+    fake.script("w1", Reply("partial text that breaks", fault="cut"))  # keeps failing
+    fake.script("w2", Reply("rescued", usage=(5, 1)))
+    engine, worker = make_engine(fake, "w1", "w2")
+    events: list = []
+    result = await engine.run("Q", emit=events.append, options=RunOptions(retries=1, fallbacks=("w2",)))
+    await worker.aclose()
+    assert result.status == "finished" and result.answer == "rescued"
+    failed = [e for e in events if isinstance(e, ev.StepFailed)]
+    assert [(e.model, e.attempt, e.fallback) for e in failed] == [("w1", 1, "w1"), ("w1", 2, "w2")]
+    done = [e for e in events if isinstance(e, ev.StepFinished)][0]
+    assert done.model == "w2" and done.attempts == 3
+
+
+async def test_when_no_fallback_works_the_run_fails_naming_step_and_provider(fake):
+    fake.script("cond", Reply(plan([1, 1], ["a", "b"], [[], [0]])), Reply(status=503, error_message="down"))
+    fake.script("w1", Reply("ok"), Reply(status=400, error_message="context length exceeded"))
+    models = pool_models(fake, "cond", "w1")
+    worker = HttpWorker(retries=0)
+    engine = Engine(models, worker, RemoteConductor(models[0], worker))
+    events: list = []
+    result = await engine.run("Q", emit=events.append,
+                              options=RunOptions(retries=0, fallbacks=("cond",), max_fallbacks=1))
+    await worker.aclose()
+    assert result.status == "failed"
+    assert "step 1" in result.error and "cond" in result.error and "down" in result.error
+    failed = [e for e in events if isinstance(e, ev.StepFailed)]
+    assert [(e.model, e.fallback) for e in failed] == [("w1", "cond"), ("cond", None)]
+    assert "context length exceeded" in failed[0].error
+    assert isinstance(events[-1], ev.RunFailed)
+
+
+async def test_budget_cap_stops_the_run_cleanly(fake):
+    fake.script("cond", Reply(plan([1, 1, 1], ["a", "b", "c"], [[], [0], [1]]), usage=(10, 10)))
+    fake.default("w1", Reply("x", usage=(1000, 1000)))
+    models = pool_models(fake, "cond", "w1", price_in=1.0, price_out=1.0)
+    worker = HttpWorker()
+    engine = Engine(models, worker, RemoteConductor(models[0], worker))
+    events: list = []
+    result = await engine.run("Q", emit=events.append, options=RunOptions(budget_tokens=2500))
+    await worker.aclose()
+    assert result.status == "failed" and "budget" in result.error
+    # 20 + 2000 < 2500 lets step 1 start; it crosses the cap, so step 2 never runs.
+    assert len(fake.requests_for("w1")) == 2
+    assert result.totals.prompt_tokens + result.totals.completion_tokens == 4020
+    assert isinstance(events[-1], ev.RunFailed)
+
+
+async def test_usd_budget(fake):
+    fake.script("cond", Reply(plan([1, 1], ["a", "b"], [[], [0]]), usage=(10, 10)))
+    fake.default("w1", Reply("x", usage=(1_000_000, 0)))
+    models = pool_models(fake, "cond", "w1", price_in=1.0, price_out=1.0)
+    worker = HttpWorker()
+    engine = Engine(models, worker, RemoteConductor(models[0], worker))
+    result = await engine.run("Q", options=RunOptions(budget_usd=0.5))
+    await worker.aclose()
+    assert result.status == "failed" and "$0.5" in result.error
+
+
+async def test_cancellation_leaves_no_task_or_connection(fake):
+    fake.script("cond", Reply(plan([1, 2], ["a", "b"], [[], []])))
+    fake.default("w1", Reply("slow " * 20, chunk_delay_s=0.2))
+    fake.default("w2", Reply(fault="hang"))
+    engine, worker = make_engine(fake, "w1", "w2")
+    events: list = []
+    before = set(asyncio.all_tasks())
+    task = asyncio.create_task(engine.run("Q", emit=events.append))
+    for _ in range(100):
+        await asyncio.sleep(0.05)
+        if fake.active == 2:
+            break
+    assert fake.active == 2
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert isinstance(events[-1], ev.RunCancelled)
+    assert set(asyncio.all_tasks()) - before == set()
+    assert await asyncio.to_thread(fake.wait_idle, 3.0)
+    await worker.aclose()
+
+
+async def test_second_round_sees_previous_workflow_and_may_keep_the_answer(fake):
+    fake.script("cond", Reply(plan([1], ["first try"], [[]])),
+                Reply("Looks right.\nmodel_id = []\nsubtasks = []\naccess_list = []"))
+    fake.script("w1", Reply("answer one"))
+    engine, worker = make_engine(fake, "w1")
+    events: list = []
+    result = await engine.run("Q", emit=events.append, options=RunOptions(rounds=3))
+    await worker.aclose()
+    assert result.answer == "answer one"
+    second = fake.requests_for("cond")[1].user_text
+    assert "Previous plan:" in second and "first try" in second and "answer one" in second
+    ready = [e for e in events if isinstance(e, ev.WorkflowReady)]
+    assert [r.keep_previous for r in ready] == [False, True]  # stopped: no third round
+    assert len(fake.requests_for("cond")) == 2
+
+
+async def test_second_round_may_replace_the_answer(fake):
+    fake.script("cond", Reply(plan([1], ["first"], [[]])), Reply(plan([1], ["better"], [[]])))
+    fake.script("w1", Reply("answer one"), Reply("answer two"))
+    engine, worker = make_engine(fake, "w1")
+    result = await engine.run("Q", options=RunOptions(rounds=2))
+    await worker.aclose()
+    assert result.answer == "answer two"
+
+
+async def test_conductor_gets_one_repair_retry(fake):
+    fake.script("cond", Reply("model_id = [7]\nsubtasks = [\"a\"]\naccess_list = [[]]"),
+                Reply(plan([1], ["fixed"], [[]])))
+    engine, worker = make_engine(fake, "w1")
+    result = await engine.run("Q")
+    assert result.status == "finished"
+    repair = fake.requests_for("cond")[1].messages[-1]["content"]
+    assert "could not be read" in repair and "model_id[0] is 7" in repair
+    fake.script("cond", Reply("no plan at all"))
+    result = await engine.run("Q")
+    await worker.aclose()
+    assert result.status == "failed" and "no valid plan" in result.error
+
+
+async def test_direct_baseline_counts_like_any_step(fake):
+    fake.script("w2", Reply("direct answer", usage=(9, 2)))
+    engine, worker = make_engine(fake, "w1", "w2")
+    events: list = []
+    result = await engine.run_direct("Q", "w2", emit=events.append)
+    await worker.aclose()
+    assert result.answer == "direct answer"
+    assert (result.totals.prompt_tokens, result.totals.completion_tokens) == (9, 2)
+    assert events[0].mode == "direct"
+    assert [type(e).__name__ for e in events if not isinstance(e, ev.StepDelta)] == [
+        "RunStarted", "RoundStarted", "WorkflowReady", "StepStarted", "StepFinished", "RunFinished"]
+
+
+async def test_mixture_of_agents_layers_then_aggregator(fake):
+    fake.default("w1", Reply("p1", usage=(1, 1)))
+    fake.default("w2", Reply("p2", usage=(1, 1)))
+    fake.default("cond", Reply("aggregated", usage=(1, 1)))
+    engine, worker = make_engine(fake, "w1", "w2")
+    result = await engine.run_moa("Q", ["w1", "w2"], "cond", layers=2)
+    await worker.aclose()
+    assert result.answer == "aggregated"
+    assert len(fake.requests) == 5 and result.totals.prompt_tokens == 5
+    layer2 = fake.requests_for("w1")[1].user_text
+    assert "<step_0_response>" in layer2 and "<step_1_response>" in layer2
+    agg = fake.requests_for("cond")[0].user_text
+    assert "<step_2_response>" in agg and "<step_3_response>" in agg and "<step_0_" not in agg
+    wf = moa_workflow(3, 1)
+    assert [s.access for s in wf.steps] == [(), (), (), (0, 1, 2)]
+
+
+async def test_stream_yields_every_event_in_order(fake):
+    fake.script("cond", Reply(plan([1], ["a"], [[]])))
+    engine, worker = make_engine(fake, "w1")
+    kinds = [type(e).__name__ async for e in engine.stream("run", "Q")]
+    await worker.aclose()
+    assert kinds[0] == "RunStarted" and kinds[-1] == "RunFinished" and "ConductorDelta" in kinds
