@@ -1,0 +1,159 @@
+"""The real `stiva` command against scripted local providers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fakeprovider import Reply
+
+STIVA = str(Path(sys.executable).parent / "stiva")
+PLAN = 'Two drafts, one judge.\nmodel_id = [1, 2, 1]\nsubtasks = ["draft A", "draft B", "combine"]\naccess_list = [[], [], [0, 1]]'
+
+
+def write_config(path: Path, base_url: str, extra: str = "") -> Path:
+    text = f"""catalog = false
+[conductor]
+backend = "remote"
+model = "cond"
+[discovery]
+enabled = false
+[workers]
+retries = 0
+[[providers]]
+name = "lab"
+base_url = "{base_url}"
+[[models]]
+id = "cond"
+provider = "lab"
+model = "cond"
+price_in = 1.0
+price_out = 1.0
+[[models]]
+id = "w1"
+provider = "lab"
+model = "w1"
+price_in = 2.0
+price_out = 4.0
+description = "fast drafts"
+[[models]]
+id = "w2"
+provider = "lab"
+model = "w2"
+{extra}"""
+    path.write_text(text)
+    return path
+
+
+def stiva(*args: str, home: Path, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = {**os.environ, "STIVA_HOME": str(home)}
+    return subprocess.run([STIVA, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+@pytest.fixture
+def config(fake, tmp_path):
+    fake.script("cond", Reply(PLAN, usage=(50, 20)))
+    fake.default("w1", Reply("the combined answer", usage=(10, 3)))
+    fake.default("w2", Reply("draft two", usage=(12, 2)))
+    return write_config(tmp_path / "c.toml", fake.base_url)
+
+
+def test_ask_json_trace(config, stiva_home):
+    result = stiva("ask", "What is it?", "--config", str(config), "--json", home=stiva_home)
+    assert result.returncode == 0, result.stderr
+    trace = json.loads(result.stdout)
+    assert trace["question"] == "What is it?"
+    assert trace["answer"] == "the combined answer"
+    assert trace["conductor"]["backend"] == "remote" and trace["conductor"]["model"] == "cond"
+    assert trace["conductor"]["usage"] == {"prompt_tokens": 50, "completion_tokens": 20}
+    (round1,) = trace["rounds"]
+    assert round1["workflow"] == {"model_id": [1, 2, 1], "subtasks": ["draft A", "draft B", "combine"],
+                                  "access_list": [[], [], [0, 1]]}
+    steps = round1["steps"]
+    assert [s["model"] for s in steps] == ["w1", "w2", "w1"]
+    assert steps[2]["access"] == [0, 1] and steps[2]["status"] == "finished"
+    assert steps[0]["usage"] == {"prompt_tokens": 10, "completion_tokens": 3}
+    assert steps[0]["cost_usd"] == pytest.approx((10 * 2 + 3 * 4) / 1e6)
+    assert all(s["attempts"] == 1 and s["latency_s"] >= 0 for s in steps)
+    totals = trace["totals"]
+    assert (totals["prompt_tokens"], totals["completion_tokens"]) == (50 + 10 + 12 + 10, 20 + 3 + 2 + 3)
+    assert totals["cost_usd"] == pytest.approx((70 + 2 * (10 * 2 + 3 * 4)) / 1e6)  # conductor + two w1 steps; w2 is free
+    # History lives under STIVA_HOME.
+    assert (stiva_home / "data" / "stiva.db").exists()
+
+
+def test_ask_prints_the_answer(config, stiva_home):
+    result = stiva("ask", "What is it?", "--config", str(config), home=stiva_home)
+    assert result.returncode == 0
+    assert result.stdout.strip() == "the combined answer"
+    assert "conductor: remote" in result.stderr and "$" in result.stderr
+
+
+def test_direct_baseline_and_unknown_model(config, stiva_home):
+    result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w2", "--json", home=stiva_home)
+    trace = json.loads(result.stdout)
+    assert trace["answer"] == "draft two" and trace["mode"] == "direct"
+    result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:nope", home=stiva_home)
+    assert result.returncode == 2 and result.stderr.startswith("stiva: unknown model 'nope'")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_moa_baseline(config, stiva_home, fake):
+    result = stiva("ask", "Q", "--config", str(config), "--baseline", "moa", "--json", home=stiva_home)
+    assert result.returncode == 0, result.stderr
+    trace = json.loads(result.stdout)
+    assert trace["mode"] == "moa" and len(trace["rounds"][0]["steps"]) >= 3
+
+
+def test_a_failing_provider_exits_non_zero_with_one_line(fake, tmp_path, stiva_home):
+    fake.script("cond", Reply(PLAN))
+    fake.default("w1", Reply(status=400, error_message="model overloaded"))
+    fake.default("w2", Reply(status=400, error_message="model overloaded"))
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    fake.default("cond", Reply(status=400, error_message="model overloaded"))
+    result = stiva("ask", "Q", "--config", str(config), home=stiva_home)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("stiva: step 0") and "model overloaded" in lines[-1]
+
+
+def test_bad_config_is_a_one_line_error(tmp_path, stiva_home):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[conductor]\nmax_steps = 'five'\n")
+    result = stiva("ask", "Q", "--config", str(bad), home=stiva_home)
+    assert result.returncode == 2
+    assert "conductor.max_steps" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    result = stiva("ask", "Q", "--config", str(tmp_path / "missing.toml"), home=stiva_home)
+    assert result.returncode == 2 and "does not exist" in result.stderr
+
+
+def test_budget_flag_stops_the_run(config, stiva_home):
+    result = stiva("ask", "Q", "--config", str(config), "--budget-tokens", "80", "--json", home=stiva_home)
+    assert result.returncode == 1 and "budget" in result.stderr
+    trace = json.loads(result.stdout)
+    assert trace["status"] == "failed"
+
+
+def test_models_json_lists_the_pool(config, stiva_home):
+    result = stiva("models", "--config", str(config), "--json", home=stiva_home)
+    assert result.returncode == 0, result.stderr
+    listing = json.loads(result.stdout)
+    ids = [m["id"] for m in listing["models"]]
+    assert ids[:3] == ["cond", "w1", "w2"] and "local/gemma-3-270m" in ids
+    w1 = next(m for m in listing["models"] if m["id"] == "w1")
+    assert (w1["price_in"], w1["price_out"], w1["description"]) == (2.0, 4.0, "fast drafts")
+    assert "remote" in json.dumps(listing["conductor"])
+
+
+def test_help_is_fast_and_imports_no_torch():
+    code = ("import sys; from stiva_tui import cli; "
+            "import contextlib, io\n"
+            "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()): cli.main(['--help'])\n"
+            "assert 'torch' not in sys.modules and 'textual' not in sys.modules, sorted(sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
