@@ -75,8 +75,9 @@ class FakeProvider:
         self._lock = threading.Lock()
         self.active = 0  # requests being answered right now
         self.disconnects = 0  # clients that went away before the answer ended
+        self.connections = 0  # TCP connections accepted (keep-alive reuses them)
         self.models_listed: list[str] | None = None
-        self._server = ThreadingHTTPServer((host, port), _make_handler(self))
+        self._server = _Server((host, port), _make_handler(self))
         self._server.daemon_threads = True
         # A client that hangs up mid-stream is a scripted case, not a server error to print.
         self._server.handle_error = lambda request, address: None
@@ -150,6 +151,11 @@ class FakeProvider:
         return self.active == 0
 
 
+class _Server(ThreadingHTTPServer):
+    # The default backlog of 5 makes a burst of parallel connects wait a second for a SYN retry.
+    request_queue_size = 256
+
+
 def _client_gone(sock: socket.socket) -> bool:
     try:
         readable, _, _ = select.select([sock], [], [], 0)
@@ -163,9 +169,15 @@ def _client_gone(sock: socket.socket) -> bool:
 def _make_handler(fake: FakeProvider):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # small SSE writes must not wait for delayed ACKs
 
         def log_message(self, *args: object) -> None:  # keep test output clean
             pass
+
+        def setup(self) -> None:
+            super().setup()
+            with fake._lock:
+                fake.connections += 1
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/models"):

@@ -136,3 +136,13 @@ async def test_cancelling_the_consumer_closes_the_connection(fake):
     assert await asyncio.to_thread(fake.wait_idle, 3.0)
     assert fake.disconnects >= 1
     await worker.aclose()
+
+
+async def test_connections_are_reused_between_calls(fake):
+    (model,) = pool_models(fake, "m1")
+    fake.default("m1", Reply("same socket please"))
+    worker = HttpWorker()
+    for _ in range(5):
+        await collect(worker, model)
+    await worker.aclose()
+    assert len(fake.requests) == 5 and fake.connections == 1

@@ -237,3 +237,25 @@ async def test_stream_yields_every_event_in_order(fake):
     kinds = [type(e).__name__ async for e in engine.stream("run", "Q")]
     await worker.aclose()
     assert kinds[0] == "RunStarted" and kinds[-1] == "RunFinished" and "ConductorDelta" in kinds
+
+
+async def test_an_unexpected_worker_exception_is_a_step_failure_not_a_crash(fake):
+    from stiva_tui.pool.client import PoolWorker
+
+    class Flaky(PoolWorker):
+        def stream_chat(self, model, messages, **kwargs):
+            if model.id == "w1":
+                raise RuntimeError("embedded model exploded")
+            return super().stream_chat(model, messages, **kwargs)
+
+    fake.script("cond", Reply(plan([1], ["a"], [[]])))
+    fake.default("w2", Reply("saved by w2"))
+    models = pool_models(fake, "cond", "w1", "w2")
+    worker = Flaky(HttpWorker())
+    engine = Engine(models, worker, RemoteConductor(models[0], worker))
+    events: list = []
+    result = await engine.run("Q", emit=events.append, options=RunOptions(retries=0, fallbacks=("w2",)))
+    await worker.aclose()
+    assert result.answer == "saved by w2"
+    failed = next(e for e in events if isinstance(e, ev.StepFailed))
+    assert "RuntimeError: embedded model exploded" in failed.error and failed.fallback == "w2"

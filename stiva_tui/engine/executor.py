@@ -296,6 +296,8 @@ class _Run:
             return self._fail(str(exc))
         except ConductorError as exc:
             return self._fail(f"conductor: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a bug must still end the run with one event
+            return self._fail(f"internal error: {type(exc).__name__}: {exc}")
         totals = self.totals()
         self.emit(RunFinished(self.id, answer, totals))
         return RunResult(self.id, "finished", answer=answer, totals=totals)
@@ -351,12 +353,15 @@ class _Run:
             self.emit(StepStarted(self.id, round_, index, model.id, step.subtask, step.access, attempt))
             try:
                 text, usage = await self._call(round_, index, model, messages)
-            except ProviderError as exc:
+            except BudgetExceeded:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any worker fault is this attempt's failure
+                message = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
                 following = candidates[attempt] if attempt < len(candidates) else None
-                self.emit(StepFailed(self.id, round_, index, model.id, str(exc), attempt,
+                self.emit(StepFailed(self.id, round_, index, model.id, message, attempt,
                                      following.id if following is not None else None))
                 if following is None:
-                    raise StepError(round_, index, f"{model.id}: {exc}") from None
+                    raise StepError(round_, index, f"{model.id}: {message}") from None
                 continue
             cost = model.cost(usage)
             self.add_usage(usage, cost)

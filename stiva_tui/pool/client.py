@@ -128,11 +128,13 @@ class HttpWorker:
                         text_parts.append(text)
                         yield TextDelta(text)
                 else:
-                    async for sse in source.aiter_sse():
+                    events = source.aiter_sse()
+                    async for sse in events:
                         data = sse.data.strip()
                         if not data:
                             continue
                         if data == "[DONE]":
+                            await _drain(events)
                             break
                         chunk = _decode_chunk(data, provider)
                         if "error" in chunk and not chunk.get("choices"):
@@ -165,6 +167,17 @@ class HttpWorker:
             prompt = sum(estimate_tokens(str(m.get("content", ""))) + 4 for m in body["messages"])
             usage = Usage(prompt, estimate_tokens("".join(text_parts)), estimated=True)
         yield UsageReport(usage)
+
+
+async def _drain(events, timeout_s: float = 1.0) -> None:
+    """Read the end of the body after [DONE], so the connection goes back to the pool.
+
+    Bounded: a server that keeps the body open only costs the connection, never the answer."""
+    try:
+        while True:
+            await asyncio.wait_for(anext(events), timeout_s)
+    except (StopAsyncIteration, asyncio.TimeoutError, httpx.HTTPError, SSEError):
+        pass
 
 
 def _decode_chunk(data: str, provider: str) -> dict:
