@@ -57,26 +57,21 @@ def models_table(pool: Pool, conductor_choice: str | None) -> "Table":
         expand=False,
     )
     table.add_column("#", justify="right", style="bold")
-    table.add_column("id", style="cyan", no_wrap=True)
-    table.add_column("provider")
-    table.add_column("model", overflow="fold")
-    table.add_column("in $/1M", justify="right")
-    table.add_column("out $/1M", justify="right")
-    table.add_column("source")
+    table.add_column("model", overflow="fold", min_width=24)
+    table.add_column("$/1M in · out", justify="right", no_wrap=True)
     table.add_column("status", overflow="fold")
     table.add_column("description", overflow="fold")
     for model in pool:
         usable = model.id in index
+        name = Text(model.id, style="bold cyan" if usable else "cyan")
+        name.append(f"\n{model.provider}: {model.model}", style="dim")
+        name.append(f" ({model.source})", style="dim italic")
         status = Text(("✓ " if usable else "✗ ") + model.reason,
                       style="green" if usable else "red")
         table.add_row(
             str(index[model.id]) if usable else "-",
-            model.id,
-            model.provider,
-            model.model,
-            _price(model.price_in),
-            _price(model.price_out),
-            model.source,
+            name,
+            f"{_price(model.price_in)} · {_price(model.price_out)}",
             status,
             model.description,
             style=None if usable else "dim",

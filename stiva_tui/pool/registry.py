@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import importlib
 import ipaddress
 import logging
 from dataclasses import dataclass, replace
@@ -95,8 +96,7 @@ def embedded_model() -> PoolModel:
     """`stiva_tui.pool.embedded.embedded_pool_model()` when that module exists, else a fallback
     with the same id (the module must not import torch at import time)."""
     try:
-        from . import embedded  # type: ignore[attr-defined]
-
+        embedded = importlib.import_module(f"{__package__}.embedded")
         factory = embedded.embedded_pool_model
     except (ImportError, AttributeError) as exc:
         log.debug("embedded model module not usable (%s); using the built-in entry", exc)
@@ -152,7 +152,7 @@ def _resolve_key(provider: _Provider) -> _KeyState:
     else:
         keyring_broken = False
     if key:
-        return _KeyState(key, True, "key from keyring" if where == "keyring" else f"key from {where}")
+        return _KeyState(key, True, f"key from {where}")  # "$OPENAI_API_KEY" or "keyring"
     if provider.api_key_env:
         reason = no_key_reason(provider.api_key_env)
         if keyring_broken:
@@ -240,7 +240,8 @@ def _assemble(config: Config, providers: Mapping[str, _Provider], keys: Mapping[
                 taken.add(m.id)
         models += keyed + keyless
 
-    configured_urls = {_norm_url(p.base_url) for p in providers.values() if is_loopback_url(p.base_url)}
+    configured_urls = {_norm_url(p.base_url) for p in providers.values()
+                       if is_loopback_url(p.base_url)}
     for model in discovered:
         if model.id in taken or model.id == embedded.id:
             continue

@@ -1,0 +1,137 @@
+"""The config file: defaults, and a clear ConfigError for every kind of bad file."""
+
+from __future__ import annotations
+
+import pytest
+
+from stiva_tui.config import Config, ConfigError, load_config, parse_config
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("STIVA_HOME", str(tmp_path / "stiva"))
+    return tmp_path
+
+
+def _write(tmp_path, text: str):
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_missing_default_file_gives_defaults(home):
+    config = load_config()
+    assert config == Config()
+    assert config.catalog is True
+    assert config.discovery.timeout_s == 0.3
+
+
+def test_missing_explicit_file(home):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(home / "nope.toml")
+
+
+def test_valid_file(home):
+    path = _write(home, """
+[conductor]
+backend = "remote"
+model = "lab-qwen"
+
+[[providers]]
+name = "mylab"
+base_url = "http://127.0.0.1:8000/v1/"
+api_key_env = "MYLAB_KEY"
+
+[[models]]
+id = "lab-qwen"
+provider = "mylab"
+model = "Qwen/Qwen3-32B"
+price_in = 0.10
+price_out = 0.30
+description = "strong at math and code, slow"
+
+[[models]]
+id = "my-gpt"
+provider = "openai"
+model = "gpt-5"
+""")
+    config = load_config(path)
+    assert config.conductor.backend == "remote"
+    assert config.providers[0].base_url == "http://127.0.0.1:8000/v1"
+    assert [m.id for m in config.models] == ["lab-qwen", "my-gpt"]
+    assert config.models[0].price_out == 0.30
+
+
+def test_bad_toml(home):
+    path = _write(home, "[conductor\nbackend = 'auto'\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert "not valid TOML" in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_unknown_key(home):
+    path = _write(home, "colour = 'red'\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert "colour" in str(info.value)
+
+
+def test_unknown_nested_key(home):
+    path = _write(home, "[conductor]\nbackend = 'auto'\nmax_stepz = 3\n")
+    with pytest.raises(ConfigError, match="conductor.max_stepz"):
+        load_config(path)
+
+
+def test_unknown_provider(home):
+    path = _write(home, """
+[[models]]
+id = "x"
+provider = "nowhere"
+model = "m"
+""")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert "'nowhere'" in message and "models.x" in message
+    assert "openai" in message  # the known providers are listed
+
+
+def test_duplicate_model_id(home):
+    path = _write(home, """
+[[models]]
+id = "same"
+provider = "openai"
+model = "gpt-5"
+
+[[models]]
+id = "same"
+provider = "anthropic"
+model = "claude"
+""")
+    with pytest.raises(ConfigError, match="'same' appears twice"):
+        load_config(path)
+
+
+def test_duplicate_provider_name():
+    with pytest.raises(ConfigError, match="share a name"):
+        parse_config({"providers": [{"name": "a", "base_url": "http://x"},
+                                    {"name": "a", "base_url": "http://y"}]})
+
+
+@pytest.mark.parametrize("url", ["ftp://host/v1", "127.0.0.1:8000/v1", "localhost"])
+def test_bad_url(home, url):
+    path = _write(home, f'[[providers]]\nname = "p"\nbase_url = "{url}"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert "providers.0.base_url" in str(info.value)
+    assert "http://" in str(info.value)
+
+
+def test_bad_values():
+    with pytest.raises(ConfigError, match="max_steps"):
+        parse_config({"conductor": {"max_steps": 0}})
+    with pytest.raises(ConfigError, match="price_in"):
+        parse_config({"models": [{"id": "a", "provider": "openai", "model": "m", "price_in": -1}]})
+    with pytest.raises(ConfigError, match="discovery.timeout_s"):
+        parse_config({"discovery": {"timeout_s": 0}})

@@ -1,0 +1,150 @@
+"""Keys: environment first, then a real file keyring (keyrings.alt) inside a temporary home."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from stiva_tui import secrets
+from stiva_tui.secrets import SecretsError, delete_key, get_key, keyring_status, set_key
+
+KEY = "sk-test-7f3a9c1e5b2d4086"
+OTHER = "sk-env-0d9e8f7a6b5c4d3e"
+
+
+@pytest.fixture
+def keyring_home(tmp_path, monkeypatch):
+    """A PlaintextKeyring whose file lands under tmp_path (never the user's real keyring)."""
+    home = tmp_path / "stiva"
+    monkeypatch.setenv("STIVA_HOME", str(home))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "xdg-data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "xdg-config"))
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "MYLAB_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    secrets.reset_backend()
+    yield home
+    secrets.reset_backend()
+
+
+@pytest.fixture
+def failing_keyring(keyring_home, monkeypatch):
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    secrets.reset_backend()
+    return keyring_home
+
+
+def test_status_names_the_file_backend(keyring_home):
+    ok, name = keyring_status()
+    assert ok is True
+    assert name == "keyrings.alt.file.PlaintextKeyring"
+
+
+def test_round_trip_in_temporary_home(keyring_home):
+    assert get_key("openai", "OPENAI_API_KEY") == (None, "none")
+    set_key("openai", KEY)
+    assert get_key("openai", "OPENAI_API_KEY") == (KEY, "keyring")
+    assert get_key("openai", None) == (KEY, "keyring")
+    # The keyring file is inside the temporary home and holds the key under service "stiva",
+    # username = provider name.
+    files = list(Path(keyring_home).rglob("keyring_pass.cfg"))
+    assert len(files) == 1
+    text = files[0].read_text()
+    assert "[stiva]" in text and "openai =" in text
+    # Another provider is separate.
+    assert get_key("anthropic", "ANTHROPIC_API_KEY") == (None, "none")
+
+
+def test_overwrite_and_strip(keyring_home):
+    set_key("openai", KEY)
+    set_key("openai", f"  {OTHER}\n")
+    assert get_key("openai", None) == (OTHER, "keyring")
+
+
+def test_survives_backend_reset(keyring_home):
+    set_key("openai", KEY)
+    secrets.reset_backend()
+    assert get_key("openai", None) == (KEY, "keyring")
+
+
+def test_environment_beats_keyring(keyring_home, monkeypatch):
+    set_key("openai", KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", OTHER)
+    assert get_key("openai", "OPENAI_API_KEY") == (OTHER, "$OPENAI_API_KEY")
+    # An empty variable does not count.
+    monkeypatch.setenv("OPENAI_API_KEY", "  ")
+    assert get_key("openai", "OPENAI_API_KEY") == (KEY, "keyring")
+
+
+def test_delete(keyring_home):
+    set_key("openai", KEY)
+    assert delete_key("openai") is True
+    assert get_key("openai", None) == (None, "none")
+    assert delete_key("openai") is False
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "abc\ndef"])
+def test_set_rejects_bad_keys(keyring_home, bad):
+    with pytest.raises(SecretsError):
+        set_key("openai", bad)
+    assert get_key("openai", None) == (None, "none")
+
+
+def test_failing_backend_gives_env_hint(failing_keyring):
+    ok, why = keyring_status()
+    assert ok is False
+    assert "no recommended keyring backend" in why
+    with pytest.raises(SecretsError) as info:
+        get_key("openai", "OPENAI_API_KEY")
+    message = str(info.value)
+    assert message.startswith("no keyring backend")
+    assert "set $OPENAI_API_KEY instead" in message
+    with pytest.raises(SecretsError) as info:
+        set_key("openai", KEY, env_var="OPENAI_API_KEY")
+    assert "$OPENAI_API_KEY" in str(info.value)
+    assert KEY not in str(info.value)
+    with pytest.raises(SecretsError):
+        delete_key("openai")
+
+
+def test_failing_backend_without_env_var_hint(failing_keyring):
+    with pytest.raises(SecretsError, match="api_key_env"):
+        get_key("mylab", None)
+
+
+def test_environment_works_without_keyring(failing_keyring, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", OTHER)
+    assert get_key("openai", "OPENAI_API_KEY") == (OTHER, "$OPENAI_API_KEY")
+
+
+def test_unloadable_backend(keyring_home, monkeypatch):
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "no.such.module.Keyring")
+    secrets.reset_backend()
+    ok, why = keyring_status()
+    assert ok is False and "cannot load a keyring backend" in why
+    with pytest.raises(SecretsError, match=r"set \$OPENAI_API_KEY"):
+        get_key("openai", "OPENAI_API_KEY")
+
+
+def test_null_backend_is_not_usable(keyring_home, monkeypatch):
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.null.Keyring")
+    secrets.reset_backend()
+    ok, why = keyring_status()
+    assert ok is False and "disabled" in why
+
+
+def test_no_key_in_logs(keyring_home, monkeypatch, caplog):
+    caplog.set_level(logging.DEBUG)
+    set_key("openai", KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", OTHER)
+    get_key("openai", "OPENAI_API_KEY")
+    get_key("anthropic", "ANTHROPIC_API_KEY")
+    assert KEY not in caplog.text and OTHER not in caplog.text
+
+
+def test_empty_provider_name(keyring_home):
+    with pytest.raises(SecretsError):
+        set_key("", KEY)
