@@ -1,0 +1,228 @@
+"""How much `stiva serve` adds on top of the upstream calls it makes (run by hand).
+
+    .venv/bin/python benchmarks/serve.py [--latency 0.05] [--requests-per-client 10]
+
+Scripted upstreams (tests/fakeprovider.py, a ThreadingHTTPServer) answer every call after a fixed
+latency. A `conductor-mini` request makes three upstream calls in sequence (conductor plan, step 0,
+step 1), so the baseline is a client making those same three streaming calls straight to the
+upstream. Added latency = the server's latency minus the baseline's, at the same percentile and
+concurrency. The upstream, the server and the load generator run in three processes; the server
+writes every run to a real history database, as in use.
+
+Prints a table and saves the figures beside this file as serve.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import platform
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+TOKEN = "bench-token"
+PLAN = 'Draft then finish.\nmodel_id = [1, 2]\nsubtasks = ["draft", "finish"]\naccess_list = [[], [0]]'
+ANSWER = "The answer is forty-two, as the draft said, checked twice."
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_upstream(port: int, latency: float, ready) -> None:
+    from fakeprovider import FakeProvider, Reply
+
+    fake = FakeProvider(port=port)
+    fake.default("cond", Reply(PLAN, latency_s=latency, usage=(200, 30)))
+    fake.default("w1", Reply("a draft: forty-two", latency_s=latency, usage=(50, 6)))
+    fake.default("w2", Reply(ANSWER, latency_s=latency, usage=(80, 12)))
+    # The stdlib server listens with a backlog of 5: at 64 clients, connects would be dropped and
+    # retried after a second, which measures TCP, not Stiva. Listening again enlarges the backlog.
+    fake._server.socket.listen(512)
+    fake.start()
+    ready.set()
+    while True:
+        time.sleep(3600)
+
+
+def run_server(port: int, upstream: str, home: str, max_runs: int) -> None:
+    os.environ["STIVA_HOME"] = home
+    import uvicorn
+
+    from stiva_tui.config import parse_config
+    from stiva_tui.runtime import Runtime
+    from stiva_tui.server.app import create_app
+
+    config = parse_config({
+        "conductor": {"backend": "remote", "model": "cond"},
+        "providers": [{"name": "fake", "base_url": upstream}],
+        "models": [{"id": m, "provider": "fake", "model": m} for m in ("cond", "w1", "w2")],
+        "discovery": {"enabled": False}, "catalog": False,
+        "serve": {"max_concurrent_runs": max_runs, "max_queue": 256},
+    })
+
+    async def main() -> None:
+        runtime = await Runtime.create(config, discover=False)
+        app = create_app(runtime, TOKEN)
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                               backlog=512))
+        try:
+            await server.serve()
+        finally:
+            await runtime.aclose()
+
+    asyncio.run(main())
+
+
+async def wait_up(url: str) -> None:
+    import httpx
+
+    async with httpx.AsyncClient() as client:
+        for _ in range(300):
+            try:
+                await client.get(url, headers={"authorization": f"Bearer {TOKEN}"})
+                return
+            except httpx.TransportError:
+                await asyncio.sleep(0.05)
+    raise SystemExit(f"{url} did not come up")
+
+
+async def load(clients: int, per_client: int, call) -> dict:
+    """`clients` tasks each making `per_client` calls in turn; latencies in ms."""
+    import httpx
+
+    latencies: list[float] = []
+    errors: list[str] = []
+    limits = httpx.Limits(max_connections=clients + 8, max_keepalive_connections=clients + 8)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as http:
+
+        async def client_loop() -> None:
+            for _ in range(per_client):
+                started = time.perf_counter()
+                try:
+                    await call(http)
+                except Exception as exc:  # counted, not raised: the figure is the error count
+                    errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                    continue
+                latencies.append((time.perf_counter() - started) * 1000)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(client_loop() for _ in range(clients)))
+        elapsed = time.perf_counter() - started
+    latencies.sort()
+    return {
+        "requests": len(latencies), "errors": len(errors), "error_samples": errors[:3],
+        "rps": round(len(latencies) / elapsed, 2),
+        "p50_ms": round(percentile(latencies, 50), 2), "p99_ms": round(percentile(latencies, 99), 2),
+        "mean_ms": round(statistics.fmean(latencies), 2) if latencies else None,
+    }
+
+
+def percentile(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    k = (len(values) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def via_server(url: str):
+    body = {"model": "conductor-mini", "messages": [{"role": "user", "content": "What is six times seven?"}]}
+
+    async def call(http) -> None:
+        response = await http.post(url + "/v1/chat/completions", json=body,
+                                   headers={"authorization": f"Bearer {TOKEN}"})
+        response.raise_for_status()
+        if response.json()["choices"][0]["message"]["content"] != ANSWER:
+            raise ValueError("wrong answer")
+
+    return call
+
+
+def direct(upstream: str):
+    async def one(http, model: str) -> None:
+        body = {"model": model, "stream": True, "stream_options": {"include_usage": True},
+                "messages": [{"role": "user", "content": "What is six times seven?"}]}
+        async with http.stream("POST", upstream + "/chat/completions", json=body) as response:
+            response.raise_for_status()
+            async for _ in response.aiter_lines():
+                pass
+
+    async def call(http) -> None:
+        for model in ("cond", "w1", "w2"):  # the three calls a conductor-mini run makes, in turn
+            await one(http, model)
+
+    return call
+
+
+async def bench(args) -> dict:
+    ctx = multiprocessing.get_context("spawn")
+    up_port, srv_port = free_port(), free_port()
+    upstream = f"http://127.0.0.1:{up_port}/v1"
+    server_url = f"http://127.0.0.1:{srv_port}"
+    ready = ctx.Event()
+    processes = [ctx.Process(target=run_upstream, args=(up_port, args.latency, ready), daemon=True)]
+    processes[0].start()
+    ready.wait(30)
+    with tempfile.TemporaryDirectory() as home:
+        processes.append(ctx.Process(target=run_server, args=(srv_port, upstream, home, max(args.clients)),
+                                     daemon=True))
+        processes[1].start()
+        try:
+            await wait_up(server_url + "/v1/models")
+            await load(4, 3, via_server(server_url))  # warm-up: imports, connections, the database
+            results = []
+            for clients in args.clients:
+                per_client = max(args.requests_per_client, args.min_requests // clients)
+                base = await load(clients, per_client, direct(upstream))
+                served = await load(clients, per_client, via_server(server_url))
+                row = {"clients": clients, "direct": base, "server": served,
+                       "added_p50_ms": round(served["p50_ms"] - base["p50_ms"], 2),
+                       "added_p99_ms": round(served["p99_ms"] - base["p99_ms"], 2)}
+                results.append(row)
+                print(f"{clients:>3} clients  server {served['rps']:>7.1f} req/s  p50 {served['p50_ms']:>7.1f} ms"
+                      f"  p99 {served['p99_ms']:>7.1f} ms  errors {served['errors']}  |  direct p50 "
+                      f"{base['p50_ms']:>7.1f} p99 {base['p99_ms']:>7.1f}  |  added p50 {row['added_p50_ms']:>6.2f}"
+                      f" ms  p99 {row['added_p99_ms']:>6.2f} ms", flush=True)
+        finally:
+            for process in processes:
+                process.terminate()
+                process.join(5)
+    return {
+        "benchmark": "stiva serve, conductor-mini (3 upstream calls in sequence) vs the same calls direct",
+        "upstream_latency_s": args.latency,
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "max_concurrent_runs": max(args.clients),
+        "results": results,
+        "target": "added p50 < 5 ms at 16 clients; no errors at 64",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.05, help="upstream latency per call, seconds")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--requests-per-client", type=int, default=5)
+    parser.add_argument("--min-requests", type=int, default=40, help="at least this many requests a level")
+    parser.add_argument("--out", type=Path, default=HERE / "serve.json")
+    args = parser.parse_args()
+    figures = asyncio.run(bench(args))
+    args.out.write_text(json.dumps(figures, indent=2) + "\n")
+    print(f"saved {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,482 @@
+"""`stiva serve`: the engine as an OpenAI-compatible API (FastAPI on uvicorn).
+
+Models: `conductor` (up to 5 steps, 2 rounds), `conductor-mini` (up to 2 steps, 1 round), and every
+available pool model by its id, passed straight through (one key reaches all of them).
+
+Choices worth knowing (also in the README's API section):
+- Streaming sends the final answer only: the deltas of a step are streamed live once that step is
+  certain to be the last one (see runs.py); earlier steps show up as SSE comment lines
+  (`: stiva step 1 started on w1`), which clients ignore but which keep proxies from timing out.
+- A streaming request gets a real status code for anything that fails in its first
+  `commit_after_s` (1 s): the 200 and the event stream start only once there is text to send or
+  that time has passed. A failure after that arrives as an `error` event, as OpenAI's API does.
+- `usage` counts every token the request cost: the conductor and every worker call.
+- A run stopped by the budget is a 402 (`insufficient_quota`, code `budget_exceeded`): the request
+  was valid and could succeed with a bigger budget, so it is not a 400. A provider failure is a
+  502 naming the step and the provider's message. A full server is a 429 with Retry-After.
+- `max_tokens` / `max_completion_tokens` and `temperature` apply to every worker call; `stop` cuts
+  the answer the client receives (the run itself goes to its end and is counted in full).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import sys
+import time
+import uuid
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+from fastapi import FastAPI, Header, Request, Security
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.security import HTTPBearer
+
+from ..engine.events import Event, RunCancelled, RunFailed, RunFinished, StepStarted, WorkflowReady
+from ..engine.executor import RunResult
+from .auth import Guard, is_loopback_host, load_or_create_token
+from .errors import APIError, install_error_handlers
+from .runs import AnswerBroken, AnswerRelay, ChatInput, RunSlots, ServerBusy, StopFilter, read_messages
+from .schemas import ChatCompletionRequest, ErrorResponse, chunk_object, completion_object
+
+log = logging.getLogger("stiva.server")
+
+# The orchestrated models and their run options.
+ORCHESTRATED = {
+    "conductor": {"max_steps": 5, "rounds": 2},
+    "conductor-mini": {"max_steps": 2, "rounds": 1},
+}
+ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 402, 404, 413, 429, 502, 503)}
+POLL_S = 0.2  # how often a waiting request checks whether its client is still there
+
+
+def serve(config: Any, host: str | None = None, port: int | None = None, no_auth: bool = False,
+          show_token: bool = False, *, conductor: str | None = None) -> int:
+    """Run the API until interrupted (blocking). Returns the process exit code: 2 when `no_auth`
+    is asked for on a non-loopback host, 1 when the server could not start."""
+    host = host or config.serve.host
+    port = port or config.serve.port
+    token: str | None = None
+    if no_auth:
+        if not is_loopback_host(host):
+            print(f"stiva serve: --no-auth is refused on {host}: without a token anyone who can reach "
+                  "that address could spend your provider credit. Use it only with 127.0.0.1, ::1 or "
+                  "localhost.", file=sys.stderr)
+            return 2
+        print("stiva serve: authentication is off (--no-auth, loopback only)", file=sys.stderr)
+    else:
+        served = load_or_create_token()
+        if served.created:
+            print(f"stiva serve: created the API token (kept in {served.where}):\n  {served.value}")
+            if served.where not in ("keyring",) and not served.where.startswith("$"):
+                print("  no keyring backend works here, so it was saved to that file (mode 0600)")
+        elif show_token:
+            print(f"stiva serve: API token (from {served.where}):\n  {served.value}")
+        else:
+            print(f"stiva serve: API token from {served.where} (`stiva serve --show-token` prints it)")
+        token = served.value
+    print(f"stiva serve: http://{_url_host(host)}:{port}/v1  (models: GET /v1/models)")
+    try:
+        return asyncio.run(_serve(config, host, port, token, conductor))
+    except KeyboardInterrupt:
+        return 0
+
+
+async def _serve(config: Any, host: str, port: int, token: str | None, conductor: str | None) -> int:
+    import uvicorn
+
+    from ..runtime import Runtime, StartupError
+
+    try:
+        runtime = await Runtime.create(config, conductor=conductor)
+    except StartupError as exc:
+        print(f"stiva serve: {exc}", file=sys.stderr)
+        return 1
+    try:
+        app = create_app(runtime, token)
+        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info",
+                                               timeout_graceful_shutdown=5))
+        try:
+            await server.serve()
+        except SystemExit as exc:  # uvicorn exits when it cannot bind the port
+            return int(exc.code or 1)
+        return 0 if server.started else 1
+    finally:
+        await runtime.aclose()
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+# --- the app --------------------------------------------------------------------------------------
+
+
+def create_app(runtime: Any, token: str | None, *, commit_after_s: float = 1.0,
+               keepalive_s: float = 5.0) -> FastAPI:
+    """The ASGI app over `runtime` (not closed by the app). `token=None` turns auth off."""
+    server = _Server(runtime, commit_after_s, keepalive_s)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        server.start_conductor()
+        yield
+        await server.stop()
+
+    app = FastAPI(title="Stiva", version="0.1.0", lifespan=lifespan,
+                  summary="OpenAI-compatible chat completions, orchestrated by Stiva's conductor")
+    install_error_handlers(app)
+    app.add_middleware(Guard, token=token, max_body_bytes=runtime.config.serve.max_body_bytes)
+    # Declares the bearer scheme in the OpenAPI document; the check itself is in Guard, so it runs
+    # before the body is read (and for unknown routes too).
+    bearer = [Security(HTTPBearer(auto_error=False))]
+
+    @app.get("/v1/models", dependencies=bearer, responses=ERRORS)
+    async def list_models() -> dict:
+        return {"object": "list", "data": server.model_cards()}
+
+    @app.get("/v1/models/{model_id:path}", dependencies=bearer, responses=ERRORS)
+    async def get_model(model_id: str) -> dict:
+        for card in server.model_cards():
+            if card["id"] == model_id:
+                return card
+        raise _unknown_model(model_id)
+
+    @app.post("/v1/chat/completions", dependencies=bearer, responses=ERRORS,
+              response_model=None)
+    async def chat_completions(body: ChatCompletionRequest, request: Request,
+                               x_stiva_trace: str | None = Header(None)) -> Response:
+        """An OpenAI chat completion. Streaming (`stream: true`) sends `chat.completion.chunk`
+        events and `data: [DONE]`."""
+        trace = body.stiva_trace or (x_stiva_trace or "").strip().lower() in ("1", "true", "yes")
+        return await server.complete(request, body, trace)
+
+    return app
+
+
+def _unknown_model(model: str) -> APIError:
+    return APIError(404, f"the model {model!r} does not exist: see GET /v1/models", param="model",
+                    code="model_not_found")
+
+
+@dataclass
+class _Request:
+    """One chat request on its way through a run."""
+
+    id: str  # the run id; the completion id is chatcmpl-<id>
+    model: str
+    chat: ChatInput
+    trace: bool
+    stream: bool
+    include_usage: bool
+    stops: list[str]
+    last_round: int
+    created: int
+
+    @property
+    def completion_id(self) -> str:
+        return f"chatcmpl-{self.id}"
+
+
+class _Server:
+    def __init__(self, runtime: Any, commit_after_s: float, keepalive_s: float):
+        self.runtime = runtime
+        cfg = runtime.config.serve
+        self.slots = RunSlots(cfg.max_concurrent_runs, cfg.max_queue)
+        self.commit_after_s = commit_after_s
+        self.keepalive_s = keepalive_s
+        self.conductor_task: asyncio.Task | None = None
+        self.runs: set[asyncio.Task] = set()
+
+    # --- life cycle ---------------------------------------------------------------------------
+
+    def start_conductor(self) -> None:
+        """Choose/load the conductor in the background: pass-through models work meanwhile."""
+        self.conductor_task = asyncio.create_task(self.runtime.ensure_conductor(), name="stiva-conductor")
+        self.conductor_task.add_done_callback(_log_conductor)
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self.conductor_task, *self.runs) if t is not None and not t.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def conductor(self, request: Request):
+        if self.runtime.conductor is not None:
+            return self.runtime.conductor
+        if self.conductor_task is None:  # an app used without its lifespan
+            self.start_conductor()
+        assert self.conductor_task is not None
+        try:
+            if not await _until_done_or_gone(request, asyncio.shield(self.conductor_task)):
+                return None
+        except Exception as exc:
+            raise APIError(503, f"the conductor is not available: {exc}; pass-through models still work",
+                           code="conductor_unavailable") from None
+        return self.runtime.conductor
+
+    # --- models -------------------------------------------------------------------------------
+
+    def model_cards(self) -> list[dict]:
+        cards = [{"id": name, "object": "model", "created": 0, "owned_by": "stiva",
+                  "description": f"orchestrated: up to {o['max_steps']} steps, {o['rounds']} "
+                                 f"round{'s' if o['rounds'] > 1 else ''}"}
+                 for name, o in ORCHESTRATED.items()]
+        for model in self.runtime.models:
+            if model.id not in ORCHESTRATED:
+                cards.append({"id": model.id, "object": "model", "created": 0, "owned_by": model.provider,
+                              "description": model.description})
+        return cards
+
+    # --- a chat completion --------------------------------------------------------------------
+
+    async def complete(self, request: Request, body: ChatCompletionRequest, trace: bool) -> Response:
+        _refuse_unsupported(body)
+        orchestrated = ORCHESTRATED.get(body.model)
+        if orchestrated is None and body.model not in {m.id for m in self.runtime.models}:
+            raise _unknown_model(body.model)
+        chat = read_messages(body.messages)
+        stops = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
+        req = _Request(uuid.uuid4().hex, body.model, chat, trace, body.stream,
+                       bool(body.stream_options and body.stream_options.include_usage), stops,
+                       orchestrated["rounds"] if orchestrated else 1, int(time.time()))
+        if orchestrated is not None and await self.conductor(request) is None:
+            return _client_gone()
+        try:
+            admitted = await _until_done_or_gone(request, self.slots.acquire())
+        except ServerBusy:
+            raise APIError(429, f"the server is busy: {self.slots.max_running} runs are going and "
+                                f"{self.slots.max_queue} waiting; try again shortly",
+                           code="server_busy", headers={"Retry-After": "1"}) from None
+        if not admitted:
+            return _client_gone()
+        events: asyncio.Queue[Event | None] = asyncio.Queue()
+        options = self.runtime.run_options(
+            max_tokens=body.max_completion_tokens or body.max_tokens, temperature=body.temperature,
+            **(orchestrated or {"max_fallbacks": 0}))  # pass-through: that model and no other
+        task = asyncio.create_task(self._run(req, body.model if orchestrated is None else None, options,
+                                             events.put_nowait if req.stream else None))
+        self.runs.add(task)
+        task.add_done_callback(self.runs.discard)
+        # A done callback, not a `finally`: a task cancelled before it starts never runs its body.
+        task.add_done_callback(lambda _: self.slots.release())
+        task.add_done_callback(lambda _: events.put_nowait(None))
+        if req.stream:
+            return await self._stream(request, req, task, events)
+        return await self._respond(request, req, task)
+
+    async def _run(self, req: _Request, direct_model: str | None, options: Any, emit: Any) -> RunResult:
+        """The run itself, recorded in the history as a conversation of kind "api"."""
+        store = self.runtime.store
+        conversation_id = None
+        if store is not None:
+            question = req.chat.turns[-1]["content"]
+            conversation_id = store.create_conversation(" ".join(question.split())[:80], "api")
+            for turn in req.chat.turns:
+                store.add_message(conversation_id, turn["role"], turn["content"])
+        engine = self.runtime.engine(source="api")
+        common = dict(emit=emit, conversation=req.chat.conversation, options=options, run_id=req.id,
+                      conversation_id=conversation_id)
+        if direct_model is None:
+            result = await engine.run(req.chat.question, **common)
+        else:
+            result = await engine.run_direct(req.chat.question, direct_model, **common)
+        if store is not None and result.status == "finished":
+            store.add_message(conversation_id, "assistant", StopFilter(req.stops).apply(result.answer), req.id)
+        return result
+
+    async def _respond(self, request: Request, req: _Request, task: asyncio.Task) -> Response:
+        if not await _until_done_or_gone(request, task):
+            return _client_gone()
+        result: RunResult = task.result()
+        if result.status != "finished":
+            raise _run_error(result.error)
+        body = completion_object(req.completion_id, req.model, StopFilter(req.stops).apply(result.answer),
+                                 result.totals, req.created)
+        if req.trace:
+            body["stiva_trace"] = self._trace(req.id)
+        return JSONResponse(body, headers={"x-stiva-run-id": req.id})
+
+    async def _stream(self, request: Request, req: _Request, task: asyncio.Task,
+                      events: asyncio.Queue) -> Response:
+        sse = _SSE(req, task, self._trace)
+        # Hold the status line back until there is answer text or the run has ended (so an early
+        # failure gets its real status code), or `commit_after_s` has passed.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.commit_after_s
+        blocks: list[str] = []
+        while not sse.has_content and sse.outcome is None and (left := deadline - loop.time()) > 0:
+            try:
+                event = await asyncio.wait_for(events.get(), min(left, POLL_S))
+            except TimeoutError:
+                if await request.is_disconnected():
+                    task.cancel()
+                    return _client_gone()
+                continue
+            blocks += sse.handle(event)
+        if isinstance(sse.outcome, APIError) and not sse.has_content:
+            raise sse.outcome
+
+        async def body() -> AsyncIterator[str]:
+            try:
+                yield sse.start()
+                for block in blocks:
+                    yield block
+                while sse.outcome is None:
+                    try:
+                        event = await asyncio.wait_for(events.get(), self.keepalive_s)
+                    except TimeoutError:
+                        yield ": keep-alive\n\n"
+                        continue
+                    for block in sse.handle(event):
+                        yield block
+            finally:
+                # The client went away (Starlette cancels this generator) or the run ended.
+                if not task.done():
+                    task.cancel()
+
+        return StreamingResponse(body(), media_type="text/event-stream",
+                                 headers={"cache-control": "no-cache", "x-accel-buffering": "no",
+                                          "x-stiva-run-id": req.id})
+
+    def _trace(self, run_id: str) -> dict | None:
+        store = self.runtime.store
+        if store is None:
+            return None
+        try:
+            return store.get_trace(run_id)
+        except Exception as exc:  # the trace is extra; never fail the answer over it
+            log.warning("no trace for run %s: %s", run_id, exc)
+            return None
+
+
+class _SSE:
+    """Turns one run's events into server-sent events; `outcome` is set once the run has ended
+    (True when it finished, an APIError when it failed)."""
+
+    def __init__(self, req: _Request, task: asyncio.Task, trace: Any):
+        self.req = req
+        self.task = task
+        self.trace = trace
+        self.relay = AnswerRelay(req.last_round)
+        self.stop = StopFilter(req.stops)
+        self.has_content = False
+        self.outcome: bool | APIError | None = None
+
+    def start(self) -> str:
+        return self._chunk({"role": "assistant", "content": ""})
+
+    def handle(self, event: Event | None) -> list[str]:
+        if event is None:  # the task ended without a terminal event: it crashed
+            if self.outcome is None:
+                exc = None if self.task.cancelled() else self.task.exception()
+                log.error("run %s ended unexpectedly: %r", self.req.id, exc)
+                return self._fail(APIError(500, "internal server error", code="internal_error"))
+            return []
+        try:
+            text = self.relay.feed(event)
+        except AnswerBroken as exc:
+            self.task.cancel()
+            return self._fail(APIError(502, f"{exc}; the answer is incomplete", code="upstream_error"))
+        blocks: list[str] = []
+        if isinstance(event, WorkflowReady):
+            blocks.append(f": stiva round {event.round}: {len(event.workflow.steps)} step(s)\n\n")
+        elif isinstance(event, StepStarted):
+            blocks.append(f": stiva step {event.index} started on {event.model}\n\n")
+        text = self.stop.feed(text) if text else ""
+        if isinstance(event, RunFinished):
+            text += self.stop.flush()
+        if text:
+            self.has_content = True
+            blocks.append(self._chunk({"content": text}))
+        if isinstance(event, RunFinished):
+            self.outcome = True
+            blocks.append(self._chunk({}, "stop"))
+            if self.req.include_usage:
+                blocks.append(self._data(chunk_object(self.req.completion_id, self.req.model, self.req.created,
+                                                      None, usage=_usage(event), with_usage_field=True)))
+            if self.req.trace:
+                chunk = chunk_object(self.req.completion_id, self.req.model, self.req.created, None)
+                chunk["stiva_trace"] = self.trace(self.req.id)
+                blocks.append(self._data(chunk))
+            blocks.append("data: [DONE]\n\n")
+        elif isinstance(event, RunFailed):
+            blocks += self._fail(_run_error(event.error))
+        elif isinstance(event, RunCancelled):
+            self.outcome = APIError(499, "cancelled", code="cancelled")
+        return blocks
+
+    def _fail(self, error: APIError) -> list[str]:
+        self.outcome = error
+        return [self._data(error.body())]
+
+    def _chunk(self, delta: dict, finish_reason: str | None = None) -> str:
+        return self._data(chunk_object(self.req.completion_id, self.req.model, self.req.created, delta,
+                                       finish_reason, with_usage_field=self.req.include_usage))
+
+    @staticmethod
+    def _data(payload: dict) -> str:
+        return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+
+# --- helpers --------------------------------------------------------------------------------------
+
+
+def _refuse_unsupported(body: ChatCompletionRequest) -> None:
+    for name in ("tools", "functions"):
+        if getattr(body, name):
+            raise APIError(400, f"{name} are not supported: Stiva's workers answer in text only",
+                           param=name, code="tools_not_supported")
+    for name in ("tool_choice", "function_call"):
+        if getattr(body, name) not in (None, "none", "auto"):
+            raise APIError(400, f"{name} is not supported", param=name, code="tools_not_supported")
+    if body.n is not None and body.n > 1:
+        raise APIError(400, "n > 1 is not supported: each request gives one answer", param="n",
+                       code="invalid_value")
+
+
+def _run_error(error: str) -> APIError:
+    """A failed run as an error object: the budget is a 402, anything upstream a 502."""
+    if error.startswith("stopped:"):
+        return APIError(402, f"the run was {error}", code="budget_exceeded")
+    if error.startswith("conductor:"):
+        return APIError(502, error, code="conductor_failed")
+    return APIError(502, error, code="upstream_error")
+
+
+def _usage(event: RunFinished) -> dict:
+    prompt, completion = int(event.totals.prompt_tokens), int(event.totals.completion_tokens)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+async def _until_done_or_gone(request: Request, awaitable: Any) -> bool:
+    """Await `awaitable` while its client is there: True when it is done, False (and cancelled)
+    when the client disconnected first. Exceptions of `awaitable` propagate."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=POLL_S)
+            if done:
+                task.result()
+                return True
+            if await request.is_disconnected():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                return False
+    finally:
+        if not task.done():
+            task.cancel()
+
+
+def _client_gone() -> Response:
+    # Nobody reads this: the client has hung up (499 is nginx's name for that).
+    return Response(status_code=499)
+
+
+def _log_conductor(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the conductor could not be loaded: %s", task.exception())

@@ -1,0 +1,149 @@
+"""The server's bearer token, the loopback rule for `--no-auth`, and the ASGI guard that checks the
+token and the body size before the app reads anything.
+
+The token is created on first use (`secrets.token_urlsafe`) and kept in the OS keyring (service
+"stiva", user "serve-token"); `$STIVA_SERVE_TOKEN` overrides it. Where no keyring backend works it
+is saved to a 0600 file in the config dir instead, and the caller is told so.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import os
+import secrets as pysecrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import paths
+from ..secrets import SecretsError, get_key, set_key
+
+TOKEN_USER = "serve-token"
+TOKEN_ENV = "STIVA_SERVE_TOKEN"
+# Served without a token, so a browser or a client can read the API's shape.
+PUBLIC_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+
+
+@dataclass(frozen=True)
+class ServeToken:
+    value: str
+    where: str  # "$STIVA_SERVE_TOKEN", "keyring" or the file's path
+    created: bool  # made just now: the caller prints it once
+
+
+def token_file() -> Path:
+    return paths.config_dir() / "serve-token"
+
+
+def load_or_create_token() -> ServeToken:
+    """The server's token: from the environment, the keyring or the fallback file, else a new one."""
+    try:
+        value, where = get_key(TOKEN_USER, TOKEN_ENV)
+    except SecretsError:
+        return _file_token()
+    if value:
+        return ServeToken(value, where, False)
+    value = pysecrets.token_urlsafe(32)
+    try:
+        set_key(TOKEN_USER, value)
+    except SecretsError:
+        return _file_token()
+    return ServeToken(value, "keyring", True)
+
+
+def _file_token() -> ServeToken:
+    path = token_file()
+    if path.exists():
+        value = path.read_text(encoding="utf-8").strip()
+        if value:
+            return ServeToken(value, str(path), False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    value = pysecrets.token_urlsafe(32)
+    # Created 0600 from the start: the token is never readable by others, not even briefly.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(value + "\n")
+    os.chmod(path, 0o600)
+    return ServeToken(value, str(path), True)
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and localhost: the only hosts `--no-auth` may bind to."""
+    host = host.strip().strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Guard:
+    """ASGI middleware: bearer token first (401), then body size (413), before any route runs.
+
+    The body is read here up to the limit and replayed to the app, so a route never sees a body
+    over `max_body_bytes`, and an unauthenticated client cannot make the server read one.
+    """
+
+    def __init__(self, app, *, token: str | None, max_body_bytes: int):
+        self.app = app
+        self.token = token
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+        if self.token is not None and scope.get("path") not in PUBLIC_PATHS and not self._authorized(headers):
+            await _send_error(send, 401, "missing or wrong bearer token: send 'Authorization: Bearer <token>' "
+                                         "(see `stiva serve --show-token`)", "invalid_api_key",
+                              "authentication_error", {"www-authenticate": "Bearer"})
+            return
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body_bytes:
+            await self._too_large(send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break  # the client went away: let the app see that
+            body += message.get("body", b"")
+            if len(body) > self.max_body_bytes:
+                await self._too_large(send)
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                if message["type"] != "http.request":
+                    return message
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    def _authorized(self, headers: dict[str, str]) -> bool:
+        scheme, _, value = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        return hmac.compare_digest(value.strip().encode(), self.token.encode())
+
+    async def _too_large(self, send) -> None:
+        await _send_error(send, 413, f"the request body is larger than {self.max_body_bytes} bytes "
+                                     "(serve.max_body_bytes)", "request_too_large", "invalid_request_error",
+                          {"connection": "close"})
+
+
+async def _send_error(send, status: int, message: str, code: str, type_: str, headers: dict[str, str]) -> None:
+    body = json.dumps({"error": {"message": message, "type": type_, "param": None, "code": code}}).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.encode(), v.encode()) for k, v in headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -1,0 +1,104 @@
+"""The request body of `POST /v1/chat/completions` (declared in the OpenAPI document) and the
+response objects, in the OpenAI wire format.
+
+Fields OpenAI clients commonly send but Stiva does not act on (seed, penalties, logprobs, ...) are
+accepted and ignored; the ones it cannot honour (tools, functions, n > 1) are refused by the app
+with a clear 400 rather than silently dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Content parts Stiva cannot pass on: the pool is text-only.
+UNSUPPORTED_PARTS = {"image_url", "input_audio", "file", "image", "audio", "input_image", "input_file"}
+
+
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(BaseModel):
+    """An OpenAI chat-completions request. `stiva_trace: true` adds the workflow trace."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [
+        {"model": "conductor-mini", "messages": [{"role": "user", "content": "What is 6 x 7?"}]}]})
+
+    model: str = Field(min_length=1, description="`conductor`, `conductor-mini`, or a pool model id",
+                       examples=["conductor", "conductor-mini"])
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(None, ge=1, description="per worker call")
+    max_completion_tokens: int | None = Field(None, ge=1, description="per worker call")
+    temperature: float | None = Field(None, ge=0, le=2)
+    stop: str | list[str] | None = None
+    n: int | None = Field(None, ge=1)
+    user: str | None = None
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+    functions: list[Any] | None = None
+    function_call: Any = None
+    stiva_trace: bool = False
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+def usage_object(totals: Any) -> dict:
+    prompt, completion = int(totals.prompt_tokens), int(totals.completion_tokens)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def completion_object(completion_id: str, model: str, answer: str, totals: Any, created: int | None = None) -> dict:
+    """A `chat.completion` object."""
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created or int(time.time()),
+        "model": model,
+        "system_fingerprint": None,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
+                     "logprobs": None, "finish_reason": "stop"}],
+        "usage": usage_object(totals),
+    }
+
+
+def chunk_object(completion_id: str, model: str, created: int, delta: dict | None,
+                 finish_reason: str | None = None, usage: dict | None = None, with_usage_field: bool = False) -> dict:
+    """A `chat.completion.chunk`; `delta=None` gives the usage-only chunk (no choices)."""
+    chunk: dict[str, Any] = {"id": completion_id, "object": "chat.completion.chunk", "created": created,
+                             "model": model, "system_fingerprint": None}
+    chunk["choices"] = [] if delta is None else [
+        {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
+    if with_usage_field:
+        chunk["usage"] = usage  # null on every chunk but the last when include_usage is asked for
+    return chunk

@@ -1,0 +1,495 @@
+"""`stiva serve`: the real server (uvicorn on 127.0.0.1) in front of scripted upstreams, driven by
+the official `openai` client (and httpx for what that client cannot send)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import stat
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+import uvicorn
+
+from fakeprovider import Reply
+
+from stiva_tui import secrets
+from stiva_tui.config import parse_config
+from stiva_tui.server.app import create_app, serve
+from stiva_tui.server.auth import is_loopback_host, load_or_create_token, token_file
+
+TOKEN = "test-token-1234"
+PLAN2 = 'Draft then finish.\nmodel_id = [1, 2]\nsubtasks = ["draft", "finish"]\naccess_list = [[], [0]]'
+KEEP = "The answer stands.\nmodel_id = []\nsubtasks = []\naccess_list = []"
+
+
+def make_config(fake, **overrides):
+    data = {
+        "conductor": {"backend": "remote", "model": "cond"},
+        "providers": [{"name": "fake", "base_url": fake.base_url}],
+        "models": [
+            {"id": "cond", "provider": "fake", "model": "cond", "description": "the planner"},
+            {"id": "w1", "provider": "fake", "model": "w1", "description": "fast drafts"},
+            {"id": "w2", "provider": "fake", "model": "w2", "description": "careful finisher"},
+        ],
+        "discovery": {"enabled": False},
+        "workers": {"retries": 0},
+        "catalog": False,
+    }
+    for key, value in overrides.items():
+        data[key] = {**data.get(key, {}), **value}
+    return parse_config(data)
+
+
+class Served:
+    """A real uvicorn server over a real Runtime, in a background thread with its own loop."""
+
+    def __init__(self, config, token: str | None = TOKEN, **app_options):
+        self.config = config
+        self.token = token
+        self.app_options = app_options
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.runtime = None
+        self.server: uvicorn.Server | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, daemon=True)
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._serve())
+        except BaseException as exc:  # reported by start()
+            self._error = exc
+
+    async def _serve(self) -> None:
+        from stiva_tui.runtime import Runtime
+
+        self.runtime = await Runtime.create(self.config, discover=False)
+        try:
+            app = create_app(self.runtime, self.token, **self.app_options)
+            self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                        timeout_graceful_shutdown=2))
+            await self.server.serve()
+        finally:
+            await self.runtime.aclose()
+
+    def start(self) -> "Served":
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not (self.server and self.server.started):
+            if self._error is not None or not self._thread.is_alive():
+                raise RuntimeError(f"the server did not start: {self._error!r}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("the server did not start in time")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.should_exit = True
+        self._thread.join(10)
+
+    @property
+    def store(self):
+        return self.runtime.store
+
+    def client(self, api_key: str | None = TOKEN, **kwargs) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=api_key or "none", max_retries=0, **kwargs)
+
+    def post(self, body: bytes | dict, headers: dict | None = None, path: str = "/v1/chat/completions"):
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        headers = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json", **(headers or {})}
+        return httpx.post(self.url + path, content=content, headers=headers, timeout=10)
+
+    def wait_run(self, run_id: str, status: str, timeout: float = 5.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            trace = self.store.get_trace(run_id)
+            if trace["status"] == status or time.monotonic() > deadline:
+                return trace
+            time.sleep(0.05)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def start(fake):
+    servers: list[Served] = []
+
+    def start_server(token: str | None = TOKEN, app_options: dict | None = None, **config_overrides) -> Served:
+        served = Served(make_config(fake, **config_overrides), token, **(app_options or {})).start()
+        servers.append(served)
+        return served
+
+    yield start_server
+    for served in servers:
+        served.stop()
+
+
+@pytest.fixture
+def server(start):
+    return start()
+
+
+def script_mini(fake):
+    """conductor-mini: cond plans w1 -> w2; returns the usage the request must report."""
+    fake.script("cond", Reply(PLAN2, usage=(100, 10)))
+    fake.script("w1", Reply("a rough draft", usage=(30, 4)))
+    fake.script("w2", Reply("the final answer is 42", usage=(40, 6)))
+    return 100 + 30 + 40, 10 + 4 + 6
+
+
+# --- models -----------------------------------------------------------------------------------------
+
+
+def test_models_lists_the_conductors_and_every_pool_model(server):
+    ids = [m.id for m in server.client().models.list()]
+    assert ids[:2] == ["conductor", "conductor-mini"]
+    assert {"cond", "w1", "w2", "local/gemma-3-270m"} <= set(ids)
+    assert server.client().models.retrieve("w1").owned_by == "fake"
+
+
+# --- orchestrated models ------------------------------------------------------------------------------
+
+
+def test_conductor_mini_answers_with_the_last_step_and_counts_every_token(server, fake):
+    prompt, completion = script_mini(fake)
+    reply = server.client().chat.completions.create(
+        model="conductor-mini", messages=[{"role": "user", "content": "What is six times seven?"}])
+    assert reply.object == "chat.completion" and reply.model == "conductor-mini"
+    assert reply.choices[0].message.content == "the final answer is 42"
+    assert reply.choices[0].finish_reason == "stop"
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (prompt, completion)
+    assert reply.usage.total_tokens == prompt + completion
+    assert "stiva_trace" not in reply.model_dump()  # the trace only on request
+    assert [r.model for r in fake.requests] == ["cond", "w1", "w2"]
+
+    run_id = reply.id.removeprefix("chatcmpl-")
+    trace = server.store.get_trace(run_id)
+    assert trace["source"] == "api" and trace["status"] == "finished" and trace["mode"] == "conductor"
+    conversation = server.store.get_conversation(trace["conversation_id"])
+    assert conversation["kind"] == "api"
+    assert [(m["role"], m["content"]) for m in conversation["messages"]] == [
+        ("user", "What is six times seven?"), ("assistant", "the final answer is 42")]
+
+
+def test_conductor_mini_streams_the_answer_with_usage(server, fake):
+    prompt, completion = script_mini(fake)
+    stream = server.client().chat.completions.create(
+        model="conductor-mini", messages=[{"role": "user", "content": "Six times seven?"}], stream=True,
+        stream_options={"include_usage": True})
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "the final answer is 42"
+    assert all(c.object == "chat.completion.chunk" and c.model == "conductor-mini" for c in chunks)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert not chunks[-1].choices
+    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (prompt, completion)
+    # The draft step (not final) never reaches the client.
+    assert "rough draft" not in text
+
+
+def test_conductor_runs_two_rounds_and_keeps_the_first_answer(server, fake):
+    fake.script("cond", Reply(PLAN2, usage=(100, 10)), Reply(KEEP, usage=(150, 7)))
+    fake.script("w1", Reply("a rough draft", usage=(30, 4)))
+    fake.script("w2", Reply("the final answer is 42", usage=(40, 6)))
+    stream = server.client().chat.completions.create(
+        model="conductor", messages=[{"role": "user", "content": "Six times seven?"}], stream=True,
+        stream_options={"include_usage": True})
+    chunks = list(stream)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "the final answer is 42"
+    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (100 + 150 + 30 + 40,
+                                                                                    10 + 7 + 4 + 6)
+    assert [r.model for r in fake.requests] == ["cond", "w1", "w2", "cond"]
+
+
+def test_conversation_and_system_message_reach_the_run(server, fake):
+    script_mini(fake)
+    server.client().chat.completions.create(model="conductor-mini", messages=[
+        {"role": "system", "content": "Answer tersely."},
+        {"role": "user", "content": "Remember the number 7."},
+        {"role": "assistant", "content": "Noted: 7."},
+        {"role": "user", "content": [{"type": "text", "text": "Multiply it by six."}]},
+    ])
+    planner = json.dumps(fake.requests_for("cond")[0].messages)
+    assert "Remember the number 7." in planner and "Noted: 7." in planner
+    assert "Answer tersely." in planner and "Multiply it by six." in planner
+
+
+def test_trace_only_on_request(server, fake):
+    script_mini(fake)
+    client = server.client()
+    reply = client.chat.completions.create(model="conductor-mini", messages=[{"role": "user", "content": "q"}],
+                                           extra_body={"stiva_trace": True})
+    trace = reply.model_dump()["stiva_trace"]
+    assert trace["rounds"][0]["workflow"]["model_id"] == [1, 2]
+    assert [s["model"] for s in trace["rounds"][0]["steps"]] == ["w1", "w2"]
+
+    script_mini(fake)
+    chunks = list(client.chat.completions.create(
+        model="conductor-mini", messages=[{"role": "user", "content": "q"}], stream=True,
+        extra_headers={"X-Stiva-Trace": "1"}))
+    traced = [c.model_dump()["stiva_trace"] for c in chunks if "stiva_trace" in c.model_dump()]
+    assert len(traced) == 1 and traced[0]["status"] == "finished"
+
+
+# --- pass-through models ----------------------------------------------------------------------------
+
+
+def test_pass_through_model_non_streaming_and_streaming(server, fake):
+    fake.script("w1", Reply("direct answer here", usage=(12, 3)), Reply("streamed direct answer", usage=(13, 4)))
+    client = server.client()
+    reply = client.chat.completions.create(
+        model="w1", messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}],
+        max_tokens=7, temperature=0.3, user="someone")
+    assert reply.choices[0].message.content == "direct answer here"
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (12, 3)
+    upstream = fake.requests_for("w1")[0]
+    assert upstream.body["max_tokens"] == 7 and upstream.body["temperature"] == 0.3
+    assert "Be brief." in upstream.user_text and "Hi?" in upstream.user_text
+    assert not fake.requests_for("cond")  # no planning for a pass-through model
+
+    chunks = list(client.chat.completions.create(
+        model="w1", messages=[{"role": "user", "content": "Hi?"}], stream=True,
+        stream_options={"include_usage": True}, max_completion_tokens=9))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "streamed direct answer"
+    assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) >= 3  # live deltas
+    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (13, 4)
+    assert fake.requests_for("w1")[1].body["max_tokens"] == 9
+
+
+def test_stop_sequences_cut_the_answer(server, fake):
+    fake.script("w1", Reply("alpha beta STOP gamma delta"), Reply("alpha beta STOP gamma delta"))
+    client = server.client()
+    reply = client.chat.completions.create(model="w1", messages=[{"role": "user", "content": "go"}], stop="STOP")
+    assert reply.choices[0].message.content == "alpha beta "
+    chunks = list(client.chat.completions.create(model="w1", messages=[{"role": "user", "content": "go"}],
+                                                 stop=["ST", "delta"], stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "alpha beta "
+
+
+# --- errors -------------------------------------------------------------------------------------------
+
+
+USER = [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize("kwargs, param", [
+    (dict(model="w1", messages=USER, tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}]),
+     "tools"),
+    (dict(model="w1", messages=USER, n=2), "n"),
+    (dict(model="w1", messages=[{"role": "user", "content": [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]), "messages.0.content.1.type"),
+    (dict(model="w1", messages=[{"role": "system", "content": "only a system message"}]), "messages"),
+    (dict(model="w1", messages=[]), "messages"),
+])
+def test_requests_it_cannot_honour_are_400(server, kwargs, param):
+    with pytest.raises(openai.BadRequestError) as caught:
+        server.client().chat.completions.create(**kwargs)
+    error = caught.value.body
+    assert caught.value.status_code == 400
+    assert error["type"] == "invalid_request_error" and error["param"] == param and error["message"]
+
+
+def test_unknown_model_is_404(server):
+    with pytest.raises(openai.NotFoundError) as caught:
+        server.client().chat.completions.create(model="gpt-nope", messages=USER)
+    assert caught.value.code == "model_not_found" and "gpt-nope" in caught.value.message
+
+
+@pytest.mark.parametrize("body, code, param", [
+    (b'{"model": "w1", "messages": [', "invalid_json", None),
+    (b"", "invalid_request", None),
+    ({"model": "w1"}, "missing_parameter", "messages"),
+    ({"model": "w1", "messages": "hi"}, "invalid_value", "messages"),
+    ({"model": "w1", "messages": USER, "temperature": "hot"}, "invalid_value", "temperature"),
+    ({"model": 5, "messages": USER}, "invalid_value", "model"),
+    ({"model": "w1", "messages": [{"role": "wizard", "content": "x"}]}, "invalid_value", "messages.0.role"),
+    ([1, 2, 3], "invalid_value", None),
+])
+def test_malformed_bodies_are_400_error_objects(server, body, code, param):
+    response = server.post(body)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error" and error["code"] == code and error["param"] == param
+    assert "Traceback" not in response.text
+
+
+def test_a_form_encoded_body_is_told_to_send_json(server):
+    response = server.post(b"model=w1", headers={"content-type": "application/x-www-form-urlencoded"})
+    assert response.status_code == 400 and "Content-Type: application/json" in response.json()["error"]["message"]
+
+
+def test_body_too_large_is_413(start):
+    server = start(serve={"max_body_bytes": 2000})
+    response = server.post({"model": "w1", "messages": [{"role": "user", "content": "x" * 5000}]})
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "request_too_large"
+
+
+def test_unknown_route_and_wrong_method_use_the_error_shape(server):
+    headers = {"authorization": f"Bearer {TOKEN}"}
+    missing = httpx.get(server.url + "/v1/nothing-here", headers=headers)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "unknown_url"
+    wrong = httpx.get(server.url + "/v1/chat/completions", headers=headers)
+    assert wrong.status_code == 405 and wrong.json()["error"]["type"] == "invalid_request_error"
+    assert "POST" in wrong.headers["allow"]
+
+
+def test_provider_failure_is_502_naming_the_step(server, fake):
+    fake.default("w1", Reply(status=500, error_message="upstream exploded"))
+    client = server.client()
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.chat.completions.create(model="w1", messages=USER)
+    assert caught.value.status_code == 502
+    assert "step 0" in caught.value.message and "upstream exploded" in caught.value.message
+    # Streaming: it fails before any text, so the status code is still a real one.
+    with pytest.raises(openai.APIStatusError) as caught:
+        list(client.chat.completions.create(model="w1", messages=USER, stream=True))
+    assert caught.value.status_code == 502
+
+
+def test_failure_after_the_stream_started_is_an_error_event(start, fake):
+    # No fallback model for the finisher: its failure ends the run.
+    server = start(app_options={"commit_after_s": 0.1}, workers={"fallbacks": ["w2"]})
+    fake.script("cond", Reply(PLAN2))
+    fake.script("w1", Reply("draft", latency_s=0.4))
+    fake.default("w2", Reply(status=500, error_message="finisher down"))
+    with pytest.raises(openai.APIError) as caught:
+        list(server.client().chat.completions.create(model="conductor-mini", messages=USER, stream=True))
+    assert "finisher down" in caught.value.message
+
+
+def test_budget_stop_is_402(start, fake):
+    server = start(budget={"tokens": 50})
+    fake.script("w1", Reply("a long answer " * 5, usage=(100, 40)))
+    with pytest.raises(openai.APIStatusError) as caught:
+        server.client().chat.completions.create(model="w1", messages=USER)
+    assert caught.value.status_code == 402 and caught.value.code == "budget_exceeded"
+
+
+# --- auth ---------------------------------------------------------------------------------------------
+
+
+def test_a_token_is_required(server):
+    with pytest.raises(openai.AuthenticationError):
+        server.client(api_key=None).models.list()
+    with pytest.raises(openai.AuthenticationError) as caught:
+        server.client(api_key="wrong").chat.completions.create(model="w1", messages=USER)
+    assert caught.value.status_code == 401
+    assert httpx.get(server.url + "/v1/models").status_code == 401
+    assert httpx.get(server.url + "/openapi.json").status_code == 200  # the API's shape is public
+
+
+def test_no_auth_serves_without_a_token(start, fake):
+    server = start(token=None)
+    assert [m.id for m in server.client(api_key="anything").models.list()][0] == "conductor"
+
+
+def test_no_auth_is_refused_off_loopback(fake, capsys):
+    config = make_config(fake)
+    assert serve(config, host="0.0.0.0", port=1, no_auth=True) == 2
+    assert "--no-auth is refused on 0.0.0.0" in capsys.readouterr().err
+    assert all(is_loopback_host(h) for h in ("127.0.0.1", "127.8.9.1", "::1", "[::1]", "localhost"))
+    assert not any(is_loopback_host(h) for h in ("0.0.0.0", "::", "192.168.1.4", "example.com"))
+
+
+def test_token_is_created_once_and_kept_in_the_keyring():
+    secrets.reset_backend()
+    first = load_or_create_token()
+    assert first.created and first.where == "keyring" and len(first.value) >= 40
+    again = load_or_create_token()
+    assert again.value == first.value and not again.created
+    assert not token_file().exists()
+
+
+def test_token_falls_back_to_a_private_file_without_a_keyring(monkeypatch):
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    secrets.reset_backend()
+    try:
+        first = load_or_create_token()
+        assert first.created and first.where == str(token_file())
+        assert stat.S_IMODE(os.stat(token_file()).st_mode) == 0o600
+        assert load_or_create_token().value == first.value
+    finally:
+        secrets.reset_backend()
+
+
+# --- concurrency ------------------------------------------------------------------------------------
+
+
+def test_queue_full_is_429_with_retry_after(start, fake):
+    server = start(serve={"max_concurrent_runs": 1, "max_queue": 0})
+    fake.script("w1", Reply("slow", latency_s=1.5), Reply("fast"))
+    held = threading.Thread(target=lambda: server.client().chat.completions.create(model="w1", messages=USER))
+    held.start()
+    deadline = time.monotonic() + 5
+    while fake.active == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with pytest.raises(openai.RateLimitError) as caught:
+        server.client().chat.completions.create(model="w2", messages=USER)
+    assert caught.value.status_code == 429 and caught.value.response.headers["retry-after"] == "1"
+    assert caught.value.code == "server_busy"
+    held.join(10)
+    # Once the slot is free, requests go through again.
+    assert server.client().chat.completions.create(model="w1", messages=USER).choices[0].message.content == "fast"
+
+
+def test_many_requests_at_once_are_independent_runs(server, fake):
+    fake.default("cond", Reply(PLAN2, usage=(10, 1)))
+    fake.default("w1", Reply("draft", latency_s=0.1, usage=(3, 1)))
+    fake.default("w2", lambda request: Reply("final for " + request.user_text.split("<overall_task>")[-1][:12],
+                                             usage=(4, 1)))
+
+    def ask(i: int):
+        return server.client().chat.completions.create(
+            model="conductor-mini", messages=[{"role": "user", "content": f"question {i}"}])
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(8) as pool:
+        replies = list(pool.map(ask, range(8)))
+    assert len({r.id for r in replies}) == 8
+    assert all(r.usage.total_tokens == 11 + 4 + 5 for r in replies)
+    runs = server.store.list_runs(source="api")
+    assert len(runs) == 8 and all(r["status"] == "finished" for r in runs)
+    assert len([c for c in server.store.list_conversations() if c["kind"] == "api"]) == 8
+
+
+def test_disconnect_while_streaming_cancels_the_run(server, fake):
+    fake.script("w1", Reply("one two three four five six seven eight nine ten", chunk_delay_s=0.3))
+    with httpx.stream("POST", server.url + "/v1/chat/completions", timeout=10,
+                      headers={"authorization": f"Bearer {TOKEN}"},
+                      json={"model": "w1", "messages": USER, "stream": True}) as response:
+        run_id = response.headers["x-stiva-run-id"]
+        for line in response.iter_lines():
+            if '"content": "one' in line:
+                break  # the answer has begun: hang up mid-way
+        else:
+            pytest.fail("the stream ended without its first words")
+    # Closing the response hung up on the server: the upstream call is dropped and the run cancelled.
+    assert fake.wait_idle(5)
+    assert server.wait_run(run_id, "cancelled")["status"] == "cancelled"
+    assert fake.disconnects >= 1
+
+
+def test_disconnect_while_waiting_cancels_the_run(server, fake):
+    fake.script("w1", Reply("late", latency_s=5))
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(server.url + "/v1/chat/completions", headers={"authorization": f"Bearer {TOKEN}"},
+                   json={"model": "w1", "messages": USER}, timeout=0.5)
+    assert fake.wait_idle(5)
+    runs = server.store.list_runs(source="api")
+    assert len(runs) == 1
+    assert server.wait_run(runs[0]["run_id"], "cancelled")["status"] == "cancelled"
