@@ -73,9 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             from .server.app import serve
 
-            host = args.host or config.serve.host
-            port = args.port or config.serve.port
-            return serve(config, host, port, args.no_auth, args.show_token)
+            return serve(config, args.host, args.port, args.no_auth, args.show_token, conductor=args.conductor)
         from .tui.app import run_app
 
         return run_app(config, args.conductor)

@@ -158,3 +158,17 @@ def test_help_is_fast_and_imports_no_torch():
             "assert 'torch' not in sys.modules and 'textual' not in sys.modules, sorted(sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def test_serve_show_token_is_created_once_then_shown(stiva_home, tmp_path):
+    first = stiva("serve", "--show-token", home=stiva_home)
+    assert first.returncode == 0, first.stderr
+    token = first.stdout.strip().splitlines()[-1].strip()
+    assert len(token) >= 20
+    second = stiva("serve", "--show-token", home=stiva_home)
+    assert second.returncode == 0 and second.stdout.strip().splitlines()[-1].strip() == token
+
+
+def test_serve_refuses_no_auth_off_loopback(stiva_home):
+    result = stiva("serve", "--no-auth", "--host", "0.0.0.0", home=stiva_home)
+    assert result.returncode == 2 and "--no-auth is refused" in result.stderr

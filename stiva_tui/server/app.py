@@ -78,6 +78,10 @@ def serve(config: Any, host: str | None = None, port: int | None = None, no_auth
         else:
             print(f"stiva serve: API token from {served.where} (`stiva serve --show-token` prints it)")
         token = served.value
+        if show_token:
+            if served.created:
+                print(f"stiva serve: API token (from {served.where}):\n  {served.value}")
+            return 0  # --show-token prints the token and exits
     print(f"stiva serve: http://{_url_host(host)}:{port}/v1  (models: GET /v1/models)")
     try:
         return asyncio.run(_serve(config, host, port, token, conductor))
