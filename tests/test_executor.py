@@ -259,3 +259,18 @@ async def test_an_unexpected_worker_exception_is_a_step_failure_not_a_crash(fake
     assert result.answer == "saved by w2"
     failed = next(e for e in events if isinstance(e, ev.StepFailed))
     assert "RuntimeError: embedded model exploded" in failed.error and failed.fallback == "w2"
+
+
+def test_default_fallbacks_skip_the_embedded_model(fake):
+    from dataclasses import replace
+
+    from stiva_tui.engine.executor import _Run
+    from stiva_tui.conductor.workflow import Step
+
+    models = pool_models(fake, "w1", "w2")
+    embedded = replace(models[0], id="local/gemma-3-270m", kind="embedded")
+    engine = Engine([models[0], embedded, models[1]], HttpWorker())
+    run = _Run(engine, "Q", None, RunOptions(retries=1), None, ())
+    assert [m.id for m in run._candidates(Step(0, "a", ()), engine.models)] == ["w1", "w1", "w2"]
+    run = _Run(engine, "Q", None, RunOptions(retries=0, fallbacks=("local/gemma-3-270m",)), None, ())
+    assert [m.id for m in run._candidates(Step(0, "a", ()), engine.models)] == ["w1", "local/gemma-3-270m"]

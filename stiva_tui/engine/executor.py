@@ -339,7 +339,9 @@ class _Run:
             pool = {m.id: m for m in self.engine.models}
             extra = [pool[f] for f in self.options.fallbacks if f in pool and f != own.id]
         else:
-            extra = [m for m in self.engine.models if m.id != own.id]
+            # Not the embedded CPU model: a slow 270M stand-in for a hosted model helps nobody,
+            # unless the config names it as a fallback.
+            extra = [m for m in self.engine.models if m.id != own.id and m.kind != "embedded"]
         return candidates + extra[: self.options.max_fallbacks]
 
     async def _run_step(self, round_: int, workflow: Workflow, index: int, models: Sequence[PoolModel],
