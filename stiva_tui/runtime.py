@@ -76,8 +76,11 @@ class Runtime:
                 from .conductor.select import select_conductor
 
                 cfg = self.conductor_config()
-                self.conductor, self.conductor_reason = await asyncio.to_thread(
+                conductor, reason = await asyncio.to_thread(
                     select_conductor, cfg, self.models, self.worker, progress)
+                if hasattr(conductor, "load") and not getattr(conductor, "loaded", True):
+                    await conductor.load(progress)  # the model loads in a thread; progress from there
+                self.conductor, self.conductor_reason = conductor, reason
             return self.conductor
 
     async def pool_refresh(self) -> None:

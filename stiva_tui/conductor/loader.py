@@ -93,8 +93,11 @@ def ensure_embedded_checkpoint(progress: Progress | None = None) -> Path:
         gguf_path = _assemble_gguf(progress)
         start = time.monotonic()
         import torch
+        import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        transformers.logging.set_verbosity_error()
+        transformers.logging.disable_progress_bar()
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = final.parent / f".{EMBEDDED_DIR_NAME}.{uuid.uuid4().hex}.tmp"
         try:
@@ -107,6 +110,12 @@ def ensure_embedded_checkpoint(progress: Progress | None = None) -> Path:
             _report(progress, 0.75, "saving the converted embedded model as safetensors")
             # save_pretrained refuses a GGUF-loaded model: rebuild from the config, copy the weights.
             config = gguf_model.config
+            for attr in ("quantization_config", "gguf_file"):
+                if hasattr(config, attr):
+                    try:
+                        delattr(config, attr)
+                    except AttributeError:
+                        setattr(config, attr, None)
             fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
             missing, unexpected = fresh.load_state_dict(gguf_model.state_dict(), strict=False)
             missing = [m for m in missing if "lm_head" not in m]
@@ -114,6 +123,7 @@ def ensure_embedded_checkpoint(progress: Progress | None = None) -> Path:
                 raise ConductorError(f"converting the embedded model: weights missing: {missing[:5]}")
             del gguf_model
             fresh.save_pretrained(str(tmp))
+            _strip_quantization_config(tmp / "config.json")
             tokenizer.save_pretrained(str(tmp))
             (tmp / _DONE_MARKER).write_text(
                 '{"source": "%s", "seconds": %.1f}\n' % (gguf_path.name, time.monotonic() - start)
@@ -130,6 +140,15 @@ def ensure_embedded_checkpoint(progress: Progress | None = None) -> Path:
                 shutil.rmtree(tmp, ignore_errors=True)
         _report(progress, 0.85, "embedded model converted")
         return final
+
+
+def _strip_quantization_config(path: Path) -> None:
+    import json
+
+    data = json.loads(path.read_text())
+    if data.pop("quantization_config", None) is not None or "gguf_file" in data:
+        data.pop("gguf_file", None)
+        path.write_text(json.dumps(data, indent=2) + "\n")
 
 
 # --- loading ------------------------------------------------------------------------------------
@@ -247,6 +266,7 @@ def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
     _report(progress, 0.86 if spec.label == EMBEDDED_HF_ID else 0.05, f"reading the config of {spec.label or spec.source}")
     try:
         config = AutoConfig.from_pretrained(spec.source, local_files_only=local_only)

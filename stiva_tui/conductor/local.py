@@ -1,0 +1,668 @@
+"""Local conductor backends and the generation code they share with the embedded worker.
+
+`HFConductor` plans with a transformers model loaded by `loader.load_model` (4-bit nf4):
+
+- `LocalConductor`: any causal LM (HF id or folder, optionally a LoRA adapter) on CUDA.
+- `EmbeddedConductor` (embedded.py): Gemma-3 270M on the CPU.
+
+Planning runs `model.generate` in a worker thread; the text streams through `on_delta` on the
+event loop's thread; cancelling the awaiting task stops generation at the next token. Decoding
+has two phases inside one `generate` call (`PlanLogitsProcessor`): free reasoning (at most
+`max_reasoning_tokens` tokens, special tokens masked), then the three lists under the xgrammar
+grammar of `grammar.py`, so every plan parses.
+
+torch, transformers and xgrammar are imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from ..config import DEFAULT_LOCAL_MODEL
+from ..usage import Usage
+from .base import ConductorError, DeltaCallback, Plan, PlanRequest
+from .loader import LoadedModel, ModelSpec, Progress, load_model
+from .prompt import GENERATION_PREFIX, conductor_messages
+from .workflow import WorkflowParseError, parse_workflow, split_reasoning
+
+# --- prompts ------------------------------------------------------------------------------------
+
+
+def has_chat_template(tokenizer: Any) -> bool:
+    return bool(getattr(tokenizer, "chat_template", None))
+
+
+def render_plain(messages: Sequence[dict], assistant_label: str = "Assistant") -> str:
+    """A plain-text chat rendering for base models without a chat template."""
+    parts = []
+    for message in messages:
+        role = message.get("role", "user")
+        content = str(message.get("content", "")).strip()
+        if role == "system":
+            parts.append(content)
+        elif role == "assistant":
+            parts.append(f"{assistant_label}: {content}")
+        else:
+            parts.append(f"User: {content}")
+    parts.append(f"{assistant_label}:")
+    return "\n\n".join(parts)
+
+
+def prompt_ids(tokenizer: Any, messages: Sequence[dict], prefix: str = "", assistant_label: str = "Assistant") -> list[int]:
+    """Token ids of the chat `messages` followed by the start of the assistant's turn + `prefix`."""
+    if has_chat_template(tokenizer):
+        try:
+            text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+        except Exception:  # noqa: BLE001 - e.g. a template without a system role
+            merged = _merge_system(messages)
+            text = tokenizer.apply_chat_template(merged, tokenize=False, add_generation_prompt=True)
+        text += prefix
+        # the rendered template already holds its special tokens (e.g. <bos>) as text
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    text = render_plain(messages, assistant_label)
+    if prefix:
+        text += " " + prefix
+    return list(tokenizer(text, add_special_tokens=True)["input_ids"])
+
+
+def _merge_system(messages: Sequence[dict]) -> list[dict]:
+    system = "\n\n".join(m["content"] for m in messages if m.get("role") == "system")
+    rest = [dict(m) for m in messages if m.get("role") != "system"]
+    if system and rest:
+        rest[0]["content"] = system + "\n\n" + rest[0]["content"]
+    return rest
+
+
+# --- incremental decoding -----------------------------------------------------------------------
+
+
+class IncrementalDecoder:
+    """Text deltas from a growing list of token ids (no split UTF-8, spaces kept)."""
+
+    def __init__(self, tokenizer: Any, anchor: Sequence[int] = ()):
+        self.tokenizer = tokenizer
+        self.ids: list[int] = list(anchor)[-1:]
+        self.prefix = 0
+        self.read = len(self.ids)
+        self.text = ""
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def push(self, token: int) -> str:
+        self.ids.append(int(token))
+        prefix_text = self._decode(self.ids[self.prefix : self.read])
+        new_text = self._decode(self.ids[self.prefix :])
+        if len(new_text) > len(prefix_text) and not new_text.endswith("\ufffd"):
+            delta = new_text[len(prefix_text) :]
+            self.prefix = self.read
+            self.read = len(self.ids)
+            self.text += delta
+            return delta
+        return ""
+
+    def flush(self) -> str:
+        """Whatever is still held back (an incomplete character at the end)."""
+        prefix_text = self._decode(self.ids[self.prefix : self.read])
+        new_text = self._decode(self.ids[self.prefix :])
+        delta = new_text[len(prefix_text) :] if len(new_text) > len(prefix_text) else ""
+        self.prefix = self.read = len(self.ids)
+        self.text += delta
+        return delta
+
+
+# --- one generate() call, run in a thread -------------------------------------------------------
+
+
+@dataclass
+class GenerationResult:
+    text: str
+    token_ids: list[int]
+    prompt_tokens: int
+    completion_tokens: int
+    finish: str  # "stop" (end token or stop string) | "length" | "cancelled"
+    first_token_s: float | None
+    seconds: float
+
+
+class _Streamer:
+    """transformers' streamer interface: put() per new token (the first put is the prompt)."""
+
+    def __init__(self, tokenizer: Any, prompt: Sequence[int], eos_ids: set[int], stop_strings: Sequence[str],
+                 on_text: Callable[[str], None] | None):
+        self.decoder = IncrementalDecoder(tokenizer, prompt)
+        self.eos_ids = eos_ids
+        self.stop_strings = [s for s in stop_strings if s]
+        self.on_text = on_text
+        self.seen_prompt = False
+        self.ids: list[int] = []
+        self.emitted = 0  # characters of decoder.text already sent
+        self.stopped = False  # a stop string was found
+        self.cut: int | None = None
+        self.first_token_at: float | None = None
+
+    def put(self, value: Any) -> None:
+        if not self.seen_prompt:
+            self.seen_prompt = True
+            return
+        for token in value.reshape(-1).tolist():
+            if self.first_token_at is None:
+                self.first_token_at = time.monotonic()
+            self.ids.append(int(token))
+            if self.stopped:
+                continue
+            if int(token) in self.eos_ids:
+                continue
+            self.decoder.push(int(token))
+            self._emit(final=False)
+
+    def end(self) -> None:
+        if not self.stopped:
+            self.decoder.flush()
+        self._emit(final=True)
+
+    @property
+    def text(self) -> str:
+        text = self.decoder.text
+        return text if self.cut is None else text[: self.cut]
+
+    def _emit(self, final: bool) -> None:
+        text = self.decoder.text
+        limit = len(text)
+        if self.stop_strings and self.cut is None:
+            hits = [i for i in (text.find(s, max(0, self.emitted - len(s))) for s in self.stop_strings) if i >= 0]
+            if hits:
+                self.cut = min(hits)
+                self.stopped = True
+            elif not final:
+                limit -= _partial_stop(text, self.stop_strings)
+        if self.cut is not None:
+            limit = min(limit, self.cut)
+        if limit > self.emitted:
+            chunk = text[self.emitted : limit]
+            self.emitted = limit
+            if self.on_text is not None and chunk:
+                self.on_text(chunk)
+
+
+def _partial_stop(text: str, stops: Sequence[str]) -> int:
+    """Length of the longest end of `text` that begins a stop string (held back while streaming)."""
+    best = 0
+    for stop in stops:
+        for k in range(min(len(stop) - 1, len(text)), 0, -1):
+            if text.endswith(stop[:k]):
+                best = max(best, k)
+                break
+    return best
+
+
+class _StopWhen:
+    def __init__(self, event: threading.Event, streamer: _Streamer):
+        self.event = event
+        self.streamer = streamer
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        done = self.event.is_set() or self.streamer.stopped
+        return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
+
+
+def eos_token_ids(loaded: LoadedModel) -> list[int]:
+    tok = loaded.tokenizer
+    ids: list[int] = []
+    for source in (getattr(loaded.model, "generation_config", None), getattr(loaded.model, "config", None)):
+        value = getattr(source, "eos_token_id", None) if source is not None else None
+        if isinstance(value, int):
+            ids.append(value)
+        elif isinstance(value, (list, tuple)):
+            ids.extend(int(v) for v in value)
+    if tok.eos_token_id is not None:
+        ids.append(int(tok.eos_token_id))
+    for name in ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>"):
+        tid = tok.convert_tokens_to_ids(name) if name in tok.get_vocab() else None
+        if isinstance(tid, int) and tid >= 0:
+            ids.append(tid)
+    return list(dict.fromkeys(ids))
+
+
+def generate_sync(
+    loaded: LoadedModel,
+    prompt: Sequence[int],
+    *,
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    logits_processors: Sequence[Any] = (),
+    stop_strings: Sequence[str] = (),
+    stop_event: threading.Event | None = None,
+    on_text: Callable[[str], None] | None = None,
+    eos_ids: Sequence[int] | None = None,
+) -> GenerationResult:
+    """One streaming generate() on the shared model (serialised by its lock). Blocking."""
+    import torch
+    from transformers import GenerationConfig
+
+    stop_event = stop_event or threading.Event()
+    eos = list(eos_ids) if eos_ids is not None else eos_token_ids(loaded)
+    streamer = _Streamer(loaded.tokenizer, prompt, set(eos), stop_strings, on_text)
+    pad = loaded.tokenizer.pad_token_id
+    gen_config = GenerationConfig(
+        max_new_tokens=max(1, int(max_new_tokens)),
+        do_sample=temperature > 0,
+        temperature=temperature if temperature > 0 else None,
+        top_k=None,
+        top_p=None,
+        eos_token_id=eos or None,
+        pad_token_id=pad if pad is not None else (eos[0] if eos else None),
+    )
+    device = "cuda" if loaded.device == "cuda" else "cpu"
+    input_ids = torch.tensor([list(prompt)], dtype=torch.long, device=device)
+    from transformers import LogitsProcessorList, StoppingCriteriaList
+
+    start = time.monotonic()
+    finish = "stop"
+    with loaded.lock:
+        if stop_event.is_set():
+            return GenerationResult("", [], len(prompt), 0, "cancelled", None, 0.0)
+        with torch.inference_mode():
+            loaded.model.generate(
+                input_ids=input_ids,
+                attention_mask=torch.ones_like(input_ids),
+                generation_config=gen_config,
+                logits_processor=LogitsProcessorList(list(logits_processors)),
+                stopping_criteria=StoppingCriteriaList([_StopWhen(stop_event, streamer)]),
+                streamer=streamer,
+            )
+    ids = streamer.ids
+    if stop_event.is_set():
+        finish = "cancelled"
+    elif streamer.stopped or (ids and ids[-1] in eos):
+        finish = "stop"
+    elif len(ids) >= max_new_tokens:
+        finish = "length"
+    first = None if streamer.first_token_at is None else streamer.first_token_at - start
+    return GenerationResult(
+        text=streamer.text,
+        token_ids=list(ids),
+        prompt_tokens=len(prompt),
+        completion_tokens=len(ids),
+        finish=finish,
+        first_token_s=first,
+        seconds=time.monotonic() - start,
+    )
+
+
+async def generate_async(
+    loaded: LoadedModel,
+    prompt: Sequence[int],
+    *,
+    on_text: Callable[[str], None] | None = None,
+    stop_event: threading.Event | None = None,
+    **kwargs: Any,
+) -> GenerationResult:
+    """`generate_sync` in a thread; `on_text` runs on the event loop; cancelling stops generation."""
+    loop = asyncio.get_running_loop()
+    stop_event = stop_event or threading.Event()
+
+    def emit(text: str) -> None:
+        if on_text is None:
+            return
+        try:
+            loop.call_soon_threadsafe(on_text, text)
+        except RuntimeError:  # the loop is closed
+            stop_event.set()
+
+    future = loop.run_in_executor(
+        None, lambda: generate_sync(loaded, prompt, stop_event=stop_event, on_text=emit, **kwargs)
+    )
+    try:
+        return await future
+    except asyncio.CancelledError:
+        stop_event.set()
+        raise
+
+
+# --- the two-phase plan processor ----------------------------------------------------------------
+
+_LABEL_END = re.compile(
+    r"""\b(model[ _-]?ids?|models|sub[ _-]?tasks?|access[ _-]?lists?|access)\b["'`*]*\s*(?:=|:)\s*$""",
+    re.IGNORECASE,
+)
+# The end of the reasoning may begin a list label: then no quote or bracket may follow directly.
+_LABEL_START = re.compile(r"""(?i)\b(model|models|sub|access)[\w \-"'`*]{0,14}$""")
+_WANTS_LISTS = re.compile(r"""(?i)^\s*(\*\*|`{1,3}|#+\s*)?(model[ _-]?id|subtask|access[ _-]?list|\{|\[)""")
+
+_token_tables: dict[int, tuple[Any, Any, Any, int]] = {}
+_tables_lock = threading.Lock()
+
+
+def _tables(tokenizer: Any, vocab_size: int) -> tuple[Any, Any]:
+    """(special-token ids, opener ids): index tensors, cached per tokenizer."""
+    import torch
+
+    key = id(tokenizer)
+    with _tables_lock:
+        found = _token_tables.get(key)
+        if found is not None and found[0] is tokenizer and found[3] == vocab_size:
+            return found[1], found[2]
+        special = torch.zeros(vocab_size, dtype=torch.bool)
+        opener = torch.zeros(vocab_size, dtype=torch.bool)
+        n = len(tokenizer)
+        tokens = tokenizer.convert_ids_to_tokens(list(range(min(n, vocab_size))))
+        ids = set(getattr(tokenizer, "all_special_ids", []) or [])
+        for tid, added in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).items():
+            if getattr(added, "special", False):
+                ids.add(int(tid))
+        for tid, tok in enumerate(tokens):
+            if tok is None:
+                special[tid] = True
+                continue
+            if any(ch in tok for ch in "[\"'") or tok in ("<0x5B>", "<0x22>", "<0x27>"):
+                opener[tid] = True
+            if tok.startswith("<unused") or tok.startswith("[multimodal]"):
+                ids.add(tid)
+        for tid in ids:
+            if 0 <= tid < vocab_size:
+                special[tid] = True
+        if vocab_size > n:
+            special[n:] = True
+        # index tensors: index_fill_ over a few thousand ids is ~100x faster than a 262k bool mask
+        special_idx = special.nonzero().flatten()
+        opener_idx = opener.nonzero().flatten()
+        _token_tables[key] = (tokenizer, special_idx, opener_idx, vocab_size)
+        return special_idx, opener_idx
+
+
+class PlanLogitsProcessor:
+    """Free reasoning (bounded, no special tokens), then the three lists under the grammar."""
+
+    def __init__(self, tokenizer: Any, compiled_grammar: Any, vocab_size: int, eos_id: int,
+                 max_reasoning_tokens: int, anchor: Sequence[int], use_grammar: bool = True):
+        import xgrammar as xgr
+
+        self.tokenizer = tokenizer
+        self.compiled = compiled_grammar
+        self.vocab_size = vocab_size
+        self.eos_id = eos_id
+        self.max_reasoning = max_reasoning_tokens
+        self.use_grammar = use_grammar
+        self.special, self.opener = _tables(tokenizer, vocab_size)
+        self.special_set = set(self.special.tolist())
+        self._on_device: dict = {}
+        self.decoder = IncrementalDecoder(tokenizer, anchor)
+        self.phase = "reasoning" if max_reasoning_tokens > 0 else "lists"
+        self.start: int | None = None
+        self.reasoning_tokens = 0
+        self.switch_at: int | None = 0 if self.phase == "lists" else None  # generated index
+        self.matcher = xgr.GrammarMatcher(compiled_grammar, override_stop_tokens=[eos_id]) if use_grammar else None
+        self.bitmask = xgr.allocate_token_bitmask(1, compiled_grammar.tokenizer_info.vocab_size) if use_grammar else None
+        self.failed = False
+        self._forced_prefix_done = False
+
+    def _idx(self, index: Any, scores: Any) -> Any:
+        if index.device == scores.device:
+            return index
+        key = (id(index), str(scores.device))
+        if key not in self._on_device:
+            self._on_device[key] = index.to(scores.device)
+        return self._on_device[key]
+
+    def _switch(self, generated: int) -> None:
+        self.phase = "lists"
+        self.switch_at = generated
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        if self.start is None:
+            self.start = input_ids.shape[1]
+        generated = input_ids.shape[1] - self.start
+        if generated > 0:
+            last = int(input_ids[0, -1])
+            if self.phase == "reasoning":
+                self.reasoning_tokens += 1
+                self.decoder.push(last)
+            elif self.matcher is not None and generated > (self.switch_at or 0):
+                if not self.matcher.is_terminated() and not self.matcher.accept_token(last):
+                    self.failed = True
+        if self.phase == "reasoning":
+            text = self.decoder.text
+            top = int(torch.argmax(scores[0]))
+            if self.reasoning_tokens >= self.max_reasoning or _LABEL_END.search(text[-40:]):
+                self._switch(generated)
+            elif top == self.eos_id or top >= self.vocab_size or top in self.special_set:
+                self._switch(generated)
+            elif (not text or text.endswith("\n")) and self.reasoning_tokens > 0:
+                piece = self.tokenizer.decode([top], skip_special_tokens=True)
+                if _WANTS_LISTS.match(piece):
+                    self._switch(generated)
+            if self.phase == "reasoning":
+                width = min(scores.shape[-1], self.vocab_size)
+                scores.index_fill_(1, self._idx(self.special, scores), float("-inf"))
+                if scores.shape[-1] > width:
+                    scores[:, width:] = float("-inf")
+                if _LABEL_START.search(text[-20:]):
+                    scores.index_fill_(1, self._idx(self.opener, scores), float("-inf"))
+                return scores
+        # lists phase
+        if self.matcher is None:
+            return scores
+        import xgrammar as xgr
+
+        if self.matcher.is_terminated() or self.failed:
+            forced = torch.full_like(scores, float("-inf"))
+            forced[:, self.eos_id] = 0.0
+            return forced
+        self.matcher.fill_next_token_bitmask(self.bitmask)
+        xgr.apply_token_bitmask_inplace(scores, self.bitmask.to(scores.device))
+        return scores
+
+
+# --- the conductor ------------------------------------------------------------------------------
+
+
+class HFConductor:
+    """A conductor run by a local transformers model. Subclasses say how the model is loaded."""
+
+    backend = "local"
+    quantization: str | None = "nf4"
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        *,
+        model_label: str | None = None,
+        max_reasoning_tokens: int = 256,
+        max_subtask_chars: int = 400,
+        temperature: float = 0.0,
+        grammar: bool = True,
+        prompt_style: str = "auto",  # auto | chat | plain
+    ):
+        self.spec = spec
+        self.model = model_label or spec.label or spec.source
+        self.max_reasoning_tokens = max_reasoning_tokens
+        self.max_subtask_chars = max_subtask_chars
+        self.temperature = temperature
+        self.grammar = grammar
+        self.prompt_style = prompt_style
+        self._loaded: LoadedModel | None = None
+        self._load_lock = threading.Lock()
+        self.last_stats: dict = {}
+
+    # loading
+    def _load(self, progress: Progress | None) -> LoadedModel:
+        return load_model(self.spec, progress)
+
+    def load_sync(self, progress: Progress | None = None) -> LoadedModel:
+        if self._loaded is None:
+            with self._load_lock:
+                if self._loaded is None:
+                    self._loaded = self._load(progress)
+        return self._loaded
+
+    async def load(self, progress: Progress | None = None) -> LoadedModel:
+        """Load in a thread (progress is called from that thread)."""
+        if self._loaded is not None:
+            return self._loaded
+        return await asyncio.to_thread(self.load_sync, progress)
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded is not None
+
+    def describe(self) -> dict:
+        info: dict = {"backend": self.backend, "model": self.model, "quantization": self.quantization,
+                      "device": self.spec.device, "grammar": self.grammar}
+        if self._loaded is not None:
+            info.update(self._loaded.describe())
+        return info
+
+    # prompting
+    def prompt_ids(self, request: PlanRequest, loaded: LoadedModel) -> list[int]:
+        messages = conductor_messages(request)
+        tok = loaded.tokenizer
+        style = self.prompt_style
+        if style == "plain" or (style == "auto" and not has_chat_template(tok)):
+            text = render_plain(messages, "Conductor") + " " + GENERATION_PREFIX
+            return list(tok(text, add_special_tokens=True)["input_ids"])
+        return prompt_ids(tok, messages, GENERATION_PREFIX)
+
+    async def plan(self, request: PlanRequest, on_delta: DeltaCallback | None = None) -> Plan:
+        if not request.workers:
+            raise ConductorError("the pool is empty: add a model before asking")
+        loaded = await self.load()
+        started = time.monotonic()
+        try:
+            prompt = self.prompt_ids(request, loaded)
+            allow_empty = request.round > 1
+            pool = len(request.workers)
+            vocab = int(getattr(loaded.model.config, "vocab_size", 0) or 0) or len(loaded.tokenizer)
+            vocab = _logits_width(loaded, vocab)
+            eos = eos_token_ids(loaded)
+            eos_id = eos[0] if eos else int(loaded.tokenizer.eos_token_id)
+            from .grammar import compiled_lists_grammar, max_lists_bytes
+
+            compiled = await asyncio.to_thread(
+                compiled_lists_grammar, loaded.tokenizer, pool, request.max_steps, self.max_subtask_chars,
+                allow_empty, vocab_size=vocab, stop_token_ids=[eos_id],
+            )
+            processor = PlanLogitsProcessor(
+                loaded.tokenizer, compiled, vocab, eos_id, self.max_reasoning_tokens, prompt,
+                use_grammar=self.grammar,
+            )
+            if self.grammar:  # every token is >= 1 byte of the bounded grammar: it always ends
+                budget = self.max_reasoning_tokens + max_lists_bytes(pool, request.max_steps, self.max_subtask_chars) + 2
+            else:  # unconstrained (benchmarks, experiments): a generous but finite length
+                budget = self.max_reasoning_tokens + request.max_steps * (self.max_subtask_chars // 3 + 24) + 32
+        except ConductorError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise ConductorError(f"{self.backend} conductor: cannot prepare the plan: {type(exc).__name__}: {exc}") from exc
+        try:
+            result = await generate_async(
+                loaded, prompt, on_text=on_delta, max_new_tokens=budget, temperature=self.temperature,
+                logits_processors=[processor], eos_ids=[eos_id],
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise ConductorError(f"{self.backend} conductor: generation failed: {type(exc).__name__}: {exc}") from exc
+        raw = result.text
+        full = GENERATION_PREFIX + (raw if raw[:1].isspace() else " " + raw) if raw else GENERATION_PREFIX
+        workflow = None
+        error: WorkflowParseError | None = None
+        for text in (full, _lists_part(raw, processor, loaded, prompt)):
+            if text is None:
+                continue
+            try:
+                workflow = parse_workflow(text, pool, request.max_steps, allow_empty=allow_empty)
+                break
+            except WorkflowParseError as exc:
+                error = error or exc
+        latency = time.monotonic() - started
+        self.last_stats = {
+            "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
+            "reasoning_tokens": processor.reasoning_tokens, "first_token_s": result.first_token_s,
+            "generate_s": result.seconds, "finish": result.finish,
+        }
+        if workflow is None:
+            raise ConductorError(
+                f"{self.backend} conductor wrote no valid workflow ({error}); finish={result.finish}. "
+                "Try a larger max_subtask_chars/max_reasoning_tokens or another conductor model."
+            )
+        return Plan(
+            workflow=workflow,
+            reasoning=split_reasoning(full),
+            raw_text=full,
+            usage=Usage(result.prompt_tokens, result.completion_tokens),
+            latency_s=latency,
+        )
+
+
+def _logits_width(loaded: LoadedModel, vocab: int) -> int:
+    try:
+        emb = loaded.model.get_output_embeddings()
+        weight = getattr(emb, "weight", None)
+        if weight is not None and weight.shape[0] >= 1:
+            # 4-bit params are packed; fall back to the config for those
+            if weight.dim() == 2 and weight.shape[1] > 1:
+                return int(weight.shape[0])
+    except Exception:  # noqa: BLE001
+        pass
+    return vocab
+
+
+def _lists_part(raw: str, processor: PlanLogitsProcessor, loaded: LoadedModel, prompt: Sequence[int]) -> str | None:
+    """The text from where the grammar phase began (a fallback parse)."""
+    reasoning = processor.decoder.text
+    if raw.startswith(reasoning):
+        return raw[len(reasoning):]
+    return None
+
+
+class LocalConductor(HFConductor):
+    """The `local` backend: an instruct model (HF id or folder, + LoRA) in 4-bit nf4 on CUDA."""
+
+    backend = "local"
+
+    def __init__(
+        self,
+        model: str = DEFAULT_LOCAL_MODEL,
+        adapter: str | None = None,
+        *,
+        device: str = "cuda",
+        max_reasoning_tokens: int = 256,
+        max_subtask_chars: int = 400,
+        temperature: float = 0.0,
+        grammar: bool = True,
+        prompt_style: str = "auto",
+    ):
+        cuda = device == "cuda"
+        spec = ModelSpec(
+            source=model,
+            device=device,
+            adapter=adapter,
+            quantize=True,
+            double_quant=cuda,
+            compute_dtype="bfloat16" if cuda else "float32",
+            label=model,
+        )
+        super().__init__(spec, model_label=model, max_reasoning_tokens=max_reasoning_tokens,
+                         max_subtask_chars=max_subtask_chars, temperature=temperature, grammar=grammar,
+                         prompt_style=prompt_style)
+
+    @classmethod
+    def from_config(cls, config: Any, **kwargs: Any) -> "LocalConductor":
+        return cls(
+            model=config.model or DEFAULT_LOCAL_MODEL,
+            adapter=config.adapter,
+            max_reasoning_tokens=config.max_reasoning_tokens,
+            max_subtask_chars=config.max_subtask_chars,
+            temperature=config.temperature,
+            **kwargs,
+        )

@@ -1,0 +1,145 @@
+"""Choosing the conductor backend from the config.
+
+`select_conductor(config, pool_models, worker_for_remote=None, progress=None)` returns the
+conductor and a human reason. `auto` picks `local` when a CUDA GPU with enough free memory is
+there and the model is available locally, else `embedded`; an explicit `local` that cannot run
+raises `ConductorError`. `describe_choice(config)` explains the choice without loading a model.
+Models are not loaded here: the conductors load on first use (or `await conductor.load()`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..config import DEFAULT_LOCAL_MODEL, ConductorConfig
+from .base import Conductor, ConductorError
+from .loader import Progress
+
+
+def _cuda_free_gib() -> float | None:
+    """Free memory of CUDA device 0 in GiB; None when there is no usable CUDA GPU."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        free, _total = torch.cuda.mem_get_info()
+        return free / 2**30
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _local_model_status(model: str) -> tuple[bool, str, float]:
+    """(available locally, description, estimated GiB needed in 4-bit)."""
+    import json
+
+    from .loader import estimate_4bit_bytes, hf_cached
+
+    path = Path(model).expanduser()
+    config_file: Path | None = None
+    if path.exists():
+        if not (path / "config.json").exists():
+            return False, f"{path} is not a model folder (no config.json)", 0.0
+        config_file = path / "config.json"
+        where = f"folder {path}"
+    else:
+        if model.startswith(("/", ".", "~")) or model.count("/") > 1:
+            return False, f"local model {model} not found", 0.0
+        if not hf_cached(model):
+            return False, f"local model {model} not found in the Hugging Face cache", 0.0
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            found = try_to_load_from_cache(model, "config.json")
+            config_file = Path(found) if isinstance(found, str) else None
+        except Exception:  # noqa: BLE001
+            config_file = None
+        where = f"{model} (HF cache)"
+    need = 6.0
+    if config_file is not None:
+        try:
+            from types import SimpleNamespace
+
+            data = json.loads(config_file.read_text())
+            text = data.get("text_config") or data
+            ns = SimpleNamespace(**text)
+            ns.tie_word_embeddings = data.get("tie_word_embeddings", False)
+            need = estimate_4bit_bytes(ns) / 2**30 * 1.15 + 1.5
+        except Exception:  # noqa: BLE001
+            pass
+    return True, where, need
+
+
+def _local_reason(config: ConductorConfig) -> tuple[bool, str]:
+    """Whether the local backend can run, and why (not)."""
+    model = config.model or DEFAULT_LOCAL_MODEL
+    free = _cuda_free_gib()
+    if free is None:
+        return False, "no CUDA GPU"
+    ok, where, need = _local_model_status(model)
+    if not ok:
+        return False, where
+    if need > free:
+        return False, f"{model} needs ~{need:.0f} GiB of GPU memory, {free:.0f} GiB free"
+    if config.adapter and not (Path(config.adapter).expanduser() / "adapter_config.json").exists():
+        return False, f"LoRA adapter {config.adapter} not found"
+    return True, f"CUDA GPU with {free:.0f} GiB free, {where}"
+
+
+def describe_choice(config: ConductorConfig) -> str:
+    """Which backend `select_conductor` would pick, and why; loads no model (may import torch)."""
+    backend = config.backend
+    if backend == "remote":
+        return f"remote: config says so ({config.model})"
+    if backend == "embedded":
+        return "embedded: config says so (Gemma-3 270M on the CPU)"
+    ok, why = _local_reason(config)
+    if backend == "local":
+        return f"local: {why}" if ok else f"local (will fail): {why}"
+    if ok:
+        return f"local: {why}"
+    return f"embedded: {why}" if why == "no CUDA GPU" else f"embedded: {why} — falling back"
+
+
+def select_conductor(
+    config: ConductorConfig,
+    pool_models: Sequence[Any] = (),
+    worker_for_remote: Any = None,
+    progress: Progress | None = None,
+) -> tuple[Conductor, str]:
+    """The conductor for `config` and the reason for the choice (no model is loaded here)."""
+    backend = config.backend
+    if backend == "remote":
+        try:
+            from .remote import RemoteConductor  # written by the engine's owner
+        except ImportError as exc:
+            raise ConductorError("the remote conductor backend is not available in this build") from exc
+        model = next((m for m in pool_models if getattr(m, "id", None) == config.model), None)
+        if model is None:
+            known = ", ".join(getattr(m, "id", "?") for m in pool_models) or "none"
+            raise ConductorError(
+                f"[conductor] model = {config.model!r} is not a pool model (known: {known}); "
+                "set it to the id of a model in the pool"
+            )
+        if worker_for_remote is None:
+            raise ConductorError("the remote conductor needs a worker to call its model")
+        return RemoteConductor(model, worker_for_remote), f"remote: config says so ({config.model})"
+    if backend == "embedded":
+        from .embedded import EmbeddedConductor
+
+        return EmbeddedConductor.from_config(config), "embedded: config says so"
+    ok, why = _local_reason(config)
+    if ok:
+        from .local import LocalConductor
+
+        return LocalConductor.from_config(config), f"local: {why}"
+    if backend == "local":
+        raise ConductorError(
+            f"the local conductor cannot run: {why}. Use backend = \"embedded\" or \"auto\", "
+            "or fix [conductor] model"
+        )
+    from .embedded import EmbeddedConductor
+
+    reason = f"embedded: {why}" if why == "no CUDA GPU" else f"embedded: {why} — falling back"
+    return EmbeddedConductor.from_config(config), reason

@@ -1,0 +1,43 @@
+"""Fixtures for tests that load the real embedded Gemma-3 270M (4-bit nf4, CPU).
+
+The converted checkpoint lives in a stable folder shared by test runs (conversion from GGUF costs
+~60 s once): `$STIVA_TEST_MODEL_CACHE`, default `~/.cache/stiva/test-models`. The model is loaded
+once per test session.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def stable_model_cache_dir() -> Path:
+    value = os.environ.get("STIVA_TEST_MODEL_CACHE")
+    return Path(value).expanduser() if value else Path.home() / ".cache" / "stiva" / "test-models"
+
+
+@pytest.fixture(scope="session")
+def model_cache() -> Path:
+    """STIVA_MODEL_CACHE for the whole session (the converted model is reused between runs)."""
+    cache = stable_model_cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    os.environ["STIVA_MODEL_CACHE"] = str(cache)
+    return cache
+
+
+@pytest.fixture(scope="session")
+def embedded_loaded(model_cache):
+    """The embedded model, converted if needed and loaded once (a LoadedModel)."""
+    from stiva_tui.conductor.embedded import load_embedded
+
+    return load_embedded()
+
+
+@pytest.fixture(scope="session")
+def embedded_tokenizer(embedded_loaded):
+    return embedded_loaded.tokenizer

@@ -1,0 +1,363 @@
+"""The local conductor backends: grammar, embedded Gemma-3 270M plans, LoRA, errors, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest_model import embedded_loaded, embedded_tokenizer, model_cache  # noqa: F401 - fixtures
+from stiva_tui.conductor.base import ConductorError, PlanRequest, PreviousRound, WorkerInfo
+from stiva_tui.conductor.grammar import lists_grammar, max_lists_bytes
+from stiva_tui.conductor.prompt import GENERATION_PREFIX
+from stiva_tui.conductor.workflow import WorkflowParseError, parse_workflow
+
+WORKERS = [
+    WorkerInfo("gpt-5", "strongest reasoning, expensive"),
+    WorkerInfo("claude-sonnet-4", "careful writer and coder"),
+    WorkerInfo("gemini-2.5-pro", "long context, good at math"),
+    WorkerInfo("qwen3-32b", "cheap open model, decent at code"),
+    WorkerInfo("deepseek-r1", "slow but thorough reasoning"),
+    WorkerInfo("llama-3.3-70b", "fast, general knowledge"),
+    WorkerInfo("local/gemma-3-270m", "tiny, offline"),
+]
+
+QUESTIONS = [
+    "What is the capital of Australia?",
+    "Prove that the square root of 2 is irrational.",
+    "Write a Python function that merges two sorted lists.",
+    "How many positive divisors does 360 have?",
+    "Summarise the causes of the First World War in three sentences.",
+    "Translate 'good morning, how are you?' into German and Japanese.",
+    "Find all real x with x^3 - 6x^2 + 11x - 6 = 0.",
+    "Explain the difference between TCP and UDP to a child.",
+    "Write a haiku about autumn rain, then critique it.",
+    "What is 17 * 23 + 4?",
+    "Design a database schema for a library that lends books and DVDs.",
+    "Is it ethical to use AI to grade student essays? Give both sides.",
+    "Debug: my Rust program says 'borrowed value does not live long enough'. What does it mean?",
+    "Which is larger, 2^100 or 10^30?",
+    "Plan a three-day trip to Kyoto on a budget.",
+    "What is the derivative of x * sin(x)?",
+    "Write a SQL query for the top 5 customers by total order value.",
+    "Explain how vaccines train the immune system.",
+    "A train leaves at 3 pm at 80 km/h; another at 4 pm at 100 km/h. When does the second catch up?",
+    "Compose a short limerick about a cat who codes.",
+    "Give me a regex that matches ISO 8601 dates.",
+]
+
+
+# --- the grammar alone (no model) ----------------------------------------------------------------
+
+
+def _char_tokenizer_info():
+    import xgrammar as xgr
+
+    vocab = [chr(c) for c in range(32, 127)] + ["\n", "é", "model_id", ", ", "]", "[]", '"all"', "</s>"]
+    return xgr.TokenizerInfo(vocab, stop_token_ids=[len(vocab) - 1]), vocab
+
+
+def _random_walk(matcher, info, vocab_decode, rng, max_tokens):
+    import torch
+    import xgrammar as xgr
+
+    bitmask = xgr.allocate_token_bitmask(1, info.vocab_size)
+    out = []
+    for _ in range(max_tokens):
+        if matcher.is_terminated():
+            break
+        matcher.fill_next_token_bitmask(bitmask)
+        logits = torch.rand(1, info.vocab_size, generator=rng)
+        xgr.apply_token_bitmask_inplace(logits, bitmask)
+        token = int(torch.argmax(logits[0]))
+        assert matcher.accept_token(token), token
+        out.append(token)
+    assert matcher.is_terminated(), "the grammar did not finish within its byte bound"
+    return vocab_decode(out[:-1])  # the last token is the stop token
+
+
+@pytest.mark.parametrize("allow_empty", [False, True])
+def test_grammar_random_walks_always_parse(allow_empty):
+    import torch
+    import xgrammar as xgr
+
+    info, vocab = _char_tokenizer_info()
+    compiler = xgr.GrammarCompiler(info, max_threads=1)
+    rng = torch.Generator().manual_seed(1234)
+    seen_lengths = set()
+    seen_all = False
+    for pool in (1, 2, 3, 7, 12):
+        for max_steps in (1, 2, 3, 5):
+            compiled = compiler.compile_grammar(lists_grammar(pool, max_steps, 24, allow_empty))
+            bound = max_lists_bytes(pool, max_steps, 24) + 1
+            for _ in range(6):
+                matcher = xgr.GrammarMatcher(compiled)
+                text = _random_walk(matcher, info, lambda ids: "".join(vocab[i] for i in ids), rng, bound)
+                workflow = parse_workflow("Some reasoning.\n" + text, pool, max_steps, allow_empty=allow_empty)
+                seen_lengths.add(len(workflow))
+                for step in workflow.steps:
+                    assert 0 <= step.model < pool
+                    assert 1 <= len(step.subtask) <= 24
+                seen_all |= any(s.access_all for s in workflow.steps)
+                for i, step in enumerate(workflow.steps):
+                    assert all(j < i for j in step.access)
+    assert seen_lengths >= {1, 2, 3}
+    assert seen_all
+
+
+def test_grammar_rejects_invalid_workflows():
+    import xgrammar as xgr
+
+    info, _ = _char_tokenizer_info()
+    compiler = xgr.GrammarCompiler(info, max_threads=1)
+    compiled = compiler.compile_grammar(lists_grammar(3, 3, 40, False))
+
+    def accepts(text: str) -> bool:
+        matcher = xgr.GrammarMatcher(compiled)
+        return matcher.accept_string(text) and matcher.is_completed()
+
+    good = '\nmodel_id = [2, 0]\nsubtasks = ["Draft it", "Check it"]\naccess_list = [[], [0]]\n'
+    assert accepts(good)
+    assert accepts('\nmodel_id = [0, 1, 2]\nsubtasks = ["a", "b", "c"]\naccess_list = [[], "all", [0, 1]]\n')
+    assert not accepts(good.replace("[2, 0]", "[3, 0]"))  # model 3 is not in a pool of 3
+    assert not accepts(good.replace("[[], [0]]", "[[0], [0]]"))  # step 0 reads itself
+    assert not accepts(good.replace("[[], [0]]", "[[], [1]]"))  # step 1 reads itself
+    assert not accepts(good.replace('"Draft it", ', ""))  # lengths differ
+    assert not accepts('\nmodel_id = [0, 1, 2]\nsubtasks = ["a", "b", "c"]\naccess_list = [[], [], [1, 0]]\n')
+    assert not accepts('\nmodel_id = [0]\nsubtasks = ["a: b"]\naccess_list = [[]]\n')  # label-like text
+    assert not accepts('\nmodel_id = [0]\nsubtasks = ["' + "x" * 41 + '"]\naccess_list = [[]]\n')
+    assert not accepts('\nmodel_id = [0]\nsubtasks = [" a"]\naccess_list = [[]]\n')  # blank start
+    four = '\nmodel_id = [0, 0, 0, 0]\nsubtasks = ["a", "b", "c", "d"]\naccess_list = [[], [], [], []]\n'
+    assert not accepts(four)  # more than max_steps
+    assert not accepts("\nmodel_id = []\nsubtasks = []\naccess_list = []\n")
+    later = compiler.compile_grammar(lists_grammar(3, 3, 40, True))
+    matcher = xgr.GrammarMatcher(later)
+    assert matcher.accept_string("\nmodel_id = []\nsubtasks = []\naccess_list = []\n") and matcher.is_completed()
+
+
+def test_modules_do_not_import_torch_at_import_time():
+    code = (
+        "import sys\n"
+        "import stiva_tui.conductor.local, stiva_tui.conductor.embedded, stiva_tui.conductor.grammar\n"
+        "import stiva_tui.conductor.loader, stiva_tui.conductor.select, stiva_tui.pool.embedded\n"
+        "bad = [m for m in ('torch', 'transformers', 'xgrammar', 'textual') if m in sys.modules]\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+# --- errors that need no model --------------------------------------------------------------------
+
+
+def test_missing_model_folder(tmp_path):
+    from stiva_tui.conductor.local import LocalConductor
+
+    conductor = LocalConductor(str(tmp_path / "no-such-model"), device="cpu")
+    with pytest.raises(ConductorError, match="does not exist"):
+        conductor.load_sync()
+
+
+def test_folder_that_is_not_a_model(tmp_path):
+    from stiva_tui.conductor.local import LocalConductor
+
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(ConductorError, match="not a model folder"):
+        LocalConductor(str(tmp_path), device="cpu").load_sync()
+
+
+def test_folder_with_a_model_that_is_not_a_causal_lm(tmp_path):
+    from stiva_tui.conductor.local import LocalConductor
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "vit"}))
+    with pytest.raises(ConductorError, match="not a causal language model"):
+        LocalConductor(str(tmp_path), device="cpu").load_sync()
+
+
+def test_hf_id_not_in_the_offline_cache(monkeypatch):
+    from stiva_tui.conductor.local import LocalConductor
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ConductorError, match="huggingface-cli download"):
+        LocalConductor("nobody-here/no-such-conductor-model", device="cpu").load_sync()
+
+
+# --- the real embedded model ---------------------------------------------------------------------
+
+
+def _request(i: int) -> tuple[PlanRequest, int]:
+    pool = (1, 3, 7)[i % 3]
+    max_steps = 1 + i % 5
+    return PlanRequest(QUESTIONS[i], WORKERS[:pool], max_steps=max_steps), pool
+
+
+@pytest.mark.model
+async def test_embedded_plans_always_parse(embedded_loaded):
+    from stiva_tui.conductor.embedded import EmbeddedConductor
+
+    greedy = EmbeddedConductor(max_reasoning_tokens=12, max_subtask_chars=32)
+    sampled = EmbeddedConductor(max_reasoning_tokens=12, max_subtask_chars=32, temperature=0.8)
+    assert (await greedy.load()) is embedded_loaded  # shared, one load per process
+    info = greedy.describe()
+    assert info["backend"] == "embedded" and info["quantization"] == "nf4" and info["device"] == "cpu"
+    assert info["memory_mb"] > 100 and info["load_s"] >= 0
+    shapes = set()
+    for i in range(len(QUESTIONS)):
+        request, pool = _request(i)
+        conductor = sampled if i % 3 == 1 else greedy
+        deltas: list[str] = []
+        plan = await conductor.plan(request, on_delta=deltas.append)
+        # the whole text parses, not only the constrained part
+        workflow = parse_workflow(plan.raw_text, pool, request.max_steps)
+        assert workflow == plan.workflow
+        assert 1 <= len(workflow) <= request.max_steps
+        for j, step in enumerate(workflow.steps):
+            assert 0 <= step.model < pool
+            assert all(k < j for k in step.access)
+            assert len(step.subtask) <= 32
+        assert plan.raw_text.startswith(GENERATION_PREFIX)
+        assert "".join(deltas).strip() in plan.raw_text and "model_id = [" in "".join(deltas)
+        prompt = conductor.prompt_ids(request, embedded_loaded)
+        assert plan.usage.prompt_tokens == len(prompt)
+        assert plan.usage.completion_tokens == conductor.last_stats["completion_tokens"] > 0
+        assert conductor.last_stats["reasoning_tokens"] <= 12
+        assert plan.latency_s > 0 and not plan.usage.estimated
+        shapes.add(workflow.shape())
+    assert shapes
+
+
+@pytest.mark.model
+async def test_embedded_later_round_may_keep_the_answer(embedded_loaded):
+    from stiva_tui.conductor.embedded import EmbeddedConductor
+
+    conductor = EmbeddedConductor(max_reasoning_tokens=16, max_subtask_chars=40)
+    first = parse_workflow('model_id = [0]\nsubtasks = ["Answer."]\naccess_list = [[]]', 3)
+    previous = PreviousRound(first, "Canberra.", ("gpt-5",))
+    for temperature in (0.0, 1.0):
+        conductor.temperature = temperature
+        request = PlanRequest("Capital of Australia?", WORKERS[:3], max_steps=3, round=2, previous=previous)
+        plan = await conductor.plan(request)
+        assert parse_workflow(plan.raw_text, 3, 3, allow_empty=True) == plan.workflow
+    # the compiled round-2 grammar accepts the three empty lists (checked with the real tokenizer)
+    import xgrammar as xgr
+
+    from stiva_tui.conductor.grammar import compiled_lists_grammar
+
+    compiled = compiled_lists_grammar(embedded_loaded.tokenizer, 3, 3, 40, True,
+                                      vocab_size=embedded_loaded.model.config.vocab_size, stop_token_ids=[1])
+    matcher = xgr.GrammarMatcher(compiled)
+    assert matcher.accept_string("\nmodel_id = []\nsubtasks = []\naccess_list = []\n") and matcher.is_completed()
+
+
+@pytest.mark.model
+def test_grammar_random_logits_with_the_real_tokenizer(embedded_loaded):
+    """Random tokens of the real 262k vocabulary, only those the grammar allows: always parses."""
+    import torch
+    import xgrammar as xgr
+
+    from stiva_tui.conductor.grammar import compiled_lists_grammar
+
+    tok = embedded_loaded.tokenizer
+    vocab = embedded_loaded.model.config.vocab_size
+    rng = torch.Generator().manual_seed(7)
+    for pool, max_steps, allow_empty in [(1, 1, False), (2, 3, True), (3, 5, False), (7, 4, True), (20, 2, False)]:
+        compiled = compiled_lists_grammar(tok, pool, max_steps, 30, allow_empty, vocab_size=vocab, stop_token_ids=[1])
+        info = compiled.tokenizer_info
+        for _ in range(3):
+            matcher = xgr.GrammarMatcher(compiled, override_stop_tokens=[1])
+            text = _random_walk(matcher, info, lambda ids: tok.decode(ids), rng, max_lists_bytes(pool, max_steps, 30) + 1)
+            workflow = parse_workflow("Reasoning here.\n" + text, pool, max_steps, allow_empty=allow_empty)
+            assert len(workflow) <= max_steps
+
+
+@pytest.mark.model
+async def test_lora_adapter_loads_and_changes_the_output(embedded_loaded, tmp_path):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from stiva_tui.conductor.local import LocalConductor
+
+    folder = embedded_loaded.spec.source
+    base = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    peft_model = get_peft_model(base, LoraConfig(r=4, lora_alpha=16, target_modules=["q_proj", "v_proj"]))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, param in peft_model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.5)
+    adapter = tmp_path / "adapter"
+    peft_model.save_pretrained(str(adapter))
+    del peft_model, base
+
+    conductor = LocalConductor(folder, adapter=str(adapter), device="cpu", max_reasoning_tokens=8,
+                               max_subtask_chars=40)
+    loaded = await conductor.load()
+    assert loaded is not embedded_loaded
+    assert conductor.describe()["adapter"] == str(adapter)
+    ids = torch.tensor([embedded_loaded.tokenizer("The plan is to ask", add_special_tokens=True)["input_ids"]])
+    with torch.inference_mode():
+        plain = embedded_loaded.model(input_ids=ids).logits[0, -1]
+        tuned = loaded.model(input_ids=ids).logits[0, -1]
+    assert (plain - tuned).abs().max() > 1e-2
+    plan = await conductor.plan(PlanRequest("What is 2 + 2?", WORKERS[:2], max_steps=2))
+    assert parse_workflow(plan.raw_text, 2, 2) == plan.workflow
+    # a missing adapter folder is a clear error
+    bad = LocalConductor(folder, adapter=str(tmp_path / "nope"), device="cpu")
+    with pytest.raises(ConductorError, match="adapter"):
+        bad.load_sync()
+
+
+@pytest.mark.model
+async def test_cancelling_a_plan_stops_generation(embedded_loaded):
+    from stiva_tui.conductor.embedded import EmbeddedConductor
+
+    conductor = EmbeddedConductor(max_reasoning_tokens=2000, max_subtask_chars=400)
+    first = asyncio.Event()
+
+    def on_delta(text: str) -> None:
+        first.set()
+
+    task = asyncio.create_task(conductor.plan(PlanRequest("Write a long essay about rivers.", WORKERS[:3]), on_delta))
+    await asyncio.wait_for(first.wait(), 60)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    start = time.monotonic()
+    acquired = await asyncio.to_thread(embedded_loaded.lock.acquire, True, 10)
+    assert acquired, "generation went on after the plan was cancelled"
+    embedded_loaded.lock.release()
+    assert time.monotonic() - start < 10
+
+
+@pytest.mark.model
+def test_incremental_decoder_matches_full_decode(embedded_tokenizer):
+    from stiva_tui.conductor.local import IncrementalDecoder
+
+    tok = embedded_tokenizer
+    text = "Héllo wörld — 日本語 ✓ model_id = [1, 2]\n  spaces  and\ttabs 🚀!"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    anchor = tok("Start:", add_special_tokens=False)["input_ids"]
+    decoder = IncrementalDecoder(tok, anchor)
+    out = "".join(decoder.push(t) for t in ids) + decoder.flush()
+    assert out == tok.decode(anchor[-1:] + ids)[len(tok.decode(anchor[-1:])):]
+    assert "\ufffd" not in out
+
+
+def test_random_seed_independence_of_grammar_bound():
+    rng = random.Random(3)
+    for _ in range(50):
+        pool, steps, chars = rng.randint(1, 30), rng.randint(1, 8), rng.randint(1, 500)
+        text = lists_grammar(pool, steps, chars, bool(rng.getrandbits(1)))
+        assert text.count("steps") >= steps
+        # a maximal workflow fits in the byte bound
+        longest = ('\nmodel_id = [' + ", ".join([str(pool - 1)] * steps) + ']\nsubtasks = ['
+                   + ", ".join(['"' + "é" * chars + '"'] * steps) + ']\naccess_list = ['
+                   + ", ".join(["[" + ", ".join(str(j) for j in range(i)) + "]" if i else '"all"' for i in range(steps)])
+                   + "]\n")
+        assert len(longest.encode()) <= max_lists_bytes(pool, steps, chars)
