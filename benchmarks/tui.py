@@ -1,0 +1,232 @@
+"""TUI benchmark: start-up time, streaming throughput with key-press latency, idle memory.
+
+    .venv/bin/python benchmarks/tui.py            # prints and writes benchmarks/tui.json
+
+1. start-up (a fresh process, headless): import → first painted frame → a key typed into the
+   prompt shows up (input-ready). Target < 0.5 s; torch must not be imported.
+2. streaming: six steps stream at once from a scripted provider in *another process* (so its
+   threads do not share our GIL), many one-word chunks each; we count the deltas the UI handled
+   per second, while a key is pressed every 50 ms and its latency (key sent → character in the
+   prompt) is measured. Target ≥ 5,000 tokens/s with key latency < 50 ms.
+3. RSS of the idle app after start-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+T0 = time.perf_counter()  # as early as possible: the start-up mode measures from here
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+STEPS = 6
+WORDS_PER_STEP = 4000
+SIZE = (140, 42)
+
+
+def config_for(base_url: str):
+    from stiva_tui.config import parse_config
+
+    return parse_config({
+        "providers": [{"name": "fake", "base_url": base_url}],
+        "models": [{"id": "cond", "provider": "fake", "model": "cond"},
+                   *({"id": f"w{i}", "provider": "fake", "model": f"w{i}", "price_in": 1.0, "price_out": 2.0}
+                     for i in range(1, STEPS + 1))],
+        "conductor": {"backend": "remote", "model": "cond", "max_steps": STEPS},
+        "workers": {"retries": 0, "timeout_s": 120},
+        "discovery": {"enabled": False}, "catalog": False,
+    })
+
+
+# --- 1. start-up, in a fresh process ---------------------------------------------------------------
+
+
+async def _startup() -> dict:
+    from textual import events
+
+    from stiva_tui.tui.app import StivaApp
+
+    imported = time.perf_counter()
+    config = config_for("http://127.0.0.1:9/v1")  # nothing is called during start-up
+    app = StivaApp(config)
+    painted: list[float] = []
+    app.call_after_refresh(lambda: painted.append(time.perf_counter()))
+    async with app.run_test(size=SIZE) as pilot:
+        prompt = app.chat_screen.query_one("#prompt")
+        while not painted or app.focused is not prompt:
+            await asyncio.sleep(0.001)
+        focused = time.perf_counter()
+        prompt.post_message(events.Key("a", "a"))  # a real key event, without the pilot's waits
+        while prompt.text != "a":
+            await asyncio.sleep(0.001)
+        ready = time.perf_counter()
+        await app.wait_conductor()
+        await pilot.pause(0.5)
+        rss_kib = _rss_kib()
+        torch_loaded = "torch" in sys.modules
+    return {"import_s": round(imported - T0, 3), "first_frame_s": round(painted[0] - T0, 3),
+            "prompt_focused_s": round(focused - T0, 3), "input_ready_s": round(ready - T0, 3),
+            "torch_imported": torch_loaded,
+            "idle_rss_mib": round(rss_kib / 1024, 1)}
+
+
+def _rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def startup_in_fresh_process() -> dict:
+    runs = []
+    for _ in range(3):
+        with tempfile.TemporaryDirectory() as home:
+            out = subprocess.run([sys.executable, __file__, "--startup"], capture_output=True, text=True,
+                                 env={**os.environ, "STIVA_HOME": home}, timeout=120)
+        if out.returncode != 0:
+            raise RuntimeError(out.stderr[-2000:])
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    best = min(runs, key=lambda r: r["input_ready_s"])
+    return {**best, "input_ready_s_runs": [r["input_ready_s"] for r in runs]}
+
+
+# --- 2. streaming ----------------------------------------------------------------------------------
+
+SERVER = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from fakeprovider import FakeProvider, Reply
+fake = FakeProvider().start()
+plan = {plan!r}
+fake.default("cond", Reply(plan))
+text = " ".join("tok" for _ in range({words}))
+for i in range(1, {steps} + 1):
+    fake.default(f"w{{i}}", Reply(text, chunk_delay_s={delay}))
+print(fake.base_url, flush=True)
+sys.stdin.read()
+"""
+
+
+async def _streaming(base_url: str) -> dict:
+    from textual import events
+
+    from stiva_tui.engine import events as ev
+    from stiva_tui.runtime import Runtime
+    from stiva_tui.tui.app import StivaApp
+
+    config = config_for(base_url)
+    runtime = await Runtime.create(config, discover=False)
+    await runtime.ensure_conductor()
+    app = StivaApp(config, runtime=runtime)
+    deltas = 0
+    chars = 0
+    first = last = 0.0
+    latencies: list[float] = []
+    async with app.run_test(size=SIZE) as pilot:
+        chat = app.chat_screen
+        handle = chat._on_event
+
+        def counting(event):
+            nonlocal deltas, chars, first, last
+            if isinstance(event, ev.StepDelta):
+                if not deltas:
+                    first = time.perf_counter()
+                deltas += 1
+                chars += len(event.text)
+                last = time.perf_counter()
+            handle(event)
+
+        chat._on_event = counting
+        prompt = chat.query_one("#prompt")
+        worker = chat.ask("Benchmark: six steps at once")
+        while deltas == 0:
+            if worker.is_finished:
+                raise RuntimeError(f"the run ended before streaming: {chat.tree.state.status} "
+                                   f"{chat.tree.state.error}")
+            await asyncio.sleep(0.005)
+        chat.tree.move_cursor(chat.tree.node_for(("step", 1, 0)))  # one step streams into the pane too
+        while chat.running:
+            before = len(prompt.text)
+            sent = time.perf_counter()
+            prompt.post_message(events.Key("x", "x"))
+            while len(prompt.text) == before and chat.running:
+                await asyncio.sleep(0.0005)
+            if len(prompt.text) != before:
+                latencies.append(time.perf_counter() - sent)
+            await asyncio.sleep(0.05)
+        await pilot.pause(0.2)
+        status = chat.tree.state.status
+    await runtime.aclose()
+    seconds = last - first
+    latencies.sort()
+    return {
+        "status": status, "steps": STEPS, "deltas": deltas, "tokens": deltas, "chars": chars,
+        "stream_s": round(seconds, 3), "tokens_per_s": round(deltas / seconds) if seconds else None,
+        "key_latency_ms": {
+            "samples": len(latencies),
+            "median": round(statistics.median(latencies) * 1000, 1) if latencies else None,
+            "p95": round(latencies[round(0.95 * (len(latencies) - 1))] * 1000, 1) if latencies else None,
+            "max": round(latencies[-1] * 1000, 1) if latencies else None,
+        },
+    }
+
+
+def streaming(chunk_delay_s: float = 0.0) -> dict:
+    ids = ", ".join(str(i) for i in range(1, STEPS + 1))
+    subtasks = ", ".join(f'"part {i}"' for i in range(STEPS))
+    access = ", ".join("[]" for _ in range(STEPS))
+    plan = f"model_id = [{ids}]\nsubtasks = [{subtasks}]\naccess_list = [{access}]"
+    code = SERVER.format(tests=str(ROOT / "tests"), plan=plan,
+                         words=WORDS_PER_STEP, steps=STEPS, delay=chunk_delay_s)
+    server = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        base_url = server.stdout.readline().strip()
+        with tempfile.TemporaryDirectory() as home:
+            os.environ["STIVA_HOME"] = home
+            return {"chunk_delay_s": chunk_delay_s, **asyncio.run(_streaming(base_url))}
+    finally:
+        server.stdin.close()
+        server.wait(timeout=10)
+
+
+def main() -> int:
+    if "--startup" in sys.argv:
+        print(json.dumps(asyncio.run(_startup())))
+        return 0
+    os.environ.setdefault("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
+    result = {
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "startup": startup_in_fresh_process(),
+        # As fast as the provider can send (one read often holds many chunks), then paced at
+        # about 850 and 1,100 tokens/s per stream (fast hosted models are 100-300).
+        "streaming_firehose": streaming(0.0),
+        "streaming": streaming(0.001),
+        "streaming_faster": streaming(0.0007),
+    }
+    s = result["startup"]
+    paced = [result["streaming"], result["streaming_faster"]]
+    result["targets"] = {
+        "input_ready_under_0.5s": s["input_ready_s"] < 0.5,
+        "torch_not_imported": not s["torch_imported"],
+        # Some paced run renders ≥ 5,000 tokens/s while key presses stay under 50 ms (p95).
+        "5000_tokens_per_s_with_key_p95_under_50ms": any(
+            (r["tokens_per_s"] or 0) >= 5000 and (r["key_latency_ms"]["p95"] or 1e9) < 50 for r in paced),
+    }
+    text = json.dumps(result, indent=2)
+    print(text)
+    (HERE / "tui.json").write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,230 @@
+"""The keys screen: add, replace or remove a provider's API key in the OS keyring.
+
+Keys are only ever shown masked (at most their last four characters). Where no keyring backend
+is usable the screen says so and names the environment variable to set instead. Keyring calls
+may block (D-Bus), so they run in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Button, DataTable, Footer, Input, Label, Static
+
+from ... import secrets
+
+KEY_COLUMNS = ("Provider", "Environment variable", "Key")
+
+
+@dataclass(frozen=True)
+class ProviderEntry:
+    name: str
+    env_var: str | None
+    label: str = ""
+
+
+def mask_key(key: str) -> str:
+    """'sk-…1234': a conventional prefix and at most the last 4 characters; short keys show none."""
+    key = key.strip()
+    prefix_match = re.match(r"^[A-Za-z]{2,4}-", key)
+    prefix = prefix_match.group(0) if prefix_match and len(key) >= 16 else ""
+    tail = key[-4:] if len(key) >= 12 else ""
+    return f"{prefix}…{tail}" if tail else "…(short key)"
+
+
+def key_providers(config: Any) -> list[ProviderEntry]:
+    """The config's providers, then the catalog's (a config provider keeps the catalog's variable)."""
+    try:
+        from ...pool.catalog import load_catalog
+
+        catalog = list(load_catalog().providers)
+    except Exception:  # a broken catalog must not hide the config's providers
+        catalog = []
+    catalog_env = {p.name: p.api_key_env for p in catalog}
+    entries = [ProviderEntry(p.name, p.api_key_env or catalog_env.get(p.name), "config")
+               for p in config.providers]
+    taken = {e.name for e in entries}
+    entries += [ProviderEntry(p.name, p.api_key_env, p.label or p.name) for p in catalog if p.name not in taken]
+    return entries
+
+
+def key_status(entry: ProviderEntry, keyring_ok: bool) -> str:
+    """Where the provider's key comes from, masked; never the key itself."""
+    env_set = bool(entry.env_var and os.environ.get(entry.env_var, "").strip())
+    if not keyring_ok:
+        if env_set:
+            return f"key from ${entry.env_var}"
+        return f"no key: set ${entry.env_var}" if entry.env_var else "no key: give it an api_key_env"
+    try:
+        stored, _ = secrets.get_key(entry.name, None)
+    except secrets.SecretsError as exc:
+        stored = None
+        if not env_set:
+            return f"keyring error: {exc}"
+    if env_set:
+        unused = f" (keyring key {mask_key(stored)} unused)" if stored else ""
+        return f"key from ${entry.env_var}{unused}"
+    if stored:
+        return f"key in keyring: {mask_key(stored)}"
+    return "no key"
+
+
+class KeysScreen(Screen):
+    """Manage providers' API keys in the OS keyring."""
+
+    CSS_PATH = "keys.tcss"
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="keys.back", tooltip="Leave the keys screen"),
+        Binding("ctrl+s", "save", "Save key", id="keys.save", tooltip="Store the entered key in the keyring"),
+        Binding("ctrl+d", "remove", "Remove key", id="keys.remove",
+                tooltip="Remove the selected provider's key from the keyring"),
+    ]
+
+    def __init__(self, runtime: Any, *, name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.runtime = runtime
+        self.providers = key_providers(runtime.config)
+        self.keyring_ok = False
+        self.keyring_info = ""
+        self.statuses: dict[str, str] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("API keys", style="bold"), id="keys-title")
+        yield Static("Looking for a keyring…", id="keys-backend", markup=False)
+        yield DataTable(id="keys-table", cursor_type="row", zebra_stripes=True)
+        with Horizontal(id="keys-edit"):
+            yield Label("Key:", id="keys-target", markup=False)
+            yield Input(password=True, placeholder="paste the API key", id="keys-input")
+            yield Button("Save", id="keys-save", variant="primary", compact=True)
+            yield Button("Remove", id="keys-remove", variant="error", compact=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#keys-table", DataTable)
+        for label in KEY_COLUMNS:
+            table.add_column(label, key=label)
+        for entry in self.providers:
+            table.add_row(entry.name, f"${entry.env_var}" if entry.env_var else "–", "…", key=entry.name)
+        self.reload()
+
+    # --- reading ------------------------------------------------------------------------------
+
+    @property
+    def selected(self) -> ProviderEntry | None:
+        table = self.query_one("#keys-table", DataTable)
+        if not self.providers or table.cursor_row is None:
+            return None
+        return self.providers[min(table.cursor_row, len(self.providers) - 1)]
+
+    def select_provider(self, name: str) -> None:
+        """Move the cursor to provider `name`."""
+        table = self.query_one("#keys-table", DataTable)
+        table.move_cursor(row=table.get_row_index(name))
+
+    @work(exclusive=True, group="keys-read", exit_on_error=False)
+    async def reload(self) -> None:
+        """Read the keyring state and every provider's key status (in a thread)."""
+        ok, info = await asyncio.to_thread(secrets.keyring_status)
+        statuses = await asyncio.to_thread(lambda: {e.name: key_status(e, ok) for e in self.providers})
+        self.keyring_ok, self.keyring_info, self.statuses = ok, info, statuses
+        self._show()
+
+    def _show(self) -> None:
+        backend = self.query_one("#keys-backend", Static)
+        if self.keyring_ok:
+            backend.update(f"Keys are stored in the OS keyring ({self.keyring_info}); "
+                           "an environment variable, when set, wins over it.")
+            backend.remove_class("-warning")
+        else:
+            backend.update(f"No usable keyring: {self.keyring_info}. Keys cannot be stored here: set the "
+                           "provider's environment variable (shown below) instead, e.g. "
+                           "export OPENAI_API_KEY=… in your shell.")
+            backend.add_class("-warning")
+        table = self.query_one("#keys-table", DataTable)
+        for entry in self.providers:
+            status = self.statuses.get(entry.name, "")
+            style = "green" if status.startswith("key ") else ("red" if "error" in status else "")
+            table.update_cell(entry.name, "Key", Text(status, style=style), update_width=True)
+        for widget_id in ("#keys-input", "#keys-save", "#keys-remove"):
+            self.query_one(widget_id).disabled = not self.keyring_ok
+        self._show_target()
+
+    @on(DataTable.RowHighlighted, "#keys-table")
+    def _show_target(self) -> None:
+        entry = self.selected
+        label = self.query_one("#keys-target", Label)
+        if entry is None:
+            label.update("Key:")
+        elif self.keyring_ok:
+            label.update(f"Key for {entry.name}:")
+        else:
+            label.update(f"Set ${entry.env_var}" if entry.env_var else f"No keyring for {entry.name}")
+
+    # --- changing -----------------------------------------------------------------------------
+
+    @on(Input.Submitted, "#keys-input")
+    @on(Button.Pressed, "#keys-save")
+    def action_save(self) -> None:
+        entry = self.selected
+        field = self.query_one("#keys-input", Input)
+        key = field.value.strip()
+        if entry is None or not self.keyring_ok:
+            return
+        if not key:
+            self.notify(f"Paste the key for {entry.name} first", severity="warning")
+            return
+        field.value = ""  # the key leaves the screen at once
+        had_key = self.statuses.get(entry.name, "").startswith("key in keyring")
+        self._change(entry, key, "replaced" if had_key else "saved")
+
+    @on(Button.Pressed, "#keys-remove")
+    def action_remove(self) -> None:
+        entry = self.selected
+        if entry is None or not self.keyring_ok:
+            return
+        self._change(entry, None, "removed")
+
+    @work(group="keys-write", exit_on_error=False)
+    async def _change(self, entry: ProviderEntry, key: str | None, verb: str) -> None:
+        try:
+            if key is None:
+                existed = await asyncio.to_thread(secrets.delete_key, entry.name)
+                if not existed:
+                    self.notify(f"No key for {entry.name} in the keyring", severity="warning")
+                    return
+            else:
+                await asyncio.to_thread(secrets.set_key, entry.name, key, entry.env_var)
+        except secrets.SecretsError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        await self.reload().wait()
+        applied = await self._refresh_pool()
+        tail = "; the pool is updated" if applied else "; restart Stiva to apply it to the pool"
+        self.notify(f"Key for {entry.name} {verb}{tail}")
+
+    async def _refresh_pool(self) -> bool:
+        """Rebuild the pool's availability when the runtime can; False when a restart is needed."""
+        refresh = getattr(self.runtime, "pool_refresh", None)
+        if refresh is None:
+            return False
+        try:
+            await refresh()
+        except Exception as exc:
+            self.notify(f"The pool could not be refreshed: {exc}", severity="error")
+            return False
+        return True
+
+    def action_back(self) -> None:
+        if len(self.app.screen_stack) > 1:
+            self.app.pop_screen()

@@ -1,0 +1,68 @@
+"""The leaderboard: how often each system's answer won in compare mode, and what it cost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from ..widgets.compare_column import format_money
+
+COLUMNS = ("System", "Sessions", "Voted", "Wins", "Win rate", "Avg cost", "Avg latency")
+
+
+class LeaderboardScreen(Screen):
+    """A table of `store.leaderboard()`, sorted by win rate."""
+
+    CSS_PATH = "leaderboard.tcss"
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="leaderboard.back", tooltip="Leave the leaderboard"),
+        Binding("r", "reload", "Reload", id="leaderboard.reload", tooltip="Read the votes again"),
+    ]
+
+    def __init__(self, store: Any, *, name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.store = store
+
+    def compose(self) -> ComposeResult:
+        yield Static("Leaderboard — which system's answer won in compare mode", id="leaderboard-title")
+        yield DataTable(id="leaderboard-table", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="leaderboard-empty")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for label in COLUMNS:
+            table.add_column(label if label == "System" else Text(label, justify="right"), key=label)
+        self.action_reload()
+
+    def action_reload(self) -> None:
+        table = self.query_one(DataTable)
+        table.clear()
+        rows = self.store.leaderboard() if self.store is not None else []
+        for row in sorted(rows, key=lambda r: (-r["win_rate"], -r["wins"], r["system"])):
+            table.add_row(*leaderboard_cells(row), key=row["system"])
+        empty = self.query_one("#leaderboard-empty", Static)
+        empty.update("" if rows else "No compare sessions yet: open compare mode and mark the better answer.")
+        empty.display = not rows
+
+    def action_back(self) -> None:
+        if len(self.app.screen_stack) > 1:
+            self.app.pop_screen()
+
+
+def leaderboard_cells(row: dict) -> list:
+    """The table cells of one leaderboard row (numbers right-aligned)."""
+    cost = row.get("avg_cost_usd")
+    latency = row.get("avg_latency_s")
+    values = [
+        str(row["sessions"]), str(row.get("votes", 0)), str(row["wins"]), f"{row['win_rate']:.0%}",
+        format_money(cost) if cost is not None else "–",
+        f"{latency:.2f} s" if latency is not None else "–",
+    ]
+    return [row["system"], *(Text(v, justify="right") for v in values)]

@@ -1,0 +1,142 @@
+"""The pool screen: every model Stiva knows (available or not, and why), the local servers found,
+and which conductor plans (or would plan) the workflows."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+MODEL_COLUMNS = ("#", "Model", "In $/1M", "Out $/1M", "Status", "Enabled", "Provider", "Source", "Description")
+SERVER_COLUMNS = ("Server", "Provider", "Models")
+
+
+class PoolScreen(Screen):
+    """The pool of `runtime.pool` (incl. unavailable models), discovered servers and the conductor."""
+
+    CSS_PATH = "pool.tcss"
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="pool.back", tooltip="Leave the pool screen"),
+        Binding("r", "reload", "Reload", id="pool.reload", tooltip="Show the pool again"),
+    ]
+
+    def __init__(self, runtime: Any, *, name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.runtime = runtime
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="pool-title")
+        yield Static("", id="pool-conductor", markup=False)
+        yield DataTable(id="pool-models", cursor_type="row", zebra_stripes=True)
+        yield Static("Local servers found", id="pool-servers-title", classes="section")
+        yield DataTable(id="pool-servers", cursor_type="row")
+        yield Static("", id="pool-servers-empty")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        models = self.query_one("#pool-models", DataTable)
+        for label in MODEL_COLUMNS:
+            justify = "right" if label in ("#", "In $/1M", "Out $/1M") else "left"
+            models.add_column(Text(label, justify=justify), key=label)
+        servers = self.query_one("#pool-servers", DataTable)
+        for label in SERVER_COLUMNS:
+            servers.add_column(label, key=label)
+        self.action_reload()
+
+    def action_reload(self) -> None:
+        pool = self.runtime.pool
+        available = pool.available()
+        index = {m.id: i for i, m in enumerate(available)}
+        self.query_one("#pool-title", Static).update(
+            Text(f"Pool: {len(available)} of {len(pool)} models available", style="bold"))
+
+        table = self.query_one("#pool-models", DataTable)
+        table.clear()
+        for model in pool:
+            table.add_row(*model_cells(model, index.get(model.id)), key=model.id)
+
+        servers = discovered_servers(pool)
+        server_table = self.query_one("#pool-servers", DataTable)
+        server_table.clear()
+        for url, (provider, ids) in servers.items():
+            server_table.add_row(url, provider, ", ".join(ids), key=url)
+        server_table.display = bool(servers)
+        empty = self.query_one("#pool-servers-empty", Static)
+        empty.display = not servers
+        discovery = getattr(getattr(self.runtime.config, "discovery", None), "enabled", True)
+        empty.update("none found on the default ports" if discovery else "discovery is off in the config")
+        self._show_conductor()
+
+    def _show_conductor(self) -> None:
+        label = self.query_one("#pool-conductor", Static)
+        conductor = self.runtime.conductor
+        if conductor is not None:
+            reason = self.runtime.conductor_reason
+            label.update(f"Conductor: {conductor.backend} · {conductor.model}" + (f" — {reason}" if reason else ""))
+            return
+        try:
+            cfg = self.runtime.conductor_config()
+        except Exception as exc:  # a bad --conductor override
+            label.update(f"Conductor: {exc}")
+            return
+        label.update(f"Conductor (not loaded yet): {cfg.backend} · {cfg.model}")
+        self._describe_choice(cfg)
+
+    @work(exclusive=True, group="pool-conductor", exit_on_error=False)
+    async def _describe_choice(self, cfg: Any) -> None:
+        """The cheap description of the conductor that would be chosen (it may probe CUDA: a thread)."""
+        try:
+            from ...conductor.select import describe_choice
+        except ImportError:
+            return
+        try:
+            text = await asyncio.to_thread(describe_choice, cfg)
+        except Exception as exc:
+            text = f"{cfg.backend} · {cfg.model} (cannot tell yet: {exc})"
+        if self.runtime.conductor is None:
+            self.query_one("#pool-conductor", Static).update(f"Conductor (not loaded yet): {text}")
+
+    def action_back(self) -> None:
+        if len(self.app.screen_stack) > 1:
+            self.app.pop_screen()
+
+
+def format_price(value: float) -> str:
+    if value == 0:
+        return "free"
+    return f"{value:,.2f}" if value >= 0.1 else f"{value:,.3f}"
+
+
+def model_cells(model: Any, number: int | None) -> list:
+    """The table cells of one pool model; `number` is the conductor's index (None: unavailable)."""
+    usable = number is not None
+    style = "" if usable else "dim"
+    status = Text(("✓ " if usable else "✗ ") + (model.reason or ("available" if usable else "unavailable")),
+                  style="green" if usable else "red")
+    return [
+        Text(str(number) if usable else "-", justify="right"),
+        Text(model.id, style="bold" if usable else "dim"),
+        Text(format_price(model.price_in), justify="right", style=style),
+        Text(format_price(model.price_out), justify="right", style=style),
+        status,
+        Text("yes" if model.enabled else "no", style=style),
+        Text(f"{model.provider}: {model.model}", style=style),
+        Text(model.source, style=style),
+        Text(model.description, style=style),
+    ]
+
+
+def discovered_servers(pool: Any) -> dict[str, tuple[str, list[str]]]:
+    """Local servers found by discovery: base_url -> (provider, model ids)."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    for model in pool:
+        if model.source == "discovered":
+            out.setdefault(model.base_url, (model.provider, []))[1].append(model.id)
+    return out

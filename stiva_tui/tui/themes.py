@@ -1,0 +1,29 @@
+"""Stiva's themes are data: `themes/*.toml`, each the fields of a Textual `Theme`."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from textual.theme import Theme
+
+DEFAULT_THEME = "stiva-dark"
+THEMES_DIR = Path(__file__).resolve().parent.parent / "themes"
+_FIELDS = {"primary", "secondary", "warning", "error", "success", "accent", "foreground", "background",
+           "surface", "panel", "boost", "dark", "luminosity_spread", "text_alpha", "variables"}
+
+
+def load_themes(folder: Path = THEMES_DIR) -> list[Theme]:
+    """Every theme file in `folder`, sorted by name. A broken file raises ValueError naming it."""
+    themes = []
+    for file in sorted(folder.glob("*.toml")):
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+            unknown = set(data) - _FIELDS - {"name"}
+            if unknown:
+                raise ValueError(f"unknown fields {sorted(unknown)}")
+            themes.append(Theme(name=data.get("name", file.stem),
+                                **{k: v for k, v in data.items() if k in _FIELDS}))
+        except (tomllib.TOMLDecodeError, ValueError, TypeError) as exc:
+            raise ValueError(f"theme file {file}: {exc}") from None
+    return themes

@@ -1,0 +1,69 @@
+"""The conversation's messages: the user's question and Stiva's answer (Markdown)."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.markup import escape
+from textual.widgets import Markdown, Static
+
+from .. import format as fmt
+
+
+class UserMessage(Static):
+    """A question as typed."""
+
+    DEFAULT_CSS = """
+    UserMessage { margin: 1 0 0 0; padding: 0 1; background: $boost; border-left: thick $primary; }
+    """
+
+    def __init__(self, text: str):
+        super().__init__(escape(text))
+        self.text = text
+
+
+class AnswerView(Vertical):
+    """Stiva's answer: a one-line header with the run's figures, then the answer as Markdown."""
+
+    DEFAULT_CSS = """
+    AnswerView { height: auto; margin: 1 0 0 0; border-left: thick $success; padding: 0 0 0 1; }
+    AnswerView.-failed { border-left: thick $error; }
+    AnswerView.-cancelled { border-left: thick $warning; }
+    AnswerView > .answer-header { color: $text-muted; }
+    AnswerView > Markdown { margin: 0; padding: 0; }
+    """
+
+    def __init__(self, text: str = "", header: str = "Stiva · working…"):
+        super().__init__()
+        self.text = text
+        self._header = header
+
+    def compose(self) -> ComposeResult:
+        yield Static(self._header, classes="answer-header")
+        yield Markdown(self.text or "_Working…_")
+
+    def set_header(self, text: str) -> None:
+        self._header = text
+        if self.is_mounted:
+            self.query_one(".answer-header", Static).update(text)
+
+    async def set_answer(self, text: str, header: str) -> None:
+        """The final answer: one Markdown render."""
+        self.text = text
+        self.set_header(header)
+        await self.query_one(Markdown).update(text or "_(empty answer)_")
+
+    async def set_note(self, markdown: str, kind: str = "") -> None:
+        """A note instead of an answer (waiting, failed, cancelled)."""
+        if kind:
+            self.add_class(f"-{kind}")
+        await self.query_one(Markdown).update(markdown)
+
+
+def answer_header(steps: int, prompt_tokens: int, completion_tokens: int, cost_usd: float,
+                  seconds: float | None, frozen: bool = False) -> str:
+    parts = [f"Stiva · {steps} step{'s' if steps != 1 else ''}",
+             f"{fmt.tokens(prompt_tokens)}→{fmt.tokens(completion_tokens)} tok", fmt.money(cost_usd)]
+    if seconds is not None and not frozen:
+        parts.append(fmt.seconds(seconds))
+    return " · ".join(parts)

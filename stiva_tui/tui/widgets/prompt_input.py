@@ -1,0 +1,32 @@
+"""The multi-line prompt: enter adds a line, ctrl+j or alt+enter sends (keys every terminal has)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import TextArea
+
+
+class PromptInput(TextArea):
+    """A TextArea that posts `PromptInput.Submitted` with its text on ctrl+j / alt+enter."""
+
+    BINDINGS = [
+        Binding("ctrl+j,alt+enter", "send", "Send", id="send",
+                tooltip="Send the question (enter only adds a new line)", priority=True),
+    ]
+
+    @dataclass
+    class Submitted(Message):
+        prompt: "PromptInput"
+        text: str
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None, placeholder: str = ""):
+        super().__init__(id=id, classes=classes, soft_wrap=True, tab_behavior="focus",
+                         show_line_numbers=False, placeholder=placeholder)
+
+    def action_send(self) -> None:
+        text = self.text.strip()
+        if text:
+            self.post_message(self.Submitted(self, text))

@@ -1,0 +1,153 @@
+"""The pane under the tree: the selected step's full subtask and output (or the plan's reasoning).
+
+While the step runs its output streams in through a `MarkdownStream` (only the new text is
+written each frame); when it ends the Markdown is set once to the full output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.markup import escape
+from textual.widgets import Markdown, Static
+
+from .. import format as fmt
+from ..run_state import Key, RunState
+
+PLACEHOLDER = "_Select a step in the tree to read its subtask and output._"
+
+
+class StepDetail(VerticalScroll):
+    """Shows one node of a RunState: a step or a round's plan."""
+
+    DEFAULT_CSS = """
+    StepDetail { height: 1fr; }
+    StepDetail > #detail-header { padding: 0 1; color: $text-muted; }
+    StepDetail > Markdown { margin: 0; padding: 0 1; }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None):
+        super().__init__(id=id, classes=classes)
+        self.key: Key | None = None
+        self.state: RunState | None = None
+        self._stream = None
+        self._shown = 0  # characters of the output already in the Markdown
+        # show() and refresh_live() await inside; one at a time keeps one stream per pane.
+        self._lock = asyncio.Lock()
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="detail-header")
+        yield Markdown(PLACEHOLDER, id="detail-body")
+
+    @property
+    def text(self) -> str:
+        """The full text shown (what 'copy step output' copies)."""
+        if self.state is None or self.key is None:
+            return ""
+        return _body_text(self.state, self.key)
+
+    async def show(self, state: RunState, key: Key | None) -> None:
+        """Show `key` of `state` (a ("step", r, i) or ("plan", r) key)."""
+        async with self._lock:
+            await self._show(state, key)
+
+    async def _show(self, state: RunState, key: Key | None) -> None:
+        await self._stop_stream()
+        self.state, self.key = state, key
+        body = self.query_one("#detail-body", Markdown)
+        if key is None or key[0] not in ("step", "plan"):
+            self.query_one("#detail-header", Static).update("")
+            await body.update(PLACEHOLDER)
+            return
+        self._update_header()
+        text = _body_text(state, key)
+        await body.update(text or _empty_text(state, key))
+        self._shown = len(text)
+        if self._is_live():
+            self._stream = Markdown.get_stream(body)
+
+    async def refresh_live(self, changed: set[Key] | None = None) -> None:
+        """Called every frame while a run goes: stream the new text, or finish when it ended."""
+        async with self._lock:
+            await self._refresh_live(changed)
+
+    async def _refresh_live(self, changed: set[Key] | None) -> None:
+        if self.state is None or self.key is None or (changed is not None and self.key not in changed):
+            return
+        self._update_header()
+        if self._stream is None:
+            if self._is_live():  # a waiting step just started
+                await self._show(self.state, self.key)
+            return
+        text = _body_text(self.state, self.key)
+        if not self._is_live():
+            await self._stop_stream()
+            await self.query_one("#detail-body", Markdown).update(text or _empty_text(self.state, self.key))
+            self._shown = len(text)
+            return
+        if len(text) < self._shown:  # a retry started over
+            await self._show(self.state, self.key)
+            return
+        if len(text) > self._shown:
+            if self._shown == 0:
+                await self.query_one("#detail-body", Markdown).update("")
+            following = self.is_vertical_scroll_end
+            await self._stream.write(text[self._shown:])
+            self._shown = len(text)
+            if following:
+                self.call_after_refresh(self.scroll_end, animate=False)
+
+    async def _stop_stream(self) -> None:
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            await stream.stop()
+
+    def _is_live(self) -> bool:
+        assert self.state is not None and self.key is not None
+        if self.key[0] == "plan":
+            return self.state.round(self.key[1]).planning and self.state.status == "running"
+        return self.state.step(self.key[1], self.key[2]).status == "running"
+
+    def _update_header(self) -> None:
+        assert self.state is not None and self.key is not None
+        self.query_one("#detail-header", Static).update(_header(self.state, self.key))
+
+
+def _header(state: RunState, key: Key) -> str:
+    """Console markup; everything that came from a model or the user is escaped."""
+    if key[0] == "plan":
+        r = state.round(key[1])
+        who = escape(f"{state.conductor_model or 'conductor'} ({state.conductor_backend or '?'})")
+        status = "planning…" if r.planning else f"{len(r.steps)} steps"
+        return f"[b]Plan, round {r.round}[/b] · {who} · {status}"
+    s = state.step(key[1], key[2])
+    reads = fmt.access_text(s.access, s.access_all) or "← the question only"
+    lines = [f"[b]Step {s.index}[/b] · {escape(s.model or '…')} · {s.status} · {reads}"]
+    if s.status == "finished":
+        lines.append(f"{s.prompt_tokens}→{s.completion_tokens} tok · {fmt.money(s.cost_usd)} · "
+                     f"{fmt.seconds(s.latency_s)}")
+    for f in s.failures:
+        to = f" → {escape(f.fallback)}" if f.fallback else ""
+        lines.append(f"[$error]✗ {escape(f.model)} attempt {f.attempt}:[/] {escape(fmt.one_line(f.error, 120))}{to}")
+    lines.append(f"[i]Subtask:[/i] {escape(s.subtask)}")
+    return "\n".join(lines)
+
+
+def _body_text(state: RunState, key: Key) -> str:
+    if key[0] == "plan":
+        return state.round(key[1]).conductor_text
+    return state.step(key[1], key[2]).output
+
+
+def _empty_text(state: RunState, key: Key) -> str:
+    if key[0] == "plan":
+        return "_The conductor is writing its plan…_" if state.round(key[1]).planning else "_(no reasoning)_"
+    s = state.step(key[1], key[2])
+    if s.status == "waiting":
+        reads = fmt.access_text(s.access, s.access_all).removeprefix("← ")
+        return f"_Waiting for step(s) {reads}…_" if reads else "_Waiting to start…_"
+    if s.status == "running":
+        return "_Waiting for the first tokens…_"
+    return "_(no output)_"

@@ -1,0 +1,137 @@
+"""A key entered through the keys screen is used for calls, and appears nowhere else: not in the
+database file, the config file, an export, or an SVG screenshot of the keys and pool screens."""
+
+from __future__ import annotations
+
+import json
+
+import keyring
+import pytest
+from textual.widgets import DataTable, Input, TextArea
+
+from fakeprovider import FakeProvider, Reply
+from tui_screens_helpers import PLAN, Host, make_runtime, wait_until
+
+SECRET = "sk-leakcheck-7f3a9c1e5b2d8f4a6c0e9b7d-Z9Q1"
+
+
+def _config_toml(base_url: str) -> str:
+    return f"""
+[conductor]
+backend = "remote"
+model = "cond"
+
+[[providers]]
+name = "guarded"
+base_url = "{base_url}"
+
+[[models]]
+id = "cond"
+provider = "guarded"
+model = "cond"
+description = "the planner"
+
+[[models]]
+id = "w1"
+provider = "guarded"
+model = "w1"
+price_in = 1.0
+price_out = 2.0
+description = "a worker"
+
+[discovery]
+enabled = false
+"""
+
+
+def _assert_no_key(data: bytes | str, where: str) -> None:
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogateescape")
+    for piece in (SECRET, SECRET[3:-4], SECRET[-12:]):  # the key, its hidden middle, a long tail
+        assert piece.encode() not in data, f"the key leaked into {where}"
+
+
+@pytest.fixture
+def guarded():
+    from stiva_tui import secrets
+
+    secrets.reset_backend()
+    with FakeProvider(api_key=SECRET) as server:
+        server.default("cond", Reply(PLAN.replace("[1, 2]", "[1, 1]"), usage=(50, 20)))
+        server.default("w1", Reply("the guarded answer", usage=(10, 3)))
+        yield server
+    secrets.reset_backend()
+
+
+async def test_a_key_from_the_keys_screen_is_used_and_never_leaks(guarded, stiva_home, tmp_path):
+    from stiva_tui import paths
+    from stiva_tui.config import load_config
+    from stiva_tui.store.export import conversation_json, conversation_markdown
+    from stiva_tui.tui.screens.compare import CompareScreen
+    from stiva_tui.tui.screens.keys import KeysScreen
+    from stiva_tui.tui.screens.pool import PoolScreen
+
+    config_file = paths.config_file()
+    config_file.parent.mkdir(parents=True, exist_ok=True)
+    config_file.write_text(_config_toml(guarded.base_url), encoding="utf-8")
+    runtime = await make_runtime(load_config())
+    # Without the key the provider refuses every call (no fallback: that would be the embedded model).
+    refused = await runtime.engine().run_direct("before the key", "w1", options=runtime.run_options(max_fallbacks=0))
+    assert refused.status == "failed"
+
+    app = Host(lambda: KeysScreen(runtime))
+    shots = tmp_path / "shots"
+    shots.mkdir()
+    async with app.run_test(size=(150, 40)) as pilot:
+        keys = app.screen
+        await app.workers.wait_for_complete()
+        keys.select_provider("guarded")
+        await pilot.click("#keys-input")
+        await pilot.press(*SECRET)
+        app.save_screenshot("keys-typing.svg", path=str(shots))  # the password field shows dots
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert keyring.get_password("stiva", "guarded") == SECRET
+        assert keys.query_one("#keys-input", Input).value == ""
+        assert str(keys.query_one("#keys-table", DataTable).get_cell("guarded", "Key")) == "key in keyring: sk-…Z9Q1"
+        app.save_screenshot("keys.svg", path=str(shots))
+
+        await app.push_screen(PoolScreen(runtime))
+        await pilot.pause()
+        assert runtime.pool["w1"].reason == "key from keyring"
+        app.save_screenshot("pool.svg", path=str(shots))
+
+        compare = CompareScreen(runtime, systems=["conductor", "w1"])
+        await app.push_screen(compare)
+        compare.query_one("#compare-question", TextArea).text = "Is the key used?"
+        await pilot.press("ctrl+j")
+        await wait_until(pilot, lambda: len(compare.columns) == 2 and all(c.finished for c in compare.columns))
+        assert [c.answer for c in compare.columns] == ["the guarded answer", "the guarded answer"]
+        app.save_screenshot("compare.svg", path=str(shots))
+    # The key was really sent: the provider accepted the calls only with it.
+    assert guarded.requests and all(r.headers.get("authorization") == f"Bearer {SECRET}" for r in guarded.requests)
+
+    # A chat conversation with a run, exported both ways.
+    conversation = runtime.store.create_conversation("leak check")
+    result = await runtime.engine().run("exported question", conversation_id=conversation,
+                                        options=runtime.run_options(max_fallbacks=0))
+    assert result.status == "finished"
+    runtime.store.add_message(conversation, "user", "exported question")
+    runtime.store.add_message(conversation, "assistant", result.answer, run_id=result.run_id)
+    exported_md = conversation_markdown(runtime.store, conversation)
+    exported_json = json.dumps(conversation_json(runtime.store, conversation))
+    assert "the guarded answer" in exported_md
+    db_path = runtime.store.path
+    await runtime.aclose()
+
+    _assert_no_key(exported_md, "the Markdown export")
+    _assert_no_key(exported_json, "the JSON export")
+    for file in db_path.parent.glob(db_path.name + "*"):  # the database, its WAL and shm files
+        _assert_no_key(file.read_bytes(), file.name)
+    _assert_no_key(config_file.read_bytes(), "the config file")
+    svgs = sorted(shots.glob("*.svg"))
+    assert [p.name for p in svgs] == ["compare.svg", "keys-typing.svg", "keys.svg", "pool.svg"]
+    for svg in svgs:
+        _assert_no_key(svg.read_bytes(), svg.name)
+    assert "Z9Q1" in (shots / "keys.svg").read_text()  # the masked tail is what is shown

@@ -1,0 +1,390 @@
+"""Pilot tests of the chat screen against scripted local providers (real HTTP on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from fakeprovider import Reply
+from tui_helpers import ask, labels, make_runtime, make_test_config, script_plan, wait_for
+
+from stiva_tui.tui.app import StivaApp
+from stiva_tui.tui.widgets.answer import AnswerView
+
+SIZE = (140, 42)
+
+
+@pytest.fixture
+async def setup(fake):
+    """(fake, config, runtime); the runtime is closed after the test."""
+    made = []
+
+    async def build(**config_overrides):
+        config = make_test_config(fake, **config_overrides)
+        runtime = await make_runtime(config)
+        made.append(runtime)
+        return config, runtime
+
+    yield build
+    for runtime in made:
+        await runtime.aclose()
+
+
+def finished(app, status="finished"):
+    return lambda: app.chat_screen.tree.state.status == status and not app.chat_screen.running
+
+
+async def test_question_shows_live_tree_and_answer(fake, setup):
+    script_plan(fake)
+    fake.default("w1", Reply("An outline: add the numbers.", usage=(11, 6)))
+    fake.default("w2", Reply("**4** is the answer.", usage=(40, 5)))
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await ask(pilot, "What is 2+2?")
+        await wait_for(pilot, finished(app), what="the run to finish")
+        await pilot.pause(0.1)
+        screen = app.chat_screen
+        text = "\n".join(labels(screen.tree))
+        assert "What is 2+2?" in text
+        assert "Round 1" in text and "Plan  2 steps" in text
+        assert "✓ 0 w1" in text and "11→6 tok" in text and "$0.000023" in text  # 11*1 + 6*2 per 1M
+        assert "✓ 1 w2  ← 0" in text and "40→5 tok" in text
+        assert "Outline the approach" in text
+        answers = list(screen.query(AnswerView))
+        assert answers[-1].text == "**4** is the answer."
+        totals = str(screen.status_bar.query_one("#status-totals").render())
+        assert "tok" in totals and "$0.0" in totals
+        conductor = str(screen.status_bar.query_one("#status-conductor").render())
+        assert "remote" in conductor and "cond" in conductor
+        # The step pane follows the first step, and selecting another step shows its output.
+        await wait_for(pilot, lambda: screen.detail.key is not None, what="the step pane")
+        screen.tree.move_cursor(screen.tree.node_for(("step", 1, 1)))
+        await wait_for(pilot, lambda: screen.detail.key == ("step", 1, 1), what="step 1 selected")
+        assert screen.detail.text == "**4** is the answer."
+        # Stored: a conversation with both turns, the run finished with its steps.
+        conv = runtime.store.get_conversation(screen.conversation_id)
+        assert [m["role"] for m in conv["messages"]] == ["user", "assistant"]
+        assert conv["runs"][0]["status"] == "finished"
+        assert [s["model"] for s in conv["runs"][0]["rounds"][0]["steps"]] == ["w1", "w2"]
+
+
+async def test_step_streams_into_the_pane_while_running(fake, setup):
+    script_plan(fake)
+    words = " ".join(f"word{i}" for i in range(60))
+    fake.default("w1", Reply(words, chunk_delay_s=0.02))
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await ask(pilot, "Stream please")
+        screen = app.chat_screen
+        await wait_for(pilot, lambda: screen.detail.key == ("step", 1, 0) and "word10" in screen.detail.text
+                       and screen.tree.state.step(1, 0).status == "running", what="the running step to stream")
+        assert any("⠋" in l or "~" in l for l in labels(screen.tree))  # running: spinner and live tokens
+        await wait_for(pilot, finished(app), what="the run to finish")
+        await pilot.pause(0.1)
+        assert screen.detail._stream is None
+        assert screen.detail.text == words
+
+
+async def test_escape_cancels_and_the_run_stays_in_history(fake, setup):
+    script_plan(fake)
+    fake.default("w1", Reply(" ".join(["slow"] * 400), chunk_delay_s=0.02))
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await ask(pilot, "A long one")
+        screen = app.chat_screen
+        await wait_for(pilot, lambda: screen.tree.state.rounds and screen.tree.state.rounds[0].steps
+                       and screen.tree.state.step(1, 0).streamed_chars > 20, what="step 0 streaming")
+        await pilot.press("escape")
+        await wait_for(pilot, finished(app, "cancelled"), what="the cancel")
+        await pilot.pause(0.1)
+        assert "cancelled" in "\n".join(labels(screen.tree))
+        run_id = screen.tree.state.run_id
+        trace = runtime.store.get_trace(run_id)
+        assert trace["status"] == "cancelled"
+        partial = trace["rounds"][0]["steps"][0]["output"]
+        assert partial.startswith("slow") and len(partial) < len(" ".join(["slow"] * 400))
+        assert list(screen.query(AnswerView))[-1].has_class("-cancelled")
+        # The app keeps working: the prompt is focusable and a new question runs.
+        fake.default("w1", Reply("quick"))
+        script_plan(fake)
+        await ask(pilot, "Again")
+        await wait_for(pilot, finished(app), what="the second run")
+
+
+async def test_stream_cut_shows_failure_and_fallback_then_keeps_working(fake, setup):
+    script_plan(fake)
+    fake.script("w1", Reply("this stream will be cut off half way through", fault="cut"))
+    fake.default("w2", Reply("fallback answer"))
+    config, runtime = await setup(workers={"retries": 0, "fallbacks": ["w2"], "timeout_s": 10})
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await ask(pilot, "Will it survive?")
+        await wait_for(pilot, finished(app), what="the run to finish on the fallback")
+        await pilot.pause(0.1)
+        screen = app.chat_screen
+        text = "\n".join(labels(screen.tree))
+        assert "↻ fallback from w1" in text
+        assert "✗ w1 attempt 1" in text and "→ w2" in text
+        assert "✓ 0 w2" in text
+        assert list(screen.query(AnswerView))[-1].text == "fallback answer"
+        # Ask again: the app still works.
+        script_plan(fake)
+        fake.default("w1", Reply("fine now"))
+        await ask(pilot, "And now?")
+        await wait_for(pilot, lambda: len(screen.turns) == 4, what="the second turn")
+
+
+async def test_failed_run_is_shown_and_app_recovers(fake, setup):
+    script_plan(fake)
+    fake.script("w1", Reply(status=500, error_message="boom"))
+    config, runtime = await setup(workers={"retries": 0, "fallbacks": ["w1"], "timeout_s": 10})
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await ask(pilot, "Fail please")
+        await wait_for(pilot, finished(app, "failed"), what="the failure")
+        await pilot.pause(0.1)
+        screen = app.chat_screen
+        assert "✗ 0 w1" in "\n".join(labels(screen.tree))
+        assert list(screen.query(AnswerView))[-1].has_class("-failed")
+        assert screen.turns == []  # a failed turn is not sent as conversation
+
+
+async def test_multi_turn_passes_the_conversation(fake, setup):
+    script_plan(fake)
+    fake.default("w1", Reply("outline"))
+    fake.default("w2", Reply("Paris is the capital of France."))
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await ask(pilot, "What is the capital of France?")
+        await wait_for(pilot, finished(app), what="first turn")
+        script_plan(fake)
+        fake.default("w2", Reply("About 2.1 million people."))
+        await ask(pilot, "How many people live there?")
+        await wait_for(pilot, lambda: len(app.chat_screen.turns) == 4, what="second turn")
+        last_plan = fake.requests_for("cond")[-1]
+        shown = json.dumps(last_plan.messages)
+        assert "What is the capital of France?" in shown
+        assert "Paris is the capital of France." in shown
+        assert "How many people live there?" in shown
+        cid = app.chat_screen.conversation_id
+        conv = runtime.store.get_conversation(cid)
+        assert [m["role"] for m in conv["messages"]] == ["user", "assistant", "user", "assistant"]
+        assert len(conv["runs"]) == 2 and all(r["conversation_id"] == cid for r in conv["runs"])
+
+
+async def test_new_chat_and_reload_from_history(fake, setup):
+    script_plan(fake)
+    fake.default("w2", Reply("stored answer"))
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await ask(pilot, "Remember me")
+        await wait_for(pilot, finished(app), what="the run")
+        screen = app.chat_screen
+        cid = screen.conversation_id
+        await pilot.press("ctrl+n")
+        await pilot.pause(0.1)
+        assert screen.conversation_id is None and not list(screen.query(AnswerView))
+        await screen.load_conversation(cid)
+        await pilot.pause(0.1)
+        assert screen.turns[-1] == {"role": "assistant", "content": "stored answer"}
+        text = "\n".join(labels(screen.tree))
+        assert "Remember me" in text and "✓ 0 w1" in text and "✓ 1 w2  ← 0" in text
+
+
+async def test_export_and_copy(fake, setup, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("STIVA_NO_SYSTEM_CLIPBOARD", "1")
+    script_plan(fake)
+    fake.default("w2", Reply("exported answer"))
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    copied = []
+    app.copy_to_clipboard = copied.append  # the OSC 52 fallback
+    async with app.run_test(size=SIZE) as pilot:
+        await ask(pilot, "Export me")
+        await wait_for(pilot, finished(app), what="the run")
+        await pilot.pause(0.1)
+        await pilot.press("f7")
+        await pilot.pause(0.1)
+        await pilot.press("f8")
+        await pilot.pause(0.1)
+        md = list(tmp_path.glob("stiva-export-me-*.md"))
+        js = list(tmp_path.glob("stiva-export-me-*.json"))
+        assert md and js
+        assert "exported answer" in md[0].read_text()
+        data = json.loads(js[0].read_text())
+        assert data["runs"][0]["rounds"][0]["steps"][1]["output"] == "exported answer"
+        await pilot.press("f9")
+        assert copied == ["exported answer"]
+
+
+async def test_question_before_the_conductor_loads_waits_and_says_so(fake, setup):
+    script_plan(fake)
+    config, runtime = await setup()
+    conductor, runtime.conductor = runtime.conductor, None
+    gate = asyncio.Event()
+
+    async def slow_ensure(progress=None):
+        if runtime.conductor is None:
+            progress(0.5, "loading the conductor")
+            await gate.wait()
+            runtime.conductor = conductor
+        return runtime.conductor
+
+    runtime.ensure_conductor = slow_ensure
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.chat_screen
+        await wait_for(pilot, lambda: screen.status_bar.query_one("#status-progress").display,
+                       what="the load progress")
+        await ask(pilot, "Early bird")
+        await wait_for(pilot, lambda: "Waiting for the conductor" in
+                       str(list(screen.query(AnswerView))[-1].query_one("Markdown").source),
+                       what="the waiting note")
+        # Typing still works while it loads.
+        screen.query_one("#prompt").insert("typing meanwhile")
+        assert screen.query_one("#prompt").text == "typing meanwhile"
+        gate.set()
+        await wait_for(pilot, finished(app), what="the run after the load")
+        assert not screen.status_bar.query_one("#status-progress").display
+
+
+async def test_first_run_notice_with_only_the_embedded_model(setup_embedded_only):
+    app = setup_embedded_only
+    async with app.run_test(size=SIZE) as pilot:
+        notice = app.chat_screen.query_one("#notice")
+        await wait_for(pilot, lambda: notice.display, what="the notice")
+        assert "No API keys found" in str(notice.render())
+
+
+@pytest.fixture
+async def setup_embedded_only():
+    from stiva_tui.config import parse_config
+    from stiva_tui.runtime import Runtime
+
+    config = parse_config({"discovery": {"enabled": False}, "catalog": False})
+    runtime = await Runtime.create(config, discover=False)
+
+    async def no_load(progress=None):  # never load torch in this test
+        raise RuntimeError("not loading the embedded model in tests")
+
+    runtime.ensure_conductor = no_load
+    yield StivaApp(config, runtime=runtime)
+    await runtime.aclose()
+
+
+# --- themes, keys, help, palette ------------------------------------------------------------------
+
+
+async def test_themes_load_switch_and_are_remembered(fake, setup):
+    from stiva_tui.tui.state import load_state
+
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        assert {"stiva-dark", "stiva-light", "stiva-high-contrast"} <= set(app.available_themes)
+        assert app.theme == "stiva-dark"
+        app.theme = "stiva-light"
+        await pilot.pause()
+        assert app.theme_variables["background"].upper() == "#F7F7F4"
+    assert load_state()["theme"] == "stiva-light"
+    again = StivaApp(config, runtime=runtime)
+    async with again.run_test(size=SIZE):
+        assert again.theme == "stiva-light"
+    # The config's theme wins over the remembered one.
+    chosen = StivaApp(config.model_copy(update={"theme": "stiva-high-contrast"}), runtime=runtime)
+    async with chosen.run_test(size=SIZE):
+        assert chosen.theme == "stiva-high-contrast"
+
+
+async def test_theme_picker_in_the_palette_lists_stiva_themes(fake, setup):
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_change_theme()
+        await pilot.pause()
+        await pilot.press(*"high-contrast")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert app.theme == "stiva-high-contrast"
+
+
+async def test_keymap_remaps_send(fake, setup):
+    script_plan(fake)
+    config, runtime = await setup(keymap={"send": "ctrl+s", "help": "f12"})
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        prompt = app.chat_screen.query_one("#prompt")
+        prompt.insert("remapped")
+        await pilot.press("ctrl+j")  # no longer sends
+        await pilot.pause(0.1)
+        assert app.chat_screen.tree.state.status == "idle"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, finished(app), what="the run sent with ctrl+s")
+        await pilot.press("f12")
+        await pilot.pause(0.1)
+        from stiva_tui.tui.screens.help import HelpScreen
+
+        assert isinstance(app.screen, HelpScreen)
+        rows = [app.screen.query_one("DataTable").get_row_at(i) for i in range(app.screen.query_one("DataTable").row_count)]
+        send = next(r for r in rows if r[2] == "send")
+        assert "ctrl+s" in send[0]
+
+
+async def test_help_lists_every_binding_and_question_mark_types_in_the_prompt(fake, setup):
+    from stiva_tui.tui.screens.help import HelpScreen
+
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")  # the prompt has focus: it types
+        await pilot.pause()
+        assert app.chat_screen.query_one("#prompt").text == "?"
+        await pilot.press("f1")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, HelpScreen)
+        table = app.screen.query_one("DataTable")
+        ids = {table.get_row_at(i)[2] for i in range(table.row_count)}
+        assert {"send", "cancel", "new_chat", "history", "export_markdown", "export_json", "copy_answer",
+                "copy_step", "help", "compare", "pool", "keys", "leaderboard", "quit"} <= ids
+        assert all(table.get_row_at(i)[3] for i in range(table.row_count))  # every one has a tooltip
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+        # With the tree focused, `?` opens the help.
+        app.chat_screen.tree.focus()
+        await pilot.press("question_mark")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, HelpScreen)
+
+
+async def test_every_binding_has_an_id_and_tooltip():
+    from stiva_tui.tui.screens.chat import ChatScreen
+    from stiva_tui.tui.widgets.prompt_input import PromptInput
+
+    for owner in (StivaApp, ChatScreen, PromptInput):
+        for binding in owner.BINDINGS:
+            assert binding.id and binding.tooltip, (owner.__name__, binding)
+
+
+async def test_palette_offers_the_apps_commands(fake, setup):
+    script_plan(fake)
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await ask(pilot, "Before the new chat")
+        await wait_for(pilot, finished(app), what="the run")
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.1)
+        await pilot.press(*"new chat")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.chat_screen.conversation_id is None, what="a new chat")
+        assert not list(app.chat_screen.query(AnswerView))

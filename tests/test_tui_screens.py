@@ -1,0 +1,467 @@
+"""Pilot tests of compare mode, the leaderboard, the history sidebar, the pool and the keys screens,
+against scripted local providers (real HTTP on 127.0.0.1) and a real file keyring."""
+
+from __future__ import annotations
+
+import keyring
+import pytest
+from textual.widgets import Button, DataTable, Input, Markdown, OptionList, Static, TextArea
+
+from tui_screens_helpers import Host, make_runtime, screens_config, script_fake, wait_until
+
+from stiva_tui.tui.screens.compare import CompareScreen
+from stiva_tui.tui.widgets.compare_column import CompareColumn
+
+SIZE = (160, 45)
+
+
+def _column_text(column: CompareColumn) -> tuple[str, str, str]:
+    md = column.query_one(".column-answer", Markdown)
+    footer = str(column.query_one(".column-footer", Static).render())
+    return md.source, footer, column.status
+
+
+# --- compare ---------------------------------------------------------------------------------------
+
+
+async def test_compare_three_columns_stream_answers_with_totals(fake):
+    script_fake(fake)
+    runtime = await make_runtime(screens_config(fake.base_url))
+    app = Host(lambda: CompareScreen(runtime, systems=["conductor", "w1", "w2"]))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        assert isinstance(screen, CompareScreen)
+        assert screen.chosen_systems() == ["conductor", "w1", "w2"]
+        screen.query_one("#compare-question", TextArea).text = "What is 2+2?"
+        await pilot.press("ctrl+j")
+        await wait_until(pilot, lambda: len(screen.columns) == 3 and all(c.finished for c in screen.columns))
+        texts = {c.system: _column_text(c) for c in screen.columns}
+        assert texts["conductor"][0] == "Orchestrated final answer from w2"
+        assert texts["w1"][0] == "Direct answer by w1"
+        assert texts["w2"][0] == "Direct answer by w2"
+        # conductor: plan (100/30 at 0.5/1.0) + w1 step (30/3 at 1/2) + w2 step (40/6 at 3/6)
+        assert texts["conductor"][1].startswith("170 in · 39 out tokens · $0.00")
+        assert texts["w1"][1].startswith("20 in · 4 out tokens · $0.00003 · ")
+        assert texts["w2"][1].startswith("20 in · 4 out tokens · $0.00008 · ")
+        assert all(t[1].endswith(" s") for t in texts.values())
+        assert all(t[2] == "finished" for t in texts.values())
+        # only the final step streamed into the conductor's column: the draft never shows
+        assert "Draft" not in texts["conductor"][0]
+        session = runtime.store.get_compare_session(screen.session_id)
+        assert [e["system"] for e in session["entries"]] == ["conductor", "w1", "w2"]
+        assert [e["trace"]["status"] for e in session["entries"]] == ["finished"] * 3
+    await runtime.aclose()
+
+
+async def test_compare_streams_with_markdown_stream(fake, monkeypatch):
+    """The answering step's deltas go through MarkdownStream.write (no full render per token)."""
+    from textual.widgets._markdown import MarkdownStream
+
+    writes: list[str] = []
+    original = MarkdownStream.write
+
+    async def spy(self, fragment):
+        writes.append(fragment)
+        await original(self, fragment)
+
+    monkeypatch.setattr(MarkdownStream, "write", spy)
+    script_fake(fake)
+    runtime = await make_runtime(screens_config(fake.base_url))
+    app = Host(lambda: CompareScreen(runtime, systems=["w1"]))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        screen.query_one("#compare-question", TextArea).text = "hi"
+        await pilot.press("alt+enter")
+        await wait_until(pilot, lambda: screen.columns and screen.columns[0].finished)
+        assert "".join(writes) == "Direct answer by w1"
+        assert len(writes) == 4
+    await runtime.aclose()
+
+
+async def test_compare_default_systems_and_validation(fake):
+    script_fake(fake)
+    runtime = await make_runtime(screens_config(fake.base_url))
+    app = Host(lambda: CompareScreen(runtime))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        # the conductor + the first two models, skipping the remote conductor's own model
+        assert screen.chosen_systems() == ["conductor", "w1", "w2"]
+        await pilot.press("ctrl+j")  # empty question: nothing starts
+        await pilot.pause()
+        assert screen.columns == []
+    await runtime.aclose()
+
+
+async def test_vote_is_stored_and_leaderboard_shows_win_rate(fake):
+    from stiva_tui.tui.screens.leaderboard import LeaderboardScreen
+
+    script_fake(fake)
+    runtime = await make_runtime(screens_config(fake.base_url))
+    app = Host(lambda: CompareScreen(runtime, systems=["conductor", "w1", "w2"]))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        screen.query_one("#compare-question", TextArea).text = "Which is best?"
+        await pilot.press("ctrl+j")
+        await wait_until(pilot, lambda: len(screen.columns) == 3 and all(c.finished for c in screen.columns))
+        await pilot.press("2")  # focus is on the columns: 2 votes for w1
+        await pilot.pause()
+        session = runtime.store.get_compare_session(screen.session_id)
+        assert session["winner"] == "w1"
+        assert screen.columns[1].has_class("-winner")
+        # the button of the conductor's column changes the vote
+        await pilot.click(screen.columns[0].query_one(".column-vote", Button))
+        await pilot.pause()
+        assert runtime.store.get_compare_session(screen.session_id)["winner"] == "conductor"
+        assert not screen.columns[1].has_class("-winner")
+
+        await app.push_screen(LeaderboardScreen(runtime.store))
+        await pilot.pause()
+        table = app.screen.query_one(DataTable)
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert rows[0][:5] == ["conductor", "1", "1", "1", "100%"]
+        assert {r[0] for r in rows[1:]} == {"w1", "w2"}
+        assert all(r[4] == "0%" for r in rows[1:])
+        assert rows[0][5].startswith("$") and rows[0][6].endswith(" s")
+    await runtime.aclose()
+
+
+async def test_compare_session_reopens_after_restart(fake):
+    script_fake(fake)
+    config = screens_config(fake.base_url)
+    runtime = await make_runtime(config)
+    app = Host(lambda: CompareScreen(runtime, systems=["conductor", "w1", "w2"]))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        screen.query_one("#compare-question", TextArea).text = "Reopen me"
+        await pilot.press("ctrl+j")
+        await wait_until(pilot, lambda: len(screen.columns) == 3 and all(c.finished for c in screen.columns))
+        await pilot.press("3")
+        await pilot.pause()
+        session_id = screen.session_id
+        before = {c.system: _column_text(c)[:2] for c in screen.columns}
+    await runtime.aclose()
+
+    runtime2 = await make_runtime(config)  # a new process would open the same STIVA_HOME database
+    app2 = Host(lambda: CompareScreen(runtime2, session_id=session_id))
+    async with app2.run_test(size=SIZE) as pilot:
+        screen = app2.screen
+        await wait_until(pilot, lambda: len(screen.columns) == 3 and all(c.finished for c in screen.columns))
+        assert screen.query_one("#compare-question", TextArea).text == "Reopen me"
+        after = {c.system: _column_text(c)[:2] for c in screen.columns}
+        assert after == before
+        assert [c.has_class("-winner") for c in screen.columns] == [False, False, True]
+        assert screen.chosen_systems() == ["conductor", "w1", "w2"]
+        # the conductor's tree opens from the stored trace
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        from stiva_tui.tui.screens.compare import RunTreeScreen
+
+        assert isinstance(app2.screen, RunTreeScreen)
+        from stiva_tui.tui.widgets.workflow_tree import WorkflowTree
+
+        assert len(app2.screen.query(WorkflowTree)) == 1
+        assert app2.screen.trace["status"] == "finished"
+        assert len(app2.screen.trace["rounds"][0]["steps"]) == 2
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app2.screen, CompareScreen)
+    await runtime2.aclose()
+
+
+async def test_escape_cancels_running_answers(fake):
+    from fakeprovider import Reply
+
+    fake.default("w1", Reply("never " * 50, chunk_delay_s=0.2))
+    fake.default("w2", Reply("slow " * 50, latency_s=5.0))
+    runtime = await make_runtime(screens_config(fake.base_url))
+    app = Host(lambda: CompareScreen(runtime, systems=["w1", "w2"]))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        screen.query_one("#compare-question", TextArea).text = "slow one"
+        await pilot.press("ctrl+j")
+        await wait_until(pilot, lambda: screen.columns and "never" in screen.columns[0].answer)
+        assert screen.running
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not screen.running)
+        assert [c.status for c in screen.columns] == ["cancelled", "cancelled"]
+        assert isinstance(app.screen, CompareScreen)  # the first esc only cancels
+        session = runtime.store.get_compare_session(screen.session_id)
+        await wait_until(pilot, lambda: all(
+            (runtime.store.get_trace(e["run_id"])["status"] == "cancelled") for e in session["entries"]))
+    await runtime.aclose()
+
+
+# --- pool ------------------------------------------------------------------------------------------
+
+
+def _table_rows(table: DataTable) -> list[list[str]]:
+    return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+async def test_pool_screen_lists_models_availability_prices_and_conductor(fake, monkeypatch):
+    from stiva_tui.tui.screens.pool import PoolScreen
+
+    monkeypatch.delenv("LOCKED_KEY", raising=False)
+    config = screens_config(fake.base_url)
+    config = config.model_copy(update={"providers": [*config.providers, config.providers[0].model_copy(
+        update={"name": "locked", "base_url": "https://locked.invalid/v1", "api_key_env": "LOCKED_KEY"})],
+        "models": [*config.models, config.models[1].model_copy(update={"id": "paid", "provider": "locked"})]})
+    runtime = await make_runtime(config)
+    runtime.conductor = None  # not loaded yet: the screen describes the choice instead
+    app = Host(lambda: PoolScreen(runtime))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await pilot.pause()
+        rows = {r[1]: r for r in _table_rows(screen.query_one("#pool-models", DataTable))}
+        assert list(rows) == ["cond", "w1", "w2", "paid", "local/gemma-3-270m"]
+        assert rows["w2"][0] == "2" and rows["w2"][2] == "3.00" and rows["w2"][3] == "6.00"
+        assert rows["w1"][4].startswith("✓ ") and rows["w1"][8] == "first worker"
+        assert rows["w1"][6] == "fake: w1" and rows["w1"][7] == "config"
+        assert rows["paid"][0] == "-" and rows["paid"][4].startswith("✗ no key: set $LOCKED_KEY")
+        assert rows["local/gemma-3-270m"][3] == "free"
+        assert all(r[5] == "yes" for r in rows.values())
+        assert "discovery is off" in str(screen.query_one("#pool-servers-empty", Static).render())
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        text = str(screen.query_one("#pool-conductor", Static).render())
+        assert text.startswith("Conductor (not loaded yet): remote")
+        assert "cond" in text
+    await runtime.aclose()
+
+
+async def test_pool_screen_shows_loaded_conductor_and_discovered_servers(fake):
+    from dataclasses import replace
+
+    from stiva_tui.pool.registry import Pool
+    from stiva_tui.tui.screens.pool import PoolScreen
+
+    runtime = await make_runtime(screens_config(fake.base_url))
+    await runtime.ensure_conductor()
+    found = replace(runtime.pool["w1"], id="llama3:8b", provider="ollama", model="llama3:8b",
+                    base_url="http://127.0.0.1:11434/v1", source="discovered", reason="server reachable")
+    runtime.pool = Pool([*runtime.pool, found])
+    app = Host(lambda: PoolScreen(runtime))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await pilot.pause()
+        assert str(screen.query_one("#pool-conductor", Static).render()).startswith("Conductor: remote · cond")
+        servers = _table_rows(screen.query_one("#pool-servers", DataTable))
+        assert servers == [["http://127.0.0.1:11434/v1", "ollama", "llama3:8b"]]
+    await runtime.aclose()
+
+
+# --- keys ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_keyring():
+    from stiva_tui import secrets
+
+    secrets.reset_backend()
+    yield
+    secrets.reset_backend()
+
+
+def _key_cell(screen, provider: str) -> str:
+    table = screen.query_one("#keys-table", DataTable)
+    return str(table.get_cell(provider, "Key"))
+
+
+async def test_keys_screen_adds_replaces_and_removes_a_key(fake, fresh_keyring):
+    from stiva_tui.tui.screens.keys import KeysScreen
+
+    runtime = await make_runtime(screens_config(fake.base_url, catalog=True))
+    assert not runtime.pool["openai/gpt-5"].available
+    app = Host(lambda: KeysScreen(runtime))
+    first, second = "sk-test-0000000000000000AAAA", "sk-test-1111111111111111BBBB"
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await app.workers.wait_for_complete()
+        providers = [e.name for e in screen.providers]
+        assert providers[0] == "fake" and "openai" in providers  # config, then catalog
+        assert _key_cell(screen, "openai") == "no key"
+        assert screen.query_one("#keys-table", DataTable).get_row("openai")[1] == "$OPENAI_API_KEY"
+
+        screen.select_provider("openai")
+        await pilot.click("#keys-input")
+        await pilot.press(*first)
+        assert screen.query_one("#keys-input", Input).password
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert keyring.get_password("stiva", "openai") == first
+        assert _key_cell(screen, "openai") == "key in keyring: sk-…AAAA"
+        assert screen.query_one("#keys-input", Input).value == ""
+        assert any("the pool is updated" in n.message for n in app._notifications)
+        assert runtime.pool["openai/gpt-5"].available  # runtime.pool_refresh() rebuilt the pool
+
+        screen.query_one("#keys-input", Input).value = second
+        await pilot.click("#keys-save")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert keyring.get_password("stiva", "openai") == second
+        assert _key_cell(screen, "openai") == "key in keyring: sk-…BBBB"
+        assert any("replaced" in n.message for n in app._notifications)
+
+        await pilot.click("#keys-remove")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert keyring.get_password("stiva", "openai") is None
+        assert _key_cell(screen, "openai") == "no key"
+        assert not runtime.pool["openai/gpt-5"].available
+    await runtime.aclose()
+
+
+async def test_keys_screen_asks_for_a_restart_without_pool_refresh(fake, fresh_keyring, monkeypatch):
+    from stiva_tui.runtime import Runtime
+    from stiva_tui.tui.screens.keys import KeysScreen
+
+    monkeypatch.delattr(Runtime, "pool_refresh", raising=False)
+    runtime = await make_runtime(screens_config(fake.base_url))
+    app = Host(lambda: KeysScreen(runtime))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await app.workers.wait_for_complete()
+        screen.select_provider("fake")
+        screen.query_one("#keys-input", Input).value = "local-key-123456789"
+        await pilot.click("#keys-save")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert _key_cell(screen, "fake") == "key in keyring: …6789"
+        assert any("restart Stiva to apply" in n.message for n in app._notifications)
+    await runtime.aclose()
+
+
+async def test_keys_screen_environment_key_wins_and_is_not_shown(fake, fresh_keyring, monkeypatch):
+    from stiva_tui.tui.screens.keys import KeysScreen
+
+    monkeypatch.setenv("GROQ_API_KEY", "gsk-environment-secret-9999")
+    runtime = await make_runtime(screens_config(fake.base_url))
+    app = Host(lambda: KeysScreen(runtime))
+    async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert _key_cell(app.screen, "groq") == "key from $GROQ_API_KEY"
+    await runtime.aclose()
+
+
+async def test_keys_screen_without_keyring_shows_the_env_var(fake, fresh_keyring, monkeypatch):
+    from stiva_tui import secrets
+    from stiva_tui.tui.screens.keys import KeysScreen
+
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    secrets.reset_backend()
+    runtime = await make_runtime(screens_config(fake.base_url))
+    app = Host(lambda: KeysScreen(runtime))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        backend = str(screen.query_one("#keys-backend", Static).render())
+        assert backend.startswith("No usable keyring")
+        assert _key_cell(screen, "openai") == "no key: set $OPENAI_API_KEY"
+        screen.select_provider("anthropic")
+        await pilot.pause()
+        assert str(screen.query_one("#keys-target").render()) == "Set $ANTHROPIC_API_KEY"
+        assert screen.query_one("#keys-input", Input).disabled
+        assert screen.query_one("#keys-save", Button).disabled
+    await runtime.aclose()
+
+
+def test_mask_key_never_shows_more_than_the_last_four():
+    from stiva_tui.tui.screens.keys import mask_key
+
+    assert mask_key("sk-abcdefghijklmnop1234") == "sk-…1234"
+    assert mask_key("abcdefghijkl5678") == "…5678"
+    assert mask_key("short-key") == "…(short key)"
+    assert mask_key("sk-abc") == "…(short key)"
+
+
+# --- history sidebar -------------------------------------------------------------------------------
+
+
+def _fill_history(store) -> dict[str, str]:
+    ids = {}
+    ids["chat-old"] = store.create_conversation("Old chat about pandas")
+    store.add_message(ids["chat-old"], "user", "How do I group rows in pandas?")
+    ids["cmp"] = store.create_compare_session("Compare: capital of France?")
+    store.add_compare_entry(ids["cmp"], "conductor", None)
+    ids["chat-new"] = store.create_conversation("Newest chat on Rust lifetimes")
+    store.add_message(ids["chat-new"], "user", "Explain borrow checking")
+    return ids
+
+
+async def test_history_sidebar_lists_filters_and_posts_selected(fake):
+    from stiva_tui.store import Store
+    from stiva_tui.tui.widgets.history import HistorySidebar
+
+    store = Store.open()
+    ids = _fill_history(store)
+    chosen: list[tuple[str, str]] = []
+
+    class SidebarHost(Host):
+        def on_history_sidebar_selected(self, message: HistorySidebar.Selected) -> None:
+            chosen.append((message.kind, message.id))
+
+    app = SidebarHost(None, body=lambda: [HistorySidebar(store, id="history")])
+    async with app.run_test(size=(100, 30)) as pilot:
+        sidebar = app.query_one(HistorySidebar)
+        assert [(k, i) for k, i, _ in sidebar.items] == [
+            ("chat", ids["chat-new"]), ("compare", ids["cmp"]), ("chat", ids["chat-old"])]
+        options = sidebar.query_one(OptionList)
+        assert options.option_count == 3
+        assert str(options.get_option_at_index(1).prompt).endswith("Compare: capital of France?")
+
+        await pilot.click("#history-search")
+        await pilot.press(*"PANDAS")  # matches a message of the old chat, any case
+        await pilot.pause()
+        assert [i for _, i, _ in sidebar.items] == [ids["chat-old"]]
+        await pilot.press("enter", "enter")  # to the list, then choose the highlighted item
+        await pilot.pause()
+        assert chosen == [("chat", ids["chat-old"])]
+
+        sidebar.query_one("#history-search", Input).value = "france"
+        await pilot.pause()
+        assert [i for _, i, _ in sidebar.items] == [ids["cmp"]]
+        options.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert chosen[-1] == ("compare", ids["cmp"])
+
+        sidebar.query_one("#history-search", Input).value = "nothing like this"
+        await pilot.pause()
+        assert sidebar.items == [] and sidebar.query_one("#history-empty").display
+
+        sidebar.toggle()
+        assert not sidebar.display
+        store.create_conversation("Added while hidden")
+        sidebar.query_one("#history-search", Input).value = ""
+        sidebar.toggle()
+        await pilot.pause()
+        assert sidebar.display and sidebar.items[0][2] == "Added while hidden"
+        assert app.focused is sidebar.query_one("#history-search", Input)
+    store.close()
+
+
+async def test_history_compare_session_reopens_in_compare_screen(fake):
+    """The app's wiring in small: Selected("compare", id) -> CompareScreen(runtime, session_id=id)."""
+    from stiva_tui.tui.widgets.history import HistorySidebar
+
+    script_fake(fake)
+    runtime = await make_runtime(screens_config(fake.base_url))
+    session = runtime.store.create_compare_session("From the sidebar")
+    result = await runtime.engine().run_direct("From the sidebar", "w1")
+    runtime.store.add_compare_entry(session, "w1", result.run_id)
+
+    class SidebarHost(Host):
+        def on_history_sidebar_selected(self, message: HistorySidebar.Selected) -> None:
+            self.push_screen(CompareScreen(runtime, session_id=message.id))
+
+    app = SidebarHost(None, body=lambda: [HistorySidebar(runtime.store)])
+    async with app.run_test(size=SIZE) as pilot:
+        app.query_one("#history-list", OptionList).focus()
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.columns
+                         and app.screen.columns[0].finished)
+        assert app.screen.columns[0].answer == "Direct answer by w1"
+    await runtime.aclose()

@@ -1,0 +1,157 @@
+"""SVG snapshots of compare mode (3 columns, finished), the leaderboard, the history sidebar, the
+pool and the keys screens. Everything shown is fixed: a hand-made pool, runs written to the store
+with fixed totals, a fixed terminal size; no times, ids, ports or measured latencies.
+
+Update after an intended change: `pytest tests/test_tui_screens_snapshots.py --snapshot-update`.
+"""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Static
+
+from tui_screens_helpers import Host
+
+from stiva_tui.engine import events as ev
+
+SIZE = (120, 34)
+BASE_URL = "http://127.0.0.1:9/v1"  # never called: nothing here runs a model
+
+
+def _config():
+    from stiva_tui.config import parse_config
+
+    return parse_config({
+        "conductor": {"backend": "remote", "model": "cond"},
+        "providers": [{"name": "lab", "base_url": BASE_URL},
+                      {"name": "paid", "base_url": "https://paid.invalid/v1", "api_key_env": "PAID_KEY"}],
+        "models": [
+            {"id": "cond", "provider": "lab", "model": "cond-7b", "description": "the planner"},
+            {"id": "w1", "provider": "lab", "model": "worker-1", "description": "fast generalist"},
+            {"id": "w2", "provider": "lab", "model": "worker-2", "description": "careful at math"},
+            {"id": "big", "provider": "paid", "model": "big-1", "description": "strongest, costly"},
+        ],
+        "discovery": {"enabled": False},
+        "catalog": False,
+    })
+
+
+def _pool():
+    from stiva_tui.pool.registry import Pool
+    from stiva_tui.pool.types import PoolModel
+
+    def lab(mid, model, price_in, price_out, description):
+        return PoolModel(id=mid, provider="lab", model=model, base_url=BASE_URL, price_in=price_in,
+                         price_out=price_out, description=description, reason="no key needed")
+
+    return Pool([
+        lab("cond", "cond-7b", 0.2, 0.6, "the planner"),
+        lab("w1", "worker-1", 1.0, 2.0, "fast generalist"),
+        lab("w2", "worker-2", 3.0, 15.0, "careful at math"),
+        PoolModel(id="big", provider="paid", model="big-1", base_url="https://paid.invalid/v1", price_in=5.0,
+                  price_out=25.0, description="strongest, costly", available=False,
+                  reason="no key: set $PAID_KEY or add one with the keys screen"),
+        PoolModel(id="qwen3:8b", provider="ollama", model="qwen3:8b", base_url="http://127.0.0.1:11434/v1",
+                  description="found on a local server", reason="server reachable", source="discovered"),
+        PoolModel(id="local/gemma-3-270m", provider="local", model="gemma-3-270m", kind="embedded",
+                  description="Gemma-3 270M base model on the CPU", reason="embedded: runs offline",
+                  source="embedded"),
+    ])
+
+
+@pytest.fixture
+def runtime():
+    from stiva_tui.pool.client import HttpWorker, PoolWorker
+    from stiva_tui.runtime import Runtime
+    from stiva_tui.store import Store
+
+    rt = Runtime(config=_config(), pool=_pool(), worker=PoolWorker(HttpWorker()), store=Store.open())
+    yield rt
+    rt.store.close()
+
+
+def _finished_run(store, system: str, question: str, answer: str, totals: ev.Totals) -> str:
+    import uuid
+
+    run_id = uuid.uuid4().hex
+    mode = "conductor" if system == "conductor" else "direct"
+    store.begin_run(run_id, question, mode=mode, system=system if mode == "conductor" else f"direct:{system}")
+    store.record(ev.RunStarted(run_id, question, mode))
+    store.record(ev.RunFinished(run_id, answer, totals))
+    return run_id
+
+
+ANSWERS = {
+    "conductor": ("The capital of France is **Paris**.\n\n- seat of government\n- largest city",
+                  ev.Totals(812, 96, 0.00142, 3.21)),
+    "w1": ("Paris.", ev.Totals(24, 2, 0.000028, 0.48)),
+    "w2": ("It is *Paris*, on the Seine.", ev.Totals(24, 9, 0.000207, 1.07)),
+}
+
+
+def _compare_session(store, question: str, winner: str | None, answers=ANSWERS) -> str:
+    session = store.create_compare_session(question)
+    for system, (answer, totals) in answers.items():
+        store.add_compare_entry(session, system, _finished_run(store, system, question, answer, totals))
+    if winner:
+        store.record_vote(session, winner)
+    return session
+
+
+async def _settle(pilot) -> None:
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def test_compare_three_columns_finished(snap_compare, runtime):
+    from stiva_tui.tui.screens.compare import CompareScreen
+
+    session = _compare_session(runtime.store, "What is the capital of France?", winner="conductor")
+    app = Host(lambda: CompareScreen(runtime, session_id=session))
+    assert snap_compare(app, terminal_size=SIZE, run_before=_settle)
+
+
+def test_leaderboard(snap_compare, runtime):
+    from stiva_tui.tui.screens.leaderboard import LeaderboardScreen
+
+    _compare_session(runtime.store, "q1", winner="conductor")
+    _compare_session(runtime.store, "q2", winner="conductor")
+    _compare_session(runtime.store, "q3", winner="w2")
+    _compare_session(runtime.store, "q4", winner=None)
+    app = Host(lambda: LeaderboardScreen(runtime.store))
+    assert snap_compare(app, terminal_size=SIZE, run_before=_settle)
+
+
+def test_history_sidebar(snap_compare, runtime):
+    from stiva_tui.tui.widgets.history import HistorySidebar
+
+    store = runtime.store
+    chat = store.create_conversation("Group rows in pandas")
+    store.add_message(chat, "user", "How do I group rows in pandas?")
+    _compare_session(store, "What is the capital of France?", winner="w1")
+    store.create_conversation("A very long title that goes on and on about Rust lifetimes and borrowing rules")
+    app = Host(None, body=lambda: [HistorySidebar(store), Static("the chat screen goes here", id="main")])
+    assert snap_compare(app, terminal_size=(100, 20), run_before=_settle)
+
+
+def test_pool_screen(snap_compare, runtime, monkeypatch):
+    from stiva_tui.conductor.remote import RemoteConductor
+    from stiva_tui.tui.screens.pool import PoolScreen
+
+    runtime.conductor = RemoteConductor(runtime.pool["cond"], runtime.worker)
+    runtime.conductor_reason = "remote: config says so (cond)"
+    app = Host(lambda: PoolScreen(runtime))
+    assert snap_compare(app, terminal_size=(150, 30), run_before=_settle)
+
+
+def test_keys_screen(snap_compare, runtime):
+    from stiva_tui import secrets
+    from stiva_tui.tui.screens.keys import KeysScreen
+
+    secrets.reset_backend()
+    secrets.set_key("paid", "pk-snapshot-000000000000wxyz")
+    app = Host(lambda: KeysScreen(runtime))
+    try:
+        assert snap_compare(app, terminal_size=SIZE, run_before=_settle)
+    finally:
+        secrets.reset_backend()

@@ -1,0 +1,54 @@
+"""SVG snapshots of the chat screen in each theme (update with `pytest --snapshot-update`).
+
+The run shown is replayed from fixed events (tests/tui_helpers.demo_events) in frozen mode: no
+clocks, spinners frozen, no ports or ids on screen, so the pixels are the same on every machine.
+"""
+
+from __future__ import annotations
+
+import pytest
+from tui_helpers import DEMO_QUESTION, demo_events
+
+from stiva_tui.config import parse_config
+from stiva_tui.tui.app import StivaApp
+
+SIZE = (140, 42)
+
+
+def snapshot_app(theme: str) -> StivaApp:
+    # Nothing listens on port 9: the replayed run makes no calls, and the URL is never shown.
+    config = parse_config({
+        "conductor": {"backend": "remote", "model": "cond"},
+        "providers": [{"name": "fake", "base_url": "http://127.0.0.1:9/v1"}],
+        "models": [{"id": "cond", "provider": "fake", "model": "cond"},
+                   {"id": "w1", "provider": "fake", "model": "w1", "price_in": 1, "price_out": 2},
+                   {"id": "w2", "provider": "fake", "model": "w2", "price_in": 3, "price_out": 6}],
+        "discovery": {"enabled": False}, "catalog": False, "theme": theme,
+    })
+    return StivaApp(config, frozen=True)
+
+
+def replay(finished: bool):
+    async def run_before(pilot) -> None:
+        app = pilot.app
+        await app.wait_conductor()
+        await pilot.pause()
+        screen = app.chat_screen
+        await screen.replay(DEMO_QUESTION, demo_events(finished))
+        screen.tree.focus()
+        await pilot.pause(0.2)
+        screen.tree.move_cursor(screen.tree.node_for(("step", 1, 1)))
+        await pilot.pause(0.2)
+        await screen.detail.show(screen.tree.state, ("step", 1, 1))
+        await pilot.pause(0.2)
+
+    return run_before
+
+
+@pytest.mark.parametrize("theme", ["stiva-dark", "stiva-light", "stiva-high-contrast"])
+def test_chat_finished_run(snap_compare, theme):
+    assert snap_compare(snapshot_app(theme), terminal_size=SIZE, run_before=replay(True))
+
+
+def test_chat_mid_run(snap_compare):
+    assert snap_compare(snapshot_app("stiva-dark"), terminal_size=SIZE, run_before=replay(False))

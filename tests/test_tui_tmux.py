@@ -1,0 +1,109 @@
+"""The real `stiva` console script in a detached tmux session, against a FakeProvider."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import tomli_w
+from fakeprovider import Reply
+from tui_helpers import PLAN_TWO_STEPS
+
+pytestmark = [pytest.mark.tmux, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
+
+STIVA = Path(sys.executable).parent / "stiva"
+
+
+class Tmux:
+    def __init__(self, tmp: Path):
+        self.socket = f"stiva-test-{uuid.uuid4().hex[:8]}"
+        self.session = "stiva"
+
+    def run(self, *args: str, check: bool = True) -> str:
+        out = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=20)
+        if check and out.returncode != 0:
+            raise AssertionError(f"tmux {' '.join(args)}: {out.stderr}")
+        return out.stdout
+
+    def start(self, command: str) -> None:
+        self.run("new-session", "-d", "-s", self.session, "-x", "140", "-y", "42", command)
+
+    def send(self, *keys: str, literal: bool = False) -> None:
+        self.run("send-keys", "-t", self.session, *(["-l"] if literal else []), *keys)
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", self.session, check=False)
+
+    def wait_for(self, *needles: str, timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if all(n in text for n in needles):
+                return text
+            time.sleep(0.2)
+        raise AssertionError(f"never saw {needles} on screen:\n{text}")
+
+    def wait_exit(self, timeout: float) -> bool:
+        """True once the session is gone (the app exited and tmux closed its window)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            alive = subprocess.run(["tmux", "-L", self.socket, "has-session", "-t", self.session],
+                                   capture_output=True).returncode == 0
+            if not alive:
+                return True
+            time.sleep(0.2)
+        return False
+
+    def kill(self) -> None:
+        self.run("kill-server", check=False)
+
+
+def test_real_stiva_answers_in_tmux(fake, tmp_path, stiva_home):
+    assert STIVA.exists(), f"console script missing: {STIVA}"
+    fake.script("cond", Reply(PLAN_TWO_STEPS))
+    fake.default("w1", Reply("An outline of the answer.", usage=(20, 6)))
+    fake.default("w2", Reply("The answer is forty-two.", usage=(50, 5)))
+    config = tmp_path / "config.toml"
+    config.write_text(tomli_w.dumps({
+        "conductor": {"backend": "remote", "model": "cond"},
+        "providers": [{"name": "fake", "base_url": fake.base_url}],
+        "models": [
+            {"id": "cond", "provider": "fake", "model": "cond", "description": "conductor"},
+            {"id": "w1", "provider": "fake", "model": "w1", "price_in": 1.0, "price_out": 2.0},
+            {"id": "w2", "provider": "fake", "model": "w2", "price_in": 3.0, "price_out": 6.0},
+        ],
+        "discovery": {"enabled": False},
+        "catalog": False,
+    }))
+    env = {"STIVA_HOME": str(stiva_home), "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
+           "HF_HUB_OFFLINE": "1", "TERM": "xterm-256color"}
+    command = " ".join(["env", *(f"{k}={shlex.quote(v)}" for k, v in env.items()),
+                        shlex.quote(str(STIVA)), "--config", shlex.quote(str(config))])
+    tmux = Tmux(tmp_path)
+    tmux.start(command)
+    try:
+        tmux.wait_for("Ask anything", "conductor:", timeout=30)
+        tmux.send("What is the meaning of life?", literal=True)
+        tmux.wait_for("What is the meaning of life?")
+        time.sleep(0.3)  # sent in the same read as the text, ctrl+j would arrive as part of it
+        tmux.send("C-j")
+        screen = tmux.wait_for("The answer is forty-two.", "w1", "w2", "$0.0", "✓", timeout=30)
+        assert "What is the meaning of life?" in screen
+        assert "← 0" in screen  # step 1 reads step 0
+        tmux.send("C-q")
+        assert tmux.wait_exit(timeout=10), "stiva did not quit on ctrl+q"
+        # The run is in the history database the app wrote.
+        from stiva_tui.store import Store
+
+        with Store.open(stiva_home / "data" / "stiva.db") as store:
+            runs = store.list_runs()
+            assert runs and runs[0]["status"] == "finished"
+    finally:
+        tmux.kill()

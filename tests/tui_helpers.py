@@ -1,0 +1,150 @@
+"""Helpers for TUI tests: a scripted config over a FakeProvider, a Runtime, and waiting for the UI.
+
+    config = make_test_config(fake, extra_models=[{"id": "w3", ...}])
+    runtime = await make_runtime(config)
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=(140, 42)) as pilot: ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable
+
+from fakeprovider import FakeProvider, Reply
+
+PLAN_TWO_STEPS = ('I will split this in two: an outline, then the answer.\n'
+                  'model_id = [1, 2]\nsubtasks = ["Outline the approach", "Answer using the outline"]\n'
+                  'access_list = [[], [0]]')
+
+
+def make_test_config(fake: FakeProvider, extra_models: list[dict] | None = None, **overrides: Any):
+    """A config whose pool is `cond` (the remote conductor), `w1`, `w2` (+ extra) on `fake`.
+
+    Pool indices as the conductor sees them: 0 cond, 1 w1, 2 w2, then extras, then the embedded
+    local/gemma-3-270m last."""
+    from stiva_tui.config import parse_config
+
+    models = [
+        {"id": "cond", "provider": "fake", "model": "cond", "description": "the test conductor"},
+        {"id": "w1", "provider": "fake", "model": "w1", "price_in": 1.0, "price_out": 2.0,
+         "description": "test worker one"},
+        {"id": "w2", "provider": "fake", "model": "w2", "price_in": 3.0, "price_out": 6.0,
+         "description": "test worker two"},
+        *(extra_models or []),
+    ]
+    data = {
+        "conductor": {"backend": "remote", "model": "cond"},
+        "providers": [{"name": "fake", "base_url": fake.base_url}],
+        "models": models,
+        "workers": {"retries": 0, "timeout_s": 10, "connect_timeout_s": 2},
+        "discovery": {"enabled": False},
+        "catalog": False,
+    }
+    for key, value in overrides.items():
+        data[key] = value
+    return parse_config(data)
+
+
+async def make_runtime(config, *, load_conductor: bool = True):
+    """A Runtime for `config` with its store in STIVA_HOME; a remote conductor is chosen already
+    (no model loads: it is a pool model on the FakeProvider)."""
+    from stiva_tui.runtime import Runtime
+
+    runtime = await Runtime.create(config, discover=False)
+    if load_conductor and config.conductor.backend == "remote":
+        await runtime.ensure_conductor()
+    return runtime
+
+
+def script_plan(fake: FakeProvider, plan: str = PLAN_TWO_STEPS, **reply: Any) -> None:
+    fake.script("cond", Reply(plan, **reply))
+
+
+async def wait_for(pilot, predicate: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
+    """Let the app run until `predicate()` is true (fails the test after `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}")
+        await pilot.pause(0.02)
+
+
+def labels(tree) -> list[str]:
+    """Every visible label of a Tree as plain text, depth first."""
+    out: list[str] = []
+
+    def walk(node) -> None:
+        out.append(str(node.label))
+        for child in node.children:
+            walk(child)
+
+    walk(tree.root)
+    return out
+
+
+async def ask(pilot, text: str) -> None:
+    """Type `text` into the prompt and send it with ctrl+j."""
+    prompt = pilot.app.screen.query_one("#prompt")
+    prompt.focus()
+    prompt.insert(text)
+    await pilot.press("ctrl+j")
+
+
+async def close_runtime(runtime) -> None:
+    await runtime.aclose()
+    await asyncio.sleep(0)
+
+
+DEMO_QUESTION = "How do I cache an expensive Python function?"
+DEMO_ANSWER = """Use `functools.lru_cache` for pure functions of hashable arguments:
+
+```python
+from functools import lru_cache
+
+@lru_cache(maxsize=1024)
+def price(item_id: int) -> float:
+    return slow_lookup(item_id)
+```
+
+Call `price.cache_clear()` when the data changes."""
+
+
+def demo_events(finished: bool = True) -> list:
+    """A fixed three-step run (fan-in), mid-run or finished: the same pixels every time."""
+    from stiva_tui.conductor.workflow import Step, Workflow
+    from stiva_tui.engine import events as ev
+    from stiva_tui.usage import Usage
+
+    rid = "demo-run"
+    workflow = Workflow((
+        Step(1, "List the caching options in the standard library", ()),
+        Step(2, "Write a short example with lru_cache", ()),
+        Step(1, "Combine both into a final answer with code", (0, 1)),
+    ))
+    out0 = "- `functools.lru_cache`\n- `functools.cache`\n- `functools.cached_property`"
+    out1 = "```python\n@lru_cache(maxsize=1024)\ndef price(item_id): ...\n```"
+    events = [
+        ev.RunStarted(rid, DEMO_QUESTION, "conductor", "remote", "cond", "configured in [conductor]"),
+        ev.RoundStarted(rid, 1),
+        ev.ConductorDelta(rid, 1, "Two independent drafts, then a merge."),
+        ev.WorkflowReady(rid, 1, workflow, "Two independent drafts, then a merge: the stdlib options from w1, "
+                         "an example from w2, and w1 combines them.", Usage(312, 41), 0.8),
+        ev.StepStarted(rid, 1, 0, "w1", workflow.steps[0].subtask, (), 1),
+        ev.StepStarted(rid, 1, 1, "w2", workflow.steps[1].subtask, (), 1),
+        ev.StepDelta(rid, 1, 0, out0),
+        ev.StepFinished(rid, 1, 0, "w1", out0, Usage(58, 24), 0.000106, 1.2, 1),
+        ev.StepFailed(rid, 1, 1, "w2", "fake: stream ended before the answer was complete", 1, "w1"),
+        ev.StepStarted(rid, 1, 1, "w1", workflow.steps[1].subtask, (), 2),
+        ev.StepDelta(rid, 1, 1, out1[:30]),
+    ]
+    if finished:
+        events += [
+            ev.StepDelta(rid, 1, 1, out1[30:]),
+            ev.StepFinished(rid, 1, 1, "w1", out1, Usage(61, 33), 0.000127, 2.4, 2),
+            ev.StepStarted(rid, 1, 2, "w1", workflow.steps[2].subtask, (0, 1), 1),
+            ev.StepFinished(rid, 1, 2, "w1", DEMO_ANSWER, Usage(190, 96), 0.000382, 1.9, 1),
+            ev.RunFinished(rid, DEMO_ANSWER, ev.Totals(621, 194, 0.000615, 5.1)),
+        ]
+    return events
