@@ -72,8 +72,9 @@ async def test_question_shows_live_tree_and_answer(fake, setup):
 
 async def test_step_streams_into_the_pane_while_running(fake, setup):
     script_plan(fake)
-    words = " ".join(f"word{i}" for i in range(60))
-    fake.default("w1", Reply(words, chunk_delay_s=0.02))
+    # A wide window (about 4 s of streaming) so a loaded machine still catches the step running.
+    words = " ".join(f"word{i}" for i in range(100))
+    fake.default("w1", Reply(words, chunk_delay_s=0.04))
     config, runtime = await setup()
     app = StivaApp(config, runtime=runtime)
     async with app.run_test(size=SIZE) as pilot:
