@@ -389,3 +389,24 @@ async def test_palette_offers_the_apps_commands(fake, setup):
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.chat_screen.conversation_id is None, what="a new chat")
         assert not list(app.chat_screen.query(AnswerView))
+
+
+async def test_history_reopens_a_compare_session_in_compare_mode(fake, setup):
+    from stiva_tui.tui.screens.compare import CompareScreen
+    from stiva_tui.tui.widgets.history import HistorySidebar
+
+    config, runtime = await setup()
+    store = runtime.store
+    session = store.create_compare_session("Which is faster?")
+    store.begin_run("r-direct", "Which is faster?", mode="direct", system="direct:w1", source="tui")
+    store.add_compare_entry(session, "w1", "r-direct")
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f2")
+        sidebar = app.chat_screen.query_one(HistorySidebar)
+        await wait_for(pilot, lambda: sidebar.display and ("compare", session) in [i[:2] for i in sidebar.items],
+                       what="the compare session listed")
+        await pilot.press("enter")  # from the search box to the list
+        await pilot.press("enter")  # open the highlighted (newest) entry
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), what="compare mode")
+        assert app.screen.session_id == session
