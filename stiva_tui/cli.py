@@ -182,24 +182,21 @@ async def models(args: argparse.Namespace, config) -> int:
     from rich.console import Console
 
     from .conductor.select import describe_choice
+    from .config import ConfigError, with_conductor_override
     from .pool.listing import models_json, models_table
     from .pool.registry import build_pool
 
     pool = await build_pool(config, discover=False if args.no_discovery else None)
-    choice = describe_choice(_conductor_config(config, args.conductor))
+    try:
+        conductor = with_conductor_override(config.conductor, args.conductor)
+    except ConfigError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    choice = describe_choice(conductor)
     if args.json:
         print(json.dumps(models_json(pool, choice), indent=2))
     else:
         Console().print(models_table(pool, choice))
     return 0
-
-
-def _conductor_config(config, override: str | None):
-    cfg = config.conductor
-    if override:
-        backend, _, model = override.partition(":")
-        cfg = cfg.model_copy(update={"backend": backend, **({"model": model} if model else {})})
-    return cfg
 
 
 if __name__ == "__main__":

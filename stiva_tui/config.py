@@ -133,6 +133,16 @@ class Config(_Strict):
         return self
 
 
+def with_conductor_override(conductor: ConductorConfig, override: str | None) -> ConductorConfig:
+    """Apply a command-line `BACKEND[:MODEL]` to the [conductor] table."""
+    if not override:
+        return conductor
+    backend, _, model = override.partition(":")
+    if backend not in ("auto", "local", "embedded", "remote"):
+        raise ConfigError(f"unknown conductor backend {backend!r}: use auto, local[:MODEL], embedded or remote:MODEL")
+    return conductor.model_copy(update={"backend": backend, **({"model": model} if model else {})})
+
+
 def load_config(path: Path | str | None = None) -> Config:
     """Read and validate the config file. A missing *default* file gives the defaults."""
     explicit = path is not None

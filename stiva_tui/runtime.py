@@ -60,14 +60,12 @@ class Runtime:
 
     def conductor_config(self):
         """The [conductor] config with a command-line override (BACKEND[:MODEL]) applied."""
-        cfg = self.config.conductor
-        if self.conductor_override:
-            backend, _, model = self.conductor_override.partition(":")
-            if backend not in ("auto", "local", "embedded", "remote"):
-                raise StartupError(
-                    f"unknown conductor backend {backend!r}: use auto, local, embedded or remote[:MODEL]")
-            cfg = cfg.model_copy(update={"backend": backend, **({"model": model} if model else {})})
-        return cfg
+        from .config import ConfigError, with_conductor_override
+
+        try:
+            return with_conductor_override(self.config.conductor, self.conductor_override)
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from None
 
     async def ensure_conductor(self, progress: Progress | None = None):
         """Choose (and load, in a thread) the conductor once; later calls return it at once."""

@@ -172,3 +172,10 @@ def test_serve_show_token_is_created_once_then_shown(stiva_home, tmp_path):
 def test_serve_refuses_no_auth_off_loopback(stiva_home):
     result = stiva("serve", "--no-auth", "--host", "0.0.0.0", home=stiva_home)
     assert result.returncode == 2 and "--no-auth is refused" in result.stderr
+
+
+def test_unknown_conductor_backend_is_a_one_line_error(config, stiva_home):
+    for command in (["ask", "Q"], ["models"]):
+        result = stiva(*command, "--config", str(config), "--conductor", "quantum", home=stiva_home)
+        assert result.returncode != 0
+        assert result.stderr.strip().splitlines()[-1].startswith("stiva: unknown conductor backend 'quantum'")
