@@ -202,6 +202,7 @@ async def test_embedded_plans_always_parse(embedded_loaded):
 
     greedy = EmbeddedConductor(max_reasoning_tokens=12, max_subtask_chars=32)
     sampled = EmbeddedConductor(max_reasoning_tokens=12, max_subtask_chars=32, temperature=0.8)
+    greedy.max_steps_cap = sampled.max_steps_cap = None  # exercise the grammar up to 5 steps
     assert (await greedy.load()) is embedded_loaded  # shared, one load per process
     info = greedy.describe()
     assert info["backend"] == "embedded" and info["quantization"] == "nf4" and info["device"] == "cpu"
@@ -229,6 +230,17 @@ async def test_embedded_plans_always_parse(embedded_loaded):
         assert plan.latency_s > 0 and not plan.usage.estimated
         shapes.add(workflow.shape())
     assert shapes
+
+
+@pytest.mark.model
+async def test_embedded_conductor_caps_its_plans_at_two_steps(embedded_loaded):
+    from stiva_tui.conductor.embedded import EmbeddedConductor
+
+    conductor = EmbeddedConductor(max_reasoning_tokens=4, max_subtask_chars=24)
+    assert conductor.max_steps_cap == 2
+    plan = await conductor.plan(PlanRequest(QUESTIONS[0], WORKERS[:3], max_steps=5))
+    assert 1 <= len(plan.workflow) <= 2
+    assert parse_workflow(plan.raw_text, 3, 2) == plan.workflow
 
 
 @pytest.mark.model

@@ -6,6 +6,7 @@ import asyncio
 import json
 
 import pytest
+from textual import events
 from fakeprovider import Reply
 from tui_helpers import ask, labels, make_runtime, make_test_config, script_plan, wait_for
 
@@ -410,3 +411,20 @@ async def test_history_reopens_a_compare_session_in_compare_mode(fake, setup):
         await pilot.press("enter")  # open the highlighted (newest) entry
         await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), what="compare mode")
         assert app.screen.session_id == session
+
+
+async def test_send_right_after_typing_keeps_every_character(fake, setup):
+    # Keys arrive in one burst, as from a fast typist or tmux send-keys: ctrl+j must not overtake
+    # the characters typed just before it.
+    script_plan(fake)
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        prompt = app.chat_screen.query_one("#prompt")
+        prompt.focus()
+        await pilot.pause()
+        for key in "17*23?":
+            app.post_message(events.Key(key, key))
+        app.post_message(events.Key("ctrl+j", None))
+        await wait_for(pilot, finished(app), what="the run")
+        assert app.chat_screen.tree.state.question == "17*23?"

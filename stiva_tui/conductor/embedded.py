@@ -38,6 +38,9 @@ def load_embedded(progress: Progress | None = None, adapter: str | None = None) 
 class EmbeddedConductor(HFConductor):
     backend = "embedded"
     quantization = "nf4"
+    # Each step of the embedded worker costs ~30 s on a CPU and the 270M base model's long plans
+    # are mostly noise: two steps keep an offline question around a minute.
+    max_steps_cap = 2
 
     def __init__(
         self,

@@ -17,6 +17,7 @@ torch, transformers and xgrammar are imported inside functions only.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import threading
 import time
@@ -532,9 +533,14 @@ class HFConductor:
             return list(tok(text, add_special_tokens=True)["input_ids"])
         return prompt_ids(tok, messages, GENERATION_PREFIX)
 
+    # At most this many steps whatever the request allows (None: no cap of its own).
+    max_steps_cap: int | None = None
+
     async def plan(self, request: PlanRequest, on_delta: DeltaCallback | None = None) -> Plan:
         if not request.workers:
             raise ConductorError("the pool is empty: add a model before asking")
+        if self.max_steps_cap is not None and request.max_steps > self.max_steps_cap:
+            request = dataclasses.replace(request, max_steps=self.max_steps_cap)
         loaded = await self.load()
         started = time.monotonic()
         try:

@@ -12,9 +12,11 @@ from textual.widgets import TextArea
 class PromptInput(TextArea):
     """A TextArea that posts `PromptInput.Submitted` with its text on ctrl+j / alt+enter."""
 
+    # Not a priority binding: those run before the keys typed just ahead of them reach the text,
+    # so a fast typist (or a paste) lost the end of the question.
     BINDINGS = [
         Binding("ctrl+j,alt+enter", "send", "Send", id="send",
-                tooltip="Send the question (enter only adds a new line)", priority=True),
+                tooltip="Send the question (enter only adds a new line)"),
     ]
 
     @dataclass
