@@ -274,3 +274,13 @@ def test_default_fallbacks_skip_the_embedded_model(fake):
     assert [m.id for m in run._candidates(Step(0, "a", ()), engine.models)] == ["w1", "w1", "w2"]
     run = _Run(engine, "Q", None, RunOptions(retries=0, fallbacks=("local/gemma-3-270m",)), None, ())
     assert [m.id for m in run._candidates(Step(0, "a", ()), engine.models)] == ["w1", "local/gemma-3-270m"]
+
+
+async def test_stop_sequences_go_upstream_with_the_answering_step_only(fake):
+    fake.script("cond", Reply(plan([1, 1], ["draft", "answer"], [[], [0]])))
+    engine, worker = make_engine(fake, "w1")
+    result = await engine.run("Q", options=RunOptions(stop=("\n\nEND",)))
+    await worker.aclose()
+    assert result.status == "finished"
+    draft, answer = fake.requests_for("w1")
+    assert "stop" not in draft.body and answer.body["stop"] == ["\n\nEND"]

@@ -276,6 +276,8 @@ def test_stop_sequences_cut_the_answer(server, fake):
     chunks = list(client.chat.completions.create(model="w1", messages=[{"role": "user", "content": "go"}],
                                                  stop=["ST", "delta"], stream=True))
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "alpha beta "
+    # The stop sequences also went upstream, so a provider that honours them stops generating.
+    assert [r.body.get("stop") for r in fake.requests_for("w1")[-2:]] == [["STOP"], ["ST", "delta"]]
 
 
 # --- errors -------------------------------------------------------------------------------------------

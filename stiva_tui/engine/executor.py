@@ -53,6 +53,7 @@ class RunOptions:
     retries: int = 1  # extra tries of a step on its own model before a fallback
     fallbacks: tuple[str, ...] = ()  # model ids; empty: the other pool models, in order
     max_fallbacks: int = 2
+    stop: tuple[str, ...] = ()  # stop sequences for the last step of each round (the answer)
 
 
 @dataclass
@@ -353,8 +354,9 @@ class _Run:
         for attempt, model in enumerate(candidates, start=1):
             self.check_budget()
             self.emit(StepStarted(self.id, round_, index, model.id, step.subtask, step.access, attempt))
+            stop = self.options.stop if index == len(workflow.steps) - 1 else ()
             try:
-                text, usage = await self._call(round_, index, model, messages)
+                text, usage = await self._call(round_, index, model, messages, stop)
             except BudgetExceeded:
                 raise
             except Exception as exc:  # noqa: BLE001 - any worker fault is this attempt's failure
@@ -373,11 +375,13 @@ class _Run:
             return text
         raise StepError(round_, index, "no model to run it on")
 
-    async def _call(self, round_: int, index: int, model: PoolModel, messages: list[dict]) -> tuple[str, Usage]:
+    async def _call(self, round_: int, index: int, model: PoolModel, messages: list[dict],
+                    stop: tuple[str, ...] = ()) -> tuple[str, Usage]:
         parts: list[str] = []
         usage: Usage | None = None
         stream = self.engine.worker.stream_chat(
-            model, messages, max_tokens=self.options.max_tokens, temperature=self.options.temperature)
+            model, messages, max_tokens=self.options.max_tokens, temperature=self.options.temperature,
+            stop=list(stop) or None)
         limited = self.options.budget_tokens is not None or self.options.budget_usd is not None
         prompt_estimate = sum(estimate_tokens(m["content"]) for m in messages) if limited else 0
         async with contextlib.aclosing(stream):

@@ -14,8 +14,9 @@ Choices worth knowing (also in the README's API section):
 - A run stopped by the budget is a 402 (`insufficient_quota`, code `budget_exceeded`): the request
   was valid and could succeed with a bigger budget, so it is not a 400. A provider failure is a
   502 naming the step and the provider's message. A full server is a 429 with Retry-After.
-- `max_tokens` / `max_completion_tokens` and `temperature` apply to every worker call; `stop` cuts
-  the answer the client receives (the run itself goes to its end and is counted in full).
+- `max_tokens` / `max_completion_tokens` and `temperature` apply to every worker call; `stop` goes
+  upstream with the last step of each round (the answer) and also cuts the text the client
+  receives, for providers that ignore it.
 """
 
 from __future__ import annotations
@@ -260,6 +261,7 @@ class _Server:
         events: asyncio.Queue[Event | None] = asyncio.Queue()
         options = self.runtime.run_options(
             max_tokens=body.max_completion_tokens or body.max_tokens, temperature=body.temperature,
+            stop=tuple(req.stops) or None,  # the answer's step stops upstream too, not only here
             **(orchestrated or {"max_fallbacks": 0}))  # pass-through: that model and no other
         task = asyncio.create_task(self._run(req, body.model if orchestrated is None else None, options,
                                              events.put_nowait if req.stream else None))
