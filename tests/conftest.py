@@ -19,16 +19,23 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 @pytest.fixture(autouse=True)
 def stiva_home(tmp_path, monkeypatch):
-    """Every test gets its own STIVA_HOME and a real file keyring inside it."""
+    """Every test gets its own STIVA_HOME and a real file keyring inside it, and no provider key
+    from the environment."""
+    from stiva_tui import secrets
+    from stiva_tui.pool.catalog import load_catalog
+
     home = tmp_path / "stiva-home"
     home.mkdir()
     monkeypatch.setenv("STIVA_HOME", str(home))
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "xdg-data"))
-    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY",
-                "DEEPSEEK_API_KEY", "TOGETHER_API_KEY", "GROQ_API_KEY", "MISTRAL_API_KEY"):
-        monkeypatch.delenv(var, raising=False)
-    return home
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "xdg-config"))
+    for provider in load_catalog().providers:
+        monkeypatch.delenv(provider.api_key_env, raising=False)
+    monkeypatch.delenv("MYLAB_KEY", raising=False)
+    secrets.reset_backend()  # the keyring backend is chosen again, from this environment
+    yield home
+    secrets.reset_backend()
 
 
 @pytest.fixture

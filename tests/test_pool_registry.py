@@ -25,22 +25,6 @@ ALL_KEYS = (OPENAI_KEY, KEYRING_KEY, LAB_KEY)
 EMBEDDED = "local/gemma-3-270m"
 
 
-@pytest.fixture(autouse=True)
-def keyring_home(tmp_path, monkeypatch):
-    home = tmp_path / "stiva"
-    monkeypatch.setenv("STIVA_HOME", str(home))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(home / "xdg-data"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "xdg-config"))
-    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
-    for provider in load_catalog().providers:
-        monkeypatch.delenv(provider.api_key_env, raising=False)
-    monkeypatch.delenv("MYLAB_KEY", raising=False)
-    secrets.reset_backend()
-    yield home
-    secrets.reset_backend()
-
-
 @pytest.fixture
 def no_embedded_module(monkeypatch):
     """Force the fallback embedded entry, whether or not pool/embedded.py exists yet."""

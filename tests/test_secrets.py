@@ -15,19 +15,9 @@ OTHER = "sk-env-0d9e8f7a6b5c4d3e"
 
 
 @pytest.fixture
-def keyring_home(tmp_path, monkeypatch):
-    """A PlaintextKeyring whose file lands under tmp_path (never the user's real keyring)."""
-    home = tmp_path / "stiva"
-    monkeypatch.setenv("STIVA_HOME", str(home))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(home / "xdg-data"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "xdg-config"))
-    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
-    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "MYLAB_KEY"):
-        monkeypatch.delenv(var, raising=False)
-    secrets.reset_backend()
-    yield home
-    secrets.reset_backend()
+def keyring_home(stiva_home):
+    """conftest's STIVA_HOME, whose PlaintextKeyring file lands under it (never the real keyring)."""
+    return stiva_home
 
 
 @pytest.fixture
