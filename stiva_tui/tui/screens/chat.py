@@ -22,7 +22,7 @@ from textual.widgets import Footer, Static, Tree
 from textual.worker import Worker
 
 from ...engine import events as ev
-from ..run_state import RunState
+from ...engine.run_state import RunState
 from ..widgets.answer import AnswerView, UserMessage, answer_header
 from ..widgets.prompt_input import PromptInput
 from ..widgets.status_bar import StatusBar

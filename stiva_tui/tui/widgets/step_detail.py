@@ -14,7 +14,7 @@ from textual.markup import escape
 from textual.widgets import Markdown, Static
 
 from .. import format as fmt
-from ..run_state import Key, RunState
+from ...engine.run_state import Key, RunState
 
 PLACEHOLDER = "_Select a step in the tree to read its subtask and output._"
 

@@ -19,7 +19,7 @@ from textual.widgets.tree import TreeNode
 
 from ...engine import events as ev
 from .. import format as fmt
-from ..run_state import Key, RoundState, RunState, StepState
+from ...engine.run_state import Key, RoundState, RunState, StepState
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 FRAME_S = 1 / 20

@@ -1,4 +1,4 @@
-"""What the UI knows about one run, built from the engine's events (or a stored trace).
+"""What a front end knows about one run, built from the engine's events (or a stored trace).
 
 `RunState.apply(event)` folds one event in and returns the keys of what changed, so a widget can
 redraw only those parts. Step text arrives in many small deltas: `StepState.append()` is O(1) and
@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import events as ev
+from . import events as ev
 
 # Keys returned by apply(): ("run",), ("plan", round), ("step", round, index)
 Key = tuple
