@@ -98,6 +98,7 @@ class Runtime:
             rounds=conductor.rounds, max_steps=conductor.max_steps, budget_usd=cfg.budget.usd,
             budget_tokens=cfg.budget.tokens, max_tokens=cfg.workers.max_tokens,
             temperature=cfg.workers.temperature, fallbacks=tuple(cfg.workers.fallbacks),
+            retries=cfg.workers.retries,
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
         return RunOptions(**values)

@@ -271,7 +271,7 @@ def test_default_fallbacks_skip_the_embedded_model(fake):
     embedded = replace(models[0], id="local/gemma-3-270m", kind="embedded")
     engine = Engine([models[0], embedded, models[1]], HttpWorker())
     run = _Run(engine, "Q", None, RunOptions(retries=1), None, ())
-    assert [m.id for m in run._candidates(Step(0, "a", ()), engine.models)] == ["w1", "w1", "w2"]
+    assert [m.id for m in run._candidates(Step(0, "a", ()), engine.models)] == ["w1", "w2"]
     run = _Run(engine, "Q", None, RunOptions(retries=0, fallbacks=("local/gemma-3-270m",)), None, ())
     assert [m.id for m in run._candidates(Step(0, "a", ()), engine.models)] == ["w1", "local/gemma-3-270m"]
 
@@ -284,3 +284,21 @@ async def test_stop_sequences_go_upstream_with_the_answering_step_only(fake):
     assert result.status == "finished"
     draft, answer = fake.requests_for("w1")
     assert "stop" not in draft.body and answer.body["stop"] == ["\n\nEND"]
+
+
+async def test_a_failure_before_any_text_is_not_retried_twice(fake):
+    # The client already retried the 500 (retries=1: two calls); the step moves on to its fallback
+    # instead of running the client's retries again.
+    fake.script("cond", Reply(plan([1], ["answer"], [[]])))
+    fake.default("w1", Reply(status=500, error_message="down"))
+    fake.default("w2", Reply("from w2"))
+    models = pool_models(fake, "cond", "w1", "w2")
+    worker = HttpWorker(retries=1, backoff_s=0.01)
+    engine = Engine(models, worker, RemoteConductor(models[0], worker))
+    events: list = []
+    result = await engine.run("Q", emit=events.append, options=RunOptions(retries=1, fallbacks=("w2",)))
+    await worker.aclose()
+    assert result.answer == "from w2"
+    assert len(fake.requests_for("w1")) == 2
+    failed = [e for e in events if isinstance(e, ev.StepFailed)]
+    assert [(e.model, e.fallback) for e in failed] == [("w1", "w2")]

@@ -227,6 +227,12 @@ class Engine:
         return 0.0
 
 
+def _worth_another_try(exc: Exception) -> bool:
+    """Only a stream that broke after text had arrived is tried again on the same model: the
+    client already retried everything that failed before the first byte (429, 5xx, connect)."""
+    return isinstance(exc, ProviderError) and exc.retryable and exc.partial
+
+
 def moa_workflow(proposers: int, layers: int) -> Workflow:
     """Proposer layers then an aggregator; model index `proposers` is the aggregator."""
     steps: list[Step] = []
@@ -334,8 +340,8 @@ class _Run:
         return outputs[len(workflow.steps) - 1]
 
     def _candidates(self, step: Step, models: Sequence[PoolModel]) -> list[PoolModel]:
+        """The step's own model, then its fallbacks (each model once)."""
         own = models[step.model]
-        candidates = [own] * (1 + self.options.retries)
         if self.options.fallbacks:
             pool = {m.id: m for m in self.engine.models}
             extra = [pool[f] for f in self.options.fallbacks if f in pool and f != own.id]
@@ -343,36 +349,45 @@ class _Run:
             # Not the embedded CPU model: a slow 270M stand-in for a hosted model helps nobody,
             # unless the config names it as a fallback.
             extra = [m for m in self.engine.models if m.id != own.id and m.kind != "embedded"]
-        return candidates + extra[: self.options.max_fallbacks]
+        return [own, *extra[: self.options.max_fallbacks]]
 
     async def _run_step(self, round_: int, workflow: Workflow, index: int, models: Sequence[PoolModel],
                         outputs: dict[int, str]) -> str:
         step = workflow.steps[index]
         messages = worker_messages(self.question, workflow, index, outputs, self.conversation)
+        stop = self.options.stop if index == len(workflow.steps) - 1 else ()
         candidates = self._candidates(step, models)
         started = time.monotonic()
-        for attempt, model in enumerate(candidates, start=1):
-            self.check_budget()
-            self.emit(StepStarted(self.id, round_, index, model.id, step.subtask, step.access, attempt))
-            stop = self.options.stop if index == len(workflow.steps) - 1 else ()
-            try:
-                text, usage = await self._call(round_, index, model, messages, stop)
-            except BudgetExceeded:
-                raise
-            except Exception as exc:  # noqa: BLE001 - any worker fault is this attempt's failure
-                message = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
-                following = candidates[attempt] if attempt < len(candidates) else None
-                self.emit(StepFailed(self.id, round_, index, model.id, message, attempt,
-                                     following.id if following is not None else None))
-                if following is None:
-                    raise StepError(round_, index, f"{model.id}: {message}") from None
-                continue
-            cost = model.cost(usage)
-            self.add_usage(usage, cost)
-            self.emit(StepFinished(self.id, round_, index, model.id, text, usage, cost,
-                                   round(time.monotonic() - started, 4), attempt))
-            self.check_budget()
-            return text
+        attempt = 0
+        for position, model in enumerate(candidates):
+            tries_left = 1 + self.options.retries
+            while True:
+                tries_left -= 1
+                attempt += 1
+                self.check_budget()
+                self.emit(StepStarted(self.id, round_, index, model.id, step.subtask, step.access, attempt))
+                try:
+                    text, usage = await self._call(round_, index, model, messages, stop)
+                except BudgetExceeded:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - any worker fault is this attempt's failure
+                    message = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
+                    again = tries_left > 0 and _worth_another_try(exc)
+                    following = model if again else (
+                        candidates[position + 1] if position + 1 < len(candidates) else None)
+                    self.emit(StepFailed(self.id, round_, index, model.id, message, attempt,
+                                         following.id if following is not None else None))
+                    if following is None:
+                        raise StepError(round_, index, f"{model.id}: {message}") from None
+                    if again:
+                        continue
+                    break
+                cost = model.cost(usage)
+                self.add_usage(usage, cost)
+                self.emit(StepFinished(self.id, round_, index, model.id, text, usage, cost,
+                                       round(time.monotonic() - started, 4), attempt))
+                self.check_budget()
+                return text
         raise StepError(round_, index, "no model to run it on")
 
     async def _call(self, round_: int, index: int, model: PoolModel, messages: list[dict],

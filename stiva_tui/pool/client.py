@@ -97,6 +97,7 @@ class HttpWorker:
                     yield event
                 return
             except ProviderError as exc:
+                exc.partial = streamed_text
                 if streamed_text or not exc.retryable or attempt > self.retries:
                     raise
                 await asyncio.sleep(self._delay(attempt, exc.retry_after))

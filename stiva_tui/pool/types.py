@@ -19,6 +19,7 @@ class ProviderError(Exception):
         self.retryable = retryable
         self.retry_after = retry_after
         self.provider = provider
+        self.partial = False  # set when text had already streamed before the failure
         prefix = f"{provider}: " if provider else ""
         code = f"HTTP {status}: " if status else ""
         super().__init__(f"{prefix}{code}{message}")
