@@ -50,7 +50,7 @@ class Runtime:
         if with_store:
             from .store import Store
 
-            store = Store.open(store_path)
+            store = await asyncio.to_thread(Store.open, store_path)  # file I/O and upgrades off the loop
         return cls(config=config, pool=pool, worker=worker, store=store, conductor_override=conductor)
 
     @property

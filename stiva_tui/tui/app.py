@@ -11,6 +11,7 @@ Other screens are imported when first opened.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -97,9 +98,10 @@ class StivaApp(App):
         try:
             if self.runtime is None:
                 status.set_message("starting: building the pool…")
-                from ..runtime import Runtime
-
-                self.runtime = await Runtime.create(self.config, conductor=self.conductor_override)
+                # Imported in a thread: the engine, httpx and the store take ~0.1 s to import, which
+                # on the event loop would hold up the first keys the user types.
+                runtime_module = await asyncio.to_thread(importlib.import_module, "stiva_tui.runtime")
+                self.runtime = await runtime_module.Runtime.create(self.config, conductor=self.conductor_override)
         except Exception as exc:
             self.startup_error = str(exc)
             status.set_message(f"cannot start: {exc}")
