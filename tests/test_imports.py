@@ -12,7 +12,8 @@ CORE = [
     "stiva_tui.conductor.select", "stiva_tui.conductor.local", "stiva_tui.conductor.embedded",
     "stiva_tui.conductor.grammar", "stiva_tui.conductor.loader",
     "stiva_tui.pool.client", "stiva_tui.pool.registry", "stiva_tui.pool.discovery", "stiva_tui.pool.embedded",
-    "stiva_tui.pool.catalog", "stiva_tui.store",
+    "stiva_tui.pool.catalog", "stiva_tui.pool.listing", "stiva_tui.store", "stiva_tui.store.export",
+    "stiva_tui.engine.run_state", "stiva_tui.cli_view",
 ]
 HEAVY = ["torch", "transformers", "textual", "bitsandbytes", "xgrammar", "peft"]
 

@@ -318,15 +318,3 @@ def test_models_table_lists_everything(no_embedded_module):
     for model in pool:
         assert model.id in text
     assert "disabled in config" in text and "no key needed" in text
-
-
-def test_pool_modules_import_neither_textual_nor_torch():
-    import subprocess
-
-    code = ("import sys\n"
-            "import stiva_tui.pool.catalog, stiva_tui.pool.discovery, stiva_tui.pool.registry\n"
-            "import stiva_tui.pool.listing, stiva_tui.secrets\n"
-            "print(sorted(m for m in ('textual', 'torch') if m in sys.modules))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"

@@ -586,13 +586,3 @@ def test_concurrent_writes_from_threads(db_path: Path):
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     assert conn.execute("SELECT SUM(cost_usd) FROM steps").fetchone()[0] == pytest.approx(0.5 * n)
     conn.close()
-
-
-def test_store_imports_neither_textual_nor_torch():
-    import subprocess
-    import sys
-
-    code = ("import sys, stiva_tui.store, stiva_tui.store.export; "
-            "print([m for m in ('textual', 'torch') if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
