@@ -398,7 +398,7 @@ class _Run:
             model, messages, max_tokens=self.options.max_tokens, temperature=self.options.temperature,
             stop=list(stop) or None)
         limited = self.options.budget_tokens is not None or self.options.budget_usd is not None
-        prompt_estimate = sum(estimate_tokens(m["content"]) for m in messages) if limited else 0
+        prompt_estimate = sum(estimate_tokens(m["content"]) for m in messages)
         async with contextlib.aclosing(stream):
             async for event in stream:
                 if isinstance(event, TextDelta):
@@ -412,5 +412,5 @@ class _Run:
                     usage = event.usage
         text = "".join(parts)
         if usage is None:
-            usage = Usage(sum(estimate_tokens(m["content"]) for m in messages), estimate_tokens(text), True)
+            usage = Usage(prompt_estimate, estimate_tokens(text), True)
         return text, usage
