@@ -15,6 +15,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .conductor.base import ConductorError
 from .config import Config
 from .engine.executor import Engine, RunOptions
 from .pool.client import HttpWorker, PoolWorker
@@ -77,7 +78,19 @@ class Runtime:
                 conductor, reason = await asyncio.to_thread(
                     select_conductor, cfg, self.models, self.worker, progress)
                 if hasattr(conductor, "load") and not getattr(conductor, "loaded", True):
-                    await conductor.load(progress)  # the model loads in a thread; progress from there
+                    try:
+                        await conductor.load(progress)  # the model loads in a thread; progress from there
+                    except ConductorError as exc:
+                        if cfg.backend != "auto" or getattr(conductor, "backend", "") != "local":
+                            raise
+                        # auto chose the GPU model and it would not load: keep working on the CPU
+                        from .conductor.embedded import EmbeddedConductor
+
+                        conductor = EmbeddedConductor.from_config(cfg)
+                        reason = f"embedded: the local model failed to load ({exc}) — falling back"
+                        if progress is not None:
+                            progress(None, reason)
+                        await conductor.load(progress)
                 self.conductor, self.conductor_reason = conductor, reason
             return self.conductor
 

@@ -169,7 +169,7 @@ def test_hf_id_not_in_the_offline_cache(monkeypatch):
     from stiva_tui.conductor.local import LocalConductor
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(ConductorError, match="huggingface-cli download"):
+    with pytest.raises(ConductorError, match="hf download"):
         LocalConductor("nobody-here/no-such-conductor-model", device="cpu").load_sync()
 
 

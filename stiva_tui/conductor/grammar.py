@@ -24,9 +24,11 @@ from functools import lru_cache
 from typing import Any
 
 # The subtask characters (inside a JSON string): no quote, backslash, control character, nor
-# ':', '=', '<' (a label or a </think> inside a subtask could fool the free-text parser).
-SUBTASK_CHAR = r'[^"\\\0-\x1f\x7f:=<]'
-SUBTASK_FIRST = r'[^ "\\\0-\x1f\x7f:=<]'
+# ':', '=', '<' (a label or a </think> inside a subtask could fool the free-text parser), nor a
+# UTF-16 surrogate: xgrammar takes their 3-byte encodings for characters, and they decode to
+# three U+FFFD each, past the subtask's bound (byte-level vocabularies such as Qwen's have them).
+SUBTASK_CHAR = r'[^"\\\0-\x1f\x7f:=<\uD800-\uDFFF]'
+SUBTASK_FIRST = r'[^ "\\\0-\x1f\x7f:=<\uD800-\uDFFF]'
 
 
 def _lit(text: str) -> str:
@@ -91,7 +93,7 @@ def max_lists_bytes(pool_size: int, max_steps: int, max_subtask_chars: int = 400
 
 # --- compiling, per tokenizer --------------------------------------------------------------------
 
-_compilers: dict[int, tuple[Any, Any, Any]] = {}  # id(tokenizer) -> (tokenizer, info, compiler)
+_compilers: dict[tuple, tuple[Any, Any, Any]] = {}  # (id(tokenizer), vocab, stops) -> (tokenizer, info, compiler)
 _compiled: dict[tuple, Any] = {}
 _lock = threading.Lock()
 
@@ -103,7 +105,8 @@ def tokenizer_info(tokenizer: Any, vocab_size: int | None = None, stop_token_ids
 def _compiler(tokenizer: Any, vocab_size: int | None, stop_token_ids: list[int] | None) -> tuple[Any, Any]:
     import xgrammar as xgr
 
-    key = id(tokenizer)
+    # the vocabulary width and stop tokens are part of the compiled masks: one compiler per triple
+    key = (id(tokenizer), vocab_size, tuple(stop_token_ids or ()))
     with _lock:
         entry = _compilers.get(key)
         if entry is None or entry[0] is not tokenizer:

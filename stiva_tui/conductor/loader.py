@@ -39,6 +39,122 @@ def _report(progress: Progress | None, fraction: float | None, message: str) -> 
             pass
 
 
+# --- transformers' progress bars, forwarded ------------------------------------------------------
+#
+# transformers draws its loading progress ("Loading weights": one tick per tensor) with its own
+# tqdm wrapper, which accepts a process-wide hook. The hook below hands each bar to the progress
+# callback of the thread that created it (loads run in worker threads), mapped into [lo, hi].
+
+_progress_local = threading.local()
+_hook_lock = threading.Lock()
+_hook_installed = False
+
+
+class _ForwardedBar:
+    """A tqdm stand-in that reports its position to a stiva progress callback."""
+
+    def __init__(self, bar: Any, iterable: Any, total: Any, desc: str, sink: tuple[Progress, float, float, str]):
+        self._bar = bar
+        self._iterable = iterable
+        if total is None:
+            try:
+                total = len(iterable)
+            except TypeError:
+                total = None
+        self._total = total
+        self._desc = desc or "loading"
+        self._sink = sink
+        self._n = 0
+        self._last = -1.0
+        self._last_at = 0.0
+
+    def _tick(self, n: int = 1) -> None:
+        self._n += n
+        progress, lo, hi, label = self._sink
+        if not self._total:
+            return
+        share = min(1.0, self._n / self._total)
+        now = time.monotonic()
+        if share < 1.0 and share - self._last < 0.02 and now - self._last_at < 0.5:
+            return  # a tick per tensor is too chatty: every 2 % or half a second is plenty
+        self._last, self._last_at = share, now
+        _report(progress, lo + (hi - lo) * share, f"{label} — {self._desc.lower()} {self._n}/{self._total}")
+
+    def __iter__(self):
+        for item in self._iterable if self._iterable is not None else ():
+            yield item
+            self._tick()
+
+    def update(self, n: int = 1) -> None:
+        self._tick(n)
+
+    def close(self) -> None:
+        close = getattr(self._bar, "close", None)
+        if callable(close):
+            close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._bar, name)
+
+
+def _tqdm_hook(previous: Callable | None) -> Callable:
+    def hook(factory: Callable, args: tuple, kwargs: dict) -> Any:
+        bar = previous(factory, args, kwargs) if previous is not None else factory(*args, **kwargs)
+        sink = getattr(_progress_local, "sink", None)
+        if sink is None:
+            return bar
+        iterable = args[0] if args else kwargs.get("iterable")
+        return _ForwardedBar(bar, iterable, kwargs.get("total"), str(kwargs.get("desc") or ""), sink)
+
+    return hook
+
+
+class _forward_progress:
+    """While active, transformers' progress bars in this thread report to `progress` in [lo, hi]."""
+
+    def __init__(self, progress: Progress | None, lo: float, hi: float, label: str):
+        self.sink = (progress, lo, hi, label) if progress is not None else None
+
+    def __enter__(self) -> None:
+        global _hook_installed
+        if self.sink is None:
+            return
+        with _hook_lock:
+            if not _hook_installed:
+                from transformers.utils import logging as hf_logging
+
+                setter = getattr(hf_logging, "set_tqdm_hook", None)
+                if setter is None:  # an older transformers: no per-tensor progress, the rest works
+                    self.sink = None
+                    return
+                previous = setter(None)
+                setter(_tqdm_hook(previous))
+                _hook_installed = True
+        self.saved = getattr(_progress_local, "sink", None)
+        _progress_local.sink = self.sink
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.sink is not None:
+            _progress_local.sink = self.saved
+
+
+def quiet_libraries() -> None:
+    """Silence library chatter that says nothing a user can act on (call before importing them).
+
+    bitsandbytes' CPU backend warns at import that the optional `kernels` package (which would
+    fetch a kernel from the hub) is missing; its own kernel is used instead, and that is fine.
+    """
+    import logging
+
+    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+
+
 def offline() -> bool:
     return any(os.environ.get(v, "").strip() not in ("", "0", "false", "False") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
@@ -92,6 +208,7 @@ def ensure_embedded_checkpoint(progress: Progress | None = None) -> Path:
             return final
         gguf_path = _assemble_gguf(progress)
         start = time.monotonic()
+        quiet_libraries()
         import torch
         import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -236,7 +353,7 @@ def check_model_source(source: str) -> Path | None:
     if looks_like_path:
         raise ConductorError(
             f"model folder {path} does not exist; fix [conductor] model in the config or use an HF id "
-            "(download it first with `huggingface-cli download <id>`)"
+            "(download one first with `hf download <id>`)"
         )
     return None
 
@@ -259,8 +376,9 @@ def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
     if folder is None and local_only and not hf_cached(spec.source):
         raise ConductorError(
             f"model {spec.source} is not in the local Hugging Face cache and the hub is offline; "
-            f"download it with `huggingface-cli download {spec.source}` or set [conductor] model to a folder"
+            f"download it with `hf download {spec.source}` or set [conductor] model to a folder"
         )
+    quiet_libraries()
     import torch
     import transformers
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
@@ -301,17 +419,28 @@ def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
     else:
         kwargs["dtype"] = getattr(torch, spec.compute_dtype)
     kwargs["device_map"] = "cpu" if spec.device == "cpu" else {"": 0}
-    _report(progress, 0.9 if spec.label == EMBEDDED_HF_ID else 0.1, f"loading {spec.label or spec.source} in 4-bit nf4 on {spec.device}")
+    embedded = spec.label == EMBEDDED_HF_ID
+    lo, hi = (0.9, 0.99) if embedded else (0.1, 0.94)
+    label = spec.label or spec.source
+    how = "in 4-bit nf4" if spec.quantize else f"in {spec.compute_dtype}"
+    _report(progress, lo, f"loading {label} {how} on {spec.device}")
     try:
         tokenizer = AutoTokenizer.from_pretrained(spec.source, local_files_only=local_only)
-        model = AutoModelForCausalLM.from_pretrained(spec.source, **kwargs)
+        with _forward_progress(progress, lo, hi, label):
+            model = AutoModelForCausalLM.from_pretrained(spec.source, **kwargs)
     except ConductorError:
         raise
     except Exception as exc:  # noqa: BLE001
-        raise ConductorError(f"cannot load {spec.source}: {type(exc).__name__}: {exc}") from exc
+        _release_cuda(spec.device)
+        raise ConductorError(_load_failure(spec, exc)) from exc
     if spec.adapter:
         _report(progress, 0.95, f"applying the LoRA adapter {spec.adapter}")
-        model = _apply_adapter(model, spec.adapter)
+        try:
+            model = _apply_adapter(model, spec.adapter)
+        except ConductorError:
+            del model
+            _release_cuda(spec.device)
+            raise
     model.eval()
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -327,6 +456,34 @@ def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
         load_s=elapsed,
         memory_bytes=memory,
     )
+
+
+def _load_failure(spec: ModelSpec, exc: Exception) -> str:
+    """What went wrong loading `spec`, and what to do about it."""
+    text = f"{type(exc).__name__}: {exc}"
+    lowered = text.lower()
+    if "out of memory" in lowered:
+        return (f"{spec.source} did not fit in GPU memory ({text.splitlines()[0][:200]}); free the GPU, "
+                "choose a smaller [conductor] model, or use backend = \"embedded\"")
+    if "bitsandbytes" in lowered or "bnb" in lowered:
+        return (f"cannot load {spec.source} in 4-bit: {text[:300]}. Check that bitsandbytes supports this "
+                "machine (`python -m bitsandbytes`), or use backend = \"embedded\"")
+    return f"cannot load {spec.source}: {text[:500]}"
+
+
+def _release_cuda(device: str) -> None:
+    """Give back the GPU memory a failed load left behind."""
+    if device != "cuda":
+        return
+    try:
+        import gc
+
+        import torch
+
+        gc.collect()
+        torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _apply_adapter(model: Any, adapter: str) -> Any:

@@ -453,15 +453,40 @@ class PlanLogitsProcessor:
         # lists phase
         if self.matcher is None:
             return scores
-        import xgrammar as xgr
-
         if self.matcher.is_terminated() or self.failed:
             forced = torch.full_like(scores, float("-inf"))
             forced[:, self.eos_id] = 0.0
             return forced
         self.matcher.fill_next_token_bitmask(self.bitmask)
-        xgr.apply_token_bitmask_inplace(scores, self.bitmask.to(scores.device))
+        apply_bitmask(scores, self.bitmask.to(scores.device))
         return scores
+
+
+# xgrammar's default kernel for CUDA logits is Triton's; where Triton is missing or cannot build,
+# the plain-torch kernel does the same masking. The first backend that works is kept per device.
+_MASK_BACKENDS = ("auto", "torch_native")
+_mask_backend: dict[str, str] = {}
+
+
+def apply_bitmask(scores: Any, bitmask: Any) -> None:
+    """Mask `scores` in place to the tokens allowed by xgrammar's `bitmask`."""
+    import xgrammar as xgr
+
+    kind = scores.device.type
+    known = _mask_backend.get(kind)
+    if known is not None:
+        xgr.apply_token_bitmask_inplace(scores, bitmask, backend=known)
+        return
+    error: Exception | None = None
+    for backend in _MASK_BACKENDS:
+        try:
+            xgr.apply_token_bitmask_inplace(scores, bitmask, backend=backend)
+        except Exception as exc:  # noqa: BLE001 - no Triton, no C compiler for it, a kernel that failed
+            error = error or exc
+            continue
+        _mask_backend[kind] = backend
+        return
+    raise ConductorError(f"cannot apply the plan grammar on {kind}: {error}")
 
 
 # --- the conductor ------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ def _local_model_status(model: str) -> tuple[bool, str, float]:
         if model.startswith(("/", ".", "~")) or model.count("/") > 1:
             return False, f"local model {model} not found", 0.0
         if not hf_cached(model):
-            return False, f"local model {model} not found in the Hugging Face cache", 0.0
+            return False, f"local model {model} not found in the Hugging Face cache (`hf download {model}` fetches it)", 0.0
         try:
             from huggingface_hub import try_to_load_from_cache
 
@@ -62,6 +62,9 @@ def _local_model_status(model: str) -> tuple[bool, str, float]:
             from types import SimpleNamespace
 
             data = json.loads(config_file.read_text())
+            kind = data.get("model_type")
+            if kind and not _is_causal_lm(kind):
+                return False, f"{model} is a {kind!r} model, not a causal language model", 0.0
             text = data.get("text_config") or data
             ns = SimpleNamespace(**text)
             ns.tie_word_embeddings = data.get("tie_word_embeddings", False)
@@ -69,6 +72,14 @@ def _local_model_status(model: str) -> tuple[bool, str, float]:
         except Exception:  # noqa: BLE001
             pass
     return True, where, need
+
+
+def _is_causal_lm(model_type: str) -> bool:
+    try:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    except Exception:  # noqa: BLE001 - let the loader say what is wrong
+        return True
+    return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 
 def _local_reason(config: ConductorConfig) -> tuple[bool, str]:
