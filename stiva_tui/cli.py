@@ -128,7 +128,11 @@ async def _ask(args, runtime, question: str) -> int:
 
             conductor = await runtime.ensure_conductor(progress)
         if not args.json:
-            console.print(f"[dim]conductor:[/] {conductor.backend} · {conductor.model} — {runtime.conductor_reason}")
+            from .conductor.select import loaded_facts
+
+            facts = loaded_facts(conductor)
+            console.print(f"[dim]conductor:[/] {conductor.backend} · {conductor.model}"
+                          f"{' · ' + facts if facts else ''} — {runtime.conductor_reason}", highlight=False)
     engine = runtime.engine(source="cli")
     view = LiveView(console, question) if show_live else None
     emit = view.handle if view else None

@@ -92,6 +92,7 @@ def test_ask_prints_the_answer(config, stiva_home):
     assert result.returncode == 0
     assert result.stdout.strip() == "the combined answer"
     assert "conductor: remote" in result.stderr and "$" in result.stderr
+    assert " · via http://127.0.0.1:" in result.stderr  # where the remote conductor is served
 
 
 def test_direct_baseline_and_unknown_model(config, stiva_home):

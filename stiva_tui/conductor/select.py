@@ -98,6 +98,28 @@ def _local_reason(config: ConductorConfig) -> tuple[bool, str]:
     return True, f"CUDA GPU with {free:.0f} GiB free, {where}"
 
 
+def loaded_facts(conductor: Any) -> str:
+    """What a loaded conductor runs on, for one line: "nf4 on cuda · 5.4 GB · loaded in 41.2 s"."""
+    try:
+        info = conductor.describe()
+    except Exception:  # noqa: BLE001 - a display detail must not break anything
+        return ""
+    parts = []
+    quantization, device = info.get("quantization"), info.get("device")
+    if quantization and device:
+        parts.append(f"{quantization} on {device}")
+    elif device:  # a remote conductor: where it is served
+        parts.append(f"via {device}")
+    if info.get("adapter"):
+        parts.append(f"LoRA {info['adapter']}")
+    memory = info.get("memory_mb")
+    if memory:
+        parts.append(f"{memory / 1024:.1f}\u00a0GB" if memory >= 1024 else f"{memory:.0f}\u00a0MB")
+    if info.get("load_s"):  # no-break spaces: a wrapped line keeps a number with its unit
+        parts.append(f"loaded in {info['load_s']:.1f}\u00a0s")
+    return " · ".join(parts)
+
+
 def describe_choice(config: ConductorConfig) -> str:
     """Which backend `select_conductor` would pick, and why; loads no model (may import torch)."""
     backend = config.backend

@@ -78,8 +78,12 @@ class PoolScreen(Screen):
         label = self.query_one("#pool-conductor", Static)
         conductor = self.runtime.conductor
         if conductor is not None:
+            from ...conductor.select import loaded_facts
+
             reason = self.runtime.conductor_reason
-            label.update(f"Conductor: {conductor.backend} · {conductor.model}" + (f" — {reason}" if reason else ""))
+            facts = loaded_facts(conductor) if getattr(conductor, "loaded", True) else ""
+            label.update(Text(f"Conductor: {conductor.backend} · {conductor.model}" + (f" · {facts}" if facts else "")
+                              + (f" — {reason}" if reason else "")))
             return
         try:
             cfg = self.runtime.conductor_config()
