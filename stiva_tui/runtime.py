@@ -84,10 +84,9 @@ class Runtime:
                         if cfg.backend != "auto" or getattr(conductor, "backend", "") != "local":
                             raise
                         # auto chose the GPU model and it would not load: keep working on the CPU
-                        from .conductor.embedded import EmbeddedConductor
+                        from .conductor.select import embedded_fallback
 
-                        conductor = EmbeddedConductor.from_config(cfg)
-                        reason = f"embedded: the local model failed to load ({exc}) — falling back"
+                        conductor, reason = embedded_fallback(cfg, f"the local model failed to load ({exc})")
                         if progress is not None:
                             progress(None, reason)
                         await conductor.load(progress)

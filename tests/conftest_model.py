@@ -41,3 +41,19 @@ def embedded_loaded(model_cache):
 @pytest.fixture(scope="session")
 def embedded_tokenizer(embedded_loaded):
     return embedded_loaded.tokenizer
+
+
+async def cancel_and_expect_idle(task, loaded, what: str = "generation went on after the task was cancelled"):
+    """Cancel `task` (which is generating on `loaded`) and check that the model's lock comes free
+    within 10 s: generation stopped rather than running on to its token limit."""
+    import asyncio
+    import time
+
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    start = time.monotonic()
+    acquired = await asyncio.to_thread(loaded.lock.acquire, True, 10)
+    assert acquired, what
+    loaded.lock.release()
+    assert time.monotonic() - start < 10

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
-from conftest_model import embedded_loaded, model_cache  # noqa: F401 - fixtures
+from conftest_model import cancel_and_expect_idle, embedded_loaded, model_cache  # noqa: F401 - fixtures
 from stiva_tui.pool.embedded import EmbeddedWorker, embedded_pool_model
 from stiva_tui.pool.types import TextDelta, UsageReport
 
@@ -79,10 +78,4 @@ async def test_cancelling_the_consumer_stops_generation(embedded_loaded):
 
     task = asyncio.create_task(consume())
     await asyncio.wait_for(first.wait(), 60)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    start = time.monotonic()
-    acquired = await asyncio.to_thread(embedded_loaded.lock.acquire, True, 10)
-    assert acquired and time.monotonic() - start < 10
-    embedded_loaded.lock.release()
+    await cancel_and_expect_idle(task, embedded_loaded, "generation went on after the stream was cancelled")

@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import time
 
 import pytest
 
-from conftest_model import embedded_loaded, embedded_tokenizer, model_cache  # noqa: F401 - fixtures
+from conftest_model import cancel_and_expect_idle, embedded_loaded, embedded_tokenizer, model_cache  # noqa: F401 - fixtures
 from stiva_tui.conductor.base import ConductorError, PlanRequest, PreviousRound, WorkerInfo
 from stiva_tui.conductor.grammar import lists_grammar, max_lists_bytes
 from stiva_tui.conductor.prompt import GENERATION_PREFIX
@@ -323,14 +322,7 @@ async def test_cancelling_a_plan_stops_generation(embedded_loaded):
 
     task = asyncio.create_task(conductor.plan(PlanRequest("Write a long essay about rivers.", WORKERS[:3]), on_delta))
     await asyncio.wait_for(first.wait(), 60)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    start = time.monotonic()
-    acquired = await asyncio.to_thread(embedded_loaded.lock.acquire, True, 10)
-    assert acquired, "generation went on after the plan was cancelled"
-    embedded_loaded.lock.release()
-    assert time.monotonic() - start < 10
+    await cancel_and_expect_idle(task, embedded_loaded, "generation went on after the plan was cancelled")
 
 
 @pytest.mark.model

@@ -385,7 +385,8 @@ def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
-    _report(progress, 0.86 if spec.label == EMBEDDED_HF_ID else 0.05, f"reading the config of {spec.label or spec.source}")
+    embedded = spec.label == EMBEDDED_HF_ID
+    _report(progress, 0.86 if embedded else 0.05, f"reading the config of {spec.label or spec.source}")
     try:
         config = AutoConfig.from_pretrained(spec.source, local_files_only=local_only)
     except Exception as exc:  # noqa: BLE001
@@ -419,7 +420,6 @@ def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
     else:
         kwargs["dtype"] = getattr(torch, spec.compute_dtype)
     kwargs["device_map"] = "cpu" if spec.device == "cpu" else {"": 0}
-    embedded = spec.label == EMBEDDED_HF_ID
     lo, hi = (0.9, 0.99) if embedded else (0.1, 0.94)
     label = spec.label or spec.source
     how = "in 4-bit nf4" if spec.quantize else f"in {spec.compute_dtype}"
@@ -519,22 +519,24 @@ def estimate_4bit_bytes(config: Any) -> int:
     return int(body * 0.53 + emb * 2)  # ~4.25 bits a weight + 16-bit embeddings
 
 
-def free_cuda_bytes() -> int:
-    import torch
+def free_cuda_bytes() -> int | None:
+    """Free memory of CUDA device 0 in bytes; None when there is no usable CUDA GPU."""
+    try:
+        import torch
 
-    if not torch.cuda.is_available():
-        return 0
-    free, _total = torch.cuda.mem_get_info()
-    return int(free)
+        if not torch.cuda.is_available():
+            return None
+        free, _total = torch.cuda.mem_get_info()
+        return int(free)
+    except Exception:  # noqa: BLE001 - a broken driver is "no usable GPU"
+        return None
 
 
 def _check_vram(spec: ModelSpec, config: Any) -> None:
-    import torch
-
-    if not torch.cuda.is_available():
+    free = free_cuda_bytes()
+    if free is None:
         raise ConductorError("the local backend needs a CUDA GPU; none is available (use backend = \"embedded\")")
     need = estimate_4bit_bytes(config) * 1.15 + 1.5 * 2**30  # weights + KV cache and workspace
-    free = free_cuda_bytes()
     if need > free:
         raise ConductorError(
             f"{spec.source} needs about {need / 2**30:.1f} GiB of GPU memory in 4-bit but only "

@@ -19,15 +19,22 @@ from .loader import Progress
 
 def _cuda_free_gib() -> float | None:
     """Free memory of CUDA device 0 in GiB; None when there is no usable CUDA GPU."""
-    try:
-        import torch
+    from .loader import free_cuda_bytes
 
-        if not torch.cuda.is_available():
-            return None
-        free, _total = torch.cuda.mem_get_info()
-        return free / 2**30
-    except Exception:  # noqa: BLE001
-        return None
+    free = free_cuda_bytes()
+    return None if free is None else free / 2**30
+
+
+def _embedded_reason(why: str) -> str:
+    """The reason shown when the embedded backend runs because the local one cannot."""
+    return f"embedded: {why}" if why == "no CUDA GPU" else f"embedded: {why} — falling back"
+
+
+def embedded_fallback(config: ConductorConfig, why: str) -> tuple[Conductor, str]:
+    """The embedded conductor for `config`, and the reason: the local backend cannot run (`why`)."""
+    from .embedded import EmbeddedConductor
+
+    return EmbeddedConductor.from_config(config), _embedded_reason(why)
 
 
 def _local_model_status(model: str) -> tuple[bool, str, float]:
@@ -132,7 +139,7 @@ def describe_choice(config: ConductorConfig) -> str:
         return f"local: {why}" if ok else f"local (will fail): {why}"
     if ok:
         return f"local: {why}"
-    return f"embedded: {why}" if why == "no CUDA GPU" else f"embedded: {why} — falling back"
+    return _embedded_reason(why)
 
 
 def select_conductor(
@@ -172,7 +179,4 @@ def select_conductor(
             f"the local conductor cannot run: {why}. Use backend = \"embedded\" or \"auto\", "
             "or fix [conductor] model"
         )
-    from .embedded import EmbeddedConductor
-
-    reason = f"embedded: {why}" if why == "no CUDA GPU" else f"embedded: {why} — falling back"
-    return EmbeddedConductor.from_config(config), reason
+    return embedded_fallback(config, why)
