@@ -280,7 +280,8 @@ async def test_auto_falls_back_to_embedded_when_the_local_model_will_not_load(
 
 
 async def test_loads_in_two_threads_keep_their_progress_apart(qwen_folder, tmp_path):
-    """Two models loading at once: each load's progress goes only to its own callback."""
+    """Two models asked for at once (the loads take turns: transformers' loading is not
+    thread-safe): each load's progress goes only to its own callback."""
     import dataclasses
 
     from stiva_tui.conductor.local import LocalConductor

@@ -171,6 +171,10 @@ def embedded_checkpoint_ready() -> bool:
 
 
 _convert_lock = threading.Lock()
+# transformers' loading is not thread-safe: it swaps process-wide state while it builds a model
+# (the default dtype, patched init functions), and two loads at once can leave later models with
+# parameters on the meta device. Every from_pretrained here runs under this one lock.
+_transformers_lock = threading.RLock()
 
 
 def _assemble_gguf(progress: Progress | None) -> Path:
@@ -203,7 +207,7 @@ def ensure_embedded_checkpoint(progress: Progress | None = None) -> Path:
     final = embedded_checkpoint_dir()
     if (final / _DONE_MARKER).exists():
         return final
-    with _convert_lock:
+    with _convert_lock, _transformers_lock:
         if (final / _DONE_MARKER).exists():
             return final
         gguf_path = _assemble_gguf(progress)
@@ -331,7 +335,8 @@ def load_model(spec: ModelSpec, progress: Progress | None = None) -> LoadedModel
         loaded = _cache.get(spec)
         if loaded is not None:
             return loaded
-        loaded = _load(spec, progress)
+        with _transformers_lock:
+            loaded = _load(spec, progress)
         _cache[spec] = loaded
         return loaded
 
