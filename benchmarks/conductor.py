@@ -6,7 +6,7 @@
 
 CPU: time to first token, plan latency, tokens/s and peak RSS, with and without the grammar
 (the grammar should cost under 10% of tokens/s). CUDA: a Qwen2.5-7B architecture with random
-weights and a locally trained byte-level BPE tokenizer (`conductor/random_model.py`, no hub),
+weights and a locally trained byte-level BPE tokenizer (`tests/model_builders.py`, no hub),
 loaded by the real `local` backend in nf4; tokens/s, VRAM, and plans of up to 5 steps (random
 weights: the grammar alone makes the plan parse). Targets there: >= 60 tok/s, <= 6 GB, a 5-step
 plan in < 3 s.
@@ -28,9 +28,10 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # model_builders
 
 from stiva_tui.conductor.base import ConductorError, PlanRequest, WorkerInfo  # noqa: E402
-from stiva_tui.conductor.workflow import parse_workflow  # noqa: E402
+from stiva_tui.core.workflow import parse_workflow  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 WORKERS = [
@@ -92,7 +93,7 @@ async def bench_plans(conductor, runs: int, max_steps: int = 5) -> dict:
 
 def bench_raw_decode(loaded, tokens: int = 64) -> dict:
     """Plain greedy decoding speed, no logits processor (the baseline the grammar is compared to)."""
-    from stiva_tui.conductor.local import generate_sync
+    from stiva_tui.inference.generation import generate_sync
 
     prompt = loaded.tokenizer("The history of the river begins", add_special_tokens=True)["input_ids"]
     generate_sync(loaded, prompt, max_new_tokens=4)  # warm up
@@ -106,7 +107,8 @@ def bench_raw_decode(loaded, tokens: int = 64) -> dict:
 def bench_grammar_decode(loaded, tokens: int = 64, grammar: bool = True) -> dict:
     """Same forced length, through the plan processor (grammar phase only) or without it."""
     from stiva_tui.conductor.grammar import compiled_lists_grammar
-    from stiva_tui.conductor.local import PlanLogitsProcessor, generate_sync
+    from stiva_tui.conductor.local import PlanLogitsProcessor
+    from stiva_tui.inference.generation import generate_sync
 
     tok = loaded.tokenizer
     vocab = loaded.model.config.vocab_size
@@ -124,7 +126,8 @@ def bench_grammar_decode(loaded, tokens: int = 64, grammar: bool = True) -> dict
 
 
 async def cpu(args) -> dict:
-    from stiva_tui.conductor.embedded import EmbeddedConductor, load_embedded
+    from stiva_tui.conductor.embedded import EmbeddedConductor
+    from stiva_tui.inference.embedded import load_embedded
 
     start = time.monotonic()
     loaded = await asyncio.to_thread(load_embedded)
@@ -161,7 +164,7 @@ async def random_model(args) -> dict:
     import torch
 
     from stiva_tui.conductor.local import LocalConductor
-    from stiva_tui.conductor.random_model import build_random_model
+    from model_builders import build_random_model
 
     cuda = args.device == "cuda"
     if cuda and not torch.cuda.is_available():

@@ -17,7 +17,6 @@ from . import paths
 
 ConductorBackend = Literal["auto", "local", "embedded", "remote"]
 DEFAULT_LOCAL_MODEL = "Qwen/Qwen2.5-7B-Instruct"
-EMBEDDED_MODEL_ID = "local/gemma-3-270m"
 
 
 class ConfigError(Exception):
@@ -169,7 +168,7 @@ def parse_config(data: dict, source: str = "config") -> Config:
         )
         raise ConfigError(f"{source}: {problems}") from None
     providers = {p.name for p in config.providers}
-    from .pool.catalog import catalog_provider_names
+    from .catalog import catalog_provider_names
 
     known = providers | catalog_provider_names()
     for model in config.models:

@@ -22,7 +22,7 @@ def stiva_home(tmp_path, monkeypatch):
     """Every test gets its own STIVA_HOME and a real file keyring inside it, and no provider key
     from the environment."""
     from stiva_tui import secrets
-    from stiva_tui.pool.catalog import load_catalog
+    from stiva_tui.catalog import load_catalog
 
     home = tmp_path / "stiva-home"
     home.mkdir()

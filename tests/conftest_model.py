@@ -33,7 +33,7 @@ def model_cache() -> Path:
 @pytest.fixture(scope="session")
 def embedded_loaded(model_cache):
     """The embedded model, converted if needed and loaded once (a LoadedModel)."""
-    from stiva_tui.conductor.embedded import load_embedded
+    from stiva_tui.inference.embedded import load_embedded
 
     return load_embedded()
 

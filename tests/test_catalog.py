@@ -6,7 +6,7 @@ from importlib import resources
 
 import pytest
 
-from stiva_tui.pool.catalog import (
+from stiva_tui.catalog import (
     Catalog,
     CatalogError,
     CatalogModel,

@@ -30,7 +30,7 @@ async def _collect(worker, **kwargs):
 
 @pytest.mark.model
 async def test_streams_with_exact_usage(embedded_loaded):
-    from stiva_tui.conductor.local import prompt_ids
+    from stiva_tui.inference.generation import prompt_ids
 
     worker = EmbeddedWorker()
     text, deltas, usage = await _collect(worker, max_tokens=12, temperature=0)

@@ -12,7 +12,7 @@ from conftest_model import cancel_and_expect_idle, embedded_loaded, embedded_tok
 from stiva_tui.conductor.base import ConductorError, PlanRequest, PreviousRound, WorkerInfo
 from stiva_tui.conductor.grammar import lists_grammar, max_lists_bytes
 from stiva_tui.conductor.prompt import GENERATION_PREFIX
-from stiva_tui.conductor.workflow import parse_workflow
+from stiva_tui.core.workflow import parse_workflow
 
 WORKERS = [
     WorkerInfo("gpt-5", "strongest reasoning, expensive"),
@@ -327,7 +327,7 @@ async def test_cancelling_a_plan_stops_generation(embedded_loaded):
 
 @pytest.mark.model
 def test_incremental_decoder_matches_full_decode(embedded_tokenizer):
-    from stiva_tui.conductor.local import IncrementalDecoder
+    from stiva_tui.inference.generation import IncrementalDecoder
 
     tok = embedded_tokenizer
     text = "Héllo wörld — 日本語 ✓ model_id = [1, 2]\n  spaces  and\ttabs 🚀!"

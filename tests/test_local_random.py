@@ -18,8 +18,8 @@ import pytest
 
 from conftest_model import embedded_loaded, model_cache  # noqa: F401  (session fixtures)
 from stiva_tui.conductor.base import ConductorError, PlanRequest, PreviousRound, WorkerInfo
-from stiva_tui.conductor.random_model import CHATML, build_random_model
-from stiva_tui.conductor.workflow import parse_workflow
+from model_builders import CHATML, build_random_model
+from stiva_tui.core.workflow import parse_workflow
 
 POOL = [WorkerInfo(f"model-{i}", d) for i, d in enumerate(
     ["strong reasoner", "fast and cheap", "good at code", "long context", "careful writer", "math", "search"])]
@@ -76,7 +76,7 @@ def test_progress_is_not_reported_outside_a_load(qwen_conductor):
     """The hook stays installed but reports only while (and where) a model loads."""
     from transformers.utils import logging as hf_logging
 
-    from stiva_tui.conductor import loader
+    from stiva_tui.inference import progress as loader
 
     assert loader._hook_installed
     before = len(qwen_conductor.progress_seen)
@@ -184,7 +184,7 @@ async def test_the_cuda_quantisation_settings_work_too(qwen_folder):
     """Double quantisation with bf16 compute (what the backend uses on CUDA), run here on the CPU."""
     import torch
 
-    from stiva_tui.conductor.loader import ModelSpec
+    from stiva_tui.inference.checkpoints import ModelSpec
     from stiva_tui.conductor.local import HFConductor
 
     spec = ModelSpec(str(qwen_folder), device="cpu", double_quant=True, compute_dtype="bfloat16", label="qwen-like")
@@ -257,7 +257,7 @@ async def test_auto_falls_back_to_embedded_when_the_local_model_will_not_load(
     CUDA): the run goes on with the embedded model and the reason says what happened."""
     from stiva_tui.conductor import select
     from stiva_tui.config import parse_config
-    from stiva_tui.runtime import Runtime
+    from stiva_tui.runtime import ConductorVariant, Runtime
 
     monkeypatch.setattr(select, "_cuda_free_gib", lambda: 60.0)
     config = parse_config({"conductor": {"backend": "auto", "model": str(qwen_folder)}, "discovery": {"enabled": False}})
@@ -270,8 +270,9 @@ async def test_auto_falls_back_to_embedded_when_the_local_model_will_not_load(
         assert reason.startswith("embedded: the local model failed to load (") and reason.endswith("falling back")
         assert "CUDA GPU" in reason
         assert reason in messages  # the progress display shows it as it happens
-        # an explicit `local` still fails loudly
-        runtime.conductor = None
+        # an explicit `local` still fails loudly, as a variant or as the command line's override
+        with pytest.raises(ConductorError, match="CUDA GPU"):
+            await runtime.ensure_conductor(variant=ConductorVariant(backend="local"))
         runtime.conductor_override = f"local:{qwen_folder}"
         with pytest.raises(ConductorError, match="CUDA GPU"):
             await runtime.ensure_conductor()

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 import threading
-import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from stiva_tui import secrets
 from stiva_tui.config import parse_config
-from stiva_tui.pool.catalog import load_catalog
+from stiva_tui.catalog import load_catalog
 from stiva_tui.pool.listing import models_json, models_table
-from stiva_tui.pool.registry import Pool, build_pool, build_pool_sync, embedded_model
+from stiva_tui.inference.embedded import EMBEDDED_DESCRIPTION, EMBEDDED_HF_ID, EMBEDDED_MODEL_ID
+from stiva_tui.pool.embedded import embedded_pool_model
+from stiva_tui.pool.registry import Pool, build_pool, build_pool_sync
 from stiva_tui.pool.types import PoolModel
 
 OPENAI_KEY = "sk-openai-3b8e1f0c9a7d6e5f"
@@ -25,18 +25,12 @@ ALL_KEYS = (OPENAI_KEY, KEYRING_KEY, LAB_KEY)
 EMBEDDED = "local/gemma-3-270m"
 
 
-@pytest.fixture
-def no_embedded_module(monkeypatch):
-    """Force the fallback embedded entry, whether or not pool/embedded.py exists yet."""
-    monkeypatch.setitem(sys.modules, "stiva_tui.pool.embedded", None)
-
-
 def _build(data: dict | None = None, **kwargs) -> Pool:
     kwargs.setdefault("discover", False)
     return build_pool_sync(parse_config(data or {}), **kwargs)
 
 
-def test_no_keys_only_embedded_available(no_embedded_module):
+def test_no_keys_only_embedded_available():
     pool = _build()
     catalog_ids = [m.id for m in load_catalog().models()]
     assert [m.id for m in pool] == catalog_ids + [EMBEDDED]
@@ -49,26 +43,19 @@ def test_no_keys_only_embedded_available(no_embedded_module):
     assert (gpt5.price_in, gpt5.price_out) == (1.25, 10.0)
 
 
-def test_embedded_fallback_entry(no_embedded_module):
-    model = embedded_model()
-    assert model.id == EMBEDDED and model.provider == "local" and model.model == "gemma-3-270m"
+def test_the_embedded_model_is_defined_once():
+    """One definition (inference/embedded.py): the pool entry and the loaded weights agree."""
+    model = embedded_pool_model()
+    assert model.id == EMBEDDED == EMBEDDED_MODEL_ID
+    assert model.provider == "embedded" and model.model == EMBEDDED_HF_ID
+    assert model.description == EMBEDDED_DESCRIPTION
     assert model.kind == "embedded" and model.source == "embedded"
     assert model.price_in == model.price_out == 0
     assert model.available and model.enabled
-    assert model.description.startswith("Gemma-3 270M base model")
+    assert _build().models[-1] == model
 
 
-def test_embedded_module_is_used_when_present(monkeypatch):
-    custom = PoolModel(id=EMBEDDED, provider="local", model="gemma-3-270m", kind="embedded",
-                       description="from the module", source="embedded")
-    module = types.ModuleType("stiva_tui.pool.embedded")
-    module.embedded_pool_model = lambda: custom
-    monkeypatch.setitem(sys.modules, "stiva_tui.pool.embedded", module)
-    pool = _build()
-    assert pool.models[-1] is custom
-
-
-def test_env_key_joins_catalog_provider(monkeypatch, no_embedded_module):
+def test_env_key_joins_catalog_provider(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     pool = _build()
     available = [m.id for m in pool.available()]
@@ -83,7 +70,7 @@ def test_env_key_joins_catalog_provider(monkeypatch, no_embedded_module):
     assert len(pool) == len(load_catalog().models()) + 1
 
 
-def test_keyring_key_joins_catalog_provider(no_embedded_module):
+def test_keyring_key_joins_catalog_provider():
     secrets.set_key("anthropic", KEYRING_KEY)
     pool = _build()
     sonnet = pool["anthropic/claude-sonnet-4"]
@@ -93,7 +80,7 @@ def test_keyring_key_joins_catalog_provider(no_embedded_module):
     assert pool.available()[0].id == "anthropic/claude-sonnet-4"
 
 
-def test_catalog_off(monkeypatch, no_embedded_module):
+def test_catalog_off(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     pool = _build({"catalog": False})
     assert [m.id for m in pool] == [EMBEDDED]
@@ -117,7 +104,7 @@ CONFIG = {
 }
 
 
-def test_config_models_first_with_reasons(monkeypatch, no_embedded_module):
+def test_config_models_first_with_reasons(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     pool = _build(CONFIG)
     ids = pool.ids()
@@ -148,7 +135,7 @@ def test_config_models_first_with_reasons(monkeypatch, no_embedded_module):
     assert "off" in pool and pool.get("nope") is None
 
 
-def test_config_provider_key_from_env_and_keyring(monkeypatch, no_embedded_module):
+def test_config_provider_key_from_env_and_keyring(monkeypatch):
     monkeypatch.setenv("MYLAB_KEY", LAB_KEY)
     secrets.set_key("mylab", KEYRING_KEY)
     pool = _build(CONFIG)
@@ -159,7 +146,7 @@ def test_config_provider_key_from_env_and_keyring(monkeypatch, no_embedded_modul
     assert pool["lab-qwen"].reason == "key from keyring"
 
 
-def test_config_provider_overrides_catalog_endpoint(monkeypatch, no_embedded_module):
+def test_config_provider_overrides_catalog_endpoint(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     pool = _build({"providers": [{"name": "openai", "base_url": "https://proxy.test/v1",
                                   "headers": {"X-Team": "a"}}]})
@@ -169,7 +156,7 @@ def test_config_provider_overrides_catalog_endpoint(monkeypatch, no_embedded_mod
     assert gpt.headers == (("X-Team", "a"),)
 
 
-def test_failing_keyring_still_builds(monkeypatch, no_embedded_module):
+def test_failing_keyring_still_builds(monkeypatch):
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
     secrets.reset_backend()
     monkeypatch.setenv("GROQ_API_KEY", OPENAI_KEY)
@@ -221,7 +208,7 @@ def fake_vllm():
     server.server_close()
 
 
-async def test_discovered_models_before_embedded(fake_vllm, monkeypatch, no_embedded_module):
+async def test_discovered_models_before_embedded(fake_vllm, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     config = parse_config({"discovery": {"timeout_s": 2.0}})
     pool = await build_pool(config, discovery_ports={"vllm": fake_vllm})
@@ -234,7 +221,7 @@ async def test_discovered_models_before_embedded(fake_vllm, monkeypatch, no_embe
     assert pool.ids()[-2:] == ["vllm/Qwen/Qwen3-8B", EMBEDDED]
 
 
-async def test_discovery_off(fake_vllm, no_embedded_module):
+async def test_discovery_off(fake_vllm):
     config = parse_config({"discovery": {"enabled": False, "timeout_s": 2.0}})
     pool = await build_pool(config, discovery_ports={"vllm": fake_vllm})
     assert "vllm/Qwen/Qwen3-8B" not in pool
@@ -242,7 +229,7 @@ async def test_discovery_off(fake_vllm, no_embedded_module):
     assert "vllm/Qwen/Qwen3-8B" in pool
 
 
-async def test_configured_server_not_discovered_twice(fake_vllm, no_embedded_module):
+async def test_configured_server_not_discovered_twice(fake_vllm):
     config = parse_config({
         "discovery": {"timeout_s": 2.0},
         "providers": [{"name": "mylab", "base_url": f"http://localhost:{fake_vllm}/v1"}],
@@ -253,14 +240,14 @@ async def test_configured_server_not_discovered_twice(fake_vllm, no_embedded_mod
     assert [m.id for m in pool.available()] == ["lab", EMBEDDED]
 
 
-async def test_sync_wrapper_inside_running_loop(no_embedded_module):
+async def test_sync_wrapper_inside_running_loop():
     pool = build_pool_sync(parse_config({}), discover=False)
     assert pool.ids()[-1] == EMBEDDED
 
 
 # --- keys never shown ----------------------------------------------------------------------------
 
-def test_no_key_text_in_any_output(monkeypatch, no_embedded_module, caplog):
+def test_no_key_text_in_any_output(monkeypatch, caplog):
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     monkeypatch.setenv("MYLAB_KEY", LAB_KEY)
@@ -289,7 +276,7 @@ def test_no_key_text_in_any_output(monkeypatch, no_embedded_module, caplog):
     assert "openai/gpt-5" in table_text and "key from $OPENAI_API_KEY" in table_text
 
 
-def test_models_json_shape(monkeypatch, no_embedded_module):
+def test_models_json_shape(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     pool = _build(CONFIG)
     data = models_json(pool, "local/gemma-3-270m")
@@ -306,7 +293,7 @@ def test_models_json_shape(monkeypatch, no_embedded_module):
     json.dumps(data)  # serialisable
 
 
-def test_models_table_lists_everything(no_embedded_module):
+def test_models_table_lists_everything():
     from rich.console import Console
 
     pool = _build(CONFIG)

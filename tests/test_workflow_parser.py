@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stiva_tui.conductor.workflow import (
+from stiva_tui.core.workflow import (
     Step,
     Workflow,
     WorkflowParseError,

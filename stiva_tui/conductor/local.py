@@ -1,6 +1,6 @@
-"""Local conductor backends and the generation code they share with the embedded worker.
+"""Local conductor backends: a transformers model plans under the lists grammar.
 
-`HFConductor` plans with a transformers model loaded by `loader.load_model` (4-bit nf4):
+`HFConductor` plans with a transformers model loaded by `inference.checkpoints.load_model` (4-bit nf4):
 
 - `LocalConductor`: any causal LM (HF id or folder, optionally a LoRA adapter) on CUDA.
 - `EmbeddedConductor` (embedded.py): Gemma-3 270M on the CPU.
@@ -21,312 +21,17 @@ import dataclasses
 import re
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from ..config import DEFAULT_LOCAL_MODEL
-from ..usage import Usage
+from ..core.usage import Usage
+from ..core.workflow import WorkflowParseError, parse_workflow, split_reasoning
+from ..inference.checkpoints import LoadedModel, ModelSpec, load_model
+from ..inference.errors import ModelError
+from ..inference.generation import IncrementalDecoder, eos_token_ids, generate_async, has_chat_template, prompt_ids, render_plain
+from ..inference.progress import Progress
 from .base import ConductorError, DeltaCallback, Plan, PlanRequest
-from .loader import LoadedModel, ModelSpec, Progress, load_model
 from .prompt import GENERATION_PREFIX, conductor_messages
-from .workflow import WorkflowParseError, parse_workflow, split_reasoning
-
-# --- prompts ------------------------------------------------------------------------------------
-
-
-def has_chat_template(tokenizer: Any) -> bool:
-    return bool(getattr(tokenizer, "chat_template", None))
-
-
-def render_plain(messages: Sequence[dict], assistant_label: str = "Assistant") -> str:
-    """A plain-text chat rendering for base models without a chat template."""
-    parts = []
-    for message in messages:
-        role = message.get("role", "user")
-        content = str(message.get("content", "")).strip()
-        if role == "system":
-            parts.append(content)
-        elif role == "assistant":
-            parts.append(f"{assistant_label}: {content}")
-        else:
-            parts.append(f"User: {content}")
-    parts.append(f"{assistant_label}:")
-    return "\n\n".join(parts)
-
-
-def prompt_ids(tokenizer: Any, messages: Sequence[dict], prefix: str = "", assistant_label: str = "Assistant") -> list[int]:
-    """Token ids of the chat `messages` followed by the start of the assistant's turn + `prefix`."""
-    if has_chat_template(tokenizer):
-        try:
-            text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
-        except Exception:  # noqa: BLE001 - e.g. a template without a system role
-            merged = _merge_system(messages)
-            text = tokenizer.apply_chat_template(merged, tokenize=False, add_generation_prompt=True)
-        text += prefix
-        # the rendered template already holds its special tokens (e.g. <bos>) as text
-        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
-    text = render_plain(messages, assistant_label)
-    if prefix:
-        text += " " + prefix
-    return list(tokenizer(text, add_special_tokens=True)["input_ids"])
-
-
-def _merge_system(messages: Sequence[dict]) -> list[dict]:
-    system = "\n\n".join(m["content"] for m in messages if m.get("role") == "system")
-    rest = [dict(m) for m in messages if m.get("role") != "system"]
-    if system and rest:
-        rest[0]["content"] = system + "\n\n" + rest[0]["content"]
-    return rest
-
-
-# --- incremental decoding -----------------------------------------------------------------------
-
-
-class IncrementalDecoder:
-    """Text deltas from a growing list of token ids (no split UTF-8, spaces kept)."""
-
-    def __init__(self, tokenizer: Any, anchor: Sequence[int] = ()):
-        self.tokenizer = tokenizer
-        self.ids: list[int] = list(anchor)[-1:]
-        self.prefix = 0
-        self.read = len(self.ids)
-        self.text = ""
-
-    def _decode(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
-
-    def push(self, token: int) -> str:
-        self.ids.append(int(token))
-        prefix_text = self._decode(self.ids[self.prefix : self.read])
-        new_text = self._decode(self.ids[self.prefix :])
-        if len(new_text) > len(prefix_text) and not new_text.endswith("\ufffd"):
-            delta = new_text[len(prefix_text) :]
-            self.prefix = self.read
-            self.read = len(self.ids)
-            self.text += delta
-            return delta
-        return ""
-
-    def flush(self) -> str:
-        """Whatever is still held back (an incomplete character at the end)."""
-        prefix_text = self._decode(self.ids[self.prefix : self.read])
-        new_text = self._decode(self.ids[self.prefix :])
-        delta = new_text[len(prefix_text) :] if len(new_text) > len(prefix_text) else ""
-        self.prefix = self.read = len(self.ids)
-        self.text += delta
-        return delta
-
-
-# --- one generate() call, run in a thread -------------------------------------------------------
-
-
-@dataclass
-class GenerationResult:
-    text: str
-    token_ids: list[int]
-    prompt_tokens: int
-    completion_tokens: int
-    finish: str  # "stop" (end token or stop string) | "length" | "cancelled"
-    first_token_s: float | None
-    seconds: float
-
-
-class _Streamer:
-    """transformers' streamer interface: put() per new token (the first put is the prompt)."""
-
-    def __init__(self, tokenizer: Any, prompt: Sequence[int], eos_ids: set[int], stop_strings: Sequence[str],
-                 on_text: Callable[[str], None] | None):
-        self.decoder = IncrementalDecoder(tokenizer, prompt)
-        self.eos_ids = eos_ids
-        self.stop_strings = [s for s in stop_strings if s]
-        self.on_text = on_text
-        self.seen_prompt = False
-        self.ids: list[int] = []
-        self.emitted = 0  # characters of decoder.text already sent
-        self.stopped = False  # a stop string was found
-        self.cut: int | None = None
-        self.first_token_at: float | None = None
-
-    def put(self, value: Any) -> None:
-        if not self.seen_prompt:
-            self.seen_prompt = True
-            return
-        for token in value.reshape(-1).tolist():
-            if self.first_token_at is None:
-                self.first_token_at = time.monotonic()
-            self.ids.append(int(token))
-            if self.stopped:
-                continue
-            if int(token) in self.eos_ids:
-                continue
-            self.decoder.push(int(token))
-            self._emit(final=False)
-
-    def end(self) -> None:
-        if not self.stopped:
-            self.decoder.flush()
-        self._emit(final=True)
-
-    @property
-    def text(self) -> str:
-        text = self.decoder.text
-        return text if self.cut is None else text[: self.cut]
-
-    def _emit(self, final: bool) -> None:
-        text = self.decoder.text
-        limit = len(text)
-        if self.stop_strings and self.cut is None:
-            hits = [i for i in (text.find(s, max(0, self.emitted - len(s))) for s in self.stop_strings) if i >= 0]
-            if hits:
-                self.cut = min(hits)
-                self.stopped = True
-            elif not final:
-                limit -= _partial_stop(text, self.stop_strings)
-        if self.cut is not None:
-            limit = min(limit, self.cut)
-        if limit > self.emitted:
-            chunk = text[self.emitted : limit]
-            self.emitted = limit
-            if self.on_text is not None and chunk:
-                self.on_text(chunk)
-
-
-def _partial_stop(text: str, stops: Sequence[str]) -> int:
-    """Length of the longest end of `text` that begins a stop string (held back while streaming)."""
-    best = 0
-    for stop in stops:
-        for k in range(min(len(stop) - 1, len(text)), 0, -1):
-            if text.endswith(stop[:k]):
-                best = max(best, k)
-                break
-    return best
-
-
-class _StopWhen:
-    def __init__(self, event: threading.Event, streamer: _Streamer):
-        self.event = event
-        self.streamer = streamer
-
-    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-        import torch
-
-        done = self.event.is_set() or self.streamer.stopped
-        return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
-
-
-def eos_token_ids(loaded: LoadedModel) -> list[int]:
-    tok = loaded.tokenizer
-    ids: list[int] = []
-    for source in (getattr(loaded.model, "generation_config", None), getattr(loaded.model, "config", None)):
-        value = getattr(source, "eos_token_id", None) if source is not None else None
-        if isinstance(value, int):
-            ids.append(value)
-        elif isinstance(value, (list, tuple)):
-            ids.extend(int(v) for v in value)
-    if tok.eos_token_id is not None:
-        ids.append(int(tok.eos_token_id))
-    for name in ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>"):
-        tid = tok.convert_tokens_to_ids(name) if name in tok.get_vocab() else None
-        if isinstance(tid, int) and tid >= 0:
-            ids.append(tid)
-    return list(dict.fromkeys(ids))
-
-
-def generate_sync(
-    loaded: LoadedModel,
-    prompt: Sequence[int],
-    *,
-    max_new_tokens: int,
-    temperature: float = 0.0,
-    logits_processors: Sequence[Any] = (),
-    stop_strings: Sequence[str] = (),
-    stop_event: threading.Event | None = None,
-    on_text: Callable[[str], None] | None = None,
-    eos_ids: Sequence[int] | None = None,
-) -> GenerationResult:
-    """One streaming generate() on the shared model (serialised by its lock). Blocking."""
-    import torch
-    from transformers import GenerationConfig
-
-    stop_event = stop_event or threading.Event()
-    eos = list(eos_ids) if eos_ids is not None else eos_token_ids(loaded)
-    streamer = _Streamer(loaded.tokenizer, prompt, set(eos), stop_strings, on_text)
-    pad = loaded.tokenizer.pad_token_id
-    gen_config = GenerationConfig(
-        max_new_tokens=max(1, int(max_new_tokens)),
-        do_sample=temperature > 0,
-        temperature=temperature if temperature > 0 else None,
-        top_k=None,
-        top_p=None,
-        eos_token_id=eos or None,
-        pad_token_id=pad if pad is not None else (eos[0] if eos else None),
-    )
-    device = "cuda" if loaded.device == "cuda" else "cpu"
-    input_ids = torch.tensor([list(prompt)], dtype=torch.long, device=device)
-    from transformers import LogitsProcessorList, StoppingCriteriaList
-
-    start = time.monotonic()
-    finish = "stop"
-    with loaded.lock:
-        if stop_event.is_set():
-            return GenerationResult("", [], len(prompt), 0, "cancelled", None, 0.0)
-        with torch.inference_mode():
-            loaded.model.generate(
-                input_ids=input_ids,
-                attention_mask=torch.ones_like(input_ids),
-                generation_config=gen_config,
-                logits_processor=LogitsProcessorList(list(logits_processors)),
-                stopping_criteria=StoppingCriteriaList([_StopWhen(stop_event, streamer)]),
-                streamer=streamer,
-            )
-    ids = streamer.ids
-    if stop_event.is_set():
-        finish = "cancelled"
-    elif streamer.stopped or (ids and ids[-1] in eos):
-        finish = "stop"
-    elif len(ids) >= max_new_tokens:
-        finish = "length"
-    first = None if streamer.first_token_at is None else streamer.first_token_at - start
-    return GenerationResult(
-        text=streamer.text,
-        token_ids=list(ids),
-        prompt_tokens=len(prompt),
-        completion_tokens=len(ids),
-        finish=finish,
-        first_token_s=first,
-        seconds=time.monotonic() - start,
-    )
-
-
-async def generate_async(
-    loaded: LoadedModel,
-    prompt: Sequence[int],
-    *,
-    on_text: Callable[[str], None] | None = None,
-    stop_event: threading.Event | None = None,
-    **kwargs: Any,
-) -> GenerationResult:
-    """`generate_sync` in a thread; `on_text` runs on the event loop; cancelling stops generation."""
-    loop = asyncio.get_running_loop()
-    stop_event = stop_event or threading.Event()
-
-    def emit(text: str) -> None:
-        if on_text is None:
-            return
-        try:
-            loop.call_soon_threadsafe(on_text, text)
-        except RuntimeError:  # the loop is closed
-            stop_event.set()
-
-    future = loop.run_in_executor(
-        None, lambda: generate_sync(loaded, prompt, stop_event=stop_event, on_text=emit, **kwargs)
-    )
-    try:
-        return await future
-    except asyncio.CancelledError:
-        stop_event.set()
-        raise
-
 
 # --- the two-phase plan processor ----------------------------------------------------------------
 
@@ -511,6 +216,7 @@ class HFConductor:
     ):
         self.spec = spec
         self.model = model_label or spec.label or spec.source
+        self.adapter = spec.adapter
         self.max_reasoning_tokens = max_reasoning_tokens
         self.max_subtask_chars = max_subtask_chars
         self.temperature = temperature
@@ -525,14 +231,18 @@ class HFConductor:
         return load_model(self.spec, progress)
 
     def load_sync(self, progress: Progress | None = None) -> LoadedModel:
+        """Load once (blocking); a model that cannot load raises ConductorError saying why."""
         if self._loaded is None:
             with self._load_lock:
                 if self._loaded is None:
-                    self._loaded = self._load(progress)
+                    try:
+                        self._loaded = self._load(progress)
+                    except ModelError as exc:
+                        raise ConductorError(str(exc)) from exc
         return self._loaded
 
     async def load(self, progress: Progress | None = None) -> LoadedModel:
-        """Load in a thread (progress is called from that thread)."""
+        """Load in a thread (progress is called from that thread); ConductorError when it cannot."""
         if self._loaded is not None:
             return self._loaded
         return await asyncio.to_thread(self.load_sync, progress)

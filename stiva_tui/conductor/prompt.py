@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .base import PlanRequest, PreviousRound, WorkerInfo
-from .workflow import Workflow
+from ..core.workflow import Workflow
 
 SYSTEM_PROMPT = """You are the Conductor: you do not answer questions yourself. You plan how a \
 team of language models answers one, and a system runs your plan.

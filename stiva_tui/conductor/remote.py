@@ -11,10 +11,10 @@ import contextlib
 import time
 
 from ..pool.types import PoolModel, ProviderError, TextDelta, UsageReport, Worker
-from ..usage import Usage
+from ..core.usage import Usage
 from .base import ConductorError, DeltaCallback, Plan, PlanRequest
 from .prompt import GENERATION_PREFIX, conductor_messages
-from .workflow import WorkflowParseError, parse_workflow, split_reasoning
+from ..core.workflow import WorkflowParseError, parse_workflow, split_reasoning
 
 REPAIR_PROMPT = (
     "Your plan could not be read: {error}.\n"
@@ -26,6 +26,8 @@ REPAIR_PROMPT = (
 class RemoteConductor:
     backend = "remote"
     quantization = None
+    adapter = None
+    loaded = True  # nothing to load: the model is served elsewhere
 
     def __init__(self, model: PoolModel, worker: Worker, *, max_repairs: int = 1,
                  max_tokens: int | None = 1024, temperature: float | None = 0.0):
@@ -35,6 +37,9 @@ class RemoteConductor:
         self.max_repairs = max_repairs
         self.max_tokens = max_tokens
         self.temperature = temperature
+
+    async def load(self, progress: object = None) -> None:
+        """Nothing to load (the Conductor protocol)."""
 
     def describe(self) -> dict:
         return {"backend": self.backend, "model": self.model, "quantization": None,

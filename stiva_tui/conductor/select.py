@@ -14,12 +14,12 @@ from typing import Any, Sequence
 
 from ..config import DEFAULT_LOCAL_MODEL, ConductorConfig
 from .base import Conductor, ConductorError
-from .loader import Progress
+from ..inference.progress import Progress
 
 
 def _cuda_free_gib() -> float | None:
     """Free memory of CUDA device 0 in GiB; None when there is no usable CUDA GPU."""
-    from .loader import free_cuda_bytes
+    from ..inference.checkpoints import free_cuda_bytes
 
     free = free_cuda_bytes()
     return None if free is None else free / 2**30
@@ -41,7 +41,7 @@ def _local_model_status(model: str) -> tuple[bool, str, float]:
     """(available locally, description, estimated GiB needed in 4-bit)."""
     import json
 
-    from .loader import estimate_4bit_bytes, hf_cached
+    from ..inference.checkpoints import estimate_4bit_bytes, hf_cached
 
     path = Path(model).expanduser()
     config_file: Path | None = None

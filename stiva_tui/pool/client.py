@@ -22,7 +22,7 @@ from typing import AsyncIterator, Sequence
 import httpx
 from httpx_sse import SSEError, aconnect_sse
 
-from ..usage import Usage, estimate_tokens
+from ..core.usage import Usage, estimate_tokens
 from .types import ChatEvent, PoolModel, ProviderError, TextDelta, UsageReport
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}

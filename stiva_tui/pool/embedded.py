@@ -1,8 +1,8 @@
 """The embedded worker: Gemma-3 270M on the CPU, in process, always available offline.
 
 `EmbeddedWorker` implements the `Worker` protocol for the pool model `local/gemma-3-270m`
-(`embedded_pool_model()`). It shares the loaded model with the embedded conductor (one load per
-process), streams text as tokens arrive, reports exact token usage, and honours `max_tokens`,
+(`embedded_pool_model()`; the model itself is defined once, in `inference.embedded`). It shares
+the loaded model with the embedded conductor (one load per process), streams text as tokens arrive, reports exact token usage, and honours `max_tokens`,
 `temperature` (0 = greedy), `stop` strings and cancellation (closing or cancelling the stream
 stops generation at the next token).
 
@@ -15,22 +15,21 @@ import asyncio
 import threading
 from typing import AsyncIterator, Sequence
 
-from ..config import EMBEDDED_MODEL_ID
-from ..usage import Usage
+from ..core.usage import Usage
+from ..inference.embedded import EMBEDDED_DESCRIPTION, EMBEDDED_HF_ID, EMBEDDED_MODEL_ID
 from .types import ChatEvent, PoolModel, ProviderError, TextDelta, UsageReport
 
 DEFAULT_MAX_TOKENS = 256
-DESCRIPTION = "Gemma-3 270M base model, runs offline on the CPU; weak but always available"
 
 
 def embedded_pool_model() -> PoolModel:
     return PoolModel(
         id=EMBEDDED_MODEL_ID,
         provider="embedded",
-        model="google/gemma-3-270m",
+        model=EMBEDDED_HF_ID,
         price_in=0.0,
         price_out=0.0,
-        description=DESCRIPTION,
+        description=EMBEDDED_DESCRIPTION,
         kind="embedded",
         available=True,
         reason="in-process, CPU",
@@ -51,7 +50,7 @@ class EmbeddedWorker:
         if self._loaded is None:
             with self._lock:
                 if self._loaded is None:
-                    from ..conductor.embedded import load_embedded
+                    from ..inference.embedded import load_embedded
 
                     self._loaded = load_embedded(self.progress)
         return self._loaded
@@ -70,12 +69,12 @@ class EmbeddedWorker:
         temperature: float | None = None,
         stop: Sequence[str] | None = None,
     ) -> AsyncIterator[ChatEvent]:
-        from ..conductor.base import ConductorError
-        from ..conductor.local import generate_sync, prompt_ids
+        from ..inference.errors import ModelError
+        from ..inference.generation import generate_sync, prompt_ids
 
         try:
             loaded = await self.load()
-        except ConductorError as exc:
+        except ModelError as exc:
             raise ProviderError(str(exc), provider="embedded") from exc
         prompt = prompt_ids(loaded.tokenizer, messages, "")
         loop = asyncio.get_running_loop()

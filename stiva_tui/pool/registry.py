@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import importlib
 import ipaddress
 import logging
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, Mapping
 from urllib.parse import urlsplit
 
-from ..config import EMBEDDED_MODEL_ID, Config
+from ..config import Config
+from .embedded import embedded_pool_model
 from .types import PoolModel
 
 log = logging.getLogger(__name__)
@@ -73,35 +73,6 @@ class Pool:
 
     def __repr__(self) -> str:
         return f"Pool({len(self._models)} models, {len(self.available())} available)"
-
-
-# --- the embedded model -------------------------------------------------------------------------
-
-def fallback_embedded_model() -> PoolModel:
-    return PoolModel(
-        id=EMBEDDED_MODEL_ID,
-        provider="local",
-        model="gemma-3-270m",
-        kind="embedded",
-        price_in=0.0,
-        price_out=0.0,
-        description="Gemma-3 270M base model, runs offline on the CPU; weak but always available",
-        available=True,
-        reason="embedded: runs offline on the CPU",
-        source="embedded",
-    )
-
-
-def embedded_model() -> PoolModel:
-    """`stiva_tui.pool.embedded.embedded_pool_model()` when that module exists, else a fallback
-    with the same id (the module must not import torch at import time)."""
-    try:
-        embedded = importlib.import_module(f"{__package__}.embedded")
-        factory = embedded.embedded_pool_model
-    except (ImportError, AttributeError) as exc:
-        log.debug("embedded model module not usable (%s); using the built-in entry", exc)
-        return fallback_embedded_model()
-    return factory()
 
 
 # --- keys ---------------------------------------------------------------------------------------
@@ -166,7 +137,7 @@ def _resolve_key(provider: _Provider) -> _KeyState:
 def _providers(config: Config) -> dict[str, _Provider]:
     """Config providers, and catalog providers (a config provider of the same name overrides the
     catalog's endpoint; it keeps the catalog's key variable unless it names its own)."""
-    from .catalog import load_catalog
+    from ..catalog import load_catalog
 
     out: dict[str, _Provider] = {}
     for cat in load_catalog().providers:
@@ -185,7 +156,7 @@ def _resolve_keys(providers: Iterable[_Provider]) -> dict[str, _KeyState]:
 # --- building -----------------------------------------------------------------------------------
 
 def _needed_providers(config: Config, providers: Mapping[str, _Provider]) -> list[_Provider]:
-    from .catalog import load_catalog
+    from ..catalog import load_catalog
 
     names: list[str] = [m.provider for m in config.models]
     if config.catalog:
@@ -199,7 +170,7 @@ def _needed_providers(config: Config, providers: Mapping[str, _Provider]) -> lis
 
 def _assemble(config: Config, providers: Mapping[str, _Provider], keys: Mapping[str, _KeyState],
               discovered: Iterable[PoolModel], embedded: PoolModel) -> Pool:
-    from .catalog import load_catalog
+    from ..catalog import load_catalog
 
     models: list[PoolModel] = []
     taken: set[str] = set()
@@ -293,7 +264,7 @@ async def build_pool(config: Config, *, discover: bool | None = None,
     finally:
         if discovery_task is not None and not discovery_task.done():
             discovery_task.cancel()
-    return _assemble(config, providers, keys, discovered, embedded_model())
+    return _assemble(config, providers, keys, discovered, embedded_pool_model())
 
 
 def build_pool_sync(config: Config, *, discover: bool | None = None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Literal, Protocol, Sequence
 
-from ..usage import Usage
+from ..core.usage import Usage
 
 ModelKind = Literal["openai", "embedded"]
 

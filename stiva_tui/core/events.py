@@ -1,15 +1,17 @@
 """The event stream: the only interface between the engine and its front ends.
 
-Every event is a small immutable dataclass carrying `run_id`. The TUI, the CLI and the server
-consume the same stream; the store writes from it too.
+Every event is a small immutable dataclass carrying `run_id`. The engine hands each event to its
+subscribers in order: the history's recorder is one, and the TUI, the CLI and the server are
+others. A run's first event is `RunStarted` and its last is exactly one of `TERMINAL_EVENTS`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..conductor.workflow import Workflow
-from ..usage import Usage
+from .usage import Usage
+from .words import FailureReason, RunMode, Source
+from .workflow import Workflow
 
 __all__ = ["Usage"]  # re-exported: front ends import everything event-shaped from here
 
@@ -31,10 +33,16 @@ class Event:
 @dataclass(frozen=True)
 class RunStarted(Event):
     question: str
-    mode: str  # "conductor" | "direct" | "moa"
+    mode: RunMode
     conductor_backend: str | None = None
     conductor_model: str | None = None
     conductor_reason: str | None = None  # why this backend was chosen (auto selection)
+    # What ran, as the history and compare mode name it: "conductor", "conductor-mini",
+    # "direct:<model>", "moa", "workflow".
+    system: str = ""
+    source: Source = "cli"
+    conversation_id: str | None = None
+    conductor_adapter: str | None = None  # a LoRA adapter on the conductor's model
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,10 @@ class StepStarted(Event):
     subtask: str
     access: tuple[int, ...]
     attempt: int = 1
+    # The step whose output is its round's answer: the last step of the workflow. `final`: it is
+    # also the run's answer for certain, since no later round can replace it.
+    writes_answer: bool = False
+    final: bool = False
 
 
 @dataclass(frozen=True)
@@ -108,6 +120,16 @@ class RunFinished(Event):
 class RunFailed(Event):
     error: str
     totals: Totals = field(default_factory=Totals)
+    reason: FailureReason = "internal"
+
+
+@dataclass(frozen=True)
+class SubscriberFailed(Event):
+    """A subscriber (the history's recorder, a front end) raised on an event. The run goes on;
+    the other subscribers hear of it once per subscriber and run."""
+
+    subscriber: str
+    error: str
 
 
 @dataclass(frozen=True)

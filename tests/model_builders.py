@@ -1,4 +1,4 @@
-"""Random-weight stand-ins for real conductor models, built on this machine (benchmarks, tests).
+"""Test and benchmark fixtures: random-weight stand-ins for real conductor models, built here.
 
 Nothing comes from a hub. The tokenizer is a byte-level BPE — the kind Qwen2.5 uses — trained
 here on a small corpus, with Qwen's ChatML chat template and special tokens; the model has a real
@@ -38,8 +38,8 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 def default_corpus() -> list[str]:
     """Text to train the tokenizer on: the conductor's own prompt and workflow format."""
-    from .base import PlanRequest, WorkerInfo
-    from .prompt import conductor_messages
+    from stiva_tui.conductor.base import PlanRequest, WorkerInfo
+    from stiva_tui.conductor.prompt import conductor_messages
 
     workers = [WorkerInfo(f"model-{i}", d) for i, d in enumerate(
         ["strong reasoner, expensive", "fast and cheap", "good at code", "long context"])]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from . import events as ev
+from .trace import Trace
 
 # Keys returned by apply(): ("run",), ("plan", round), ("step", round, index)
 Key = tuple
@@ -42,6 +42,7 @@ class StepState:
     attempt: int = 1
     failures: list[Attempt] = field(default_factory=list)
     started_at: float | None = None
+    writes_answer: bool = False  # the last step of its round's workflow
     _parts: list[str] = field(default_factory=list)
     _chars: int = 0
     _text: str | None = ""
@@ -97,13 +98,18 @@ class RoundState:
 class RunState:
     question: str = ""
     run_id: str = ""
-    status: str = "idle"  # idle | running | finished | failed | cancelled
+    status: str = "idle"  # idle, or a RunStatus: running | finished | failed | cancelled | interrupted
     mode: str = "conductor"
+    system: str = ""
     conductor_backend: str | None = None
     conductor_model: str | None = None
     conductor_reason: str | None = None
+    conductor_adapter: str | None = None
     answer: str = ""
     error: str = ""
+    failure: str | None = None  # a FailureReason once the run failed or was cancelled
+    # Subscribers that failed during the run (e.g. the history could not be written).
+    warnings: list[str] = field(default_factory=list)
     rounds: list[RoundState] = field(default_factory=list)
     totals: ev.Totals | None = None
     started_at: float | None = None
@@ -141,9 +147,9 @@ class RunState:
         return handler(self, event) if handler else []
 
     def _run_started(self, e: ev.RunStarted) -> list[Key]:
-        self.run_id, self.question, self.mode = e.run_id, e.question, e.mode
+        self.run_id, self.question, self.mode, self.system = e.run_id, e.question, e.mode, e.system
         self.conductor_backend, self.conductor_model = e.conductor_backend, e.conductor_model
-        self.conductor_reason = e.conductor_reason
+        self.conductor_reason, self.conductor_adapter = e.conductor_reason, e.conductor_adapter
         self.status = "running"
         self.started_at = time.monotonic()
         return [("run",)]
@@ -177,6 +183,7 @@ class RunState:
     def _step_started(self, e: ev.StepStarted) -> list[Key]:
         s = self.step(e.round, e.index)
         s.model, s.subtask, s.access, s.attempt = e.model, e.subtask, tuple(e.access), e.attempt
+        s.writes_answer = e.writes_answer
         s.status = "running"
         s.started_at = s.started_at or time.monotonic()
         s.reset_output()  # a retry starts its output afresh
@@ -210,9 +217,9 @@ class RunState:
         if isinstance(e, ev.RunFinished):
             self.status, self.answer = "finished", e.answer
         elif isinstance(e, ev.RunFailed):
-            self.status, self.error = "failed", e.error
+            self.status, self.error, self.failure = "failed", e.error, e.reason
         else:
-            self.status = "cancelled"
+            self.status, self.failure = "cancelled", "cancelled"
         keys: list[Key] = [("run",)]
         for r in self.rounds:
             if r.planning and self.status != "finished":
@@ -221,61 +228,61 @@ class RunState:
                 keys.append(("plan", r.round))
             for s in r.steps:
                 if s.status in ("running", "waiting") and self.status != "finished":
-                    s.status = "cancelled" if self.status == "cancelled" else s.status
+                    s.status = "cancelled" if self.status == "cancelled" or s.status == "running" else s.status
                     keys.append(("step", s.round, s.index))
         return keys
+
+    def _subscriber_failed(self, e: ev.SubscriberFailed) -> list[Key]:
+        self.warnings.append(f"{e.subscriber}: {e.error}")
+        return [("run",)]
 
     # --- a stored trace ------------------------------------------------------------------------
 
     @classmethod
-    def from_trace(cls, trace: dict[str, Any]) -> "RunState":
-        """Rebuild the state of a finished (or cancelled) run from `Store.get_trace()`."""
-        conductor = trace.get("conductor") or {}
-        state = cls(question=trace.get("question") or "", run_id=trace.get("run_id") or "",
-                    status=trace.get("status") or "finished", mode=trace.get("mode") or "conductor",
-                    conductor_backend=conductor.get("backend"), conductor_model=conductor.get("model"),
-                    answer=trace.get("answer") or "", error=trace.get("error") or "")
-        if state.status == "running":  # a run the app never saw end (it died): show it as stopped
-            state.status = "cancelled"
-        totals = trace.get("totals") or {}
-        state.totals = ev.Totals(totals.get("prompt_tokens", 0), totals.get("completion_tokens", 0),
-                                 totals.get("cost_usd", 0.0), totals.get("latency_s", 0.0),
-                                 bool(totals.get("estimated")))
-        state.prompt_tokens = state.totals.prompt_tokens
-        state.completion_tokens = state.totals.completion_tokens
-        state.cost_usd = state.totals.cost_usd
-        for rd in trace.get("rounds") or []:
-            r = state.round(rd["round"])
+    def from_trace(cls, trace: Trace) -> "RunState":
+        """Rebuild the state of a stored run (finished, failed, cancelled or interrupted)."""
+        c = trace.conductor
+        state = cls(question=trace.question, run_id=trace.run_id, status=trace.status, mode=trace.mode,
+                    system=trace.system, conductor_backend=c.backend, conductor_model=c.model,
+                    conductor_reason=c.reason, conductor_adapter=c.adapter, answer=trace.answer or "",
+                    error=trace.error or "", failure=trace.failure)
+        if state.status == "running":  # a run this process never saw end: show it as stopped
+            state.status = "interrupted"
+        t = trace.totals
+        state.totals = ev.Totals(t.prompt_tokens, t.completion_tokens, t.cost_usd, t.latency_s, t.estimated)
+        state.prompt_tokens, state.completion_tokens = t.prompt_tokens, t.completion_tokens
+        state.cost_usd = t.cost_usd
+        for rd in trace.rounds:
+            r = state.round(rd.round)
             r.planning = False
-            r.reasoning = rd.get("reasoning") or ""
-            r.keep_previous = bool(rd.get("keep_previous"))
-            usage = rd.get("usage") or {}
-            r.prompt_tokens, r.completion_tokens = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
-            r.latency_s = rd.get("latency_s")
-            workflow = rd.get("workflow") or {}
-            for i, acc in enumerate(workflow.get("access_list") or []):
-                s = state.step(r.round, i)
-                s.access_all = isinstance(acc, str)
-                s.access = tuple(acc) if not s.access_all else ()
-                s.subtask = (workflow.get("subtasks") or [""] * (i + 1))[i]
-            for sd in rd.get("steps") or []:
-                s = state.step(r.round, sd["index"])
-                s.model, s.subtask = sd.get("model") or "", sd.get("subtask") or s.subtask
+            r.reasoning = rd.reasoning
+            r.keep_previous = rd.keep_previous
+            r.prompt_tokens, r.completion_tokens = rd.usage.prompt_tokens, rd.usage.completion_tokens
+            r.latency_s = rd.latency_s
+            lists = rd.workflow
+            if lists is not None:
+                for i, acc in enumerate(lists.access_list):
+                    s = state.step(r.round, i)
+                    s.access_all = isinstance(acc, str)
+                    s.access = tuple(range(i)) if s.access_all else tuple(acc)
+                    s.subtask = lists.subtasks[i] if i < len(lists.subtasks) else ""
+                    s.writes_answer = i == len(lists.access_list) - 1
+            for sd in rd.steps:
+                s = state.step(r.round, sd.index)
+                s.model, s.subtask = sd.model or "", sd.subtask or s.subtask
                 if not s.access_all:
-                    s.access = tuple(sd.get("access") or ())
-                s.status = sd.get("status") or "finished"
-                if s.status == "running" or (s.status == "waiting" and state.status == "cancelled"):
-                    s.status = "cancelled"
-                s.reset_output(sd.get("output") or "")
-                usage = sd.get("usage") or {}
-                s.prompt_tokens, s.completion_tokens = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
-                s.cost_usd, s.latency_s = sd.get("cost_usd") or 0.0, sd.get("latency_s")
-                s.attempt = sd.get("attempts") or 1
-                log = sd.get("attempt_log") or []
+                    s.access = tuple(sd.access)
+                s.status = sd.status
+                if s.status == "running" or (s.status == "waiting" and state.status != "finished"):
+                    s.status = "interrupted" if state.status == "interrupted" else "cancelled"
+                s.reset_output(sd.output)
+                s.prompt_tokens, s.completion_tokens = sd.usage.prompt_tokens, sd.usage.completion_tokens
+                s.cost_usd, s.latency_s = sd.cost_usd, sd.latency_s
+                s.attempt = sd.attempts or 1
+                log = sd.attempt_log
                 for n, entry in enumerate(log):
-                    following = log[n + 1]["model"] if n + 1 < len(log) else (s.model if s.status == "finished" else None)
-                    s.failures.append(Attempt(entry.get("model", ""), entry.get("error", ""),
-                                              entry.get("attempt", n + 1), following))
+                    following = log[n + 1].model if n + 1 < len(log) else (s.model if s.status == "finished" else None)
+                    s.failures.append(Attempt(entry.model, entry.error, entry.attempt, following))
         return state
 
 
@@ -291,4 +298,5 @@ _HANDLERS = {
     ev.RunFinished: RunState._run_ended,
     ev.RunFailed: RunState._run_ended,
     ev.RunCancelled: RunState._run_ended,
+    ev.SubscriberFailed: RunState._subscriber_failed,
 }

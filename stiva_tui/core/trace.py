@@ -1,0 +1,148 @@
+"""The trace of one run, typed: what the history keeps and every front end reads back.
+
+`stiva ask --json`, the API's `stiva_trace`, the exports and a reopened conversation all use this
+one type. The store builds it (`Store.get_trace`); `RunState.from_trace` draws it; `model_dump()`
+gives the JSON shape of `stiva ask --json`.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .words import FailureReason, RunMode, RunStatus, Source, StepStatus
+from .workflow import Workflow, WorkflowParseError, workflow_from_lists
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TokenUsage(_Record):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class AttemptRecord(_Record):
+    """One failed attempt of a step: on which model, and why."""
+
+    model: str
+    error: str
+    attempt: int
+
+
+class TraceStep(_Record):
+    index: int
+    model: str | None = None
+    subtask: str = ""
+    access: list[int] = Field(default_factory=list)
+    status: StepStatus = "waiting"
+    output: str = ""
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    attempts: int = 0
+    attempt_log: list[AttemptRecord] = Field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def first_model(self) -> str | None:
+        """The model the conductor chose (before any fallback)."""
+        return self.attempt_log[0].model if self.attempt_log else self.model
+
+    @property
+    def on_fallback(self) -> bool:
+        return any(entry.model != self.model for entry in self.attempt_log)
+
+
+class TraceWorkflow(_Record):
+    """The round's plan in the paper's three lists."""
+
+    model_id: list[int] = Field(default_factory=list)
+    subtasks: list[str] = Field(default_factory=list)
+    access_list: list[list[int] | str] = Field(default_factory=list)
+
+    def workflow(self) -> Workflow | None:
+        """The `Workflow` again (None when the stored lists no longer validate)."""
+        try:
+            return workflow_from_lists(self.model_dump(), pool_size=max(self.model_id, default=0) + 1,
+                                       max_steps=max(len(self.model_id), 1), allow_empty=True)
+        except WorkflowParseError:
+            return None
+
+
+class TraceRound(_Record):
+    round: int
+    reasoning: str = ""
+    workflow: TraceWorkflow | None = None
+    keep_previous: bool = False
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    latency_s: float = 0.0
+    steps: list[TraceStep] = Field(default_factory=list)
+
+    def shape(self) -> str:
+        """single, chain, parallel, fan-in, dag; "direct" for a round without a plan."""
+        workflow = self.workflow.workflow() if self.workflow is not None else None
+        return workflow.shape() if workflow is not None else ("direct" if self.workflow is None else "workflow")
+
+
+class TraceConductor(_Record):
+    """Who planned, and what it runs on (the last fields are filled where the front end knows)."""
+
+    backend: str | None = None
+    model: str | None = None
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    adapter: str | None = None
+    reason: str | None = None
+    quantization: str | None = None
+    device: str | None = None
+    grammar: bool | None = None
+    memory_mb: float | None = None
+    load_s: float | None = None
+
+
+class TraceTotals(_Record):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    estimated: bool = False
+
+
+class Trace(_Record):
+    run_id: str
+    conversation_id: str | None = None
+    question: str = ""
+    answer: str | None = None
+    status: RunStatus = "running"
+    # Why a run did not finish (None when it finished or is still running).
+    failure: FailureReason | None = None
+    mode: RunMode = "conductor"
+    system: str = "conductor"
+    source: Source = "tui"
+    conductor: TraceConductor = Field(default_factory=TraceConductor)
+    rounds: list[TraceRound] = Field(default_factory=list)
+    totals: TraceTotals = Field(default_factory=TraceTotals)
+    created_at: str = ""
+    finished_at: str | None = None
+    error: str | None = None
+
+    @property
+    def step_count(self) -> int:
+        return sum(len(r.steps) for r in self.rounds)
+
+    def last_output(self) -> str:
+        """The text of the last step that wrote any (what a stopped run had streamed)."""
+        for round_ in reversed(self.rounds):
+            for step in reversed(round_.steps):
+                if step.output:
+                    return step.output
+        return ""
+
+    def partial_answer(self) -> str:
+        """The answer, or else what the answering step of the last round had written."""
+        if self.answer is not None:
+            return self.answer
+        for round_ in reversed(self.rounds):
+            if round_.steps:
+                return round_.steps[-1].output
+        return ""

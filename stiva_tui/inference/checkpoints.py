@@ -1,0 +1,333 @@
+"""Loading a causal LM for local inference: a folder or an HF id, in 4-bit nf4 on the CPU or CUDA.
+
+`load_model(spec, progress)` loads a model (optionally with a LoRA adapter on top) once per
+process: later calls with the same spec share the same `LoadedModel`. Also here: the CUDA probe
+with its free-memory check, and the size estimate `auto` uses to decide whether a GPU fits.
+
+torch/transformers are imported inside the functions only.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ModelError
+from .progress import Progress, forward_progress, report
+
+def quiet_libraries() -> None:
+    """Silence library chatter that says nothing a user can act on (call before importing them).
+
+    bitsandbytes' CPU backend warns at import that the optional `kernels` package (which would
+    fetch a kernel from the hub) is missing; its own kernel is used instead, and that is fine.
+    """
+    import logging
+
+    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+
+
+def offline() -> bool:
+    return any(os.environ.get(v, "").strip() not in ("", "0", "false", "False") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+
+# transformers' loading is not thread-safe: it swaps process-wide state while it builds a model
+# (the default dtype, patched init functions), and two loads at once can leave later models with
+# parameters on the meta device. Every from_pretrained here runs under this one lock.
+transformers_lock = threading.RLock()
+
+
+# --- loading ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    source: str  # HF id or folder
+    device: str = "cpu"  # "cpu" | "cuda"
+    adapter: str | None = None
+    quantize: bool = True  # 4-bit nf4
+    double_quant: bool = False
+    compute_dtype: str = "float32"  # "bfloat16" on CUDA
+    label: str = ""  # what describe() shows as the model
+    # Where this load starts on the progress bar: the embedded model's conversion comes first.
+    progress_from: float = 0.0
+
+
+@dataclass
+class LoadedModel:
+    model: Any
+    tokenizer: Any
+    spec: ModelSpec
+    device: str
+    quantization: str | None
+    load_s: float
+    memory_bytes: int
+    # serialises generate() calls on the shared model (conductor and embedded worker share it)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    extras: dict = field(default_factory=dict)
+
+    def describe(self) -> dict:
+        return {
+            "device": self.device,
+            "quantization": self.quantization,
+            "memory_mb": round(self.memory_bytes / 2**20, 1),
+            "load_s": round(self.load_s, 2),
+            "adapter": self.spec.adapter,
+        }
+
+
+_cache: dict[ModelSpec, LoadedModel] = {}
+_cache_lock = threading.Lock()
+_spec_locks: dict[ModelSpec, threading.Lock] = {}
+
+
+def cached_model(spec: ModelSpec) -> LoadedModel | None:
+    return _cache.get(spec)
+
+
+def clear_cache() -> None:
+    """Forget loaded models (tests)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def load_model(spec: ModelSpec, progress: Progress | None = None) -> LoadedModel:
+    """Load (once per process, thread-safe) the model of `spec`."""
+    loaded = _cache.get(spec)
+    if loaded is not None:
+        return loaded
+    with _cache_lock:
+        lock = _spec_locks.setdefault(spec, threading.Lock())
+    with lock:
+        loaded = _cache.get(spec)
+        if loaded is not None:
+            return loaded
+        with transformers_lock:
+            loaded = _load(spec, progress)
+        _cache[spec] = loaded
+        return loaded
+
+
+def check_model_source(source: str) -> Path | None:
+    """The folder of `source` when it is one; raises ModelError when it looks like a path
+    that does not exist or a folder that is not a model."""
+    path = Path(source).expanduser()
+    looks_like_path = source.startswith(("/", ".", "~", "\\")) or source.count("/") > 1 or "\\" in source
+    if path.exists():
+        if not path.is_dir():
+            raise ModelError(f"{path} is a file; point the conductor model at a model folder or an HF id")
+        if not (path / "config.json").exists():
+            raise ModelError(
+                f"{path} is not a model folder (no config.json); point [conductor] model at a folder "
+                "saved with save_pretrained, or at a Hugging Face id such as Qwen/Qwen2.5-7B-Instruct"
+            )
+        return path
+    if looks_like_path:
+        raise ModelError(
+            f"model folder {path} does not exist; fix [conductor] model in the config or use an HF id "
+            "(download one first with `hf download <id>`)"
+        )
+    return None
+
+
+def hf_cached(model_id: str) -> bool:
+    """Whether an HF id's config is in the local HF cache (no network)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(model_id, "config.json")
+        return isinstance(found, str)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
+    start = time.monotonic()
+    folder = check_model_source(spec.source)
+    local_only = folder is not None or offline()
+    if folder is None and local_only and not hf_cached(spec.source):
+        raise ModelError(
+            f"model {spec.source} is not in the local Hugging Face cache and the hub is offline; "
+            f"download it with `hf download {spec.source}` or set [conductor] model to a folder"
+        )
+    quiet_libraries()
+    import torch
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    def at(share: float) -> float:
+        return spec.progress_from + (1.0 - spec.progress_from) * share
+
+    report(progress, at(0.05), f"reading the config of {spec.label or spec.source}")
+    try:
+        config = AutoConfig.from_pretrained(spec.source, local_files_only=local_only)
+    except Exception as exc:  # noqa: BLE001
+        raise ModelError(
+            f"cannot read the model config of {spec.source}: {exc}. Use a folder saved with "
+            "save_pretrained or an HF id available offline."
+        ) from exc
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    if config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise ModelError(
+            f"{spec.source} is a {config.model_type!r} model, not a causal language model; "
+            "the conductor needs a text-generation (causal LM) model such as Qwen/Qwen2.5-7B-Instruct"
+        )
+    if spec.device == "cuda":
+        _check_vram(spec, config)
+    kwargs: dict[str, Any] = {"local_files_only": local_only}
+    quantization = None
+    if spec.quantize:
+        from transformers import BitsAndBytesConfig
+
+        dtype = getattr(torch, spec.compute_dtype)
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=spec.double_quant,
+            bnb_4bit_compute_dtype=dtype,
+        )
+        kwargs["dtype"] = dtype
+        quantization = "nf4"
+    else:
+        kwargs["dtype"] = getattr(torch, spec.compute_dtype)
+    kwargs["device_map"] = "cpu" if spec.device == "cpu" else {"": 0}
+    lo, hi = at(0.1), at(0.94)
+    label = spec.label or spec.source
+    how = "in 4-bit nf4" if spec.quantize else f"in {spec.compute_dtype}"
+    report(progress, lo, f"loading {label} {how} on {spec.device}")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(spec.source, local_files_only=local_only)
+        with forward_progress(progress, lo, hi, label):
+            model = AutoModelForCausalLM.from_pretrained(spec.source, **kwargs)
+    except ModelError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        _release_cuda(spec.device)
+        raise ModelError(_load_failure(spec, exc)) from exc
+    if spec.adapter:
+        report(progress, at(0.95), f"applying the LoRA adapter {spec.adapter}")
+        try:
+            model = _apply_adapter(model, spec.adapter)
+        except ModelError:
+            del model
+            _release_cuda(spec.device)
+            raise
+    model.eval()
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    memory = _memory_bytes(model, spec.device)
+    elapsed = time.monotonic() - start
+    report(progress, 1.0, f"{spec.label or spec.source} ready in {elapsed:.1f} s")
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        spec=spec,
+        device=spec.device,
+        quantization=quantization,
+        load_s=elapsed,
+        memory_bytes=memory,
+    )
+
+
+def _load_failure(spec: ModelSpec, exc: Exception) -> str:
+    """What went wrong loading `spec`, and what to do about it."""
+    text = f"{type(exc).__name__}: {exc}"
+    lowered = text.lower()
+    if "out of memory" in lowered:
+        return (f"{spec.source} did not fit in GPU memory ({text.splitlines()[0][:200]}); free the GPU, "
+                "choose a smaller [conductor] model, or use backend = \"embedded\"")
+    if "bitsandbytes" in lowered or "bnb" in lowered:
+        return (f"cannot load {spec.source} in 4-bit: {text[:300]}. Check that bitsandbytes supports this "
+                "machine (`python -m bitsandbytes`), or use backend = \"embedded\"")
+    return f"cannot load {spec.source}: {text[:500]}"
+
+
+def _release_cuda(device: str) -> None:
+    """Give back the GPU memory a failed load left behind."""
+    if device != "cuda":
+        return
+    try:
+        import gc
+
+        import torch
+
+        gc.collect()
+        torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _apply_adapter(model: Any, adapter: str) -> Any:
+    path = Path(adapter).expanduser()
+    if not (path / "adapter_config.json").exists():
+        raise ModelError(
+            f"LoRA adapter {path} not found (no adapter_config.json); set [conductor] adapter to a "
+            "folder saved by peft's save_pretrained, or remove it"
+        )
+    try:
+        from peft import PeftModel
+
+        return PeftModel.from_pretrained(model, str(path), is_trainable=False)
+    except Exception as exc:  # noqa: BLE001
+        raise ModelError(f"cannot apply the LoRA adapter {path}: {type(exc).__name__}: {exc}") from exc
+
+
+def estimate_4bit_bytes(config: Any) -> int:
+    """Rough size of a decoder-only model in nf4 (embeddings and head kept in 16 bit)."""
+    text = getattr(config, "text_config", None) or config
+    h = int(getattr(text, "hidden_size", 0) or 0)
+    layers = int(getattr(text, "num_hidden_layers", 0) or 0)
+    inter = int(getattr(text, "intermediate_size", 0) or 4 * h)
+    vocab = int(getattr(text, "vocab_size", 0) or 0)
+    heads = int(getattr(text, "num_attention_heads", 1) or 1)
+    kv = int(getattr(text, "num_key_value_heads", heads) or heads)
+    head_dim = int(getattr(text, "head_dim", 0) or (h // heads if heads else 0))
+    attn = h * heads * head_dim * 2 + h * kv * head_dim * 2
+    mlp = 3 * h * inter
+    body = layers * (attn + mlp)
+    tied = bool(getattr(config, "tie_word_embeddings", False))
+    emb = vocab * h * (1 if tied else 2)
+    return int(body * 0.53 + emb * 2)  # ~4.25 bits a weight + 16-bit embeddings
+
+
+def free_cuda_bytes() -> int | None:
+    """Free memory of CUDA device 0 in bytes; None when there is no usable CUDA GPU."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        free, _total = torch.cuda.mem_get_info()
+        return int(free)
+    except Exception:  # noqa: BLE001 - a broken driver is "no usable GPU"
+        return None
+
+
+def _check_vram(spec: ModelSpec, config: Any) -> None:
+    free = free_cuda_bytes()
+    if free is None:
+        raise ModelError("the local backend needs a CUDA GPU; none is available (use backend = \"embedded\")")
+    need = estimate_4bit_bytes(config) * 1.15 + 1.5 * 2**30  # weights + KV cache and workspace
+    if need > free:
+        raise ModelError(
+            f"{spec.source} needs about {need / 2**30:.1f} GiB of GPU memory in 4-bit but only "
+            f"{free / 2**30:.1f} GiB is free; choose a smaller [conductor] model or free the GPU"
+        )
+
+
+def _memory_bytes(model: Any, device: str) -> int:
+    try:
+        if device == "cuda":
+            import torch
+
+            return int(torch.cuda.memory_allocated())
+        return int(model.get_memory_footprint())
+    except Exception:  # noqa: BLE001
+        return 0
