@@ -10,8 +10,9 @@ import pytest
 from conftest import pool_models
 from fakeprovider import Reply
 from stiva_tui.conductor.remote import RemoteConductor
-from stiva_tui.engine import events as ev
-from stiva_tui.engine.executor import Engine, RunOptions, moa_workflow
+from stiva_tui.core import events as ev
+from stiva_tui.engine.baselines import moa_workflow
+from stiva_tui.engine.executor import Engine, RunOptions
 from stiva_tui.pool.client import HttpWorker
 
 
@@ -265,7 +266,7 @@ def test_default_fallbacks_skip_the_embedded_model(fake):
     from dataclasses import replace
 
     from stiva_tui.engine.executor import _Run
-    from stiva_tui.conductor.workflow import Step
+    from stiva_tui.core.workflow import Step
 
     models = pool_models(fake, "w1", "w2")
     embedded = replace(models[0], id="local/gemma-3-270m", kind="embedded")
@@ -302,3 +303,90 @@ async def test_a_failure_before_any_text_is_not_retried_twice(fake):
     assert len(fake.requests_for("w1")) == 2
     failed = [e for e in events if isinstance(e, ev.StepFailed)]
     assert [(e.model, e.fallback) for e in failed] == [("w1", "w2")]
+
+
+# --- subscribers, typed failures, the answer step, given workflows --------------------------------
+
+
+async def test_a_failing_subscriber_is_reported_once_and_never_stops_the_run(fake, caplog):
+    fake.script("cond", Reply(plan([1], ["answer"], [[]])))
+    fake.script("w1", Reply("the answer"))
+    models = pool_models(fake, "cond", "w1")
+    worker = HttpWorker(retries=0)
+    calls = []
+
+    def broken(event):
+        calls.append(event)
+        raise OSError("disk full")
+
+    broken.name = "history"
+    seen: list = []
+    engine = Engine(models, worker, RemoteConductor(models[0], worker), subscribers=[broken])
+    result = await engine.run("Q?", emit=seen.append)
+    await worker.aclose()
+    assert result.status == "finished" and result.answer == "the answer"
+    notices = [e for e in seen if isinstance(e, ev.SubscriberFailed)]
+    assert len(notices) == 1 and notices[0].subscriber == "history" and "OSError: disk full" in notices[0].error
+    assert len(calls) == sum(1 for e in seen if not isinstance(e, ev.SubscriberFailed))  # it kept being called
+    assert isinstance(seen[-1], ev.RunFinished)
+    assert "subscriber history failed" in caplog.text
+
+
+async def test_failures_carry_a_typed_reason(fake):
+    fake.script("cond", Reply("no lists here"), Reply("still none"))
+    engine, worker = make_engine(fake, "w1")
+    events: list = []
+    result = await engine.run("Q?", emit=events.append)
+    assert result.failure == "conductor" and events[-1].reason == "conductor"
+
+    fake.script("cond", Reply(plan([1], ["a"], [[]])))
+    fake.script("w1", *[Reply(status=400, error_message="bad request")] * 3)
+    engine = Engine(pool_models(fake, "cond", "w1"), worker, RemoteConductor(pool_models(fake, "cond")[0], worker))
+    result = await engine.run("Q?", options=RunOptions(fallbacks=("cond",), max_fallbacks=0))
+    assert result.status == "failed" and result.failure == "step"
+
+    fake.script("cond", Reply(plan([1], ["a"], [[]]), usage=(10, 10)))
+    result = await engine.run("Q?", options=RunOptions(budget_tokens=5))
+    await worker.aclose()
+    assert result.failure == "budget"
+
+
+async def test_the_answer_step_is_marked_on_the_events(fake):
+    fake.script("cond", Reply(plan([1, 1], ["draft", "final"], [[], [0]])), Reply(plan([1], ["again"], [[]])))
+    fake.default("w1", lambda request: Reply("text"))
+    engine, worker = make_engine(fake, "w1")
+    events: list = []
+    await engine.run("Q?", emit=events.append, options=RunOptions(rounds=2))
+    await worker.aclose()
+    marks = {(e.round, e.index): (e.writes_answer, e.final) for e in events if isinstance(e, ev.StepStarted)}
+    # Round 1's last step writes that round's answer, but round 2 may replace it: not final.
+    assert marks == {(1, 0): (False, False), (1, 1): (True, False), (2, 0): (True, True)}
+
+
+async def test_a_given_workflow_runs_without_planning(fake):
+    from stiva_tui.core.workflow import Step, Workflow
+
+    fake.script("w1", Reply("one"))
+    fake.script("w2", Reply("two"))
+    models = pool_models(fake, "w1", "w2")
+    worker = HttpWorker(retries=0)
+    engine = Engine(models, worker, source="train")
+    events: list = []
+    workflow = Workflow((Step(0, "first", ()), Step(1, "second", (0,))))
+    result = await engine.run_workflow("Q?", workflow, [models[1], models[0]], emit=events.append)
+    await worker.aclose()
+    assert result.status == "finished" and result.answer == "one"  # step 1 ran on model index 1 = w1
+    started = events[0]
+    assert isinstance(started, ev.RunStarted) and started.mode == "workflow" and started.source == "train"
+    assert [e.model for e in events if isinstance(e, ev.StepStarted)] == ["w2", "w1"]
+    assert "<step_0_response>\ntwo" in fake.requests_for("w1")[0].user_text
+
+
+async def test_the_answer_is_cut_at_a_stop_sequence_a_provider_ignored(fake):
+    fake.script("w1", Reply("The answer. END and more"))
+    models = pool_models(fake, "w1")
+    worker = HttpWorker(retries=0)
+    engine = Engine(models, worker)
+    result = await engine.run_direct("Q?", "w1", options=RunOptions(stop=("END",)))
+    await worker.aclose()
+    assert result.answer == "The answer. "

@@ -1,18 +1,20 @@
 """The executor: plans with the conductor and runs each workflow as a DAG of streaming calls.
 
-    engine = Engine(models, worker, conductor=conductor, store=store)
+    engine = Engine(models, worker, conductor=conductor, subscribers=[recorder])
     result = await engine.run(question, emit=print)
 
 Every step starts as soon as each step in its access list has finished, so independent steps run
 at the same time. A failing step is retried, then moved to a fallback model; the trace keeps every
-attempt. A budget cap stops the run cleanly. Everything is reported as events (see events.py);
-cancelling the awaiting task cancels every running call and emits `RunCancelled`.
+attempt. A budget cap stops the run cleanly. Everything is reported as events (core/events.py)
+to the engine's subscribers; cancelling the awaiting task cancels every running call and emits
+`RunCancelled`. The executor writes nothing itself: the history is one subscriber among others.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -20,10 +22,7 @@ from typing import Any, AsyncIterator, Callable, Sequence
 
 from ..conductor.base import Conductor, ConductorError, PlanRequest, PreviousRound, WorkerInfo
 from ..conductor.prompt import worker_messages
-from ..conductor.workflow import Step, Workflow
-from ..pool.types import PoolModel, ProviderError, TextDelta, UsageReport, Worker
-from ..usage import Usage, estimate_tokens
-from .events import (
+from ..core.events import (
     ConductorDelta,
     Event,
     RoundStarted,
@@ -35,11 +34,21 @@ from .events import (
     StepFailed,
     StepFinished,
     StepStarted,
+    SubscriberFailed,
     Totals,
     WorkflowReady,
 )
+from ..core.usage import Usage, estimate_tokens
+from ..core.words import FailureReason, RunMode, Source
+from ..core.workflow import Step, Workflow
+from ..pool.types import PoolModel, ProviderError, TextDelta, UsageReport, Worker
+from .baselines import direct_workflow, moa_workflow
 
-Emit = Callable[[Event], None]
+log = logging.getLogger(__name__)
+
+# Anything that takes a run's events: the history's recorder, a front end's view, a queue.
+Subscriber = Callable[[Event], None]
+Emit = Subscriber
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,7 @@ class RunResult:
     answer: str = ""
     error: str = ""
     totals: Totals = field(default_factory=Totals)
+    failure: FailureReason | None = None  # why it did not finish
 
 
 class BudgetExceeded(Exception):
@@ -79,7 +89,12 @@ class StepError(Exception):
 
 
 class Engine:
-    """Runs questions over `models` (the available pool, numbered as the conductor sees it)."""
+    """Runs questions over `models` (the available pool, numbered as the conductor sees it).
+
+    Every event of every run goes to each of `subscribers` in order, then to the run's own `emit`.
+    A subscriber that raises is logged and reported once per run (`SubscriberFailed`) to the
+    others; it never stops the run. `source` says which front end the runs come from.
+    """
 
     def __init__(
         self,
@@ -87,16 +102,16 @@ class Engine:
         worker: Worker,
         conductor: Conductor | None = None,
         *,
-        store: Any = None,
+        subscribers: Sequence[Subscriber] = (),
         conductor_reason: str | None = None,
-        source: str = "cli",
+        source: Source = "cli",
     ):
         self.models = list(models)
         self.worker = worker
         self.conductor = conductor
-        self.store = store
+        self.subscribers = tuple(subscribers)
         self.conductor_reason = conductor_reason
-        self.source = source
+        self.source: Source = source
 
     # --- public entry points -------------------------------------------------------------------
 
@@ -109,17 +124,19 @@ class Engine:
         options: RunOptions | None = None,
         run_id: str | None = None,
         conversation_id: str | None = None,
+        system: str = "conductor",
     ) -> RunResult:
         """Plan with the conductor and run every round. Never raises except CancelledError."""
         if self.conductor is None:
-            raise ValueError("this engine has no conductor: use run_direct or run_moa")
+            raise ValueError("this engine has no conductor: use run_workflow, run_direct or run_moa")
         conductor = self.conductor
         run = _Run(self, question, emit, options or RunOptions(), run_id, conversation)
-        self._begin(run, "conductor", "conductor", conversation_id)
 
         async def body() -> str:
-            run.emit(RunStarted(run.id, question, "conductor", conductor.backend, conductor.model,
-                                self.conductor_reason))
+            run.emit(RunStarted(
+                run.id, question, "conductor", conductor.backend, conductor.model, self.conductor_reason,
+                system=system, source=self.source, conversation_id=conversation_id,
+                conductor_adapter=getattr(conductor, "adapter", None)))
             previous: PreviousRound | None = None
             answer = ""
             for round_ in range(1, run.options.rounds + 1):
@@ -127,7 +144,8 @@ class Engine:
                 plan = await self._plan(run, conductor, round_, previous, conversation)
                 if plan.workflow.is_empty:
                     break
-                answer = await run.execute(round_, plan.workflow, self.models)
+                answer = await run.execute(round_, plan.workflow, self.models,
+                                           final=round_ == run.options.rounds)
                 previous = PreviousRound(
                     plan.workflow, answer, tuple(self.models[s.model].id for s in plan.workflow.steps)
                 )
@@ -135,44 +153,36 @@ class Engine:
 
         return await run.guard(body)
 
-    async def run_direct(
-        self, question: str, model_id: str, *, emit: Emit | None = None, conversation: Sequence[dict] = (),
+    async def run_workflow(
+        self, question: str, workflow: Workflow, models: Sequence[PoolModel], *, mode: RunMode = "workflow",
+        system: str = "workflow", emit: Emit | None = None, conversation: Sequence[dict] = (),
         options: RunOptions | None = None, run_id: str | None = None, conversation_id: str | None = None,
     ) -> RunResult:
-        """The baseline of one call to one model, through the same executor and events."""
-        model = self.model(model_id)
+        """Run a given workflow without planning (one round); `models[i]` is the model of index i.
+        Baselines and training rollouts run this way."""
         run = _Run(self, question, emit, options or RunOptions(), run_id, conversation)
-        self._begin(run, "direct", f"direct:{model_id}", conversation_id)
 
         async def body() -> str:
-            run.emit(RunStarted(run.id, question, "direct"))
+            run.emit(RunStarted(run.id, question, mode, system=system, source=self.source,
+                                conversation_id=conversation_id))
             run.emit(RoundStarted(run.id, 1))
-            workflow = Workflow((Step(0, "Answer the question.", ()),))
             run.emit(WorkflowReady(run.id, 1, workflow, "", Usage(), 0.0))
-            return await run.execute(1, workflow, [model])
+            return await run.execute(1, workflow, models, final=True)
 
         return await run.guard(body)
 
-    async def run_moa(
-        self, question: str, proposers: Sequence[str], aggregator: str, layers: int = 2, *,
-        emit: Emit | None = None, conversation: Sequence[dict] = (), options: RunOptions | None = None,
-        run_id: str | None = None, conversation_id: str | None = None,
-    ) -> RunResult:
+    async def run_direct(self, question: str, model_id: str, **kwargs: Any) -> RunResult:
+        """The baseline of one call to one model, through the same executor and events."""
+        return await self.run_workflow(question, direct_workflow(), [self.model(model_id)], mode="direct",
+                                       system=f"direct:{model_id}", **kwargs)
+
+    async def run_moa(self, question: str, proposers: Sequence[str], aggregator: str, layers: int = 2,
+                      **kwargs: Any) -> RunResult:
         """Mixture-of-Agents: `layers` layers of proposers (each later layer reads the one before),
         then one aggregator step that reads the last layer."""
-        models = [self.model(m) for m in proposers]
-        agg = self.model(aggregator)
-        run = _Run(self, question, emit, options or RunOptions(), run_id, conversation)
-        self._begin(run, "moa", "moa", conversation_id)
-
-        async def body() -> str:
-            run.emit(RunStarted(run.id, question, "moa"))
-            run.emit(RoundStarted(run.id, 1))
-            workflow = moa_workflow(len(models), layers)
-            run.emit(WorkflowReady(run.id, 1, workflow, "", Usage(), 0.0))
-            return await run.execute(1, workflow, [*models, agg])
-
-        return await run.guard(body)
+        models = [*(self.model(m) for m in proposers), self.model(aggregator)]
+        return await self.run_workflow(question, moa_workflow(len(proposers), layers), models, mode="moa",
+                                       system="moa", **kwargs)
 
     async def stream(self, method: str, *args: Any, **kwargs: Any) -> AsyncIterator[Event]:
         """Iterate a run's events: `async for event in engine.stream("run", question)`."""
@@ -200,11 +210,6 @@ class Engine:
 
     # --- helpers -------------------------------------------------------------------------------
 
-    def _begin(self, run: "_Run", mode: str, system: str, conversation_id: str | None) -> None:
-        if self.store is not None:
-            self.store.begin_run(run.id, run.question, conversation_id=conversation_id, mode=mode,
-                                 system=system, source=self.source)
-
     async def _plan(self, run: "_Run", conductor: Conductor, round_: int, previous: PreviousRound | None,
                     conversation: Sequence[dict]):
         request = PlanRequest(
@@ -227,27 +232,16 @@ class Engine:
         return 0.0
 
 
+def cut_at_stop(text: str, stops: Sequence[str]) -> str:
+    """`text` up to the first of `stops` (for providers that ignore the stop sequences sent)."""
+    cut = min((i for i in (text.find(s) for s in stops if s) if i >= 0), default=-1)
+    return text if cut < 0 else text[:cut]
+
+
 def _worth_another_try(exc: Exception) -> bool:
     """Only a stream that broke after text had arrived is tried again on the same model: the
     client already retried everything that failed before the first byte (429, 5xx, connect)."""
     return isinstance(exc, ProviderError) and exc.retryable and exc.partial
-
-
-def moa_workflow(proposers: int, layers: int) -> Workflow:
-    """Proposer layers then an aggregator; model index `proposers` is the aggregator."""
-    steps: list[Step] = []
-    previous: tuple[int, ...] = ()
-    for layer in range(layers):
-        current = []
-        for p in range(proposers):
-            subtask = "Answer the question." if layer == 0 else (
-                "Answer the question. Earlier responses are shown: use what is right in them, fix what is wrong.")
-            current.append(len(steps))
-            steps.append(Step(p, subtask, previous))
-        previous = tuple(current)
-    steps.append(Step(proposers, "Synthesize the responses shown into one single, accurate, complete answer to "
-                                 "the question.", previous))
-    return Workflow(tuple(steps))
 
 
 class _Run:
@@ -260,18 +254,31 @@ class _Run:
         self.options = options
         self.id = run_id or uuid.uuid4().hex
         self.conversation = tuple(conversation)
-        self._emit = emit
+        self.subscribers: list[Subscriber] = [*engine.subscribers, *([emit] if emit is not None else [])]
+        self._failed: set[int] = set()  # subscribers already reported as failing in this run
         self.started = time.monotonic()
         self.usage = Usage()
         self.cost = 0.0
-        self.streaming_tokens: dict[tuple[int, int], int] = {}
 
     def emit(self, event: Event) -> None:
-        store = self.engine.store
-        if store is not None:
-            store.record(event)
-        if self._emit is not None:
-            self._emit(event)
+        """Hand `event` to every subscriber; one that raises is logged, reported and skipped."""
+        for subscriber in self.subscribers:
+            try:
+                subscriber(event)
+            except Exception as exc:  # noqa: BLE001 - a subscriber never breaks the run
+                self._subscriber_failed(subscriber, exc)
+
+    def _subscriber_failed(self, subscriber: Subscriber, exc: Exception) -> None:
+        name = getattr(subscriber, "name", None) or getattr(subscriber, "__qualname__", type(subscriber).__name__)
+        log.warning("run %s: subscriber %s failed: %s: %s", self.id, name, type(exc).__name__, exc)
+        if id(subscriber) in self._failed:
+            return
+        self._failed.add(id(subscriber))
+        notice = SubscriberFailed(self.id, str(name), f"{type(exc).__name__}: {exc}")
+        for other in self.subscribers:
+            if other is not subscriber:
+                with contextlib.suppress(Exception):
+                    other(notice)
 
     def totals(self) -> Totals:
         return Totals(self.usage.prompt_tokens, self.usage.completion_tokens, round(self.cost, 10),
@@ -298,33 +305,36 @@ class _Run:
             self.emit(RunCancelled(self.id, totals))
             raise
         except BudgetExceeded as exc:
-            return self._fail(f"stopped: {exc}")
+            return self._fail(f"stopped: {exc}", "budget")
         except StepError as exc:
-            return self._fail(str(exc))
+            return self._fail(str(exc), "step")
         except ConductorError as exc:
-            return self._fail(f"conductor: {exc}")
+            return self._fail(f"conductor: {exc}", "conductor")
         except Exception as exc:  # noqa: BLE001 - a bug must still end the run with one event
-            return self._fail(f"internal error: {type(exc).__name__}: {exc}")
+            log.exception("run %s failed on a bug", self.id)
+            return self._fail(f"internal error: {type(exc).__name__}: {exc}", "internal")
         totals = self.totals()
         self.emit(RunFinished(self.id, answer, totals))
         return RunResult(self.id, "finished", answer=answer, totals=totals)
 
-    def _fail(self, message: str) -> RunResult:
+    def _fail(self, message: str, reason: FailureReason) -> RunResult:
         totals = self.totals()
-        self.emit(RunFailed(self.id, message, totals))
-        return RunResult(self.id, "failed", error=message, totals=totals)
+        self.emit(RunFailed(self.id, message, totals, reason))
+        return RunResult(self.id, "failed", error=message, totals=totals, failure=reason)
 
     # --- the DAG -------------------------------------------------------------------------------
 
-    async def execute(self, round_: int, workflow: Workflow, models: Sequence[PoolModel]) -> str:
-        """Run every step as soon as its inputs are done; return the last step's output."""
+    async def execute(self, round_: int, workflow: Workflow, models: Sequence[PoolModel], *,
+                      final: bool) -> str:
+        """Run every step as soon as its inputs are done; return the last step's output. `final`:
+        no later round can follow, so the last step's output is the run's answer for certain."""
         outputs: dict[int, str] = {}
         done = [asyncio.Event() for _ in workflow.steps]
 
         async def run_step(index: int) -> None:
             for j in workflow.steps[index].access:
                 await done[j].wait()
-            outputs[index] = await self._run_step(round_, workflow, index, models, outputs)
+            outputs[index] = await self._run_step(round_, workflow, index, models, outputs, final)
             done[index].set()
 
         try:
@@ -352,10 +362,11 @@ class _Run:
         return [own, *extra[: self.options.max_fallbacks]]
 
     async def _run_step(self, round_: int, workflow: Workflow, index: int, models: Sequence[PoolModel],
-                        outputs: dict[int, str]) -> str:
+                        outputs: dict[int, str], final: bool) -> str:
         step = workflow.steps[index]
         messages = worker_messages(self.question, workflow, index, outputs, self.conversation)
-        stop = self.options.stop if index == len(workflow.steps) - 1 else ()
+        writes_answer = index == len(workflow.steps) - 1
+        stop = self.options.stop if writes_answer else ()
         candidates = self._candidates(step, models)
         started = time.monotonic()
         attempt = 0
@@ -365,7 +376,8 @@ class _Run:
                 tries_left -= 1
                 attempt += 1
                 self.check_budget()
-                self.emit(StepStarted(self.id, round_, index, model.id, step.subtask, step.access, attempt))
+                self.emit(StepStarted(self.id, round_, index, model.id, step.subtask, step.access, attempt,
+                                       writes_answer=writes_answer, final=writes_answer and final))
                 try:
                     text, usage = await self._call(round_, index, model, messages, stop)
                 except BudgetExceeded:
@@ -399,13 +411,15 @@ class _Run:
             stop=list(stop) or None)
         limited = self.options.budget_tokens is not None or self.options.budget_usd is not None
         prompt_estimate = sum(estimate_tokens(m["content"]) for m in messages)
+        chars = 0
         async with contextlib.aclosing(stream):
             async for event in stream:
                 if isinstance(event, TextDelta):
                     parts.append(event.text)
+                    chars += len(event.text)
                     self.emit(StepDelta(self.id, round_, index, event.text))
                     if limited:
-                        out = estimate_tokens("".join(parts))
+                        out = (chars + 3) // 4  # estimate_tokens of the text so far, without joining it
                         self.check_budget(prompt_estimate + out,
                                           model.cost(Usage(prompt_estimate, out)))
                 elif isinstance(event, UsageReport):
@@ -413,4 +427,4 @@ class _Run:
         text = "".join(parts)
         if usage is None:
             usage = Usage(prompt_estimate, estimate_tokens(text), True)
-        return text, usage
+        return cut_at_stop(text, stop), usage

@@ -1,5 +1,23 @@
-"""SQLite history of conversations, runs (with full traces) and compare sessions."""
+"""SQLite history of conversations, runs (with full traces) and compare sessions.
+
+`Store` reads and manages the history; `Recorder(store)` is the engine subscriber that writes runs.
+"""
 
 from .db import NotFoundError, Store, StoreError
+from .records import (
+    CompareEntry,
+    CompareSession,
+    CompareSummary,
+    Conversation,
+    ConversationSummary,
+    LeaderboardRow,
+    MessageRecord,
+    RunSummary,
+)
+from .recorder import Recorder
 
-__all__ = ["Store", "StoreError", "NotFoundError"]
+__all__ = [
+    "Store", "StoreError", "NotFoundError", "Recorder",
+    "Conversation", "ConversationSummary", "MessageRecord", "RunSummary",
+    "CompareEntry", "CompareSession", "CompareSummary", "LeaderboardRow",
+]

@@ -1,0 +1,44 @@
+"""The baselines the conductor is measured against, as workflows the executor runs like any other.
+
+- direct: one call to one model;
+- Mixture-of-Agents (MoA): layers of proposers, each later layer reading the one before, then one
+  aggregator that reads the last layer.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..core.workflow import Step, Workflow
+from ..pool.types import PoolModel
+
+DEFAULT_MOA_PROPOSERS = 3
+
+
+def direct_workflow() -> Workflow:
+    """One step on model 0 that answers the question."""
+    return Workflow((Step(0, "Answer the question.", ()),))
+
+
+def moa_workflow(proposers: int, layers: int) -> Workflow:
+    """Proposer layers then an aggregator; model index `proposers` is the aggregator."""
+    steps: list[Step] = []
+    previous: tuple[int, ...] = ()
+    for layer in range(layers):
+        current = []
+        for p in range(proposers):
+            subtask = "Answer the question." if layer == 0 else (
+                "Answer the question. Earlier responses are shown: use what is right in them, fix what is wrong.")
+            current.append(len(steps))
+            steps.append(Step(p, subtask, previous))
+        previous = tuple(current)
+    steps.append(Step(proposers, "Synthesize the responses shown into one single, accurate, complete answer to "
+                                 "the question.", previous))
+    return Workflow(tuple(steps))
+
+
+def default_moa_proposers(models: Sequence[PoolModel], count: int = DEFAULT_MOA_PROPOSERS) -> list[str]:
+    """The first `count` pool models that are not the embedded CPU model (a 270M stand-in adds
+    nothing to a mixture of hosted models); the embedded one only when it is all there is."""
+    hosted = [m.id for m in models if m.kind != "embedded"]
+    return hosted[:count] or [m.id for m in models][:1]

@@ -1,0 +1,147 @@
+"""Compare sessions: several systems answer one question side by side, the user votes for one,
+and the leaderboard sums the votes. Part of `Store` (see db.py).
+
+An entry's `run_id` is a loose reference: the compare screen may add the entry before the run's
+first event is written, and a deleted run leaves its entry (with no trace) behind.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from typing import TYPE_CHECKING
+
+from .errors import NotFoundError, StoreError
+from .records import CompareEntry, CompareSession, CompareSummary, LeaderboardRow
+from .schema import timestamp
+
+if TYPE_CHECKING:
+    from .db import Store
+
+__all__ = ["CompareSessions"]
+
+
+class CompareSessions:
+    """The compare part of `Store`."""
+
+    def create_compare_session(self: "Store", question: str, conversation_id: str | None = None) -> str:
+        """Start a comparison on one question and return its id (NotFoundError for an unknown conversation)."""
+        sid = str(uuid.uuid4())
+        with self.transaction() as c:
+            if conversation_id is not None:
+                _require(c, "conversations", conversation_id, "conversation")
+            c.execute(
+                "INSERT INTO compare_sessions (id, conversation_id, question, created_at) VALUES (?, ?, ?, ?)",
+                (sid, conversation_id, question, timestamp()),
+            )
+        return sid
+
+    def add_compare_entry(self: "Store", session_id: str, system: str, run_id: str | None) -> None:
+        """Attach one system's run to a session (replacing that system's earlier entry)."""
+        with self.transaction() as c:
+            _require(c, "compare_sessions", session_id, "compare session")
+            c.execute(
+                "INSERT INTO compare_entries (session_id, system, run_id) VALUES (?, ?, ?)"
+                " ON CONFLICT (session_id, system) DO UPDATE SET run_id = excluded.run_id",
+                (session_id, system, run_id),
+            )
+
+    def record_vote(self: "Store", session_id: str, winner_system: str) -> None:
+        """Record which system won; a session keeps only its latest vote. StoreError when the
+        winner is not one of the session's systems."""
+        with self.transaction() as c:
+            _require(c, "compare_sessions", session_id, "compare session")
+            if c.execute(
+                "SELECT 1 FROM compare_entries WHERE session_id = ? AND system = ?", (session_id, winner_system)
+            ).fetchone() is None:
+                raise StoreError(f"{winner_system!r} is not one of the systems compared in session {session_id}")
+            c.execute(
+                "INSERT INTO votes (session_id, winner, created_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (session_id) DO UPDATE SET winner = excluded.winner, created_at = excluded.created_at",
+                (session_id, winner_system, timestamp()),
+            )
+
+    def list_compare_sessions(self: "Store", limit: int = 200) -> list[CompareSummary]:
+        """Compare sessions newest first, each with its systems (in the order added) and winner."""
+        with self.snapshot():
+            rows = self.query(
+                """
+                SELECT s.id, s.conversation_id, s.question, s.created_at, v.winner
+                FROM compare_sessions s LEFT JOIN votes v ON v.session_id = s.id
+                ORDER BY s.created_at DESC, s.rowid DESC LIMIT ?
+                """,
+                (int(limit),),
+            )
+            systems = self._systems_of(limit)
+        return [CompareSummary(**dict(r), systems=systems.get(r["id"], [])) for r in rows]
+
+    def get_compare_session(self: "Store", session_id: str) -> CompareSession:
+        """A session with each entry's trace (None when its run is missing) and its vote."""
+        with self.snapshot():
+            row = self.query_one(
+                """
+                SELECT s.id, s.conversation_id, s.question, s.created_at, v.winner, v.created_at AS voted_at
+                FROM compare_sessions s LEFT JOIN votes v ON v.session_id = s.id WHERE s.id = ?
+                """,
+                (session_id,),
+            )
+            if row is None:
+                raise NotFoundError(f"no compare session {session_id}")
+            entries = [
+                self._entry(e["system"], e["run_id"])
+                for e in self.query(
+                    "SELECT system, run_id FROM compare_entries WHERE session_id = ? ORDER BY rowid", (session_id,)
+                )
+            ]
+        return CompareSession(**dict(row), entries=entries)
+
+    def leaderboard(self: "Store") -> list[LeaderboardRow]:
+        """One row per system ever compared, best first: by win rate, then wins, then name."""
+        rows = self.query(
+            """
+            SELECT e.system AS system,
+                   COUNT(DISTINCT e.session_id) AS sessions,
+                   COUNT(DISTINCT v.session_id) AS votes,
+                   COUNT(DISTINCT CASE WHEN v.winner = e.system THEN v.session_id END) AS wins,
+                   AVG(CASE WHEN r.status = 'finished' THEN r.cost_usd END) AS avg_cost_usd,
+                   AVG(CASE WHEN r.status = 'finished' THEN r.latency_s END) AS avg_latency_s
+            FROM compare_entries e
+            LEFT JOIN votes v ON v.session_id = e.session_id
+            LEFT JOIN runs r ON r.id = e.run_id
+            GROUP BY e.system
+            """
+        )
+        board = [LeaderboardRow(**dict(r), win_rate=r["wins"] / r["votes"] if r["votes"] else 0.0) for r in rows]
+        board.sort(key=lambda b: (-b.win_rate, -b.wins, b.system))
+        return board
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _systems_of(self: "Store", limit: int) -> dict[str, list[str]]:
+        """The systems of the newest `limit` sessions, each in the order added, in one query."""
+        out: dict[str, list[str]] = {}
+        for e in self.query(
+            """
+            SELECT session_id, system FROM compare_entries
+            WHERE session_id IN (SELECT id FROM compare_sessions ORDER BY created_at DESC, rowid DESC LIMIT ?)
+            ORDER BY rowid
+            """,
+            (int(limit),),
+        ):
+            out.setdefault(e["session_id"], []).append(e["system"])
+        return out
+
+    def _entry(self: "Store", system: str, run_id: str | None) -> CompareEntry:
+        trace = None
+        if run_id is not None:
+            try:
+                trace = self.get_trace(run_id)
+            except NotFoundError:
+                trace = None
+        return CompareEntry(system=system, run_id=run_id, trace=trace)
+
+
+def _require(c: sqlite3.Connection, table: str, row_id: str, what: str) -> None:
+    """NotFoundError unless `table` holds a row with that id (table names are ours, never input)."""
+    if c.execute(f"SELECT 1 FROM {table} WHERE id = ?", (row_id,)).fetchone() is None:
+        raise NotFoundError(f"no {what} {row_id}")

@@ -1,0 +1,119 @@
+"""Conversations and their messages. Part of `Store` (see db.py).
+
+A conversation's runs are linked by `runs.conversation_id` (the recorder writes it from
+`RunStarted`); its messages are what the front end chose to keep as the dialogue. Deleting a
+conversation deletes its messages but keeps its runs, unlinked, for the run history.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from ..core.words import ConversationKind
+from .errors import NotFoundError
+from .records import Conversation, ConversationSummary, MessageRecord
+from .schema import timestamp
+
+if TYPE_CHECKING:
+    from .db import Store
+
+__all__ = ["Conversations"]
+
+
+class Conversations:
+    """The conversation part of `Store`."""
+
+    def create_conversation(self: "Store", title: str, kind: ConversationKind = "chat") -> str:
+        """Create a conversation and return its id (a uuid). An unknown kind raises StoreError."""
+        cid = str(uuid.uuid4())
+        now = timestamp()
+        with self.transaction() as c:
+            c.execute(
+                "INSERT INTO conversations (id, title, kind, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+                (cid, title or "", kind, now, now),
+            )
+        return cid
+
+    def rename_conversation(self: "Store", conversation_id: str, title: str) -> None:
+        """Change a conversation's title (NotFoundError for an unknown id)."""
+        with self.transaction() as c:
+            cur = c.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
+            if cur.rowcount == 0:
+                raise NotFoundError(f"no conversation {conversation_id}")
+
+    def delete_conversation(self: "Store", conversation_id: str) -> None:
+        """Delete a conversation with its messages; its runs stay, unlinked (an unknown id is no error)."""
+        with self.transaction() as c:
+            c.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    def add_message(self: "Store", conversation_id: str, role: str, content: str, run_id: str | None = None) -> int:
+        """Append a message and return its sequence number (0-based); NotFoundError for an unknown
+        conversation. `run_id` may name a run not written yet."""
+        now = timestamp()
+        with self.transaction() as c:
+            if c.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone() is None:
+                raise NotFoundError(f"no conversation {conversation_id}")
+            seq = c.execute(
+                "SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE conversation_id = ?", (conversation_id,)
+            ).fetchone()[0]
+            c.execute(
+                "INSERT INTO messages (conversation_id, seq, role, content, run_id, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (conversation_id, seq, role, content, run_id, now),
+            )
+            c.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
+        return seq
+
+    def list_conversations(self: "Store", search: str | None = None, limit: int = 200) -> list[ConversationSummary]:
+        """Conversations by latest activity, newest first. `search` is a plain substring (no
+        wildcards, any case) matched in the title, the messages and the runs' questions and answers."""
+        where, params = _search_clause(search)
+        rows = self.query(
+            f"""
+            SELECT c.id, c.title, c.kind, c.created_at, c.updated_at,
+                   (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id) AS message_count,
+                   (SELECT COUNT(*) FROM runs r WHERE r.conversation_id = c.id) AS run_count
+            FROM conversations c {where}
+            ORDER BY c.updated_at DESC, c.rowid DESC
+            LIMIT ?
+            """,
+            (*params, int(limit)),
+        )
+        return [ConversationSummary(**dict(r)) for r in rows]
+
+    def get_conversation(self: "Store", conversation_id: str) -> Conversation:
+        """The conversation with its messages in order and every run's trace (oldest first), read as
+        one consistent snapshot. NotFoundError for an unknown id."""
+        with self.snapshot():
+            row = self.query_one(
+                "SELECT id, title, kind, created_at, updated_at FROM conversations WHERE id = ?", (conversation_id,)
+            )
+            if row is None:
+                raise NotFoundError(f"no conversation {conversation_id}")
+            messages = self.query(
+                "SELECT seq, role, content, run_id, created_at FROM messages WHERE conversation_id = ? ORDER BY seq",
+                (conversation_id,),
+            )
+            run_ids = self.query(
+                "SELECT id FROM runs WHERE conversation_id = ? ORDER BY created_at, rowid", (conversation_id,)
+            )
+            runs = [self.get_trace(r["id"]) for r in run_ids]
+        return Conversation(**dict(row), messages=[MessageRecord(**dict(m)) for m in messages], runs=runs)
+
+
+def _search_clause(search: str | None) -> tuple[str, list[Any]]:
+    """The WHERE clause of a conversation search. `instr` on case-folded text, not LIKE: a user's
+    '%' or '_' is a character, not a wildcard, and 'ÄRGER' matches 'ärger'."""
+    if not search or not search.strip():
+        return "", []
+    needle = search.strip().casefold()
+    where = """
+    WHERE instr(stiva_fold(c.title), ?) > 0
+       OR EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id
+                  AND instr(stiva_fold(m.content), ?) > 0)
+       OR EXISTS (SELECT 1 FROM runs r WHERE r.conversation_id = c.id
+                  AND (instr(stiva_fold(r.question), ?) > 0
+                       OR instr(stiva_fold(COALESCE(r.answer, '')), ?) > 0))
+    """
+    return where, [needle] * 4

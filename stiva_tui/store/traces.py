@@ -1,0 +1,142 @@
+"""Reading runs back: the full typed `Trace` of one run, run summaries, a round's workflow, and
+deleting a run. Part of `Store` (see db.py); it reads through `Store.query`/`snapshot`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import TYPE_CHECKING
+
+from ..core.trace import (
+    AttemptRecord,
+    TokenUsage,
+    Trace,
+    TraceConductor,
+    TraceRound,
+    TraceStep,
+    TraceTotals,
+    TraceWorkflow,
+)
+from ..core.words import Source
+from ..core.workflow import Workflow
+from .errors import NotFoundError
+from .records import RunSummary
+
+if TYPE_CHECKING:
+    from .db import Store
+
+__all__ = ["Traces"]
+
+
+class Traces:
+    """The run-reading part of `Store`."""
+
+    def get_trace(self: "Store", run_id: str) -> Trace:
+        """The run's full trace (rounds, steps, attempts, totals) as one consistent snapshot.
+        Raises NotFoundError for an unknown run."""
+        with self.snapshot():
+            run = self.query_one("SELECT * FROM runs WHERE id = ?", (run_id,))
+            if run is None:
+                raise NotFoundError(f"no run {run_id}")
+            rounds = self.query("SELECT * FROM rounds WHERE run_id = ? ORDER BY round", (run_id,))
+            steps = self.query("SELECT * FROM steps WHERE run_id = ? ORDER BY round, idx", (run_id,))
+        return _trace(run, rounds, steps)
+
+    def list_runs(self: "Store", limit: int = 100, source: Source | None = None) -> list[RunSummary]:
+        """Run summaries (no rounds or steps) newest first, optionally only those from one source."""
+        where, params = ("WHERE source = ?", [source]) if source else ("", [])
+        rows = self.query(
+            f"""
+            SELECT id AS run_id, conversation_id, question, answer, status, failure, mode, system, source,
+                   conductor_backend, conductor_model, conductor_adapter, prompt_tokens, completion_tokens,
+                   cost_usd, latency_s, estimated, error, created_at, finished_at
+            FROM runs {where} ORDER BY created_at DESC, rowid DESC LIMIT ?
+            """,
+            (*params, int(limit)),
+        )
+        return [RunSummary(**{**dict(r), "estimated": bool(r["estimated"])}) for r in rows]
+
+    def delete_run(self: "Store", run_id: str) -> None:
+        """Delete a run with its rounds and steps (an unknown id is not an error)."""
+        with self.transaction() as c:
+            c.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+
+    def get_workflow(self: "Store", run_id: str, round: int) -> Workflow | None:
+        """The `Workflow` one round ran; None when the round has none recorded (a direct run, a
+        round stopped while planning) or its stored lists no longer validate."""
+        row = self.query_one("SELECT workflow FROM rounds WHERE run_id = ? AND round = ?", (run_id, round))
+        if row is None or row["workflow"] is None:
+            return None
+        return TraceWorkflow(**json.loads(row["workflow"])).workflow()
+
+
+# --- rows to a Trace ------------------------------------------------------------------------------
+
+
+def _trace(run: sqlite3.Row, rounds: list[sqlite3.Row], steps: list[sqlite3.Row]) -> Trace:
+    by_round: dict[int, list[TraceStep]] = {}
+    for s in steps:
+        by_round.setdefault(s["round"], []).append(_trace_step(s))
+    trace_rounds = [_trace_round(r, by_round.get(r["round"], [])) for r in rounds]
+    return Trace(
+        run_id=run["id"],
+        conversation_id=run["conversation_id"],
+        question=run["question"],
+        answer=run["answer"],
+        status=run["status"],
+        failure=run["failure"],
+        mode=run["mode"],
+        system=run["system"],
+        source=run["source"],
+        conductor=TraceConductor(
+            backend=run["conductor_backend"],
+            model=run["conductor_model"],
+            adapter=run["conductor_adapter"],
+            reason=run["conductor_reason"],
+            # The conductor's tokens are those of its rounds.
+            usage=TokenUsage(
+                prompt_tokens=sum(r.usage.prompt_tokens for r in trace_rounds),
+                completion_tokens=sum(r.usage.completion_tokens for r in trace_rounds),
+            ),
+        ),
+        rounds=trace_rounds,
+        totals=TraceTotals(
+            prompt_tokens=run["prompt_tokens"],
+            completion_tokens=run["completion_tokens"],
+            cost_usd=run["cost_usd"],
+            latency_s=run["latency_s"],
+            estimated=bool(run["estimated"]),
+        ),
+        created_at=run["created_at"],
+        finished_at=run["finished_at"],
+        error=run["error"],
+    )
+
+
+def _trace_round(r: sqlite3.Row, steps: list[TraceStep]) -> TraceRound:
+    return TraceRound(
+        round=r["round"],
+        reasoning=r["reasoning"],
+        workflow=TraceWorkflow(**json.loads(r["workflow"])) if r["workflow"] is not None else None,
+        keep_previous=bool(r["keep_previous"]),
+        usage=TokenUsage(prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"]),
+        latency_s=r["latency_s"],
+        steps=steps,
+    )
+
+
+def _trace_step(s: sqlite3.Row) -> TraceStep:
+    return TraceStep(
+        index=s["idx"],
+        model=s["model"],
+        subtask=s["subtask"],
+        access=json.loads(s["access"]),
+        status=s["status"],
+        output=s["output"],
+        usage=TokenUsage(prompt_tokens=s["prompt_tokens"], completion_tokens=s["completion_tokens"]),
+        cost_usd=s["cost_usd"],
+        latency_s=s["latency_s"],
+        attempts=s["attempts"],
+        attempt_log=[AttemptRecord(**entry) for entry in json.loads(s["attempt_log"])],
+        error=s["error"],
+    )
