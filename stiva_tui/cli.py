@@ -19,6 +19,8 @@ from typing import Sequence
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_CANCELLED = 130
+# The conductor presets of runtime.modes.PRESETS, named here so that `--help` imports no engine.
+PRESET_NAMES = ("conductor", "conductor-mini")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--budget-tokens", type=int, help="stop the run once it has used this many tokens")
     ask.add_argument("--baseline", metavar="direct:MODEL|moa",
                      help="run a baseline instead of the conductor: one model, or Mixture-of-Agents")
+    ask.add_argument("--preset", choices=sorted(PRESET_NAMES),
+                     help="the conductor with a preset's limits (conductor-mini: 2 steps, 1 round)")
+    ask.add_argument("--continue", dest="continue_id", metavar="ID",
+                     help="add this question to conversation ID (printed after each answer)")
 
     models = sub.add_parser("models", parents=[common], help="list the pool and the conductor choice")
     models.add_argument("--json", action="store_true", help="print JSON")
@@ -92,7 +98,7 @@ def fail(message: str, code: int = EXIT_FAILED) -> int:
 
 async def ask(args: argparse.Namespace, config) -> int:
     from .conductor.base import ConductorError
-    from .runtime import Runtime, StartupError
+    from .runtime import AskError, Runtime, StartupError
     from .store import StoreError
 
     question = sys.stdin.read() if args.question == "-" else args.question
@@ -104,79 +110,97 @@ async def ask(args: argparse.Namespace, config) -> int:
         return fail(str(exc), EXIT_USAGE)
     try:
         return await _ask(args, runtime, question)
+    except AskError as exc:
+        return fail(str(exc), EXIT_USAGE)
     except (ConductorError, StartupError) as exc:
         return fail(str(exc), EXIT_FAILED)
     finally:
         await runtime.aclose()
 
 
+def _mode(args: argparse.Namespace):
+    """The mode `stiva ask` runs: the conductor (maybe a preset), or a baseline."""
+    from .runtime import AskError, ConductorMode, DirectMode, MoAMode
+
+    baseline = args.baseline
+    if baseline is None:
+        return ConductorMode(preset=args.preset)
+    if baseline.startswith("direct:"):
+        return DirectMode(baseline.split(":", 1)[1])
+    if baseline == "moa":
+        return MoAMode()
+    raise AskError(f"unknown baseline {baseline!r}: use direct:MODEL or moa")
+
+
 async def _ask(args, runtime, question: str) -> int:
     from rich.console import Console
 
     from .cli_view import LiveView
+    from .runtime import Ask, ConductorMode
 
     console = Console(stderr=True)
     show_live = not args.json and console.is_terminal
-    options = runtime.run_options(rounds=args.rounds, max_steps=args.max_steps, budget_usd=args.budget_usd,
-                                  budget_tokens=args.budget_tokens)
-    baseline = args.baseline
-    if baseline is None:
-        with console.status("choosing the conductor…") as status:
-            def progress(fraction: float | None, message: str) -> None:
-                pct = f" {fraction:.0%}" if fraction is not None else ""
-                status.update(f"{message}{pct}")
-
-            conductor = await runtime.ensure_conductor(progress)
-        if not args.json:
-            from .conductor.select import loaded_facts
-
-            facts = loaded_facts(conductor)
-            console.print(f"[dim]conductor:[/] {conductor.backend} · {conductor.model}"
-                          f"{' · ' + facts if facts else ''} — {runtime.conductor_reason}", highlight=False)
-    engine = runtime.engine(source="cli")
+    mode = _mode(args)
+    request = Ask(question, mode=mode, source="cli", conversation_id=args.continue_id, options=dict(
+        rounds=args.rounds, max_steps=args.max_steps, budget_usd=args.budget_usd,
+        budget_tokens=args.budget_tokens))
+    runtime.sessions.check(request)  # an unknown model or conversation fails before a model loads
+    if isinstance(mode, ConductorMode):
+        await _load_conductor(runtime, console, quiet=args.json)
     view = LiveView(console, question) if show_live else None
-    emit = view.handle if view else None
-
-    async def run():
-        if baseline is None:
-            return await engine.run(question, emit=emit, options=options)
-        if baseline.startswith("direct:"):
-            model_id = baseline.split(":", 1)[1]
-            engine.model(model_id)  # unknown model: KeyError below, before any call
-            return await engine.run_direct(question, model_id, emit=emit, options=options)
-        if baseline == "moa":
-            moa = runtime.config.moa
-            available = [m.id for m in runtime.models]
-            proposers = moa.proposers or [m for m in available if m != "local/gemma-3-270m"][:3] or available[:1]
-            return await engine.run_moa(question, proposers, moa.aggregator or proposers[0], moa.layers,
-                                        emit=emit, options=options)
-        raise KeyError(f"unknown baseline {baseline!r}: use direct:MODEL or moa")
-
     try:
         if view:
             with view:
-                result = await run()
+                outcome = await runtime.sessions.ask(request, emit=view.handle)
         else:
-            result = await run()
-    except KeyError as exc:
-        return fail(str(exc.args[0]), EXIT_USAGE)
+            outcome = await runtime.sessions.ask(request)
     except asyncio.CancelledError:
         return fail("cancelled", EXIT_CANCELLED)
-
+    result = outcome.result
+    for warning in outcome.warnings:
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if args.json:
-        trace = runtime.store.get_trace(result.run_id)
-        if runtime.conductor is not None and baseline is None:
-            facts = {k: v for k, v in runtime.conductor.describe().items() if k not in ("usage",)}
-            trace["conductor"] = {**facts, **trace.get("conductor", {}), "reason": runtime.conductor_reason}
-        print(json.dumps(trace, indent=2, ensure_ascii=False))
+        print(_trace_json(runtime, result.run_id, isinstance(mode, ConductorMode)))
     elif result.status == "finished":
         print(result.answer)
         t = result.totals
         console.print(f"[dim]{t.prompt_tokens:,} in · {t.completion_tokens:,} out"
                       f"{' (estimated)' if t.estimated else ''} · ${t.cost_usd:.4f} · {t.latency_s:.1f}s[/]")
+    if outcome.conversation_id and not args.json:
+        console.print(f"[dim]conversation {outcome.conversation_id} · continue it with "
+                      f"stiva ask --continue {outcome.conversation_id} \"...\"[/]", highlight=False, soft_wrap=True)
     if result.status != "finished":
         return fail(result.error or result.status, EXIT_FAILED)
     return 0
+
+
+async def _load_conductor(runtime, console, quiet: bool) -> None:
+    """Choose and load the conductor with a progress line; say what it runs on."""
+    from .conductor.select import loaded_facts
+
+    with console.status("choosing the conductor…") as status:
+        def progress(fraction: float | None, message: str) -> None:
+            pct = f" {fraction:.0%}" if fraction is not None else ""
+            status.update(f"{message}{pct}")
+
+        conductor = await runtime.ensure_conductor(progress)
+    if not quiet:
+        facts = loaded_facts(conductor)
+        console.print(f"[dim]conductor:[/] {conductor.backend} · {conductor.model}"
+                      f"{' · ' + facts if facts else ''} — {runtime.conductor_reason}", highlight=False, soft_wrap=True)
+
+
+def _trace_json(runtime, run_id: str, with_conductor: bool) -> str:
+    """The run's trace as `stiva ask --json` prints it, with what the conductor runs on."""
+    trace = runtime.store.get_trace(run_id)
+    if with_conductor and runtime.conductor is not None:
+        # What the run recorded (backend, model, usage) stands; the rest is what it runs on.
+        facts = {k: v for k, v in runtime.conductor.describe().items()
+                 if k in type(trace.conductor).model_fields and k not in ("backend", "model", "usage")
+                 and v is not None}
+        conductor = trace.conductor.model_copy(update={**facts, "reason": runtime.conductor_reason})
+        trace = trace.model_copy(update={"conductor": conductor})
+    return trace.model_dump_json(indent=2)
 
 
 # --- stiva models ----------------------------------------------------------------------------------

@@ -13,11 +13,11 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from .engine import events as ev
-from .engine.run_state import RunState, StepState
+from .core import events as ev
+from .core.run_state import RunState, StepState
 
 STATUS_STYLE = {"waiting": "dim", "running": "yellow", "finished": "green", "failed": "red",
-                "cancelled": "red dim"}
+                "cancelled": "red dim", "interrupted": "red dim"}
 COLUMNS = (("", "left"), ("step", "right"), ("model", "left"), ("subtask", "left"), ("reads", "left"),
            ("status", "left"), ("in", "right"), ("out", "right"), ("cost", "right"), ("time", "right"))
 
@@ -59,6 +59,7 @@ class LiveView:
         if state.rounds and (reasoning := state.rounds[-1].conductor_text.strip()):
             parts.append(Text(f"conductor: {reasoning.splitlines()[-1][:160]}", style="dim italic"))
         parts.append(table)
+        parts += [Text(f"warning: {warning}", style="yellow") for warning in state.warnings]
         parts.append(Text(_footer(state), style="bold"))
         return Group(*parts)
 

@@ -100,7 +100,7 @@ def test_direct_baseline_and_unknown_model(config, stiva_home):
     trace = json.loads(result.stdout)
     assert trace["answer"] == "draft two" and trace["mode"] == "direct"
     result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:nope", home=stiva_home)
-    assert result.returncode == 2 and result.stderr.startswith("stiva: unknown model 'nope'")
+    assert result.returncode == 2 and result.stderr.startswith("stiva: model 'nope' is not available; available: cond, w1")
     assert len(result.stderr.strip().splitlines()) == 1
 
 
@@ -203,3 +203,47 @@ def test_ctrl_c_cancels_the_run_and_keeps_it_as_cancelled(fake, tmp_path, stiva_
     db = sqlite3.connect(stiva_home / "data" / "stiva.db")
     assert db.execute("select status from runs").fetchall() == [("cancelled",)]
     assert fake.wait_idle(5)  # the upstream call was closed
+
+
+def test_each_ask_is_a_conversation_and_continue_adds_to_it(config, fake, stiva_home):
+    first = stiva("ask", "Remember the number 7.", "--config", str(config), "--json", home=stiva_home)
+    assert first.returncode == 0, first.stderr
+    conversation_id = json.loads(first.stdout)["conversation_id"]
+    assert conversation_id
+    second = stiva("ask", "Multiply it by six.", "--config", str(config), "--continue", conversation_id,
+                   home=stiva_home)
+    assert second.returncode == 0, second.stderr
+    assert f"stiva ask --continue {conversation_id}" in second.stderr
+    # The conductor of the second question was shown the first exchange.
+    planner = json.dumps(fake.requests_for("cond")[-1].messages)
+    assert "Remember the number 7." in planner and "the combined answer" in planner
+
+    from stiva_tui.store import Store
+
+    with Store.open(stiva_home / "data" / "stiva.db") as store:
+        conversation = store.get_conversation(conversation_id)
+        assert conversation.kind == "ask"
+        assert [(m.role, m.content) for m in conversation.messages] == [
+            ("user", "Remember the number 7."), ("assistant", "the combined answer"),
+            ("user", "Multiply it by six."), ("assistant", "the combined answer")]
+        assert [r.source for r in conversation.runs] == ["cli", "cli"]
+
+    unknown = stiva("ask", "Q", "--config", str(config), "--continue", "nope", home=stiva_home)
+    assert unknown.returncode == 2 and unknown.stderr.startswith("stiva: no conversation nope")
+
+
+def test_the_mini_preset_bounds_the_plan(fake, tmp_path, stiva_home):
+    fake.script("cond", Reply(PLAN, usage=(50, 20)))  # three steps: more than the preset allows
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    result = stiva("ask", "Q", "--config", str(config), "--preset", "conductor-mini", "--json", home=stiva_home)
+    assert result.returncode == 1
+    assert "at most 2 are allowed" in result.stderr  # the remote conductor was held to 2 steps
+    prompt = json.dumps(fake.requests_for("cond")[0].messages)
+    assert "at most 2 steps" in prompt
+
+
+def test_the_cli_knows_every_preset():
+    from stiva_tui.cli import PRESET_NAMES
+    from stiva_tui.runtime import PRESETS
+
+    assert set(PRESET_NAMES) == set(PRESETS)

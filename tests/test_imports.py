@@ -1,21 +1,35 @@
-"""Import hygiene: the core loads without Textual or torch, so the CLI, server and tests stay fast."""
+"""Import hygiene and the import graph.
+
+- The core loads without Textual or torch, so the CLI, the server and the tests stay fast.
+- Arrows point down only (DESIGN.md): front ends -> runtime -> engine -> conductor/pool ->
+  inference/core -> config. Imports inside functions count too: a lazy import is still an arrow.
+"""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from collections import defaultdict
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "stiva_tui"
 
 CORE = [
-    "stiva_tui.config", "stiva_tui.paths", "stiva_tui.secrets", "stiva_tui.runtime", "stiva_tui.cli",
-    "stiva_tui.engine.executor", "stiva_tui.engine.events",
-    "stiva_tui.conductor.workflow", "stiva_tui.conductor.prompt", "stiva_tui.conductor.remote",
-    "stiva_tui.conductor.select", "stiva_tui.conductor.local", "stiva_tui.conductor.embedded",
-    "stiva_tui.conductor.grammar", "stiva_tui.conductor.loader",
+    "stiva_tui.config", "stiva_tui.paths", "stiva_tui.secrets", "stiva_tui.catalog", "stiva_tui.runtime",
+    "stiva_tui.cli", "stiva_tui.cli_view",
+    "stiva_tui.core.events", "stiva_tui.core.run_state", "stiva_tui.core.trace", "stiva_tui.core.workflow",
+    "stiva_tui.engine.executor", "stiva_tui.engine.baselines",
+    "stiva_tui.inference.checkpoints", "stiva_tui.inference.embedded", "stiva_tui.inference.generation",
+    "stiva_tui.conductor.prompt", "stiva_tui.conductor.remote", "stiva_tui.conductor.select",
+    "stiva_tui.conductor.local", "stiva_tui.conductor.embedded", "stiva_tui.conductor.grammar",
     "stiva_tui.pool.client", "stiva_tui.pool.registry", "stiva_tui.pool.discovery", "stiva_tui.pool.embedded",
-    "stiva_tui.pool.catalog", "stiva_tui.pool.listing", "stiva_tui.store", "stiva_tui.store.export",
-    "stiva_tui.engine.run_state", "stiva_tui.cli_view",
+    "stiva_tui.pool.listing", "stiva_tui.store", "stiva_tui.store.export",
 ]
 HEAVY = ["torch", "transformers", "textual", "bitsandbytes", "xgrammar", "peft"]
+
+FRONT_ENDS = {"tui", "server", "cli", "cli_view", "bench", "train"}
+ABOVE_THE_ENGINE = FRONT_ENDS | {"runtime"}
 
 
 def test_core_imports_neither_textual_nor_torch():
@@ -28,3 +42,98 @@ def test_core_imports_neither_textual_nor_torch():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "", f"heavy modules imported at module level: {result.stdout.strip()}"
+
+
+# --- the graph ---------------------------------------------------------------------------------
+
+
+def _node(module: str) -> str | None:
+    """The part of the package a module belongs to: `stiva_tui.pool.client` -> "pool"."""
+    parts = module.split(".")
+    if parts[0] != "stiva_tui" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def _imports(path: Path) -> set[str]:
+    """Every stiva_tui module `path` imports, at module level or inside functions."""
+    module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    package = package.removesuffix(".__init__")
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if node.module is None:  # `from .. import paths`: the names are modules
+                found.update(f"{target}.{alias.name}" for alias in node.names)
+            else:
+                found.add(target)
+    return {m for m in found if m.startswith("stiva_tui.")}
+
+
+def _graph() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = defaultdict(set)
+    for path in PACKAGE.rglob("*.py"):
+        source = _node(".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts))
+        for target in _imports(path):
+            dest = _node(target)
+            if source and dest and dest != source and dest != "__init__":
+                edges[source].add(dest)
+    return edges
+
+
+def test_the_graph_is_read_from_the_code():
+    """The parser sees lazy imports and relative ones (so the checks below can fail)."""
+    edges = _graph()
+    assert "inference" in edges["pool"]  # pool/embedded.py imports inference lazily and at top
+    assert "core" in edges["engine"]
+    assert "runtime" in edges["tui"]
+
+
+def test_no_circle_between_subpackages():
+    edges = _graph()
+    state: dict[str, str] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = "open"
+        path.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == "open":
+                cycle = path[path.index(nxt):] + [nxt]
+                raise AssertionError("import circle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt)
+        path.pop()
+        state[node] = "done"
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+
+
+def test_the_pool_imports_no_conductor_engine_or_store():
+    assert not _graph()["pool"] & {"conductor", "engine", "store", *ABOVE_THE_ENGINE}
+
+
+def test_nothing_below_the_front_ends_imports_them_or_the_runtime():
+    edges = _graph()
+    for source, targets in edges.items():
+        if source in ABOVE_THE_ENGINE:
+            continue
+        assert not targets & ABOVE_THE_ENGINE, f"{source} imports {sorted(targets & ABOVE_THE_ENGINE)}"
+
+
+def test_the_core_imports_nothing_of_stiva():
+    assert not _graph()["core"], "core must stand alone: " + ", ".join(sorted(_graph()["core"]))
+
+
+def test_inference_knows_no_plans_pools_or_events():
+    assert not _graph()["inference"] & {"conductor", "pool", "engine", "store", "core", *ABOVE_THE_ENGINE}

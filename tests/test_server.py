@@ -106,11 +106,11 @@ class Served:
         headers = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json", **(headers or {})}
         return httpx.post(self.url + path, content=content, headers=headers, timeout=10)
 
-    def wait_run(self, run_id: str, status: str, timeout: float = 5.0) -> dict:
+    def wait_run(self, run_id: str, status: str, timeout: float = 5.0):
         deadline = time.monotonic() + timeout
         while True:
             trace = self.store.get_trace(run_id)
-            if trace["status"] == status or time.monotonic() > deadline:
+            if trace.status == status or time.monotonic() > deadline:
                 return trace
             time.sleep(0.05)
 
@@ -175,10 +175,11 @@ def test_conductor_mini_answers_with_the_last_step_and_counts_every_token(server
 
     run_id = reply.id.removeprefix("chatcmpl-")
     trace = server.store.get_trace(run_id)
-    assert trace["source"] == "api" and trace["status"] == "finished" and trace["mode"] == "conductor"
-    conversation = server.store.get_conversation(trace["conversation_id"])
-    assert conversation["kind"] == "api"
-    assert [(m["role"], m["content"]) for m in conversation["messages"]] == [
+    assert trace.source == "api" and trace.status == "finished" and trace.mode == "conductor"
+    assert trace.system == "conductor-mini"
+    conversation = server.store.get_conversation(trace.conversation_id)
+    assert conversation.kind == "api"
+    assert [(m.role, m.content) for m in conversation.messages] == [
         ("user", "What is six times seven?"), ("assistant", "the final answer is 42")]
 
 
@@ -224,6 +225,12 @@ def test_conversation_and_system_message_reach_the_run(server, fake):
     planner = json.dumps(fake.requests_for("cond")[0].messages)
     assert "Remember the number 7." in planner and "Noted: 7." in planner
     assert "Answer tersely." in planner and "Multiply it by six." in planner
+    # The history keeps the messages as sent, once each, then the answer.
+    [summary] = server.store.list_conversations()
+    conversation = server.store.get_conversation(summary.id)
+    assert [(m.role, m.content) for m in conversation.messages] == [
+        ("system", "Answer tersely."), ("user", "Remember the number 7."), ("assistant", "Noted: 7."),
+        ("user", "Multiply it by six."), ("assistant", "the final answer is 42")]
 
 
 def test_trace_only_on_request(server, fake):
@@ -465,8 +472,8 @@ def test_many_requests_at_once_are_independent_runs(server, fake):
     assert len({r.id for r in replies}) == 8
     assert all(r.usage.total_tokens == 11 + 4 + 5 for r in replies)
     runs = server.store.list_runs(source="api")
-    assert len(runs) == 8 and all(r["status"] == "finished" for r in runs)
-    assert len([c for c in server.store.list_conversations() if c["kind"] == "api"]) == 8
+    assert len(runs) == 8 and all(r.status == "finished" for r in runs)
+    assert len([c for c in server.store.list_conversations() if c.kind == "api"]) == 8
 
 
 def test_disconnect_while_streaming_cancels_the_run(server, fake):
@@ -482,7 +489,7 @@ def test_disconnect_while_streaming_cancels_the_run(server, fake):
             pytest.fail("the stream ended without its first words")
     # Closing the response hung up on the server: the upstream call is dropped and the run cancelled.
     assert fake.wait_idle(5)
-    assert server.wait_run(run_id, "cancelled")["status"] == "cancelled"
+    assert server.wait_run(run_id, "cancelled").status == "cancelled"
     assert fake.disconnects >= 1
 
 
@@ -494,4 +501,4 @@ def test_disconnect_while_waiting_cancels_the_run(server, fake):
     assert fake.wait_idle(5)
     runs = server.store.list_runs(source="api")
     assert len(runs) == 1
-    assert server.wait_run(runs[0]["run_id"], "cancelled")["status"] == "cancelled"
+    assert server.wait_run(runs[0].run_id, "cancelled").status == "cancelled"

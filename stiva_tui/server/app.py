@@ -36,8 +36,10 @@ from fastapi import FastAPI, Header, Request, Security
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPBearer
 
-from ..engine.events import Event, RunCancelled, RunFailed, RunFinished, StepStarted, WorkflowReady
+from ..core.events import Event, RunCancelled, RunFailed, RunFinished, StepStarted, WorkflowReady
+from ..core.words import FailureReason
 from ..engine.executor import RunResult
+from ..runtime import PRESETS, Ask, ConductorMode, DirectMode, Runtime
 from .auth import Guard, is_loopback_host, load_or_create_token
 from .errors import APIError, install_error_handlers
 from .runs import AnswerBroken, AnswerRelay, ChatInput, RunSlots, ServerBusy, StopFilter, read_messages
@@ -45,11 +47,6 @@ from .schemas import ChatCompletionRequest, ErrorResponse, chunk_object, complet
 
 log = logging.getLogger("stiva.server")
 
-# The orchestrated models and their run options.
-ORCHESTRATED = {
-    "conductor": {"max_steps": 5, "rounds": 2},
-    "conductor-mini": {"max_steps": 2, "rounds": 1},
-}
 ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 402, 404, 413, 429, 502, 503)}
 POLL_S = 0.2  # how often a waiting request checks whether its client is still there
 
@@ -93,7 +90,7 @@ def serve(config: Any, host: str | None = None, port: int | None = None, no_auth
 async def _serve(config: Any, host: str, port: int, token: str | None, conductor: str | None) -> int:
     import uvicorn
 
-    from ..runtime import Runtime, StartupError
+    from ..runtime import StartupError
 
     try:
         runtime = await Runtime.create(config, conductor=conductor)
@@ -120,7 +117,7 @@ def _url_host(host: str) -> str:
 # --- the app --------------------------------------------------------------------------------------
 
 
-def create_app(runtime: Any, token: str | None, *, commit_after_s: float = 1.0,
+def create_app(runtime: Runtime, token: str | None, *, commit_after_s: float = 1.0,
                keepalive_s: float = 5.0) -> FastAPI:
     """The ASGI app over `runtime` (not closed by the app). `token=None` turns auth off."""
     server = _Server(runtime, commit_after_s, keepalive_s)
@@ -178,7 +175,6 @@ class _Request:
     stream: bool
     include_usage: bool
     stops: list[str]
-    last_round: int
     created: int
 
     @property
@@ -187,7 +183,7 @@ class _Request:
 
 
 class _Server:
-    def __init__(self, runtime: Any, commit_after_s: float, keepalive_s: float):
+    def __init__(self, runtime: Runtime, commit_after_s: float, keepalive_s: float):
         self.runtime = runtime
         cfg = runtime.config.serve
         self.slots = RunSlots(cfg.max_concurrent_runs, cfg.max_queue)
@@ -227,11 +223,9 @@ class _Server:
 
     def model_cards(self) -> list[dict]:
         cards = [{"id": name, "object": "model", "created": 0, "owned_by": "stiva",
-                  "description": f"orchestrated: up to {o['max_steps']} steps, {o['rounds']} "
-                                 f"round{'s' if o['rounds'] > 1 else ''}"}
-                 for name, o in ORCHESTRATED.items()]
+                  "description": preset.description} for name, preset in PRESETS.items()]
         for model in self.runtime.models:
-            if model.id not in ORCHESTRATED:
+            if model.id not in PRESETS:
                 cards.append({"id": model.id, "object": "model", "created": 0, "owned_by": model.provider,
                               "description": model.description})
         return cards
@@ -240,15 +234,14 @@ class _Server:
 
     async def complete(self, request: Request, body: ChatCompletionRequest, trace: bool) -> Response:
         _refuse_unsupported(body)
-        orchestrated = ORCHESTRATED.get(body.model)
-        if orchestrated is None and body.model not in {m.id for m in self.runtime.models}:
+        orchestrated = body.model in PRESETS
+        if not orchestrated and body.model not in {m.id for m in self.runtime.models}:
             raise _unknown_model(body.model)
         chat = read_messages(body.messages)
         stops = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
         req = _Request(uuid.uuid4().hex, body.model, chat, trace, body.stream,
-                       bool(body.stream_options and body.stream_options.include_usage), stops,
-                       orchestrated["rounds"] if orchestrated else 1, int(time.time()))
-        if orchestrated is not None and await self.conductor(request) is None:
+                       bool(body.stream_options and body.stream_options.include_usage), stops, int(time.time()))
+        if orchestrated and await self.conductor(request) is None:
             return _client_gone()
         try:
             admitted = await _until_done_or_gone(request, self.slots.acquire())
@@ -259,12 +252,13 @@ class _Server:
         if not admitted:
             return _client_gone()
         events: asyncio.Queue[Event | None] = asyncio.Queue()
-        options = self.runtime.run_options(
-            max_tokens=body.max_completion_tokens or body.max_tokens, temperature=body.temperature,
-            stop=tuple(req.stops) or None,  # the answer's step stops upstream too, not only here
-            **(orchestrated or {"max_fallbacks": 0}))  # pass-through: that model and no other
-        task = asyncio.create_task(self._run(req, body.model if orchestrated is None else None, options,
-                                             events.put_nowait if req.stream else None))
+        ask = Ask(
+            chat.question, mode=ConductorMode(preset=body.model) if orchestrated else DirectMode(body.model),
+            source="api", history=chat.history, instructions=chat.instructions, run_id=req.id,
+            options=dict(max_tokens=body.max_completion_tokens or body.max_tokens, temperature=body.temperature,
+                         stop=tuple(req.stops) or None,  # the answer's step stops upstream too
+                         **({} if orchestrated else {"max_fallbacks": 0})))  # pass-through: that model only
+        task = asyncio.create_task(self._run(ask, events.put_nowait if req.stream else None))
         self.runs.add(task)
         task.add_done_callback(self.runs.discard)
         # A done callback, not a `finally`: a task cancelled before it starts never runs its body.
@@ -274,34 +268,21 @@ class _Server:
             return await self._stream(request, req, task, events)
         return await self._respond(request, req, task)
 
-    async def _run(self, req: _Request, direct_model: str | None, options: Any, emit: Any) -> RunResult:
-        """The run itself, recorded in the history as a conversation of kind "api"."""
-        store = self.runtime.store
-        conversation_id = None
-        if store is not None:
-            question = req.chat.turns[-1]["content"]
-            conversation_id = store.create_conversation(" ".join(question.split())[:80], "api")
-            for turn in req.chat.turns:
-                store.add_message(conversation_id, turn["role"], turn["content"])
-        engine = self.runtime.engine(source="api")
-        common = dict(emit=emit, conversation=req.chat.conversation, options=options, run_id=req.id,
-                      conversation_id=conversation_id)
-        if direct_model is None:
-            result = await engine.run(req.chat.question, **common)
-        else:
-            result = await engine.run_direct(req.chat.question, direct_model, **common)
-        if store is not None and result.status == "finished":
-            store.add_message(conversation_id, "assistant", StopFilter(req.stops).apply(result.answer), req.id)
-        return result
+    async def _run(self, ask: Ask, emit: Any) -> RunResult:
+        """The run, through the session service: recorded as a conversation of kind "api"."""
+        outcome = await self.runtime.sessions.ask(ask, emit=emit)
+        for warning in outcome.warnings:
+            log.warning("run %s: %s", ask.run_id, warning)
+        return outcome.result
 
     async def _respond(self, request: Request, req: _Request, task: asyncio.Task) -> Response:
         if not await _until_done_or_gone(request, task):
             return _client_gone()
         result: RunResult = task.result()
         if result.status != "finished":
-            raise _run_error(result.error)
-        body = completion_object(req.completion_id, req.model, StopFilter(req.stops).apply(result.answer),
-                                 result.totals, req.created)
+            raise _run_error(result.failure or "internal", result.error)
+        # The engine already cut the answer at the request's stop sequences.
+        body = completion_object(req.completion_id, req.model, result.answer, result.totals, req.created)
         if req.trace:
             body["stiva_trace"] = self._trace(req.id)
         return JSONResponse(body, headers={"x-stiva-run-id": req.id})
@@ -353,7 +334,7 @@ class _Server:
         if store is None:
             return None
         try:
-            return store.get_trace(run_id)
+            return store.get_trace(run_id).model_dump(mode="json")
         except Exception as exc:  # the trace is extra; never fail the answer over it
             log.warning("no trace for run %s: %s", run_id, exc)
             return None
@@ -367,7 +348,7 @@ class _SSE:
         self.req = req
         self.task = task
         self.trace = trace
-        self.relay = AnswerRelay(req.last_round)
+        self.relay = AnswerRelay()
         self.stop = StopFilter(req.stops)
         self.has_content = False
         self.outcome: bool | APIError | None = None
@@ -376,7 +357,7 @@ class _SSE:
         return self._chunk({"role": "assistant", "content": ""})
 
     def handle(self, event: Event | None) -> list[str]:
-        if event is None:  # the task ended without a terminal event: it crashed
+        if event is None:  # the task ended without a terminal event: it never started, or crashed
             if self.outcome is None:
                 exc = None if self.task.cancelled() else self.task.exception()
                 log.error("run %s ended unexpectedly: %r", self.req.id, exc)
@@ -410,7 +391,7 @@ class _SSE:
                 blocks.append(self._data(chunk))
             blocks.append("data: [DONE]\n\n")
         elif isinstance(event, RunFailed):
-            blocks += self._fail(_run_error(event.error))
+            blocks += self._fail(_run_error(event.reason, event.error))
         elif isinstance(event, RunCancelled):
             self.outcome = APIError(499, "cancelled", code="cancelled")
         return blocks
@@ -444,12 +425,14 @@ def _refuse_unsupported(body: ChatCompletionRequest) -> None:
                        code="invalid_value")
 
 
-def _run_error(error: str) -> APIError:
-    """A failed run as an error object: the budget is a 402, anything upstream a 502."""
-    if error.startswith("stopped:"):
+def _run_error(reason: FailureReason, error: str) -> APIError:
+    """A failed run as an error object: the budget is a 402, anything upstream a 502, a bug a 500."""
+    if reason == "budget":
         return APIError(402, f"the run was {error}", code="budget_exceeded")
-    if error.startswith("conductor:"):
+    if reason == "conductor":
         return APIError(502, error, code="conductor_failed")
+    if reason == "internal":
+        return APIError(500, error, code="internal_error")
     return APIError(502, error, code="upstream_error")
 
 

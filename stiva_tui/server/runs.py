@@ -2,9 +2,9 @@
 and the part of a run's event stream that is the final answer.
 
 Which text is the answer: the output of the last step of the last round. A step's deltas are sent
-live only once that step is certain to be final — the last step of a workflow in the last round
-the run may have (for `conductor-mini` and pass-through models: round 1). Anything else (a round-1
-answer that a later round kept) is sent whole when the run finishes.
+live only once that step is certain to be final — the engine marks it so on `StepStarted.final`
+(the last step of a workflow in the last round the run may have). Anything else (a round-1 answer
+that a later round kept) is sent whole when the run finishes.
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from ..engine.events import Event, RunFinished, StepDelta, StepStarted, WorkflowReady
+from ..core.events import Event, RunFinished, StepDelta, StepStarted
 from .errors import APIError
 from .schemas import UNSUPPORTED_PARTS, ChatMessage
 
 
 @dataclass
 class ChatInput:
-    question: str  # the last user message, with any system messages before it as context
-    conversation: list[dict]  # the earlier user/assistant turns, for the conductor and the workers
-    turns: list[dict] = field(default_factory=list)  # every message as sent, for the history
+    question: str  # the last user message
+    instructions: str = ""  # every system (or developer) message, joined: read before the question
+    history: list[dict] = field(default_factory=list)  # every message before the question, as sent
 
 
 def read_messages(messages: list[ChatMessage]) -> ChatInput:
@@ -43,11 +43,8 @@ def read_messages(messages: list[ChatMessage]) -> ChatInput:
         raise APIError(400, "the last message must be the user's question (a trailing assistant or "
                             "system message is not supported)", param="messages", code="invalid_value")
     system = "\n\n".join(text for role, text in texts if role == "system" and text)
-    question = texts[last_user][1]
-    if system:
-        question = f"{system}\n\n{question}"
-    conversation = [{"role": role, "content": text} for role, text in texts[:last_user] if role != "system"]
-    return ChatInput(question, conversation, [{"role": role, "content": text} for role, text in texts])
+    history = [{"role": role, "content": text} for role, text in texts[:last_user]]
+    return ChatInput(texts[last_user][1], system, history)
 
 
 def _text_of(message: ChatMessage, i: int) -> str:
@@ -106,18 +103,15 @@ class AnswerBroken(Exception):
 class AnswerRelay:
     """Feeds on a run's events; returns the answer text that may be sent now."""
 
-    def __init__(self, last_round: int):
-        self.last_round = last_round
+    def __init__(self) -> None:
         self.final: tuple[int, int] | None = None  # (round, index) of the step known to be final
         self.sent: list[str] = []
 
     def feed(self, event: Event) -> str:
-        if isinstance(event, WorkflowReady):
-            if event.round == self.last_round and not event.workflow.is_empty:
-                self.final = (event.round, len(event.workflow.steps) - 1)
-        elif isinstance(event, StepStarted):
-            if (event.round, event.index) == self.final and event.attempt > 1 and self.sent:
+        if isinstance(event, StepStarted) and event.final:
+            if self.sent:
                 raise AnswerBroken(f"step {event.index} failed after part of the answer was sent")
+            self.final = (event.round, event.index)
         elif isinstance(event, StepDelta):
             if (event.round, event.index) == self.final:
                 self.sent.append(event.text)

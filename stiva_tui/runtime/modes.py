@@ -1,0 +1,106 @@
+"""How a question is answered: the modes a session can run, and the conductor's presets.
+
+- `ConductorMode`: the conductor plans (optionally a preset's limits, and a conductor variant:
+  another backend, model or LoRA adapter, e.g. a trained adapter set against its base);
+- `DirectMode`: one call to one pool model;
+- `MoAMode`: Mixture-of-Agents over pool models;
+- `WorkflowMode`: a given workflow, run without planning (training rollouts, replays).
+
+Compare mode names its columns by *system*: "conductor", a preset such as "conductor-mini",
+"moa", or a pool model id; `mode_for_system` turns one into a mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from ..core.workflow import Workflow
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Limits a named conductor configuration puts on a run."""
+
+    max_steps: int
+    rounds: int
+    description: str
+
+
+PRESETS: dict[str, Preset] = {
+    "conductor": Preset(5, 2, "orchestrated: up to 5 steps, 2 rounds"),
+    "conductor-mini": Preset(2, 1, "orchestrated: up to 2 steps, 1 round (lower latency)"),
+}
+
+MOA_SYSTEM = "moa"
+
+
+@dataclass(frozen=True)
+class ConductorVariant:
+    """A conductor other than the configured one; unset fields keep the [conductor] config's."""
+
+    backend: str | None = None
+    model: str | None = None
+    adapter: str | None = None
+
+    def label(self) -> str:
+        parts = [p for p in (self.backend, self.model) if p]
+        if self.adapter:
+            parts.append(f"+{self.adapter}")
+        return ":".join(parts) or "default"
+
+
+@dataclass(frozen=True)
+class ConductorMode:
+    # None: the [conductor] config's rounds and max_steps; else a key of PRESETS.
+    preset: str | None = None
+    variant: ConductorVariant | None = None
+
+    @property
+    def system(self) -> str:
+        return self.preset or "conductor"
+
+
+@dataclass(frozen=True)
+class DirectMode:
+    model: str
+
+    @property
+    def system(self) -> str:
+        return f"direct:{self.model}"
+
+
+@dataclass(frozen=True)
+class MoAMode:
+    # Empty: [moa] proposers from the config, else the first hosted pool models.
+    proposers: tuple[str, ...] = ()
+    aggregator: str | None = None
+    layers: int | None = None
+
+    @property
+    def system(self) -> str:
+        return MOA_SYSTEM
+
+
+@dataclass(frozen=True)
+class WorkflowMode:
+    workflow: Workflow
+    models: tuple[str, ...]  # the pool model id of each model index the workflow uses
+
+    @property
+    def system(self) -> str:
+        return "workflow"
+
+
+Mode = Union[ConductorMode, DirectMode, MoAMode, WorkflowMode]
+
+
+def mode_for_system(system: str) -> Mode:
+    """The mode of a compare-mode column: "conductor", a preset, "moa", or a pool model id."""
+    if system == "conductor":
+        return ConductorMode()
+    if system in PRESETS:
+        return ConductorMode(preset=system)
+    if system == MOA_SYSTEM:
+        return MoAMode()
+    return DirectMode(system)

@@ -1,0 +1,186 @@
+"""The composition root: everything a front end needs, built from the config.
+
+    runtime = await Runtime.create(config)              # pool built, store open, nothing loaded
+    await runtime.ensure_conductor(progress)            # chooses and loads the conductor once
+    outcome = await runtime.sessions.ask(Ask("..."))    # the one way questions are run
+    await runtime.aclose()
+
+The TUI, the CLI and the server (and next the benchmark and training) share this, so they run
+questions the same way and record them in the same history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from ..conductor.base import Conductor, ConductorError
+from ..config import Config, ConductorConfig, ConfigError, with_conductor_override
+from ..core.words import Source
+from ..engine.executor import Engine, RunOptions
+from ..inference.progress import Progress, report
+from ..pool.client import HttpWorker, PoolWorker
+from ..pool.registry import Pool, build_pool
+from ..pool.types import PoolModel
+from .modes import ConductorVariant
+
+if TYPE_CHECKING:
+    from ..store import Store
+    from .sessions import Sessions
+
+log = logging.getLogger(__name__)
+
+
+class StartupError(Exception):
+    """Stiva could not start: the message says what to do."""
+
+
+@dataclass
+class _Loaded:
+    conductor: Conductor
+    reason: str
+
+
+@dataclass
+class Runtime:
+    config: Config
+    pool: Pool
+    worker: PoolWorker
+    store: "Store | None" = None
+    conductor_override: str | None = None  # "BACKEND[:MODEL]" from the command line
+    # The chosen (and loaded) conductors, by their conductor config as JSON.
+    _conductors: dict[str, _Loaded] = field(default_factory=dict)
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _sessions: "Sessions | None" = None
+
+    @classmethod
+    async def create(cls, config: Config, *, conductor: str | None = None, with_store: bool = True,
+                     discover: bool | None = None, store_path: Any = None) -> "Runtime":
+        """Build the pool (and discover local servers) and open the history; loads no model."""
+        pool = await build_pool(config, discover=discover)
+        worker = PoolWorker(HttpWorker(timeout_s=config.workers.timeout_s,
+                                       connect_timeout_s=config.workers.connect_timeout_s,
+                                       retries=config.workers.retries))
+        store = None
+        if with_store:
+            from ..store import Store
+
+            store = await asyncio.to_thread(Store.open, store_path)  # file I/O and upgrades off the loop
+        runtime = cls(config=config, pool=pool, worker=worker, store=store, conductor_override=conductor)
+        runtime.conductor_config()  # a bad --conductor override fails here, before any run
+        return runtime
+
+    @property
+    def sessions(self) -> "Sessions":
+        """The session service: ask, compare; what every front end runs questions through."""
+        if self._sessions is None:
+            from .sessions import Sessions
+
+            self._sessions = Sessions(self)
+        return self._sessions
+
+    @property
+    def models(self) -> list[PoolModel]:
+        """The available pool models, numbered as the conductor sees them."""
+        return list(self.pool.available())
+
+    # --- the conductor -------------------------------------------------------------------------
+
+    def conductor_config(self, variant: ConductorVariant | None = None) -> ConductorConfig:
+        """The [conductor] config with the command-line override, then `variant`, applied."""
+        try:
+            config = with_conductor_override(self.config.conductor, self.conductor_override)
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from None
+        if variant is not None:
+            changes = {k: v for k, v in (("backend", variant.backend), ("model", variant.model),
+                                         ("adapter", variant.adapter)) if v is not None}
+            config = config.model_copy(update=changes)
+        return config
+
+    @property
+    def conductor(self) -> Conductor | None:
+        """The configured conductor once chosen (it may still be loading)."""
+        loaded = self._conductors.get(self.conductor_config().model_dump_json())
+        return loaded.conductor if loaded else None
+
+    @property
+    def conductor_reason(self) -> str:
+        loaded = self._conductors.get(self.conductor_config().model_dump_json())
+        return loaded.reason if loaded else ""
+
+    @property
+    def conductor_ready(self) -> bool:
+        conductor = self.conductor
+        return conductor is not None and conductor.loaded
+
+    async def ensure_conductor(self, progress: Progress | None = None,
+                               variant: ConductorVariant | None = None) -> Conductor:
+        """Choose and load (in a thread) the conductor of `variant` (None: the configured one),
+        once; later calls return it at once, and calls during a load wait for it. Raises
+        ConductorError when it cannot run."""
+        cfg = self.conductor_config(variant)
+        key = cfg.model_dump_json()
+        async with self._lock:
+            loaded = self._conductors.get(key)
+            if loaded is None:
+                loaded = await self._choose_and_load(cfg, progress)
+                self._conductors[key] = loaded
+            return loaded.conductor
+
+    def reason_for(self, conductor: Conductor) -> str:
+        """Why `conductor` was chosen (auto selection), for display."""
+        for loaded in self._conductors.values():
+            if loaded.conductor is conductor:
+                return loaded.reason
+        return ""
+
+    async def _choose_and_load(self, cfg: ConductorConfig, progress: Progress | None) -> _Loaded:
+        from ..conductor.select import embedded_fallback, select_conductor
+
+        conductor, reason = await asyncio.to_thread(select_conductor, cfg, self.models, self.worker, progress)
+        try:
+            await conductor.load(progress)
+        except ConductorError as exc:
+            if cfg.backend != "auto" or conductor.backend != "local":
+                raise
+            # auto chose the GPU model and it would not load: keep working on the CPU
+            conductor, reason = embedded_fallback(cfg, f"the local model failed to load ({exc})")
+            report(progress, None, reason)
+            await conductor.load(progress)
+        return _Loaded(conductor, reason)
+
+    # --- runs ----------------------------------------------------------------------------------
+
+    async def pool_refresh(self) -> None:
+        """Rebuild the pool (after a key was added or removed); the next run uses it."""
+        self.pool = await build_pool(self.config)
+
+    def engine(self, *, source: Source = "tui", conductor: Conductor | None = None) -> Engine:
+        """An engine over the available pool whose runs the history records."""
+        from ..store import Recorder
+
+        subscribers = [Recorder(self.store)] if self.store is not None else []
+        conductor = conductor or self.conductor
+        reason = self.reason_for(conductor) if conductor is not None else None
+        return Engine(self.models, self.worker, conductor, subscribers=subscribers,
+                      conductor_reason=reason, source=source)
+
+    def run_options(self, **overrides: Any) -> RunOptions:
+        """Run options from the config; `overrides` that are not None win."""
+        cfg = self.config
+        conductor = self.conductor_config()
+        options = RunOptions(
+            rounds=conductor.rounds, max_steps=conductor.max_steps, budget_usd=cfg.budget.usd,
+            budget_tokens=cfg.budget.tokens, max_tokens=cfg.workers.max_tokens,
+            temperature=cfg.workers.temperature, fallbacks=tuple(cfg.workers.fallbacks),
+            retries=cfg.workers.retries,
+        )
+        return replace(options, **{k: v for k, v in overrides.items() if v is not None})
+
+    async def aclose(self) -> None:
+        await self.worker.aclose()
+        if self.store is not None:
+            self.store.close()

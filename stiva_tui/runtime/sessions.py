@@ -1,0 +1,264 @@
+"""The session service: the one way a front end runs a question.
+
+    outcome = await runtime.sessions.ask(Ask("What is 17*23?", source="cli"), emit=view.handle)
+    async for event in runtime.sessions.stream(Ask(question, mode=DirectMode("gpt-4.1"))): ...
+
+`ask` takes a question, a mode, a source and (optionally) the conversation to continue, and
+gives the run's events. It keeps the conversation in the history — a new one of the source's
+kind (chat, ask, api, ...) unless `conversation_id` continues one — so the chat screen, `stiva
+ask`, the server, and next the benchmark and training, are thin adapters over it. Compare mode
+starts a compare session here and runs each column as an `Ask` outside any conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, AsyncIterator, Sequence
+
+from ..core.events import Event
+from ..core.words import KIND_OF_SOURCE, Source
+from ..engine.baselines import default_moa_proposers
+from ..engine.executor import RunOptions, RunResult, Subscriber
+from ..inference.progress import Progress
+from ..pool.types import PoolModel
+from .modes import ConductorMode, DirectMode, MoAMode, Mode, PRESETS, WorkflowMode
+
+if TYPE_CHECKING:
+    from .root import Runtime
+
+log = logging.getLogger(__name__)
+
+
+class AskError(Exception):
+    """The question cannot run as asked (an unknown model or conversation, an empty pool); nothing
+    was recorded. The message says what to do."""
+
+
+@dataclass(frozen=True)
+class Ask:
+    question: str
+    mode: Mode = field(default_factory=ConductorMode)
+    source: Source = "cli"
+    # Continue this conversation; None starts a new one (of the source's kind).
+    conversation_id: str | None = None
+    # Earlier turns given with the question (the API's messages), recorded before it.
+    history: Sequence[dict] | None = None
+    # Text the engine reads before the question (the API's system messages); not recorded twice.
+    instructions: str = ""
+    # False: a run outside any conversation (compare-mode columns).
+    in_conversation: bool = True
+    run_id: str | None = None
+    # RunOptions fields that override the config and the preset (None values are ignored).
+    options: dict[str, Any] = field(default_factory=dict)
+    title: str | None = None
+
+
+@dataclass
+class Outcome:
+    result: RunResult
+    conversation_id: str | None
+    warnings: list[str] = field(default_factory=list)  # the history could not be written, ...
+
+
+@dataclass
+class CompareStart:
+    session_id: str | None  # None when the history could not record the session
+    run_ids: dict[str, str]  # system -> the run id its column will use
+    warning: str | None = None
+
+
+class Sessions:
+    def __init__(self, runtime: "Runtime"):
+        self.runtime = runtime
+        # Conversations kept in memory when there is no history store.
+        self._memory: dict[str, list[dict]] = {}
+
+    # --- asking --------------------------------------------------------------------------------
+
+    async def ask(self, ask: Ask, emit: Subscriber | None = None, progress: Progress | None = None) -> Outcome:
+        """Run `ask` to its end: its events go to `emit` (and the history). Raises AskError for a
+        request that cannot run and ConductorError when the conductor cannot load, before
+        anything is recorded; once the run starts, every outcome is in `Outcome.result`."""
+        start = self._runner(ask)
+        # A conversation to continue is read first: a wrong id fails before a model loads.
+        earlier = self._turns(ask.conversation_id) if ask.in_conversation and ask.conversation_id else None
+        conductor = None
+        if isinstance(ask.mode, ConductorMode):
+            conductor = await self.runtime.ensure_conductor(progress, ask.mode.variant)
+        run_id = ask.run_id or uuid.uuid4().hex
+        warnings: list[str] = []
+        conversation_id, turns = self._open(ask, warnings, earlier)
+        self._add(conversation_id, "user", ask.question, run_id, warnings)
+        engine = self.runtime.engine(source=ask.source, conductor=conductor)
+        question = f"{ask.instructions}\n\n{ask.question}" if ask.instructions else ask.question
+        result = await start(engine, question, emit=emit, conversation=turns, options=self._options(ask),
+                             run_id=run_id, conversation_id=conversation_id)
+        if result.status == "finished":
+            self._add(conversation_id, "assistant", result.answer, run_id, warnings)
+        return Outcome(result, conversation_id, warnings)
+
+    def check(self, ask: Ask) -> None:
+        """Raise AskError now if `ask` cannot run (a front end calls this before a slow load)."""
+        self._runner(ask)
+        if ask.in_conversation and ask.conversation_id:
+            self._turns(ask.conversation_id)
+
+    async def stream(self, ask: Ask, progress: Progress | None = None) -> AsyncIterator[Event]:
+        """`ask`'s events as an async iterator; errors before the run are raised from it."""
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        task = asyncio.ensure_future(self.ask(ask, emit=queue.put_nowait, progress=progress))
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            await task
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    def _runner(self, ask: Ask):
+        """Check the mode against the pool and return how to start its run (raises AskError)."""
+        mode = ask.mode
+        if not self.runtime.models:
+            raise AskError("the pool has no available model: add one in the config or a key for a provider")
+        if isinstance(mode, ConductorMode):
+            if mode.preset is not None and mode.preset not in PRESETS:
+                raise AskError(f"unknown conductor preset {mode.preset!r}: use {', '.join(PRESETS)}")
+            return lambda engine, question, **kw: engine.run(question, system=mode.system, **kw)
+        if isinstance(mode, DirectMode):
+            self._model(mode.model)
+            return lambda engine, question, **kw: engine.run_direct(question, mode.model, **kw)
+        if isinstance(mode, MoAMode):
+            proposers, aggregator, layers = self._moa(mode)
+            return lambda engine, question, **kw: engine.run_moa(question, proposers, aggregator, layers, **kw)
+        if isinstance(mode, WorkflowMode):
+            models = [self._model(m) for m in mode.models]
+            return lambda engine, question, **kw: engine.run_workflow(question, mode.workflow, models, **kw)
+        raise AskError(f"unknown mode {mode!r}")
+
+    def _model(self, model_id: str) -> PoolModel:
+        model = self.runtime.pool.get(model_id)
+        if model is None or not (model.enabled and model.available):
+            known = ", ".join(m.id for m in self.runtime.models)
+            why = f" ({model.reason})" if model is not None and model.reason else ""
+            raise AskError(f"model {model_id!r} is not available{why}; available: {known}")
+        return model
+
+    def _moa(self, mode: MoAMode) -> tuple[list[str], str, int]:
+        """MoA's proposers, aggregator and layers: the mode's, else the [moa] config's, else defaults."""
+        config = self.runtime.config.moa
+        proposers = list(mode.proposers or config.proposers or default_moa_proposers(self.runtime.models))
+        aggregator = mode.aggregator or config.aggregator or proposers[0]
+        for model_id in (*proposers, aggregator):
+            self._model(model_id)
+        return proposers, aggregator, mode.layers or config.layers
+
+    def _options(self, ask: Ask) -> RunOptions:
+        options = self.runtime.run_options()
+        if isinstance(ask.mode, ConductorMode) and ask.mode.preset is not None:
+            preset = PRESETS[ask.mode.preset]
+            options = replace(options, max_steps=preset.max_steps, rounds=preset.rounds)
+        return replace(options, **{k: v for k, v in ask.options.items() if v is not None})
+
+    # --- conversations -------------------------------------------------------------------------
+
+    def _open(self, ask: Ask, warnings: list[str], earlier: list[dict] | None) -> tuple[str | None, list[dict]]:
+        """The conversation the question joins (created when new) and its turns so far."""
+        if not ask.in_conversation:
+            return None, _engine_turns(ask.history or ())
+        store = self.runtime.store
+        if ask.conversation_id is not None:
+            return ask.conversation_id, earlier or []
+        history = [dict(t) for t in ask.history or ()]
+        title = ask.title or _title(ask.question)
+        if store is None:
+            conversation_id = uuid.uuid4().hex
+            self._memory[conversation_id] = list(history)
+            return conversation_id, _engine_turns(history)
+        from ..store import StoreError
+
+        try:
+            conversation_id = store.create_conversation(title, KIND_OF_SOURCE[ask.source])
+            for turn in history:
+                store.add_message(conversation_id, turn["role"], turn["content"])
+        except StoreError as exc:
+            log.warning("the conversation could not be recorded: %s", exc)
+            warnings.append(f"the history could not record this conversation: {exc}")
+            return None, _engine_turns(history)
+        return conversation_id, _engine_turns(history)
+
+    def _turns(self, conversation_id: str) -> list[dict]:
+        """The earlier turns of a conversation, as the engine reads them (raises AskError)."""
+        store = self.runtime.store
+        if store is None:
+            if conversation_id not in self._memory:
+                raise AskError(f"no conversation {conversation_id}")
+            return _engine_turns(self._memory[conversation_id])
+        from ..store import NotFoundError, StoreError
+
+        try:
+            conversation = store.get_conversation(conversation_id)
+        except NotFoundError:
+            raise AskError(f"no conversation {conversation_id} in the history") from None
+        except StoreError as exc:
+            raise AskError(f"cannot read conversation {conversation_id}: {exc}") from None
+        answered = {m.run_id for m in conversation.messages if m.role == "assistant" and m.run_id}
+        # A question whose run gave no answer (failed, cancelled) is left out of what follows.
+        messages = [m for m in conversation.messages
+                    if not (m.role == "user" and m.run_id and m.run_id not in answered)]
+        return _engine_turns({"role": m.role, "content": m.content} for m in messages)
+
+    def _add(self, conversation_id: str | None, role: str, content: str, run_id: str,
+             warnings: list[str]) -> None:
+        if conversation_id is None:
+            return
+        store = self.runtime.store
+        if store is None:
+            self._memory.setdefault(conversation_id, []).append({"role": role, "content": content})
+            return
+        from ..store import StoreError
+
+        try:
+            store.add_message(conversation_id, role, content, run_id)
+        except StoreError as exc:
+            log.warning("a message could not be recorded: %s", exc)
+            warnings.append(f"the history could not record the {role} message: {exc}")
+
+    # --- compare mode --------------------------------------------------------------------------
+
+    def start_compare(self, question: str, systems: Sequence[str]) -> CompareStart:
+        """Record a compare session of `systems` on `question`; each column then runs an `Ask`
+        with its run id, outside any conversation. The session is optional: without a history
+        (or when it cannot be written) the comparison still runs, unsaved."""
+        run_ids = {system: uuid.uuid4().hex for system in systems}
+        store = self.runtime.store
+        if store is None:
+            return CompareStart(None, run_ids, "no history: the session is not saved")
+        from ..store import StoreError
+
+        try:
+            session_id = store.create_compare_session(question)
+            for system, run_id in run_ids.items():
+                store.add_compare_entry(session_id, system, run_id)
+        except StoreError as exc:
+            return CompareStart(None, run_ids, f"the session is not saved: {exc}")
+        return CompareStart(session_id, run_ids)
+
+
+def _engine_turns(turns: Any) -> list[dict]:
+    """Earlier turns as the conductor and workers read them: user and assistant only."""
+    return [{"role": t["role"], "content": t["content"]} for t in turns if t["role"] in ("user", "assistant")]
+
+
+def _title(question: str) -> str:
+    flat = " ".join(question.split())
+    return flat if len(flat) <= 60 else flat[:59] + "…"
+
+
+__all__ = ["Ask", "AskError", "CompareStart", "Outcome", "Sessions"]
