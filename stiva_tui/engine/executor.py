@@ -18,7 +18,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 from ..conductor.base import Conductor, ConductorError, PlanRequest, PreviousRound, WorkerInfo
 from ..conductor.prompt import worker_messages
@@ -184,20 +184,9 @@ class Engine:
         return await self.run_workflow(question, moa_workflow(len(proposers), layers), models, mode="moa",
                                        system="moa", **kwargs)
 
-    async def stream(self, method: str, *args: Any, **kwargs: Any) -> AsyncIterator[Event]:
+    def stream(self, method: str, *args: Any, **kwargs: Any) -> AsyncIterator[Event]:
         """Iterate a run's events: `async for event in engine.stream("run", question)`."""
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        task = asyncio.ensure_future(getattr(self, method)(*args, emit=queue.put_nowait, **kwargs))
-        task.add_done_callback(lambda _: queue.put_nowait(None))
-        try:
-            while (event := await queue.get()) is not None:
-                yield event
-            await task
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        return events_of(lambda emit: getattr(self, method)(*args, emit=emit, **kwargs))
 
     def model(self, model_id: str) -> PoolModel:
         for model in self.models:
@@ -230,6 +219,23 @@ class Engine:
             if model.id == conductor.model:
                 return model.cost(usage)
         return 0.0
+
+
+async def events_of(start: Callable[[Subscriber], Awaitable[Any]]) -> AsyncIterator[Event]:
+    """The events of the run `start(emit)` begins, as an async iterator. An error raised by the
+    run is raised here after its last event; leaving the loop early cancels the run."""
+    queue: asyncio.Queue[Event | None] = asyncio.Queue()
+    task = asyncio.ensure_future(start(queue.put_nowait))
+    task.add_done_callback(lambda _: queue.put_nowait(None))
+    try:
+        while (event := await queue.get()) is not None:
+            yield event
+        await task
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 def cut_at_stop(text: str, stops: Sequence[str]) -> str:

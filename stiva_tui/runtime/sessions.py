@@ -12,8 +12,6 @@ starts a compare session here and runs each column as an `Ask` outside any conve
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import uuid
 from dataclasses import dataclass, field, replace
@@ -22,7 +20,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Sequence
 from ..core.events import Event
 from ..core.words import KIND_OF_SOURCE, Source
 from ..engine.baselines import default_moa_proposers
-from ..engine.executor import RunOptions, RunResult, Subscriber
+from ..engine.executor import RunOptions, RunResult, Subscriber, events_of
 from ..inference.progress import Progress
 from ..pool.types import PoolModel
 from .modes import ConductorMode, DirectMode, MoAMode, Mode, PRESETS, WorkflowMode
@@ -107,20 +105,9 @@ class Sessions:
         if ask.in_conversation and ask.conversation_id:
             self._turns(ask.conversation_id)
 
-    async def stream(self, ask: Ask, progress: Progress | None = None) -> AsyncIterator[Event]:
+    def stream(self, ask: Ask, progress: Progress | None = None) -> AsyncIterator[Event]:
         """`ask`'s events as an async iterator; errors before the run are raised from it."""
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        task = asyncio.ensure_future(self.ask(ask, emit=queue.put_nowait, progress=progress))
-        task.add_done_callback(lambda _: queue.put_nowait(None))
-        try:
-            while (event := await queue.get()) is not None:
-                yield event
-            await task
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        return events_of(lambda emit: self.ask(ask, emit=emit, progress=progress))
 
     def _runner(self, ask: Ask):
         """Check the mode against the pool and return how to start its run (raises AskError)."""
