@@ -39,6 +39,10 @@ ANALYZE orders;
 
 After the index is back the plan uses an index scan again (**~3 ms** instead of 1.8 s)."""
 
+MOA_ANSWER = """All three drafts agree: `orders.customer_id` lost its index in yesterday's migration.
+Recreate it with `CREATE INDEX CONCURRENTLY`, then run `ANALYZE orders` so the planner
+picks the index scan again."""
+
 
 def models() -> list[dict]:
     return [
@@ -59,8 +63,13 @@ def script(fake, slow: bool) -> None:
              "expected; the filter on customer_id removes 99.9% of the rows. ") * 3
     delay = 0.15 if slow else 0.0
     fake.script("conductor-7b", Reply(PLAN, usage=(410, 96)))
-    fake.default("gpt-4.1", lambda r: Reply(ANSWER if "final answer" in r.user_text else words,
-                                            chunk_delay_s=delay, usage=(620, 180)))
+    def gpt(request) -> Reply:
+        if "Synthesize the responses" in request.user_text:  # the Mixture-of-Agents aggregator
+            return Reply(MOA_ANSWER, chunk_delay_s=delay, usage=(1900, 70))
+        return Reply(ANSWER if "final answer" in request.user_text else words, chunk_delay_s=delay,
+                     usage=(620, 180))
+
+    fake.default("gpt-4.1", gpt)
     fake.default("claude-sonnet-4", Reply("Add `CREATE INDEX orders_customer_id_idx ON orders (customer_id)`; "
                                           "the rewrite with EXISTS is not needed once the index is back. " * 2,
                                           chunk_delay_s=delay * 1.5, usage=(600, 140)))
@@ -85,7 +94,7 @@ async def ask(pilot, text: str) -> None:
 
 
 def done(app):
-    return lambda: app.chat_screen.tree.state.status == "finished" and not app.chat_screen.running
+    return lambda: app.chat_screen.live.state.status == "finished" and not app.chat_screen.running
 
 
 async def shoot(out: Path) -> list[Path]:
@@ -100,12 +109,13 @@ async def shoot(out: Path) -> list[Path]:
             "conductor": {"backend": "remote", "model": "conductor-7b"},
             "providers": [{"name": "lab", "base_url": fake.base_url}],
             "models": models(), "workers": {"retries": 0},
+            "moa": {"proposers": ["gpt-4.1", "claude-sonnet-4", "qwen3-32b"], "aggregator": "gpt-4.1", "layers": 1},
             "discovery": {"enabled": False}, "catalog": False, "theme": "stiva-dark",
         })
         app = StivaApp(config)
         async with app.run_test(size=SIZE) as pilot:
-            await app.wait_conductor()
             chat = app.chat_screen
+            await wait_until(pilot, lambda: chat.status_bar.conductor is not None)
             # An earlier conversation, for the history sidebar.
             script(fake, slow=False)
             await ask(pilot, "Why is the nightly report job twice as slow since Monday?")
@@ -115,9 +125,10 @@ async def shoot(out: Path) -> list[Path]:
             script(fake, slow=True)
             await ask(pilot, "This query went from 40 ms to 1.8 s after yesterday's deploy. Why, and how do I fix it?")
             # Both drafts streaming, the check and the answer waiting for them.
-            await wait_until(pilot, lambda: chat.tree.state.rounds and len(chat.tree.state.rounds[0].steps) == 4
-                             and chat.tree.state.step(1, 0).streamed_chars > 240
-                             and chat.tree.state.step(1, 1).streamed_chars > 100)
+            state = lambda: chat.live.state  # noqa: E731 - a new run gets a new state
+            await wait_until(pilot, lambda: state().rounds and len(state().rounds[0].steps) == 4
+                             and state().step(1, 0).streamed_chars > 240
+                             and state().step(1, 1).streamed_chars > 100)
             chat.tree.focus()
             chat.tree.move_cursor(chat.tree.node_for(("step", 1, 0)))
             await pilot.pause(0.3)
@@ -136,16 +147,15 @@ async def shoot(out: Path) -> list[Path]:
             await pilot.pause(0.2)
 
             script(fake, slow=True)
-            from stiva_tui.tui.screens.compare import CompareScreen
-            from stiva_tui.tui.widgets.compare_column import CONDUCTOR
+            from stiva_tui.tui.screens.compare import CONDUCTOR, MOA, CompareScreen
 
-            compare = CompareScreen(app.runtime)
+            compare = CompareScreen(app.runtime, systems=[CONDUCTOR, MOA, "claude-sonnet-4"])
             await app.push_screen(compare)
             await pilot.pause(0.3)
             compare.query_one("#compare-question").insert(
                 "This query went from 40 ms to 1.8 s after yesterday's deploy. Why?")
             await compare.start("This query went from 40 ms to 1.8 s after yesterday's deploy. Why?",
-                                [CONDUCTOR, "gpt-4.1", "claude-sonnet-4"])
+                                [CONDUCTOR, MOA, "claude-sonnet-4"])
             await wait_until(pilot, lambda: not compare.running, timeout=60)
             await pilot.pause(0.3)
             saved.append(Path(app.save_screenshot("compare.svg", str(out))))

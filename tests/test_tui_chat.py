@@ -8,7 +8,7 @@ import json
 import pytest
 from textual import events
 from fakeprovider import Reply
-from tui_helpers import ask, labels, make_runtime, make_test_config, script_plan, wait_for
+from tui_helpers import ask, labels, make_runtime, make_test_config, record_run, script_plan, wait_for
 
 from stiva_tui.tui.app import StivaApp
 from stiva_tui.tui.widgets.answer import AnswerView
@@ -21,9 +21,9 @@ async def setup(fake):
     """(fake, config, runtime); the runtime is closed after the test."""
     made = []
 
-    async def build(**config_overrides):
+    async def build(load_conductor: bool = True, **config_overrides):
         config = make_test_config(fake, **config_overrides)
-        runtime = await make_runtime(config)
+        runtime = await make_runtime(config, load_conductor=load_conductor)
         made.append(runtime)
         return config, runtime
 
@@ -33,7 +33,14 @@ async def setup(fake):
 
 
 def finished(app, status="finished"):
-    return lambda: app.chat_screen.tree.state.status == status and not app.chat_screen.running
+    return lambda: app.chat_screen.live.state.status == status and not app.chat_screen.running
+
+
+def messages(runtime, screen) -> list:
+    """The stored messages of the conversation on screen."""
+    if screen.conversation_id is None:
+        return []
+    return runtime.store.get_conversation(screen.conversation_id).messages
 
 
 async def test_question_shows_live_tree_and_answer(fake, setup):
@@ -66,9 +73,9 @@ async def test_question_shows_live_tree_and_answer(fake, setup):
         assert screen.detail.text == "**4** is the answer."
         # Stored: a conversation with both turns, the run finished with its steps.
         conv = runtime.store.get_conversation(screen.conversation_id)
-        assert [m["role"] for m in conv["messages"]] == ["user", "assistant"]
-        assert conv["runs"][0]["status"] == "finished"
-        assert [s["model"] for s in conv["runs"][0]["rounds"][0]["steps"]] == ["w1", "w2"]
+        assert [m.role for m in conv.messages] == ["user", "assistant"]
+        assert conv.kind == "chat" and conv.runs[0].status == "finished" and conv.runs[0].source == "tui"
+        assert [s.model for s in conv.runs[0].rounds[0].steps] == ["w1", "w2"]
 
 
 async def test_step_streams_into_the_pane_while_running(fake, setup):
@@ -82,7 +89,7 @@ async def test_step_streams_into_the_pane_while_running(fake, setup):
         await ask(pilot, "Stream please")
         screen = app.chat_screen
         await wait_for(pilot, lambda: screen.detail.key == ("step", 1, 0) and "word10" in screen.detail.text
-                       and screen.tree.state.step(1, 0).status == "running", what="the running step to stream")
+                       and screen.live.state.step(1, 0).status == "running", what="the running step to stream")
         assert any("⠋" in l or "~" in l for l in labels(screen.tree))  # running: spinner and live tokens
         await wait_for(pilot, finished(app), what="the run to finish")
         await pilot.pause(0.1)
@@ -98,23 +105,27 @@ async def test_escape_cancels_and_the_run_stays_in_history(fake, setup):
     async with app.run_test(size=SIZE) as pilot:
         await ask(pilot, "A long one")
         screen = app.chat_screen
-        await wait_for(pilot, lambda: screen.tree.state.rounds and screen.tree.state.rounds[0].steps
-                       and screen.tree.state.step(1, 0).streamed_chars > 20, what="step 0 streaming")
+        await wait_for(pilot, lambda: screen.live.state.rounds and screen.live.state.rounds[0].steps
+                       and screen.live.state.step(1, 0).streamed_chars > 20, what="step 0 streaming")
         await pilot.press("escape")
         await wait_for(pilot, finished(app, "cancelled"), what="the cancel")
         await pilot.pause(0.1)
         assert "cancelled" in "\n".join(labels(screen.tree))
-        run_id = screen.tree.state.run_id
+        run_id = screen.live.state.run_id
         trace = runtime.store.get_trace(run_id)
-        assert trace["status"] == "cancelled"
-        partial = trace["rounds"][0]["steps"][0]["output"]
+        assert trace.status == "cancelled"
+        partial = trace.rounds[0].steps[0].output
         assert partial.startswith("slow") and len(partial) < len(" ".join(["slow"] * 400))
         assert list(screen.query(AnswerView))[-1].has_class("-cancelled")
-        # The app keeps working: the prompt is focusable and a new question runs.
+        # The app keeps working: a new question runs, in the same conversation.
+        cid = screen.conversation_id
+        assert cid is not None and trace.conversation_id == cid
         fake.default("w1", Reply("quick"))
         script_plan(fake)
         await ask(pilot, "Again")
         await wait_for(pilot, finished(app), what="the second run")
+        assert screen.conversation_id == cid
+        assert len(runtime.store.get_conversation(cid).runs) == 2
 
 
 async def test_stream_cut_shows_failure_and_fallback_then_keeps_working(fake, setup):
@@ -137,7 +148,7 @@ async def test_stream_cut_shows_failure_and_fallback_then_keeps_working(fake, se
         script_plan(fake)
         fake.default("w1", Reply("fine now"))
         await ask(pilot, "And now?")
-        await wait_for(pilot, lambda: len(screen.turns) == 4, what="the second turn")
+        await wait_for(pilot, lambda: len(messages(runtime, screen)) == 4, what="the second turn")
 
 
 async def test_failed_run_is_shown_and_app_recovers(fake, setup):
@@ -152,7 +163,7 @@ async def test_failed_run_is_shown_and_app_recovers(fake, setup):
         screen = app.chat_screen
         assert "✗ 0 w1" in "\n".join(labels(screen.tree))
         assert list(screen.query(AnswerView))[-1].has_class("-failed")
-        assert screen.turns == []  # a failed turn is not sent as conversation
+        assert [m.role for m in messages(runtime, screen)] == ["user"]  # no answer recorded
 
 
 async def test_multi_turn_passes_the_conversation(fake, setup):
@@ -167,7 +178,7 @@ async def test_multi_turn_passes_the_conversation(fake, setup):
         script_plan(fake)
         fake.default("w2", Reply("About 2.1 million people."))
         await ask(pilot, "How many people live there?")
-        await wait_for(pilot, lambda: len(app.chat_screen.turns) == 4, what="second turn")
+        await wait_for(pilot, lambda: len(messages(runtime, app.chat_screen)) == 4, what="second turn")
         last_plan = fake.requests_for("cond")[-1]
         shown = json.dumps(last_plan.messages)
         assert "What is the capital of France?" in shown
@@ -175,8 +186,8 @@ async def test_multi_turn_passes_the_conversation(fake, setup):
         assert "How many people live there?" in shown
         cid = app.chat_screen.conversation_id
         conv = runtime.store.get_conversation(cid)
-        assert [m["role"] for m in conv["messages"]] == ["user", "assistant", "user", "assistant"]
-        assert len(conv["runs"]) == 2 and all(r["conversation_id"] == cid for r in conv["runs"])
+        assert [m.role for m in conv.messages] == ["user", "assistant", "user", "assistant"]
+        assert len(conv.runs) == 2 and all(r.conversation_id == cid for r in conv.runs)
 
 
 async def test_new_chat_and_reload_from_history(fake, setup):
@@ -194,9 +205,17 @@ async def test_new_chat_and_reload_from_history(fake, setup):
         assert screen.conversation_id is None and not list(screen.query(AnswerView))
         await screen.load_conversation(cid)
         await pilot.pause(0.1)
-        assert screen.turns[-1] == {"role": "assistant", "content": "stored answer"}
+        assert screen.conversation_id == cid
+        assert [a.text for a in screen.query(AnswerView)] == ["stored answer"]
         text = "\n".join(labels(screen.tree))
         assert "Remember me" in text and "✓ 0 w1" in text and "✓ 1 w2  ← 0" in text
+        assert screen.live.state.status == "finished" and screen.tree.state is screen.live.state
+        # A follow-up continues the reopened conversation, with its earlier turns.
+        script_plan(fake)
+        fake.default("w2", Reply("follow-up answer"))
+        await ask(pilot, "And then?")
+        await wait_for(pilot, lambda: len(messages(runtime, screen)) == 4, what="the follow-up")
+        assert "stored answer" in json.dumps(fake.requests_for("cond")[-1].messages)
 
 
 async def test_export_and_copy(fake, setup, tmp_path, monkeypatch):
@@ -228,23 +247,24 @@ async def test_export_and_copy(fake, setup, tmp_path, monkeypatch):
 
 async def test_question_before_the_conductor_loads_waits_and_says_so(fake, setup):
     script_plan(fake)
-    config, runtime = await setup()
-    conductor, runtime.conductor = runtime.conductor, None
+    config, runtime = await setup(load_conductor=False)
     gate = asyncio.Event()
+    choose_and_load = runtime._choose_and_load
 
-    async def slow_ensure(progress=None):
-        if runtime.conductor is None:
-            progress(0.5, "loading the conductor")
-            await gate.wait()
-            runtime.conductor = conductor
-        return runtime.conductor
+    async def slow_load(cfg, progress):  # the real remote conductor, once the gate opens
+        progress(0.5, "loading the conductor")
+        await gate.wait()
+        return await choose_and_load(cfg, progress)
 
-    runtime.ensure_conductor = slow_ensure
+    runtime._choose_and_load = slow_load
     app = StivaApp(config, runtime=runtime)
     async with app.run_test(size=SIZE) as pilot:
         screen = app.chat_screen
-        await wait_for(pilot, lambda: screen.status_bar.query_one("#status-progress").display,
+        status = screen.status_bar
+        await wait_for(pilot, lambda: status.loading and status.query_one("#status-progress").display,
                        what="the load progress")
+        assert status.load_fraction == 0.5 and status.load_message == "loading the conductor"
+        assert "conductor: loading" in str(status.query_one("#status-conductor").render())
         await ask(pilot, "Early bird")
         await wait_for(pilot, lambda: "Waiting for the conductor" in
                        str(list(screen.query(AnswerView))[-1].query_one("Markdown").source),
@@ -254,7 +274,78 @@ async def test_question_before_the_conductor_loads_waits_and_says_so(fake, setup
         assert screen.query_one("#prompt").text == "typing meanwhile"
         gate.set()
         await wait_for(pilot, finished(app), what="the run after the load")
-        assert not screen.status_bar.query_one("#status-progress").display
+        assert not status.loading and not status.query_one("#status-progress").display
+        assert status.conductor is not None and status.conductor.model == "cond"
+
+
+async def test_start_up_and_a_question_as_typed_messages(fake):
+    """The app builds its own runtime from the config: the whole start-up is in the message flow."""
+    from stiva_tui.tui import messages as msg
+    from stiva_tui.tui.widgets.prompt_input import PromptInput
+
+    script_plan(fake)
+    fake.default("w1", Reply("outline"))
+    fake.default("w2", Reply("Four."))
+    app = StivaApp(make_test_config(fake))
+    seen: list = []
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        await wait_for(pilot, lambda: any(isinstance(m, msg.ConductorReady) for m in seen), what="the conductor")
+        await ask(pilot, "What is 2+2?")
+        await wait_for(pilot, lambda: any(isinstance(m, msg.RunEnded) for m in seen), what="the end of the run")
+        store = app.runtime.store
+        conversation = store.get_conversation(app.chat_screen.conversation_id)
+    kinds = (msg.RuntimeReady, msg.StartupFailed, msg.ConductorProgress, msg.ConductorReady, msg.ConductorFailed,
+             PromptInput.Submitted, msg.RunEnded, msg.OpenCompare)
+    flow = list({id(m): m for m in seen if isinstance(m, kinds)}.values())  # a bubbling one is seen twice
+    assert [type(m).__name__ for m in flow] == ["RuntimeReady", "ConductorReady", "Submitted", "RunEnded"]
+    runtime_ready, conductor_ready, submitted, ended = flow
+    assert runtime_ready.runtime is app.runtime
+    assert (conductor_ready.backend, conductor_ready.model) == ("remote", "cond")
+    assert "config" in conductor_ready.reason
+    assert submitted.text == "What is 2+2?"
+    assert ended.status == "finished" and ended.conversation_id == conversation.id
+    assert ended.run_id == conversation.runs[0].run_id and conversation.runs[0].answer == "Four."
+    assert app.runtime is None or app.runtime.store.closed  # the app closed the runtime it built
+
+
+async def test_startup_failure_is_a_message_and_a_question_says_why(fake):
+    from stiva_tui.tui import messages as msg
+
+    app = StivaApp(make_test_config(fake), conductor="no-such-backend")
+    seen: list = []
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        await wait_for(pilot, lambda: any(isinstance(m, msg.StartupFailed) for m in seen), what="the failure")
+        screen = app.chat_screen
+        assert "cannot start" in str(screen.status_bar.query_one("#status-conductor").render())
+        await ask(pilot, "Anyone there?")
+        await wait_for(pilot, lambda: any(isinstance(m, msg.RunEnded) for m in seen), what="the refusal")
+        answer = list(screen.query(AnswerView))[-1]
+        assert answer.has_class("-failed") and "Cannot run" in answer.query_one("Markdown").source
+    assert not any(isinstance(m, (msg.RuntimeReady, msg.ConductorReady)) for m in seen)
+    assert [m.status for m in seen if isinstance(m, msg.RunEnded)][0] == "not run"
+
+
+async def test_conductor_failure_is_a_message_and_the_app_stays_usable(fake, setup):
+    from stiva_tui.tui import messages as msg
+
+    config, runtime = await setup(load_conductor=False, conductor={"backend": "remote", "model": "missing"})
+    app = StivaApp(config, runtime=runtime)
+    seen: list = []
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        await wait_for(pilot, lambda: any(isinstance(m, msg.ConductorFailed) for m in seen), what="the failure")
+        failed = next(m for m in seen if isinstance(m, msg.ConductorFailed))
+        assert "missing" in failed.error
+        screen = app.chat_screen
+        assert "conductor failed to load" in str(screen.status_bar.query_one("#status-conductor").render())
+        await ask(pilot, "Plan this")
+        await wait_for(pilot, lambda: any(isinstance(m, msg.RunEnded) for m in seen), what="the refusal")
+        answer = list(screen.query(AnswerView))[-1]
+        assert "missing" in answer.query_one("Markdown").source
+        await pilot.press("f4")  # the other screens open all the same
+        await pilot.pause(0.1)
+        from stiva_tui.tui.screens.pool import PoolScreen
+
+        assert isinstance(app.screen, PoolScreen)
 
 
 async def test_first_run_notice_with_only_the_embedded_model(setup_embedded_only):
@@ -327,7 +418,7 @@ async def test_keymap_remaps_send(fake, setup):
         prompt.insert("remapped")
         await pilot.press("ctrl+j")  # no longer sends
         await pilot.pause(0.1)
-        assert app.chat_screen.tree.state.status == "idle"
+        assert app.chat_screen.live.state.status == "idle"
         await pilot.press("ctrl+s")
         await wait_for(pilot, finished(app), what="the run sent with ctrl+s")
         await pilot.press("f12")
@@ -393,16 +484,17 @@ async def test_palette_offers_the_apps_commands(fake, setup):
 
 
 async def test_history_reopens_a_compare_session_in_compare_mode(fake, setup):
+    from stiva_tui.tui import messages as msg
     from stiva_tui.tui.screens.compare import CompareScreen
     from stiva_tui.tui.widgets.history import HistorySidebar
 
     config, runtime = await setup()
     store = runtime.store
     session = store.create_compare_session("Which is faster?")
-    store.begin_run("r-direct", "Which is faster?", mode="direct", system="direct:w1", source="tui")
-    store.add_compare_entry(session, "w1", "r-direct")
+    store.add_compare_entry(session, "w1", record_run(store, "Which is faster?", "w1 is", system="direct:w1"))
     app = StivaApp(config, runtime=runtime)
-    async with app.run_test(size=SIZE) as pilot:
+    seen: list = []
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
         await pilot.press("f2")
         sidebar = app.chat_screen.query_one(HistorySidebar)
         await wait_for(pilot, lambda: sidebar.display and ("compare", session) in [i[:2] for i in sidebar.items],
@@ -411,6 +503,9 @@ async def test_history_reopens_a_compare_session_in_compare_mode(fake, setup):
         await pilot.press("enter")  # open the highlighted (newest) entry
         await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), what="compare mode")
         assert app.screen.session_id == session
+        await wait_for(pilot, lambda: app.screen.columns and app.screen.columns[0].finished, what="the column")
+        assert app.screen.columns[0].answer == "w1 is"
+    assert [m.session_id for m in seen if isinstance(m, msg.OpenCompare)][0] == session
 
 
 async def test_send_right_after_typing_keeps_every_character(fake, setup):
@@ -427,4 +522,4 @@ async def test_send_right_after_typing_keeps_every_character(fake, setup):
             app.post_message(events.Key(key, key))
         app.post_message(events.Key("ctrl+j", None))
         await wait_for(pilot, finished(app), what="the run")
-        assert app.chat_screen.tree.state.question == "17*23?"
+        assert app.chat_screen.live.state.question == "17*23?"

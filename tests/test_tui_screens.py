@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import keyring
 import pytest
-from textual.widgets import Button, DataTable, Input, Markdown, OptionList, Static, TextArea
+from textual.widgets import Button, DataTable, Input, Markdown, OptionList, SelectionList, Static, TextArea
 
+from tui_helpers import labels
 from tui_screens_helpers import Host, make_runtime, screens_config, script_fake, wait_until
 
 from stiva_tui.tui.screens.compare import CompareScreen
@@ -40,16 +41,57 @@ async def test_compare_three_columns_stream_answers_with_totals(fake):
         assert texts["w1"][0] == "Direct answer by w1"
         assert texts["w2"][0] == "Direct answer by w2"
         # conductor: plan (100/30 at 0.5/1.0) + w1 step (30/3 at 1/2) + w2 step (40/6 at 3/6)
-        assert texts["conductor"][1].startswith("170 in · 39 out tokens · $0.00")
-        assert texts["w1"][1].startswith("20 in · 4 out tokens · $0.00003 · ")
-        assert texts["w2"][1].startswith("20 in · 4 out tokens · $0.00008 · ")
+        assert texts["conductor"][1].startswith("170→39 tok · $0.00")
+        assert texts["w1"][1].startswith("20→4 tok · $0.00003 · ")
+        assert texts["w2"][1].startswith("20→4 tok · $0.00008 · ")
         assert all(t[1].endswith(" s") for t in texts.values())
         assert all(t[2] == "finished" for t in texts.values())
         # only the final step streamed into the conductor's column: the draft never shows
         assert "Draft" not in texts["conductor"][0]
         session = runtime.store.get_compare_session(screen.session_id)
-        assert [e["system"] for e in session["entries"]] == ["conductor", "w1", "w2"]
-        assert [e["trace"]["status"] for e in session["entries"]] == ["finished"] * 3
+        assert [e.system for e in session.entries] == ["conductor", "w1", "w2"]
+        assert [e.trace.status for e in session.entries] == ["finished"] * 3
+        assert [e.trace.system for e in session.entries] == ["conductor", "direct:w1", "direct:w2"]
+        assert all(e.trace.source == "tui" and e.trace.conversation_id is None for e in session.entries)
+    await runtime.aclose()
+
+
+async def test_compare_runs_mixture_of_agents_as_a_column(fake):
+    """MoA is offered as "Mixture-of-Agents"; only its aggregator's text streams into the column."""
+    from fakeprovider import Reply
+
+    from stiva_tui.config import MoAConfig
+
+    def worker(name: str):
+        def reply(request) -> Reply:
+            if "Synthesize the responses" in request.user_text:
+                return Reply(f"Merged answer by {name}", usage=(50, 4), chunk_delay_s=0.01)
+            return Reply(f"Proposal by {name}", usage=(10, 2))
+        return reply
+
+    fake.default("w1", worker("w1"))
+    fake.default("w2", worker("w2"))
+    config = screens_config(fake.base_url).model_copy(
+        update={"moa": MoAConfig(proposers=["w1", "w2"], aggregator="w2", layers=1)})
+    runtime = await make_runtime(config)
+    app = Host(lambda: CompareScreen(runtime, systems=["moa", "w1"]))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        selection = screen.query_one("#compare-systems", SelectionList)
+        prompts = {str(selection.get_option_at_index(i).prompt): selection.get_option_at_index(i).value
+                   for i in range(selection.option_count)}
+        assert prompts["Mixture-of-Agents"] == "moa"
+        assert screen.chosen_systems() == ["moa", "w1"]
+        screen.query_one("#compare-question", TextArea).text = "Mix it"
+        await pilot.press("ctrl+j")
+        await wait_until(pilot, lambda: len(screen.columns) == 2 and all(c.finished for c in screen.columns))
+        moa = screen.columns[0]
+        assert moa.answer == "Merged answer by w2" and moa.status == "finished"
+        assert _column_text(moa)[0] == "Merged answer by w2"
+        assert _column_text(moa)[1].startswith("70→8 tok · ")  # two proposals and the aggregation
+        assert moa.query(".column-tree")  # a MoA run has a workflow to show
+        trace = runtime.store.get_trace(moa.run_id)
+        assert trace.mode == "moa" and trace.system == "moa" and trace.step_count == 3
     await runtime.aclose()
 
 
@@ -106,15 +148,15 @@ async def test_vote_is_stored_and_leaderboard_shows_win_rate(fake):
         await pilot.press("2")  # focus is on the columns: 2 votes for w1
         await pilot.pause()
         session = runtime.store.get_compare_session(screen.session_id)
-        assert session["winner"] == "w1"
+        assert session.winner == "w1"
         assert screen.columns[1].has_class("-winner")
         # the button of the conductor's column changes the vote
         await pilot.click(screen.columns[0].query_one(".column-vote", Button))
         await pilot.pause()
-        assert runtime.store.get_compare_session(screen.session_id)["winner"] == "conductor"
+        assert runtime.store.get_compare_session(screen.session_id).winner == "conductor"
         assert not screen.columns[1].has_class("-winner")
 
-        await app.push_screen(LeaderboardScreen(runtime.store))
+        await app.push_screen(LeaderboardScreen(runtime))
         await pilot.pause()
         table = app.screen.query_one(DataTable)
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
@@ -154,14 +196,15 @@ async def test_compare_session_reopens_after_restart(fake):
         # the conductor's tree opens from the stored trace
         await pilot.press("ctrl+t")
         await pilot.pause()
-        from stiva_tui.tui.screens.compare import RunTreeScreen
+        from stiva_tui.tui.screens.run_tree import RunTreeScreen
 
         assert isinstance(app2.screen, RunTreeScreen)
         from stiva_tui.tui.widgets.workflow_tree import WorkflowTree
 
-        assert len(app2.screen.query(WorkflowTree)) == 1
-        assert app2.screen.trace["status"] == "finished"
-        assert len(app2.screen.trace["rounds"][0]["steps"]) == 2
+        tree = app2.screen.query_one(WorkflowTree)
+        assert app2.screen.trace.status == "finished" and len(app2.screen.trace.rounds[0].steps) == 2
+        drawn = "\n".join(labels(tree))
+        assert "Reopen me  ✓" in drawn and "✓ 0 w1  " in drawn and "✓ 1 w2  ← 0" in drawn
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app2.screen, CompareScreen)
@@ -187,7 +230,7 @@ async def test_escape_cancels_running_answers(fake):
         assert isinstance(app.screen, CompareScreen)  # the first esc only cancels
         session = runtime.store.get_compare_session(screen.session_id)
         await wait_until(pilot, lambda: all(
-            (runtime.store.get_trace(e["run_id"])["status"] == "cancelled") for e in session["entries"]))
+            (runtime.store.get_trace(e.run_id).status == "cancelled") for e in session.entries))
     await runtime.aclose()
 
 
@@ -206,8 +249,8 @@ async def test_pool_screen_lists_models_availability_prices_and_conductor(fake, 
     config = config.model_copy(update={"providers": [*config.providers, config.providers[0].model_copy(
         update={"name": "locked", "base_url": "https://locked.invalid/v1", "api_key_env": "LOCKED_KEY"})],
         "models": [*config.models, config.models[1].model_copy(update={"id": "paid", "provider": "locked"})]})
-    runtime = await make_runtime(config)
-    runtime.conductor = None  # not loaded yet: the screen describes the choice instead
+    runtime = await make_runtime(config)  # no conductor chosen yet: the screen describes the choice
+    assert runtime.conductor is None
     app = Host(lambda: PoolScreen(runtime))
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
@@ -312,12 +355,15 @@ async def test_keys_screen_adds_replaces_and_removes_a_key(fake, fresh_keyring):
     await runtime.aclose()
 
 
-async def test_keys_screen_asks_for_a_restart_without_pool_refresh(fake, fresh_keyring, monkeypatch):
-    from stiva_tui.runtime import Runtime
+async def test_keys_screen_asks_for_a_restart_when_the_pool_cannot_refresh(fake, fresh_keyring, monkeypatch):
     from stiva_tui.tui.screens.keys import KeysScreen
 
-    monkeypatch.delattr(Runtime, "pool_refresh", raising=False)
     runtime = await make_runtime(screens_config(fake.base_url))
+
+    async def broken_refresh() -> None:
+        raise RuntimeError("discovery exploded")
+
+    monkeypatch.setattr(runtime, "pool_refresh", broken_refresh)
     app = Host(lambda: KeysScreen(runtime))
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
@@ -328,7 +374,9 @@ async def test_keys_screen_asks_for_a_restart_without_pool_refresh(fake, fresh_k
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert _key_cell(screen, "fake") == "key in keyring: …6789"
-        assert any("restart Stiva to apply" in n.message for n in app._notifications)
+        notes = [n.message for n in app._notifications]
+        assert any("discovery exploded" in n for n in notes)
+        assert any("restart Stiva to apply" in n for n in notes)
     await runtime.aclose()
 
 
@@ -378,69 +426,6 @@ def test_mask_key_never_shows_more_than_the_last_four():
 
 
 # --- history sidebar -------------------------------------------------------------------------------
-
-
-def _fill_history(store) -> dict[str, str]:
-    ids = {}
-    ids["chat-old"] = store.create_conversation("Old chat about pandas")
-    store.add_message(ids["chat-old"], "user", "How do I group rows in pandas?")
-    ids["cmp"] = store.create_compare_session("Compare: capital of France?")
-    store.add_compare_entry(ids["cmp"], "conductor", None)
-    ids["chat-new"] = store.create_conversation("Newest chat on Rust lifetimes")
-    store.add_message(ids["chat-new"], "user", "Explain borrow checking")
-    return ids
-
-
-async def test_history_sidebar_lists_filters_and_posts_selected(fake):
-    from stiva_tui.store import Store
-    from stiva_tui.tui.widgets.history import HistorySidebar
-
-    store = Store.open()
-    ids = _fill_history(store)
-    chosen: list[tuple[str, str]] = []
-
-    class SidebarHost(Host):
-        def on_history_sidebar_selected(self, message: HistorySidebar.Selected) -> None:
-            chosen.append((message.kind, message.id))
-
-    app = SidebarHost(None, body=lambda: [HistorySidebar(store, id="history")])
-    async with app.run_test(size=(100, 30)) as pilot:
-        sidebar = app.query_one(HistorySidebar)
-        assert [(k, i) for k, i, _ in sidebar.items] == [
-            ("chat", ids["chat-new"]), ("compare", ids["cmp"]), ("chat", ids["chat-old"])]
-        options = sidebar.query_one(OptionList)
-        assert options.option_count == 3
-        assert str(options.get_option_at_index(1).prompt).endswith("Compare: capital of France?")
-
-        await pilot.click("#history-search")
-        await pilot.press(*"PANDAS")  # matches a message of the old chat, any case
-        await pilot.pause()
-        assert [i for _, i, _ in sidebar.items] == [ids["chat-old"]]
-        await pilot.press("enter", "enter")  # to the list, then choose the highlighted item
-        await pilot.pause()
-        assert chosen == [("chat", ids["chat-old"])]
-
-        sidebar.query_one("#history-search", Input).value = "france"
-        await pilot.pause()
-        assert [i for _, i, _ in sidebar.items] == [ids["cmp"]]
-        options.focus()
-        await pilot.press("enter")
-        await pilot.pause()
-        assert chosen[-1] == ("compare", ids["cmp"])
-
-        sidebar.query_one("#history-search", Input).value = "nothing like this"
-        await pilot.pause()
-        assert sidebar.items == [] and sidebar.query_one("#history-empty").display
-
-        sidebar.toggle()
-        assert not sidebar.display
-        store.create_conversation("Added while hidden")
-        sidebar.query_one("#history-search", Input).value = ""
-        sidebar.toggle()
-        await pilot.pause()
-        assert sidebar.display and sidebar.items[0][2] == "Added while hidden"
-        assert app.focused is sidebar.query_one("#history-search", Input)
-    store.close()
 
 
 async def test_history_compare_session_reopens_in_compare_screen(fake):

@@ -10,9 +10,10 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Static
 
+from tui_helpers import record_run
 from tui_screens_helpers import Host
 
-from stiva_tui.engine import events as ev
+from stiva_tui.core import events as ev
 
 SIZE = (120, 34)
 BASE_URL = "http://127.0.0.1:9/v1"  # never called: nothing here runs a model
@@ -71,14 +72,8 @@ def runtime():
 
 
 def _finished_run(store, system: str, question: str, answer: str, totals: ev.Totals) -> str:
-    import uuid
-
-    run_id = uuid.uuid4().hex
-    mode = "conductor" if system == "conductor" else "direct"
-    store.begin_run(run_id, question, mode=mode, system=system if mode == "conductor" else f"direct:{system}")
-    store.record(ev.RunStarted(run_id, question, mode))
-    store.record(ev.RunFinished(run_id, answer, totals))
-    return run_id
+    return record_run(store, question, answer, system=system if system in ("conductor", "moa") else f"direct:{system}",
+                      totals=totals)
 
 
 ANSWERS = {
@@ -118,7 +113,7 @@ def test_leaderboard(snap_compare, runtime):
     _compare_session(runtime.store, "q2", winner="conductor")
     _compare_session(runtime.store, "q3", winner="w2")
     _compare_session(runtime.store, "q4", winner=None)
-    app = Host(lambda: LeaderboardScreen(runtime.store))
+    app = Host(lambda: LeaderboardScreen(runtime))
     assert snap_compare(app, terminal_size=SIZE, run_before=_settle)
 
 
@@ -134,12 +129,12 @@ def test_history_sidebar(snap_compare, runtime):
     assert snap_compare(app, terminal_size=(100, 20), run_before=_settle)
 
 
-def test_pool_screen(snap_compare, runtime, monkeypatch):
-    from stiva_tui.conductor.remote import RemoteConductor
+def test_pool_screen(snap_compare, runtime):
+    import asyncio
+
     from stiva_tui.tui.screens.pool import PoolScreen
 
-    runtime.conductor = RemoteConductor(runtime.pool["cond"], runtime.worker)
-    runtime.conductor_reason = "remote: config says so (cond)"
+    asyncio.run(runtime.ensure_conductor())  # the remote conductor: chosen, nothing to load
     app = Host(lambda: PoolScreen(runtime))
     assert snap_compare(app, terminal_size=(150, 30), run_before=_settle)
 

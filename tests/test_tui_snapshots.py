@@ -7,7 +7,7 @@ clocks, spinners frozen, no ports or ids on screen, so the pixels are the same o
 from __future__ import annotations
 
 import pytest
-from tui_helpers import DEMO_QUESTION, demo_events
+from tui_helpers import DEMO_QUESTION, demo_events, wait_for
 
 from stiva_tui.config import parse_config
 from stiva_tui.tui.app import StivaApp
@@ -30,16 +30,14 @@ def snapshot_app(theme: str) -> StivaApp:
 
 def replay(finished: bool):
     async def run_before(pilot) -> None:
-        app = pilot.app
-        await app.wait_conductor()
-        await pilot.pause()
-        screen = app.chat_screen
+        screen = pilot.app.chat_screen
+        await wait_for(pilot, lambda: screen.status_bar.conductor is not None, what="the conductor")
         await screen.replay(DEMO_QUESTION, demo_events(finished))
         screen.tree.focus()
         await pilot.pause(0.2)
         screen.tree.move_cursor(screen.tree.node_for(("step", 1, 1)))
         await pilot.pause(0.2)
-        await screen.detail.show(screen.tree.state, ("step", 1, 1))
+        await screen.live.select(("step", 1, 1))
         await pilot.pause(0.2)
 
     return run_before

@@ -104,6 +104,6 @@ def test_real_stiva_answers_in_tmux(fake, tmp_path, stiva_home):
 
         with Store.open(stiva_home / "data" / "stiva.db") as store:
             runs = store.list_runs()
-            assert runs and runs[0]["status"] == "finished"
+            assert runs and runs[0].status == "finished" and runs[0].source == "tui"
     finally:
         tmux.kill()

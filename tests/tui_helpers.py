@@ -92,6 +92,22 @@ async def ask(pilot, text: str) -> None:
     await pilot.press("ctrl+j")
 
 
+def record_run(store, question: str, answer: str, *, system: str = "conductor", totals=None,
+               run_id: str | None = None) -> str:
+    """A finished run written to `store` as the engine's recorder writes one; returns its id."""
+    import uuid
+
+    from stiva_tui.core import events as ev
+    from stiva_tui.store import Recorder
+
+    run_id = run_id or uuid.uuid4().hex
+    mode = "direct" if system.startswith("direct:") else ("moa" if system == "moa" else "conductor")
+    recorder = Recorder(store)
+    recorder(ev.RunStarted(run_id, question, mode, system=system, source="tui"))
+    recorder(ev.RunFinished(run_id, answer, totals or ev.Totals()))
+    return run_id
+
+
 async def close_runtime(runtime) -> None:
     await runtime.aclose()
     await asyncio.sleep(0)
@@ -113,9 +129,9 @@ Call `price.cache_clear()` when the data changes."""
 
 def demo_events(finished: bool = True) -> list:
     """A fixed three-step run (fan-in), mid-run or finished: the same pixels every time."""
-    from stiva_tui.conductor.workflow import Step, Workflow
-    from stiva_tui.engine import events as ev
-    from stiva_tui.usage import Usage
+    from stiva_tui.core.workflow import Step, Workflow
+    from stiva_tui.core import events as ev
+    from stiva_tui.core.usage import Usage
 
     rid = "demo-run"
     workflow = Workflow((

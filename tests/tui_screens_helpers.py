@@ -54,23 +54,10 @@ def script_fake(fake) -> None:
 
 
 async def make_runtime(config, **kwargs: Any):
-    """A Runtime with a store in STIVA_HOME; the remote conductor is set up directly when the
-    conductor selection module is not there yet."""
+    """A Runtime with a store in STIVA_HOME; no conductor is chosen yet (a run chooses it)."""
     from stiva_tui.runtime import Runtime
 
-    runtime = await Runtime.create(config, discover=False, **kwargs)
-    preset_remote_conductor(runtime)
-    return runtime
-
-
-def preset_remote_conductor(runtime) -> None:
-    try:
-        import stiva_tui.conductor.select  # noqa: F401
-    except ImportError:
-        from stiva_tui.conductor.remote import RemoteConductor
-
-        runtime.conductor = RemoteConductor(runtime.pool["cond"], runtime.worker)
-        runtime.conductor_reason = "remote backend chosen in the config"
+    return await Runtime.create(config, discover=False, **kwargs)
 
 
 class Host(App):
@@ -88,6 +75,12 @@ class Host(App):
     def on_mount(self) -> None:
         if self.make_screen is not None:
             self.push_screen(self.make_screen())
+
+    def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
+        """As the app's: spaces kept in every SVG viewer."""
+        from stiva_tui.tui.screenshot import preserve_spaces
+
+        return preserve_spaces(super().export_screenshot(title=title, simplify=simplify))
 
 
 async def wait_until(pilot, predicate: Callable[[], bool], timeout: float = 10.0) -> None:

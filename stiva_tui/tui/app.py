@@ -2,10 +2,14 @@
 
     run_app(config, conductor_override=None) -> exit code      # what `stiva` calls
 
-Start-up paints the chat screen before anything slow happens: the Runtime (pool discovery, the
-store) is built in a worker after mount, and the conductor loads in a thread with its progress in
-the status bar. The prompt works meanwhile; a question sent early waits for the load.
-Other screens are imported when first opened.
+Start-up paints the chat screen before anything slow happens. Then two workers run: one builds
+the `Runtime` (pool discovery, the history), importing the runtime module off the event loop;
+the next chooses and loads the conductor, in a thread where it is a local model. They report to
+the chat screen with typed messages (`messages.py`): RuntimeReady or StartupFailed, then
+ConductorProgress while loading, then ConductorReady or ConductorFailed. The prompt works
+meanwhile; a question sent early waits for them.
+
+Other screens are imported when first opened, and get the runtime when they are made.
 """
 
 from __future__ import annotations
@@ -13,22 +17,24 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from textual import on, work
 from textual.app import App
 from textual.binding import Binding
 
+from . import messages as msg
 from .commands import StivaCommands
+from .screenshot import preserve_spaces
 from .state import load_state, save_state
 from .themes import DEFAULT_THEME, load_themes
 
 if TYPE_CHECKING:
+    from textual.screen import Screen
+
     from ..config import Config
     from ..runtime import Runtime
     from .screens.chat import ChatScreen
-
-FIRST_RUN_NOTICE = ("No API keys found — running offline on the embedded Gemma 270M. "
-                    "Add models in {config} or press F5 for keys.")
 
 
 class StivaApp(App):
@@ -49,16 +55,16 @@ class StivaApp(App):
 
     def __init__(self, config: "Config", runtime: "Runtime | None" = None, conductor: str | None = None,
                  *, frozen: bool | None = None):
+        """`runtime`: one built already (tests, benchmarks), else the app builds (and closes) its
+        own. `conductor`: the command line's BACKEND[:MODEL] override. `frozen`: no clocks or
+        spinners on screen (snapshots; default from STIVA_TUI_FROZEN=1)."""
         super().__init__()
         self.config = config
         self.runtime = runtime
         self.conductor_override = conductor
         self._owns_runtime = runtime is None
-        # Frozen: no clocks or spinners on screen (snapshot tests and screenshots).
         self.frozen = os.environ.get("STIVA_TUI_FROZEN") == "1" if frozen is None else frozen
         self.keymap: dict[str, str] = dict(config.keymap)
-        self.startup_error: str | None = None
-        self._runtime_ready = asyncio.Event()
         self._chat: ChatScreen | None = None
         for theme in load_themes():
             self.register_theme(theme)
@@ -68,11 +74,12 @@ class StivaApp(App):
     def get_default_screen(self) -> "ChatScreen":
         from .screens.chat import ChatScreen
 
-        self._chat = ChatScreen()
+        self._chat = ChatScreen(self.runtime, frozen=self.frozen)
         return self._chat
 
     @property
     def chat_screen(self) -> "ChatScreen":
+        """The chat screen (the default screen: it is always there, under any other)."""
         assert self._chat is not None
         return self._chat
 
@@ -81,10 +88,7 @@ class StivaApp(App):
         self.theme_changed_signal.subscribe(self, lambda theme: save_state(theme=theme.name))
         if self.keymap:
             self.set_keymap(self.keymap)
-
-    def chat_ready(self) -> None:
-        """Called by the chat screen once mounted: now build the runtime and load the conductor."""
-        self.run_worker(self._start(), name="startup", group="startup", exit_on_error=False)
+        self.call_after_refresh(self.start_up)  # paint first, then start the slow parts
 
     def _initial_theme(self) -> str:
         wanted = self.config.theme or load_state().get("theme") or DEFAULT_THEME
@@ -93,89 +97,50 @@ class StivaApp(App):
             wanted = DEFAULT_THEME
         return wanted
 
-    async def _start(self) -> None:
-        status = self.chat_screen.status_bar
-        try:
-            if self.runtime is None:
-                status.set_message("starting: building the pool…")
+    @work(group="startup", exit_on_error=False)
+    async def start_up(self) -> None:
+        """Build the runtime (unless given one), then load the conductor; tell the chat screen."""
+        if self.runtime is None:
+            try:
                 # Imported in a thread: the engine, httpx and the store take ~0.1 s to import, which
                 # on the event loop would hold up the first keys the user types.
                 runtime_module = await asyncio.to_thread(importlib.import_module, "stiva_tui.runtime")
                 self.runtime = await runtime_module.Runtime.create(self.config, conductor=self.conductor_override)
-        except Exception as exc:
-            self.startup_error = str(exc)
-            status.set_message(f"cannot start: {exc}")
-            self.notify(str(exc), title="Stiva cannot start", severity="error", timeout=30)
-            self._runtime_ready.set()
-            return
-        self._runtime_ready.set()
-        if all(m.kind == "embedded" for m in self.runtime.models):
-            from .. import paths
+            except Exception as exc:  # a bad config or an unreadable history: say so, stay open
+                self.notify(str(exc), title="Stiva cannot start", severity="error", timeout=30)
+                self.chat_screen.post_message(msg.StartupFailed(str(exc)))
+                return
+        self.chat_screen.post_message(msg.RuntimeReady(self.runtime))
+        await self._load_conductor(self.runtime)
 
-            self.chat_screen.set_notice(FIRST_RUN_NOTICE.format(config=paths.config_file()))
-        await self._load_conductor()
+    async def _load_conductor(self, runtime: "Runtime") -> None:
+        chat = self.chat_screen
 
-    async def _load_conductor(self) -> None:
-        status = self.chat_screen.status_bar
-        if self.runtime.conductor is None:
-            status.set_message("conductor: loading…")
+        def progress(fraction: float | None, message: str) -> None:  # from the loading thread too
+            chat.post_message(msg.ConductorProgress(fraction, message))
+
         try:
-            conductor = await self._ready_conductor(self.runtime)
-        except Exception as exc:
-            status.loading_done()
-            status.set_message(f"conductor failed to load: {exc}")
+            conductor = await runtime.ensure_conductor(progress)
+        except Exception as exc:  # ConductorError, or a bug in a backend: the app stays usable
             self.notify(str(exc), title="Conductor", severity="error", timeout=30)
+            chat.post_message(msg.ConductorFailed(str(exc)))
             return
-        status.loading_done()
-        status.set_conductor(conductor.backend, conductor.model, self.runtime.conductor_reason)
+        from ..conductor.select import loaded_facts
 
-    def _progress(self, fraction: float | None, message: str) -> None:
-        """Load progress; called from the loading thread (or this loop)."""
-        update = lambda: self.chat_screen.status_bar.set_loading(fraction, message)  # noqa: E731
-        if self._thread_id == _thread_ident():
-            update()
-        else:
-            self.call_from_thread(update)
-
-    async def _ready_conductor(self, runtime: "Runtime"):
-        """Choose the conductor, then load its weights (local backends) in a thread, once."""
-        conductor = await runtime.ensure_conductor(self._progress)
-        load = getattr(conductor, "load", None)
-        if load is not None and not getattr(conductor, "loaded", True):
-            await load(self._progress)
-        return conductor
-
-    @property
-    def conductor_ready(self) -> bool:
-        conductor = self.runtime.conductor if self.runtime is not None else None
-        return conductor is not None and getattr(conductor, "loaded", True)
-
-    @property
-    def conductor_reason(self) -> str:
-        return self.runtime.conductor_reason if self.runtime else ""
-
-    async def wait_runtime(self) -> "Runtime":
-        await self._runtime_ready.wait()
-        if self.runtime is None:
-            raise RuntimeError(self.startup_error or "Stiva did not start")
-        return self.runtime
-
-    async def wait_conductor(self) -> "Runtime":
-        """The runtime once its conductor is loaded (waits for a load in progress; raises on failure)."""
-        runtime = await self.wait_runtime()
-        await self._ready_conductor(runtime)
-        return runtime
+        chat.post_message(msg.ConductorReady(conductor.backend, conductor.model, runtime.conductor_reason,
+                                             loaded_facts(conductor)))
 
     async def on_unmount(self) -> None:
         if self._owns_runtime and self.runtime is not None:
             await self.runtime.aclose()
 
-    # --- actions -------------------------------------------------------------------------------
+    # --- screenshots -----------------------------------------------------------------------------
 
-    def copy_text(self, text: str) -> str:
-        from .clipboard import copy_text
+    def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
+        """The screen as SVG, marked to keep its spaces in every viewer (see screenshot.py)."""
+        return preserve_spaces(super().export_screenshot(title=title, simplify=simplify))
 
-        return copy_text(self, text)
+    # --- other screens -------------------------------------------------------------------------
 
     def action_help(self) -> None:
         from .screens.help import HelpScreen
@@ -183,47 +148,44 @@ class StivaApp(App):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
+    @on(msg.OpenCompare)
+    def _open_compare(self, message: msg.OpenCompare) -> None:
+        self.action_compare(message.session_id)
+
     def action_compare(self, session_id: str | None = None) -> None:
-        screen = self._other_screen("compare", "CompareScreen", lambda cls, rt: cls(rt, session_id=session_id))
-        if screen is not None:
-            self.push_screen(screen)
+        from .screens.compare import CompareScreen
+
+        if self._can_open(CompareScreen):
+            assert self.runtime is not None
+            self.push_screen(CompareScreen(self.runtime, session_id=session_id))
 
     def action_pool(self) -> None:
-        screen = self._other_screen("pool", "PoolScreen", lambda cls, rt: cls(rt))
-        if screen is not None:
-            self.push_screen(screen)
+        from .screens.pool import PoolScreen
+
+        if self._can_open(PoolScreen):
+            assert self.runtime is not None
+            self.push_screen(PoolScreen(self.runtime))
 
     def action_keys(self) -> None:
-        screen = self._other_screen("keys", "KeysScreen", lambda cls, rt: cls(rt))
-        if screen is not None:
-            self.push_screen(screen)
+        from .screens.keys import KeysScreen
+
+        if self._can_open(KeysScreen):
+            assert self.runtime is not None
+            self.push_screen(KeysScreen(self.runtime))
 
     def action_leaderboard(self) -> None:
-        screen = self._other_screen("leaderboard", "LeaderboardScreen", lambda cls, rt: cls(rt.store))
-        if screen is not None:
-            self.push_screen(screen)
+        from .screens.leaderboard import LeaderboardScreen
 
-    def _other_screen(self, module: str, name: str, build: Any):
-        """Import a screen only when it is first opened; None (with a notice) if it cannot open yet."""
-        import importlib
+        if self._can_open(LeaderboardScreen):
+            assert self.runtime is not None
+            self.push_screen(LeaderboardScreen(self.runtime))
 
+    def _can_open(self, screen: "type[Screen]") -> bool:
+        """Whether a new `screen` may open: Stiva has started and it is not the one shown."""
         if self.runtime is None:
             self.notify("Stiva is still starting; try again in a moment.", severity="warning")
-            return None
-        if type(self.screen).__name__ == name:
-            return None
-        try:
-            cls = getattr(importlib.import_module(f".screens.{module}", __package__), name)
-        except (ImportError, AttributeError):
-            self.notify(f"The {module} screen is not available in this build.", severity="warning")
-            return None
-        return build(cls, self.runtime)
-
-
-def _thread_ident() -> int:
-    import threading
-
-    return threading.get_ident()
+            return False
+        return not isinstance(self.screen, screen)
 
 
 def run_app(config: "Config", conductor_override: str | None = None) -> int:

@@ -1,38 +1,46 @@
 """The chat screen: the conversation and prompt on the left, the live workflow tree on the right.
 
-A question runs in a worker: `Engine.run` emits events on this event loop, and `_on_event` folds
-them into the tree at once. Step deltas are cheap (appended, marked dirty); a 20 fps timer streams
-new text into the step pane and refreshes the status bar. Esc cancels the worker; the engine then
-emits RunCancelled (the store records it) and the text running steps had streamed is saved.
+A question runs in a worker through `runtime.sessions.ask(...)`, which keeps the conversation in
+the history; its events arrive on this event loop and go to the screen's `LiveRun`, the one owner
+of the run state and of the frame timer. Esc cancels the worker: the engine emits RunCancelled,
+and the history keeps the partial run (its recorder saves what the steps had streamed).
+
+The screen learns about start-up from the app's messages (`RuntimeReady`, `ConductorProgress`,
+`ConductorReady`, ...) and asks the app for other screens with messages (`OpenCompare`); a
+question sent before the runtime or the conductor is ready waits, and says so.
 """
 
 from __future__ import annotations
 
-import re
-import uuid
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+import asyncio
+from typing import TYPE_CHECKING
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static, Tree
 from textual.worker import Worker
 
-from ...engine import events as ev
-from ...engine.run_state import RunState
-from ..widgets.answer import AnswerView, UserMessage, answer_header
+from ...core import events as ev
+from .. import messages as msg
+from ..exporting import export_conversation
+from ..live_run import LiveRun
+from ..widgets.answer import AnswerView, answer_header
+from ..widgets.conversation import ConversationView
+from ..widgets.history import HistorySidebar
 from ..widgets.prompt_input import PromptInput
-from ..widgets.status_bar import StatusBar
+from ..widgets.status_bar import ConductorLine, RunFigures, StatusBar
 from ..widgets.step_detail import StepDetail
-from ..widgets.workflow_tree import FRAME_S, WorkflowTree
+from ..widgets.workflow_tree import WorkflowTree
 
 if TYPE_CHECKING:
-    from ..app import StivaApp
+    from ...runtime import Runtime
 
 PLACEHOLDER = "Ask anything… (ctrl+j or alt+enter sends, enter adds a line)"
+FIRST_RUN_NOTICE = ("No API keys found — running offline on the embedded Gemma 270M. "
+                    "Add models in {config} or press F5 for keys.")
 
 
 class ChatScreen(Screen):
@@ -55,32 +63,36 @@ class ChatScreen(Screen):
                 tooltip="Copy the selected step's output"),
     ]
 
-    app: "StivaApp"
-
-    def __init__(self) -> None:
+    def __init__(self, runtime: "Runtime | None" = None, *, frozen: bool = False) -> None:
+        """`runtime`: None until the app posts `RuntimeReady`. `frozen`: no clocks or spinners."""
         super().__init__()
-        self.turns: list[dict] = []  # finished turns, sent to the engine as the conversation
-        self.conversation_id: str | None = None
+        self.runtime = runtime
+        self.frozen = frozen
+        self.conversation_id: str | None = None  # the history's id of the conversation shown
+        self.startup_error: str | None = None
+        self._started = asyncio.Event()  # the runtime is built, or could not be
+        if runtime is not None:
+            self._started.set()
         self._run_worker: Worker | None = None
-        self._answer: AnswerView | None = None
-        self._changed: set = set()
-        self._history = None  # the HistorySidebar, mounted on first use
+        self._history: HistorySidebar | None = None  # mounted on first use
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
             with Vertical(id="conversation-column"):
-                yield Static("", id="notice", classes="-hidden")
-                yield VerticalScroll(id="conversation")
+                yield Static("", id="notice", classes="-hidden", markup=False)
+                yield ConversationView(id="conversation")
                 yield PromptInput(id="prompt", placeholder=PLACEHOLDER)
             with Vertical(id="workflow-column"):
-                yield WorkflowTree(id="tree", frozen=self.app.frozen)
+                yield WorkflowTree(id="tree", frozen=self.frozen)
                 yield StepDetail(id="detail")
         yield StatusBar(id="status")
         yield Footer()
 
     def on_mount(self) -> None:
-        self._frame = self.set_interval(FRAME_S, self._flush, pause=True)
-        self.call_after_refresh(self.app.chat_ready)  # paint first, then start the slow parts
+        self.live = LiveRun(self.tree, self.detail, self.status_bar, frozen=self.frozen)
+        self.live.attach(self)
+        if self.runtime is None:
+            self.status_bar.message = "starting: building the pool…"
 
     # --- widgets -------------------------------------------------------------------------------
 
@@ -97,14 +109,56 @@ class ChatScreen(Screen):
         return self.query_one("#status", StatusBar)
 
     @property
+    def conversation(self) -> ConversationView:
+        return self.query_one("#conversation", ConversationView)
+
+    @property
     def running(self) -> bool:
         return self._run_worker is not None and self._run_worker.is_running
 
-    def set_notice(self, text: str) -> None:
+    def _set_notice(self, text: str) -> None:
         """One line above the conversation (first-run hints); empty hides it."""
         notice = self.query_one("#notice", Static)
         notice.update(text)
         notice.set_class(not text, "-hidden")
+
+    # --- start-up news from the app ------------------------------------------------------------
+
+    def on_runtime_ready(self, message: msg.RuntimeReady) -> None:
+        self.runtime = message.runtime
+        self._started.set()
+        if self.runtime.conductor_ready:
+            self.status_bar.message = ""
+        else:
+            self.status_bar.message = "conductor: loading…"
+        if all(m.kind == "embedded" for m in self.runtime.models):
+            from ... import paths
+
+            self._set_notice(FIRST_RUN_NOTICE.format(config=paths.config_file()))
+
+    def on_startup_failed(self, message: msg.StartupFailed) -> None:
+        self.startup_error = message.error
+        self._started.set()
+        self.status_bar.message = f"cannot start: {message.error}"
+
+    def on_conductor_progress(self, message: msg.ConductorProgress) -> None:
+        status = self.status_bar
+        status.loading = True
+        status.load_message = message.message
+        status.load_fraction = message.fraction
+
+    def on_conductor_ready(self, message: msg.ConductorReady) -> None:
+        status = self.status_bar
+        status.loading = False
+        # A remote conductor's facts are its URL: long, and on the pool screen already.
+        facts = message.facts if message.backend != "remote" else ""
+        status.conductor = ConductorLine(message.backend, message.model, message.reason, facts)
+        status.message = ""
+
+    def on_conductor_failed(self, message: msg.ConductorFailed) -> None:
+        status = self.status_bar
+        status.loading = False
+        status.message = f"conductor failed to load: {message.error}"
 
     # --- asking --------------------------------------------------------------------------------
 
@@ -117,113 +171,103 @@ class ChatScreen(Screen):
         self.ask(message.text)
 
     def ask(self, question: str) -> Worker:
-        """Run `question` (with the conversation so far) in a worker."""
+        """Run `question` in this conversation (a worker; Esc cancels it)."""
         self._run_worker = self.run_worker(self._ask(question), group="run", exclusive=True,
                                            exit_on_error=False, name="ask")
         return self._run_worker
 
     async def _ask(self, question: str) -> None:
+        answer = await self.conversation.add_question(question)
+        await self.live.begin(question)
+        run_id, status = None, "not run"
         try:
-            await self._run_question(question)
-        except Exception as exc:  # a bug or a store failure: show it, keep the app alive
+            run_id, status = await self._run(question, answer)
+        except asyncio.CancelledError:
+            status = "cancelled"
+            raise
+        except Exception as exc:  # a bug: show it, keep the app alive
             self.log.error("question failed", exc)
             self.notify(f"{type(exc).__name__}: {exc}", title="Could not run the question", severity="error")
-            if self._answer is not None:
-                await self._answer.set_note(f"**Could not run:** {exc}", "failed")
+            await answer.set_note(f"**Could not run:** {exc}", "failed")
+        finally:
+            await self.live.flush()
+            self.post_message(msg.RunEnded(run_id or self.live.state.run_id or None, status, self.conversation_id))
+            if self._history is not None and self._history.display:
+                self._history.refresh_items()
 
-    async def _run_question(self, question: str) -> None:
-        conversation = self.query_one("#conversation", VerticalScroll)
-        answer = AnswerView()
-        self._answer = answer
-        await conversation.mount_all([UserMessage(question), answer])
-        conversation.scroll_end(animate=False)
-        self.tree.reset(question)
-        await self.detail.show(self.tree.state, None)
-        if self.app.runtime is not None:
-            self.tree.state.model_names = [m.id for m in self.app.runtime.models]
-        if not self.app.conductor_ready:
+    async def _run(self, question: str, answer: AnswerView) -> tuple[str | None, str]:
+        """Wait for the runtime and the conductor, then run; returns (run id, status)."""
+        from ...conductor.base import ConductorError
+        from ...runtime import Ask, AskError
+
+        if not self._started.is_set():
+            await answer.set_note("_Waiting for Stiva to start — your question runs as soon as it is ready._")
+            await self._started.wait()
+        runtime = self.runtime
+        if runtime is None:
+            await self._not_run(answer, self.startup_error or "Stiva did not start")
+            return None, "not run"
+        self.live.set_model_names([m.id for m in runtime.models])
+        if not runtime.conductor_ready:
             await answer.set_note("_Waiting for the conductor to load — your question runs as soon as it is "
                                   "ready._")
+        ask = Ask(question, source="tui", conversation_id=self.conversation_id)
         try:
-            runtime = await self.app.wait_conductor()
-        except Exception as exc:  # the load failed: say why, keep the app usable
-            await answer.set_note(f"**Cannot run:** {exc}", "failed")
-            answer.set_header("Stiva · not run")
-            return
-        await answer.set_note("_Working…_")
-        self.tree.state.model_names = [m.id for m in runtime.models]
-        store = runtime.store
-        run_id = uuid.uuid4().hex
-        if store is not None:
-            if self.conversation_id is None:
-                self.conversation_id = store.create_conversation(_title(question), "chat")
-            store.add_message(self.conversation_id, "user", question, run_id)
-        engine = runtime.engine(source="tui")
-        self._frame.resume()
-        try:
-            result = await engine.run(question, emit=self._on_event, conversation=list(self.turns),
-                                      options=runtime.run_options(), run_id=run_id,
-                                      conversation_id=self.conversation_id if store is not None else None)
-        finally:
-            self._frame.pause()
-            await self._flush(everything=True)
-        if result.status == "finished":
-            self.turns += [{"role": "user", "content": question}, {"role": "assistant", "content": result.answer}]
-            if store is not None:
-                store.add_message(self.conversation_id, "assistant", result.answer, run_id)
-            if self._history is not None:
-                self._history.refresh_items()
+            outcome = await runtime.sessions.ask(ask, emit=self._on_event)
+        except (AskError, ConductorError) as exc:  # nothing ran: say why, keep the app usable
+            await self._not_run(answer, str(exc))
+            return None, "not run"
+        self.conversation_id = outcome.conversation_id
+        for warning in outcome.warnings:
+            self.notify(warning, title="History", severity="warning")
+        await self._show_end(answer)
+        return outcome.result.run_id, outcome.result.status
+
+    async def _not_run(self, answer: AnswerView, why: str) -> None:
+        await answer.set_note(f"**Cannot run:** {why}", "failed")
+        answer.set_header("Stiva · not run")
+
+    def _on_event(self, event: ev.Event) -> None:
+        """Every engine event of the running question, on the UI's event loop."""
+        self.live.handle(event)
+        if isinstance(event, ev.RunStarted):
+            # Known from the first event: a cancelled run ends without an Outcome.
+            self.conversation_id = event.conversation_id or self.conversation_id
+            self._note_working()
+        elif isinstance(event, ev.RunCancelled):
+            self.call_next(self._show_end, self._last_answer())
+
+    def _note_working(self) -> None:
+        answer = self._last_answer()
+        if answer is not None:
+            self.call_next(self._working, answer)
+
+    async def _working(self, answer: AnswerView) -> None:
+        if self.live.state.status == "running":  # not already over (a replay, a fast failure)
+            await answer.set_note("_Working…_")
+
+    def _last_answer(self) -> AnswerView | None:
+        answers = self.conversation.query(AnswerView)
+        return answers.last() if answers else None
 
     async def replay(self, question: str, events: list[ev.Event]) -> None:
         """Show a run from recorded events, as if it were running now (snapshots and demos)."""
-        conversation = self.query_one("#conversation", VerticalScroll)
-        self._answer = AnswerView()
-        await conversation.mount_all([UserMessage(question), self._answer])
-        self.tree.reset(question)
-        if self.app.runtime is not None:
-            self.tree.state.model_names = [m.id for m in self.app.runtime.models]
-        await self.detail.show(self.tree.state, None)
+        answer = await self.conversation.add_question(question)
+        await self.live.begin(question, [m.id for m in self.runtime.models] if self.runtime else ())
         for event in events:
             self._on_event(event)
-        self.tree.flush()
-        await self._flush()
+        await self.live.flush()
+        if isinstance(events[-1], ev.TERMINAL_EVENTS):
+            await self._show_end(answer)
 
-    def _on_event(self, event: ev.Event) -> None:
-        """Every engine event, on the UI's event loop."""
-        keys = self.tree.handle(event)
-        self._changed.update(keys)
-        if isinstance(event, ev.StepDelta | ev.ConductorDelta):
+    async def _show_end(self, answer: AnswerView | None) -> None:
+        """The answer (or why there is none) under the question, with the run's figures."""
+        state = self.live.state
+        if answer is None or state.status in ("idle", "running"):
             return
-        if isinstance(event, ev.RunStarted):
-            self.status_bar.set_conductor(event.conductor_backend, event.conductor_model,
-                                          event.conductor_reason or self.app.conductor_reason)
-        elif isinstance(event, ev.WorkflowReady) and self.detail.key is None and event.workflow.steps:
-            key = ("step", event.round, 0)
-            self.call_next(self.detail.show, self.tree.state, key)
-            self.call_after_refresh(self._select, key)
-        elif isinstance(event, ev.RunCancelled):
-            self._save_partial_outputs(event.run_id)
-        if isinstance(event, ev.TERMINAL_EVENTS):
-            self.call_next(self._show_end, self.tree.state)
-
-    def _save_partial_outputs(self, run_id: str) -> None:
-        store = self.app.runtime.store if self.app.runtime else None
-        if store is None:
-            return
-        for r in self.tree.state.rounds:
-            for s in r.steps:
-                if s.status == "cancelled" and s.output:
-                    store.save_partial_output(run_id, s.round, s.index, s.output)
-
-    async def _show_end(self, state: RunState) -> None:
-        answer = self._answer
-        self._update_status()
-        if answer is None:
-            return
-        steps = sum(len(r.steps) for r in state.rounds)
         totals = state.totals or ev.Totals()
-        header = answer_header(steps, totals.prompt_tokens, totals.completion_tokens, totals.cost_usd,
-                               totals.latency_s, self.app.frozen)
+        header = answer_header(sum(len(r.steps) for r in state.rounds), totals.prompt_tokens,
+                               totals.completion_tokens, totals.cost_usd, totals.latency_s, self.frozen)
         if state.status == "finished":
             await answer.set_answer(state.answer, header)
         elif state.status == "failed":
@@ -232,21 +276,7 @@ class ChatScreen(Screen):
         else:
             answer.set_header(header + " · cancelled")
             await answer.set_note("_Cancelled. The partial run is kept in the history._", "cancelled")
-        self.query_one("#conversation", VerticalScroll).scroll_end(animate=False)
-
-    async def _flush(self, everything: bool = False) -> None:
-        """One frame: stream new text into the step pane, refresh the totals."""
-        changed, self._changed = self._changed, set()
-        await self.detail.refresh_live(None if everything else changed)
-        self._update_status()
-
-    def _update_status(self) -> None:
-        state = self.tree.state
-        if state.status == "idle":
-            return
-        seconds = None if self.app.frozen and state.totals is None else state.elapsed()
-        label = {"running": "running", "failed": "failed", "cancelled": "cancelled"}.get(state.status, "")
-        self.status_bar.set_totals(state.prompt_tokens, state.completion_tokens, state.cost_usd, seconds, label)
+        self.conversation.scroll_end(animate=False)
 
     # --- the tree and the step pane --------------------------------------------------------------
 
@@ -254,18 +284,14 @@ class ChatScreen(Screen):
     @on(Tree.NodeSelected, "#tree")
     async def _node_chosen(self, message: Tree.NodeHighlighted) -> None:
         key = message.node.data
-        if key and key[0] in ("step", "plan") and key != self.detail.key:
-            await self.detail.show(self.tree.state, key)
-
-    def _select(self, key) -> None:
-        node = self.tree.node_for(key)
-        if node is not None:
-            self.tree.move_cursor(node)
+        if key and key[0] in ("step", "plan"):
+            await self.live.select(key)
 
     # --- actions -------------------------------------------------------------------------------
 
     def action_cancel(self) -> None:
         if self.running:
+            assert self._run_worker is not None
             self._run_worker.cancel()
             self.notify("Cancelled.", timeout=2)
         elif self._history is not None and self._history.display:
@@ -275,93 +301,64 @@ class ChatScreen(Screen):
         if self.running:
             self.notify("A question is running: Esc cancels it first.", severity="warning")
             return
-        self.turns, self.conversation_id, self._answer = [], None, None
-        await self.query_one("#conversation", VerticalScroll).remove_children()
-        self.tree.reset()
-        await self.detail.show(self.tree.state, None)
-        self.status_bar.set_totals(0, 0, 0.0, None, "new chat")
+        self.conversation_id = None
+        await self.conversation.clear()
+        await self.live.begin("")
+        self.status_bar.figures = RunFigures(label="new chat")
         self.query_one("#prompt").focus()
 
     async def action_toggle_history(self) -> None:
         if self._history is None:
-            store = self.app.runtime.store if self.app.runtime else None
-            if store is None:
+            if self.runtime is None or self.runtime.store is None:
                 self.notify("The history opens once Stiva has started.", severity="warning")
                 return
-            try:
-                from ..widgets.history import HistorySidebar
-            except ImportError:
-                self.notify("History is not available in this build.", severity="warning")
-                return
-            self._history = HistorySidebar(store)
-            self._history.add_class("sidebar")
+            self._history = HistorySidebar(self.runtime.store, classes="sidebar")
             await self.query_one("#main").mount(self._history, before=0)
             self._history.focus()
             return
-        self._history.display = not self._history.display
-        if self._history.display:
-            self._history.refresh_items()
-            self._history.focus()
-        else:
+        self._history.toggle()
+        if not self._history.display:
             self.query_one("#prompt").focus()
 
-    async def on_history_sidebar_selected(self, message: Any) -> None:
-        """HistorySidebar.Selected(kind, id): open a past chat here, a compare session in its screen."""
+    @on(HistorySidebar.Selected)
+    async def _history_chosen(self, message: HistorySidebar.Selected) -> None:
+        """A past chat opens here; a compare session opens in compare mode (the app's job)."""
         message.stop()
         if message.kind == "compare":
-            self.app.action_compare(session_id=message.id)
+            self.post_message(msg.OpenCompare(message.id))
         else:
             await self.load_conversation(message.id)
 
     async def load_conversation(self, conversation_id: str) -> None:
         """Show a stored conversation: its messages, and the tree of its last run."""
+        from ...core.run_state import RunState
+
         if self.running:
             self.notify("A question is running: Esc cancels it first.", severity="warning")
             return
-        store = self.app.runtime.store
-        conv = store.get_conversation(conversation_id)
-        traces = {t["run_id"]: t for t in conv["runs"]}
-        conversation = self.query_one("#conversation", VerticalScroll)
-        await conversation.remove_children()
-        widgets, turns = [], []
-        for m in conv["messages"]:
-            turns.append({"role": m["role"], "content": m["content"]})
-            if m["role"] == "user":
-                widgets.append(UserMessage(m["content"]))
-            else:
-                widgets.append(AnswerView(m["content"], _stored_header(traces.get(m["run_id"]))))
-        await conversation.mount_all(widgets)
-        self.turns, self.conversation_id, self._answer = turns, conversation_id, None
-        if conv["runs"]:
-            self.tree.load_state(RunState.from_trace(conv["runs"][-1]))
-            await self.detail.show(self.tree.state, None)
-            self._update_status()
-        else:
-            self.tree.reset()
+        if self.runtime is None or self.runtime.store is None:
+            self.notify("The history opens once Stiva has started.", severity="warning")
+            return
+        conversation = self.runtime.store.get_conversation(conversation_id)
+        await self.conversation.show(conversation)
+        self.conversation_id = conversation.id
+        last = conversation.runs[-1] if conversation.runs else None
+        await self.live.show(RunState.from_trace(last) if last is not None else RunState())
 
     async def action_export(self, kind: str) -> None:
-        if self.conversation_id is None or self.app.runtime is None or self.app.runtime.store is None:
+        store = self.runtime.store if self.runtime is not None else None
+        if self.conversation_id is None or store is None:
             self.notify("Nothing to export yet: ask a question first.", severity="warning")
             return
-        from ...store.export import conversation_json, conversation_markdown
-
-        store = self.app.runtime.store
-        if kind == "json":
-            import json
-
-            text = json.dumps(conversation_json(store, self.conversation_id), indent=2, ensure_ascii=False)
-        else:
-            text = conversation_markdown(store, self.conversation_id)
-        path = _export_path(store.get_conversation(self.conversation_id)["title"], self.conversation_id, kind)
-        path.write_text(text, encoding="utf-8")
+        path = await asyncio.to_thread(export_conversation, store, self.conversation_id, kind)
         self.notify(f"Exported to {path}", title="Export")
 
     def action_copy_answer(self) -> None:
-        answers = [a for a in self.query(AnswerView) if a.text]
-        if not answers:
+        text = self.conversation.last_answer
+        if not text:
             self.notify("No answer to copy yet.", severity="warning")
             return
-        where = self.app.copy_text(answers[-1].text)
+        where = self._copy(text)
         self.notify(f"Answer copied to the {where}.", timeout=2)
 
     def action_copy_step(self) -> None:
@@ -369,38 +366,10 @@ class ChatScreen(Screen):
         if not text:
             self.notify("Select a step with output first.", severity="warning")
             return
-        where = self.app.copy_text(text)
+        where = self._copy(text)
         self.notify(f"Step output copied to the {where}.", timeout=2)
 
+    def _copy(self, text: str) -> str:
+        from ..clipboard import copy_text
 
-def _title(question: str) -> str:
-    flat = " ".join(question.split())
-    return flat if len(flat) <= 60 else flat[:59] + "…"
-
-
-def _stored_header(trace: dict | None) -> str:
-    if not trace:
-        return "Stiva"
-    totals = trace.get("totals") or {}
-    steps = sum(len(r.get("steps") or []) for r in trace.get("rounds") or [])
-    return answer_header(steps, totals.get("prompt_tokens", 0), totals.get("completion_tokens", 0),
-                         totals.get("cost_usd", 0.0), totals.get("latency_s"))
-
-
-def _export_path(title: str, conversation_id: str, kind: str) -> Path:
-    """A new file in the current folder (or the data folder when that is not writable)."""
-    import os
-
-    from ... import paths
-
-    folder = Path.cwd()
-    if not os.access(folder, os.W_OK):
-        folder = paths.data_dir() / "exports"
-        folder.mkdir(parents=True, exist_ok=True)
-    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40] or "conversation"
-    path = folder / f"stiva-{slug}-{conversation_id[:8]}.{kind}"
-    n = 2
-    while path.exists():
-        path = folder / f"stiva-{slug}-{conversation_id[:8]}-{n}.{kind}"
-        n += 1
-    return path
+        return copy_text(self.app, text)

@@ -11,7 +11,7 @@ import asyncio
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on, work
@@ -22,6 +22,10 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
 from ... import secrets
+
+if TYPE_CHECKING:
+    from ...config import Config
+    from ...runtime import Runtime
 
 KEY_COLUMNS = ("Provider", "Environment variable", "Key")
 
@@ -42,10 +46,10 @@ def mask_key(key: str) -> str:
     return f"{prefix}…{tail}" if tail else "…(short key)"
 
 
-def key_providers(config: Any) -> list[ProviderEntry]:
+def key_providers(config: "Config") -> list[ProviderEntry]:
     """The config's providers, then the catalog's (a config provider keeps the catalog's variable)."""
     try:
-        from ...pool.catalog import load_catalog
+        from ...catalog import load_catalog
 
         catalog = list(load_catalog().providers)
     except Exception:  # a broken catalog must not hide the config's providers
@@ -90,7 +94,7 @@ class KeysScreen(Screen):
                 tooltip="Remove the selected provider's key from the keyring"),
     ]
 
-    def __init__(self, runtime: Any, *, name: str | None = None, id: str | None = None,
+    def __init__(self, runtime: "Runtime", *, name: str | None = None, id: str | None = None,
                  classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.runtime = runtime
@@ -214,12 +218,9 @@ class KeysScreen(Screen):
         self.notify(f"Key for {entry.name} {verb}{tail}")
 
     async def _refresh_pool(self) -> bool:
-        """Rebuild the pool's availability when the runtime can; False when a restart is needed."""
-        refresh = getattr(self.runtime, "pool_refresh", None)
-        if refresh is None:
-            return False
+        """Rebuild the pool's availability; False (and a notice) when that failed."""
         try:
-            await refresh()
+            await self.runtime.pool_refresh()
         except Exception as exc:
             self.notify(f"The pool could not be refreshed: {exc}", severity="error")
             return False

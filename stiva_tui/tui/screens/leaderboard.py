@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -12,11 +12,15 @@ from textual.widgets import DataTable, Footer, Static
 
 from ..widgets.compare_column import format_money
 
+if TYPE_CHECKING:
+    from ...runtime import Runtime
+    from ...store import LeaderboardRow
+
 COLUMNS = ("System", "Sessions", "Voted", "Wins", "Win rate", "Avg cost", "Avg latency")
 
 
 class LeaderboardScreen(Screen):
-    """A table of `store.leaderboard()`, sorted by win rate."""
+    """A table of the history's `leaderboard()`, sorted by win rate."""
 
     CSS_PATH = "leaderboard.tcss"
     BINDINGS = [
@@ -24,10 +28,10 @@ class LeaderboardScreen(Screen):
         Binding("r", "reload", "Reload", id="leaderboard.reload", tooltip="Read the votes again"),
     ]
 
-    def __init__(self, store: Any, *, name: str | None = None, id: str | None = None,
+    def __init__(self, runtime: "Runtime", *, name: str | None = None, id: str | None = None,
                  classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
-        self.store = store
+        self.runtime = runtime
 
     def compose(self) -> ComposeResult:
         yield Static("Leaderboard — which system's answer won in compare mode", id="leaderboard-title")
@@ -44,9 +48,10 @@ class LeaderboardScreen(Screen):
     def action_reload(self) -> None:
         table = self.query_one(DataTable)
         table.clear()
-        rows = self.store.leaderboard() if self.store is not None else []
-        for row in sorted(rows, key=lambda r: (-r["win_rate"], -r["wins"], r["system"])):
-            table.add_row(*leaderboard_cells(row), key=row["system"])
+        store = self.runtime.store
+        rows = store.leaderboard() if store is not None else []
+        for row in sorted(rows, key=lambda r: (-r.win_rate, -r.wins, r.system)):
+            table.add_row(*leaderboard_cells(row), key=row.system)
         empty = self.query_one("#leaderboard-empty", Static)
         empty.update("" if rows else "No compare sessions yet: open compare mode and mark the better answer.")
         empty.display = not rows
@@ -56,13 +61,12 @@ class LeaderboardScreen(Screen):
             self.app.pop_screen()
 
 
-def leaderboard_cells(row: dict) -> list:
+def leaderboard_cells(row: "LeaderboardRow") -> list:
     """The table cells of one leaderboard row (numbers right-aligned)."""
-    cost = row.get("avg_cost_usd")
-    latency = row.get("avg_latency_s")
+    cost, latency = row.avg_cost_usd, row.avg_latency_s
     values = [
-        str(row["sessions"]), str(row.get("votes", 0)), str(row["wins"]), f"{row['win_rate']:.0%}",
+        str(row.sessions), str(row.votes), str(row.wins), f"{row.win_rate:.0%}",
         format_money(cost) if cost is not None else "–",
         f"{latency:.2f} s" if latency is not None else "–",
     ]
-    return [row["system"], *(Text(v, justify="right") for v in values)]
+    return [row.system, *(Text(v, justify="right") for v in values)]

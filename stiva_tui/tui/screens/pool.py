@@ -4,7 +4,7 @@ and which conductor plans (or would plan) the workflows."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -12,6 +12,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
+
+if TYPE_CHECKING:
+    from ...config import ConductorConfig
+    from ...pool.registry import Pool
+    from ...pool.types import PoolModel
+    from ...runtime import Runtime
 
 MODEL_COLUMNS = ("#", "Model", "In $/1M", "Out $/1M", "Status", "Enabled", "Provider", "Source", "Description")
 SERVER_COLUMNS = ("Server", "Provider", "Models")
@@ -26,7 +32,7 @@ class PoolScreen(Screen):
         Binding("r", "reload", "Reload", id="pool.reload", tooltip="Show the pool again"),
     ]
 
-    def __init__(self, runtime: Any, *, name: str | None = None, id: str | None = None,
+    def __init__(self, runtime: "Runtime", *, name: str | None = None, id: str | None = None,
                  classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.runtime = runtime
@@ -70,7 +76,7 @@ class PoolScreen(Screen):
         server_table.display = bool(servers)
         empty = self.query_one("#pool-servers-empty", Static)
         empty.display = not servers
-        discovery = getattr(getattr(self.runtime.config, "discovery", None), "enabled", True)
+        discovery = self.runtime.config.discovery.enabled
         empty.update("none found on the default ports" if discovery else "discovery is off in the config")
         self._show_conductor()
 
@@ -81,25 +87,25 @@ class PoolScreen(Screen):
             from ...conductor.select import loaded_facts
 
             reason = self.runtime.conductor_reason
-            facts = loaded_facts(conductor) if getattr(conductor, "loaded", True) else ""
+            facts = loaded_facts(conductor) if conductor.loaded else ""
             label.update(Text(f"Conductor: {conductor.backend} · {conductor.model}" + (f" · {facts}" if facts else "")
                               + (f" — {reason}" if reason else "")))
             return
+        from ...runtime import StartupError
+
         try:
             cfg = self.runtime.conductor_config()
-        except Exception as exc:  # a bad --conductor override
+        except StartupError as exc:  # a bad --conductor override
             label.update(f"Conductor: {exc}")
             return
         label.update(f"Conductor (not loaded yet): {cfg.backend} · {cfg.model}")
         self._describe_choice(cfg)
 
     @work(exclusive=True, group="pool-conductor", exit_on_error=False)
-    async def _describe_choice(self, cfg: Any) -> None:
+    async def _describe_choice(self, cfg: "ConductorConfig") -> None:
         """The cheap description of the conductor that would be chosen (it may probe CUDA: a thread)."""
-        try:
-            from ...conductor.select import describe_choice
-        except ImportError:
-            return
+        from ...conductor.select import describe_choice
+
         try:
             text = await asyncio.to_thread(describe_choice, cfg)
         except Exception as exc:
@@ -118,7 +124,7 @@ def format_price(value: float) -> str:
     return f"{value:,.2f}" if value >= 0.1 else f"{value:,.3f}"
 
 
-def model_cells(model: Any, number: int | None) -> list:
+def model_cells(model: "PoolModel", number: int | None) -> list:
     """The table cells of one pool model; `number` is the conductor's index (None: unavailable)."""
     usable = number is not None
     style = "" if usable else "dim"
@@ -137,7 +143,7 @@ def model_cells(model: Any, number: int | None) -> list:
     ]
 
 
-def discovered_servers(pool: Any) -> dict[str, tuple[str, list[str]]]:
+def discovered_servers(pool: "Pool") -> dict[str, tuple[str, list[str]]]:
     """Local servers found by discovery: base_url -> (provider, model ids)."""
     out: dict[str, tuple[str, list[str]]] = {}
     for model in pool:

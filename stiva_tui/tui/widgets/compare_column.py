@@ -1,24 +1,27 @@
 """One column of compare mode: one system's answer, streaming, with its tokens, cost and latency.
 
-The column consumes the engine's events for its run (`await column.handle(event)`). Only the last
-step of the current round is the answer, so only that step's deltas are streamed into the
-Markdown (through a `MarkdownStream`); at `RunFinished` the final answer is set once. A reopened
-session fills the column from a stored trace instead (`show_trace`).
+The column consumes the events of its run (`await column.handle(event)`). Only the step that
+writes its round's answer (`StepStarted.writes_answer`) streams into the Markdown, through a
+`MarkdownStream`; a later round's answering step, or a retry of it, starts the text over. At
+`RunFinished` the final answer is set once. A reopened session fills the column from a stored
+trace instead (`show_trace`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Button, Label, Markdown, Static
+from textual.widgets._markdown import MarkdownStream
 
-from ...engine import events as ev
+from ...core import events as ev
 
-CONDUCTOR = "conductor"
+if TYPE_CHECKING:
+    from ...core.trace import Trace
 
 
 def format_money(cost: float) -> str:
@@ -31,16 +34,17 @@ def format_money(cost: float) -> str:
 
 def format_totals(prompt_tokens: int, completion_tokens: int, cost_usd: float, latency_s: float | None,
                   estimated: bool = False) -> str:
-    """'120 in · 45 out tokens · $0.00021 · 1.50 s' (a '~' marks estimated token counts)."""
+    """'120→45 tok · $0.00021 · 1.50 s' (a '~' marks estimated token counts); short enough for
+    a third of the screen, so it stays on one line."""
     approx = "~" if estimated else ""
-    parts = [f"{approx}{prompt_tokens} in · {approx}{completion_tokens} out tokens", format_money(cost_usd)]
+    parts = [f"{approx}{prompt_tokens}→{approx}{completion_tokens} tok", format_money(cost_usd)]
     if latency_s is not None:
         parts.append(f"{latency_s:.2f} s")
     return " · ".join(parts)
 
 
 class CompareColumn(Vertical):
-    """The answer of one system (`"conductor"` or a pool model id) to the compared question."""
+    """The answer of one system ("conductor", "moa", a pool model id, ...) to the compared question."""
 
     DEFAULT_CSS = """
     CompareColumn {
@@ -51,8 +55,10 @@ class CompareColumn(Vertical):
     }
     CompareColumn.-winner { border: heavy $success; }
     CompareColumn > .column-header { height: 1; }
-    CompareColumn .column-title { width: 1fr; text-style: bold; }
-    CompareColumn .column-status { width: auto; color: $text-muted; }
+    CompareColumn .column-title { width: 1fr; text-style: bold; text-wrap: nowrap; text-overflow: ellipsis; }
+    CompareColumn .column-status { width: auto; max-width: 50%; color: $text-muted; text-wrap: nowrap;
+                                   text-overflow: ellipsis; margin-left: 1; }
+    CompareColumn > .column-subtitle { height: 1; color: $text-muted; text-wrap: nowrap; text-overflow: ellipsis; }
     CompareColumn > .column-body { height: 1fr; }
     CompareColumn > .column-footer { height: auto; color: $text-muted; }
     CompareColumn > .column-actions { height: auto; }
@@ -67,40 +73,46 @@ class CompareColumn(Vertical):
             self.system = system
 
     class TreeRequested(Message):
-        """The user asked to see the conductor's workflow tree for this column's run."""
+        """The user asked to see the workflow tree of this column's run."""
 
         def __init__(self, system: str, run_id: str | None) -> None:
             super().__init__()
             self.system = system
             self.run_id = run_id
 
-    def __init__(self, system: str, number: int, *, run_id: str | None = None, subtitle: str = "",
-                 id: str | None = None, classes: str | None = None) -> None:
+    def __init__(self, system: str, number: int, *, title: str | None = None, run_id: str | None = None,
+                 subtitle: str = "", has_tree: bool = False, id: str | None = None,
+                 classes: str | None = None) -> None:
+        """`title`: how the system is named (default: `system`); `subtitle`: one muted line under it
+        (what runs it); `has_tree`: the run has a workflow worth showing (a Tree button)."""
         super().__init__(id=id, classes=classes)
         self.system = system
         self.number = number
+        self.title = title or system
         self.run_id = run_id
         self.subtitle = subtitle
+        self.has_tree = has_tree
         self.status = "waiting"
         self.answer = ""
         self.finished = False
-        self._final_step: tuple[int, int] | None = None  # (round, index) of the answering step
-        self._streamed = False
-        self._stream: Any = None  # MarkdownStream while the answer streams
+        self._planned = False  # the run has a conductor: show its rounds in the status
+        self._answer_step: tuple[int, int] | None = None  # (round, index) of the step streaming the answer
+        self._stream: MarkdownStream | None = None
         self._live_tokens = (0, 0)
         self._live_cost = 0.0
 
     def compose(self) -> ComposeResult:
-        title = f"{self.number}  {self.system}" + (f"  ({self.subtitle})" if self.subtitle else "")
         with Horizontal(classes="column-header"):
-            yield Label(title, classes="column-title", markup=False)
+            yield Label(f"{self.number}  {self.title}", classes="column-title", markup=False)
             yield Label(self.status, classes="column-status", markup=False)
+        if self.subtitle:
+            yield Label(self.subtitle, classes="column-subtitle", markup=False)
         with VerticalScroll(classes="column-body"):
             yield Markdown("", classes="column-answer")
         yield Static("", classes="column-footer", markup=False)
         with Horizontal(classes="column-actions"):
             yield Button(f"Better ({self.number})", classes="column-vote", compact=True)
-            if self.system == CONDUCTOR:
+            if self.has_tree:
                 yield Button("Tree", classes="column-tree", compact=True)
 
     # --- what the screen calls --------------------------------------------------------------------
@@ -119,28 +131,22 @@ class CompareColumn(Vertical):
             f"Winner ({self.number})" if winner else f"Better ({self.number})")
 
     async def handle(self, event: ev.Event) -> None:
-        """Show one engine event of this column's run."""
+        """Show one event of this column's run."""
         if isinstance(event, ev.RunStarted):
             self.run_id = event.run_id
-            self.set_status("planning" if event.mode == "conductor" else "asking")
+            self._planned = event.mode == "conductor"
+            self.set_status("planning" if self._planned else "asking")
         elif isinstance(event, ev.RoundStarted):
-            if self.system == CONDUCTOR:
+            if self._planned:
                 self.set_status(f"round {event.round}: planning")
         elif isinstance(event, ev.WorkflowReady):
-            if not event.keep_previous:
-                self._final_step = (event.round, len(event.workflow.steps) - 1)
-            if self.system == CONDUCTOR:
+            if self._planned:
                 steps = len(event.workflow.steps)
                 self.set_status(f"round {event.round}: {steps} step{'s' if steps != 1 else ''}")
         elif isinstance(event, ev.StepStarted):
-            if (event.round, event.index) == self._final_step:
-                if self._streamed:  # a retry or fallback of the answering step starts over
-                    await self._restart_answer()
-                self.set_status(f"answering ({event.model})")
-            else:
-                self.set_status(f"step {event.index}: {event.model}")
+            await self._step_started(event)
         elif isinstance(event, ev.StepDelta):
-            if (event.round, event.index) == self._final_step:
+            if (event.round, event.index) == self._answer_step:
                 await self._write(event.text)
         elif isinstance(event, ev.StepFinished):
             p, c = self._live_tokens
@@ -156,6 +162,15 @@ class CompareColumn(Vertical):
             await self.show_result("failed", None, event.totals, error=event.error)
         elif isinstance(event, ev.RunCancelled):
             await self.show_result("cancelled", None, event.totals)
+
+    async def _step_started(self, event: ev.StepStarted) -> None:
+        if not event.writes_answer:
+            self.set_status(f"step {event.index}: {event.model}")
+            return
+        if self.answer or self._stream is not None:  # a retry, or a later round's answer: start over
+            await self._restart_answer()
+        self._answer_step = (event.round, event.index)
+        self.set_status(f"answering ({event.model})")
 
     async def show_result(self, status: str, answer: str | None, totals: ev.Totals, *,
                           error: str | None = None) -> None:
@@ -181,32 +196,27 @@ class CompareColumn(Vertical):
         self.finished = True
         self.set_status("cancelled")
 
-    async def show_trace(self, trace: dict | None) -> None:
-        """Fill the column from a stored run trace (a reopened compare session)."""
+    async def show_trace(self, trace: "Trace | None") -> None:
+        """Fill the column from a stored run (a reopened compare session)."""
         if trace is None:
             await self.show_result("missing", None, ev.Totals(), error="this run is not in the history")
             return
-        self.run_id = trace.get("run_id") or self.run_id
-        totals = ev.Totals(**{k: trace["totals"][k] for k in
-                              ("prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "estimated")})
-        answer = trace.get("answer")
-        if answer is None:
-            answer = _partial_answer(trace)
-        await self.show_result(trace.get("status") or "finished", answer, totals, error=trace.get("error"))
+        self.run_id = trace.run_id
+        t = trace.totals
+        totals = ev.Totals(t.prompt_tokens, t.completion_tokens, t.cost_usd, t.latency_s, t.estimated)
+        await self.show_result(trace.status, trace.partial_answer(), totals, error=trace.error)
 
     # --- streaming --------------------------------------------------------------------------------
 
     async def _write(self, text: str) -> None:
         if self._stream is None:
             self._stream = Markdown.get_stream(self.query_one(".column-answer", Markdown))
-        self._streamed = True
         self.answer += text
         await self._stream.write(text)
 
     async def _restart_answer(self) -> None:
         await self._stop_stream()
         self.answer = ""
-        self._streamed = False
         await self.query_one(".column-answer", Markdown).update("")
 
     async def _stop_stream(self) -> None:
@@ -228,12 +238,3 @@ class CompareColumn(Vertical):
     def _tree(self, event: Button.Pressed) -> None:
         event.stop()
         self.post_message(self.TreeRequested(self.system, self.run_id))
-
-
-def _partial_answer(trace: dict) -> str:
-    """The last step's output of the last round that ran (what a cancelled run had streamed)."""
-    for round_ in reversed(trace.get("rounds") or []):
-        steps = round_.get("steps") or []
-        if steps:
-            return steps[-1].get("output") or ""
-    return ""

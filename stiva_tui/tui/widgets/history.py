@@ -2,12 +2,12 @@
 
 Choosing an item posts `HistorySidebar.Selected(kind, id)`: kind "chat" for a conversation (the
 chat screen restores it from `store.get_conversation(id)`), "compare" for a compare session (the
-app opens `CompareScreen(runtime, session_id=id)`).
+chat screen asks the app to open it in compare mode).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from rich.text import Text
 from textual import on
@@ -16,6 +16,9 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
+
+if TYPE_CHECKING:
+    from ...store import Store
 
 Kind = Literal["chat", "compare"]
 TITLE_CHARS = 60
@@ -46,7 +49,7 @@ class HistorySidebar(Vertical):
             self.kind = kind
             self.id = id
 
-    def __init__(self, store: Any, *, limit: int = 200, id: str | None = None, classes: str | None = None) -> None:
+    def __init__(self, store: "Store", *, limit: int = 200, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.store = store
         self.limit = limit
@@ -108,22 +111,21 @@ class HistorySidebar(Vertical):
             self.post_message(self.Selected(kind, item_id))  # type: ignore[arg-type]
 
 
-def history_items(store: Any, search: str = "", limit: int = 200) -> list[tuple[Kind, str, str]]:
+def history_items(store: "Store | None", search: str = "", limit: int = 200) -> list[tuple[Kind, str, str]]:
     """(kind, id, title) of conversations and compare sessions matching `search`, newest first."""
     if store is None:
         return []
     needle = search.strip().casefold()
     dated: list[tuple[str, Kind, str, str]] = []
     for conv in store.list_conversations(needle or None, limit=limit):
-        if conv.get("kind") == "compare":
+        if conv.kind == "compare":
             continue  # compare sessions are listed from their own table
-        dated.append((conv["updated_at"], "chat", conv["id"], conv.get("title") or "(untitled)"))
+        dated.append((conv.updated_at, "chat", conv.id, conv.title or "(untitled)"))
     for session in store.list_compare_sessions(limit=limit):
-        question = session.get("question") or ""
-        if needle and needle not in question.casefold() and not any(
-                needle in s.casefold() for s in session.get("systems") or []):
+        if needle and needle not in session.question.casefold() and not any(
+                needle in s.casefold() for s in session.systems):
             continue
-        dated.append((session["created_at"], "compare", session["id"], question or "(no question)"))
+        dated.append((session.created_at, "compare", session.id, session.question or "(no question)"))
     dated.sort(key=lambda item: item[0], reverse=True)
     return [(kind, item_id, title) for _, kind, item_id, title in dated[:limit]]
 

@@ -1,10 +1,17 @@
-"""One line under the chat: run totals, the conductor backend (and why), and load progress."""
+"""One line under the chat: the run's totals, the conductor (and why it was chosen), load progress.
+
+The bar is reactive state: its owner sets `figures`, `conductor`, `message`, `load_message`,
+`load_fraction` and `loading`, and the bar draws itself from them. Nothing calls into its parts.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.markup import escape
+from textual.content import Content
+from textual.reactive import reactive
 from textual.widgets import ProgressBar, Static
 
 from .. import format as fmt
@@ -16,54 +23,125 @@ BACKEND_WORDS = {
 }
 
 
+@dataclass(frozen=True)
+class RunFigures:
+    """Tokens in→out, cost and time of the run on screen, and a word for its state."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float | None = None  # None: no clock (frozen mode, or nothing ran)
+    label: str = ""  # "running", "failed", "cancelled", "new chat"; "" once finished
+
+    def text(self) -> str:
+        parts = [f"{fmt.tokens(self.prompt_tokens)}→{fmt.tokens(self.completion_tokens)} tok",
+                 fmt.money(self.cost_usd)]
+        if self.seconds is not None:
+            parts.append(fmt.seconds(self.seconds))
+        if self.label:
+            parts.insert(0, self.label)
+        return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class ConductorLine:
+    """Which conductor plans: its backend and model, why it was chosen, and what it runs on."""
+
+    backend: str | None
+    model: str | None
+    reason: str = ""
+    facts: str = ""
+
+    def content(self) -> Content:
+        words = BACKEND_WORDS.get(self.backend or "", self.backend or "?")
+        # Spaces close a styled run instead of opening the next one (see tui/screenshot.py).
+        parts: list[str | tuple[str, str]] = ["conductor: ", (f"{words} ", "bold"), self.model or ""]
+        extra = " · ".join(p for p in (self.facts, self.reason) if p)
+        if extra:
+            parts += [" ", (f"— {extra}", "dim")]
+        return Content.assemble(*parts)
+
+
 class StatusBar(Horizontal):
     DEFAULT_CSS = """
     StatusBar { height: 1; background: $panel; color: $text-muted; padding: 0 1; }
     StatusBar > #status-totals { width: auto; margin-right: 2; color: $text; }
     StatusBar > #status-conductor { width: 1fr; }
-    StatusBar > #status-load { width: auto; }
+    StatusBar > #status-load { width: auto; margin-right: 1; }
     StatusBar > ProgressBar { width: 30; }
     StatusBar > .-hidden { display: none; }
     """
 
+    figures: reactive[RunFigures | None] = reactive(None)
+    """The run on screen; None before the first question."""
+    conductor: reactive[ConductorLine | None] = reactive(None)
+    """The conductor once chosen."""
+    message: reactive[str] = reactive("conductor: starting…")
+    """Shown in place of the conductor line while set (starting, errors)."""
+    load_message: reactive[str] = reactive("")
+    load_fraction: reactive[float | None] = reactive(None)
+    """Load progress in [0, 1]; None: the loader cannot tell (the bar pulses)."""
+    loading: reactive[bool] = reactive(False)
+    """Whether the load message and the progress bar show."""
+
     def compose(self) -> ComposeResult:
-        yield Static("no run yet", id="status-totals")
-        yield Static("conductor: starting…", id="status-conductor")
-        yield Static("", id="status-load", classes="-hidden")
+        yield Static("no run yet", id="status-totals", markup=False)
+        yield Static("", id="status-conductor")
+        yield Static("", id="status-load", classes="-hidden", markup=False)
         yield ProgressBar(total=1.0, show_eta=False, show_percentage=True, id="status-progress",
                           classes="-hidden")
 
-    def set_totals(self, prompt_tokens: int, completion_tokens: int, cost_usd: float,
-                   seconds: float | None, status: str = "") -> None:
-        """Tokens in→out, cost and time of the run shown."""
-        text = (f"{fmt.tokens(prompt_tokens)}→{fmt.tokens(completion_tokens)} tok · "
-                f"{fmt.money(cost_usd)}")
-        if seconds is not None:
-            text += f" · {fmt.seconds(seconds)}"
-        if status:
-            text = f"{status} · {text}"
-        self.query_one("#status-totals", Static).update(text)
+    def on_mount(self) -> None:
+        self._draw_all()
 
-    def set_conductor(self, backend: str | None, model: str | None, reason: str = "") -> None:
-        words = BACKEND_WORDS.get(backend or "", backend or "?")
-        text = f"conductor: [b]{escape(words)}[/b] {escape(model or '')}"
-        if reason:
-            text += f" [dim]— {escape(reason)}[/dim]"
-        self.query_one("#status-conductor", Static).update(text)
+    # The owner may set these before the bar's parts exist (its own mount runs later): each
+    # watcher then does nothing, and on_mount draws everything once they do.
 
-    def set_message(self, text: str) -> None:
-        """Replace the conductor part with a message (starting, errors)."""
-        self.query_one("#status-conductor", Static).update(escape(text))
+    def watch_figures(self) -> None:
+        if self.is_mounted:
+            self._draw_figures()
 
-    def set_loading(self, fraction: float | None, message: str) -> None:
-        """Show the conductor's load progress (fraction None: indeterminate)."""
+    def watch_conductor(self) -> None:
+        if self.is_mounted:
+            self._draw_conductor()
+
+    def watch_message(self) -> None:
+        if self.is_mounted:
+            self._draw_conductor()
+
+    def watch_load_message(self) -> None:
+        if self.is_mounted:
+            self._draw_load()
+
+    def watch_load_fraction(self) -> None:
+        if self.is_mounted:
+            self._draw_load()
+
+    def watch_loading(self) -> None:
+        if self.is_mounted:
+            self._draw_load()
+
+    def _draw_all(self) -> None:
+        self._draw_figures()
+        self._draw_conductor()
+        self._draw_load()
+
+    def _draw_figures(self) -> None:
+        figures = self.figures
+        self.query_one("#status-totals", Static).update(figures.text() if figures else "no run yet")
+
+    def _draw_conductor(self) -> None:
+        line = self.query_one("#status-conductor", Static)
+        if self.message or self.conductor is None:
+            line.update(Content(self.message))
+        else:
+            line.update(self.conductor.content())
+
+    def _draw_load(self) -> None:
         label = self.query_one("#status-load", Static)
         bar = self.query_one("#status-progress", ProgressBar)
-        label.update(escape(message))
-        label.remove_class("-hidden")
-        bar.remove_class("-hidden")
+        label.update(self.load_message)
+        fraction = self.load_fraction
         bar.update(total=None if fraction is None else 1.0, progress=fraction or 0.0)
-
-    def loading_done(self) -> None:
-        self.query_one("#status-load").add_class("-hidden")
-        self.query_one("#status-progress").add_class("-hidden")
+        label.set_class(not self.loading, "-hidden")
+        bar.set_class(not self.loading, "-hidden")

@@ -1,7 +1,11 @@
 """The pane under the tree: the selected step's full subtask and output (or the plan's reasoning).
 
-While the step runs its output streams in through a `MarkdownStream` (only the new text is
-written each frame); when it ends the Markdown is set once to the full output.
+    await detail.show(state, key)          # show ("step", r, i) or ("plan", r) of a RunState
+    await detail.refresh_live(changed)     # each frame: stream what `changed` added
+
+The pane only draws the state it is given. While the step runs its output streams in through a
+`MarkdownStream` (only the new text is written each frame); when it ends the Markdown is set
+once to the full output.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from textual.markup import escape
 from textual.widgets import Markdown, Static
 
 from .. import format as fmt
-from ...engine.run_state import Key, RunState
+from ...core.run_state import Key, RunState
 
 PLACEHOLDER = "_Select a step in the tree to read its subtask and output._"
 
@@ -121,17 +125,18 @@ def _header(state: RunState, key: Key) -> str:
         r = state.round(key[1])
         who = escape(f"{state.conductor_model or 'conductor'} ({state.conductor_backend or '?'})")
         status = "planning…" if r.planning else f"{len(r.steps)} steps"
-        return f"[b]Plan, round {r.round}[/b] · {who} · {status}"
+        return f"[b]Plan, round {r.round} [/b]· {who} · {status}"
     s = state.step(key[1], key[2])
     reads = fmt.access_text(s.access, s.access_all) or "← the question only"
-    lines = [f"[b]Step {s.index}[/b] · {escape(s.model or '…')} · {s.status} · {reads}"]
+    # A space closes a styled run rather than opening the next (see tui/screenshot.py).
+    lines = [f"[b]Step {s.index} [/b]· {escape(s.model or '…')} · {s.status} · {reads}"]
     if s.status == "finished":
         lines.append(f"{s.prompt_tokens}→{s.completion_tokens} tok · {fmt.money(s.cost_usd)} · "
                      f"{fmt.seconds(s.latency_s)}")
     for f in s.failures:
         to = f" → {escape(f.fallback)}" if f.fallback else ""
-        lines.append(f"[$error]✗ {escape(f.model)} attempt {f.attempt}:[/] {escape(fmt.one_line(f.error, 120))}{to}")
-    lines.append(f"[i]Subtask:[/i] {escape(s.subtask)}")
+        lines.append(f"[$error]✗ {escape(f.model)} attempt {f.attempt}: [/]{escape(fmt.one_line(f.error, 120))}{to}")
+    lines.append(f"[i]Subtask: [/i]{escape(s.subtask)}")
     return "\n".join(lines)
 
 

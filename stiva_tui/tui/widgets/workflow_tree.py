@@ -1,15 +1,18 @@
-"""The live workflow tree: question → round → the conductor's plan and one node per step.
+"""The workflow tree: question → round → the conductor's plan and one node per step.
 
-    tree.handle(event)                  # every engine event; cheap for StepDelta
-    WorkflowTree.from_trace(trace)      # rebuild a stored run (Store.get_trace())
+    tree.show(state)          # draw a RunState in full (a new run, or RunState.from_trace)
+    tree.redraw(keys)         # redraw what RunState.apply() said changed
+    tree.frame = n            # the spinner frame, turned by the tree's owner
 
-Step deltas only mark a step dirty; a 20 fps timer redraws dirty labels and the spinners, so a
-flood of tokens costs one label redraw per step per frame.
+The tree only draws: its owner (the chat screen's `LiveRun`, or a screen showing a stored run)
+folds the events into the `RunState` and drives the one frame timer, so a flood of tokens costs
+one label redraw per step per frame, and a stored run is drawn by the same code.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import textwrap
+from typing import Any, Iterable, Sequence
 
 from rich.style import Style
 from rich.text import Text
@@ -17,62 +20,49 @@ from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from ...engine import events as ev
 from .. import format as fmt
-from ...engine.run_state import Key, RoundState, RunState, StepState
+from ...core.run_state import Key, RoundState, RunState, StepState
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
-FRAME_S = 1 / 20
 REASONING_WIDTH = 72
 REASONING_LINES = 24
 
-STATUS_ICON = {"waiting": "○", "finished": "✓", "failed": "✗", "cancelled": "■"}
+STATUS_ICON = {"waiting": "○", "finished": "✓", "failed": "✗", "cancelled": "■", "interrupted": "■"}
 STATUS_STYLE = {"waiting": "dim", "running": "bold $accent", "finished": "bold $success",
-                "failed": "bold $error", "cancelled": "$warning"}
+                "failed": "bold $error", "cancelled": "$warning", "interrupted": "$warning"}
+RUN_SUFFIX = {"finished": ("✓", "$success"), "failed": ("✗ failed", "$error"),
+              "cancelled": ("■ cancelled", "$warning"), "interrupted": ("■ interrupted", "$warning")}
+
+Part = tuple[str, str] | tuple[str, str, str]  # (text, style[, the gap after it])
 
 
 class WorkflowTree(Tree[Key]):
-    """A `Tree` showing one run; node data is the RunState key ("plan", r) / ("step", r, i)."""
+    """A `Tree` drawing one `RunState`; node data is its key: ("plan", r) or ("step", r, i)."""
 
     BINDINGS = [
         Binding("enter", "select_cursor", "Open step", id="tree.open", tooltip="Show the step's full output"),
     ]
 
-    def __init__(self, *, id: str | None = None, classes: str | None = None, frozen: bool = False):
+    def __init__(self, state: RunState | None = None, *, id: str | None = None, classes: str | None = None,
+                 frozen: bool = False):
         super().__init__("No question yet", data=("question",), id=id, classes=classes)
         self.show_root = True
         self.guide_depth = 3
-        self.frozen = frozen
-        self.state = RunState()
+        self.frozen = frozen  # no clocks, spinners stand still (snapshots)
+        self.state = state or RunState()
+        self.frame = 0
         self._node_map: dict[Key, TreeNode[Key]] = {}
-        self._dirty: set[Key] = set()
-        self._frame = 0
-        self._timer = None
-
-    @classmethod
-    def from_trace(cls, trace: dict[str, Any], **kwargs: Any) -> "WorkflowTree":
-        """A tree of a stored run, as `Store.get_trace()` returns it."""
-        tree = cls(**kwargs)
-        tree.load_state(RunState.from_trace(trace))
-        return tree
 
     def on_mount(self) -> None:
-        self._timer = self.set_interval(FRAME_S, self._tick, pause=self.state.status != "running")
-        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.refresh_theme())
-        if self.state.rounds or self.state.question:
-            self.refresh_theme()  # labels built before mounting had no theme colours
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show(self.state))
+        self.show(self.state)  # labels drawn before mounting had no theme colours
 
-    # --- feeding it ----------------------------------------------------------------------------
+    # --- drawing -------------------------------------------------------------------------------
 
-    def reset(self, question: str = "") -> None:
-        """Clear the tree for a new run."""
-        self.load_state(RunState(question=question))
-
-    def load_state(self, state: RunState) -> None:
-        """Show `state` (e.g. RunState.from_trace) in full."""
+    def show(self, state: RunState) -> None:
+        """Draw `state` in full, replacing what was shown."""
         self.state = state
         self._node_map.clear()
-        self._dirty.clear()
         self.clear()
         self.root.set_label(self._question_label())
         self.root.expand()
@@ -81,51 +71,27 @@ class WorkflowTree(Tree[Key]):
             self._relabel(("plan", r.round))
             for s in r.steps:
                 self._relabel(("step", s.round, s.index))
-        if self._timer is not None and state.status == "running":
-            self._timer.resume()
 
-    def handle(self, event: ev.Event) -> list[Key]:
-        """Fold one engine event into the tree; returns the keys that changed."""
-        keys = self.state.apply(event)
-        if isinstance(event, (ev.StepDelta, ev.ConductorDelta)):
-            self._dirty.update(keys)  # drawn on the next frame
-            return keys
-        if isinstance(event, ev.RunStarted):
-            self.root.set_label(self._question_label())
-            if self._timer is not None:
-                self._timer.resume()
+    def redraw(self, keys: Iterable[Key]) -> None:
+        """Redraw the nodes of `keys` (as `RunState.apply` returns them), adding new ones."""
         for key in keys:
-            if key[0] in ("plan", "step", "round"):
-                self._relabel(key)
-        if isinstance(event, ev.TERMINAL_EVENTS):
-            self.flush()
-            self.root.set_label(self._question_label())
-            if self._timer is not None:
-                self._timer.pause()
-        return keys
-
-    def flush(self) -> None:
-        """Redraw every label marked dirty since the last frame."""
-        dirty, self._dirty = self._dirty, set()
-        for key in dirty:
             self._relabel(key)
-
-    def _tick(self) -> None:
-        self._frame += 1
-        animate = not self.frozen and self._frame % 2 == 0
-        if animate:
-            for r in self.state.rounds:
-                if r.planning:
-                    self._dirty.add(("plan", r.round))
-                for s in r.steps:
-                    if s.status == "running":
-                        self._dirty.add(("step", s.round, s.index))
-        self.flush()
-
-    # --- nodes ---------------------------------------------------------------------------------
 
     def node_for(self, key: Key) -> TreeNode[Key] | None:
         return self._node_map.get(key)
+
+    # --- nodes ---------------------------------------------------------------------------------
+
+    def _relabel(self, key: Key) -> None:
+        kind = key[0]
+        if kind == "run":
+            self.root.set_label(self._question_label())
+        elif kind == "round":
+            self._round_node(key[1])
+        elif kind == "plan":
+            self._relabel_plan(self.state.round(key[1]))
+        elif kind == "step":
+            self._relabel_step(self.state.step(key[1], key[2]))
 
     def _round_node(self, number: int) -> TreeNode[Key]:
         key = ("round", number)
@@ -137,21 +103,11 @@ class WorkflowTree(Tree[Key]):
             self._node_map[key] = node
         return node
 
-    def _relabel(self, key: Key) -> None:
-        kind = key[0]
-        if kind == "round":
-            self._round_node(key[1])
-        elif kind == "plan":
-            self._relabel_plan(self.state.round(key[1]))
-        elif kind == "step":
-            self._relabel_step(self.state.step(key[1], key[2]))
-
     def _relabel_plan(self, r: RoundState) -> None:
         key = ("plan", r.round)
         node = self._node_map.get(key)
         if node is None:
-            round_node = self._round_node(r.round)
-            node = round_node.add("Plan", data=key, expand=False)
+            node = self._round_node(r.round).add("Plan", data=key, expand=False)
             self._node_map[key] = node
         node.set_label(self._plan_label(r))
         if not r.planning and not node.children:
@@ -170,16 +126,14 @@ class WorkflowTree(Tree[Key]):
             node = self._round_node(s.round).add("", data=key, expand=True)
             self._node_map[key] = node
         node.set_label(self._step_label(s))
-        if len(node.children) < len(s.failures):
-            for failure in s.failures[len(node.children):]:
-                label = Text.assemble(("✗ ", "bold $error"), (f"{failure.model} ", "bold"),
-                                      (f"attempt {failure.attempt}: ", "dim"),
-                                      fmt.one_line(failure.error, 60))
-                if failure.fallback and failure.fallback != failure.model:
-                    label.append(f"  → {failure.fallback}", style="$warning")
-                elif failure.fallback:
-                    label.append("  → retry", style="$warning")
-                node.add_leaf(label, data=key)
+        for failure in s.failures[len(node.children):]:
+            if failure.fallback and failure.fallback != failure.model:
+                then = (f"→ {failure.fallback}", "$warning")
+            else:
+                then = ("→ retry", "$warning") if failure.fallback else ("", "")
+            node.add_leaf(styled([("✗", "bold $error", " "), (failure.model, "bold", " "),
+                                  (f"attempt {failure.attempt}:", "dim", " "),
+                                  (fmt.one_line(failure.error, 60), ""), then]), data=key)
 
     # --- labels --------------------------------------------------------------------------------
 
@@ -198,66 +152,62 @@ class WorkflowTree(Tree[Key]):
         except Exception:  # a colour Rich cannot read (e.g. with alpha): keep the text plain
             return Style()
 
-    def refresh_theme(self) -> None:
-        """Redraw every label with the current theme's colours."""
-        self.load_state(self.state)
-
     def _spinner(self) -> str:
-        return SPINNER[0] if self.frozen else SPINNER[(self._frame // 2) % len(SPINNER)]
+        return SPINNER[0] if self.frozen else SPINNER[self.frame % len(SPINNER)]
 
     def _question_label(self) -> Text:
         state = self.state
         question = fmt.one_line(state.question, 70) if state.question else "No question yet"
-        label = Text(question, style="bold")
-        suffix = {"finished": ("  ✓", "$success"), "failed": ("  ✗ failed", "$error"),
-                  "cancelled": ("  ■ cancelled", "$warning")}.get(state.status)
-        if suffix:
-            label.append(*suffix)
-        return label
+        return styled([(question, "bold"), RUN_SUFFIX.get(state.status, ("", ""))])
 
     def _plan_label(self, r: RoundState) -> Text:
         if r.planning:
             chars = len(r.conductor_text)
-            return Text.assemble((self._spinner() + " ", "bold $accent"), ("Plan", "bold"),
-                                 (f"  planning… {chars} chars" if chars else "  planning…", "dim"))
+            return styled([(self._spinner(), "bold $accent", " "), ("Plan", "bold"),
+                           (f"planning… {chars} chars" if chars else "planning…", "dim")])
         steps = len(r.steps)
         what = "keep the previous answer" if r.keep_previous else f"{steps} step{'s' if steps != 1 else ''}"
-        label = Text.assemble(("✓ ", "bold $success"), ("Plan", "bold"), (f"  {what}", ""))
-        if r.prompt_tokens or r.completion_tokens:
-            label.append(f"  {fmt.tokens(r.prompt_tokens)}→{fmt.tokens(r.completion_tokens)} tok", style="dim")
-        if r.latency_s is not None and not self.frozen:
-            label.append(f"  {fmt.seconds(r.latency_s)}", style="dim")
-        return label
+        tokens = (f"{fmt.tokens(r.prompt_tokens)}→{fmt.tokens(r.completion_tokens)} tok"
+                  if r.prompt_tokens or r.completion_tokens else "")
+        seconds = fmt.seconds(r.latency_s) if r.latency_s is not None and not self.frozen else ""
+        return styled([("✓", "bold $success", " "), ("Plan", "bold"), (what, ""), (tokens, "dim"),
+                       (seconds, "dim")])
 
     def _step_label(self, s: StepState) -> Text:
         icon = self._spinner() if s.status == "running" else STATUS_ICON.get(s.status, "?")
-        label = Text.assemble((icon + " ", STATUS_STYLE.get(s.status, "")), (f"{s.index} ", "bold"),
-                              (s.model or "…", "bold $secondary" if s.model else "dim"))
+        parts: list[Part] = [(icon, STATUS_STYLE.get(s.status, ""), " "), (str(s.index), "bold", " ")]
         if s.on_fallback:
-            label.append(f" ↻ fallback from {s.first_model}", style="$warning")
+            parts += [(s.model, "bold $secondary", " "), (f"↻ fallback from {s.first_model}", "$warning")]
         elif s.failures and s.status != "failed":
-            label.append(f" ↻ retry {s.attempt}", style="$warning")
-        access = fmt.access_text(s.access, s.access_all)
-        if access:
-            label.append(f"  {access}", style="$accent")
+            parts += [(s.model, "bold $secondary", " "), (f"↻ retry {s.attempt}", "$warning")]
+        else:
+            parts.append((s.model, "bold $secondary") if s.model else ("…", "dim"))
+        parts.append((fmt.access_text(s.access, s.access_all), "$accent"))
         if s.status == "running":
-            label.append(f"  ~{fmt.tokens(s.streamed_chars // 4)} tok", style="dim")
+            parts.append((f"~{fmt.tokens(s.streamed_chars // 4)} tok", "dim"))
         elif s.status == "finished":
-            label.append(f"  {fmt.tokens(s.prompt_tokens)}→{fmt.tokens(s.completion_tokens)} tok", style="")
-            label.append(f"  {fmt.money(s.cost_usd)}", style="$success")
-            if s.latency_s is not None:
-                label.append(f"  {fmt.seconds(s.latency_s)}", style="dim")
-        elif s.status == "failed":
-            label.append("  failed", style="$error")
-        elif s.status == "cancelled":
-            label.append("  cancelled", style="$warning")
-        label.append(f"  {fmt.one_line(s.subtask, 48)}", style="italic dim")
-        return label
+            parts += [(f"{fmt.tokens(s.prompt_tokens)}→{fmt.tokens(s.completion_tokens)} tok", ""),
+                      (fmt.money(s.cost_usd), "$success"),
+                      (fmt.seconds(s.latency_s) if s.latency_s is not None else "", "dim")]
+        elif s.status in ("failed", "cancelled", "interrupted"):
+            parts.append((s.status, "$error" if s.status == "failed" else "$warning"))
+        parts.append((fmt.one_line(s.subtask, 48), "italic dim"))
+        return styled(parts)
+
+
+def styled(parts: Sequence[Part]) -> Text:
+    """One label from (text, style[, gap]) parts; empty parts are left out. The gap after a part
+    (two spaces unless given) is drawn in that part's style, so no styled run starts with a space:
+    SVG viewers strip a run's leading spaces (see tui/screenshot.py)."""
+    kept = [p for p in parts if p[0]]
+    label = Text()
+    for n, part in enumerate(kept):
+        gap = (part[2] if len(part) > 2 else "  ") if n < len(kept) - 1 else ""
+        label.append(part[0] + gap, style=part[1])
+    return label
 
 
 def _wrap(text: str, width: int) -> list[str]:
-    import textwrap
-
     lines: list[str] = []
     for paragraph in (text or "").strip().splitlines():
         lines.extend(textwrap.wrap(paragraph, width) or [""])

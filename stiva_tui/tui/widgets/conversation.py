@@ -1,0 +1,56 @@
+"""The conversation column: the questions asked and Stiva's answers, oldest first.
+
+    answer = await view.add_question("…")   # the question, and an answer that is still coming
+    await view.show(conversation)           # a stored conversation (store.get_conversation)
+    await view.clear()                      # a new chat
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual.containers import VerticalScroll
+
+from .answer import AnswerView, UserMessage, answer_header
+
+if TYPE_CHECKING:
+    from ...core.trace import Trace
+    from ...store import Conversation
+
+
+class ConversationView(VerticalScroll):
+    """The messages of one conversation; the last `AnswerView` is the one a running question fills."""
+
+    async def add_question(self, question: str) -> AnswerView:
+        """Show `question` and an empty answer under it; returns the answer to fill."""
+        answer = AnswerView()
+        await self.mount_all([UserMessage(question), answer])
+        self.scroll_end(animate=False)
+        return answer
+
+    async def show(self, conversation: "Conversation") -> None:
+        """Replace what is shown with a stored conversation's messages."""
+        traces = {trace.run_id: trace for trace in conversation.runs}
+        widgets = [UserMessage(m.content) if m.role == "user"
+                   else AnswerView(m.content, trace_header(traces.get(m.run_id or "")))
+                   for m in conversation.messages if m.role in ("user", "assistant")]
+        await self.remove_children()
+        await self.mount_all(widgets)
+        self.scroll_end(animate=False)
+
+    async def clear(self) -> None:
+        await self.remove_children()
+
+    @property
+    def last_answer(self) -> str:
+        """The text of the newest answer that has one ("" when there is none)."""
+        answers = [a.text for a in self.query(AnswerView) if a.text]
+        return answers[-1] if answers else ""
+
+
+def trace_header(trace: "Trace | None") -> str:
+    """The header of a stored answer: its run's steps, tokens, cost and time."""
+    if trace is None:
+        return "Stiva"
+    t = trace.totals
+    return answer_header(trace.step_count, t.prompt_tokens, t.completion_tokens, t.cost_usd, t.latency_s)
