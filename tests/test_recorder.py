@@ -63,8 +63,10 @@ def feed(recorder: Recorder, *events: ev.Event) -> None:
         recorder(event)
 
 
-def on_disk(db_path: Path, sql: str, params: tuple = ()) -> list[tuple]:
-    """Read through a separate connection: what another process, or the next start, would see."""
+def on_disk(store: Store, db_path: Path, sql: str, params: tuple = ()) -> list[tuple]:
+    """Read through a separate connection: what another process, or the next start, would see,
+    once the store's writer thread has written what was queued (within milliseconds)."""
+    store.wait_for_writes()
     conn = sqlite3.connect(db_path)
     try:
         return conn.execute(sql, params).fetchall()
@@ -72,8 +74,8 @@ def on_disk(db_path: Path, sql: str, params: tuple = ()) -> list[tuple]:
         conn.close()
 
 
-def step_on_disk(db_path: Path, index: int, run_id: str = RUN) -> tuple:
-    rows = on_disk(db_path, "SELECT status, output FROM steps WHERE run_id = ? AND round = 1 AND idx = ?",
+def step_on_disk(store: Store, db_path: Path, index: int, run_id: str = RUN) -> tuple:
+    rows = on_disk(store, db_path, "SELECT status, output FROM steps WHERE run_id = ? AND round = 1 AND idx = ?",
                    (run_id, index))
     return rows[0] if rows else None
 
@@ -109,7 +111,7 @@ def test_run_row_is_on_disk_at_run_started(store: Store, recorder: Recorder, db_
     recorder(started(conversation_id=cid, system="conductor-mini", source="cli",
                      conductor_reason="a GPU with 24 GB", conductor_adapter="grpo-v1"))
     # Before any call is made, a separate connection (as after a crash) already sees the question.
-    assert on_disk(db_path, "SELECT question, status, mode, system, source, conversation_id, conductor_backend,"
+    assert on_disk(store, db_path, "SELECT question, status, mode, system, source, conversation_id, conductor_backend,"
                             " conductor_model, conductor_adapter, conductor_reason, failure FROM runs") == [
         ("Write two drafts and merge them.", "running", "conductor", "conductor-mini", "cli", cid, "local",
          "Qwen/Qwen2.5-7B", "grpo-v1", "a GPU with 24 GB", None)
@@ -235,7 +237,7 @@ def test_cancelled_run_keeps_partial_streamed_output(store: Store, recorder: Rec
         ev.StepDelta(RUN, 1, 0, "The partial "),
         ev.StepDelta(RUN, 1, 0, "te"),
     )
-    assert step_on_disk(db_path, 0) == ("running", "")  # under a second: still only in memory
+    assert step_on_disk(store, db_path, 0) == ("running", "")  # under a second: still only in memory
     recorder(ev.RunCancelled(RUN, Totals(55, 25, 0.0015, 1.25)))
     trace = store.get_trace(RUN)
     assert (trace.status, trace.failure, trace.answer, trace.error) == ("cancelled", "cancelled", None, None)
@@ -270,10 +272,10 @@ def test_step_retried_then_moved_to_a_fallback(store: Store, recorder: Recorder,
     feed(recorder, ev.StepStarted(RUN, 1, 0, "model-a", "Draft one", ()))
     clock.now += 1.5
     recorder(ev.StepDelta(RUN, 1, 0, "garbled"))
-    assert step_on_disk(db_path, 0) == ("running", "garbled")
+    assert step_on_disk(store, db_path, 0) == ("running", "garbled")
     recorder(ev.StepFailed(RUN, 1, 0, "model-a", "stream broke", 1, fallback="model-a"))  # a retry
     recorder(ev.StepStarted(RUN, 1, 0, "model-a", "Draft one", (), attempt=2))
-    assert step_on_disk(db_path, 0) == ("running", "")  # the new attempt starts afresh
+    assert step_on_disk(store, db_path, 0) == ("running", "")  # the new attempt starts afresh
     recorder(ev.StepFailed(RUN, 1, 0, "model-a", "HTTP 503", 2, fallback="model-d"))
     recorder(ev.StepStarted(RUN, 1, 0, "model-d", "Draft one", (), attempt=3))
     recorder(ev.StepDelta(RUN, 1, 0, "Good "))
@@ -314,7 +316,7 @@ def test_streamed_text_is_written_at_most_once_a_second(store: Store, recorder: 
 
     for _ in range(200):  # a burst of tokens within the same instant: not one write
         recorder(ev.StepDelta(RUN, 1, 0, "x"))
-    assert writes == [] and step_on_disk(db_path, 0) == ("running", "")
+    assert writes == [] and step_on_disk(store, db_path, 0) == ("running", "")
 
     burst = "x" * 200
     # (seconds since the step started, delta, what the disk holds afterwards)
@@ -324,7 +326,7 @@ def test_streamed_text_is_written_at_most_once_a_second(store: Store, recorder: 
     for offset, text, expected in timeline:
         clock.now = start + offset
         recorder(ev.StepDelta(RUN, 1, 0, text))
-        assert step_on_disk(db_path, 0) == ("running", expected), f"at +{offset}s"
+        assert step_on_disk(store, db_path, 0) == ("running", expected), f"at +{offset}s"
     assert len(writes) == 3
 
 
@@ -334,7 +336,7 @@ def test_each_step_has_its_own_flush_clock(store: Store, recorder: Recorder, clo
     recorder(ev.StepStarted(RUN, 1, 1, "model-b", "Draft two", ()))
     clock.now += 0.3  # 1.1 s after step 0 started, 0.3 s after step 1
     feed(recorder, ev.StepDelta(RUN, 1, 0, "zero"), ev.StepDelta(RUN, 1, 1, "one"))
-    assert (step_on_disk(db_path, 0), step_on_disk(db_path, 1)) == (("running", "zero"), ("running", ""))
+    assert (step_on_disk(store, db_path, 0), step_on_disk(store, db_path, 1)) == (("running", "zero"), ("running", ""))
 
 
 def test_a_killed_process_loses_at_most_the_last_second(db_path: Path, clock: Clock):
@@ -370,19 +372,27 @@ def test_closed_store_makes_the_recorder_raise(store: Store, recorder: Recorder,
 
 
 def test_unknown_conversation_keeps_the_run_unlinked_and_says_so(store: Store, recorder: Recorder):
-    with pytest.raises(NotFoundError, match="no conversation gone-1: run run-1 is recorded without one"):
-        recorder(started(conversation_id="gone-1", question="Still worth keeping?"))
-    feed(recorder, *planned(), ev.RunCancelled(RUN))  # the rest of the run is recorded as usual
+    raised = []
+    for event in (started(conversation_id="gone-1", question="Still worth keeping?"), *planned(),
+                  ev.RunCancelled(RUN)):
+        try:
+            recorder(event)
+        except StoreError as exc:  # said once, on an event after it was found, at the latest the last
+            raised.append(exc)
+    assert len(raised) == 1 and isinstance(raised[0], NotFoundError)
+    assert str(raised[0]) == "no conversation gone-1: run run-1 is recorded without one"
     trace = store.get_trace(RUN)
     assert (trace.question, trace.conversation_id, trace.status, len(trace.rounds)) == (
         "Still worth keeping?", None, "cancelled", 1)
 
 
 def test_invalid_words_are_refused(store: Store, recorder: Recorder):
-    with pytest.raises(StoreError, match="constraint"):
+    with pytest.raises(StoreError, match="constraint"):  # at once here, or when the writes are due
         recorder(ev.RunStarted(RUN, "q", "telepathy"))  # type: ignore[arg-type]
+        recorder.flush()
     with pytest.raises(StoreError, match="constraint"):
         recorder(ev.RunStarted(RUN, "q", "conductor", source="fax"))  # type: ignore[arg-type]
+        recorder.flush()
     assert store.list_runs() == []
 
 

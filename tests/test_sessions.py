@@ -140,18 +140,33 @@ async def test_compare_records_a_session_and_runs_each_column_outside_any_conver
 
 
 async def test_a_history_that_cannot_be_written_never_stops_the_run(runtime, fake, monkeypatch):
-    from stiva_tui.store import StoreError
+    import sqlite3
 
-    fake.script("cond", Reply(PLAN_ONE))
+    from stiva_tui.store import StoreError, conversations
+
+    fake.script("cond", Reply(PLAN_ONE), Reply(PLAN_ONE))
     fake.default("w1", Reply("still answered"))
 
-    def broken(*args, **kwargs):
-        raise StoreError("disk full")
+    def disk_error(*args, **kwargs):
+        raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr(runtime.store, "add_message", broken)
-    outcome = await runtime.sessions.ask(Ask("Q", source="cli"))
+    # A write that fails on the writer thread: the run goes on and the failure is shown.
+    monkeypatch.setattr(conversations, "_append_message", disk_error)
+    events: list = []
+    outcome = await runtime.sessions.ask(Ask("Q", source="tui"), emit=events.append)
     assert outcome.result.status == "finished" and outcome.result.answer == "still answered"
-    assert any("disk full" in w for w in outcome.warnings)
+    notices = [e for e in events if isinstance(e, ev.SubscriberFailed)]
+    assert len(notices) == 1 and notices[0].subscriber == "history" and "disk I/O error" in notices[0].error
+    assert isinstance(events[-1], ev.RunFinished)
+
+    # A store that refuses at once (closed): the session says so and the run still answers.
+    def closed(*args, **kwargs):
+        raise StoreError("the history database is closed")
+
+    monkeypatch.setattr(runtime.store, "start_conversation_later", closed)
+    outcome = await runtime.sessions.ask(Ask("Q again", source="cli"))
+    assert outcome.result.status == "finished" and outcome.conversation_id is None
+    assert any("closed" in w for w in outcome.warnings)
 
 
 async def test_without_a_history_a_conversation_lives_in_memory(fake):

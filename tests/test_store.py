@@ -3,6 +3,7 @@ conversations, compare sessions, exports. How events become rows is in test_reco
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sqlite3
@@ -13,6 +14,7 @@ import pytest
 
 from stiva_tui.core import events as ev
 from stiva_tui.core import words
+from stiva_tui.store import writer
 from stiva_tui.core.events import Totals, Usage
 from stiva_tui.core.trace import Trace, TraceTotals
 from stiva_tui.core.workflow import Step, Workflow
@@ -133,7 +135,9 @@ def run_scripted(store: Store, run_id: str = RUN, **kw) -> None:
 
 
 def start_run(store: Store, run_id: str, question: str = "q", **kw) -> None:
-    Recorder(store)(ev.RunStarted(run_id, question, kw.pop("mode", "conductor"), **kw))
+    recorder = Recorder(store)
+    recorder(ev.RunStarted(run_id, question, kw.pop("mode", "conductor"), **kw))
+    recorder.flush()
 
 
 def make_sqlite(path: Path, *sql: str) -> None:
@@ -812,6 +816,7 @@ def test_concurrent_writes_from_threads(db_path: Path):
     for th in pool:
         th.join(60)
     assert errors == []
+    second.wait_for_writes()  # the second "process" has written what it queued
     n = per_thread * threads
     runs = main.list_runs(limit=1000)
     assert len(runs) == n and all(r.status == "finished" for r in runs)
@@ -827,3 +832,46 @@ def test_concurrent_writes_from_threads(db_path: Path):
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     assert conn.execute("SELECT SUM(cost_usd) FROM steps").fetchone()[0] == pytest.approx(0.5 * n)
     conn.close()
+
+
+# --- the writer thread ----------------------------------------------------------------------------
+
+
+async def test_writes_queued_on_an_event_loop_share_one_commit(store: Store):
+    """On an event loop the writes of many events gather into one transaction; a read writes
+    what is queued first; a failing piece costs only itself."""
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    insert = ("INSERT INTO conversations (id, title, kind, created_at, updated_at)"
+              " VALUES (?, '', ?, '2026-01-01', '2026-01-01')")
+    for i in range(50):
+        store.write_later(lambda c, i=i: c.execute(insert, (f"c{i}", "chat")))
+    store.write_later(lambda c: c.execute(insert, ("bad", "fax")))  # refused by the CHECK
+    assert statements == []  # nothing written yet: it waits for more
+    assert len(store.list_conversations(limit=100)) == 50  # a read writes what was queued first
+    error = store.take_write_error()
+    assert isinstance(error, StoreError) and "constraint" in str(error)
+    assert store.take_write_error() is None
+    assert statements.count("COMMIT") == 1  # 51 pieces of work, one transaction
+    store.write_later(lambda c: c.execute(insert, ("later", "chat")))
+    await asyncio.sleep(writer.GATHER_S * 3)  # ... or the loop writes it a moment later
+    assert statements.count("COMMIT") == 2
+
+
+def test_without_an_event_loop_a_write_is_made_at_once(store: Store, db_path: Path):
+    store.write_later(lambda c: c.execute(
+        "INSERT INTO conversations (id, title, kind, created_at, updated_at) VALUES ('now', '', 'chat', 'x', 'x')"))
+    conn = sqlite3.connect(db_path)
+    assert conn.execute("SELECT id FROM conversations").fetchall() == [("now",)]
+    conn.close()
+
+
+def test_closing_writes_what_was_queued(db_path: Path):
+    store = Store.open(db_path)
+    recorder = Recorder(store)
+    recorder(ev.RunStarted("queued", "Still there after close?", "conductor"))
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        recorder(ev.RoundStarted("queued", 1))
+    with Store.open(db_path) as again:
+        assert again.get_trace("queued").question == "Still there after close?"

@@ -162,7 +162,8 @@ class Runtime:
         """An engine over the available pool whose runs the history records."""
         from ..store import Recorder
 
-        subscribers = [Recorder(self.store)] if self.store is not None else []
+        # The server answers from the events: no request waits for the history's disk.
+        subscribers = [Recorder(self.store, wait_at_end=source != "api")] if self.store is not None else []
         conductor = conductor or self.conductor
         reason = self.reason_for(conductor) if conductor is not None else None
         return Engine(self.models, self.worker, conductor, subscribers=subscribers,

@@ -170,10 +170,9 @@ class Sessions:
             return conversation_id, _engine_turns(history)
         from ..store import StoreError
 
-        try:
-            conversation_id = store.create_conversation(title, KIND_OF_SOURCE[ask.source])
-            for turn in history:
-                store.add_message(conversation_id, turn["role"], turn["content"])
+        try:  # queued: the run does not wait for the disk (a failure shows as the history's)
+            conversation_id = store.start_conversation_later(
+                title, KIND_OF_SOURCE[ask.source], [(t["role"], t["content"], None) for t in history])
         except StoreError as exc:
             log.warning("the conversation could not be recorded: %s", exc)
             warnings.append(f"the history could not record this conversation: {exc}")
@@ -212,7 +211,7 @@ class Sessions:
         from ..store import StoreError
 
         try:
-            store.add_message(conversation_id, role, content, run_id)
+            store.add_message_later(conversation_id, role, content, run_id)
         except StoreError as exc:
             log.warning("a message could not be recorded: %s", exc)
             warnings.append(f"the history could not record the {role} message: {exc}")

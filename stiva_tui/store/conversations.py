@@ -7,11 +7,12 @@ conversation deletes its messages but keeps its runs, unlinked, for the run hist
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
-from ..core.words import ConversationKind
-from .errors import NotFoundError
+from ..core.words import CONVERSATION_KINDS, ConversationKind
+from .errors import NotFoundError, StoreError
 from .records import Conversation, ConversationSummary, MessageRecord
 from .schema import timestamp
 
@@ -50,20 +51,38 @@ class Conversations:
     def add_message(self: "Store", conversation_id: str, role: str, content: str, run_id: str | None = None) -> int:
         """Append a message and return its sequence number (0-based); NotFoundError for an unknown
         conversation. `run_id` may name a run not written yet."""
-        now = timestamp()
         with self.transaction() as c:
-            if c.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone() is None:
-                raise NotFoundError(f"no conversation {conversation_id}")
-            seq = c.execute(
-                "SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE conversation_id = ?", (conversation_id,)
-            ).fetchone()[0]
+            return _append_message(c, conversation_id, role, content, run_id)
+
+    # --- queued: what a run's session writes while the run goes (see writer.py) ----------------
+
+    def start_conversation_later(self: "Store", title: str, kind: ConversationKind,
+                                 messages: Iterable[tuple[str, str, str | None]] = ()) -> str:
+        """Queue a new conversation with its first (role, content, run_id) messages and return
+        its id at once, so that a run can name it before it is written. An unknown kind raises
+        StoreError now; a failure while writing is kept for `take_write_error()`."""
+        if kind not in CONVERSATION_KINDS:
+            raise StoreError(f"unknown conversation kind {kind!r} (known: {', '.join(CONVERSATION_KINDS)})")
+        cid = str(uuid.uuid4())
+        now = timestamp()
+        messages = list(messages)
+
+        def write(c: sqlite3.Connection) -> None:
             c.execute(
-                "INSERT INTO messages (conversation_id, seq, role, content, run_id, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (conversation_id, seq, role, content, run_id, now),
+                "INSERT INTO conversations (id, title, kind, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+                (cid, title or "", kind, now, now),
             )
-            c.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
-        return seq
+            for role, content, run_id in messages:
+                _append_message(c, cid, role, content, run_id)
+
+        self.write_later(write)
+        return cid
+
+    def add_message_later(self: "Store", conversation_id: str, role: str, content: str,
+                          run_id: str | None = None) -> None:
+        """Queue `add_message` (an unknown conversation is then a write failure, kept for
+        `take_write_error()`)."""
+        self.write_later(lambda c: _append_message(c, conversation_id, role, content, run_id) and None)
 
     def list_conversations(self: "Store", search: str | None = None, limit: int = 200) -> list[ConversationSummary]:
         """Conversations by latest activity, newest first. `search` is a plain substring (no
@@ -117,3 +136,20 @@ def _search_clause(search: str | None) -> tuple[str, list[Any]]:
                        OR instr(stiva_fold(COALESCE(r.answer, '')), ?) > 0))
     """
     return where, [needle] * 4
+
+
+def _append_message(c: sqlite3.Connection, conversation_id: str, role: str, content: str,
+                    run_id: str | None) -> int:
+    """Add a message at the end of its conversation (inside the caller's transaction); its seq."""
+    now = timestamp()
+    if c.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone() is None:
+        raise NotFoundError(f"no conversation {conversation_id}")
+    seq = c.execute(
+        "SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE conversation_id = ?", (conversation_id,)
+    ).fetchone()[0]
+    c.execute(
+        "INSERT INTO messages (conversation_id, seq, role, content, run_id, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (conversation_id, seq, role, content, run_id, now),
+    )
+    c.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
+    return seq

@@ -14,7 +14,9 @@ an event subscriber over the same `Store`; the file's shape and its upgrades liv
 
 Methods are synchronous and short, so the async engine, the TUI, the CLI and the server call them
 directly from the event loop or from worker threads: one connection (`check_same_thread=False`),
-every statement under one lock. Keys never reach the store (events hold none); as a second guard,
+every statement under one lock. The recorder's writes go through `write_later` (writer.py), which
+gathers them into few commits; every read and direct write writes what is queued first, so what
+was written is always what is read. Keys never reach the store (events hold none); as a second guard,
 error texts pass through `redact()` before they are written.
 """
 
@@ -32,6 +34,7 @@ from .compare import CompareSessions
 from .conversations import Conversations
 from .errors import NotFoundError, StoreError
 from .traces import Traces
+from .writer import Work, Writer
 
 __all__ = ["Store", "StoreError", "NotFoundError", "redact"]
 
@@ -46,6 +49,7 @@ class Store(Traces, Conversations, CompareSessions):
         self.path = path
         self._lock = threading.RLock()
         self._closed = False
+        self._writer = Writer(conn, self._lock)
 
     # --- opening and closing ------------------------------------------------------------------
 
@@ -69,7 +73,9 @@ class Store(Traces, Conversations, CompareSessions):
         return cls(conn, path)
 
     def close(self) -> None:
-        """Close the connection (checkpointing the WAL); later calls raise StoreError. Idempotent."""
+        """Write what is queued, close the connection (checkpointing the WAL); later calls raise
+        StoreError. Idempotent."""
+        self._writer.close()
         with self._lock:
             if self._closed:
                 return
@@ -97,11 +103,35 @@ class Store(Traces, Conversations, CompareSessions):
 
     # --- low level (for the store's own modules) ----------------------------------------------
 
+    def write_later(self, work: Work) -> None:
+        """Queue `work(connection)`: written in order, in one transaction with whatever else is
+        queued (see writer.py). Raises StoreError at once only when the store is closed; a
+        failure while writing is kept for `take_write_error()`."""
+        self._check_open()
+        self._writer.put(work)
+
+    def take_write_error(self) -> StoreError | None:
+        """The oldest failure of a queued write not yet taken (None when there is none)."""
+        return self._writer.take_error()
+
+    def wait_for_writes(self) -> None:
+        """Write what is queued now; return once it is on disk (or has failed)."""
+        self._writer.flush()
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The store's lock, after the queued writes (so that they are seen)."""
+        with self._lock:
+            self._check_open()
+            if not self._conn.in_transaction:  # not inside a snapshot or a transaction already
+                self._writer.flush()
+            yield
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction (BEGIN IMMEDIATE): committed when the block ends, rolled back when
         it raises. SQLite errors come out as StoreError."""
-        with self._lock:
+        with self._locked():
             self._check_open()
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
@@ -125,7 +155,7 @@ class Store(Traces, Conversations, CompareSessions):
     def snapshot(self) -> Iterator[None]:
         """Reads inside the block see one state of the file, even while other connections write
         (a read transaction). Nests; must not contain a `transaction()`."""
-        with self._lock:
+        with self._locked():
             self._check_open()
             if self._conn.in_transaction:
                 yield
@@ -141,7 +171,7 @@ class Store(Traces, Conversations, CompareSessions):
 
     def query(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
         """Run one read; rows are `sqlite3.Row` (by name or index)."""
-        with self._lock:
+        with self._locked():
             self._check_open()
             cur = self._conn.cursor()
             cur.row_factory = sqlite3.Row

@@ -2,16 +2,20 @@
 
     engine = Engine(models, worker, conductor=conductor, subscribers=[Recorder(store)])
 
-Each event is written in its own short transaction as it arrives, so a run is on disk from its
-`RunStarted` on (the question survives a crash) and every finished step is kept at once. Streamed
-text (`StepDelta`) is held in memory and written at most once per `flush_interval_s` per step, so
-a killed process loses about a second of it; when a run fails or is cancelled, every unfinished
+Each event's rows are queued to the store's writer thread (`Store.write_later`) as the event
+arrives, and written within milliseconds, batched with other runs' events into few commits: the
+event loop of the app or the server never waits for the disk, and a run is on disk from its
+`RunStarted` on (the question survives a crash). Streamed text (`StepDelta`) is held in memory
+and written at most once per `flush_interval_s` per step, so a killed process loses about a
+second of it; when a run fails or is cancelled, every unfinished
 step keeps what it had streamed and is marked `cancelled`, and a round stopped while planning
 keeps the conductor's text so far.
 
-A write that fails raises `StoreError`; the engine logs it, reports it to the other subscribers
-(`SubscriberFailed`) and goes on with the run. A `RunStarted` naming an unknown conversation is
-stored unlinked, then reported the same way (a `NotFoundError`), so nothing of the run is lost.
+A write that failed raises its `StoreError` from the recorder's next call (a closed store at
+once; a run's terminal event waits for its writes, so a run's failures are raised before the run
+is over); the engine logs it, reports it to the other subscribers (`SubscriberFailed`) and goes on
+with the run. A `RunStarted` naming an unknown conversation is stored unlinked, then reported
+the same way (a `NotFoundError`), so nothing of the run is lost.
 Replaying events changes nothing: every write is an idempotent upsert.
 """
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from time import monotonic
 from typing import Callable
@@ -27,7 +32,7 @@ from typing import Callable
 from ..core import events as ev
 from ..core.words import FailureReason, RunStatus
 from .db import Store, redact
-from .errors import NotFoundError
+from .errors import NotFoundError, StoreError
 from .schema import timestamp
 
 __all__ = ["Recorder"]
@@ -52,35 +57,58 @@ class Recorder:
 
     name = "history"
 
-    def __init__(self, store: Store, *, flush_interval_s: float = 1.0):
+    def __init__(self, store: Store, *, flush_interval_s: float = 1.0, wait_at_end: bool = True):
+        """`wait_at_end`: a run's terminal event waits for the run's writes and raises their
+        failure (the app shows it); the server, which answers from the events, passes False so
+        that no request waits for the disk (failures are logged)."""
         self.store = store
         self.flush_interval_s = flush_interval_s
+        self.wait_at_end = wait_at_end
         # One recorder serves every run of an engine, and front ends run engines on worker threads.
         self._lock = threading.Lock()
         self._streams: dict[StepKey, _Stream] = {}
         self._plans: dict[tuple[str, int], list[str]] = {}  # conductor text of rounds still planning
+        self._notices: deque[StoreError] = deque()  # found while writing; raised on the next event
 
     def __call__(self, event: ev.Event) -> None:
-        """Record one event (deltas only in memory, until they are due). Raises StoreError."""
+        """Record one event (deltas only in memory, until they are due). Raises the StoreError of
+        a write that failed since the last call."""
         handler = _HANDLERS.get(type(event))
         if handler is not None:
             handler(self, event)
+        if self.wait_at_end and isinstance(event, ev.TERMINAL_EVENTS):
+            self.flush()  # a run's last write is checked before the run is over
+        else:
+            self._raise_failures()
+
+    def flush(self) -> None:
+        """Wait until every event recorded so far is on disk; raise the first write that failed."""
+        self.store.wait_for_writes()
+        self._raise_failures()
+
+    def _raise_failures(self) -> None:
+        error = self.store.take_write_error() or (self._notices.popleft() if self._notices else None)
+        if error is not None:
+            raise error
 
     # --- the run --------------------------------------------------------------------------------
 
     def _run_started(self, e: ev.RunStarted) -> None:
-        with self.store.transaction() as c:
+
+        def write(c: sqlite3.Connection) -> None:
             linked = e.conversation_id is not None and _exists(c, "conversations", e.conversation_id)
             _upsert_run(c, e, e.conversation_id if linked else None)
-        if e.conversation_id is not None and not linked:
-            raise NotFoundError(
-                f"no conversation {e.conversation_id}: run {e.run_id} is recorded without one"
-            )
+            if e.conversation_id is not None and not linked:  # kept, unlinked; said on the next event
+                self._notices.append(NotFoundError(
+                    f"no conversation {e.conversation_id}: run {e.run_id} is recorded without one"))
+
+        self.store.write_later(write)
 
     def _run_ended(self, e: ev.RunFinished | ev.RunFailed | ev.RunCancelled) -> None:
         streams, plans = self._forget_run(e.run_id)
         status, failure = _outcome(e)
-        with self.store.transaction() as c:
+
+        def write(c: sqlite3.Connection) -> None:
             _ensure_run(c, e.run_id)
             if status != "finished":
                 for (run_id, round_, index), stream in streams.items():
@@ -94,6 +122,8 @@ class Recorder:
                 )
             _finish_run(c, e, status, failure)
 
+        self.store.write_later(write)
+
     def _forget_run(self, run_id: str) -> tuple[dict[StepKey, _Stream], dict[tuple[str, int], list[str]]]:
         """Take the run's buffered text out of memory."""
         with self._lock:
@@ -104,9 +134,12 @@ class Recorder:
     # --- rounds ---------------------------------------------------------------------------------
 
     def _round_started(self, e: ev.RoundStarted) -> None:
-        with self.store.transaction() as c:
+
+        def write(c: sqlite3.Connection) -> None:
             _ensure_run(c, e.run_id)
             _ensure_round(c, e.run_id, e.round)
+
+        self.store.write_later(write)
 
     def _conductor_delta(self, e: ev.ConductorDelta) -> None:
         # Kept in memory only: WorkflowReady brings the whole reasoning; this is for a run that stops first.
@@ -116,7 +149,8 @@ class Recorder:
     def _workflow_ready(self, e: ev.WorkflowReady) -> None:
         with self._lock:
             self._plans.pop((e.run_id, e.round), None)
-        with self.store.transaction() as c:
+
+        def write(c: sqlite3.Connection) -> None:
             _ensure_run(c, e.run_id)
             _upsert_round(c, e)
             for i, step in enumerate(e.workflow.steps):
@@ -127,12 +161,15 @@ class Recorder:
                     (e.run_id, e.round, i, step.subtask, json.dumps(list(step.access))),
                 )
 
+        self.store.write_later(write)
+
     # --- steps ----------------------------------------------------------------------------------
 
     def _step_started(self, e: ev.StepStarted) -> None:
         with self._lock:  # a retry or fallback streams its text afresh
             self._streams[(e.run_id, e.round, e.index)] = _Stream(last_flush=monotonic())
-        with self.store.transaction() as c:
+
+        def write(c: sqlite3.Connection) -> None:
             _ensure_run(c, e.run_id)
             _ensure_round(c, e.run_id, e.round)
             _upsert_started_step(c, e)
@@ -142,11 +179,16 @@ class Recorder:
                 (e.model, e.run_id),
             )
 
+        self.store.write_later(write)
+
     def _step_delta(self, e: ev.StepDelta) -> None:
         due = self._buffer(e)
         if due is not None:
-            with self.store.transaction() as c:
+
+            def write(c: sqlite3.Connection) -> None:
                 _write_output(c, e.run_id, e.round, e.index, due)
+
+            self.store.write_later(write)
 
     def _buffer(self, e: ev.StepDelta) -> str | None:
         """Add the delta to its step's text; return the whole text when it is due to be written."""
@@ -162,21 +204,27 @@ class Recorder:
     def _step_finished(self, e: ev.StepFinished) -> None:
         with self._lock:
             self._streams.pop((e.run_id, e.round, e.index), None)
-        with self.store.transaction() as c:
+
+        def write(c: sqlite3.Connection) -> None:
             _ensure_run(c, e.run_id)
             _ensure_round(c, e.run_id, e.round)
             _upsert_finished_step(c, e)
+
+        self.store.write_later(write)
 
     def _step_failed(self, e: ev.StepFailed) -> None:
         gives_up = e.fallback is None
         with self._lock:
             stream = self._streams.pop((e.run_id, e.round, e.index), None) if gives_up else None
-        with self.store.transaction() as c:
+
+        def write(c: sqlite3.Connection) -> None:
             _ensure_run(c, e.run_id)
             _ensure_round(c, e.run_id, e.round)
             _log_failed_attempt(c, e)
             if stream is not None:  # the step's last attempt: keep what it wrote before failing
                 _write_output(c, e.run_id, e.round, e.index, stream.text)
+
+        self.store.write_later(write)
 
 
 _HANDLERS: dict[type, Callable] = {
