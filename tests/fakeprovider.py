@@ -35,6 +35,7 @@ class Reply:
     # | "json" (ignore stream=True, answer with one JSON object)
     fault: str | None = None
     chunks: list[str] | None = None  # explicit pieces; default: split after each space
+    body: object = None  # send exactly this JSON as a 200 reply (any shape: malformed-reply tests)
 
     def pieces(self) -> list[str]:
         if self.chunks is not None:
@@ -238,6 +239,9 @@ def _make_handler(fake: FakeProvider):
                 headers = {"Retry-After": reply.retry_after} if reply.retry_after else {}
                 self._json(reply.status, {"error": {"message": reply.error_message, "type": "scripted"}}, headers)
                 return
+            if reply.body is not None:
+                self._json(200, reply.body)
+                return
             usage = reply.usage_numbers(request.body)
             if reply.fault == "json" or not request.body.get("stream"):
                 payload = {
@@ -287,7 +291,7 @@ def _make_handler(fake: FakeProvider):
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
 
-        def _json(self, status: int, payload: dict, headers: dict | None = None) -> None:
+        def _json(self, status: int, payload: object, headers: dict | None = None) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

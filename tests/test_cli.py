@@ -247,3 +247,24 @@ def test_the_cli_knows_every_preset():
     from stiva_tui.runtime import PRESETS
 
     assert set(PRESET_NAMES) == set(PRESETS)
+
+
+def test_a_reply_that_is_no_chat_completion_fails_the_step_then_falls_back(fake, tmp_path, stiva_home):
+    malformed = Reply(body={"choices": [{"message": ["a"]}]})
+    fake.default("w1", malformed)
+    fake.default("cond", malformed)  # the first fallback in pool order
+    fake.default("w2", Reply("the fallback's answer", usage=(5, 3)))
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", "--json", home=stiva_home)
+    assert result.returncode == 0, result.stderr
+    trace = json.loads(result.stdout)
+    assert trace["answer"] == "the fallback's answer"
+    (step,) = trace["rounds"][0]["steps"]
+    assert step["model"] == "w2" and [a["model"] for a in step["attempt_log"]] == ["w1", "cond"]
+    assert all("no chat completion" in a["error"] for a in step["attempt_log"])
+
+    fake.default("w2", malformed)
+    result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", home=stiva_home)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.splitlines()[-1].startswith("stiva: step 0 (round 1) failed: ")
+    assert "the reply is no chat completion" in result.stderr

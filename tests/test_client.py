@@ -146,3 +146,28 @@ async def test_connections_are_reused_between_calls(fake):
         await collect(worker, model)
     await worker.aclose()
     assert len(fake.requests) == 5 and fake.connections == 1
+
+
+@pytest.mark.parametrize("body, why", [
+    ({"choices": [{"message": ["a"]}]}, "no chat completion"),
+    ({"choices": []}, "no chat completion"),
+    ({"object": "list", "data": []}, "no chat completion"),
+    ({"choices": [{"message": {"role": "assistant", "content": ["a"]}}]}, "holds no text"),
+    ([1, 2, 3], "not a JSON object"),
+])
+async def test_a_200_that_is_no_chat_completion_is_a_failed_call(fake, body, why):
+    (model,) = pool_models(fake, "m1")
+    fake.default("m1", Reply(body=body))
+    worker = HttpWorker(retries=1, backoff_s=0.01)
+    with pytest.raises(ProviderError, match=why) as info:
+        await collect(worker, model)
+    await worker.aclose()
+    assert info.value.retryable and len(fake.requests) == 2  # retried like any failure, then given up
+
+
+async def test_a_refusal_is_the_answer(fake):
+    (model,) = pool_models(fake, "m1")
+    fake.default("m1", Reply(body={"choices": [{"message": {"role": "assistant", "content": None,
+                                                            "refusal": "I cannot help with that."}}]}))
+    events = await collect(HttpWorker(), model)
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["I cannot help with that."]

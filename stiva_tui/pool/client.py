@@ -192,18 +192,37 @@ def _decode_chunk(data: str, provider: str) -> dict:
 
 
 def _chunk_text(chunk: dict, provider: str) -> str:
+    """The text of one stream chunk (a chunk without choices, e.g. the usage, has none)."""
     choices = chunk.get("choices") or []
     if not isinstance(choices, list):
         raise ProviderError("malformed stream chunk: choices is not a list", provider=provider, retryable=True)
     parts = []
     for choice in choices:
-        if not isinstance(choice, dict):
-            continue
-        delta = choice.get("delta") or choice.get("message") or {}
+        delta = choice.get("delta") if isinstance(choice, dict) else None
         content = delta.get("content") if isinstance(delta, dict) else None
-        if isinstance(content, str):
+        if not isinstance(delta, dict | None) or not isinstance(content, str | None):
+            raise ProviderError(f"malformed stream chunk: {json.dumps(choice)[:80]}", provider=provider,
+                                retryable=True)
+        if content:
             parts.append(content)
     return "".join(parts)
+
+
+def _completion_text(payload: dict, provider: str) -> str:
+    """The answer of a chat completion sent whole; anything else in a 200 is a failed call."""
+    choices = payload.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, dict) else None
+    if not isinstance(message, dict):
+        raise ProviderError(f"the reply is no chat completion: {json.dumps(payload)[:80]}", provider=provider,
+                            retryable=True)
+    content = message.get("content")
+    if content is None:
+        content = message.get("refusal")  # a model that declines says why here
+    if not isinstance(content, str):
+        raise ProviderError("the reply is no chat completion: its message holds no text", provider=provider,
+                            retryable=True)
+    return content
 
 
 def _usage_from(raw: object, provider: str) -> Usage:
@@ -224,7 +243,7 @@ def _parse_full_reply(response: httpx.Response, provider: str) -> tuple[str, Usa
         ) from None
     if not isinstance(payload, dict):
         raise ProviderError("reply is not a JSON object", provider=provider, retryable=True)
-    text = _chunk_text(payload, provider)
+    text = _completion_text(payload, provider)
     usage = _usage_from(payload["usage"], provider) if payload.get("usage") else None
     return text, usage
 
