@@ -24,7 +24,8 @@ class ConfigError(Exception):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Unknown keys, "yes" for a boolean, 2.0 for a count, and inf or nan for a price are errors.
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class ConductorConfig(_Strict):
@@ -154,6 +155,10 @@ def load_config(path: Path | str | None = None) -> Config:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except RecursionError:
+        raise ConfigError(f"{file}: nested too deeply to be a Stiva config") from None
     except OSError as exc:
         raise ConfigError(f"{file}: cannot read: {exc.strerror or exc}") from None
     return parse_config(data, source=str(file))
@@ -162,6 +167,8 @@ def load_config(path: Path | str | None = None) -> Config:
 def parse_config(data: dict, source: str = "config") -> Config:
     try:
         config = Config.model_validate(data)
+    except RecursionError:
+        raise ConfigError(f"{source}: nested too deeply to be a Stiva config") from None
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors()

@@ -268,3 +268,14 @@ def test_a_reply_that_is_no_chat_completion_fails_the_step_then_falls_back(fake,
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.splitlines()[-1].startswith("stiva: step 0 (round 1) failed: ")
     assert "the reply is no chat completion" in result.stderr
+
+
+@pytest.mark.parametrize("content", [b'theme = "caf\xe9"\n', b"keymap = " + b"[" * 5000 + b"]" * 5000 + b"\n",
+                                     b"[budget]\nusd = inf\n"])
+def test_a_bad_config_file_is_one_line_and_exit_2(tmp_path, stiva_home, content):
+    path = tmp_path / "bad.toml"
+    path.write_bytes(content)
+    result = stiva("models", "--config", str(path), home=stiva_home)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"stiva: {path}: ") and result.stderr.count("\n") == 1
+    assert "Traceback" not in result.stderr

@@ -135,3 +135,44 @@ def test_bad_values():
         parse_config({"models": [{"id": "a", "provider": "openai", "model": "m", "price_in": -1}]})
     with pytest.raises(ConfigError, match="discovery.timeout_s"):
         parse_config({"discovery": {"timeout_s": 0}})
+
+
+# --- bad files: one clear line naming the file and the field -----------------------------------
+
+
+def test_a_file_that_is_not_utf8(home):
+    path = home / "config.toml"
+    path.write_bytes(b'theme = "caf\xe9"\n')
+    with pytest.raises(ConfigError, match=r"config\.toml: not UTF-8 text \(byte 12\)"):
+        load_config(path)
+
+
+def test_deeply_nested_toml_is_one_error_not_a_recursion_traceback(home):
+    path = _write(home, "keymap = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("text, field", [
+    ('[[providers]]\nname = "p"\nbase_url = "http://127.0.0.1:1/v1"\n'
+     '[[models]]\nid = "m"\nprovider = "p"\nmodel = "m"\nprice_out = inf\n', "models.0.price_out"),
+    ('[[providers]]\nname = "p"\nbase_url = "http://127.0.0.1:1/v1"\n'
+     '[[models]]\nid = "m"\nprovider = "p"\nmodel = "m"\nprice_in = nan\n', "models.0.price_in"),
+    ('[[providers]]\nname = "p"\nbase_url = "http://127.0.0.1:1/v1"\n'
+     '[[models]]\nid = "m"\nprovider = "p"\nmodel = "m"\nenabled = "yes"\n', "models.0.enabled"),
+    ("[conductor]\nmax_steps = 3.0\n", "conductor.max_steps"),
+    ('catalog = "false"\n', "catalog"),
+    ("[serve]\nport = \"8787\"\n", "serve.port"),
+])
+def test_numbers_and_booleans_are_strict(home, text, field):
+    with pytest.raises(ConfigError) as info:
+        load_config(_write(home, text))
+    message = str(info.value)
+    assert message.startswith(str(home / "config.toml")) and f"{field}:" in message
+    assert "\n" not in message
+
+
+def test_whole_numbers_still_count_as_prices(home):
+    config = load_config(_write(home, '[[providers]]\nname = "p"\nbase_url = "http://127.0.0.1:1/v1"\n'
+                                      '[[models]]\nid = "m"\nprovider = "p"\nmodel = "m"\nprice_out = 2\n'))
+    assert config.models[0].price_out == 2.0
