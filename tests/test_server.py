@@ -302,6 +302,8 @@ USER = [{"role": "user", "content": "hi"}]
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]), "messages.0.content.1.type"),
     (dict(model="w1", messages=[{"role": "system", "content": "only a system message"}]), "messages"),
     (dict(model="w1", messages=[]), "messages"),
+    (dict(model="w1", messages=[{"role": "tool", "content": "42", "tool_call_id": "c1"}]), "messages.0.role"),
+    (dict(model="w1", messages=USER, extra_body={"stiva_trace": 0}), "stiva_trace"),
 ])
 def test_requests_it_cannot_honour_are_400(server, kwargs, param):
     with pytest.raises(openai.BadRequestError) as caught:

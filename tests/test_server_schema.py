@@ -40,6 +40,10 @@ def test_the_document_declares_the_chat_request_body(fake):
     assert {"model", "messages"} <= set(body["required"])
     assert {"stream", "max_tokens", "temperature", "stop", "stiva_trace"} <= set(body["properties"])
     assert "HTTPBearer" in document["components"]["securitySchemes"]
+    # The document allows only what the server takes: these roles, and a real boolean for the trace.
+    roles = document["components"]["schemas"]["ChatMessage"]["properties"]["role"]["enum"]
+    assert roles == ["system", "developer", "user", "assistant"]
+    assert body["properties"]["stiva_trace"]["type"] == "boolean"
 
 
 @schema.parametrize()

@@ -28,9 +28,6 @@ def read_messages(messages: list[ChatMessage]) -> ChatInput:
     """Split OpenAI messages into question and conversation; refuse what Stiva cannot pass on."""
     texts: list[tuple[str, str]] = []
     for i, message in enumerate(messages):
-        if message.role in ("tool", "function"):
-            raise APIError(400, f"messages[{i}]: role {message.role!r} needs tool calling, which Stiva "
-                                "does not support", param=f"messages.{i}.role", code="unsupported_role")
         if getattr(message, "tool_calls", None) or getattr(message, "function_call", None):
             raise APIError(400, f"messages[{i}]: tool calls are not supported", param=f"messages.{i}",
                            code="tools_not_supported")

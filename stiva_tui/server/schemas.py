@@ -27,7 +27,8 @@ class ContentPart(BaseModel):
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    # Only the roles Stiva takes: tool and function messages need tool calling, which it has not.
+    role: Literal["system", "developer", "user", "assistant"]
     content: str | list[ContentPart] | None = None
     name: str | None = None
 
@@ -59,7 +60,7 @@ class ChatCompletionRequest(BaseModel):
     tool_choice: Any = None
     functions: list[Any] | None = None
     function_call: Any = None
-    stiva_trace: bool = False
+    stiva_trace: bool = Field(False, strict=True, description="true adds the workflow trace")
 
 
 class ErrorDetail(BaseModel):
