@@ -88,8 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def fail(message: str, code: int = EXIT_FAILED) -> int:
-    first_line = message.strip().splitlines()[0] if message.strip() else "failed"
-    print(f"stiva: {first_line}", file=sys.stderr)
+    """Say why on one line of stderr (a provider's text in it cannot steer the terminal)."""
+    from .cli_view import printable
+
+    lines = printable(message).strip().splitlines()
+    print(f"stiva: {lines[0] if lines else 'failed'}", file=sys.stderr)
     return code
 
 
@@ -135,7 +138,9 @@ def _mode(args: argparse.Namespace):
 async def _ask(args, runtime, question: str) -> int:
     from rich.console import Console
 
-    from .cli_view import LiveView
+    from rich.markup import escape
+
+    from .cli_view import LiveView, printable
     from .runtime import Ask, ConductorMode
 
     console = Console(stderr=True)
@@ -158,11 +163,11 @@ async def _ask(args, runtime, question: str) -> int:
         return fail("cancelled", EXIT_CANCELLED)
     result = outcome.result
     for warning in outcome.warnings:
-        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        console.print(f"[yellow]warning:[/] {escape(printable(warning))}", highlight=False)
     if args.json:
         print(_trace_json(runtime, result.run_id, isinstance(mode, ConductorMode)))
     elif result.status == "finished":
-        print(result.answer)
+        print(printable(result.answer))
         t = result.totals
         console.print(f"[dim]{t.prompt_tokens:,} in · {t.completion_tokens:,} out"
                       f"{' (estimated)' if t.estimated else ''} · ${t.cost_usd:.4f} · {t.latency_s:.1f}s[/]")

@@ -6,6 +6,7 @@ agree on what a run looks like; this module only draws it.
 
 from __future__ import annotations
 
+import re
 import time
 
 from rich.console import Console, Group
@@ -15,6 +16,19 @@ from rich.text import Text
 
 from .core import events as ev
 from .core.run_state import RunState, StepState
+
+# Terminal escape sequences (CSI, OSC, and two-byte ones), then any other control character but
+# newline and tab: a question or a model's answer must never retitle, clear or reprogram the
+# terminal it is shown in.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?|\x9b[0-?]*[ -/]*[@-~]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` safe to write to a terminal: escape sequences and control characters removed
+    (newlines and tabs kept). For human output only; `--json` stays exact."""
+    return _CONTROLS.sub("", _ESCAPES.sub("", text))
+
 
 STATUS_STYLE = {"waiting": "dim", "running": "yellow", "finished": "green", "failed": "red",
                 "cancelled": "red dim", "interrupted": "red dim"}
@@ -37,6 +51,7 @@ class LiveView:
         self._live.__exit__(*exc)
 
     def handle(self, event: ev.Event) -> None:
+        """Fold one event in (the text shown is made printable when drawn)."""
         if self.state.apply(event):
             self._live.refresh()
 
@@ -51,15 +66,15 @@ class LiveView:
                 table.add_row(*_row(step))
                 for failure in step.failures:
                     moved = f" → {failure.fallback}" if failure.fallback else ""
-                    note = f"{failure.model} failed{moved}: {failure.error}"
+                    note = printable(f"{failure.model} failed{moved}: {failure.error}")
                     # Under the step, in the wide subtask column, so it never widens the model column.
                     table.add_row("", "", "", Text(note, style="red dim", overflow="ellipsis", no_wrap=True),
                                   *[""] * 6)
-        parts: list = [Text(f"❯ {state.question.strip()[:200]}", style="bold")]
+        parts: list = [Text(printable(f"❯ {state.question.strip()[:200]}"), style="bold")]
         if state.rounds and (reasoning := state.rounds[-1].conductor_text.strip()):
-            parts.append(Text(f"conductor: {reasoning.splitlines()[-1][:160]}", style="dim italic"))
+            parts.append(Text(printable(f"conductor: {reasoning.splitlines()[-1][:160]}"), style="dim italic"))
         parts.append(table)
-        parts += [Text(f"warning: {warning}", style="yellow") for warning in state.warnings]
+        parts += [Text(printable(f"warning: {warning}"), style="yellow") for warning in state.warnings]
         parts.append(Text(_footer(state), style="bold"))
         return Group(*parts)
 
@@ -71,7 +86,7 @@ def _row(step: StepState) -> tuple:
         elapsed = time.monotonic() - step.started_at
     out = str(step.completion_tokens) if done else (f"~{step.streamed_chars // 4}" if step.streamed_chars else "")
     return (
-        f"R{step.round}", str(step.index), step.model or "?", step.subtask.replace("\n", " "),
+        f"R{step.round}", str(step.index), printable(step.model or "?"), printable(step.subtask.replace("\n", " ")),
         "all" if step.access_all else (",".join(map(str, step.access)) or "—"),
         Text(step.status + (" (fallback)" if done and step.on_fallback else ""),
              style=STATUS_STYLE.get(step.status, "")),

@@ -279,3 +279,22 @@ def test_a_bad_config_file_is_one_line_and_exit_2(tmp_path, stiva_home, content)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith(f"stiva: {path}: ") and result.stderr.count("\n") == 1
     assert "Traceback" not in result.stderr
+
+
+def test_escape_sequences_never_reach_the_terminal(fake, tmp_path, stiva_home):
+    hostile = "\x1b]0;pwned\x07The answer\x1b[2J is\x07 42.\x1b[31m\n\tDone.\x9b1;1H"
+    fake.default("w1", Reply(hostile, usage=(5, 5)))
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    result = stiva("ask", "Q\x1b[2J?", "--config", str(config), "--baseline", "direct:w1", home=stiva_home)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "The answer is 42.\n\tDone.\n"
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+    # --json stays exact.
+    result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", "--json", home=stiva_home)
+    assert json.loads(result.stdout)["answer"] == hostile
+
+    for model in ("w1", "cond", "w2"):  # the step's model and its fallbacks
+        fake.default(model, Reply(status=400, error_message="bad \x1b]0;pwned\x07 request"))
+    result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", home=stiva_home)
+    assert result.returncode == 1 and "\x1b" not in result.stderr and "bad ]0;pwned" not in result.stderr
+    assert "bad  request" in result.stderr

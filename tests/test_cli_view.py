@@ -45,3 +45,23 @@ async def test_live_view_shows_steps_fallbacks_and_totals(fake):
     assert "cond" in step1 and "finished (fallback)" in step1 and " all " in step1
     assert any("w2 failed" in line and "→ cond" in line for line in lines)
     assert lines[-1].startswith("finished · 140 in · 25 out")
+
+
+def test_the_live_view_never_draws_escape_sequences():
+    from stiva_tui.core import events as ev
+    from stiva_tui.core.usage import Usage
+    from stiva_tui.core.workflow import Step, Workflow
+
+    question = "Why\x1b]0;pwned\x07 is the sky\x1b[2J blue?"
+    view = LiveView(Console(file=io.StringIO()), question)
+    for event in (
+        ev.RunStarted("r", question, "conductor"), ev.RoundStarted("r", 1),
+        ev.ConductorDelta("r", 1, "I will ask\x1b[31m w1"),
+        ev.WorkflowReady("r", 1, Workflow((Step(0, "Explain\x1b[1A it", ()),)), "", Usage(), 0.1),
+        ev.StepStarted("r", 1, 0, "w1", "Explain\x1b[1A it", ()),
+        ev.StepFailed("r", 1, 0, "w1", "HTTP 500: oops\x07\x1b]0;x\x07", 1, "w2"),
+    ):
+        view.handle(event)
+    text = draw(view)
+    assert "Why is the sky blue?" in text and "Explain it" in text and "HTTP 500: oops" in text
+    assert not any(ch in text for ch in "\x1b\x07") and "]0;" not in text
