@@ -11,14 +11,20 @@ Exit code 0 on success; otherwise non-zero with a one-line reason on stderr.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
+import os
+import signal
 import sys
-from typing import Sequence
+from typing import Any, Coroutine, Sequence
+
+# asyncio and everything else load inside the commands: `stiva --help` stays fast, and a ctrl+c
+# right after start lands in main(), which answers it with one line.
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-EXIT_CANCELLED = 130
+EXIT_CANCELLED = 130  # 128 + SIGINT, as shells report ctrl+c
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 # The conductor presets of runtime.modes.PRESETS, named here so that `--help` imports no engine.
 PRESET_NAMES = ("conductor", "conductor-mini")
 
@@ -64,27 +70,73 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one command; the process exit code. ctrl+c at any point is a one-line "cancelled" and
+    130, never a traceback; a reader that closes the pipe early ends it quietly with 141."""
+    try:
+        return _command(build_parser().parse_args(argv))
+    except KeyboardInterrupt:
+        return fail("cancelled", EXIT_CANCELLED)
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    finally:
+        # Leaving can wait for a worker thread (a model stops at its next token): another ctrl+c
+        # then ends the process at once, with the same code, instead of a traceback.
+        signal.signal(signal.SIGINT, lambda *_: os._exit(EXIT_CANCELLED))
+
+
+def entry() -> None:
+    """The `stiva` command. A command stopped by a signal leaves at once once it has cleaned up
+    (its run is stored as cancelled): the interpreter's own shutdown would wait for model threads,
+    and a ctrl+c pressed again meanwhile ended the process with a signal instead of 130."""
+    code = main()
+    if code in (EXIT_CANCELLED, EXIT_TERMINATED):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    sys.exit(code)
+
+
+def _command(args: argparse.Namespace) -> int:
     from .config import ConfigError, load_config
 
     try:
         config = load_config(args.config)
     except ConfigError as exc:
         return fail(str(exc), EXIT_USAGE)
+    if args.command == "ask":
+        return _run(ask(args, config))
+    if args.command == "models":
+        return _run(models(args, config))
+    if args.command == "serve":
+        from .server.app import serve
+
+        return serve(config, args.host, args.port, args.no_auth, args.show_token, conductor=args.conductor)
+    from .tui.app import run_app
+
+    return run_app(config, args.conductor)
+
+
+def _run(command: Coroutine[Any, Any, int]) -> int:
+    """Run an async command; cancelled from outside, it is a ctrl+c."""
+    import asyncio
+
     try:
-        if args.command == "ask":
-            return asyncio.run(ask(args, config))
-        if args.command == "models":
-            return asyncio.run(models(args, config))
-        if args.command == "serve":
-            from .server.app import serve
+        return asyncio.run(command)
+    except asyncio.CancelledError:
+        raise KeyboardInterrupt from None
 
-            return serve(config, args.host, args.port, args.no_auth, args.show_token, conductor=args.conductor)
-        from .tui.app import run_app
 
-        return run_app(config, args.conductor)
-    except KeyboardInterrupt:
-        return fail("cancelled", EXIT_CANCELLED)
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's own flush at exit cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def fail(message: str, code: int = EXIT_FAILED) -> int:
@@ -100,6 +152,8 @@ def fail(message: str, code: int = EXIT_FAILED) -> int:
 
 
 async def ask(args: argparse.Namespace, config) -> int:
+    import asyncio
+
     from .conductor.base import ConductorError
     from .runtime import AskError, Runtime, StartupError
     from .store import StoreError
@@ -107,6 +161,7 @@ async def ask(args: argparse.Namespace, config) -> int:
     question = sys.stdin.read() if args.question == "-" else args.question
     if not question.strip():
         return fail("the question is empty", EXIT_USAGE)
+    stopped_by = _stop_on_signals()
     try:
         runtime = await Runtime.create(config, conductor=args.conductor)
     except (StoreError, StartupError) as exc:
@@ -117,8 +172,32 @@ async def ask(args: argparse.Namespace, config) -> int:
         return fail(str(exc), EXIT_USAGE)
     except (ConductorError, StartupError) as exc:
         return fail(str(exc), EXIT_FAILED)
+    except asyncio.CancelledError:
+        code = stopped_by[0] if stopped_by else EXIT_CANCELLED
+        return fail("terminated" if code == EXIT_TERMINATED else "cancelled", code)
     finally:
         await runtime.aclose()
+
+
+def _stop_on_signals() -> list[int]:
+    """ctrl+c and SIGTERM cancel the running command (a run is kept as cancelled); a second
+    signal ends the process at once. Returns the list the exit code of the signal goes into."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    stopped_by: list[int] = []
+
+    def stop(code: int) -> None:
+        if stopped_by:  # asked twice: leave now
+            os._exit(stopped_by[0])
+        stopped_by.append(code)
+        if task is not None:
+            task.cancel()
+
+    loop.add_signal_handler(signal.SIGINT, stop, EXIT_CANCELLED)
+    loop.add_signal_handler(signal.SIGTERM, stop, EXIT_TERMINATED)
+    return stopped_by
 
 
 def _mode(args: argparse.Namespace):
@@ -153,14 +232,11 @@ async def _ask(args, runtime, question: str) -> int:
     if isinstance(mode, ConductorMode):
         await _load_conductor(runtime, console, quiet=args.json)
     view = LiveView(console, question) if show_live else None
-    try:
-        if view:
-            with view:
-                outcome = await runtime.sessions.ask(request, emit=view.handle)
-        else:
-            outcome = await runtime.sessions.ask(request)
-    except asyncio.CancelledError:
-        return fail("cancelled", EXIT_CANCELLED)
+    if view:
+        with view:
+            outcome = await runtime.sessions.ask(request, emit=view.handle)
+    else:
+        outcome = await runtime.sessions.ask(request)
     result = outcome.result
     for warning in outcome.warnings:
         console.print(f"[yellow]warning:[/] {escape(printable(warning))}", highlight=False)
@@ -233,4 +309,4 @@ async def models(args: argparse.Namespace, config) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -298,3 +298,65 @@ def test_escape_sequences_never_reach_the_terminal(fake, tmp_path, stiva_home):
     result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", home=stiva_home)
     assert result.returncode == 1 and "\x1b" not in result.stderr and "bad ]0;pwned" not in result.stderr
     assert "bad  request" in result.stderr
+
+
+def _start_slow_run(fake, tmp_path, stiva_home, *extra):
+    import time
+
+    fake.script("cond", Reply('model_id = [1]\nsubtasks = ["a"]\naccess_list = [[]]'))
+    fake.default("w1", Reply("slow " * 100, chunk_delay_s=0.1))
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    process = subprocess.Popen([STIVA, "ask", "Q", "--config", str(config), *extra], text=True,
+                               env={**os.environ, "STIVA_HOME": str(stiva_home)},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not fake.requests_for("w1") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    return process
+
+
+def test_sigterm_stops_the_run_like_ctrl_c_and_exits_143(fake, tmp_path, stiva_home):
+    import signal
+    import sqlite3
+
+    process = _start_slow_run(fake, tmp_path, stiva_home)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 143 and err.strip().splitlines()[-1] == "stiva: terminated"
+    db = sqlite3.connect(stiva_home / "data" / "stiva.db")
+    assert db.execute("select status, failure from runs").fetchall() == [("cancelled", "cancelled")]
+    assert fake.wait_idle(5)
+
+
+def test_a_second_ctrl_c_still_exits_130_without_a_traceback(fake, tmp_path, stiva_home):
+    import signal
+    import time
+
+    process = _start_slow_run(fake, tmp_path, stiva_home)
+    for _ in range(3):
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.02)
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 130 and "Traceback" not in err and "stiva: cancelled" in err
+
+
+def test_ctrl_c_before_the_run_starts_is_one_line(monkeypatch, capsys):
+    from stiva_tui import cli, config
+
+    def interrupted(path):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(config, "load_config", interrupted)
+    assert cli.main(["models"]) == cli.EXIT_CANCELLED
+    assert capsys.readouterr().err == "stiva: cancelled\n"
+
+
+def test_a_reader_that_closes_the_pipe_early_ends_it_quietly(config, stiva_home):
+    process = subprocess.Popen([STIVA, "ask", "What is it?", "--config", str(config), "--json"],
+                               env={**os.environ, "STIVA_HOME": str(stiva_home)},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # as `| head -c0` would
+    err = process.stderr.read().decode()
+    process.wait(30)
+    assert process.returncode == 141 and "Traceback" not in err and "BrokenPipe" not in err
