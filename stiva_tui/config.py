@@ -74,8 +74,11 @@ class BudgetConfig(_Strict):
 class WorkersConfig(_Strict):
     max_tokens: int | None = Field(None, gt=0)
     temperature: float | None = Field(None, ge=0, le=2)
-    timeout_s: float = Field(120.0, gt=0)
+    timeout_s: float = Field(120.0, gt=0)  # the longest wait for the next bytes of a reply
     connect_timeout_s: float = Field(10.0, gt=0)
+    # The longest a whole call may take, however steadily it streams (slow reasoning models
+    # take minutes; a provider sending keep-alive comments forever does not time out otherwise).
+    deadline_s: float = Field(600.0, gt=0)
     retries: int = Field(2, ge=0, le=10)
     # Model ids tried, in order, when a step's own model still fails after its retries.
     fallbacks: list[str] = Field(default_factory=list)

@@ -33,6 +33,7 @@ class Reply:
     error_message: str = "scripted failure"
     # None | "cut" (stream stops mid-way) | "malformed" (a non-JSON chunk) | "hang" (never answers)
     # | "json" (ignore stream=True, answer with one JSON object)
+    # | "keepalive" (a stream of SSE comments every 0.1 s, and never an answer)
     fault: str | None = None
     chunks: list[str] | None = None  # explicit pieces; default: split after each space
     body: object = None  # send exactly this JSON as a 200 reply (any shape: malformed-reply tests)
@@ -233,6 +234,17 @@ def _make_handler(fake: FakeProvider):
                 return
             if reply.fault == "hang":
                 while self._sleep(0.05):
+                    pass
+                return
+            if reply.fault == "keepalive":
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                try:
+                    while self._sleep(0.1):
+                        self._chunk(": keep-alive\n\n")
+                except OSError:  # the client went away
                     pass
                 return
             if reply.status >= 400:

@@ -360,3 +360,22 @@ def test_a_reader_that_closes_the_pipe_early_ends_it_quietly(config, stiva_home)
     err = process.stderr.read().decode()
     process.wait(30)
     assert process.returncode == 141 and "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_a_provider_that_never_finishes_meets_the_deadline(fake, tmp_path, stiva_home):
+    """Keep-alive comments every 0.1 s keep the idle timeout from firing; [workers] deadline_s
+    bounds the whole call: the step moves on, and a model that never answers is named."""
+    import time
+
+    for model in ("w1", "cond"):
+        fake.default(model, Reply(fault="keepalive"))
+    fake.default("w2", Reply("in time", usage=(3, 2)))
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    config.write_text(config.read_text().replace("retries = 0", "retries = 0\ndeadline_s = 1"))
+    started = time.monotonic()
+    result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", "--json", home=stiva_home)
+    assert result.returncode == 0, result.stderr
+    assert 2 <= time.monotonic() - started < 20  # two calls of 1 s each, then the fallback that answers
+    (step,) = json.loads(result.stdout)["rounds"][0]["steps"]
+    assert step["model"] == "w2" and [a["model"] for a in step["attempt_log"]] == ["w1", "cond"]
+    assert all("no complete reply within 1 s ([workers] deadline_s)" in a["error"] for a in step["attempt_log"])

@@ -390,3 +390,42 @@ async def test_the_answer_is_cut_at_a_stop_sequence_a_provider_ignored(fake):
     result = await engine.run_direct("Q?", "w1", options=RunOptions(stop=("END",)))
     await worker.aclose()
     assert result.answer == "The answer. "
+
+
+async def test_a_call_past_its_deadline_fails_like_any_other(fake):
+    """A provider that keeps the stream alive with comments but never answers: the idle timeout
+    never fires, the deadline does, and the step moves to its fallback."""
+    fake.default("w1", Reply(fault="keepalive"))
+    fake.default("w2", Reply("in time"))
+    models = pool_models(fake, "w1", "w2")
+    worker = HttpWorker(retries=0, timeout_s=30)
+    engine = Engine(models, worker)
+    events: list = []
+    started = time.monotonic()
+    result = await engine.run_direct("Q?", "w1", emit=events.append, options=RunOptions(deadline_s=0.6))
+    await worker.aclose()
+    assert result.status == "finished" and result.answer == "in time"
+    assert 0.6 <= time.monotonic() - started < 5
+    (failed,) = [e for e in events if isinstance(e, ev.StepFailed)]
+    assert failed.model == "w1" and "no complete reply within 0.6 s" in failed.error and failed.fallback == "w2"
+    assert fake.wait_idle(5)  # the kept-alive call was closed
+
+
+async def test_a_remote_conductor_asks_again_when_its_reply_breaks_off(fake):
+    plan_text = plan([1], ["answer it"], [[]])
+    fake.script("cond", Reply(plan_text, fault="cut"), Reply(plan_text))
+    fake.default("w1", Reply("done"))
+    models = pool_models(fake, "cond", "w1")
+    worker = HttpWorker(retries=0)
+    engine = Engine(models, worker, RemoteConductor(models[0], worker))
+    events: list = []
+    result = await engine.run("Q?", emit=events.append)
+    assert result.status == "finished" and result.answer == "done"
+    assert len(fake.requests_for("cond")) == 2
+    assert any("broke off" in e.text for e in events if isinstance(e, ev.ConductorDelta))
+
+    fake.default("cond", Reply(fault="keepalive"))  # ... and its calls have a deadline too
+    engine = Engine(models, worker, RemoteConductor(models[0], worker, deadline_s=0.5))
+    result = await engine.run("Q?")
+    await worker.aclose()
+    assert result.failure == "conductor" and "no complete reply within 0.5 s" in result.error

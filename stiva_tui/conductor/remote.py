@@ -1,12 +1,15 @@
 """The `remote` conductor: any pool model prompted with the conductor prompt.
 
 The plan is parsed and validated; when it does not parse, the model is shown its parse error once
-and asked again (one repair retry). This is the scale-out path: a conductor served by vLLM or
+and asked again (one repair retry). A reply that broke off after text had arrived (a cut or
+garbled stream, the deadline) is asked for again, as a worker's step would be, and every call is
+bounded by `deadline_s`. This is the scale-out path: a conductor served by vLLM or
 SGLang over several GPUs is just another OpenAI-compatible endpoint.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 
@@ -30,13 +33,16 @@ class RemoteConductor:
     loaded = True  # nothing to load: the model is served elsewhere
 
     def __init__(self, model: PoolModel, worker: Worker, *, max_repairs: int = 1,
-                 max_tokens: int | None = 1024, temperature: float | None = 0.0):
+                 max_tokens: int | None = 1024, temperature: float | None = 0.0,
+                 deadline_s: float | None = None, retries: int = 1):
         self.pool_model = model
         self.model = model.id
         self.worker = worker
         self.max_repairs = max_repairs
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self.deadline_s = deadline_s
+        self.retries = retries  # further tries of a reply that broke off after text had arrived
 
     async def load(self, progress: object = None) -> None:
         """Nothing to load (the Conductor protocol)."""
@@ -70,12 +76,24 @@ class RemoteConductor:
             f"{self.model} wrote no valid plan after {self.max_repairs + 1} tries: {error}")
 
     async def _complete(self, messages: list[dict], on_delta: DeltaCallback | None) -> tuple[str, Usage]:
+        """One reply of the conductor model; one that broke off after text is asked for again."""
+        for attempt in range(self.retries + 1):
+            try:
+                return await self._call(messages, on_delta)
+            except ProviderError as exc:
+                if not (exc.retryable and exc.partial) or attempt == self.retries:
+                    raise ConductorError(f"the conductor model {self.model} failed: {exc}") from None
+                if on_delta:
+                    on_delta(f"\n[the reply broke off ({exc}); asking again]\n")
+        raise AssertionError("unreachable")
+
+    async def _call(self, messages: list[dict], on_delta: DeltaCallback | None) -> tuple[str, Usage]:
         parts: list[str] = []
         usage = Usage()
         stream = self.worker.stream_chat(self.pool_model, messages, max_tokens=self.max_tokens,
                                          temperature=self.temperature)
         try:
-            async with contextlib.aclosing(stream):
+            async with asyncio.timeout(self.deadline_s), contextlib.aclosing(stream):
                 async for event in stream:
                     if isinstance(event, TextDelta):
                         parts.append(event.text)
@@ -83,6 +101,12 @@ class RemoteConductor:
                             on_delta(event.text)
                     elif isinstance(event, UsageReport):
                         usage = event.usage
+        except TimeoutError:
+            error = ProviderError(f"no complete reply within {self.deadline_s:g} s ([workers] deadline_s)",
+                                  provider=self.pool_model.provider, retryable=True)
+            error.partial = bool(parts)
+            raise error from None
         except ProviderError as exc:
-            raise ConductorError(f"the conductor model {self.model} failed: {exc}") from None
+            exc.partial = exc.partial or bool(parts)
+            raise
         return "".join(parts), usage

@@ -147,14 +147,14 @@ def select_conductor(
     pool_models: Sequence[Any] = (),
     worker_for_remote: Any = None,
     progress: Progress | None = None,
+    deadline_s: float | None = None,
 ) -> tuple[Conductor, str]:
-    """The conductor for `config` and the reason for the choice (no model is loaded here)."""
+    """The conductor for `config` and the reason for the choice (no model is loaded here).
+    `deadline_s` bounds each call of a remote conductor, as [workers] deadline_s does a worker's."""
     backend = config.backend
     if backend == "remote":
-        try:
-            from .remote import RemoteConductor  # written by the engine's owner
-        except ImportError as exc:
-            raise ConductorError("the remote conductor backend is not available in this build") from exc
+        from .remote import RemoteConductor
+
         model = next((m for m in pool_models if getattr(m, "id", None) == config.model), None)
         if model is None:
             known = ", ".join(getattr(m, "id", "?") for m in pool_models) or "none"
@@ -164,7 +164,8 @@ def select_conductor(
             )
         if worker_for_remote is None:
             raise ConductorError("the remote conductor needs a worker to call its model")
-        return RemoteConductor(model, worker_for_remote), f"remote: config says so ({config.model})"
+        return (RemoteConductor(model, worker_for_remote, deadline_s=deadline_s),
+                f"remote: config says so ({config.model})")
     if backend == "embedded":
         from .embedded import EmbeddedConductor
 

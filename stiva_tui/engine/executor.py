@@ -58,6 +58,7 @@ class RunOptions:
     budget_usd: float | None = None
     budget_tokens: int | None = None
     max_tokens: int | None = None  # per worker call
+    deadline_s: float | None = None  # the longest one worker call may take, start to end
     temperature: float | None = None
     retries: int = 1  # extra tries of a step on its own model before a fallback
     fallbacks: tuple[str, ...] = ()  # model ids; empty: the other pool models, in order
@@ -236,6 +237,14 @@ async def events_of(start: Callable[[Subscriber], Awaitable[Any]]) -> AsyncItera
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def past_deadline(model: PoolModel, deadline_s: float | None, partial: bool) -> ProviderError:
+    """The failure of a call that ran past its deadline: retried and moved like any other."""
+    error = ProviderError(f"no complete reply within {deadline_s:g} s ([workers] deadline_s)",
+                          provider=model.provider, retryable=True)
+    error.partial = partial
+    return error
 
 
 def cut_at_stop(text: str, stops: Sequence[str]) -> str:
@@ -418,18 +427,21 @@ class _Run:
         limited = self.options.budget_tokens is not None or self.options.budget_usd is not None
         prompt_estimate = sum(estimate_tokens(m["content"]) for m in messages)
         chars = 0
-        async with contextlib.aclosing(stream):
-            async for event in stream:
-                if isinstance(event, TextDelta):
-                    parts.append(event.text)
-                    chars += len(event.text)
-                    self.emit(StepDelta(self.id, round_, index, event.text))
-                    if limited:
-                        out = (chars + 3) // 4  # estimate_tokens of the text so far, without joining it
-                        self.check_budget(prompt_estimate + out,
-                                          model.cost(Usage(prompt_estimate, out)))
-                elif isinstance(event, UsageReport):
-                    usage = event.usage
+        try:
+            async with asyncio.timeout(self.options.deadline_s), contextlib.aclosing(stream):
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        parts.append(event.text)
+                        chars += len(event.text)
+                        self.emit(StepDelta(self.id, round_, index, event.text))
+                        if limited:
+                            out = (chars + 3) // 4  # estimate_tokens of the text so far, without joining it
+                            self.check_budget(prompt_estimate + out,
+                                              model.cost(Usage(prompt_estimate, out)))
+                    elif isinstance(event, UsageReport):
+                        usage = event.usage
+        except TimeoutError:
+            raise past_deadline(model, self.options.deadline_s, bool(parts)) from None
         text = "".join(parts)
         if usage is None:
             usage = Usage(prompt_estimate, estimate_tokens(text), True)

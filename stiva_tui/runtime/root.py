@@ -140,7 +140,8 @@ class Runtime:
     async def _choose_and_load(self, cfg: ConductorConfig, progress: Progress | None) -> _Loaded:
         from ..conductor.select import embedded_fallback, select_conductor
 
-        conductor, reason = await asyncio.to_thread(select_conductor, cfg, self.models, self.worker, progress)
+        conductor, reason = await asyncio.to_thread(select_conductor, cfg, self.models, self.worker, progress,
+                                                    self.config.workers.deadline_s)
         try:
             await conductor.load(progress)
         except ConductorError as exc:
@@ -177,7 +178,7 @@ class Runtime:
             rounds=conductor.rounds, max_steps=conductor.max_steps, budget_usd=cfg.budget.usd,
             budget_tokens=cfg.budget.tokens, max_tokens=cfg.workers.max_tokens,
             temperature=cfg.workers.temperature, fallbacks=tuple(cfg.workers.fallbacks),
-            retries=cfg.workers.retries,
+            retries=cfg.workers.retries, deadline_s=cfg.workers.deadline_s,
         )
         return replace(options, **{k: v for k, v in overrides.items() if v is not None})
 
