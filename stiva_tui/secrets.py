@@ -12,8 +12,9 @@ after changing the environment).
 from __future__ import annotations
 
 import os
+import re
 import threading
-from typing import Any
+from typing import Any, Iterable
 
 SERVICE = "stiva"
 
@@ -157,3 +158,35 @@ def delete_key(provider: str) -> bool:
             f"({type(exc).__name__})"
         ) from None
     return True
+
+
+# --- masking ---------------------------------------------------------------------------------------
+
+_SHAPES = [
+    re.compile(r"(?i)(?P<keep>bearer\s+)[A-Za-z0-9._~+/=\-]{8,}"),
+    re.compile(
+        r"(?i)(?P<keep>(?:api[_-]?key|x-api-key|x-goog-api-key|authorization|token)[\"']?\s*[:=]\s*[\"']?)"
+        r"[A-Za-z0-9._~+/\-]{8,}"
+    ),
+    re.compile(r"\b(?:sk|pk|rk|gsk|xai)-[A-Za-z0-9_\-]{12,}"),
+    re.compile(r"\bAIza[0-9A-Za-z_\-]{20,}"),
+]
+MASK = "[redacted]"
+MIN_SECRET_CHARS = 6  # shorter values (a test's "x") would mask ordinary words
+
+
+def mask(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """`text` with every one of `secrets` (the keys actually configured, whatever their shape)
+    replaced by [redacted], then anything shaped like a credential too (a second guard)."""
+    for secret in sorted({s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return redact(text) or ""
+
+
+def redact(text: str | None) -> str | None:
+    """Mask anything shaped like a credential in a text (the second guard)."""
+    if not text:
+        return text
+    for pattern in _SHAPES:
+        text = pattern.sub(lambda m: (m.groupdict().get("keep") or "") + MASK, text)
+    return text

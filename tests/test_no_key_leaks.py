@@ -135,3 +135,99 @@ async def test_a_key_from_the_keys_screen_is_used_and_never_leaks(guarded, stiva
     for svg in svgs:
         _assert_no_key(svg.read_bytes(), svg.name)
     assert "Z9Q1" in (shots / "keys.svg").read_text()  # the masked tail is what is shown
+
+
+# --- a provider that echoes the key it was sent ---------------------------------------------------
+
+ECHOED = "lab.Token_0123456789abcdef"  # no sk- shape: only its actual value can mask it
+
+
+def _echoing_config(tmp_path, base_url: str):
+    path = tmp_path / "echo.toml"
+    path.write_text(f"""catalog = false
+[conductor]
+backend = "remote"
+model = "cond"
+[discovery]
+enabled = false
+[workers]
+retries = 0
+[[providers]]
+name = "lab"
+base_url = "{base_url}"
+api_key_env = "LAB_ECHO_KEY"
+[[models]]
+id = "cond"
+provider = "lab"
+model = "cond"
+[[models]]
+id = "w1"
+provider = "lab"
+model = "w1"
+""")
+    return path
+
+
+def test_a_key_a_provider_echoes_in_its_error_is_masked_everywhere(tmp_path, stiva_home, monkeypatch):
+    """Some providers repeat the key they received when they refuse it. Whatever its shape, it
+    reaches neither the terminal, the --json trace, the history file, the exports nor the API."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from stiva_tui.store import Store
+    from stiva_tui.store.export import conversation_json, conversation_markdown
+
+    monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
+    refusal = Reply(status=401, error_message=f"Incorrect API key provided: {ECHOED}. Check it.")
+    with FakeProvider() as fake:
+        fake.default("cond", refusal)
+        fake.default("w1", refusal)
+        config = _echoing_config(tmp_path, fake.base_url)
+        stiva = str(Path(sys.executable).parent / "stiva")
+        outputs = [subprocess.run([stiva, "ask", "Q", "--config", str(config), *extra], capture_output=True,
+                                  text=True, timeout=60) for extra in ([], ["--json"], ["--baseline", "direct:w1"],
+                                                                       ["--baseline", "direct:w1", "--json"])]
+        assert all(o.returncode == 1 for o in outputs)
+        assert "Incorrect API key provided: [redacted]" in outputs[2].stderr  # the reason is still said
+        for n, output in enumerate(outputs):
+            _assert_echoed_key_absent(output.stdout + output.stderr, f"stiva ask output {n}")
+        assert fake.requests[0].headers.get("authorization") == f"Bearer {ECHOED}"  # it was used
+
+        db_path = stiva_home / "data" / "stiva.db"
+        with Store.open(db_path) as store:
+            for summary in store.list_conversations():
+                _assert_echoed_key_absent(conversation_markdown(store, summary.id), "the Markdown export")
+                _assert_echoed_key_absent(json.dumps(conversation_json(store, summary.id)), "the JSON export")
+        for file in db_path.parent.iterdir():
+            _assert_echoed_key_absent(file.read_bytes(), file.name)
+
+
+async def test_the_api_never_sends_an_echoed_key_back(monkeypatch):
+    import openai
+
+    from stiva_tui.config import load_config
+    from test_server import Served
+
+    monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
+    with FakeProvider() as fake:
+        fake.default("w1", Reply(status=401, error_message=f"Incorrect API key provided: {ECHOED}"))
+        import tempfile
+        from pathlib import Path
+
+        config = load_config(_echoing_config(Path(tempfile.mkdtemp()), fake.base_url))
+        served = Served(config).start()
+        try:
+            with pytest.raises(openai.APIStatusError) as caught:
+                served.client().chat.completions.create(model="w1", messages=[{"role": "user", "content": "hi"}])
+        finally:
+            served.stop()
+    body = json.dumps(caught.value.body)
+    assert "Incorrect API key provided: [redacted]" in body
+    _assert_echoed_key_absent(body, "the API's error body")
+
+
+def _assert_echoed_key_absent(data: bytes | str, where: str) -> None:
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogateescape")
+    assert ECHOED.encode() not in data, f"the echoed key leaked into {where}"

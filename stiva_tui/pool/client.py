@@ -17,7 +17,7 @@ import email.utils
 import json
 import random
 import time
-from typing import AsyncIterator, Sequence
+from typing import AsyncIterator, Iterable, Sequence
 
 import httpx
 from httpx_sse import SSEError, aconnect_sse
@@ -46,6 +46,8 @@ class HttpWorker:
         self._timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s)
         self._client = client
         self._own_client = client is None
+        # Every key and header value configured in the pool: masked in every error text.
+        self.secrets: set[str] = set()
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -98,6 +100,7 @@ class HttpWorker:
                 return
             except ProviderError as exc:
                 exc.partial = streamed_text
+                exc.mask([model.api_key, *(value for _, value in model.headers), *self.secrets])
                 if streamed_text or not exc.retryable or attempt > self.retries:
                     raise
                 await asyncio.sleep(self._delay(attempt, exc.retry_after))
@@ -301,6 +304,10 @@ class PoolWorker:
     def __init__(self, http: HttpWorker | None = None):
         self.http = http or HttpWorker()
         self._embedded = None
+
+    def know_secrets(self, models: Iterable[PoolModel]) -> None:
+        """Remember the keys and header values of `models`, to mask them in every error text."""
+        self.http.secrets = {value for m in models for value in (m.api_key, *(v for _, v in m.headers)) if value}
 
     def stream_chat(
         self,

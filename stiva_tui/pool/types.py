@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Literal, Protocol, Sequence
+from typing import AsyncIterator, Iterable, Literal, Protocol, Sequence
 
 from ..core.usage import Usage
 
@@ -24,6 +24,15 @@ class ProviderError(Exception):
         code = f"HTTP {status}: " if status else ""
         super().__init__(f"{prefix}{code}{message}")
         self.message = message
+
+    def mask(self, secrets: "Iterable[str | None]") -> "ProviderError":
+        """Replace every one of `secrets` (and anything shaped like a key) in the message: a
+        provider may echo the key it was sent, and this text is shown, stored and served."""
+        from ..secrets import mask
+
+        self.message = mask(self.message, secrets)
+        self.args = (mask(str(self.args[0]) if self.args else "", secrets), *self.args[1:])
+        return self
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ class Runtime:
         worker = PoolWorker(HttpWorker(timeout_s=config.workers.timeout_s,
                                        connect_timeout_s=config.workers.connect_timeout_s,
                                        retries=config.workers.retries))
+        worker.know_secrets(pool)
         store = None
         if with_store:
             from ..store import Store
@@ -158,6 +159,7 @@ class Runtime:
     async def pool_refresh(self) -> None:
         """Rebuild the pool (after a key was added or removed); the next run uses it."""
         self.pool = await build_pool(self.config)
+        self.worker.know_secrets(self.pool)
 
     def engine(self, *, source: Source = "tui", conductor: Conductor | None = None) -> Engine:
         """An engine over the available pool whose runs the history records."""

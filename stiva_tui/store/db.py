@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..secrets import redact
 from . import schema
 from .compare import CompareSessions
 from .conversations import Conversations
@@ -188,28 +189,6 @@ class Store(Traces, Conversations, CompareSessions):
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError("the history database is closed")
-
-
-# --- redaction ------------------------------------------------------------------------------------
-
-_SECRETS = [
-    re.compile(r"(?i)(?P<keep>bearer\s+)[A-Za-z0-9._~+/=\-]{8,}"),
-    re.compile(
-        r"(?i)(?P<keep>(?:api[_-]?key|x-api-key|x-goog-api-key|authorization|token)[\"']?\s*[:=]\s*[\"']?)"
-        r"[A-Za-z0-9._~+/\-]{8,}"
-    ),
-    re.compile(r"\b(?:sk|pk|rk|gsk|xai)-[A-Za-z0-9_\-]{12,}"),
-    re.compile(r"\bAIza[0-9A-Za-z_\-]{20,}"),
-]
-
-
-def redact(text: str | None) -> str | None:
-    """Mask anything shaped like a credential in an error text (a second guard; keys never get here)."""
-    if not text:
-        return text
-    for pattern in _SECRETS:
-        text = pattern.sub(lambda m: (m.groupdict().get("keep") or "") + "[redacted]", text)
-    return text
 
 
 # --- opening helpers ------------------------------------------------------------------------------
