@@ -158,7 +158,7 @@ async def ask(args: argparse.Namespace, config) -> int:
     from .runtime import AskError, Runtime, StartupError
     from .store import StoreError
 
-    question = sys.stdin.read() if args.question == "-" else args.question
+    question = _read_question(args.question)
     if not question.strip():
         return fail("the question is empty", EXIT_USAGE)
     stopped_by = _stop_on_signals()
@@ -177,6 +177,20 @@ async def ask(args: argparse.Namespace, config) -> int:
         return fail("terminated" if code == EXIT_TERMINATED else "cancelled", code)
     finally:
         await runtime.aclose()
+
+
+def _read_question(argument: str) -> str:
+    """The question (from stdin for "-") as valid Unicode: bytes that are not UTF-8 become U+FFFD,
+    and a line says so, so that nothing deeper ever holds text it cannot store or send."""
+    if argument == "-":
+        raw = sys.stdin.buffer.read()
+    else:  # Python keeps undecodable argv bytes as lone surrogates; these are the bytes again
+        raw = argument.encode("utf-8", "surrogateescape")
+    question = raw.decode("utf-8", "replace")
+    if "\ufffd" in question and "\ufffd" not in raw.decode("utf-8", "ignore"):
+        print("stiva: note: the question held bytes that are not UTF-8; they were replaced with \ufffd",
+              file=sys.stderr)
+    return question
 
 
 def _stop_on_signals() -> list[int]:

@@ -379,3 +379,15 @@ def test_a_provider_that_never_finishes_meets_the_deadline(fake, tmp_path, stiva
     (step,) = json.loads(result.stdout)["rounds"][0]["steps"]
     assert step["model"] == "w2" and [a["model"] for a in step["attempt_log"]] == ["w1", "cond"]
     assert all("no complete reply within 1 s ([workers] deadline_s)" in a["error"] for a in step["attempt_log"])
+
+
+def test_a_question_that_is_not_utf8_is_repaired_and_said_so(config, stiva_home):
+    env = {**os.environ, "STIVA_HOME": str(stiva_home)}
+    for args, stdin in (([b"caf\xe9?"], None), ([b"-"], b"na\xefve question\n")):
+        result = subprocess.run([STIVA.encode(), b"ask", *args, b"--config", str(config).encode(), b"--json"],
+                                input=stdin, capture_output=True, env=env, timeout=60)
+        assert result.returncode == 0, result.stderr
+        err = result.stderr.decode()
+        assert err.count("\n") == 1 and "not UTF-8; they were replaced with \ufffd" in err
+        question = json.loads(result.stdout)["question"]
+        assert question in ("caf\ufffd?", "na\ufffdve question\n")

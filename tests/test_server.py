@@ -504,3 +504,25 @@ def test_disconnect_while_waiting_cancels_the_run(server, fake):
     runs = server.store.list_runs(source="api")
     assert len(runs) == 1
     assert server.wait_run(runs[0].run_id, "cancelled").status == "cancelled"
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"model": "w1", "messages": [{"role": "user", "content": "\ud800"}]}, "messages.0.content"),
+    ({"model": "conductor-mini", "messages": [{"role": "user", "content": [{"type": "text", "text": "a\udfff"}]}]},
+     "messages.0.content.0.text"),
+    ({"model": "w1", "messages": [{"role": "user", "content": "hi"}], "stop": ["\ud800"]}, "stop"),
+])
+def test_text_that_is_not_valid_unicode_is_a_400_naming_the_field(server, fake, body, param):
+    fake.default("w1", Reply("ok"))
+    with httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {TOKEN}"}) as client:
+        # json.dumps spells a lone surrogate as \\ud800, as a client may send it.
+        response = client.post("/v1/chat/completions", content=json.dumps(body),
+                               headers={"content-type": "application/json"})
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["param"] == param
+        # The same keep-alive connection still serves the next request.
+        again = client.post("/v1/chat/completions", json={"model": "w1", "messages": [{"role": "user", "content": "hi"}]})
+        assert again.status_code == 200 and again.json()["choices"][0]["message"]["content"] == "ok"
+    # Nothing deeper saw it: no upstream call carried it, and the history holds the good request only.
+    assert all("\\ud" not in json.dumps(r.body) for r in fake.requests)
+    assert [r.question for r in server.store.list_runs()] == ["hi"]

@@ -234,6 +234,7 @@ class _Server:
 
     async def complete(self, request: Request, body: ChatCompletionRequest, trace: bool) -> Response:
         _refuse_unsupported(body)
+        _refuse_invalid_text(body)
         orchestrated = body.model in PRESETS
         if not orchestrated and body.model not in {m.id for m in self.runtime.models}:
             raise _unknown_model(body.model)
@@ -423,6 +424,32 @@ def _refuse_unsupported(body: ChatCompletionRequest) -> None:
     if body.n is not None and body.n > 1:
         raise APIError(400, "n > 1 is not supported: each request gives one answer", param="n",
                        code="invalid_value")
+
+
+def _refuse_invalid_text(body: ChatCompletionRequest) -> None:
+    """A 400 naming the field for text that is not valid Unicode (a lone surrogate such as
+    \\ud800, which JSON can spell): nothing deeper can store or send it."""
+    fields: list[tuple[str, object]] = [("model", body.model), ("user", body.user)]
+    stops = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
+    fields += [("stop", stop) for stop in stops]
+    for i, message in enumerate(body.messages):
+        fields.append((f"messages.{i}.name", message.name))
+        if isinstance(message.content, str):
+            fields.append((f"messages.{i}.content", message.content))
+        else:
+            fields += [(f"messages.{i}.content.{j}.text", part.text) for j, part in enumerate(message.content or [])]
+    for param, value in fields:
+        if isinstance(value, str) and not _valid_unicode(value):
+            raise APIError(400, f"{param} is not valid Unicode text (it holds a lone surrogate)", param=param,
+                           code="invalid_value")
+
+
+def _valid_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _run_error(reason: FailureReason, error: str) -> APIError:
