@@ -391,3 +391,28 @@ def test_a_question_that_is_not_utf8_is_repaired_and_said_so(config, stiva_home)
         assert err.count("\n") == 1 and "not UTF-8; they were replaced with \ufffd" in err
         question = json.loads(result.stdout)["question"]
         assert question in ("caf\ufffd?", "na\ufffdve question\n")
+
+
+def test_a_killed_run_is_interrupted_with_what_it_had_streamed(fake, tmp_path, stiva_home):
+    """kill -9 mid-run: the next stiva that opens the history marks the run interrupted, and at
+    most the last second of its streamed text is lost."""
+    import signal
+    import sqlite3
+    import time
+
+    process = _start_slow_run(fake, tmp_path, stiva_home)  # w1 streams a word every 0.1 s
+    time.sleep(1.5)
+    process.send_signal(signal.SIGKILL)
+    process.wait(10)
+    db = sqlite3.connect(stiva_home / "data" / "stiva.db")
+    assert db.execute("select status from runs").fetchall() == [("running",)]  # nobody said otherwise
+
+    fake.default("w1", Reply("quick"))
+    config = tmp_path / "c.toml"
+    result = stiva("ask", "Next", "--config", str(config), "--baseline", "direct:w1", home=stiva_home)
+    assert result.returncode == 0, result.stderr
+    (status, finished), = db.execute("select status, finished_at from runs where question = 'Q'").fetchall()
+    assert status == "interrupted" and finished
+    (step_status, output), = db.execute(
+        "select s.status, s.output from steps s join runs r on r.id = s.run_id where r.question = 'Q'").fetchall()
+    assert step_status == "interrupted" and output.startswith("slow slow")  # kept what it had written

@@ -349,10 +349,25 @@ def test_a_killed_process_loses_at_most_the_last_second(db_path: Path, clock: Cl
     clock.now += 0.5
     recorder(ev.StepDelta(RUN, 1, 0, "lost"))
     store.close()  # the process dies here: no terminal event ever comes
-    with Store.open(db_path) as reopened:
+    with Store.open(db_path) as reopened:  # the next stiva finds its owner gone
         trace = reopened.get_trace(RUN)
-    assert trace.status == "running"
-    assert (trace.rounds[0].steps[0].status, trace.rounds[0].steps[0].output) == ("running", "s0 s1 s2 s3 s4 ")
+    assert trace.status == "interrupted"
+    assert (trace.rounds[0].steps[0].status, trace.rounds[0].steps[0].output) == ("interrupted", "s0 s1 s2 s3 s4 ")
+
+
+def test_a_run_whose_process_lives_stays_running(db_path: Path, clock: Clock):
+    """The owner's lock tells a live process from a dead one (no pid involved)."""
+    alive = Store.open(db_path)
+    feed(Recorder(alive), started(), *planned(), ev.StepStarted(RUN, 1, 0, "model-a", "Draft one", ()))
+    alive.wait_for_writes()
+    with Store.open(db_path) as other:  # another stiva, while the first still runs
+        assert other.get_trace(RUN).status == "running"
+        assert other.interrupt_orphaned_runs() == 0
+    alive.close()
+    with Store.open(db_path) as later:
+        trace = later.get_trace(RUN)
+        assert trace.status == "interrupted" and trace.finished_at is not None
+        assert {s.status for s in trace.rounds[0].steps} == {"interrupted"}  # running and waiting ones
 
 
 # --- faults ---------------------------------------------------------------------------------------

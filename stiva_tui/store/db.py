@@ -34,6 +34,7 @@ from . import schema
 from .compare import CompareSessions
 from .conversations import Conversations
 from .errors import NotFoundError, StoreError
+from .owners import Ownership
 from .traces import Traces
 from .writer import Work, Writer
 
@@ -51,6 +52,8 @@ class Store(Traces, Conversations, CompareSessions):
         self._lock = threading.RLock()
         self._closed = False
         self._writer = Writer(conn, self._lock)
+        self.owner = Ownership(path)  # this process's claim on the runs it records
+        self.owner.take()
 
     # --- opening and closing ------------------------------------------------------------------
 
@@ -71,12 +74,15 @@ class Store(Traces, Conversations, CompareSessions):
         except BaseException:
             conn.close()
             raise
-        return cls(conn, path)
+        store = cls(conn, path)
+        store.interrupt_orphaned_runs()
+        return store
 
     def close(self) -> None:
         """Write what is queued, close the connection (checkpointing the WAL); later calls raise
         StoreError. Idempotent."""
         self._writer.close()
+        self.owner.release()
         with self._lock:
             if self._closed:
                 return

@@ -94,10 +94,11 @@ class Recorder:
     # --- the run --------------------------------------------------------------------------------
 
     def _run_started(self, e: ev.RunStarted) -> None:
+        owner = self.store.owner.id  # which process records it: alive or not, later (owners.py)
 
         def write(c: sqlite3.Connection) -> None:
             linked = e.conversation_id is not None and _exists(c, "conversations", e.conversation_id)
-            _upsert_run(c, e, e.conversation_id if linked else None)
+            _upsert_run(c, e, e.conversation_id if linked else None, owner)
             if e.conversation_id is not None and not linked:  # kept, unlinked; said on the next event
                 self._notices.append(NotFoundError(
                     f"no conversation {e.conversation_id}: run {e.run_id} is recorded without one"))
@@ -249,22 +250,22 @@ def _exists(c: sqlite3.Connection, table: str, row_id: str) -> bool:
     return c.execute(f"SELECT 1 FROM {table} WHERE id = ?", (row_id,)).fetchone() is not None
 
 
-def _upsert_run(c: sqlite3.Connection, e: ev.RunStarted, conversation_id: str | None) -> None:
+def _upsert_run(c: sqlite3.Connection, e: ev.RunStarted, conversation_id: str | None, owner: str) -> None:
     now = timestamp()
     c.execute(
         """
         INSERT INTO runs (id, conversation_id, question, mode, system, source, conductor_backend,
-                          conductor_model, conductor_adapter, conductor_reason, status, created_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)
+                          conductor_model, conductor_adapter, conductor_reason, owner, status, created_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)
         ON CONFLICT (id) DO UPDATE SET
             conversation_id = COALESCE(excluded.conversation_id, runs.conversation_id),
             question = excluded.question, mode = excluded.mode, system = excluded.system,
             source = excluded.source, conductor_backend = excluded.conductor_backend,
             conductor_model = excluded.conductor_model, conductor_adapter = excluded.conductor_adapter,
-            conductor_reason = excluded.conductor_reason
+            conductor_reason = excluded.conductor_reason, owner = excluded.owner
         """,
         (e.run_id, conversation_id, e.question, e.mode, e.system or e.mode, e.source, e.conductor_backend,
-         e.conductor_model, e.conductor_adapter, e.conductor_reason, now),
+         e.conductor_model, e.conductor_adapter, e.conductor_reason, owner, now),
     )
     if conversation_id is not None:
         c.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))

@@ -187,7 +187,9 @@ CREATE TABLE runs_v2 (
     created_at         TEXT NOT NULL,
     finished_at        TEXT,
     source             TEXT NOT NULL DEFAULT 'tui'
-                       CHECK (source IN ('tui', 'cli', 'api', 'bench', 'train'))
+                       CHECK (source IN ('tui', 'cli', 'api', 'bench', 'train')),
+    -- The process that records the run while it runs (see owners.py); NULL for older runs.
+    owner              TEXT
 );
 INSERT INTO runs_v2 (rowid, id, conversation_id, question, mode, system, conductor_backend, conductor_model,
                      status, failure, answer, error, prompt_tokens, completion_tokens, cost_usd, latency_s,
@@ -209,6 +211,7 @@ DROP TABLE runs;
 ALTER TABLE runs_v2 RENAME TO runs;
 CREATE INDEX runs_conversation ON runs (conversation_id, created_at);
 CREATE INDEX runs_created ON runs (created_at);
+CREATE INDEX runs_running ON runs (owner) WHERE status = 'running';
 
 CREATE TABLE steps_v2 (
     run_id             TEXT NOT NULL,

@@ -21,6 +21,7 @@ from ..core.words import Source
 from ..core.workflow import Workflow
 from .errors import NotFoundError
 from .records import RunSummary
+from .schema import timestamp
 
 if TYPE_CHECKING:
     from .db import Store
@@ -55,6 +56,24 @@ class Traces:
             (*params, int(limit)),
         )
         return [RunSummary(**{**dict(r), "estimated": bool(r["estimated"])}) for r in rows]
+
+    def interrupt_orphaned_runs(self: "Store") -> int:
+        """Mark `interrupted` every run still "running" whose process is gone (see owners.py),
+        with its unfinished steps; what they had written stays. Returns how many runs."""
+        owners = [row[0] for row in self.query("SELECT DISTINCT owner FROM runs WHERE status = 'running'")]
+        gone = [owner for owner in owners if self.owner.is_gone(owner)]
+        if not gone:
+            return 0
+        marked = 0
+        with self.transaction() as c:
+            for owner in gone:
+                c.execute(
+                    "UPDATE steps SET status = 'interrupted' WHERE status IN ('running', 'waiting') AND run_id IN"
+                    " (SELECT id FROM runs WHERE status = 'running' AND owner IS ?)", (owner,))
+                marked += c.execute(
+                    "UPDATE runs SET status = 'interrupted', finished_at = COALESCE(finished_at, ?)"
+                    " WHERE status = 'running' AND owner IS ?", (timestamp(), owner)).rowcount
+        return marked
 
     def delete_run(self: "Store", run_id: str) -> None:
         """Delete a run with its rounds and steps (an unknown id is not an error)."""
