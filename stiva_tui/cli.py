@@ -61,6 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--json", action="store_true", help="print JSON")
     models.add_argument("--no-discovery", action="store_true", help="skip probing local servers")
 
+    history = sub.add_parser("history", parents=[common], help="the stored runs, newest first")
+    history.add_argument("--json", action="store_true", help="print JSON")
+    history.add_argument("--limit", type=int, default=20, help="at most this many runs (default 20)")
+    shows = history.add_subparsers(dest="history_command", metavar="show ID")
+    show = shows.add_parser("show", help="one run's trace")
+    show.add_argument("run_id", metavar="ID", help="the run's id (from stiva history)")
+    show.add_argument("--json", dest="show_json", action="store_true", help="print the trace as JSON")
+
     serve = sub.add_parser("serve", parents=[common], help="serve the OpenAI-compatible API")
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default 8787)")
@@ -111,6 +119,8 @@ def _command(args: argparse.Namespace) -> int:
         return _run(ask(args, config))
     if args.command == "models":
         return _run(models(args, config))
+    if args.command == "history":
+        return history(args)
     if args.command == "serve":
         from .server.app import serve
 
@@ -320,6 +330,74 @@ async def models(args: argparse.Namespace, config) -> int:
     else:
         Console().print(models_table(pool, choice))
     return 0
+
+
+# --- stiva history ---------------------------------------------------------------------------------
+
+
+def history(args: argparse.Namespace) -> int:
+    """The stored runs, newest first (`show ID`: one run's trace)."""
+    from .store import NotFoundError, Store, StoreError
+
+    try:
+        store = Store.open()  # opening also marks the runs of killed processes interrupted
+    except StoreError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    with store:
+        if args.history_command == "show":
+            try:
+                trace = store.get_trace(args.run_id)
+            except NotFoundError:
+                return fail(f"no run {args.run_id} in the history (stiva history lists them)", EXIT_USAGE)
+            if args.json or args.show_json:
+                print(trace.model_dump_json(indent=2))
+            else:
+                _print_run(trace)
+            return 0
+        if args.limit < 1:
+            return fail("--limit must be at least 1", EXIT_USAGE)
+        runs = store.list_runs(limit=args.limit)
+    if args.json:
+        print(json.dumps([{"id": r.run_id, "started_at": r.created_at, "source": r.source, "question": r.question,
+                           "status": r.status, "prompt_tokens": r.prompt_tokens,
+                           "completion_tokens": r.completion_tokens, "cost_usd": r.cost_usd} for r in runs],
+                         indent=2, ensure_ascii=False))
+    else:
+        _print_runs(runs)
+    return 0
+
+
+def _print_runs(runs) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .cli_view import printable
+
+    console = Console()
+    if not console.is_terminal:  # a pipe or a file: whole ids and every column, for grep and scripts
+        console = Console(width=200)
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name, justify in (("id", "left"), ("started", "left"), ("source", "left"), ("status", "left"),
+                          ("tokens", "right"), ("cost", "right"), ("question", "left")):
+        # The id stays whole (`stiva history show ID`); the question gives way first.
+        table.add_column(name, justify=justify, no_wrap=True, overflow="ellipsis",
+                         min_width=32 if name == "id" else None, max_width=60 if name == "question" else None,
+                         ratio=1 if name == "question" else None)
+    for r in runs:
+        table.add_row(r.run_id, r.created_at[:16].replace("T", " "), r.source, r.status,
+                      f"{r.prompt_tokens:,}→{r.completion_tokens:,}", f"${r.cost_usd:.4f}",
+                      printable(" ".join(r.question.split())))
+    console.print(table if runs else "no runs yet", highlight=False)
+
+
+def _print_run(trace) -> None:
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    from .cli_view import printable
+    from .store.export import run_markdown
+
+    Console().print(Markdown(printable(run_markdown(trace))))
 
 
 if __name__ == "__main__":

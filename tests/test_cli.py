@@ -416,3 +416,28 @@ def test_a_killed_run_is_interrupted_with_what_it_had_streamed(fake, tmp_path, s
     (step_status, output), = db.execute(
         "select s.status, s.output from steps s join runs r on r.id = s.run_id where r.question = 'Q'").fetchall()
     assert step_status == "interrupted" and output.startswith("slow slow")  # kept what it had written
+
+
+def test_history_lists_runs_newest_first_and_shows_one(config, stiva_home):
+    long_question = "What is it? " + "Tell me everything about it. " * 10
+    for question in ("First question", long_question.strip()):
+        assert stiva("ask", question, "--config", str(config), home=stiva_home).returncode == 0
+    result = stiva("history", "--json", home=stiva_home)
+    assert result.returncode == 0, result.stderr
+    runs = json.loads(result.stdout)
+    assert [r["question"] for r in runs] == [long_question.strip(), "First question"]  # whole text
+    assert set(runs[0]) == {"id", "started_at", "source", "question", "status", "prompt_tokens",
+                            "completion_tokens", "cost_usd"}
+    assert runs[0]["source"] == "cli" and runs[0]["status"] == "finished" and runs[0]["prompt_tokens"] > 0
+    assert len(json.loads(stiva("history", "--json", "--limit", "1", home=stiva_home).stdout)) == 1
+
+    table = stiva("history", home=stiva_home).stdout
+    assert runs[1]["id"] in table and "First question" in table
+    assert "Tell me everything" in table and long_question.strip() not in table  # shortened
+
+    shown = stiva("history", "show", runs[1]["id"], "--json", home=stiva_home)
+    trace = json.loads(shown.stdout)
+    assert trace["run_id"] == runs[1]["id"] and trace["answer"] == "the combined answer"
+    assert "the combined answer" in stiva("history", "show", runs[1]["id"], home=stiva_home).stdout
+    missing = stiva("history", "show", "nope", home=stiva_home)
+    assert missing.returncode == 2 and missing.stderr.startswith("stiva: no run nope")

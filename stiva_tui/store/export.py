@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..core.trace import Trace, TraceConductor, TraceTotals
 from .db import Store
 
-__all__ = ["conversation_markdown", "conversation_json", "workflow_summary", "totals_line"]
+__all__ = ["conversation_markdown", "conversation_json", "run_markdown", "workflow_summary", "totals_line"]
 
 JSON_FORMAT = "stiva-conversation"
 JSON_VERSION = 1
@@ -65,6 +65,11 @@ def totals_line(totals: TraceTotals) -> str:
         f"{approx}{totals.prompt_tokens:,} in / {approx}{totals.completion_tokens:,} out tokens"
         f" · ${totals.cost_usd:.4f} · {totals.latency_s:.1f} s"
     )
+
+
+def run_markdown(trace: Trace) -> str:
+    """One run as Markdown: question, answer (or what it had written), workflow and totals."""
+    return "\n".join(_run_section(1, trace)).rstrip() + "\n"
 
 
 def _run_section(n: int, trace: Trace) -> list[str]:
