@@ -252,6 +252,8 @@ async def _ask(args, runtime, question: str) -> int:
     request = Ask(question, mode=mode, source="cli", conversation_id=args.continue_id, options=dict(
         rounds=args.rounds, max_steps=args.max_steps, budget_usd=args.budget_usd,
         budget_tokens=args.budget_tokens))
+    for warning in runtime.warnings:
+        console.print(f"[yellow]warning:[/] config: {escape(printable(warning))}", highlight=False)
     runtime.sessions.check(request)  # an unknown model or conversation fails before a model loads
     if isinstance(mode, ConductorMode):
         await _load_conductor(runtime, console, quiet=args.json)
@@ -316,14 +318,21 @@ async def models(args: argparse.Namespace, config) -> int:
 
     from .conductor.select import describe_choice
     from .config import ConfigError, with_conductor_override
+    from . import paths
     from .pool.listing import models_json, models_table
-    from .pool.registry import build_pool
+    from .pool.registry import build_pool, check_references
 
     pool = await build_pool(config, discover=False if args.no_discovery else None)
     try:
         conductor = with_conductor_override(config.conductor, args.conductor)
     except ConfigError as exc:
         return fail(str(exc), EXIT_USAGE)
+    errors, warnings = check_references(config, pool, conductor.backend, conductor.model)
+    source = args.config or str(paths.config_file())
+    if errors:
+        return fail(f"{source}: {errors[0]}", EXIT_USAGE)
+    for warning in warnings:
+        print(f"stiva: warning: {source}: {warning}", file=sys.stderr)
     choice = describe_choice(conductor)
     if args.json:
         print(json.dumps(models_json(pool, choice), indent=2))

@@ -441,3 +441,28 @@ def test_history_lists_runs_newest_first_and_shows_one(config, stiva_home):
     assert "the combined answer" in stiva("history", "show", runs[1]["id"], home=stiva_home).stdout
     missing = stiva("history", "show", "nope", home=stiva_home)
     assert missing.returncode == 2 and missing.stderr.startswith("stiva: no run nope")
+
+
+def test_models_the_config_names_must_exist_and_say_when_they_are_unavailable(fake, tmp_path, stiva_home):
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    base = config.read_text()
+
+    config.write_text(base.replace("retries = 0", 'retries = 0\nfallbacks = ["ghost"]'))
+    for command in (["models"], ["ask", "Q"]):
+        result = stiva(*command, "--config", str(config), home=stiva_home)
+        assert result.returncode == 2, result.stderr
+        assert "workers.fallbacks: 'ghost' is not a model of the pool" in result.stderr
+        assert result.stderr.count("\n") == 1
+    result = stiva("models", "--config", str(config), home=stiva_home)
+    assert result.stderr.startswith(f"stiva: {config}: workers.fallbacks")  # names the file too
+
+    config.write_text(base.replace('model = "cond"\n[discovery]', 'model = "nobody"\n[discovery]', 1))
+    result = stiva("models", "--config", str(config), home=stiva_home)
+    assert result.returncode == 2 and "conductor.model: 'nobody' (the remote conductor) is not a model" in result.stderr
+
+    # Known but without a key right now: a warning line, and it still works.
+    config.write_text(base.replace("catalog = false", "catalog = true").replace(
+        "retries = 0", 'retries = 0\nfallbacks = ["openai/gpt-5"]'))
+    result = stiva("models", "--config", str(config), "--no-discovery", home=stiva_home)
+    assert result.returncode == 0
+    assert "warning" in result.stderr and "workers.fallbacks: 'openai/gpt-5' is not available now (no key" in result.stderr

@@ -283,3 +283,30 @@ def build_pool_sync(config: Config, *, discover: bool | None = None,
 def with_availability(model: PoolModel, available: bool, reason: str) -> PoolModel:
     """A copy of `model` with a new availability (e.g. after a failed health check)."""
     return replace(model, available=available, reason=reason)
+
+
+# --- references from the config ---------------------------------------------------------------------
+
+
+def check_references(config: Config, pool: Pool, conductor_backend: str | None = None,
+                     conductor_model: str | None = None) -> tuple[list[str], list[str]]:
+    """(errors, warnings) about the models the config names: a fallback, a MoA model or the
+    remote conductor's model that no pool knows is an error; one known but unavailable right now
+    (no key, a server down) is a warning. Each names the config field."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    backend = conductor_backend or config.conductor.backend
+    named = [(f"workers.fallbacks: {m!r}", m) for m in config.workers.fallbacks]
+    named += [(f"moa.proposers: {m!r}", m) for m in config.moa.proposers]
+    if config.moa.aggregator:
+        named.append((f"moa.aggregator: {config.moa.aggregator!r}", config.moa.aggregator))
+    if backend == "remote":
+        model = conductor_model or config.conductor.model
+        named.append((f"conductor.model: {model!r} (the remote conductor)", model))
+    for field, model_id in named:
+        model = pool.get(model_id)
+        if model is None:
+            errors.append(f"{field} is not a model of the pool; known: {', '.join(pool.ids())}")
+        elif not (model.enabled and model.available):
+            warnings.append(f"{field} is not available now ({model.reason})")
+    return errors, warnings

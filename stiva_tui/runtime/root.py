@@ -22,7 +22,7 @@ from ..core.words import Source
 from ..engine.executor import Engine, RunOptions
 from ..inference.progress import Progress, report
 from ..pool.client import HttpWorker, PoolWorker
-from ..pool.registry import Pool, build_pool
+from ..pool.registry import Pool, build_pool, check_references
 from ..pool.types import PoolModel
 from .modes import ConductorVariant
 
@@ -54,6 +54,8 @@ class Runtime:
     _conductors: dict[str, _Loaded] = field(default_factory=dict)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _sessions: "Sessions | None" = None
+    # Models the config names that are known but not available now (no key, a server down).
+    warnings: list[str] = field(default_factory=list)
 
     @classmethod
     async def create(cls, config: Config, *, conductor: str | None = None, with_store: bool = True,
@@ -70,7 +72,12 @@ class Runtime:
 
             store = await asyncio.to_thread(Store.open, store_path)  # file I/O and upgrades off the loop
         runtime = cls(config=config, pool=pool, worker=worker, store=store, conductor_override=conductor)
-        runtime.conductor_config()  # a bad --conductor override fails here, before any run
+        cfg = runtime.conductor_config()  # a bad --conductor override fails here, before any run
+        errors, runtime.warnings = check_references(config, pool, cfg.backend, cfg.model)
+        if errors:
+            if store is not None:
+                store.close()
+            raise StartupError(f"config: {errors[0]}")
         return runtime
 
     @property
