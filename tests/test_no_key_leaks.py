@@ -199,8 +199,9 @@ def test_a_key_a_provider_echoes_in_its_error_is_masked_everywhere(tmp_path, sti
             for summary in store.list_conversations():
                 _assert_echoed_key_absent(conversation_markdown(store, summary.id), "the Markdown export")
                 _assert_echoed_key_absent(json.dumps(conversation_json(store, summary.id)), "the JSON export")
-        for file in db_path.parent.iterdir():
-            _assert_echoed_key_absent(file.read_bytes(), file.name)
+        for file in db_path.parent.rglob("*"):
+            if file.is_file():
+                _assert_echoed_key_absent(file.read_bytes(), file.name)
 
 
 async def test_the_api_never_sends_an_echoed_key_back(monkeypatch):

@@ -328,19 +328,20 @@ async def test_startup_failure_is_a_message_and_a_question_says_why(fake):
 async def test_conductor_failure_is_a_message_and_the_app_stays_usable(fake, setup):
     from stiva_tui.tui import messages as msg
 
-    config, runtime = await setup(load_conductor=False, conductor={"backend": "remote", "model": "missing"})
+    # A local conductor on a machine without a CUDA GPU cannot run: it fails when it is chosen.
+    config, runtime = await setup(load_conductor=False, conductor={"backend": "local", "model": "/nowhere/model"})
     app = StivaApp(config, runtime=runtime)
     seen: list = []
     async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
         await wait_for(pilot, lambda: any(isinstance(m, msg.ConductorFailed) for m in seen), what="the failure")
         failed = next(m for m in seen if isinstance(m, msg.ConductorFailed))
-        assert "missing" in failed.error
+        assert "the local conductor cannot run" in failed.error
         screen = app.chat_screen
         assert "conductor failed to load" in str(screen.status_bar.query_one("#status-conductor").render())
         await ask(pilot, "Plan this")
         await wait_for(pilot, lambda: any(isinstance(m, msg.RunEnded) for m in seen), what="the refusal")
         answer = list(screen.query(AnswerView))[-1]
-        assert "missing" in answer.query_one("Markdown").source
+        assert "the local conductor cannot run" in answer.query_one("Markdown").source
         await pilot.press("f4")  # the other screens open all the same
         await pilot.pause(0.1)
         from stiva_tui.tui.screens.pool import PoolScreen
