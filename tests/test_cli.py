@@ -185,18 +185,8 @@ def test_unknown_conductor_backend_is_a_one_line_error(config, stiva_home):
 def test_ctrl_c_cancels_the_run_and_keeps_it_as_cancelled(fake, tmp_path, stiva_home):
     import signal
     import sqlite3
-    import time
 
-    fake.script("cond", Reply('model_id = [1]\nsubtasks = ["a"]\naccess_list = [[]]'))
-    fake.default("w1", Reply("slow " * 100, chunk_delay_s=0.1))
-    config = write_config(tmp_path / "c.toml", fake.base_url)
-    process = subprocess.Popen([STIVA, "ask", "Q", "--config", str(config)], text=True,
-                               env={**os.environ, "STIVA_HOME": str(stiva_home)},
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    while not fake.requests_for("w1") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)
+    process = _start_slow_run(fake, tmp_path, stiva_home)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=30)
     assert process.returncode == 130 and err.strip().splitlines()[-1] == "stiva: cancelled"
