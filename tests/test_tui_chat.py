@@ -357,6 +357,29 @@ async def test_first_run_notice_with_only_the_embedded_model(setup_embedded_only
         assert "No API keys found" in str(notice.render())
 
 
+async def test_a_model_the_config_names_but_cannot_use_is_a_warning(stiva_home):
+    from stiva_tui.config import parse_config
+    from stiva_tui.runtime import Runtime
+
+    config = parse_config({"discovery": {"enabled": False}, "workers": {"fallbacks": ["openai/gpt-5"]}})
+    runtime = await Runtime.create(config, discover=False)
+
+    async def no_load(progress=None):  # never load torch in this test
+        raise RuntimeError("not loading the embedded model in tests")
+
+    runtime.ensure_conductor = no_load
+    app = StivaApp(config, runtime=runtime)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: any("openai/gpt-5" in n.message for n in app._notifications),
+                           what="the warning")
+            (note,) = [n for n in app._notifications if "openai/gpt-5" in n.message]
+            assert "workers.fallbacks" in note.message and "no key" in note.message
+            assert note.severity == "warning"
+    finally:
+        await runtime.aclose()
+
+
 @pytest.fixture
 async def setup_embedded_only():
     from stiva_tui.config import parse_config

@@ -97,6 +97,8 @@ async def _serve(config: Any, host: str, port: int, token: str | None, conductor
     except StartupError as exc:
         print(f"stiva serve: {exc}", file=sys.stderr)
         return 1
+    for warning in runtime.warnings:  # a model the config names is unavailable right now
+        print(f"stiva serve: warning: config: {warning}", file=sys.stderr)
     try:
         app = create_app(runtime, token)
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info",

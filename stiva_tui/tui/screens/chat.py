@@ -135,6 +135,8 @@ class ChatScreen(Screen):
             from ... import paths
 
             self._set_notice(FIRST_RUN_NOTICE.format(config=paths.config_file()))
+        for warning in self.runtime.warnings:  # a model the config names is unavailable right now
+            self.notify(warning, title="Config", severity="warning", timeout=15)
 
     def on_startup_failed(self, message: msg.StartupFailed) -> None:
         self.startup_error = message.error
