@@ -102,10 +102,7 @@ class RemoteConductor:
                     elif isinstance(event, UsageReport):
                         usage = event.usage
         except TimeoutError:
-            error = ProviderError(f"no complete reply within {self.deadline_s:g} s ([workers] deadline_s)",
-                                  provider=self.pool_model.provider, retryable=True)
-            error.partial = bool(parts)
-            raise error from None
+            raise ProviderError.past_deadline(self.pool_model.provider, self.deadline_s, bool(parts)) from None
         except ProviderError as exc:
             exc.partial = exc.partial or bool(parts)
             raise

@@ -239,14 +239,6 @@ async def events_of(start: Callable[[Subscriber], Awaitable[Any]]) -> AsyncItera
                 await task
 
 
-def past_deadline(model: PoolModel, deadline_s: float | None, partial: bool) -> ProviderError:
-    """The failure of a call that ran past its deadline: retried and moved like any other."""
-    error = ProviderError(f"no complete reply within {deadline_s:g} s ([workers] deadline_s)",
-                          provider=model.provider, retryable=True)
-    error.partial = partial
-    return error
-
-
 def cut_at_stop(text: str, stops: Sequence[str]) -> str:
     """`text` up to the first of `stops` (for providers that ignore the stop sequences sent)."""
     cut = min((i for i in (text.find(s) for s in stops if s) if i >= 0), default=-1)
@@ -441,7 +433,7 @@ class _Run:
                     elif isinstance(event, UsageReport):
                         usage = event.usage
         except TimeoutError:
-            raise past_deadline(model, self.options.deadline_s, bool(parts)) from None
+            raise ProviderError.past_deadline(model.provider, self.options.deadline_s, bool(parts)) from None
         text = "".join(parts)
         if usage is None:
             usage = Usage(prompt_estimate, estimate_tokens(text), True)

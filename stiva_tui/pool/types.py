@@ -25,6 +25,14 @@ class ProviderError(Exception):
         super().__init__(f"{prefix}{code}{message}")
         self.message = message
 
+    @classmethod
+    def past_deadline(cls, provider: str, deadline_s: float | None, partial: bool) -> "ProviderError":
+        """A call that ran past `[workers] deadline_s`: it fails like any other (retry, fallback)."""
+        error = cls(f"no complete reply within {deadline_s:g} s ([workers] deadline_s)", provider=provider,
+                    retryable=True)
+        error.partial = partial
+        return error
+
     def mask(self, secrets: "Iterable[str | None]") -> "ProviderError":
         """Replace every one of `secrets` (and anything shaped like a key) in the message: a
         provider may echo the key it was sent, and this text is shown, stored and served."""

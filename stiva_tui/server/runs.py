@@ -148,6 +148,3 @@ class StopFilter:
     def flush(self) -> str:
         out, self.pending = ("" if self.stopped else self.pending), ""
         return out
-
-    def apply(self, text: str) -> str:
-        return self.feed(text) + self.flush()

@@ -7,13 +7,12 @@ first event is written, and a deleted run leaves its entry (with no trace) behin
 
 from __future__ import annotations
 
-import sqlite3
 import uuid
 from typing import TYPE_CHECKING
 
 from .errors import NotFoundError, StoreError
 from .records import CompareEntry, CompareSession, CompareSummary, LeaderboardRow
-from .schema import timestamp
+from .schema import require_row, timestamp
 
 if TYPE_CHECKING:
     from .db import Store
@@ -29,7 +28,7 @@ class CompareSessions:
         sid = str(uuid.uuid4())
         with self.transaction() as c:
             if conversation_id is not None:
-                _require(c, "conversations", conversation_id, "conversation")
+                require_row(c, "conversations", conversation_id, "conversation")
             c.execute(
                 "INSERT INTO compare_sessions (id, conversation_id, question, created_at) VALUES (?, ?, ?, ?)",
                 (sid, conversation_id, question, timestamp()),
@@ -39,7 +38,7 @@ class CompareSessions:
     def add_compare_entry(self: "Store", session_id: str, system: str, run_id: str | None) -> None:
         """Attach one system's run to a session (replacing that system's earlier entry)."""
         with self.transaction() as c:
-            _require(c, "compare_sessions", session_id, "compare session")
+            require_row(c, "compare_sessions", session_id, "compare session")
             c.execute(
                 "INSERT INTO compare_entries (session_id, system, run_id) VALUES (?, ?, ?)"
                 " ON CONFLICT (session_id, system) DO UPDATE SET run_id = excluded.run_id",
@@ -50,7 +49,7 @@ class CompareSessions:
         """Record which system won; a session keeps only its latest vote. StoreError when the
         winner is not one of the session's systems."""
         with self.transaction() as c:
-            _require(c, "compare_sessions", session_id, "compare session")
+            require_row(c, "compare_sessions", session_id, "compare session")
             if c.execute(
                 "SELECT 1 FROM compare_entries WHERE session_id = ? AND system = ?", (session_id, winner_system)
             ).fetchone() is None:
@@ -139,9 +138,3 @@ class CompareSessions:
             except NotFoundError:
                 trace = None
         return CompareEntry(system=system, run_id=run_id, trace=trace)
-
-
-def _require(c: sqlite3.Connection, table: str, row_id: str, what: str) -> None:
-    """NotFoundError unless `table` holds a row with that id (table names are ours, never input)."""
-    if c.execute(f"SELECT 1 FROM {table} WHERE id = ?", (row_id,)).fetchone() is None:
-        raise NotFoundError(f"no {what} {row_id}")

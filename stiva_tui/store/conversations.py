@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from ..core.words import CONVERSATION_KINDS, ConversationKind
 from .errors import NotFoundError, StoreError
 from .records import Conversation, ConversationSummary, MessageRecord
-from .schema import timestamp
+from .schema import require_row, timestamp
 
 if TYPE_CHECKING:
     from .db import Store
@@ -142,8 +142,7 @@ def _append_message(c: sqlite3.Connection, conversation_id: str, role: str, cont
                     run_id: str | None) -> int:
     """Add a message at the end of its conversation (inside the caller's transaction); its seq."""
     now = timestamp()
-    if c.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone() is None:
-        raise NotFoundError(f"no conversation {conversation_id}")
+    require_row(c, "conversations", conversation_id, "conversation")
     seq = c.execute(
         "SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE conversation_id = ?", (conversation_id,)
     ).fetchone()[0]

@@ -22,7 +22,6 @@ error texts pass through `redact()` before they are written.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import threading
 from contextlib import contextmanager

@@ -33,7 +33,7 @@ from ..core import events as ev
 from ..core.words import FailureReason, RunStatus
 from .db import Store, redact
 from .errors import NotFoundError, StoreError
-from .schema import timestamp
+from .schema import row_exists, timestamp
 
 __all__ = ["Recorder"]
 
@@ -97,7 +97,7 @@ class Recorder:
         owner = self.store.owner.id  # which process records it: alive or not, later (owners.py)
 
         def write(c: sqlite3.Connection) -> None:
-            linked = e.conversation_id is not None and _exists(c, "conversations", e.conversation_id)
+            linked = e.conversation_id is not None and row_exists(c, "conversations", e.conversation_id)
             _upsert_run(c, e, e.conversation_id if linked else None, owner)
             if e.conversation_id is not None and not linked:  # kept, unlinked; said on the next event
                 self._notices.append(NotFoundError(
@@ -244,10 +244,6 @@ _HANDLERS: dict[type, Callable] = {
 
 
 # --- statements (each runs inside the caller's transaction) ---------------------------------------
-
-
-def _exists(c: sqlite3.Connection, table: str, row_id: str) -> bool:
-    return c.execute(f"SELECT 1 FROM {table} WHERE id = ?", (row_id,)).fetchone() is not None
 
 
 def _upsert_run(c: sqlite3.Connection, e: ev.RunStarted, conversation_id: str | None, owner: str) -> None:

@@ -15,7 +15,7 @@ import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .errors import StoreError
+from .errors import NotFoundError, StoreError
 
 __all__ = [
     "APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "check_file", "upgrade", "timestamp",
@@ -259,6 +259,17 @@ SCHEMA_VERSION = len(MIGRATIONS)
 def timestamp() -> str:
     """Now, as the store writes every time: ISO-8601 UTC with microseconds."""
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def row_exists(c: sqlite3.Connection, table: str, row_id: str) -> bool:
+    """Whether `table` holds a row with that id (table names are the store's own, never input)."""
+    return c.execute(f"SELECT 1 FROM {table} WHERE id = ?", (row_id,)).fetchone() is not None
+
+
+def require_row(c: sqlite3.Connection, table: str, row_id: str, what: str) -> None:
+    """NotFoundError ("no <what> <id>") unless `table` holds a row with that id."""
+    if not row_exists(c, table, row_id):
+        raise NotFoundError(f"no {what} {row_id}")
 
 
 # --- opening --------------------------------------------------------------------------------------
