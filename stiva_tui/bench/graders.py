@@ -1,0 +1,695 @@
+"""Graders: is an answer to a suite item right, and what was taken from it to decide.
+
+`grade(item, text)` is synchronous: pure text matching for `numeric`, `exact`, `contains` and
+`choice`; math-verify for `math`; the sandbox (a child process, waited for) for `code`.
+`grade_async(item, text)` is what a runner calls: it never blocks the event loop, runs `math` in a
+process pool (math-verify's timeouts use SIGALRM, which only works on a process's main thread) and
+`code` in the sandbox without a thread. `judge` items are graded by a model the runner calls:
+`judge_prompt` builds its messages and `parse_judge_reply` reads the verdict; `grade` refuses them.
+
+How each grader reads an answer (the "extracted" part of a `Grade`):
+
+- numeric: the content of the last `\\boxed{...}`; else the first number after the last "answer
+  is" / "answer:" / "answer ="; else the last number in the text. Thousands commas ("1,234"),
+  decimals, a sign, exponents, fractions ("3/4", "\\frac{3}{4}") and percent signs are read; a
+  sentence's final period is not a decimal point; digits glued to letters ("CO2", "x2") are not
+  numbers. Correct when within the item's relative `tolerance` (default 1e-6) of the reference.
+- exact: one piece of text compared after normalising: the last `\\boxed{}` if any, else the last
+  non-blank line; NFKC, casefolded, whitespace collapsed, markdown `*`/`_`/backticks and
+  surrounding quotes and punctuation (.,;:!?) removed, and a leading "the (final) answer is" /
+  "answer:" removed. The reference is normalised the same way.
+- contains: any `|`-separated reference alternative occurs in the normalised answer as whole
+  words: "Paris" matches "The capital is Paris."; "4" matches "2 + 2 = 4." but not "42", "4.5"
+  or "-4". It does not notice an answer that names several candidates.
+- choice: the letter the answer commits to: a `\\boxed{C}`; else "answer is (C)" / "Answer: C" /
+  "answer: **C**" (the last such); else a final line that is the letter ("C", "(C)", "**C**",
+  "C.", "C) text"); else a final line equal to one option's text; else the last "(C)" or "**C**"
+  anywhere. Only letters of the item's options count, and never a letter inside a word.
+- math: math-verify parses the reference (wrapped in `$...$` when it has no delimiters) and the
+  answer (a boxed answer preferred) and compares them symbolically.
+- code: the last ```python block (or, when there is none, the last plain ``` block; an unclosed
+  final block counts), run in the sandbox against the item's tests; correct only when all pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import multiprocessing
+import re
+import secrets
+import threading
+import unicodedata
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from .sandbox import OUTPUT_LIMIT, SandboxResult, run_code, run_code_async
+from .suite import LETTERS, CodeTests, SuiteItem
+
+__all__ = [
+    "DEFAULT_CODE_TIMEOUT_S", "DEFAULT_TOLERANCE", "MATH_HARD_TIMEOUT_S", "Grade", "GraderError",
+    "JudgeRequired", "extract_choice", "extract_code", "extract_number", "grade", "grade_async",
+    "judge_prompt", "normalize_exact", "parse_judge_reply", "parse_number", "same_output",
+    "same_value", "shutdown_graders",
+]
+
+DEFAULT_TOLERANCE = 1e-6
+DEFAULT_CODE_TIMEOUT_S = 10.0
+MATH_HARD_TIMEOUT_S = 30.0
+"""Past this a math grade is abandoned and its worker killed: math-verify's own 5 s alarms do not
+interrupt sympy stuck inside C code."""
+_MATH_WORKERS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Grade:
+    """A verdict. `extracted` is what was read from the answer (a number, a letter, a code block);
+    `detail` says why it is wrong, or anything a reader should know, in a line or a few."""
+
+    correct: bool
+    extracted: str
+    detail: str | None = None
+
+
+class GraderError(Exception):
+    """An item this module cannot grade as asked."""
+
+
+class JudgeRequired(GraderError):
+    """`judge` items are graded by a pool model: use `judge_prompt` and `parse_judge_reply`."""
+
+
+def grade(item: SuiteItem, answer_text: str) -> Grade:
+    """Grade `answer_text` against `item`, synchronously.
+
+    `code` waits for sandbox runs; `math` runs math-verify in this process when called on the main
+    thread (its SIGALRM timeouts need it) and in the grader process pool otherwise. From async
+    code call `grade_async` instead. Raises `JudgeRequired` for `judge` items."""
+    if item.grader == "judge":
+        raise JudgeRequired(f"item {item.id!r} is graded by a judge model, not by grade()")
+    if item.grader == "math":
+        if threading.current_thread() is threading.main_thread():
+            return Grade(*_math_verdict(item.answer, answer_text))
+        pool = _math_pool()
+        try:
+            return Grade(*pool.submit(_math_verdict, item.answer, answer_text).result(MATH_HARD_TIMEOUT_S))
+        except FutureTimeout:
+            _discard_pool(pool)
+            return Grade(False, "", f"math grading took longer than {MATH_HARD_TIMEOUT_S:.0f} s")
+    if item.grader == "code":
+        return _grade_code(item, answer_text)
+    return _TEXT_GRADERS[item.grader](item, answer_text)
+
+
+async def grade_async(item: SuiteItem, answer_text: str) -> Grade:
+    """`grade` for an event loop: `math` in the grader process pool, `code` in the sandbox, both
+    awaited; the text graders inline (they are fast). Raises `JudgeRequired` for `judge` items."""
+    if item.grader == "judge":
+        raise JudgeRequired(f"item {item.id!r} is graded by a judge model, not by grade_async()")
+    if item.grader == "math":
+        return await _grade_math_in_pool(item.answer, answer_text)
+    if item.grader == "code":
+        return await _grade_code_async(item, answer_text)
+    return _TEXT_GRADERS[item.grader](item, answer_text)
+
+
+# --- numeric -------------------------------------------------------------------------------------
+
+_NUMBER = re.compile(
+    r"(?<![\w.])-?"                                        # not inside a word or after a point
+    r"(?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+)"  # 1,234.5 | 1234.5 | .5
+    r"(?:[eE][-+]?\d+)?"                                    # 1e-6
+    r"(?:\s*/\s*\d+(?:\.\d+)?)?"                            # 3/4
+)
+_ANSWER_ANCHOR = re.compile(r"answer\W{0,4}(?:is|:|=)", re.IGNORECASE)
+
+
+def parse_number(text: str) -> float | None:
+    """`text` read as exactly one number ("1,000", "-2.5", "3/4", "\\frac{3}{4}", "25%", "$5"), or
+    None: how a `numeric` reference is read."""
+    cleaned = _delatex(_unboxed(text) or text).strip().strip("$").strip()
+    cleaned = cleaned.removesuffix("%").rstrip(".").strip()
+    match = _NUMBER.fullmatch(cleaned)
+    return _to_float(match.group()) if match else None
+
+
+def extract_number(text: str) -> tuple[str, float] | None:
+    """The number an answer commits to, as (the text read, its value); see the module docstring."""
+    boxed = _unboxed(text)
+    if boxed is not None:
+        found = _numbers(_delatex(boxed))
+        if found:
+            return found[-1]
+    text = _delatex(text)
+    anchors = list(_ANSWER_ANCHOR.finditer(text))
+    if anchors:
+        after = _numbers(text[anchors[-1].end():])
+        if after:
+            return after[0]
+    found = _numbers(text)
+    return found[-1] if found else None
+
+
+def _grade_numeric(item: SuiteItem, text: str) -> Grade:
+    reference = parse_number(item.answer)
+    if reference is None:  # validated at load; kept for items built by hand
+        raise GraderError(f"item {item.id!r}: reference {item.answer!r} is not a number")
+    found = extract_number(text)
+    if found is None:
+        return Grade(False, "", "no number in the answer")
+    read, value = found
+    tolerance = item.tolerance if item.tolerance is not None else DEFAULT_TOLERANCE
+    correct = math.isclose(value, reference, rel_tol=tolerance, abs_tol=1e-12)
+    return Grade(correct, read, None if correct else f"expected {item.answer}, read {read}")
+
+
+def _numbers(text: str) -> list[tuple[str, float]]:
+    found = []
+    for match in _NUMBER.finditer(text.replace("\u2212", "-")):
+        value = _to_float(match.group())
+        if value is not None:
+            found.append((re.sub(r"[\s,]", "", match.group()), value))
+    return found
+
+
+def _to_float(token: str) -> float | None:
+    token = re.sub(r"[\s,]", "", token)
+    try:
+        if "/" in token:
+            top, bottom = token.split("/")
+            return float(Fraction(top) / Fraction(bottom))
+        return float(token)
+    except (ValueError, ZeroDivisionError, OverflowError):
+        return None
+
+
+_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(-?[\d.,]+)\s*\}\s*\{\s*(-?[\d.,]+)\s*\}")
+
+
+def _delatex(text: str) -> str:
+    """The LaTeX that wraps plain numbers, removed: \\frac{a}{b} -> a/b, 1{,}000, \\$, \\%, \\text."""
+    text = _FRAC.sub(r"\1/\2", text)
+    text = re.sub(r"\\text\{([^{}]*)\}", r"\1", text)
+    for latex, plain in (("{,}", ","), ("\\,", ""), ("\\!", ""), ("\\$", "$"), ("\\%", "%"),
+                         ("\\left", ""), ("\\right", ""), ("\u2212", "-")):
+        text = text.replace(latex, plain)
+    return text
+
+
+def _unboxed(text: str) -> str | None:
+    """The content of the last `\\boxed{...}` (or `\\fbox{...}`), braces balanced; None if none."""
+    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
+    if start < 0:
+        return None
+    brace = text.find("{", start)
+    if brace < 0:
+        return None
+    depth = 0
+    for index in range(brace, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[index], 0)
+        if depth == 0:
+            return text[brace + 1:index]
+    return text[brace + 1:]  # unclosed: an answer cut off at the end
+
+
+# --- exact and contains --------------------------------------------------------------------------
+
+_ANSWER_PREFIX = re.compile(r"^(?:the\s+)?(?:final\s+)?answer\s*(?:is\b|:|=)\s*", re.IGNORECASE)
+_EDGE_JUNK = " \t.,;:!?\"'`“”‘’«»*_"
+
+
+def normalize_exact(text: str) -> str:
+    """The piece of `text` that `exact` compares, normalised (see the module docstring)."""
+    text = unicodedata.normalize("NFKC", text)
+    boxed = _unboxed(text)
+    if boxed is not None:
+        text = re.sub(r"\\text\{([^{}]*)\}", r"\1", boxed)
+    else:
+        lines = [line for line in text.splitlines() if line.strip()]
+        text = lines[-1] if lines else ""
+    text = text.replace("**", "").replace("`", "").strip(_EDGE_JUNK)
+    text = _ANSWER_PREFIX.sub("", text).strip(_EDGE_JUNK)
+    return " ".join(text.casefold().split())
+
+
+def _grade_exact(item: SuiteItem, text: str) -> Grade:
+    read = normalize_exact(text)
+    correct = read == normalize_exact(item.answer)
+    return Grade(correct, read, None if correct else f"expected {normalize_exact(item.answer)!r}")
+
+
+def _normalize_words(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).replace("**", "").replace("`", "")
+    return " ".join(text.casefold().split())
+
+
+def _grade_contains(item: SuiteItem, text: str) -> Grade:
+    haystack = _normalize_words(text)
+    alternatives = [_normalize_words(a) for a in item.answer.split("|") if a.strip()]
+    for alternative in alternatives:
+        if re.search(_whole_words(alternative), haystack):
+            return Grade(True, alternative)
+    return Grade(False, "", f"none of {' | '.join(alternatives)} appears as a whole word")
+
+
+def _whole_words(phrase: str) -> str:
+    """A pattern for `phrase` not glued to a letter or digit, nor (for numbers) part of a bigger
+    number: "4" is not in "42", "4.5", "3,4" or "-4"."""
+    pattern = re.escape(phrase)
+    head = r"(?<!\w)" + (r"(?<!\d[.,])(?<!-)" if phrase[:1].isdigit() else "")
+    tail = r"(?!\w)" + (r"(?![.,]\d)" if phrase[-1:].isdigit() else "")
+    return head + pattern + tail
+
+
+# --- choice --------------------------------------------------------------------------------------
+
+
+def extract_choice(text: str, n_choices: int) -> str | None:
+    """The option letter an answer commits to, among the first `n_choices` letters, or None."""
+    letters = LETTERS[:n_choices]
+    if not letters:
+        return None
+    cls = f"[{letters}]"
+    boxed = _unboxed(text)
+    if boxed is not None:
+        inner = re.sub(r"\\text(?:bf)?\{([^{}]*)\}", r"\1", boxed).strip(" ()[].*$").upper()
+        if len(inner) == 1 and inner in letters:
+            return inner
+    anchored = re.findall(rf"(?i:answer)\W{{0,4}}(?:is|:|=)?\W{{0,4}}(?:(?i:option|choice)\s*)?"
+                          rf"[\s*_(\[]*({cls})(?![\w])", text)
+    if anchored:
+        return anchored[-1]
+    lines = [line.strip(" \t*_#>") for line in text.splitlines() if line.strip(" \t*_#>")]
+    if lines:
+        last = re.match(rf"^[(\[]?({cls})(?:[)\].:]|$)", lines[-1])
+        if last:
+            return last.group(1)
+    return None
+
+
+def _grade_choice(item: SuiteItem, text: str) -> Grade:
+    choices = item.choices or ()
+    letter = extract_choice(text, len(choices))
+    if letter is None:
+        letter = _choice_by_text(text, choices) or _last_marked_letter(text, len(choices))
+    if letter is None:
+        return Grade(False, "", "no option letter found in the answer")
+    correct = letter == item.answer
+    return Grade(correct, letter, None if correct else f"expected {item.answer}")
+
+
+def _choice_by_text(text: str, choices: tuple[str, ...]) -> str | None:
+    final = normalize_exact(text)
+    for letter, choice in zip(LETTERS, choices):
+        if final and final == normalize_exact(choice):
+            return letter
+    return None
+
+
+def _last_marked_letter(text: str, n_choices: int) -> str | None:
+    cls = f"[{LETTERS[:n_choices]}]"
+    marked = re.findall(rf"\(({cls})\)|\*\*({cls})\*\*", text)
+    return "".join(marked[-1]) if marked else None
+
+
+# --- math ----------------------------------------------------------------------------------------
+
+
+def _math_verdict(reference: str, text: str) -> tuple[bool, str, str | None]:
+    """math-verify's verdict as plain values, so it crosses a process boundary. Top-level, so the
+    spawned pool can import it."""
+    try:
+        from math_verify import parse, verify
+
+        delimited = any(mark in reference for mark in ("$", "\\boxed", "\\(", "\\["))
+        wrapped = reference if delimited else f"${reference}$"
+        gold = parse(wrapped)
+        if not gold:
+            return False, "", f"math-verify cannot parse the reference {reference!r}"
+        answer = parse(text)
+        if not answer:
+            return False, "", "no mathematical answer found"
+        extracted = answer[1] if len(answer) > 1 and isinstance(answer[1], str) else str(answer[0])
+        correct = bool(verify(gold, answer))
+        return correct, extracted, None if correct else f"expected {reference}"
+    except Exception as error:  # a grader never takes the run down with it
+        return False, "", f"math-verify failed: {type(error).__name__}: {error}"
+
+
+_pool: ProcessPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _math_pool() -> ProcessPoolExecutor:
+    """The grader process pool, started on first use. "spawn": no copy of the caller's threads,
+    locks or event loop, and the same behaviour on every platform."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ProcessPoolExecutor(max_workers=_MATH_WORKERS,
+                                        mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=_warm_math)
+        return _pool
+
+
+def _warm_math() -> None:
+    import math_verify  # noqa: F401  (a few seconds of imports, paid once per worker)
+
+
+def shutdown_graders(*, wait: bool = True) -> None:
+    """Stop the grader process pool, if one was started; the next math grade starts a new one."""
+    global _pool
+    with _pool_lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.shutdown(wait=wait, cancel_futures=True)
+
+
+def _discard_pool(pool: ProcessPoolExecutor) -> None:
+    """Kill a pool whose worker is stuck, and forget it. Uses the executor's private `_processes`:
+    the public API cannot stop a running task."""
+    global _pool
+    with _pool_lock:
+        if _pool is pool:
+            _pool = None
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def _grade_math_in_pool(reference: str, text: str) -> Grade:
+    loop = asyncio.get_running_loop()
+    for attempt in (1, 2):
+        pool = _math_pool()
+        try:
+            verdict = await asyncio.wait_for(loop.run_in_executor(pool, _math_verdict, reference, text),
+                                             MATH_HARD_TIMEOUT_S)
+            return Grade(*verdict)
+        except TimeoutError:
+            _discard_pool(pool)
+            return Grade(False, "", f"math grading took longer than {MATH_HARD_TIMEOUT_S:.0f} s")
+        except BrokenProcessPool:
+            _discard_pool(pool)  # another grade killed it, or a worker died: one fresh try
+            if attempt == 2:
+                return Grade(False, "", "the math grader process died")
+    raise AssertionError("unreachable")
+
+
+# --- code ----------------------------------------------------------------------------------------
+
+_PYTHON_TAGS = {"python", "py", "python3", "py3"}
+
+
+def extract_code(text: str) -> str | None:
+    """The last ```python block of `text`; if there is none, the last plain ``` block. A final
+    block left open (an answer cut off) counts up to the end. None when there is no such block."""
+    blocks: list[tuple[str, list[str]]] = []
+    open_block: list[str] | None = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if open_block is None:
+            if stripped.startswith("```"):
+                tag = stripped[3:].strip().split(maxsplit=1)
+                open_block = []
+                blocks.append(((tag[0] if tag else "").lower(), open_block))
+        elif stripped.startswith("```"):
+            open_block = None
+        else:
+            open_block.append(line)
+    for wanted in (lambda tag: tag in _PYTHON_TAGS, lambda tag: tag == ""):
+        chosen = [body for tag, body in blocks if wanted(tag)]
+        if chosen:
+            return "\n".join(chosen[-1])
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """One sandbox run of a code grade and how to judge it: `check` returns a failure or None."""
+
+    source: str
+    stdin: str | None
+    timeout_s: float
+    output_limit: int
+    check: Callable[[SandboxResult], str | None]
+
+
+def _grade_code(item: SuiteItem, text: str) -> Grade:
+    code = extract_code(text)
+    if code is None or not code.strip():
+        return Grade(False, "", "no Python code block in the answer")
+    for run in _code_runs(item, code):
+        result = run_code(run.source, stdin=run.stdin, timeout_s=run.timeout_s, output_limit=run.output_limit)
+        failure = run.check(result)
+        if failure is not None:
+            return Grade(False, code, _with_note(item, failure))
+    return Grade(True, code, _with_note(item, None))
+
+
+async def _grade_code_async(item: SuiteItem, text: str) -> Grade:
+    code = extract_code(text)
+    if code is None or not code.strip():
+        return Grade(False, "", "no Python code block in the answer")
+    for run in _code_runs(item, code):
+        result = await run_code_async(run.source, stdin=run.stdin, timeout_s=run.timeout_s,
+                                      output_limit=run.output_limit)
+        failure = run.check(result)
+        if failure is not None:
+            return Grade(False, code, _with_note(item, failure))
+    return Grade(True, code, _with_note(item, None))
+
+
+def _with_note(item: SuiteItem, failure: str | None) -> str | None:
+    note = item.tests.note if isinstance(item.tests, CodeTests) else None
+    return "; ".join(part for part in (failure, note) if part) or None
+
+
+def _code_runs(item: SuiteItem, code: str) -> list[_Run]:
+    """The sandbox runs that grade `code`, in order; grading stops at the first failure."""
+    timeout = item.timeout_s or DEFAULT_CODE_TIMEOUT_S
+    tests = item.tests
+    if isinstance(tests, str):
+        return [_assert_run(code, tests, timeout)]
+    if tests is None:
+        raise GraderError(f"code item {item.id!r} has no tests")
+    runs = [_stdio_run(code, case.input, case.output, index, timeout)
+            for index, case in enumerate(tests.stdin_stdout, 1)]
+    if tests.functional is not None:
+        runs.append(_functional_run(code, tests.functional.fn_name,
+                                    [(case.input, case.output) for case in tests.functional.cases], timeout))
+    return runs
+
+
+# The answer's code runs under a name other than "__main__", as in HumanEval-style harnesses, so an
+# `if __name__ == "__main__":` demo in it does not run (or wait for stdin); a random marker printed
+# last shows the tests ran to the end rather than being skipped by an early exit.
+_ASSERT_HARNESS = """\
+_namespace = {{"__name__": "__solution__"}}
+exec(compile({code!r}, "solution.py", "exec"), _namespace)
+exec(compile({tests!r}, "tests.py", "exec"), _namespace)
+print({marker!r})
+"""
+
+
+def _assert_run(code: str, tests: str, timeout: float) -> _Run:
+    marker = f"stiva-tests-passed-{secrets.token_hex(8)}"
+
+    def check(result: SandboxResult) -> str | None:
+        if result.ok and marker in result.stdout.splitlines()[-1:]:
+            return None
+        return _failure(result, "the tests did not run to the end")
+
+    return _Run(_ASSERT_HARNESS.format(code=code, tests=tests, marker=marker), None, timeout,
+                OUTPUT_LIMIT, check)
+
+
+def _stdio_run(code: str, given: str, expected: str, index: int, timeout: float) -> _Run:
+    def check(result: SandboxResult) -> str | None:
+        if not result.ok:
+            return f"case {index}: " + _failure(result, "")
+        if same_output(result.stdout, expected):
+            return None
+        return f"case {index}: expected {_excerpt(expected)!r}, got {_excerpt(result.stdout)!r}"
+
+    # Keep enough output to compare against a long expected answer.
+    limit = max(OUTPUT_LIMIT, 2 * len(expected.encode("utf-8")) + 1024)
+    return _Run(code, given, timeout, limit, check)
+
+
+# LeetCode-style answers use `List[int]` and `deque` without importing them, as the site allows;
+# LiveCodeBench's own harness puts the same kind of imports before them. Builtins come last so
+# that `pow` and the like stay the builtins.
+_FUNCTIONAL_PRELUDE = (
+    "from typing import *\nfrom collections import *\nfrom heapq import *\nfrom bisect import *\n"
+    "from itertools import *\nfrom functools import *\nfrom math import *\nfrom builtins import *\n"
+    "import collections, heapq, bisect, itertools, functools, math, string, re\n"
+)
+
+_FUNCTIONAL_HARNESS = """\
+import json
+_namespace = {{"__name__": "__solution__"}}
+exec({prelude!r}, _namespace)
+exec(compile({code!r}, "solution.py", "exec"), _namespace)
+
+def _target(name):
+    cls = _namespace.get("Solution")
+    if isinstance(cls, type) and hasattr(cls, name):
+        return getattr(cls(), name)
+    if callable(_namespace.get(name)):
+        return _namespace[name]
+    raise NameError(f"the code defines no function {{name!r}}, nor a class Solution with it")
+
+def _plain(value):
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {{str(k): _plain(v) for k, v in value.items()}}
+    return value
+
+_function = _target({fn_name!r})
+for _index, _args in enumerate(json.loads({arguments!r})):
+    try:
+        _outcome = {{"case": _index, "value": _plain(_function(*_args))}}
+        _line = json.dumps(_outcome)
+    except Exception as _error:
+        _outcome = {{"case": _index, "error": f"{{type(_error).__name__}}: {{_error}}"}}
+        _line = json.dumps(_outcome)
+    print({marker!r} + _line, flush=True)
+    if "error" in _outcome:
+        break
+"""
+
+
+def _functional_run(code: str, fn_name: str, cases: list[tuple[list[Any], Any]], timeout: float) -> _Run:
+    marker = f"stiva-case-{secrets.token_hex(8)}:"
+    arguments = json.dumps([arguments for arguments, _ in cases])
+
+    def check(result: SandboxResult) -> str | None:
+        outcomes = {}
+        for line in result.stdout.splitlines():
+            if line.startswith(marker):
+                try:
+                    outcome = json.loads(line[len(marker):])
+                    outcomes[outcome["case"]] = outcome
+                except (ValueError, KeyError, TypeError):
+                    continue
+        for index, (arguments_, expected) in enumerate(cases):
+            outcome = outcomes.get(index)
+            call = f"case {index + 1}: {fn_name}(*{_excerpt(json.dumps(arguments_))})"
+            if outcome is None:
+                return f"{call}: " + _failure(result, "no result (the program stopped first)")
+            if "error" in outcome:
+                return f"{call} raised {outcome['error']}"
+            if not same_value(outcome.get("value"), expected):
+                got = _excerpt(json.dumps(outcome.get("value")))
+                return f"{call} returned {got}, expected {_excerpt(json.dumps(expected))}"
+        return None
+
+    total = min(timeout * len(cases), max(timeout, 60.0))
+    source = _FUNCTIONAL_HARNESS.format(prelude=_FUNCTIONAL_PRELUDE, code=code, fn_name=fn_name,
+                                        arguments=arguments, marker=marker)
+    return _Run(source, None, total, OUTPUT_LIMIT, check)
+
+
+def same_output(got: str, expected: str) -> bool:
+    """Program output equal to the expected output: line by line, spaces around lines and blank
+    lines around the output ignored; failing that, token by token with numbers equal within 1e-6."""
+    def lines(text: str) -> list[str]:
+        return [row.strip() for row in text.strip().splitlines()]
+
+    if lines(got) == lines(expected):
+        return True
+    got_tokens, expected_tokens = got.split(), expected.split()
+    if len(got_tokens) != len(expected_tokens):
+        return False
+    return all(a == b or _close_numbers(a, b) for a, b in zip(got_tokens, expected_tokens))
+
+
+def _close_numbers(a: str, b: str) -> bool:
+    try:
+        return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=1e-6)
+    except ValueError:
+        return False
+
+
+def same_value(got: Any, expected: Any) -> bool:
+    """A function's result equal to the expected one, after JSON round-tripping (tuples are
+    lists); floats within 1e-6."""
+    if isinstance(got, bool) or isinstance(expected, bool):
+        return got is expected
+    if isinstance(got, int | float) and isinstance(expected, int | float):
+        return math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-9)
+    if isinstance(got, list) and isinstance(expected, list):
+        return len(got) == len(expected) and all(same_value(a, b) for a, b in zip(got, expected))
+    if isinstance(got, dict) and isinstance(expected, dict):
+        return got.keys() == expected.keys() and all(same_value(got[k], expected[k]) for k in got)
+    return bool(got == expected)
+
+
+def _failure(result: SandboxResult, fallback: str) -> str:
+    if result.timed_out:
+        return "timed out"
+    if result.returncode is not None and result.returncode < 0:
+        said = _tail(result.stderr)
+        return f"killed by signal {-result.returncode}" + (f": {said}" if said else "")
+    if not result.ok:
+        return _tail(result.stderr) or f"exit status {result.returncode}"
+    return fallback
+
+
+def _tail(text: str, limit: int = 400) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    tail = "\n".join(lines[-4:])
+    return tail[-limit:]
+
+
+def _excerpt(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# --- judge ---------------------------------------------------------------------------------------
+
+_JUDGE_RUBRIC = (
+    "You grade an answer to a question against a reference answer. Decide only whether the "
+    "candidate's final answer agrees with the reference in meaning; ignore style, length and the "
+    "reasoning shown, and do not solve the question yourself. A candidate that gives several "
+    "different final answers, or none, is incorrect.\n"
+    "Reply with at most two sentences of reasons, then CORRECT or INCORRECT alone on the last line."
+)
+
+
+def judge_prompt(item: SuiteItem, answer: str) -> list[dict[str, str]]:
+    """Chat messages asking a judge model whether `answer` is right for `item`."""
+    user = (f"Question:\n{item.question.strip()}\n\nReference answer:\n{item.answer.strip()}\n\n"
+            f"Candidate answer:\n{answer.strip()}")
+    return [{"role": "system", "content": _JUDGE_RUBRIC}, {"role": "user", "content": user}]
+
+
+_VERDICT = re.compile(r"\b(NOT\s+CORRECT|INCORRECT|CORRECT)\b", re.IGNORECASE)
+
+
+def parse_judge_reply(text: str) -> Grade:
+    """The verdict of a judge's reply: the last CORRECT/INCORRECT on its last line; failing that,
+    the last one anywhere (noted in `detail`); none at all is a wrong grade with a detail."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    on_last = _VERDICT.findall(lines[-1]) if lines else []
+    found = on_last or _VERDICT.findall(text)
+    if not found:
+        return Grade(False, "", "the judge's reply has no CORRECT or INCORRECT")
+    verdict = "CORRECT" if found[-1].upper() == "CORRECT" else "INCORRECT"
+    detail = None if on_last else "the verdict was not on the judge's last line"
+    return Grade(verdict == "CORRECT", verdict, detail)
+
+
+_TEXT_GRADERS: dict[str, Callable[[SuiteItem, str], Grade]] = {
+    "numeric": _grade_numeric,
+    "exact": _grade_exact,
+    "contains": _grade_contains,
+    "choice": _grade_choice,
+}

@@ -1,0 +1,409 @@
+"""Bench suites: the item format, loading a suite by name, path or public format, and what is asked.
+
+A suite is a JSONL file, one question per line:
+
+    {"_suite": "One line saying what the suite measures"}          (optional, first line only)
+    {"id": "add-1", "question": "What is 17 * 23?", "answer": "391", "grader": "numeric"}
+    {"id": "cap-1", "question": "...", "answer": "B", "grader": "choice", "choices": ["...", "..."]}
+
+Keys of an item (anything else is an error, so a typo does not silently change grading; keys
+starting with "_" are comments and ignored):
+
+- `id` (required, unique in the suite), `question` (required), `grader` (required, see `GraderName`).
+- `answer`: the reference. Required for every grader but `code`. For `numeric` it must be one
+  number (`1,000`, `-2.5`, `3/4`, `\\frac{3}{4}`); for `contains`, `|` separates accepted answers.
+- `choices` (`choice` only, 2-26 distinct options): `answer` is the letter of the right option or
+  its exact text; either way the stored `answer` becomes the letter.
+- `shuffle` (`choice` only): present the options in an order fixed by the item id (see
+  `shuffled_choices`), so a resumed run sees the same order; `answer` follows its option.
+- `tests` (`code` only, required): Python asserts as a string, run after the answer's code, or an
+  object with `stdin_stdout` cases and/or `functional` cases (see `CodeTests`).
+- `tolerance` (`numeric` only): relative tolerance, default 1e-6.
+- `timeout_s` (`code` only): seconds per run of the answer's code, default 10.
+- `meta`: flat labels carried into reports (source, subject, level...), never graded.
+
+Errors are `SuiteError`s naming the file and line. `Suite.content_hash` fingerprints the
+normalised items so a runner can key resume state on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import string
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
+
+if TYPE_CHECKING:
+    from .loaders import FormatInfo
+
+__all__ = [
+    "GRADERS", "BuiltinInfo", "CodeTests", "FunctionalCase", "FunctionalTests", "GraderName",
+    "IOCase", "Suite", "SuiteError", "SuiteItem", "list_builtins", "list_formats", "load_builtin",
+    "load_suite", "load_suite_file", "parse_suite", "question_text", "shuffled_choices",
+]
+
+GraderName = Literal["numeric", "exact", "contains", "choice", "math", "code", "judge"]
+GRADERS: tuple[str, ...] = ("numeric", "exact", "contains", "choice", "math", "code", "judge")
+LETTERS = string.ascii_uppercase
+
+
+class SuiteError(ValueError):
+    """A suite that cannot be used, with where: `source` (a path, a built-in, a dataset), and the
+    JSONL `line` or the `record` number (1-based) of a loaded dataset where one item is at fault."""
+
+    def __init__(self, message: str, *, source: str = "", line: int | None = None,
+                 record: int | None = None) -> None:
+        self.message, self.source, self.line, self.record = message, source, line, record
+        where = source
+        if line is not None:
+            where = f"{source}:{line}"
+        elif record is not None:
+            where = f"{source} (record {record})"
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+# --- the item ------------------------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
+
+    def __hash__(self) -> int:
+        # Frozen, so hashable; pydantic's own hash fails on the dict and list fields.
+        return hash(self.model_dump_json())
+
+
+class IOCase(_Strict):
+    """One run of a whole program: `input` on stdin, `output` expected on stdout."""
+
+    input: str
+    output: str
+
+
+class FunctionalCase(_Strict):
+    """One call: `fn_name(*input)` must return `output` (compared after JSON round-tripping)."""
+
+    input: list[Any]
+    output: Any
+
+
+class FunctionalTests(_Strict):
+    """Calls of one function, or of that method on `Solution()` where the code defines it."""
+
+    fn_name: str = Field(min_length=1)
+    cases: tuple[FunctionalCase, ...] = Field(min_length=1)
+
+
+class CodeTests(_Strict):
+    """Structured tests of a `code` item (LiveCodeBench's shape). `note` says what a loader left
+    out (such as private cases it could not decode safely) and is repeated in every grade."""
+
+    stdin_stdout: tuple[IOCase, ...] = ()
+    functional: FunctionalTests | None = None
+    note: str | None = None
+
+    @model_validator(mode="after")
+    def _has_cases(self) -> CodeTests:
+        if not self.stdin_stdout and self.functional is None:
+            raise ValueError("tests has no cases: give stdin_stdout cases or functional cases")
+        return self
+
+
+class SuiteItem(_Strict):
+    """One question with its reference and the grader that judges answers to it. Immutable."""
+
+    id: str = Field(min_length=1)
+    question: str = Field(min_length=1)
+    grader: GraderName
+    answer: str = ""
+    choices: tuple[str, ...] | None = None
+    shuffle: StrictBool = False
+    tests: str | CodeTests | None = None
+    tolerance: float | None = Field(default=None, gt=0)
+    timeout_s: float | None = Field(default=None, gt=0, le=600)
+    meta: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_choice(cls, data: Any) -> Any:
+        """Turn a choice item's answer into the letter of its option, after the optional shuffle.
+
+        Done before field validation because the model is frozen; a shape this cannot read is
+        left alone for the field and after-validators to report."""
+        if not isinstance(data, dict) or data.get("grader") != "choice":
+            return data
+        choices, answer = data.get("choices"), data.get("answer")
+        if not (isinstance(choices, list | tuple) and all(isinstance(c, str) for c in choices)
+                and isinstance(answer, str) and isinstance(data.get("id"), str | int)):
+            return data
+        options = [c.strip() for c in choices]
+        if len(set(options)) != len(options) or not 2 <= len(options) <= len(LETTERS):
+            return data
+        correct = _correct_option(options, answer.strip())
+        if correct is None:
+            return data
+        if data.get("shuffle") is True:
+            options = shuffled_choices(str(data["id"]), options)
+        return {**data, "choices": options, "answer": LETTERS[options.index(correct)]}
+
+    @model_validator(mode="after")
+    def _check_grader_fields(self) -> SuiteItem:
+        if not self.question.strip():
+            raise ValueError("question is blank")
+        if self.grader != "code" and not self.answer.strip():
+            raise ValueError(f"a {self.grader} item needs an answer")
+        _only_for(self, "choices", self.choices is not None, "choice")
+        _only_for(self, "shuffle", self.shuffle, "choice")
+        _only_for(self, "tests", self.tests is not None, "code")
+        _only_for(self, "tolerance", self.tolerance is not None, "numeric")
+        _only_for(self, "timeout_s", self.timeout_s is not None, "code")
+        if self.grader == "choice":
+            _check_choice(self)
+        elif self.grader == "code" and (self.tests is None or (isinstance(self.tests, str)
+                                                                and not self.tests.strip())):
+            raise ValueError("a code item needs tests")
+        elif self.grader == "numeric":
+            from .graders import parse_number  # graders import this module; import it lazily
+
+            if parse_number(self.answer) is None:
+                raise ValueError(f"a numeric item's answer must be one number, not {self.answer!r}")
+        return self
+
+
+def _only_for(item: SuiteItem, key: str, present: bool, grader: str) -> None:
+    if present and item.grader != grader:
+        raise ValueError(f"{key} is only for {grader} items, not {item.grader}")
+
+
+def _check_choice(item: SuiteItem) -> None:
+    if item.choices is None or len(item.choices) < 2:
+        raise ValueError("a choice item needs at least two choices")
+    if len(item.choices) > len(LETTERS):
+        raise ValueError(f"a choice item has at most {len(LETTERS)} choices")
+    if len(set(item.choices)) != len(item.choices):
+        raise ValueError("choices must be distinct")
+    if item.answer not in LETTERS[: len(item.choices)]:
+        raise ValueError(f"answer {item.answer!r} is neither a letter A-{LETTERS[len(item.choices) - 1]} "
+                         "nor the text of one of the choices")
+
+
+def _correct_option(options: list[str], answer: str) -> str | None:
+    """The option an answer names: a letter in range wins over an option that is that letter."""
+    if len(answer) == 1 and answer in LETTERS[: len(options)]:
+        return options[LETTERS.index(answer)]
+    return answer if answer in options else None
+
+
+def shuffled_choices(item_id: str, choices: Iterable[str]) -> list[str]:
+    """`choices` in an order fixed by `item_id`: sorted by a hash of (id, option).
+
+    Deterministic across runs and machines (no RNG state), and idempotent: shuffling an already
+    shuffled list gives the same list, so re-validating a normalised item changes nothing."""
+    return sorted(choices, key=lambda c: hashlib.sha256(f"{item_id}\n{c}".encode()).hexdigest())
+
+
+def question_text(item: SuiteItem) -> str:
+    """What the system under test is asked.
+
+    `choice`: the question, the options lettered "A. ...", and a line asking for the letter (the
+    options are already in their shuffled order where the item asked for one). `code`: the
+    question and a line asking for one Python code block. Anything else: the question as is."""
+    question = item.question.rstrip()
+    if item.grader == "choice" and item.choices:
+        letters = LETTERS[: len(item.choices)]
+        options = "\n".join(f"{letter}. {choice}" for letter, choice in zip(letters, item.choices))
+        span = f"{', '.join(letters[:-1])} or {letters[-1]}"
+        return (f"{question}\n\n{options}\n\n"
+                f"Answer with the letter of the correct option ({span}) alone on the last line.")
+    if item.grader == "code":
+        return f"{question}\n\nWrite your solution in Python and give it as one ```python code block."
+    return question
+
+
+# --- the suite -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A named, ordered set of items with distinct ids. `content_hash` is the sha256 of the
+    normalised items (canonical JSON, defaults left out so a new optional key does not change old
+    hashes); it changes when any item, or their order, changes, and never otherwise."""
+
+    name: str
+    items: tuple[SuiteItem, ...]
+    description: str = ""
+    source: str = ""
+    content_hash: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "items", tuple(self.items))
+        seen: set[str] = set()
+        for index, item in enumerate(self.items, 1):
+            if item.id in seen:
+                raise SuiteError(f"duplicate id {item.id!r}", source=self.source, record=index)
+            seen.add(item.id)
+        canonical = [item.model_dump(mode="json", exclude_defaults=True) for item in self.items]
+        text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        object.__setattr__(self, "content_hash", hashlib.sha256(text.encode("utf-8")).hexdigest())
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self) -> Iterator[SuiteItem]:
+        return iter(self.items)
+
+    def item(self, item_id: str) -> SuiteItem:
+        """The item with that id (KeyError if none): a runner resuming by id needs it."""
+        for item in self.items:
+            if item.id == item_id:
+                return item
+        raise KeyError(item_id)
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltinInfo:
+    """A built-in suite as `stiva bench --list` shows it."""
+
+    name: str
+    items: int
+    description: str
+
+
+def load_suite(spec: str) -> Suite:
+    """The suite `spec` names, tried in this order:
+
+    1. `FORMAT:PATH` where FORMAT is one of `list_formats()` (PATH: a local file, or a Hugging Face
+       dataset id when the `datasets` package is installed; see `loaders`);
+    2. the name of a built-in (`list_builtins()`: every `*.jsonl` shipped in `stiva_tui/bench/data`);
+       write `./basic` for a local file that happens to share a built-in's name;
+    3. a path to a JSONL suite file.
+    """
+    from . import loaders  # loaders build on this module
+
+    fmt, colon, rest = spec.partition(":")
+    if colon and fmt.lower() in loaders.FORMATS:
+        return loaders.load_format(fmt.lower(), rest)
+    builtins = _builtin_files()
+    if spec in builtins:
+        return load_builtin(spec)
+    path = Path(spec).expanduser()
+    if path.is_file():
+        return load_suite_file(path)
+    raise SuiteError(
+        f"no such suite: not a file, not a built-in ({', '.join(builtins) or 'none'}), and not "
+        f"FORMAT:PATH with a format among {', '.join(loaders.FORMATS)}", source=spec)
+
+
+def load_suite_file(path: str | Path) -> Suite:
+    """A JSONL suite file; its name is the file's stem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise SuiteError(f"cannot read: {error}", source=str(path)) from error
+    return parse_suite(text, name=path.stem, source=str(path))
+
+
+def load_builtin(name: str) -> Suite:
+    """A suite shipped with Stiva, by name (`basic`, `offline`, ...)."""
+    files = _builtin_files()
+    if name not in files:
+        raise SuiteError(f"no built-in suite {name!r}; there are: {', '.join(files)}", source=name)
+    return parse_suite(files[name].read_text(encoding="utf-8"), name=name, source=f"built-in {name}")
+
+
+def list_builtins() -> list[BuiltinInfo]:
+    """Every built-in suite with its size and description (the file's `{"_suite": ...}` line, or,
+    when it has none, a summary of its graders)."""
+    infos = []
+    for name in _builtin_files():
+        suite = load_builtin(name)
+        graders = sorted({item.grader for item in suite.items})
+        description = suite.description or f"{len(suite)} questions graded by {', '.join(graders)}"
+        infos.append(BuiltinInfo(name, len(suite), description))
+    return infos
+
+
+def list_formats() -> list[FormatInfo]:
+    """The public formats `FORMAT:PATH` accepts, as `loaders.FormatInfo`s."""
+    from . import loaders
+
+    return loaders.list_formats()
+
+
+def parse_suite(text: str, *, name: str, source: str = "") -> Suite:
+    """Read JSONL suite text. Blank lines are skipped; a `{"_suite": "..."}` line before the first
+    item gives the description; any error names `source` and the line."""
+    description = ""
+    items: list[SuiteItem] = []
+    first_line: dict[str, int] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise SuiteError(f"not valid JSON: {error.msg} (column {error.colno})",
+                             source=source, line=number) from error
+        if not isinstance(data, dict):
+            raise SuiteError("each line must be a JSON object", source=source, line=number)
+        if "_suite" in data:
+            if items or description or not isinstance(data["_suite"], str):
+                raise SuiteError('the {"_suite": "description"} line must come first and hold a string',
+                                 source=source, line=number)
+            description = data["_suite"].strip()
+            continue
+        item = validate_item(data, source=source, line=number)
+        if item.id in first_line:
+            raise SuiteError(f"duplicate id {item.id!r} (first on line {first_line[item.id]})",
+                             source=source, line=number)
+        first_line[item.id] = number
+        items.append(item)
+    if not items:
+        raise SuiteError("the suite has no items", source=source)
+    return Suite(name=name, items=tuple(items), description=description, source=source)
+
+
+def validate_item(data: dict[str, Any], *, source: str = "", line: int | None = None,
+                  record: int | None = None) -> SuiteItem:
+    """A `SuiteItem` from a dict (keys starting with "_" dropped), or a `SuiteError` saying where
+    and what is wrong, in one line."""
+    data = {key: value for key, value in data.items() if not key.startswith("_")}
+    try:
+        return SuiteItem.model_validate(data)
+    except ValidationError as error:
+        raise SuiteError(_one_line(error, data), source=source, line=line, record=record) from None
+
+
+def _one_line(error: ValidationError, data: dict[str, Any]) -> str:
+    problems = []
+    for problem in error.errors()[:3]:
+        where = ".".join(str(part) for part in problem["loc"])
+        message = problem["msg"].removeprefix("Value error, ")
+        if problem["type"] == "extra_forbidden":
+            message = "unknown key (see stiva_tui.bench.suite for the keys an item may have)"
+        elif problem["type"] == "literal_error" and where == "grader":
+            message = f"unknown grader {data.get('grader')!r}; graders are {', '.join(GRADERS)}"
+        problems.append(f"{where}: {message}" if where else message)
+    item_id = data.get("id")
+    prefix = f"item {item_id!r}: " if isinstance(item_id, str | int) else ""
+    return prefix + "; ".join(problems)
+
+
+def _builtin_files() -> dict[str, Traversable]:
+    """Every `*.jsonl` in the package's data folder, by stem, sorted: a new file is a new built-in."""
+    folder = _data_dir()
+    found = {entry.name[: -len(".jsonl")]: entry for entry in folder.iterdir()
+             if entry.name.endswith(".jsonl") and entry.is_file()}
+    return dict(sorted(found.items()))
+
+
+def _data_dir() -> Traversable:
+    return resources.files("stiva_tui.bench").joinpath("data")

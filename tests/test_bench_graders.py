@@ -1,0 +1,476 @@
+"""The bench graders and the sandbox: right, wrong and tricky answers for every grader, and code
+that loops, connects out, eats memory, forks, or is cancelled, run for real in child processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stiva_tui.bench import graders
+from stiva_tui.bench.graders import (
+    Grade, JudgeRequired, extract_choice, extract_code, extract_number, grade, grade_async, judge_prompt,
+    parse_judge_reply, parse_number, shutdown_graders,
+)
+from stiva_tui.bench.sandbox import OUTPUT_LIMIT, run_code, run_code_async
+from stiva_tui.bench.suite import SuiteItem
+
+
+def item(grader: str, answer: str = "", **extra) -> SuiteItem:
+    return SuiteItem.model_validate({"id": "t", "question": "q?", "grader": grader, "answer": answer, **extra})
+
+
+def fenced(code: str) -> str:
+    return f"Here is my solution:\n\n```python\n{code}\n```\n"
+
+
+# --- numeric -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("answer_text, correct, extracted", [
+    ("391", True, "391"),
+    ("17 × 23 = 391.", True, "391"),  # a sentence's final period is not a decimal point
+    ("The product is 390.", False, "390"),
+    ("First 17 × 20 = 340, then 17 × 3 = 51, so 340 + 51 = 391", True, "391"),
+    ("The answer is 391, since 17 × 23 = 391 and 400 - 9 = 391.", True, "391"),
+    ("The answer is 391. (I checked it 3 times.)", True, "391"),  # the anchor beats the last number
+    ("So we get \\boxed{391}. Checking with 2 other methods...", True, "391"),  # boxed beats both
+    ("No idea.", False, ""),
+    ("CO2 and H2O", False, ""),  # digits glued to letters are not numbers
+])
+def test_numeric(answer_text, correct, extracted):
+    result = grade(item("numeric", "391"), answer_text)
+    assert (result.correct, result.extracted) == (correct, extracted)
+
+
+@pytest.mark.parametrize("reference, answer_text", [
+    ("6912", "1,234 + 5,678 = 6,912"),
+    ("1234567.5", "It is 1,234,567.5 exactly."),
+    ("0.75", "3/4"),
+    ("0.75", "\\boxed{\\frac{3}{4}}"),
+    ("3/4", "That is 0.75"),
+    ("-7", "x = -7"),
+    ("-7", "The temperature is \u22127 degrees."),  # a typographic minus
+    ("36", "15% of 240 is 36"),
+    ("1e-3", "0.001"),
+    ("1000", "$1{,}000$"),
+])
+def test_numeric_forms(reference, answer_text):
+    assert grade(item("numeric", reference), answer_text).correct
+
+
+def test_numeric_does_not_read_a_range_as_a_negative_number_or_commas_as_one_number():
+    assert extract_number("between 5-10 apples")[1] == 10
+    assert extract_number("the list 1,2,3")[1] == 3
+    assert extract_number("version 3.11") == ("3.11", 3.11)
+
+
+def test_numeric_tolerance_is_relative_and_set_per_item():
+    assert grade(item("numeric", "100"), "100.00001").correct  # within 1e-6 relative
+    assert not grade(item("numeric", "100"), "100.01").correct
+    assert grade(item("numeric", "100", tolerance=0.01), "100.5").correct
+    assert not grade(item("numeric", "100", tolerance=0.01), "102").correct
+
+
+def test_parse_number_accepts_exactly_one_number():
+    assert parse_number("1,000") == 1000
+    assert parse_number("\\frac{3}{4}") == 0.75
+    assert parse_number("-2.5") == -2.5
+    assert parse_number("12 or 13") is None
+    assert parse_number("twelve") is None
+
+
+# --- exact and contains --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("answer_text, correct", [
+    ("Paris", True),
+    ("paris.", True),
+    ('"Paris"', True),
+    ("The answer is Paris.", True),
+    ("**Answer:** Paris", True),
+    ("Let me think about capitals.\nThe French capital.\nParis", True),  # the last line
+    ("I am sure it is \\boxed{\\text{Paris}} and not Lyon", True),  # a boxed value wins
+    ("Paris, France", False),
+    ("Lyon", False),
+    ("Paris\nActually, no: Lyon", False),
+])
+def test_exact(answer_text, correct):
+    assert grade(item("exact", "Paris"), answer_text).correct is correct
+
+
+@pytest.mark.parametrize("reference, answer_text, correct", [
+    ("Paris", "The capital of France is Paris.", True),
+    ("Paris", "the capital is PARIS", True),
+    ("Paris", "Parisian food is good.", False),
+    ("4", "2 + 2 = 4.", True),
+    ("4", "It is 42.", False),
+    ("4", "About 4.5 or so", False),
+    ("4", "It is -4.", False),
+    ("7|seven", "There are seven days in a week.", True),
+    ("24|twenty-four|twenty four", "A day has twenty four hours.", True),
+    ("24|twenty-four", "It has 240 minutes.", False),
+    ("cow|cows", "Milk comes from **cows**.", True),
+])
+def test_contains(reference, answer_text, correct):
+    result = grade(item("contains", reference), answer_text)
+    assert result.correct is correct
+    assert (result.extracted != "") is correct
+
+
+# --- choice --------------------------------------------------------------------------------------
+
+FOUR = ["Venus", "Mercury", "Mars", "Earth"]
+
+
+@pytest.mark.parametrize("answer_text, extracted", [
+    ("The answer is (B).", "B"),
+    ("B.", "B"),
+    ("**B**", "B"),
+    ("Answer: B", "B"),
+    ("answer: **B**", "B"),
+    ("Mercury orbits closest.\nB", "B"),
+    ("B) Mercury", "B"),
+    ("\\boxed{B}", "B"),
+    ("Mercury", "B"),  # the text of an option
+    ("A is wrong and so is C; I'd pick (B) here.", "B"),
+    ("The answer is C.", "C"),
+    ("A planet closest to the Sun is Mercury, I believe.\nFinal answer: D", "D"),
+])
+def test_choice_reads_the_committed_letter(answer_text, extracted):
+    result = grade(item("choice", "B", choices=FOUR), answer_text)
+    assert result.extracted == extracted
+    assert result.correct is (extracted == "B")
+
+
+def test_choice_ignores_letters_inside_words_and_out_of_range():
+    assert extract_choice("A cat sat. Because of that, I pick nothing.", 4) is None
+    assert extract_choice("The answer is E.", 4) is None  # there is no option E
+    assert extract_choice("Answer: Apples", 4) is None
+    result = grade(item("choice", "B", choices=FOUR), "I cannot decide.")
+    assert not result.correct and result.extracted == "" and result.detail
+
+
+# --- math ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reference, answer_text, correct", [
+    ("\\frac{3}{4}", "So $x = \\boxed{\\frac{3}{4}}$.", True),
+    ("\\frac{3}{4}", "The answer is \\boxed{0.75}", True),
+    ("\\frac{3}{4}", "First I tried 1/2, which fails; the solution is \\boxed{3/4}.", True),
+    ("\\frac{3}{4}", "\\boxed{\\frac{4}{3}}", False),
+    ("5\\sqrt{2}", "$\\boxed{\\sqrt{50}}$", True),
+    ("5\\sqrt{2}", "\\boxed{5\\sqrt{3}}", False),
+    ("x^2 + 4x + 4", "\\boxed{(x+2)^2}", True),
+    ("x^2 + 4x + 4", "\\boxed{x^2+4}", False),
+])
+def test_math_with_math_verify(reference, answer_text, correct):
+    result = grade(item("math", reference), answer_text)
+    assert result.correct is correct, result
+    assert result.extracted
+
+
+def test_math_without_an_answer_is_wrong():
+    result = grade(item("math", "\\frac{3}{4}"), "I do not know.")
+    assert not result.correct
+
+
+async def test_math_async_runs_in_the_process_pool_and_shuts_down():
+    try:
+        right, wrong = await asyncio.gather(
+            grade_async(item("math", "\\frac{\\pi}{3}"), "In radians: \\boxed{\\pi/3}"),
+            grade_async(item("math", "\\frac{\\pi}{3}"), "\\boxed{\\pi/6}"))
+        assert right.correct and not wrong.correct
+        pool = graders._pool
+        assert pool is not None
+        workers = list(pool._processes.values())
+        assert workers and all(worker.pid != os.getpid() for worker in workers)
+    finally:
+        shutdown_graders()
+    assert graders._pool is None
+    assert all(not worker.is_alive() for worker in workers)
+
+
+# --- code: extraction and grading ------------------------------------------------------------------
+
+
+def test_extract_code_takes_the_last_python_block():
+    text = ("```text\nnot code\n```\n```python\ndef f(): return 1\n```\nand better:\n"
+            "```python\ndef f(): return 2\n```\n```\nplain\n```")
+    assert extract_code(text) == "def f(): return 2"
+    assert extract_code("```\nx = 1\n```") == "x = 1"
+    assert extract_code("```python\ndef f():\n    return 3") == "def f():\n    return 3"  # cut off
+    assert extract_code("no code here") is None
+
+
+ADD = item("code", tests="assert add(2, 3) == 5\nassert add(-1, 1) == 0")
+
+
+def test_code_right_and_wrong():
+    right = grade(ADD, fenced("def add(a, b):\n    return a + b"))
+    assert right == Grade(True, "def add(a, b):\n    return a + b", None)
+    wrong = grade(ADD, fenced("def add(a, b):\n    return a - b"))
+    assert not wrong.correct and "AssertionError" in wrong.detail
+    assert not grade(ADD, "def add(a, b): return a + b").correct  # no code block
+
+
+def test_code_demo_under_main_guard_does_not_run_and_an_early_exit_fails():
+    with_demo = "def add(a, b):\n    return a + b\n\nif __name__ == '__main__':\n    print(add(int(input()), 1))"
+    assert grade(ADD, fenced(with_demo)).correct
+    exits_first = "import sys\ndef add(a, b):\n    return 0\nsys.exit(0)"
+    result = grade(ADD, fenced(exits_first))
+    assert not result.correct and "did not run to the end" in result.detail
+
+
+def test_code_stdin_stdout_cases():
+    summing = item("code", tests={"stdin_stdout": [
+        {"input": "3\n1 2 3\n", "output": "6\n"}, {"input": "2\n10 -4\n", "output": "6"}]})
+    assert grade(summing, fenced("n = int(input())\nprint(sum(map(int, input().split())))")).correct
+    wrong = grade(summing, fenced("n = int(input())\nprint(sum(map(abs, map(int, input().split()))))"))
+    assert not wrong.correct and wrong.detail.startswith("case 2: expected")
+
+
+def test_code_functional_cases_with_a_solution_class_and_missing_imports():
+    two_sum = item("code", tests={"functional": {"fn_name": "twoSum", "cases": [
+        {"input": [[2, 7, 11, 15], 9], "output": [0, 1]}, {"input": [[3, 2, 4], 6], "output": [1, 2]}]}})
+    right = ("class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n"
+             "        seen = {}\n        for i, n in enumerate(nums):\n"
+             "            if target - n in seen:\n                return (seen[target - n], i)\n"
+             "            seen[n] = i\n")
+    assert grade(two_sum, fenced(right)).correct  # `List` without an import; a tuple for a list
+    wrong = grade(two_sum, fenced("def twoSum(nums, target):\n    return [0, 1]"))
+    assert not wrong.correct and "case 2" in wrong.detail and "returned [0, 1]" in wrong.detail
+    raises = grade(two_sum, fenced("def twoSum(nums, target):\n    return nums[99]"))
+    assert not raises.correct and "IndexError" in raises.detail
+
+
+def test_code_note_of_a_loader_is_repeated_in_every_grade():
+    noted = item("code", tests={"stdin_stdout": [{"input": "", "output": "1"}], "note": "private cases skipped"})
+    assert grade(noted, fenced("print(1)")).detail == "private cases skipped"
+    assert "private cases skipped" in grade(noted, fenced("print(2)")).detail
+
+
+async def test_code_async_grades_without_blocking_the_loop():
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    slow = item("code", tests="import time\ntime.sleep(0.5)\nassert add(1, 1) == 2")
+    result = await grade_async(slow, fenced("def add(a, b):\n    return a + b"))
+    task.cancel()
+    assert result.correct
+    assert ticks >= 20  # the loop kept running while the child slept
+
+
+# --- the sandbox -----------------------------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")  # a zombie waiting to be reaped is dead
+
+
+def _wait_dead(pid: int, within: float = 3.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_endless_loop_is_timed_out_and_its_whole_group_killed():
+    code = ("import os, sys, time\n"
+            "child = os.fork()\n"
+            "if child == 0:\n    time.sleep(300)\n    os._exit(0)\n"
+            "print(os.getpid(), child, flush=True)\n"
+            "while True:\n    pass\n")
+    started = time.monotonic()
+    result = run_code(code, timeout_s=1)
+    assert result.timed_out and not result.ok and result.returncode == -9
+    assert time.monotonic() - started < 5
+    parent, child = map(int, result.stdout.split())
+    assert _wait_dead(parent) and _wait_dead(child), "a sandboxed process outlived its timeout"
+
+
+def test_endless_loop_in_a_graded_answer_is_wrong_and_says_timed_out():
+    looping = item("code", tests="assert f() == 1", timeout_s=1)
+    result = grade(looping, fenced("def f():\n    while True:\n        pass"))
+    assert not result.correct and result.detail == "timed out"
+
+
+@pytest.fixture
+def listener():
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.setblocking(False)
+    yield server
+    server.close()
+
+
+def _connections(server: socket.socket) -> int:
+    time.sleep(0.2)
+    count = 0
+    while True:
+        try:
+            connection, _ = server.accept()
+        except BlockingIOError:
+            return count
+        connection.close()
+        count += 1
+
+
+def test_listener_fixture_does_see_a_plain_connection(listener):
+    # The control: without the sandbox the same code does connect, so the tests below can fail.
+    port = listener.getsockname()[1]
+    code = f"import socket\ns = socket.socket()\ns.connect(('127.0.0.1', {port}))\ns.sendall(b'x')\ns.close()"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
+    assert _connections(listener) == 1
+
+
+def test_code_cannot_connect_to_a_local_listener(listener):
+    port = listener.getsockname()[1]
+    phone_home = ("import socket\n"
+                  "def fetch():\n"
+                  "    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+                  f"    s.connect(('127.0.0.1', {port}))\n"
+                  "    s.sendall(b'secret')\n"
+                  "    return True\n")
+    result = grade(item("code", tests="assert fetch()"), fenced(phone_home))
+    assert not result.correct
+    assert _connections(listener) == 0
+
+
+@pytest.mark.parametrize("attempt", [
+    "s = socket.socket(); s.connect(('127.0.0.1', PORT))",
+    "socket.create_connection(('localhost', PORT), timeout=2)",
+    "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'x', ('127.0.0.1', PORT))",
+    "import subprocess; subprocess.run([sys.executable, '-c', 'import socket; socket.socket().connect((\"127.0.0.1\", PORT))'])",
+    "import ctypes; ctypes.CDLL(None).connect",
+])
+def test_audit_hook_alone_blocks_the_network(listener, attempt):
+    # Without the network namespace, so the audit hook is all that stands in the way.
+    port = listener.getsockname()[1]
+    code = "import socket, sys\n" + attempt.replace("PORT", str(port))
+    result = run_code(code, timeout_s=10, isolate_namespaces=False)
+    assert not result.ok and "not allowed" in result.stderr, result.stderr
+    assert _connections(listener) == 0
+
+
+def test_network_namespace_when_the_kernel_allows_it():
+    probe = run_code("print(open('/proc/net/dev').read())")
+    plain = Path("/proc/net/dev").read_text()
+    if probe.stdout.strip() == plain.strip():
+        pytest.skip("this kernel or container does not allow an unprivileged network namespace")
+    interfaces = [line.split(":")[0].strip() for line in probe.stdout.splitlines() if ":" in line]
+    assert interfaces == ["lo"]
+
+
+def test_memory_bomb_is_bounded():
+    started = time.monotonic()
+    result = run_code("blocks = []\nwhile True:\n    blocks.append(bytearray(32 * 1024 * 1024))",
+                      memory_mb=256, timeout_s=20)
+    assert not result.ok and not result.timed_out
+    assert "MemoryError" in result.stderr
+    assert time.monotonic() - started < 10
+    limits = run_code("import resource\nprint(resource.getrlimit(resource.RLIMIT_AS)[0])", memory_mb=256)
+    assert int(limits.stdout) == 256 * 1024 * 1024
+
+
+def test_limits_cannot_be_raised_by_the_code():
+    result = run_code("import resource\nresource.setrlimit(resource.RLIMIT_AS, (-1, -1))")
+    assert not result.ok and "not allowed" in result.stderr
+
+
+def test_child_environment_has_no_secrets_or_proxies(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    result = run_code("import os\nprint(sorted(os.environ.items()))")
+    assert result.ok
+    assert "sk-should-not-leak" not in result.stdout and "proxy.invalid" not in result.stdout
+    assert "OPENAI_API_KEY" not in result.stdout and "HTTPS_PROXY" not in result.stdout
+
+
+def test_output_is_capped_and_stdin_given():
+    big = run_code("import sys\nsys.stdout.write('x' * 200000)")
+    assert big.ok and big.truncated and len(big.stdout) == OUTPUT_LIMIT
+    echoed = run_code("print(input()[::-1])", stdin="abc\n")
+    assert echoed.ok and echoed.stdout == "cba\n" and not echoed.truncated
+
+
+def test_runs_in_a_fresh_temporary_directory_removed_afterwards():
+    result = run_code("import os\nopen('scratch.txt', 'w').write('x')\nprint(os.getcwd())")
+    assert result.ok
+    workdir = Path(result.stdout.strip())
+    assert workdir.name.startswith("stiva-sandbox-") and workdir != Path.cwd()
+    assert not workdir.exists()
+
+
+async def test_cancelling_an_async_run_kills_the_child(tmp_path):
+    pid_file = tmp_path / "pid"
+    code = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(300)"
+    task = asyncio.create_task(run_code_async(code, timeout_s=60))
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        await asyncio.sleep(0.05)
+    pid = int(pid_file.read_text())
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert _wait_dead(pid)
+
+
+async def test_async_run_times_out():
+    result = await run_code_async("while True:\n    pass", timeout_s=1)
+    assert result.timed_out and result.returncode == -9
+
+
+# --- judge ---------------------------------------------------------------------------------------
+
+
+def test_judge_items_are_not_graded_here():
+    judged = item("judge", "Photosynthesis turns light into chemical energy.")
+    with pytest.raises(JudgeRequired):
+        grade(judged, "anything")
+    with pytest.raises(JudgeRequired):
+        asyncio.run(grade_async(judged, "anything"))
+    messages = judge_prompt(judged, "It makes sugar from light.")
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert "CORRECT" in messages[0]["content"] and "INCORRECT" in messages[0]["content"]
+    assert "Photosynthesis turns light" in messages[1]["content"]
+    assert "It makes sugar from light." in messages[1]["content"]
+
+
+@pytest.mark.parametrize("reply, correct, extracted, noted", [
+    ("The candidate matches the reference.\nCORRECT", True, "CORRECT", False),
+    ("It gives a different value.\nINCORRECT", False, "INCORRECT", False),
+    ("Close, but the sign is wrong.\n**Incorrect**", False, "INCORRECT", False),
+    ("Verdict: correct.", True, "CORRECT", False),
+    ("This is NOT CORRECT.", False, "INCORRECT", False),
+    ("INCORRECT at first sight, but on reflection CORRECT.\nThanks!", True, "CORRECT", True),
+    ("I am not sure.", False, "", True),
+])
+def test_parse_judge_reply(reply, correct, extracted, noted):
+    result = parse_judge_reply(reply)
+    assert (result.correct, result.extracted) == (correct, extracted)
+    assert (result.detail is not None) is noted
