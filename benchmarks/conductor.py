@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/conductor.py            # embedded Gemma-3 270M on the CPU
     .venv/bin/python benchmarks/conductor.py --cuda     # Qwen2.5-7B-shaped random model, 4-bit, CUDA
     .venv/bin/python benchmarks/conductor.py --random tiny --no-save   # the same code path, CPU smoke run
+    .venv/bin/python benchmarks/conductor.py --formats  # embedded model in bf16 / fp32 / nf4 on the CPU
 
 CPU: time to first token, plan latency, tokens/s and peak RSS, with and without the grammar
 (the grammar should cost under 10% of tokens/s). CUDA: a Qwen2.5-7B architecture with random
@@ -133,7 +134,7 @@ async def cpu(args) -> dict:
     loaded = await asyncio.to_thread(load_embedded)
     load_s = time.monotonic() - start
     out: dict = {"device": "cpu", "cpus": os.cpu_count(), "machine": platform.machine(), "model": "google/gemma-3-270m",
-                 "quantization": "nf4", "load_s_this_process": round(load_s, 2),
+                 "format": loaded.quantization, "load_s_this_process": round(load_s, 2),
                  "memory_footprint_mb": round(loaded.memory_bytes / 2**20, 1)}
     out["raw_decode"] = bench_raw_decode(loaded)
     out["forced_64_tokens_no_grammar"] = bench_grammar_decode(loaded, grammar=False)
@@ -151,6 +152,76 @@ async def cpu(args) -> dict:
     out["grammar_cost_pct_in_plans"] = round(100 * (a - b) / a, 1)
     out["peak_rss_mb"] = round(peak_rss_mb(), 1)
     return out
+
+
+FORMATS = ("bfloat16", "float32", "nf4")
+
+
+def one_format(fmt: str) -> dict:
+    """The embedded model in one format, in this (fresh) process: load, then answer once.
+
+    Prefill: one forward pass over 400 prompt tokens. Decode: greedy tokens with the KV cache, as
+    `generate` makes them (64 after a 20-token prompt). Memory: RSS after the load, and the peak
+    RSS while answering (the kernel's high-water mark is reset after the load, so the load's own
+    transient copies do not count)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
+
+    from stiva_tui.inference.embedded import ensure_embedded_checkpoint
+
+    def status(key: str) -> float:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    folder = str(ensure_embedded_checkpoint())
+    start = time.monotonic()
+    tok = AutoTokenizer.from_pretrained(folder)
+    kwargs: dict = {"dtype": torch.float32 if fmt == "nf4" else getattr(torch, fmt)}
+    if fmt == "nf4":
+        kwargs["quantization_config"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                                           bnb_4bit_compute_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(folder, device_map="cpu", **kwargs).eval()
+    load_s = time.monotonic() - start
+    rss_loaded = status("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+    ids = tok("The history of the river begins in the mountains. " * 60, return_tensors="pt").input_ids[:, :400]
+    with torch.inference_mode():
+        model(ids[:, :32])  # warm up
+        prefill = []
+        for _ in range(3):
+            t = time.monotonic()
+            model(ids)
+            prefill.append(time.monotonic() - t)
+        t = time.monotonic()
+        model.generate(ids[:, :20], max_new_tokens=64, min_new_tokens=64, do_sample=False)
+        decode_s = time.monotonic() - t
+    return {"format": fmt, "load_s": round(load_s, 2), "prefill_tokens_per_s": round(400 / statistics.median(prefill), 1),
+            "decode_tokens_per_s": round(64 / decode_s, 1),
+            "weights_mb": round(model.get_memory_footprint() / 2**20), "rss_after_load_mb": round(rss_loaded),
+            "peak_rss_answering_mb": round(status("VmHWM"))}
+
+
+def formats() -> dict:
+    """Every format, each in a fresh process (honest memory), and the one the embedded model uses."""
+    import subprocess
+
+    from stiva_tui.inference.embedded import EMBEDDED_DTYPE
+
+    rows = []
+    for fmt in FORMATS:
+        result = subprocess.run([sys.executable, __file__, "--one-format", fmt], capture_output=True, text=True,
+                                timeout=900)
+        if result.returncode != 0:
+            raise SystemExit(f"{fmt}: {result.stderr[-2000:]}")
+        rows.append(json.loads(result.stdout.strip().splitlines()[-1]))
+        print(json.dumps(rows[-1]), flush=True)
+    fitting = [r for r in rows if r["peak_rss_answering_mb"] <= 2048]
+    fastest = max(fitting, key=lambda r: r["decode_tokens_per_s"])["format"] if fitting else None
+    return {"machine": {"cpus": os.cpu_count(), "arch": platform.machine()}, "rows": rows,
+            "rule": "the fastest decode whose peak RSS while answering stays within 2 GB",
+            "fastest_within_2gb": fastest, "embedded_uses": EMBEDDED_DTYPE}
 
 
 # Tokens of a typical 5-step plan by a 7B conductor: ~100 of reasoning and ~150 for the lists
@@ -221,7 +292,24 @@ def main() -> None:
     parser.add_argument("--subtask-chars", type=int, default=160)
     parser.add_argument("--workdir", default=str(Path.home() / ".cache" / "stiva" / "bench"))
     parser.add_argument("--out", default=str(HERE / "conductor.json"))
+    parser.add_argument("--formats", action="store_true",
+                        help="the embedded model in bf16, fp32 and nf4 on the CPU: speed and memory")
+    parser.add_argument("--one-format", choices=FORMATS, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one_format:
+        print(json.dumps(one_format(args.one_format)))
+        return
+    if args.formats:
+        results = formats()
+        results["when"] = time.strftime("%Y-%m-%d %H:%M:%S")
+        print(json.dumps(results, indent=2))
+        if not args.no_save:
+            out = Path(args.out)
+            existing = json.loads(out.read_text()) if out.exists() else {}
+            existing["cpu_formats"] = results
+            out.write_text(json.dumps(existing, indent=2) + "\n")
+            print(f"saved to {out}")
+        return
     if args.cuda:
         args.shape, args.device = "qwen2.5-7b", "cuda"
     results = asyncio.run(random_model(args) if args.shape else cpu(args))

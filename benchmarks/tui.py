@@ -9,6 +9,7 @@
    per second, while a key is pressed every 50 ms and its latency (key sent → character in the
    prompt) is measured. Target ≥ 5,000 tokens/s with key latency < 50 ms (p95).
 3. RSS of the idle app after start-up.
+4. typing while the embedded model loads in the background (`--load-only` runs just this).
 
 Every figure is the median of three runs (start-up: three fresh processes; streaming: three runs
 of each pace); the single runs are listed beside it.
@@ -189,6 +190,70 @@ async def _streaming(base_url: str) -> dict:
     }
 
 
+# --- 4. typing while the embedded model loads ---------------------------------------------------------
+
+
+async def _during_load() -> dict:
+    """The app with the embedded conductor (already converted), a key every 50 ms from the first
+    frame until the model is loaded: how long each takes to show up in the prompt. The tokenizer
+    load is one long call into Rust that holds the GIL."""
+    from textual import events
+
+    from stiva_tui.config import parse_config
+    from stiva_tui.tui.app import StivaApp
+
+    config = parse_config({"conductor": {"backend": "embedded"}, "discovery": {"enabled": False},
+                           "catalog": False})
+    app = StivaApp(config)
+    latencies: list[float] = []
+    # A key typed while the loop is stalled waits for the stall: the stalls themselves are the
+    # honest figure (keys sent from this loop are only sent once a stall is over).
+    gaps: list[float] = []
+    probing = True
+
+    async def probe() -> None:
+        while probing:
+            t = time.perf_counter()
+            await asyncio.sleep(0.01)
+            gaps.append(time.perf_counter() - t - 0.01)
+
+    async with app.run_test(size=SIZE) as pilot:
+        prober = asyncio.create_task(probe())
+        prompt = app.chat_screen.query_one("#prompt")
+        while app.focused is not prompt:
+            await asyncio.sleep(0.001)
+        started = time.perf_counter()
+        while app.chat_screen.status_bar.conductor is None and time.perf_counter() - started < 120:
+            before = len(prompt.text)
+            sent = time.perf_counter()
+            prompt.post_message(events.Key("x", "x"))
+            while len(prompt.text) == before:
+                await asyncio.sleep(0.0005)
+            latencies.append(time.perf_counter() - sent)
+            await asyncio.sleep(0.05)
+        load_s = time.perf_counter() - started
+        probing = False
+        await prober
+        await pilot.pause(0.1)
+    latencies.sort()
+    gaps.sort()
+    return {"load_s": round(load_s, 2), "keys": len(latencies),
+            "event_loop_stall_ms": {"p95": round(gaps[round(0.95 * (len(gaps) - 1))] * 1000, 1),
+                                    "max": round(gaps[-1] * 1000, 1),
+                                    "over_100ms": sum(g > 0.1 for g in gaps)},
+            "key_latency_ms": {"median": round(statistics.median(latencies) * 1000, 1),
+                               "p95": round(latencies[round(0.95 * (len(latencies) - 1))] * 1000, 1),
+                               "max": round(latencies[-1] * 1000, 1)}}
+
+
+def during_load() -> dict:
+    out = subprocess.run([sys.executable, __file__, "--during-load"], capture_output=True, text=True,
+                         env=os.environ.copy(), timeout=300)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def streaming(chunk_delay_s: float = 0.0, runs: int = 3) -> dict:
     """The median of `runs` streaming runs at this pace, by key latency p95."""
     results = [_streaming_once(chunk_delay_s) for _ in range(runs)]
@@ -219,6 +284,15 @@ def main() -> int:
     if "--startup" in sys.argv:
         print(json.dumps(asyncio.run(_startup())))
         return 0
+    if "--during-load" in sys.argv:
+        print(json.dumps(asyncio.run(_during_load())))
+        return 0
+    if "--load-only" in sys.argv:  # just part 4, merged into tui.json
+        existing = json.loads((HERE / "tui.json").read_text()) if (HERE / "tui.json").exists() else {}
+        existing["typing_while_the_embedded_model_loads"] = during_load()
+        print(json.dumps(existing["typing_while_the_embedded_model_loads"], indent=2))
+        (HERE / "tui.json").write_text(json.dumps(existing, indent=2) + "\n")
+        return 0
     os.environ.setdefault("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
     result = {
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
@@ -228,6 +302,7 @@ def main() -> int:
         "streaming_firehose": streaming(0.0),
         "streaming": streaming(0.001),
         "streaming_faster": streaming(0.0007),
+        "typing_while_the_embedded_model_loads": during_load(),
     }
     s = result["startup"]
     paced = [result["streaming"], result["streaming_faster"]]

@@ -90,6 +90,13 @@ class MoAConfig(_Strict):
     layers: int = Field(2, ge=1, le=5)
 
 
+class BenchConfig(_Strict):
+    # The pool model that grades `judge` items of a bench suite against their reference.
+    judge: str | None = None
+    # Tokens the judge may write (its verdict ends on CORRECT or INCORRECT).
+    judge_max_tokens: int = Field(256, gt=0)
+
+
 class DiscoveryConfig(_Strict):
     enabled: bool = True
     timeout_s: float = Field(0.3, gt=0, le=10)
@@ -110,10 +117,14 @@ class Config(_Strict):
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     workers: WorkersConfig = Field(default_factory=WorkersConfig)
     moa: MoAConfig = Field(default_factory=MoAConfig)
+    bench: BenchConfig = Field(default_factory=BenchConfig)
     discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
     # Use the built-in catalog of hosted providers (joined when their key is present).
     catalog: bool = True
+    # The embedded Gemma-3 270M as a worker of the pool. False keeps it out of every workflow
+    # (it stays available as the conductor): for pools of real models.
+    embedded_worker: bool = True
     theme: str | None = None
     # Binding id -> keys, e.g. {"send" = "ctrl+j"}; applied with Textual's keymap.
     keymap: dict[str, str] = Field(default_factory=dict)

@@ -30,13 +30,15 @@ async def _collect(worker, **kwargs):
 
 @pytest.mark.model
 async def test_streams_with_exact_usage(embedded_loaded):
-    from stiva_tui.inference.generation import prompt_ids
+    from stiva_tui.inference.generation import render_completion
 
     worker = EmbeddedWorker()
     text, deltas, usage = await _collect(worker, max_tokens=12, temperature=0)
     assert await worker.load() is embedded_loaded  # shared with the conductor
     assert len(deltas) >= 3
-    assert usage.prompt_tokens == len(prompt_ids(embedded_loaded.tokenizer, MESSAGES))
+    # a base model: the messages are continued as plain text, never wrapped in chat turns
+    expected = embedded_loaded.tokenizer(render_completion(MESSAGES), add_special_tokens=True)["input_ids"]
+    assert usage.prompt_tokens == len(expected)
     assert 1 <= usage.completion_tokens <= 12 and not usage.estimated
     # greedy is deterministic; a stop string cuts the text exactly before it
     again, _, _ = await _collect(worker, max_tokens=12, temperature=0)

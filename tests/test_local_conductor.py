@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import random
 
 import pytest
@@ -21,7 +22,7 @@ WORKERS = [
     WorkerInfo("qwen3-32b", "cheap open model, decent at code"),
     WorkerInfo("deepseek-r1", "slow but thorough reasoning"),
     WorkerInfo("llama-3.3-70b", "fast, general knowledge"),
-    WorkerInfo("local/gemma-3-270m", "tiny, offline"),
+    WorkerInfo("local/gemma-3-270m", "tiny, offline", "embedded"),
 ]
 
 QUESTIONS = [
@@ -183,19 +184,29 @@ def _request(i: int) -> tuple[PlanRequest, int]:
 
 @pytest.mark.model
 async def test_embedded_plans_always_parse(embedded_loaded):
+    """Both prompt styles of the embedded conductor (few-shot "base", its default, and the paper's
+    prompt as "plain" text with free reasoning), greedy and sampled, up to 5 steps: every plan parses."""
     from stiva_tui.conductor.embedded import EmbeddedConductor
 
-    greedy = EmbeddedConductor(max_reasoning_tokens=12, max_subtask_chars=32)
-    sampled = EmbeddedConductor(max_reasoning_tokens=12, max_subtask_chars=32, temperature=0.8)
-    greedy.max_steps_cap = sampled.max_steps_cap = None  # exercise the grammar up to 5 steps
+    class Uncapped(EmbeddedConductor):
+        def step_limit(self, request):  # exercise the grammar up to 5 steps
+            return request.max_steps
+
+    conductors = {
+        (style, temperature): Uncapped(max_reasoning_tokens=12, max_subtask_chars=32, temperature=temperature,
+                                       prompt_style=style)
+        for style in ("base", "plain") for temperature in (0.0, 0.8)
+    }
+    greedy = conductors["base", 0.0]
     assert (await greedy.load()) is embedded_loaded  # shared, one load per process
     info = greedy.describe()
-    assert info["backend"] == "embedded" and info["quantization"] == "nf4" and info["device"] == "cpu"
+    assert info["backend"] == "embedded" and info["quantization"] == "bf16" and info["device"] == "cpu"
     assert info["memory_mb"] > 100 and info["load_s"] >= 0
     shapes = set()
     for i in range(len(QUESTIONS)):
         request, pool = _request(i)
-        conductor = sampled if i % 3 == 1 else greedy
+        style = "base" if i % 2 == 0 else "plain"
+        conductor = conductors[style, 0.8 if i % 3 == 1 else 0.0]
         deltas: list[str] = []
         plan = await conductor.plan(request, on_delta=deltas.append)
         # the whole text parses, not only the constrained part
@@ -206,15 +217,37 @@ async def test_embedded_plans_always_parse(embedded_loaded):
             assert 0 <= step.model < pool
             assert all(k < j for k in step.access)
             assert len(step.subtask) <= 32
-        assert plan.raw_text.startswith(GENERATION_PREFIX)
+        if style == "plain":
+            assert plan.raw_text.startswith(GENERATION_PREFIX)
+            assert conductor.last_stats["reasoning_tokens"] <= 12
+        else:  # worked examples, no reasoning: the lists at once
+            assert plan.raw_text.startswith("\nmodel_id = [") and plan.reasoning == ""
+            assert conductor.last_stats["reasoning_tokens"] == 0
         assert "".join(deltas).strip() in plan.raw_text and "model_id = [" in "".join(deltas)
         prompt = conductor.prompt_ids(request, embedded_loaded)
         assert plan.usage.prompt_tokens == len(prompt)
         assert plan.usage.completion_tokens == conductor.last_stats["completion_tokens"] > 0
-        assert conductor.last_stats["reasoning_tokens"] <= 12
         assert plan.latency_s > 0 and not plan.usage.estimated
         shapes.add(workflow.shape())
     assert shapes
+
+
+@pytest.mark.model
+async def test_embedded_conductor_plans_one_step_for_a_trivial_pool_or_a_simple_question(embedded_loaded):
+    from stiva_tui.conductor.embedded import EmbeddedConductor
+
+    conductor = EmbeddedConductor()
+    embedded_only = [WORKERS[-1]]
+    hard = "Write a Python function that merges two sorted lists, then review it for bugs and edge cases."
+    for question, workers in [("What is the capital of Spain?", WORKERS[:3]), (hard, embedded_only)]:
+        plan = await conductor.plan(PlanRequest(question, workers, max_steps=5))
+        (step,) = plan.workflow.steps  # the conductor still writes the one step
+        assert step.access == () and 0 <= step.model < len(workers)
+        # an instruction about the question, not text copied from rules or examples
+        assert not re.search(r"(?i)model number|step 0|access_list|Italy|spider", step.subtask), step.subtask
+    # a longer question on a real pool may have two steps, never more
+    plan = await conductor.plan(PlanRequest(hard, WORKERS[:3], max_steps=5))
+    assert 1 <= len(plan.workflow) <= 2
 
 
 @pytest.mark.model

@@ -25,7 +25,7 @@ def _qwen_folder(tmp_path):
 def test_auto_without_gpu_is_embedded(monkeypatch):
     monkeypatch.setattr(select, "_cuda_free_gib", lambda: None)
     conductor, reason = select.select_conductor(ConductorConfig())
-    assert conductor.backend == "embedded" and conductor.quantization == "nf4"
+    assert conductor.backend == "embedded" and conductor.quantization == "bf16"
     assert reason == "embedded: no CUDA GPU"
     assert select.describe_choice(ConductorConfig()) == "embedded: no CUDA GPU"
     assert not conductor.loaded  # nothing is loaded by selecting

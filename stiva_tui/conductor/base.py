@@ -25,6 +25,9 @@ class WorkerInfo:
 
     id: str
     description: str
+    # "embedded" for the in-process base model (the base-model prompts keep it out of examples'
+    # strong role), else "openai".
+    kind: str = "openai"
 
 
 @dataclass(frozen=True)

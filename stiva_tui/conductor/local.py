@@ -31,6 +31,7 @@ from ..inference.errors import ModelError
 from ..inference.generation import IncrementalDecoder, eos_token_ids, generate_async, has_chat_template, prompt_ids, render_plain
 from ..inference.progress import Progress
 from .base import ConductorError, DeltaCallback, Plan, PlanRequest
+from .fewshot import base_conductor_prompt
 from .prompt import GENERATION_PREFIX, conductor_messages
 
 # --- the two-phase plan processor ----------------------------------------------------------------
@@ -212,7 +213,7 @@ class HFConductor:
         max_subtask_chars: int = 400,
         temperature: float = 0.0,
         grammar: bool = True,
-        prompt_style: str = "auto",  # auto | chat | plain
+        prompt_style: str = "auto",  # auto | chat | plain | base
     ):
         self.spec = spec
         self.model = model_label or spec.label or spec.source
@@ -259,11 +260,21 @@ class HFConductor:
         return info
 
     # prompting
+    def style(self, loaded: LoadedModel) -> str:
+        """How this model is prompted: "chat" (its chat template and the paper's prompt),
+        "plain" (the same prompt as plain text) or "base" (few-shot completion, for base models:
+        `auto` picks it for a model without a chat template)."""
+        if self.prompt_style != "auto":
+            return self.prompt_style
+        return "chat" if has_chat_template(loaded.tokenizer) else "base"
+
     def prompt_ids(self, request: PlanRequest, loaded: LoadedModel) -> list[int]:
-        messages = conductor_messages(request)
         tok = loaded.tokenizer
-        style = self.prompt_style
-        if style == "plain" or (style == "auto" and not has_chat_template(tok)):
+        style = self.style(loaded)
+        if style == "base":
+            return list(tok(base_conductor_prompt(request), add_special_tokens=True)["input_ids"])
+        messages = conductor_messages(request)
+        if style == "plain":
             text = render_plain(messages, "Conductor") + " " + GENERATION_PREFIX
             return list(tok(text, add_special_tokens=True)["input_ids"])
         return prompt_ids(tok, messages, GENERATION_PREFIX)
@@ -271,14 +282,25 @@ class HFConductor:
     # At most this many steps whatever the request allows (None: no cap of its own).
     max_steps_cap: int | None = None
 
+    def step_limit(self, request: PlanRequest) -> int:
+        """The step limit this conductor plans under for `request`."""
+        if self.max_steps_cap is not None:
+            return min(request.max_steps, self.max_steps_cap)
+        return request.max_steps
+
     async def plan(self, request: PlanRequest, on_delta: DeltaCallback | None = None) -> Plan:
         if not request.workers:
             raise ConductorError("the pool is empty: add a model before asking")
-        if self.max_steps_cap is not None and request.max_steps > self.max_steps_cap:
-            request = dataclasses.replace(request, max_steps=self.max_steps_cap)
+        limit = self.step_limit(request)
+        if limit != request.max_steps:
+            request = dataclasses.replace(request, max_steps=limit)
         loaded = await self.load()
         started = time.monotonic()
         try:
+            style = self.style(loaded)
+            # A base model is shown worked examples without reasoning: it writes the lists at once.
+            reasoning_tokens = 0 if style == "base" else self.max_reasoning_tokens
+            prefix = "" if style == "base" else GENERATION_PREFIX
             prompt = self.prompt_ids(request, loaded)
             allow_empty = request.round > 1
             pool = len(request.workers)
@@ -293,13 +315,13 @@ class HFConductor:
                 allow_empty, vocab_size=vocab, stop_token_ids=[eos_id],
             )
             processor = PlanLogitsProcessor(
-                loaded.tokenizer, compiled, vocab, eos_id, self.max_reasoning_tokens, prompt,
+                loaded.tokenizer, compiled, vocab, eos_id, reasoning_tokens, prompt,
                 use_grammar=self.grammar,
             )
             if self.grammar:  # every token is >= 1 byte of the bounded grammar: it always ends
-                budget = self.max_reasoning_tokens + max_lists_bytes(pool, request.max_steps, self.max_subtask_chars) + 2
+                budget = reasoning_tokens + max_lists_bytes(pool, request.max_steps, self.max_subtask_chars) + 2
             else:  # unconstrained (benchmarks, experiments): a generous but finite length
-                budget = self.max_reasoning_tokens + request.max_steps * (self.max_subtask_chars // 3 + 24) + 32
+                budget = reasoning_tokens + request.max_steps * (self.max_subtask_chars // 3 + 24) + 32
         except ConductorError:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -314,7 +336,10 @@ class HFConductor:
         except Exception as exc:  # noqa: BLE001
             raise ConductorError(f"{self.backend} conductor: generation failed: {type(exc).__name__}: {exc}") from exc
         raw = result.text
-        full = GENERATION_PREFIX + (raw if raw[:1].isspace() else " " + raw) if raw else GENERATION_PREFIX
+        if not prefix:
+            full = raw
+        else:
+            full = prefix + (raw if raw[:1].isspace() else " " + raw) if raw else prefix
         workflow = None
         error: WorkflowParseError | None = None
         for text in (full, _lists_part(raw, processor, loaded, prompt)):

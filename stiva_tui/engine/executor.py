@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 from ..conductor.base import Conductor, ConductorError, PlanRequest, PreviousRound, WorkerInfo
+from ..conductor.fewshot import WorkerPrompt, base_worker_prompt, clean_base_answer
 from ..conductor.prompt import worker_messages
 from ..core.events import (
     ConductorDelta,
@@ -196,7 +197,7 @@ class Engine:
         raise KeyError(f"unknown model {model_id!r}; available: {', '.join(m.id for m in self.models)}")
 
     def workers_info(self) -> list[WorkerInfo]:
-        return [WorkerInfo(m.id, m.description) for m in self.models]
+        return [WorkerInfo(m.id, m.description, m.kind) for m in self.models]
 
     # --- helpers -------------------------------------------------------------------------------
 
@@ -371,7 +372,6 @@ class _Run:
     async def _run_step(self, round_: int, workflow: Workflow, index: int, models: Sequence[PoolModel],
                         outputs: dict[int, str], final: bool) -> str:
         step = workflow.steps[index]
-        messages = worker_messages(self.question, workflow, index, outputs, self.conversation)
         writes_answer = index == len(workflow.steps) - 1
         stop = self.options.stop if writes_answer else ()
         candidates = self._candidates(step, models)
@@ -386,7 +386,8 @@ class _Run:
                 self.emit(StepStarted(self.id, round_, index, model.id, step.subtask, step.access, attempt,
                                        writes_answer=writes_answer, final=writes_answer and final))
                 try:
-                    text, usage = await self._call(round_, index, model, messages, stop)
+                    prompt = step_prompt(model, self.question, workflow, index, outputs, self.conversation)
+                    text, usage = await self._call(round_, index, model, prompt, stop)
                 except BudgetExceeded:
                     raise
                 except Exception as exc:  # noqa: BLE001 - any worker fault is this attempt's failure
@@ -409,13 +410,18 @@ class _Run:
                 return text
         raise StepError(round_, index, "no model to run it on")
 
-    async def _call(self, round_: int, index: int, model: PoolModel, messages: list[dict],
+    async def _call(self, round_: int, index: int, model: PoolModel, prompt: WorkerPrompt,
                     stop: tuple[str, ...] = ()) -> tuple[str, Usage]:
         parts: list[str] = []
         usage: Usage | None = None
+        messages = prompt.messages
+        max_tokens = self.options.max_tokens
+        if prompt.max_tokens is not None:
+            max_tokens = min(max_tokens or prompt.max_tokens, prompt.max_tokens)
+        stops = list(dict.fromkeys((*prompt.stop, *stop)))
         stream = self.engine.worker.stream_chat(
-            model, messages, max_tokens=self.options.max_tokens, temperature=self.options.temperature,
-            stop=list(stop) or None)
+            model, messages, max_tokens=max_tokens, temperature=self.options.temperature,
+            stop=stops or None)
         limited = self.options.budget_tokens is not None or self.options.budget_usd is not None
         prompt_estimate = sum(estimate_tokens(m["content"]) for m in messages)
         chars = 0
@@ -437,4 +443,14 @@ class _Run:
         text = "".join(parts)
         if usage is None:
             usage = Usage(prompt_estimate, estimate_tokens(text), True)
-        return cut_at_stop(text, stop), usage
+        text = cut_at_stop(text, tuple(stops))
+        return (clean_base_answer(text) if prompt.base else text), usage
+
+
+def step_prompt(model: PoolModel, question: str, workflow: Workflow, index: int, outputs: dict[int, str],
+                conversation: Sequence[dict] = ()) -> WorkerPrompt:
+    """What `model` is sent for step `index`: the few-shot completion prompt for a base model
+    (the embedded one), today's chat prompt for every other."""
+    if model.kind == "embedded":
+        return base_worker_prompt(question, workflow, index, outputs, conversation)
+    return WorkerPrompt(worker_messages(question, workflow, index, outputs, conversation))

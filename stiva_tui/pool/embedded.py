@@ -19,7 +19,7 @@ from ..core.usage import Usage
 from ..inference.embedded import EMBEDDED_DESCRIPTION, EMBEDDED_HF_ID, EMBEDDED_MODEL_ID
 from .types import ChatEvent, PoolModel, ProviderError, TextDelta, UsageReport
 
-DEFAULT_MAX_TOKENS = 256
+DEFAULT_MAX_TOKENS = 256  # a cap for callers that set none (the engine's base prompt sets 48)
 
 
 def embedded_pool_model() -> PoolModel:
@@ -70,13 +70,15 @@ class EmbeddedWorker:
         stop: Sequence[str] | None = None,
     ) -> AsyncIterator[ChatEvent]:
         from ..inference.errors import ModelError
-        from ..inference.generation import generate_sync, prompt_ids
+        from ..inference.generation import generate_sync, render_completion
 
         try:
             loaded = await self.load()
         except ModelError as exc:
             raise ProviderError(str(exc), provider="embedded") from exc
-        prompt = prompt_ids(loaded.tokenizer, messages, "")
+        # A base model: the engine sends it a few-shot completion prompt (conductor.fewshot),
+        # which is continued as plain text, never wrapped in chat turns.
+        prompt = loaded.tokenizer(render_completion(messages), add_special_tokens=True)["input_ids"]
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         stop_event = threading.Event()

@@ -3,7 +3,7 @@
 Order: the config's [[models]]; then the built-in catalog (when `config.catalog`), models of
 providers with a key first, then those without one (kept, unavailable, so the user sees what a key
 would add); then models of discovered local servers; then the embedded model, always last and
-always there, so the app works offline. `Pool.available()` keeps that order and is what the
+there unless the config says `embedded_worker = false`, so the app works offline. `Pool.available()` keeps that order and is what the
 conductor is shown, numbered from 0.
 """
 
@@ -224,7 +224,8 @@ def _assemble(config: Config, providers: Mapping[str, _Provider], keys: Mapping[
     if embedded.id in taken:
         # A config model reusing the embedded id would hide it; keep the embedded one last.
         models = [m for m in models if m.id != embedded.id]
-    models.append(embedded)
+    if config.embedded_worker:
+        models.append(embedded)
     return Pool(models)
 
 
@@ -300,6 +301,8 @@ def check_references(config: Config, pool: Pool, conductor_backend: str | None =
     named += [(f"moa.proposers: {m!r}", m) for m in config.moa.proposers]
     if config.moa.aggregator:
         named.append((f"moa.aggregator: {config.moa.aggregator!r}", config.moa.aggregator))
+    if config.bench.judge:
+        named.append((f"bench.judge: {config.bench.judge!r}", config.bench.judge))
     if backend == "remote":
         model = conductor_model or config.conductor.model
         named.append((f"conductor.model: {model!r} (the remote conductor)", model))

@@ -31,6 +31,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+EMPTY_POOL = (
+    "the pool has no available model: add a provider key (F5 in the app, or e.g. OPENAI_API_KEY), "
+    "a [[models]] entry in the config, or set embedded_worker = true"
+)
+
+
 class AskError(Exception):
     """The question cannot run as asked (an unknown model or conversation, an empty pool); nothing
     was recorded. The message says what to do."""
@@ -113,7 +119,7 @@ class Sessions:
         """Check the mode against the pool and return how to start its run (raises AskError)."""
         mode = ask.mode
         if not self.runtime.models:
-            raise AskError("the pool has no available model: add one in the config or a key for a provider")
+            raise AskError(EMPTY_POOL)
         if isinstance(mode, ConductorMode):
             if mode.preset is not None and mode.preset not in PRESETS:
                 raise AskError(f"unknown conductor preset {mode.preset!r}: use {', '.join(PRESETS)}")
