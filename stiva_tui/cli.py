@@ -4,6 +4,7 @@
     stiva ask QUESTION         plan, run and print the answer (live view on stderr; --json trace)
     stiva models [--json]      the pool, availability, prices and the conductor choice
     stiva serve                an OpenAI-compatible API over the same engine
+    stiva bench SUITE          measure systems on a suite (cli_bench.py)
 
 Exit code 0 on success; otherwise non-zero with a one-line reason on stderr.
 """
@@ -17,14 +18,19 @@ import signal
 import sys
 from typing import Any, Coroutine, Sequence
 
+from .cli_common import (  # noqa: F401 - re-exported: the exit codes are the command's interface
+    EXIT_BROKEN_PIPE,
+    EXIT_CANCELLED,
+    EXIT_FAILED,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    fail,
+    stop_on_signals,
+)
+
 # asyncio and everything else load inside the commands: `stiva --help` stays fast, and a ctrl+c
 # right after start lands in main(), which answers it with one line.
 
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_CANCELLED = 130  # 128 + SIGINT, as shells report ctrl+c
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away
-EXIT_TERMINATED = 143  # 128 + SIGTERM
 # The conductor presets of runtime.modes.PRESETS, named here so that `--help` imports no engine.
 PRESET_NAMES = ("conductor", "conductor-mini")
 
@@ -68,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     show = shows.add_parser("show", help="one run's trace")
     show.add_argument("run_id", metavar="ID", help="the run's id (from stiva history)")
     show.add_argument("--json", dest="show_json", action="store_true", help="print the trace as JSON")
+
+    from .cli_bench import add_parser as add_bench_parser
+
+    add_bench_parser(sub, common)
 
     serve = sub.add_parser("serve", parents=[common], help="serve the OpenAI-compatible API")
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
@@ -121,6 +131,10 @@ def _command(args: argparse.Namespace) -> int:
         return _run(models(args, config))
     if args.command == "history":
         return history(args)
+    if args.command == "bench":
+        from .cli_bench import bench
+
+        return _run(bench(args, config))
     if args.command == "serve":
         from .server.app import serve
 
@@ -149,15 +163,6 @@ def _silence_stdout() -> None:
         pass
 
 
-def fail(message: str, code: int = EXIT_FAILED) -> int:
-    """Say why on one line of stderr (a provider's text in it cannot steer the terminal)."""
-    from .cli_view import printable
-
-    lines = printable(message).strip().splitlines()
-    print(f"stiva: {lines[0] if lines else 'failed'}", file=sys.stderr)
-    return code
-
-
 # --- stiva ask -------------------------------------------------------------------------------------
 
 
@@ -171,7 +176,7 @@ async def ask(args: argparse.Namespace, config) -> int:
     question = _read_question(args.question)
     if not question.strip():
         return fail("the question is empty", EXIT_USAGE)
-    stopped_by = _stop_on_signals()
+    stopped_by = stop_on_signals()
     try:
         runtime = await Runtime.create(config, conductor=args.conductor)
     except (StoreError, StartupError) as exc:
@@ -201,27 +206,6 @@ def _read_question(argument: str) -> str:
         print("stiva: note: the question held bytes that are not UTF-8; they were replaced with \ufffd",
               file=sys.stderr)
     return question
-
-
-def _stop_on_signals() -> list[int]:
-    """ctrl+c and SIGTERM cancel the running command (a run is kept as cancelled); a second
-    signal ends the process at once. Returns the list the exit code of the signal goes into."""
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    stopped_by: list[int] = []
-
-    def stop(code: int) -> None:
-        if stopped_by:  # asked twice: leave now
-            os._exit(stopped_by[0])
-        stopped_by.append(code)
-        if task is not None:
-            task.cancel()
-
-    loop.add_signal_handler(signal.SIGINT, stop, EXIT_CANCELLED)
-    loop.add_signal_handler(signal.SIGTERM, stop, EXIT_TERMINATED)
-    return stopped_by
 
 
 def _mode(args: argparse.Namespace):

@@ -456,3 +456,28 @@ def test_models_the_config_names_must_exist_and_say_when_they_are_unavailable(fa
     result = stiva("models", "--config", str(config), "--no-discovery", home=stiva_home)
     assert result.returncode == 0
     assert "warning" in result.stderr and "workers.fallbacks: 'openai/gpt-5' is not available now (no key" in result.stderr
+
+
+def test_embedded_worker_false_keeps_the_270m_model_out_of_every_plan(config, fake, stiva_home):
+    config.write_text("embedded_worker = false\n" + config.read_text())
+    listing = json.loads(stiva("models", "--config", str(config), "--json", home=stiva_home).stdout)
+    assert [m["id"] for m in listing["models"]] == ["cond", "w1", "w2"]
+    result = stiva("ask", "What is it?", "--config", str(config), "--json", home=stiva_home)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["answer"] == "the combined answer"
+    (plan_request,) = fake.requests_for("cond")
+    shown = plan_request.user_text
+    assert "w1" in shown and "gemma" not in shown  # the conductor is not offered it
+
+
+def test_an_empty_pool_is_one_line_saying_how_to_add_a_model(tmp_path, stiva_home):
+    config = tmp_path / "empty.toml"
+    # No keys, no catalog, no [[models]], and the embedded worker left out; the embedded model
+    # stays the conductor, but nothing could answer: the question fails before anything loads.
+    config.write_text('embedded_worker = false\ncatalog = false\n[conductor]\nbackend = "embedded"\n'
+                      '[discovery]\nenabled = false\n')
+    result = stiva("ask", "What is 2 + 2?", "--config", str(config), home=stiva_home)
+    assert result.returncode != 0 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert "no available model" in line and "key" in line and "[[models]]" in line and "embedded_worker" in line
+    assert "Traceback" not in result.stderr

@@ -5,6 +5,8 @@
 
 from .db import NotFoundError, Store, StoreError
 from .records import (
+    BenchItemRecord,
+    BenchRecord,
     CompareEntry,
     CompareSession,
     CompareSummary,
@@ -19,5 +21,5 @@ from .recorder import Recorder
 __all__ = [
     "Store", "StoreError", "NotFoundError", "Recorder",
     "Conversation", "ConversationSummary", "MessageRecord", "RunSummary",
-    "CompareEntry", "CompareSession", "CompareSummary", "LeaderboardRow",
+    "CompareEntry", "CompareSession", "CompareSummary", "LeaderboardRow", "BenchRecord", "BenchItemRecord",
 ]

@@ -6,6 +6,7 @@ composed of one mixin per job, each in its own module:
     traces.py         get_trace, list_runs, get_workflow, delete_run
     conversations.py  create/rename/delete/list/get conversations, add_message
     compare.py        compare sessions, entries, votes, leaderboard
+    benches.py        bench runs and their graded items (`stiva bench`, resumable)
 
 Mixins rather than separate objects (`store.traces.get_trace`): callers keep one flat, short API
 (`store.get_trace(run_id)`), every job shares the one connection and lock without passing them
@@ -30,6 +31,7 @@ from typing import Any, Iterator
 
 from ..secrets import redact
 from . import schema
+from .benches import Benches
 from .compare import CompareSessions
 from .conversations import Conversations
 from .errors import NotFoundError, StoreError
@@ -40,7 +42,7 @@ from .writer import Work, Writer
 __all__ = ["Store", "StoreError", "NotFoundError", "redact"]
 
 
-class Store(Traces, Conversations, CompareSessions):
+class Store(Traces, Conversations, CompareSessions, Benches):
     """SQLite-backed history. Open with `Store.open()`; use as a context manager or call `close()`.
     Every method raises StoreError (or its NotFoundError) and nothing else from SQLite."""
 

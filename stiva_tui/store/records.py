@@ -4,6 +4,8 @@ their JSON form (the conversation export is exactly that)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..core.trace import Trace
@@ -11,7 +13,7 @@ from ..core.words import ConversationKind, FailureReason, RunMode, RunStatus, So
 
 __all__ = [
     "MessageRecord", "Conversation", "ConversationSummary", "RunSummary",
-    "CompareEntry", "CompareSession", "CompareSummary", "LeaderboardRow",
+    "CompareEntry", "CompareSession", "CompareSummary", "LeaderboardRow", "BenchRecord", "BenchItemRecord",
 ]
 
 
@@ -127,3 +129,40 @@ class LeaderboardRow(_Record):
     win_rate: float
     avg_cost_usd: float | None = None
     avg_latency_s: float | None = None
+
+
+class BenchRecord(_Record):
+    """One bench: what it measures and how it ended (`stop_reason` when it was stopped)."""
+
+    id: str
+    suite: str
+    suite_hash: str
+    systems: list[str]
+    config_hash: str
+    items: int  # items of the suite (after --limit)
+    status: Literal["running", "finished", "stopped", "interrupted"]
+    stop_reason: str | None = None
+    created_at: str
+    updated_at: str
+
+
+class BenchItemRecord(_Record):
+    """One finished (system, item) of a bench. `status` "error": its calls kept failing (not a wrong
+    answer); it is asked again when the bench resumes. Tokens and cost are the system's, the
+    conductor's plan included; the judge's are apart."""
+
+    system: str
+    item_id: str
+    run_id: str | None = None
+    status: Literal["graded", "error"]
+    correct: bool = False
+    answer: str = ""
+    extracted: str = ""
+    error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    judge_prompt_tokens: int = 0
+    judge_completion_tokens: int = 0
+    judge_cost_usd: float = 0.0

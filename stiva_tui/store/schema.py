@@ -250,7 +250,50 @@ DROP TABLE steps;
 ALTER TABLE steps_v2 RENAME TO steps;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2]
+# --- V3: benchmarks (`stiva bench`) ---------------------------------------------------------------
+# A bench is keyed by what it measures (the suite's content, the systems, the config), so running
+# the same command again continues it. Only finished items have a row: an item that was in flight
+# when the process died has none and is asked again; an `error` row is asked again too.
+
+_V3 = """
+CREATE TABLE bench_runs (
+    id           TEXT PRIMARY KEY,
+    suite        TEXT NOT NULL,
+    suite_hash   TEXT NOT NULL,
+    systems      TEXT NOT NULL DEFAULT '[]',
+    config_hash  TEXT NOT NULL DEFAULT '',
+    items        INTEGER NOT NULL DEFAULT 0,
+    status       TEXT NOT NULL DEFAULT 'running'
+                 CHECK (status IN ('running', 'finished', 'stopped', 'interrupted')),
+    stop_reason  TEXT,
+    created_at   TEXT NOT NULL,
+    updated_at   TEXT NOT NULL
+);
+CREATE INDEX bench_runs_updated ON bench_runs (updated_at);
+
+CREATE TABLE bench_items (
+    bench_id                 TEXT NOT NULL REFERENCES bench_runs (id) ON DELETE CASCADE,
+    system                   TEXT NOT NULL,
+    item_id                  TEXT NOT NULL,
+    run_id                   TEXT,
+    status                   TEXT NOT NULL CHECK (status IN ('graded', 'error')),
+    correct                  INTEGER NOT NULL DEFAULT 0,
+    answer                   TEXT NOT NULL DEFAULT '',
+    extracted                TEXT NOT NULL DEFAULT '',
+    error                    TEXT,
+    prompt_tokens            INTEGER NOT NULL DEFAULT 0,
+    completion_tokens        INTEGER NOT NULL DEFAULT 0,
+    cost_usd                 REAL NOT NULL DEFAULT 0,
+    latency_s                REAL NOT NULL DEFAULT 0,
+    judge_prompt_tokens      INTEGER NOT NULL DEFAULT 0,
+    judge_completion_tokens  INTEGER NOT NULL DEFAULT 0,
+    judge_cost_usd           REAL NOT NULL DEFAULT 0,
+    finished_at              TEXT NOT NULL,
+    PRIMARY KEY (bench_id, system, item_id)
+);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3]
 """MIGRATIONS[i] takes a database from user_version i to i + 1. Append, never edit."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

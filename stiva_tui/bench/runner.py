@@ -1,0 +1,299 @@
+"""Running a bench: every (system, item) as one run of the session service, graded, stored.
+
+    runner = BenchRunner(runtime, suite, systems, concurrency=8, budget_usd=2.0)
+    outcome = await runner.run()          # progress through `on_progress(BenchProgress)`
+
+Each item is asked through `Sessions.ask` (source "bench"), so it is a run like any other: the
+same engine, recorded in the same history, openable in the workflow tree. The bench itself lives
+in the history store (`Store.open_bench` ...), keyed by `bench_key` — the suite's content, the
+systems and the config — so running the same command again continues where it stopped: graded
+items are not asked again; items in flight at a kill, and items that ended in an error, are.
+
+- Up to `concurrency` items run at once, across systems (interleaved, so a partial bench
+  compares the systems on the same items). The pool's worker is wrapped in `LimitedWorker`: a
+  429 slows that provider down instead of failing items.
+- An item whose run fails (its calls kept failing, the conductor could not plan) is recorded as
+  an error, never as a wrong answer.
+- `budget_usd` caps this invocation's spend, the judge's included: once reached, the items in
+  flight are cancelled (asked again on resume) and the bench is marked stopped, saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from ..core.usage import Usage
+from ..pool.types import TextDelta, UsageReport
+from ..runtime.sessions import Ask, AskError
+from ..store.records import BenchItemRecord
+from .graders import grade_async, judge_prompt, parse_judge_reply
+from .limiter import LimitedWorker
+from .suite import Suite, SuiteItem, question_text
+from .systems import System
+
+log = logging.getLogger(__name__)
+
+
+class BenchError(Exception):
+    """The bench cannot run as asked (no history, an unknown judge, a system that cannot run)."""
+
+
+# Config fields that change nothing about the answers: left out of the bench's key.
+_NOT_MEASURED = {"theme", "keymap", "serve", "discovery"}
+
+
+def bench_key(suite: Suite, systems: Sequence[System], config, pool_ids: Sequence[str]) -> tuple[str, str]:
+    """(bench id, config hash): what the bench measures, fingerprinted. The same suite content,
+    systems and config (and the same available models) give the same id."""
+    config_json = json.dumps(config.model_dump(mode="json", exclude=_NOT_MEASURED), sort_keys=True)
+    config_hash = hashlib.sha256((config_json + "\n" + ",".join(pool_ids)).encode()).hexdigest()[:16]
+    key = "\n".join([suite.content_hash, ",".join(s.name for s in systems), config_hash])
+    return hashlib.sha256(key.encode()).hexdigest()[:12], config_hash
+
+
+@dataclass
+class SystemProgress:
+    system: str
+    total: int
+    done: int = 0
+    correct: int = 0
+    errors: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    judge_cost_usd: float = 0.0
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.correct / self.done if self.done else None
+
+
+@dataclass
+class BenchProgress:
+    """A snapshot for the live views (CLI and app)."""
+
+    bench_id: str
+    suite: str
+    systems: dict[str, SystemProgress]
+    started: float
+    resumed: int = 0  # items found already graded
+    asked: int = 0  # items finished by this invocation
+    spent_usd: float = 0.0
+    throttled: dict[str, int] = field(default_factory=dict)
+    stopped: str | None = None
+
+    @property
+    def done(self) -> int:
+        return sum(s.done for s in self.systems.values())
+
+    @property
+    def total(self) -> int:
+        return sum(s.total for s in self.systems.values())
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left at this invocation's pace (None before its first item)."""
+        if not self.asked:
+            return None
+        elapsed = time.monotonic() - self.started
+        return elapsed / self.asked * max(0, self.total - self.done)
+
+
+@dataclass
+class BenchOutcome:
+    bench_id: str
+    status: str  # finished | stopped
+    stop_reason: str | None
+    records: list[BenchItemRecord]
+
+
+ProgressCallback = Callable[[BenchProgress], None]
+
+
+class BenchRunner:
+    def __init__(self, runtime, suite: Suite, systems: Sequence[System], *, concurrency: int = 4,
+                 budget_usd: float | None = None, limit: int | None = None, fresh: bool = False,
+                 on_progress: ProgressCallback | None = None):
+        if runtime.store is None:
+            raise BenchError("a bench needs the history store (it keeps the results and resumes from them)")
+        self.runtime = runtime
+        self.suite = suite
+        self.items: list[SuiteItem] = list(suite.items[:limit] if limit else suite.items)
+        self.systems = list(systems)
+        self.concurrency = max(1, concurrency)
+        self.budget_usd = budget_usd
+        self.fresh = fresh
+        self.on_progress = on_progress
+        self.bench_id, self.config_hash = bench_key(suite, self.systems, runtime.config,
+                                                    [m.id for m in runtime.models])
+        self.progress = BenchProgress(self.bench_id, suite.name,
+                                      {s.name: SystemProgress(s.name, len(self.items)) for s in self.systems},
+                                      time.monotonic())
+        self._stop: str | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._limited: LimitedWorker | None = None
+
+    # --- checks before anything runs --------------------------------------------------------
+
+    def check(self) -> None:
+        """Raise BenchError for what would fail every item: a system that cannot run, a judge
+        that is not in the pool. Nothing is asked or recorded."""
+        sessions = self.runtime.sessions
+        for system in self.systems:
+            try:
+                sessions.check(Ask("check", mode=system.mode, source="bench", in_conversation=False))
+            except AskError as exc:
+                raise BenchError(f"{system.name}: {exc}") from None
+        if any(item.grader == "judge" for item in self.items):
+            self._judge_model()
+
+    def _judge_model(self):
+        judge = self.runtime.config.bench.judge
+        if not judge:
+            raise BenchError("the suite has judge items: name the grading model in the config, "
+                             "[bench] judge = \"MODEL\"")
+        model = self.runtime.pool.get(judge)
+        if model is None or not (model.enabled and model.available):
+            why = f" ({model.reason})" if model is not None and model.reason else ""
+            raise BenchError(f"[bench] judge {judge!r} is not an available pool model{why}")
+        return model
+
+    # --- running --------------------------------------------------------------------------
+
+    async def run(self) -> BenchOutcome:
+        self.check()
+        store = self.runtime.store
+        store.open_bench(self.bench_id, suite=self.suite.name, suite_hash=self.suite.content_hash,
+                         systems=[s.name for s in self.systems], config_hash=self.config_hash,
+                         items=len(self.items), fresh=self.fresh)
+        skip = store.items_to_skip(self.bench_id)
+        ids = {item.id for item in self.items}
+        for record in store.bench_items(self.bench_id):
+            if record.status == "graded" and record.item_id in ids and record.system in self.progress.systems:
+                self._count(record)
+                self.progress.resumed += 1
+        # conductors load once, before the first item (a bad adapter fails here, not per item)
+        for system in self.systems:
+            if system.conductor:
+                await self.runtime.ensure_conductor(None, system.mode.variant)
+        queue: asyncio.Queue = asyncio.Queue()
+        for item in self.items:  # interleaved: every system on item 1, then on item 2, ...
+            for system in self.systems:
+                if (system.name, item.id) not in skip:
+                    queue.put_nowait((system, item))
+        self._limited = LimitedWorker(self.runtime.worker, self.concurrency)
+        original = self.runtime.worker
+        self.runtime.worker = self._limited
+        self._emit()
+        try:
+            workers = [asyncio.create_task(self._work(queue), name=f"bench-{i}")
+                       for i in range(min(self.concurrency, queue.qsize()))]
+            self._tasks.update(workers)
+            await asyncio.gather(*workers, return_exceptions=False)
+        except asyncio.CancelledError:
+            self._stop = self._stop or "cancelled"
+            await self._cancel_all()
+            store.close_bench(self.bench_id, "stopped", self._stop)
+            raise
+        finally:
+            self.runtime.worker = original
+        status = "stopped" if self._stop else "finished"
+        store.close_bench(self.bench_id, status, self._stop)
+        self.progress.stopped = self._stop
+        self._emit()
+        return BenchOutcome(self.bench_id, status, self._stop, store.bench_items(self.bench_id))
+
+    async def _cancel_all(self) -> None:
+        current = asyncio.current_task()
+        pending = [t for t in self._tasks if t is not current and not t.done()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _work(self, queue: asyncio.Queue) -> None:
+        while not self._stop:
+            try:
+                system, item = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            record = await self._one(system, item)
+            if self._stop:  # the budget ran out while this one ran: it is asked again on resume
+                return
+            self.runtime.store.record_bench_item(self.bench_id, record)
+            self._count(record)
+            self.progress.asked += 1
+            self.progress.spent_usd += record.cost_usd + record.judge_cost_usd
+            if self.budget_usd is not None and self.progress.spent_usd >= self.budget_usd:
+                self._stop = f"budget: ${self.progress.spent_usd:.4f} spent of ${self.budget_usd:.4f}"
+                self.progress.stopped = self._stop
+                others = [t for t in self._tasks if t is not asyncio.current_task() and not t.done()]
+                for task in others:
+                    task.cancel()
+            self._emit()
+
+    async def _one(self, system: System, item: SuiteItem) -> BenchItemRecord:
+        started = time.monotonic()
+        ask = Ask(question_text(item), mode=system.mode, source="bench", in_conversation=False,
+                  options=dict(system.options), title=f"bench {self.suite.name} {item.id}")
+        try:
+            outcome = await self.runtime.sessions.ask(ask)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the conductor could not load, an unknown model...
+            return BenchItemRecord(system=system.name, item_id=item.id, status="error",
+                                   error=f"{type(exc).__name__}: {exc}", latency_s=time.monotonic() - started)
+        result = outcome.result
+        totals = result.totals
+        base = dict(system=system.name, item_id=item.id, run_id=result.run_id, answer=result.answer,
+                    prompt_tokens=totals.prompt_tokens, completion_tokens=totals.completion_tokens,
+                    cost_usd=totals.cost_usd, latency_s=totals.latency_s or (time.monotonic() - started))
+        if result.status != "finished":
+            return BenchItemRecord(status="error", error=result.error or (result.failure or result.status), **base)
+        if item.grader == "judge":
+            try:
+                verdict, usage, cost = await self._judge(item, result.answer)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the judge's own call failed: not the system's fault
+                return BenchItemRecord(status="error", error=f"judge: {exc}", **base)
+            return BenchItemRecord(status="graded", correct=verdict.correct, extracted=verdict.extracted,
+                                   judge_prompt_tokens=usage.prompt_tokens,
+                                   judge_completion_tokens=usage.completion_tokens, judge_cost_usd=cost, **base)
+        verdict = await grade_async(item, result.answer)
+        return BenchItemRecord(status="graded", correct=verdict.correct, extracted=verdict.extracted, **base)
+
+    async def _judge(self, item: SuiteItem, answer: str):
+        model = self._judge_model()
+        parts: list[str] = []
+        usage = Usage()
+        stream = self.runtime.worker.stream_chat(model, judge_prompt(item, answer), temperature=0.0,
+                                                 max_tokens=self.runtime.config.bench.judge_max_tokens)
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                parts.append(event.text)
+            elif isinstance(event, UsageReport):
+                usage = event.usage
+        return parse_judge_reply("".join(parts)), usage, model.cost(usage)
+
+    def _count(self, record: BenchItemRecord) -> None:
+        progress = self.progress.systems[record.system]
+        progress.done += 1
+        progress.correct += int(record.status == "graded" and record.correct)
+        progress.errors += int(record.status == "error")
+        progress.tokens += record.prompt_tokens + record.completion_tokens
+        progress.cost_usd += record.cost_usd
+        progress.judge_cost_usd += record.judge_cost_usd
+
+    def _emit(self) -> None:
+        if self._limited is not None:
+            self.progress.throttled = self._limited.throttled()
+        if self.on_progress is not None:
+            try:
+                self.on_progress(self.progress)
+            except Exception:  # noqa: BLE001 - a broken view must not stop the bench
+                log.exception("bench progress view failed")

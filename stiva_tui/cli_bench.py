@@ -1,0 +1,204 @@
+"""`stiva bench`: measure systems on a suite, with a live view, resumable, with a report.
+
+    stiva bench SUITE --systems conductor,moa,direct:MODEL [--limit N] [--concurrency K]
+                      [--budget-usd X] [--out DIR] [--fresh] [--json]
+    stiva bench --list
+
+stdout gets the result (a table, or with --json exactly one JSON object); the live progress
+view goes to stderr when it is a terminal. The report files go to --out (default
+`<data dir>/bench/<bench id>/`): report.json, report.md, frontier.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+
+def add_parser(sub, common) -> None:
+    bench = sub.add_parser(
+        "bench", parents=[common], help="measure the conductor against single models and MoA on a suite",
+        description="Run every item of SUITE on every system, grade the answers, and report accuracy, tokens, "
+                    "cost and latency. Running the same command again continues an interrupted bench.")
+    bench.add_argument("suite", nargs="?", help="a JSONL suite file, FORMAT:PATH (see --list), or a built-in name")
+    bench.add_argument("--systems", action="append", default=[], metavar="S1,S2",
+                       help="conductor, conductor-mini, moa, direct:MODEL, adapter:DIR (comma-separated; repeatable)")
+    bench.add_argument("--limit", type=int, help="only the first N items of the suite")
+    bench.add_argument("--concurrency", type=int, default=4, help="items run at once, across systems (default 4)")
+    bench.add_argument("--budget-usd", type=float, help="stop cleanly once this invocation has spent this much")
+    bench.add_argument("--out", metavar="DIR", help="where the report files go (default: the data dir)")
+    bench.add_argument("--fresh", action="store_true", help="start over instead of continuing the same bench")
+    bench.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    bench.add_argument("--list", action="store_true", help="list the suite formats and the built-in suites")
+
+
+async def bench(args: argparse.Namespace, config) -> int:
+    import asyncio
+
+    from rich.console import Console
+
+    from .bench.runner import BenchError, BenchRunner
+    from .bench.suite import SuiteError, load_suite
+    from .bench.systems import SystemError, parse_systems
+    from .cli_common import EXIT_CANCELLED, EXIT_FAILED, EXIT_TERMINATED, EXIT_USAGE, fail, stop_on_signals
+    from .conductor.base import ConductorError
+    from .runtime import Runtime, StartupError
+    from .store import StoreError
+
+    if args.list:
+        print(listing())
+        return 0
+    if not args.suite:
+        return fail("name a suite (a JSONL file, FORMAT:PATH or a built-in; see stiva bench --list)", EXIT_USAGE)
+    if args.concurrency < 1 or (args.limit is not None and args.limit < 1):
+        return fail("--concurrency and --limit must be at least 1", EXIT_USAGE)
+    try:
+        suite = load_suite(args.suite)
+        systems = parse_systems(args.systems or ["conductor"])
+    except (SuiteError, SystemError) as exc:
+        return fail(str(exc), EXIT_USAGE)
+    stopped_by = stop_on_signals()
+    try:
+        runtime = await Runtime.create(config, conductor=args.conductor)
+    except (StoreError, StartupError) as exc:
+        return fail(str(exc), EXIT_USAGE)
+    console = Console(stderr=True)
+    view = ProgressView(console) if console.is_terminal else None
+    runner = BenchRunner(runtime, suite, systems, concurrency=args.concurrency, budget_usd=args.budget_usd,
+                         limit=args.limit, fresh=args.fresh, on_progress=view.update if view else None)
+    code = 0
+    try:
+        runner.check()
+        if view:
+            with view:
+                outcome = await runner.run()
+        else:
+            outcome = await runner.run()
+        status, reason = outcome.status, outcome.stop_reason
+    except BenchError as exc:
+        await runtime.aclose()
+        return fail(str(exc), EXIT_USAGE)
+    except (ConductorError, StartupError) as exc:
+        await runtime.aclose()
+        return fail(str(exc), EXIT_FAILED)
+    except asyncio.CancelledError:
+        code = stopped_by[0] if stopped_by else EXIT_CANCELLED
+        status, reason = "stopped", "terminated" if code == EXIT_TERMINATED else "cancelled"
+    try:
+        report, out = write_reports(runtime, runner, status, reason, args.out)
+    finally:
+        await runtime.aclose()
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_table(report)
+    console.print(f"[dim]bench {report['bench_id']} · report in {out}[/]", highlight=False, soft_wrap=True)
+    if status != "finished":
+        console.print(f"[yellow]stopped:[/] {reason} — run the same command again to continue", highlight=False)
+    return code
+
+
+def write_reports(runtime, runner, status: str, reason: str | None, out: str | None):
+    """report.json, report.md and frontier.png for what the store holds of this bench."""
+    from . import paths
+    from .bench.report import build_report, plan_mix, report_markdown, write_frontier_png
+
+    store = runtime.store
+    records = store.bench_items(runner.bench_id)
+    report = build_report(runner.suite.name, runner.bench_id, [s.name for s in runner.systems],
+                          [item.id for item in runner.items], records, status=status, stop_reason=reason)
+    folder = Path(out).expanduser() if out else paths.data_dir() / "bench" / runner.bench_id
+    folder.mkdir(parents=True, exist_ok=True)
+    mixes = {}
+    for system in runner.systems:
+        if system.conductor:
+            traces = []
+            for record in records:
+                if record.system == system.name and record.run_id:
+                    try:
+                        traces.append(store.get_trace(record.run_id))
+                    except Exception:  # noqa: BLE001 - a run deleted from the history since
+                        continue
+            mixes[system.name] = plan_mix(traces)
+    (folder / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (folder / "report.md").write_text(report_markdown(report, mixes))
+    write_frontier_png(report, folder / "frontier.png")
+    return report, folder
+
+
+def print_table(report: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{report['suite']} · bench {report['bench_id']}", title_justify="left")
+    for column in ("system", "n", "accuracy", "95% CI", "errors", "tokens/q", "cost/q", "p50 s", "p95 s"):
+        table.add_column(column, justify="left" if column == "system" else "right")
+    for row in report["systems"]:
+        lo, hi = row["ci95"]
+        accuracy = "—" if row["accuracy"] is None else f"{row['accuracy']:.1%}"
+        table.add_row(row["system"], str(row["n"]), accuracy, f"{lo:.2f}–{hi:.2f}", str(row["errors"]),
+                      f"{row['tokens_per_question']:,.0f}", f"${row['cost_per_question']:.5f}",
+                      f"{row['latency_p50_s']:.1f}", f"{row['latency_p95_s']:.1f}")
+    Console(soft_wrap=True).print(table)
+
+
+def listing() -> str:
+    from .bench.suite import list_builtins, list_formats
+
+    lines = ["Suite formats (FORMAT:PATH, PATH a local file or a Hugging Face dataset id):"]
+    for fmt in list_formats():
+        lines.append(f"  {fmt.name:<15} {fmt.description}")
+    lines += ["", "Built-in suites:"]
+    for info in list_builtins():
+        lines.append(f"  {info.name:<15} {info.items:>4} items  {info.description}")
+    lines += ["", "A JSONL suite file: one {\"id\", \"question\", \"answer\", \"grader\"} object a line "
+              "(graders: numeric, exact, contains, choice, math, code, judge)."]
+    return "\n".join(lines)
+
+
+class ProgressView:
+    """The live view on stderr: items done per system, running accuracy, tokens, cost, ETA."""
+
+    def __init__(self, console):
+        from rich.live import Live
+
+        self.console = console
+        self.live = Live(console=console, refresh_per_second=4, transient=False)
+        self.last = None
+
+    def __enter__(self):
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.live.__exit__(*exc)
+
+    def update(self, progress) -> None:
+        self.last = progress
+        self.live.update(self.render(progress))
+
+    @staticmethod
+    def render(progress):
+        from rich.table import Table
+
+        eta = progress.eta_s
+        elapsed = time.monotonic() - progress.started
+        caption = (f"{progress.done}/{progress.total} items · {elapsed:.0f}s · "
+                   f"ETA {'—' if eta is None else f'{eta:.0f}s'} · spent ${progress.spent_usd:.4f}")
+        if progress.resumed:
+            caption += f" · {progress.resumed} resumed"
+        if progress.throttled:
+            caption += " · 429s: " + ", ".join(f"{k} {v}" for k, v in progress.throttled.items())
+        if progress.stopped:
+            caption += f" · stopped: {progress.stopped}"
+        table = Table(title=f"bench {progress.bench_id} · {progress.suite}", caption=caption,
+                      title_justify="left", caption_justify="left")
+        for column in ("system", "done", "accuracy", "errors", "tokens", "cost"):
+            table.add_column(column, justify="left" if column == "system" else "right")
+        for s in progress.systems.values():
+            accuracy = "—" if s.accuracy is None else f"{s.accuracy:.1%}"
+            table.add_row(s.system, f"{s.done}/{s.total}", accuracy, str(s.errors), f"{s.tokens:,}",
+                          f"${s.cost_usd + s.judge_cost_usd:.4f}")
+        return table

@@ -1,0 +1,103 @@
+"""Bench runs (`stiva bench`): what was measured and each graded item. Part of `Store` (db.py).
+
+A bench's id is a fingerprint of what it measures (suite content, systems, config), chosen by
+the runner: the same command finds its bench again and continues it. Only finished items have
+a row, so an item in flight when the process died is asked again; so is one that ended in an
+error (`items_to_skip` leaves both out). Each item row points at the run it came from (a loose
+reference, like compare entries: the run may be deleted from the history later).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from .errors import NotFoundError
+from .records import BenchItemRecord, BenchRecord
+from .schema import timestamp
+
+if TYPE_CHECKING:
+    from .db import Store
+
+__all__ = ["Benches"]
+
+
+class Benches:
+    """The bench part of `Store`."""
+
+    def open_bench(self: "Store", bench_id: str, *, suite: str, suite_hash: str, systems: list[str],
+                   config_hash: str, items: int, fresh: bool = False) -> bool:
+        """Create the bench, or reopen it as running; `fresh` forgets its items first.
+        Returns True when it already existed (a resumed bench)."""
+        now = timestamp()
+        with self.transaction() as c:
+            existed = c.execute("SELECT 1 FROM bench_runs WHERE id = ?", (bench_id,)).fetchone() is not None
+            if existed and fresh:
+                c.execute("DELETE FROM bench_items WHERE bench_id = ?", (bench_id,))
+            c.execute(
+                "INSERT INTO bench_runs (id, suite, suite_hash, systems, config_hash, items, status, created_at,"
+                " updated_at) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET status = 'running', stop_reason = NULL, items = excluded.items,"
+                " suite = excluded.suite, updated_at = excluded.updated_at",
+                (bench_id, suite, suite_hash, json.dumps(systems), config_hash, items, now, now),
+            )
+        return existed and not fresh
+
+    def record_bench_item(self: "Store", bench_id: str, item: BenchItemRecord) -> None:
+        """Write (or replace) one finished item."""
+        with self.transaction() as c:
+            c.execute(
+                "INSERT OR REPLACE INTO bench_items (bench_id, system, item_id, run_id, status, correct, answer,"
+                " extracted, error, prompt_tokens, completion_tokens, cost_usd, latency_s, judge_prompt_tokens,"
+                " judge_completion_tokens, judge_cost_usd, finished_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (bench_id, item.system, item.item_id, item.run_id, item.status, int(item.correct), item.answer,
+                 item.extracted, item.error, item.prompt_tokens, item.completion_tokens, item.cost_usd,
+                 item.latency_s, item.judge_prompt_tokens, item.judge_completion_tokens, item.judge_cost_usd,
+                 timestamp()),
+            )
+            c.execute("UPDATE bench_runs SET updated_at = ? WHERE id = ?", (timestamp(), bench_id))
+
+    def close_bench(self: "Store", bench_id: str, status: str, stop_reason: str | None = None) -> None:
+        """Mark the bench finished, stopped (budget, ctrl+c: `stop_reason` says which) or interrupted."""
+        with self.transaction() as c:
+            c.execute("UPDATE bench_runs SET status = ?, stop_reason = ?, updated_at = ? WHERE id = ?",
+                      (status, stop_reason, timestamp(), bench_id))
+
+    def bench_items(self: "Store", bench_id: str) -> list[BenchItemRecord]:
+        rows = self.query("SELECT * FROM bench_items WHERE bench_id = ? ORDER BY finished_at, rowid", (bench_id,))
+        return [_item(row) for row in rows]
+
+    def items_to_skip(self: "Store", bench_id: str) -> set[tuple[str, str]]:
+        """(system, item id) pairs already graded: a resumed bench does not ask them again."""
+        rows = self.query("SELECT system, item_id FROM bench_items WHERE bench_id = ? AND status = 'graded'",
+                          (bench_id,))
+        return {(row["system"], row["item_id"]) for row in rows}
+
+    def get_bench(self: "Store", bench_id: str) -> BenchRecord:
+        row = self.query_one("SELECT * FROM bench_runs WHERE id = ?", (bench_id,))
+        if row is None:
+            raise NotFoundError(f"no bench {bench_id}")
+        return _bench(row)
+
+    def list_benches(self: "Store", limit: int = 100) -> list[BenchRecord]:
+        rows = self.query("SELECT * FROM bench_runs ORDER BY updated_at DESC LIMIT ?", (limit,))
+        return [_bench(row) for row in rows]
+
+
+def _bench(row) -> BenchRecord:
+    return BenchRecord(
+        id=row["id"], suite=row["suite"], suite_hash=row["suite_hash"], systems=json.loads(row["systems"]),
+        config_hash=row["config_hash"], items=row["items"], status=row["status"], stop_reason=row["stop_reason"],
+        created_at=row["created_at"], updated_at=row["updated_at"],
+    )
+
+
+def _item(row) -> BenchItemRecord:
+    return BenchItemRecord(
+        system=row["system"], item_id=row["item_id"], run_id=row["run_id"], status=row["status"],
+        correct=bool(row["correct"]), answer=row["answer"], extracted=row["extracted"], error=row["error"],
+        prompt_tokens=row["prompt_tokens"], completion_tokens=row["completion_tokens"], cost_usd=row["cost_usd"],
+        latency_s=row["latency_s"], judge_prompt_tokens=row["judge_prompt_tokens"],
+        judge_completion_tokens=row["judge_completion_tokens"], judge_cost_usd=row["judge_cost_usd"],
+    )

@@ -1,0 +1,325 @@
+"""`stiva bench` end to end on the real scripted HTTP provider: exact figures, concurrency, 429s,
+errors, the judge, the budget, resume after a kill, and the report's JSON shape."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fakeprovider import Reply
+from stiva_tui.bench.report import build_report, wilson
+from stiva_tui.bench.runner import BenchError, BenchRunner
+from stiva_tui.bench.suite import load_suite
+from stiva_tui.bench.systems import SystemError, parse_systems
+from stiva_tui.config import load_config
+from stiva_tui.runtime import Runtime
+
+STIVA = str(Path(sys.executable).parent / "stiva")
+PLAN = 'model_id = [1]\nsubtasks = ["Add the two numbers."]\naccess_list = [[]]'
+QUESTION = re.compile(r"What is (\d+) \+ (\d+)\?")
+
+
+def _sum(request) -> int:
+    a, b = QUESTION.search(request.user_text).groups()
+    return int(a) + int(b)
+
+
+def script_pool(fake, *, latency_s: float = 0.0):
+    """cond plans [right]; `right` always adds correctly, `wrong` is always off by one."""
+    fake.default("cond", Reply(PLAN, usage=(50, 20), latency_s=latency_s))
+    fake.default("right", lambda r: Reply(f"The sum is {_sum(r)}.", usage=(10, 2), latency_s=latency_s))
+    fake.default("wrong", lambda r: Reply(f"The sum is {_sum(r) + 1}.", usage=(12, 3), latency_s=latency_s))
+
+
+def write_config(path: Path, base_url: str, extra_top: str = "", extra: str = "") -> Path:
+    path.write_text(f"""catalog = false
+embedded_worker = false
+{extra_top}
+[conductor]
+backend = "remote"
+model = "cond"
+[discovery]
+enabled = false
+[workers]
+retries = 0
+[[providers]]
+name = "lab"
+base_url = "{base_url}"
+[[models]]
+id = "cond"
+provider = "lab"
+model = "cond"
+price_in = 1.0
+price_out = 1.0
+[[models]]
+id = "right"
+provider = "lab"
+model = "right"
+price_in = 1.0
+price_out = 2.0
+[[models]]
+id = "wrong"
+provider = "lab"
+model = "wrong"
+price_in = 3.0
+price_out = 5.0
+{extra}""")
+    return path
+
+
+def write_suite(path: Path, n: int) -> Path:
+    lines = [json.dumps({"id": f"add-{i}", "question": f"What is {i} + {i * 2}?", "answer": str(3 * i),
+                         "grader": "numeric"}) for i in range(1, n + 1)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+async def _runner(config_path: Path, suite_path: Path, systems: str, **kwargs):
+    runtime = await Runtime.create(load_config(config_path), discover=False)
+    return runtime, BenchRunner(runtime, load_suite(str(suite_path)), parse_systems([systems]), **kwargs)
+
+
+async def test_accuracy_tokens_and_cost_are_exact_on_a_pool_whose_truth_is_known(fake, tmp_path, stiva_home):
+    script_pool(fake)
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    suite = write_suite(tmp_path / "s.jsonl", 5)
+    runtime, runner = await _runner(config, suite, "direct:right,direct:wrong,conductor", concurrency=3)
+    try:
+        outcome = await runner.run()
+        # every item is a run in the history, from the bench
+        traces = [runtime.store.get_trace(r.run_id) for r in outcome.records]
+    finally:
+        await runtime.aclose()
+    assert len(traces) == 15 and {t.source for t in traces} == {"bench"}
+    assert outcome.status == "finished"
+    report = build_report("s", outcome.bench_id, ["direct:right", "direct:wrong", "conductor"],
+                          [f"add-{i}" for i in range(1, 6)], outcome.records)
+    rows = {row["system"]: row for row in report["systems"]}
+    assert (rows["direct:right"]["n"], rows["direct:right"]["correct"], rows["direct:right"]["accuracy"]) == (5, 5, 1.0)
+    assert (rows["direct:wrong"]["correct"], rows["direct:wrong"]["accuracy"], rows["direct:wrong"]["errors"]) == (0, 0.0, 0)
+    assert rows["conductor"]["accuracy"] == 1.0
+    assert rows["direct:right"]["tokens_per_question"] == 12
+    assert rows["direct:right"]["cost_per_question"] == pytest.approx((10 * 1.0 + 2 * 2.0) / 1e6)
+    assert rows["direct:wrong"]["cost_per_question"] == pytest.approx((12 * 3.0 + 3 * 5.0) / 1e6)
+    # the conductor's own plan counts: 50 + 20 tokens at 1.0/1.0, then the step on `right`
+    assert rows["conductor"]["tokens_per_question"] == 50 + 20 + 10 + 2
+    assert rows["conductor"]["cost_per_question"] == pytest.approx((50 + 20 + 10 * 1.0 + 2 * 2.0) / 1e6)
+    assert rows["direct:right"]["ci95"] == list(wilson(5, 5)) and rows["direct:right"]["ci95"][0] < 1.0
+    items = {(i["system"], i["id"]): i for i in report["items"]}
+    assert items["direct:wrong", "add-2"]["extracted"] == "7" and items["direct:wrong", "add-2"]["answer"] == "The sum is 7."
+    assert len(fake.requests_for("right")) == 10 and len(fake.requests_for("wrong")) == 5
+
+
+async def test_items_run_concurrently(fake, tmp_path, stiva_home):
+    script_pool(fake, latency_s=0.4)
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    suite = write_suite(tmp_path / "s.jsonl", 8)
+    runtime, runner = await _runner(config, suite, "direct:right", concurrency=8)
+    started = time.monotonic()
+    try:
+        outcome = await runner.run()
+    finally:
+        await runtime.aclose()
+    wall = time.monotonic() - started
+    assert len(outcome.records) == 8 and all(r.correct for r in outcome.records)
+    assert wall < 8 * 0.4 / 2, wall  # one at a time would take 3.2 s
+    starts = sorted(r.at for r in fake.requests_for("right"))
+    assert starts[-1] - starts[0] < 0.3  # all eight were asked at about the same time
+
+
+async def test_a_429_slows_the_provider_down_and_fails_no_item(fake, tmp_path, stiva_home):
+    fake.script("right", Reply(status=429, retry_after="0"), Reply(status=429, retry_after="0"),
+                Reply(status=429, retry_after="0"))
+    fake.default("right", lambda r: Reply(f"The sum is {_sum(r)}.", usage=(10, 2)))
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    suite = write_suite(tmp_path / "s.jsonl", 4)
+    runtime, runner = await _runner(config, suite, "direct:right", concurrency=4)
+    try:
+        outcome = await runner.run()
+    finally:
+        await runtime.aclose()
+    assert [r.status for r in outcome.records] == ["graded"] * 4 and all(r.correct for r in outcome.records)
+    assert runner.progress.throttled == {"lab": 3}
+    assert runner._limited.window("lab").window < 4  # the window shrank
+
+
+async def test_a_failing_item_is_an_error_not_a_wrong_answer_and_direct_never_falls_back(fake, tmp_path, stiva_home):
+    fake.default("right", lambda r: Reply(status=400, error_message="no such thing")
+                 if "2 + 4" in r.user_text else Reply(f"The sum is {_sum(r)}.", usage=(10, 2)))
+    fake.default("wrong", lambda r: Reply(f"The sum is {_sum(r) + 1}.", usage=(12, 3)))
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    suite = write_suite(tmp_path / "s.jsonl", 3)
+    runtime, runner = await _runner(config, suite, "direct:right")
+    try:
+        outcome = await runner.run()
+        again = await BenchRunner(runtime, load_suite(str(suite)), parse_systems(["direct:right"])).run()
+    finally:
+        await runtime.aclose()
+    failed = next(r for r in outcome.records if r.item_id == "add-2")
+    assert failed.status == "error" and "no such thing" in failed.error and not failed.correct
+    assert fake.requests_for("wrong") == []  # a direct system measures its model, nothing else
+    report = build_report("s", outcome.bench_id, ["direct:right"], ["add-1", "add-2", "add-3"], outcome.records)
+    assert report["systems"][0]["n"] == 3 and report["systems"][0]["errors"] == 1
+    assert report["systems"][0]["accuracy"] == pytest.approx(2 / 3)
+    # the same bench again: the error is asked again, the graded items are not
+    assert again.bench_id == outcome.bench_id
+    asked = [QUESTION.search(r.user_text).group(0) for r in fake.requests_for("right")]
+    assert asked.count("What is 1 + 2?") == 1 and asked.count("What is 2 + 4?") == 2
+
+
+async def test_judge_items_are_graded_by_the_judge_model_and_its_cost_is_apart(fake, tmp_path, stiva_home):
+    fake.default("right", Reply("Paris, on the Seine.", usage=(10, 2)))
+    fake.default("wrong", lambda r: Reply("Judgement: the answer names Paris.\nCORRECT"
+                                          if "Paris" in r.user_text else "INCORRECT", usage=(100, 10)))
+    config = write_config(tmp_path / "c.toml", fake.base_url, extra_top='[bench]\njudge = "wrong"')
+    suite = tmp_path / "open.jsonl"
+    suite.write_text(json.dumps({"id": "q1", "question": "Where is the Louvre?", "answer": "Paris",
+                                 "grader": "judge"}) + "\n")
+    runtime, runner = await _runner(config, suite, "direct:right")
+    try:
+        outcome = await runner.run()
+    finally:
+        await runtime.aclose()
+    (record,) = outcome.records
+    assert record.status == "graded" and record.correct
+    assert record.cost_usd == pytest.approx((10 * 1.0 + 2 * 2.0) / 1e6)  # the system's alone
+    assert record.judge_cost_usd == pytest.approx((100 * 3.0 + 10 * 5.0) / 1e6)
+    (judged,) = fake.requests_for("wrong")
+    assert "Paris, on the Seine." in judged.user_text and "Where is the Louvre?" in judged.user_text
+
+
+async def test_judge_items_without_a_judge_fail_before_anything_is_asked(fake, tmp_path, stiva_home):
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    suite = tmp_path / "open.jsonl"
+    suite.write_text(json.dumps({"id": "q1", "question": "Q?", "answer": "A", "grader": "judge"}) + "\n")
+    runtime, runner = await _runner(config, suite, "direct:right")
+    try:
+        with pytest.raises(BenchError, match=r"\[bench\] judge"):
+            await runner.run()
+    finally:
+        await runtime.aclose()
+    assert fake.requests == []
+
+
+def test_system_names():
+    names = [s.name for s in parse_systems(["conductor,moa", "direct:gpt-5", "conductor-mini"])]
+    assert names == ["conductor", "moa", "direct:gpt-5", "conductor-mini"]
+    for bad in (["nope"], ["direct:"], ["conductor,conductor"], [""], ["adapter:/no/such/dir"]):
+        with pytest.raises(SystemError):
+            parse_systems(bad)
+
+
+# --- the real command ------------------------------------------------------------------------------
+
+
+def stiva(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "STIVA_HOME": str(home)}
+    return subprocess.run([STIVA, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+ITEM_KEYS = {"id", "system", "run_id", "status", "correct", "answer", "extracted", "error", "prompt_tokens",
+             "completion_tokens", "cost_usd", "latency_s"}
+SYSTEM_KEYS = {"system", "n", "correct", "errors", "accuracy", "ci95", "tokens_per_question", "cost_per_question",
+               "judge_cost_usd", "latency_p50_s", "latency_p95_s"}
+
+
+def test_json_report_shape_and_report_files(fake, tmp_path, stiva_home):
+    script_pool(fake)
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    suite = write_suite(tmp_path / "s.jsonl", 3)
+    out = tmp_path / "out"
+    result = stiva("bench", str(suite), "--systems", "conductor,direct:wrong", "--config", str(config),
+                   "--json", "--out", str(out), home=stiva_home)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)  # exactly one JSON object on stdout
+    assert {"suite", "bench_id", "systems", "items"} <= set(report)
+    assert report["suite"] == "s" and isinstance(report["bench_id"], str)
+    assert [set(row) for row in report["systems"]] == [SYSTEM_KEYS, SYSTEM_KEYS]
+    assert len(report["items"]) == 6 and all(set(item) == ITEM_KEYS for item in report["items"])
+    assert all(item["status"] in ("graded", "error") for item in report["items"])
+    assert isinstance(report["systems"][0]["ci95"], list) and len(report["systems"][0]["ci95"]) == 2
+    assert json.loads((out / "report.json").read_text()) == report
+    markdown = (out / "report.md").read_text()
+    assert "| conductor | 3 | 3 | 0 | 1.000 |" in markdown and "| one step | 3 | 100% |" in markdown
+    assert "| right | 3 | 100% |" in markdown
+    assert (out / "frontier.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the runs are in the history, marked as the bench's
+    listing = json.loads(stiva("history", "--json", home=stiva_home).stdout)
+    runs = listing["runs"] if isinstance(listing, dict) else listing
+    assert sum(1 for r in runs if r["source"] == "bench") == 6
+
+
+def test_a_killed_bench_resumes_and_asks_nothing_twice(fake, tmp_path, stiva_home):
+    script_pool(fake, latency_s=0.3)
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    suite = write_suite(tmp_path / "s.jsonl", 12)
+    command = [STIVA, "bench", str(suite), "--systems", "direct:right", "--config", str(config), "--json",
+               "--concurrency", "2"]
+    env = {**os.environ, "STIVA_HOME": str(stiva_home)}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    database = stiva_home / "data" / "stiva.db"
+    graded_before: set[str] = set()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(graded_before) < 4:
+        time.sleep(0.1)
+        if database.exists():
+            try:
+                with sqlite3.connect(database) as conn:
+                    graded_before = {r[0] for r in conn.execute(
+                        "SELECT item_id FROM bench_items WHERE status = 'graded'")}
+            except sqlite3.Error:
+                continue
+    process.send_signal(signal.SIGKILL)
+    process.wait(10)
+    assert 4 <= len(graded_before) < 12
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["systems"][0]["n"] == 12 and report["systems"][0]["correct"] == 12
+    asked: dict[str, int] = {}
+    for request in fake.requests_for("right"):
+        question = QUESTION.search(request.user_text).group(0)
+        asked[question] = asked.get(question, 0) + 1
+    for item_id in graded_before:  # graded before the kill: never asked again
+        i = int(item_id.split("-")[1])
+        assert asked[f"What is {i} + {i * 2}?"] == 1, (item_id, asked)
+    assert len(asked) == 12
+
+
+def test_a_budget_stops_cleanly_with_a_partial_report_and_the_next_run_continues(fake, tmp_path, stiva_home):
+    script_pool(fake)
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    suite = write_suite(tmp_path / "s.jsonl", 10)
+    # each item costs 36 + 15 = 51 microdollars on `wrong`: the cap lands after the third item
+    args = ("bench", str(suite), "--systems", "direct:wrong", "--config", str(config), "--json",
+            "--concurrency", "1")
+    result = stiva(*args, "--budget-usd", "0.00015", home=stiva_home)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["status"] == "stopped" and report["stop_reason"].startswith("budget")
+    assert report["systems"][0]["n"] == 3
+    assert "stopped: budget" in result.stderr and "run the same command again" in result.stderr
+    result = stiva(*args, home=stiva_home)
+    report = json.loads(result.stdout)
+    assert report["status"] == "finished" and report["systems"][0]["n"] == 10
+    assert len(fake.requests_for("wrong")) == 10
+
+
+def test_bad_suites_and_systems_are_one_line_errors(tmp_path, stiva_home):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "question": "Q", "grader": "numeric", "answer": "x"}\n')
+    for args in ((str(bad),), ("no-such-suite",), ("basic", "--systems", "nope")):
+        result = stiva("bench", *args, home=stiva_home)
+        assert result.returncode == 2, result
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    listing = stiva("bench", "--list", home=stiva_home)
+    assert "basic" in listing.stdout and "gpqa" in listing.stdout and "offline" in listing.stdout
