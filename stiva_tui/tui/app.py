@@ -51,6 +51,8 @@ class StivaApp(App):
         Binding("f5", "keys", "Keys", id="keys", tooltip="Add or remove API keys"),
         Binding("f6", "leaderboard", "Leaderboard", id="leaderboard", show=False, priority=True,
                 tooltip="Wins from compare votes"),
+        Binding("f12", "bench", "Benches", id="bench", show=False,
+                tooltip="Reports of `stiva bench`: accuracy, cost, latency and the frontier per system"),
     ]
 
     def __init__(self, config: "Config", runtime: "Runtime | None" = None, conductor: str | None = None,
@@ -179,6 +181,32 @@ class StivaApp(App):
         if self._can_open(LeaderboardScreen):
             assert self.runtime is not None
             self.push_screen(LeaderboardScreen(self.runtime))
+
+    def action_bench(self) -> None:
+        """The bench screen: made once, then kept, so that coming back finds the same report."""
+        from .screens.bench import BenchScreen
+
+        if not self._can_open(BenchScreen):
+            return
+        assert self.runtime is not None
+        if not self.is_screen_installed("bench"):
+            self.install_screen(BenchScreen(self.runtime.store), "bench")
+        bench = self.get_screen("bench")
+        if bench in self.screen_stack:  # under a screen opened from it: go back down to it
+            while self.screen is not bench:
+                self.pop_screen()
+        else:
+            self.push_screen(bench)
+
+    @on(msg.OpenRun)
+    async def _open_run(self, message: msg.OpenRun) -> None:
+        """Back to the chat screen (the one at the bottom), showing the run and its tree."""
+        if self.chat_screen.running:  # stay where the user is: the chat screen will not show it
+            self.notify("A question is running: cancel it on the chat screen first.", severity="warning")
+            return
+        while len(self.screen_stack) > 1:
+            await self.pop_screen()
+        await self.chat_screen.open_run(message.run_id)
 
     def _can_open(self, screen: "type[Screen]") -> bool:
         """Whether a new `screen` may open: Stiva has started and it is not the one shown."""

@@ -18,6 +18,7 @@ class StivaCommands(Provider):
             ("Pool of models", "Which models are available and why", app.action_pool),
             ("API keys", "Add or remove provider keys (kept in the OS keyring)", app.action_keys),
             ("Leaderboard", "Wins and losses from compare votes", app.action_leaderboard),
+            ("Benches", "Reports of stiva bench: accuracy, cost and the frontier per system", app.action_bench),
             ("Export conversation as Markdown", "Write it to a .md file", lambda: chat.action_export("md")),
             ("Export conversation as JSON", "With the full trace of every run", lambda: chat.action_export("json")),
             ("Copy last answer", "To the clipboard", chat.action_copy_answer),

@@ -9,6 +9,9 @@ bar; they do not bubble back up to the app):
     ConductorReady(backend, model, reason, facts)  or  ConductorFailed(error)
 
 A question then ends with `RunEnded` (from the chat screen, bubbling up to the app).
+
+Requests from other screens, bubbling up to the app: `OpenCompare(session_id)` (compare mode,
+on a saved session), `OpenRun(run_id)` (a stored run, back on the chat screen).
 """
 
 from __future__ import annotations
@@ -75,3 +78,11 @@ class OpenCompare(Message):
     """Open compare mode; on a saved session (from the history) when `session_id` is given."""
 
     session_id: str | None = None
+
+
+@dataclass
+class OpenRun(Message):
+    """Show stored run `run_id` on the chat screen: its conversation (or, for a run outside any
+    conversation, its question and answer) and its workflow tree."""
+
+    run_id: str

@@ -36,6 +36,7 @@ from ..widgets.step_detail import StepDetail
 from ..widgets.workflow_tree import WorkflowTree
 
 if TYPE_CHECKING:
+    from ...core.trace import Trace
     from ...runtime import Runtime
 
 PLACEHOLDER = "Ask anything… (ctrl+j or alt+enter sends, enter adds a line)"
@@ -75,6 +76,7 @@ class ChatScreen(Screen):
             self._started.set()
         self._run_worker: Worker | None = None
         self._history: HistorySidebar | None = None  # mounted on first use
+        self._run_only = False  # a stored run outside any conversation is shown (`open_run`)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
@@ -179,6 +181,9 @@ class ChatScreen(Screen):
         return self._run_worker
 
     async def _ask(self, question: str) -> None:
+        if self._run_only:  # the run shown is no conversation to continue: start a new one
+            self._run_only = False
+            await self.conversation.clear()
         answer = await self.conversation.add_question(question)
         await self.live.begin(question)
         run_id, status = None, "not run"
@@ -304,6 +309,7 @@ class ChatScreen(Screen):
             self.notify("A question is running: Esc cancels it first.", severity="warning")
             return
         self.conversation_id = None
+        self._run_only = False
         await self.conversation.clear()
         await self.live.begin("")
         self.status_bar.figures = RunFigures(label="new chat")
@@ -331,21 +337,54 @@ class ChatScreen(Screen):
         else:
             await self.load_conversation(message.id)
 
-    async def load_conversation(self, conversation_id: str) -> None:
-        """Show a stored conversation: its messages, and the tree of its last run."""
-        from ...core.run_state import RunState
-
-        if self.running:
-            self.notify("A question is running: Esc cancels it first.", severity="warning")
+    async def load_conversation(self, conversation_id: str, run_id: str | None = None) -> None:
+        """Show a stored conversation: its messages, and the tree of run `run_id` (default: its last)."""
+        if not self._can_show_stored():
             return
-        if self.runtime is None or self.runtime.store is None:
-            self.notify("The history opens once Stiva has started.", severity="warning")
-            return
+        assert self.runtime is not None and self.runtime.store is not None
         conversation = self.runtime.store.get_conversation(conversation_id)
         await self.conversation.show(conversation)
         self.conversation_id = conversation.id
-        last = conversation.runs[-1] if conversation.runs else None
-        await self.live.show(RunState.from_trace(last) if last is not None else RunState())
+        self._run_only = False
+        runs = conversation.runs
+        shown = next((r for r in runs if r.run_id == run_id), runs[-1] if runs else None)
+        await self._show_tree(shown)
+
+    async def open_run(self, run_id: str) -> None:
+        """Show stored run `run_id` with its tree: in its conversation when it has one, else its
+        question and answer alone (a bench item, a compare column); a question then starts a new chat."""
+        from ...store import NotFoundError
+
+        if not self._can_show_stored():
+            return
+        assert self.runtime is not None and self.runtime.store is not None
+        try:
+            trace = self.runtime.store.get_trace(run_id)
+        except NotFoundError:
+            self.notify(f"Run {run_id} is no longer in the history.", severity="warning")
+            return
+        if trace.conversation_id is not None:
+            await self.load_conversation(trace.conversation_id, run_id)
+        else:
+            await self.conversation.show_run(trace)
+            self.conversation_id = None
+            self._run_only = True
+            await self._show_tree(trace)
+        self.tree.focus()
+
+    def _can_show_stored(self) -> bool:
+        if self.running:
+            self.notify("A question is running: Esc cancels it first.", severity="warning")
+            return False
+        if self.runtime is None or self.runtime.store is None:
+            self.notify("The history opens once Stiva has started.", severity="warning")
+            return False
+        return True
+
+    async def _show_tree(self, trace: "Trace | None") -> None:
+        from ...core.run_state import RunState
+
+        await self.live.show(RunState.from_trace(trace) if trace is not None else RunState())
 
     async def action_export(self, kind: str) -> None:
         store = self.runtime.store if self.runtime is not None else None

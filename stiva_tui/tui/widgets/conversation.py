@@ -2,6 +2,7 @@
 
     answer = await view.add_question("…")   # the question, and an answer that is still coming
     await view.show(conversation)           # a stored conversation (store.get_conversation)
+    await view.show_run(trace)              # one stored run outside any conversation
     await view.clear()                      # a new chat
 """
 
@@ -36,6 +37,13 @@ class ConversationView(VerticalScroll):
                    for m in conversation.messages if m.role in ("user", "assistant")]
         await self.remove_children()
         await self.mount_all(widgets)
+        self.scroll_end(animate=False)
+
+    async def show_run(self, trace: "Trace") -> None:
+        """Replace what is shown with one stored run that belongs to no conversation."""
+        text = trace.answer or trace.last_output() or f"_No answer (run {trace.status})._"
+        await self.remove_children()
+        await self.mount_all([UserMessage(trace.question), AnswerView(text, trace_header(trace))])
         self.scroll_end(animate=False)
 
     async def clear(self) -> None:

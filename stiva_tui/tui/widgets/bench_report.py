@@ -1,0 +1,212 @@
+"""One bench's report: a heading, the per-system table, and (as tabs) its items or the frontier plot.
+
+    view = BenchReportView(id="bench-report")
+    view.report = BenchReport(...)     # renders from this reactive; None shows nothing
+
+Enter on an item posts `messages.OpenRun(run_id)`: the app shows that run on the chat screen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.reactive import reactive
+from textual.widgets import DataTable, Static, TabbedContent, TabPane
+
+from .. import format as fmt
+from .. import messages as msg
+
+if TYPE_CHECKING:
+    from ...store import BenchRecord
+
+SYSTEM_COLUMNS = ("System", "n", "Acc", "95% CI", "Err", "Tok/q", "Cost/q", "p50", "p95")
+ITEM_COLUMNS = ("Item", "System", "Result", "Extracted answer", "Latency")
+STATUS_STYLES = {"finished": "green", "running": "yellow", "stopped": "magenta", "interrupted": "red"}
+EXTRACTED_CHARS = 40
+FRONTIER_MIN = (24, 5)  # (columns, rows) of the plot area: smaller is unreadable, larger too coarse
+FRONTIER_MAX = (72, 21)
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    """A bench as the screen shows it: its record and `build_report(...)` of its items."""
+
+    bench: "BenchRecord"
+    report: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def systems(self) -> list[dict[str, Any]]:
+        return self.report.get("systems", [])
+
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        return self.report.get("items", [])
+
+    @property
+    def done(self) -> int:
+        return len(self.items)
+
+    @property
+    def total(self) -> int:
+        return self.bench.items * len(self.bench.systems)
+
+
+class BenchReportView(Vertical):
+    """The report of `report`, re-rendered whenever it is set; the plot also when the size changes."""
+
+    DEFAULT_CSS = """
+    BenchReportView { height: 1fr; }
+    BenchReportView > #report-heading { height: auto; margin-bottom: 1; }
+    BenchReportView > #report-systems { height: auto; max-height: 9; margin-bottom: 1; }
+    BenchReportView > #report-tabs { height: 1fr; }
+    BenchReportView #report-items { height: 1fr; }
+    BenchReportView #report-plot { height: 1fr; }
+    BenchReportView #report-frontier { width: auto; }
+    """
+
+    report: reactive[BenchReport | None] = reactive(None, init=False)
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.frontier_size = FRONTIER_MIN  # (columns, rows) of the plot last drawn
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="report-heading")
+        yield DataTable(id="report-systems", cursor_type="row", zebra_stripes=True)
+        with TabbedContent(id="report-tabs"):
+            with TabPane("Items", id="items-tab"):
+                yield DataTable(id="report-items", cursor_type="row", zebra_stripes=True)
+            with TabPane("Frontier", id="frontier-tab"):
+                with VerticalScroll(id="report-plot"):
+                    # The plot is plain text laid out in columns: shown as-is, never as markup.
+                    yield Static("", id="report-frontier", markup=False)
+
+    def on_mount(self) -> None:
+        for table_id, labels in (("#report-systems", SYSTEM_COLUMNS), ("#report-items", ITEM_COLUMNS)):
+            table = self.query_one(table_id, DataTable)
+            for label in labels:
+                table.add_column(label if label in ("System", "Item", "Result", "Extracted answer")
+                                 else Text(label, justify="right"), key=label)
+
+    @property
+    def items_table(self) -> DataTable:
+        return self.query_one("#report-items", DataTable)
+
+    def watch_report(self, report: BenchReport | None) -> None:
+        systems = self.query_one("#report-systems", DataTable)
+        items = self.items_table
+        cursor = items.cursor_row  # a reload of the same bench keeps the item the user was on
+        systems.clear()
+        items.clear()
+        self.query_one("#report-heading", Static).update(heading(report) if report is not None else "")
+        if report is not None:
+            for row in report.systems:
+                systems.add_row(*system_cells(row), key=row["system"])
+            for index, item in enumerate(report.items):
+                items.add_row(*item_cells(item), key=str(index))
+            if report.items:
+                items.move_cursor(row=min(cursor, len(report.items) - 1), animate=False)
+        self._draw_frontier()
+        self.call_after_refresh(self._draw_frontier)  # again once the tables' new rows are laid out
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._draw_frontier)
+
+    def _draw_frontier(self) -> None:
+        """The plot as large as the tab's space allows, so that its legend fits below it."""
+        from ...bench.report import terminal_frontier
+
+        plot = self.query_one("#report-frontier", Static)
+        if self.report is None:
+            plot.update("")
+            return
+        tabs = self.query_one("#report-tabs", TabbedContent).size
+        legend = sum(1 for row in self.report.systems if row["n"])
+        self.frontier_size = frontier_size(tabs.width - 2, tabs.height - 2, legend)
+        plot.update(terminal_frontier(self.report.report, *self.frontier_size))
+
+    def toggle_plot(self) -> None:
+        """Show the frontier tab, or the items again (focusing what is shown)."""
+        tabs = self.query_one("#report-tabs", TabbedContent)
+        if tabs.active == "frontier-tab":
+            self.focus_items()
+        else:
+            tabs.active = "frontier-tab"
+            self.query_one("#report-plot", VerticalScroll).focus()
+
+    def focus_items(self) -> None:
+        self.query_one("#report-tabs", TabbedContent).active = "items-tab"
+        self.items_table.focus()
+
+    def open_item(self, row: int) -> None:
+        """Ask the app to show item `row`'s run (an item that ended in an error has none)."""
+        if self.report is None or not 0 <= row < len(self.report.items):
+            return
+        run_id = self.report.items[row].get("run_id")
+        if run_id:
+            self.post_message(msg.OpenRun(run_id))
+        else:
+            self.notify("This item has no stored run: its calls failed.", severity="warning")
+
+    @on(DataTable.RowSelected, "#report-items")
+    def _item_clicked(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.open_item(event.cursor_row)
+
+
+def frontier_size(columns: int, rows: int, legend: int) -> tuple[int, int]:
+    """(width, height) for `terminal_frontier` in `columns` x `rows` of text: room for its axis
+    labels (6 columns), x axis (2 rows), a blank line and `legend` lines. The height is odd, so
+    that the middle label reads 0.50."""
+    width = max(FRONTIER_MIN[0], min(FRONTIER_MAX[0], columns - 8))
+    height = max(FRONTIER_MIN[1], min(FRONTIER_MAX[1], rows - 3 - legend))
+    return width, height if height % 2 else height - 1
+
+
+def heading(report: BenchReport) -> Text:
+    """`basic · bench 3f2a… · finished · 24/24 items` (and why it stopped, when it did)."""
+    bench = report.bench
+    text = Text.assemble((bench.suite, "bold"), f"  ·  bench {bench.id[:12]}  ·  ",
+                         (bench.status, STATUS_STYLES.get(bench.status, "")),
+                         f"  ·  {report.done}/{report.total} items")
+    if bench.stop_reason:
+        text.append(f"  ·  {bench.stop_reason}", style="dim")
+    return text
+
+
+def system_cells(row: dict[str, Any]) -> list:
+    """The cells of one system's row of `build_report` (numbers right-aligned)."""
+    accuracy = row["accuracy"]
+    lo, hi = row["ci95"]
+    values = [
+        str(row["n"]),
+        "–" if accuracy is None else f"{accuracy:.1%}",
+        f"{lo:.0%}–{hi:.0%}" if row["n"] else "–",
+        str(row["errors"]),
+        fmt.tokens(round(row["tokens_per_question"])),
+        fmt.money(row["cost_per_question"]),
+        fmt.seconds(row["latency_p50_s"]),
+        fmt.seconds(row["latency_p95_s"]),
+    ]
+    cells = [Text(v, justify="right") for v in values]
+    if row["errors"]:
+        cells[3].stylize("red")
+    return [Text(row["system"], style="bold"), *cells]
+
+
+def item_cells(item: dict[str, Any]) -> list:
+    """The cells of one item of `build_report`: an error shows its message instead of an answer."""
+    if item["status"] == "error":
+        result = Text("! error", style="red")
+        shown = fmt.one_line(item.get("error") or "", EXTRACTED_CHARS)
+    else:
+        result = Text("✓ right", style="green") if item["correct"] else Text("✗ wrong", style="yellow")
+        shown = fmt.one_line(item.get("extracted") or "", EXTRACTED_CHARS)
+    # Text, not str: a DataTable reads a str as markup, and answers hold brackets.
+    return [Text(item["id"]), Text(item["system"]), result, Text(shown),
+            Text(fmt.seconds(item.get("latency_s")), justify="right")]
