@@ -5,6 +5,7 @@
     stiva models [--json]      the pool, availability, prices and the conductor choice
     stiva serve                an OpenAI-compatible API over the same engine
     stiva bench SUITE          measure systems on a suite (cli_bench.py)
+    stiva train SUITE          teach the conductor the pool: GRPO + LoRA (cli_train.py)
 
 Exit code 0 on success; otherwise non-zero with a one-line reason on stderr.
 """
@@ -76,8 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", dest="show_json", action="store_true", help="print the trace as JSON")
 
     from .cli_bench import add_parser as add_bench_parser
+    from .cli_train import add_parser as add_train_parser
 
     add_bench_parser(sub, common)
+    add_train_parser(sub, common)
 
     serve = sub.add_parser("serve", parents=[common], help="serve the OpenAI-compatible API")
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
@@ -135,6 +138,10 @@ def _command(args: argparse.Namespace) -> int:
         from .cli_bench import bench
 
         return _run(bench(args, config))
+    if args.command == "train":
+        from .cli_train import train_command
+
+        return train_command(args, config)
     if args.command == "serve":
         from .server.app import serve
 

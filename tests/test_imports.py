@@ -19,7 +19,7 @@ CORE = [
     "stiva_tui.config", "stiva_tui.paths", "stiva_tui.secrets", "stiva_tui.catalog", "stiva_tui.runtime",
     "stiva_tui.cli", "stiva_tui.cli_view", "stiva_tui.cli_common", "stiva_tui.cli_bench",
     "stiva_tui.bench.runner", "stiva_tui.bench.report", "stiva_tui.bench.limiter", "stiva_tui.store.benches",
-    "stiva_tui.conductor.fewshot",
+    "stiva_tui.conductor.fewshot", "stiva_tui.cli_train", "stiva_tui.train.trainer", "stiva_tui.train.rollout",
     "stiva_tui.core.events", "stiva_tui.core.run_state", "stiva_tui.core.trace", "stiva_tui.core.workflow",
     "stiva_tui.engine.executor", "stiva_tui.engine.baselines",
     "stiva_tui.inference.checkpoints", "stiva_tui.inference.embedded", "stiva_tui.inference.generation",
@@ -30,7 +30,7 @@ CORE = [
 ]
 HEAVY = ["torch", "transformers", "textual", "bitsandbytes", "xgrammar", "peft"]
 
-FRONT_ENDS = {"tui", "server", "cli", "cli_view", "cli_common", "cli_bench", "bench", "train"}
+FRONT_ENDS = {"tui", "server", "cli", "cli_view", "cli_common", "cli_bench", "cli_train", "bench", "train"}
 ABOVE_THE_ENGINE = FRONT_ENDS | {"runtime"}
 
 

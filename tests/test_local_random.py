@@ -167,17 +167,21 @@ async def test_later_rounds_may_keep_the_answer(qwen_conductor):
         assert parse_workflow(plan.raw_text, 3, 3, allow_empty=True) == plan.workflow
 
 
-async def test_a_base_model_without_a_chat_template_plans_in_plain_text(tmp_path):
+async def test_a_base_model_without_a_chat_template_plans_from_worked_examples(tmp_path):
+    """`auto` prompts a model without a chat template with the few-shot completion prompt; the
+    paper's prompt as plain text stays available as `plain`."""
     from stiva_tui.conductor.local import LocalConductor
 
     folder = build_qwen_like(tmp_path / "base", chat_template=None, seed=1)
-    conductor = LocalConductor(str(folder), device="cpu", temperature=1.0, max_reasoning_tokens=8,
-                               max_subtask_chars=40)
-    loaded = await conductor.load()
-    ids = conductor.prompt_ids(PlanRequest("What is 17*23?", POOL[:2], max_steps=2), loaded)
-    assert "Conductor:" in loaded.tokenizer.decode(ids)
-    plan = await conductor.plan(PlanRequest("What is 17*23?", POOL[:2], max_steps=2))
-    assert parse_workflow(plan.raw_text, 2, 2) == plan.workflow
+    for style, marker in (("auto", "model_id = ["), ("plain", "Conductor:")):
+        conductor = LocalConductor(str(folder), device="cpu", temperature=1.0, max_reasoning_tokens=8,
+                                   max_subtask_chars=40, prompt_style=style)
+        loaded = await conductor.load()
+        request = PlanRequest("What is 17*23?", POOL[:2], max_steps=2)
+        text = loaded.tokenizer.decode(conductor.prompt_ids(request, loaded))
+        assert marker in text and text.rstrip().endswith("What is 17*23?" if style == "auto" else "answers.")
+        plan = await conductor.plan(request)
+        assert parse_workflow(plan.raw_text, 2, 2) == plan.workflow
 
 
 async def test_the_cuda_quantisation_settings_work_too(qwen_folder):

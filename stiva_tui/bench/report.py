@@ -223,5 +223,6 @@ def terminal_frontier(report: dict[str, Any], width: int = 48, height: int = 12)
         label = f"{1 - j / (height - 1):4.2f}" if j in (0, height // 2, height - 1) else "    "
         lines.append(f"{label} |" + "".join(cells))
     lines.append("     +" + "-" * width)
-    lines.append(f"      ${lo_cost:.6f}/q" + " " * max(1, width - 26) + f"${hi_cost:.6f}/q")
+    left, right = f"${lo_cost:.6f}/q", f"${hi_cost:.6f}/q"
+    lines.append("      " + left + " " * max(1, width - len(left) - len(right)) + right)  # ends under the axis
     return "\n".join(lines + [""] + legend)

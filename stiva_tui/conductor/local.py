@@ -28,7 +28,15 @@ from ..core.usage import Usage
 from ..core.workflow import WorkflowParseError, parse_workflow, split_reasoning
 from ..inference.checkpoints import LoadedModel, ModelSpec, load_model
 from ..inference.errors import ModelError
-from ..inference.generation import IncrementalDecoder, eos_token_ids, generate_async, has_chat_template, prompt_ids, render_plain
+from ..inference.generation import (
+    IncrementalDecoder,
+    eos_token_ids,
+    generate_async,
+    generate_sync,
+    has_chat_template,
+    prompt_ids,
+    render_plain,
+)
 from ..inference.progress import Progress
 from .base import ConductorError, DeltaCallback, Plan, PlanRequest
 from .fewshot import base_conductor_prompt
@@ -288,72 +296,92 @@ class HFConductor:
             return min(request.max_steps, self.max_steps_cap)
         return request.max_steps
 
+    def _prepare(self, request: PlanRequest, loaded: LoadedModel) -> "_PlanSetup":
+        """Everything one plan's generation needs (the grammar compiled; blocking)."""
+        style = self.style(loaded)
+        # A base model is shown worked examples without reasoning: it writes the lists at once.
+        reasoning_tokens = 0 if style == "base" else self.max_reasoning_tokens
+        prefix = "" if style == "base" else GENERATION_PREFIX
+        prompt = self.prompt_ids(request, loaded)
+        allow_empty = request.round > 1
+        pool = len(request.workers)
+        vocab = int(getattr(loaded.model.config, "vocab_size", 0) or 0) or len(loaded.tokenizer)
+        vocab = _logits_width(loaded, vocab)
+        eos = eos_token_ids(loaded)
+        eos_id = eos[0] if eos else int(loaded.tokenizer.eos_token_id)
+        from .grammar import compiled_lists_grammar, max_lists_bytes
+
+        compiled = compiled_lists_grammar(loaded.tokenizer, pool, request.max_steps, self.max_subtask_chars,
+                                          allow_empty, vocab_size=vocab, stop_token_ids=[eos_id])
+        processor = PlanLogitsProcessor(loaded.tokenizer, compiled, vocab, eos_id, reasoning_tokens, prompt,
+                                        use_grammar=self.grammar)
+        if self.grammar:  # every token is >= 1 byte of the bounded grammar: it always ends
+            budget = reasoning_tokens + max_lists_bytes(pool, request.max_steps, self.max_subtask_chars) + 2
+        else:  # unconstrained (benchmarks, experiments): a generous but finite length
+            budget = reasoning_tokens + request.max_steps * (self.max_subtask_chars // 3 + 24) + 32
+        return _PlanSetup(prompt, processor, budget, eos_id, prefix, pool, allow_empty)
+
+    def _parse(self, setup: "_PlanSetup", request: PlanRequest, raw: str, loaded: LoadedModel):
+        """(the full text, the workflow or None, the first parse error)."""
+        prefix = setup.prefix
+        if not prefix:
+            full = raw
+        else:
+            full = prefix + (raw if raw[:1].isspace() else " " + raw) if raw else prefix
+        error: WorkflowParseError | None = None
+        for text in (full, _lists_part(raw, setup.processor, loaded, setup.prompt)):
+            if text is None:
+                continue
+            try:
+                return full, parse_workflow(text, setup.pool, request.max_steps, allow_empty=setup.allow_empty), None
+            except WorkflowParseError as exc:
+                error = error or exc
+        return full, None, error
+
+    def limited(self, request: PlanRequest) -> PlanRequest:
+        """`request` under this conductor's own step limit."""
+        limit = self.step_limit(request)
+        return request if limit == request.max_steps else dataclasses.replace(request, max_steps=limit)
+
+    def sample_sync(self, request: PlanRequest, loaded: LoadedModel, temperature: float = 1.0) -> "SampledPlan":
+        """One plan sampled from `loaded` (e.g. a model being trained) under the same prompt and
+        grammar as `plan()`, with the log-probability of each sampled token under the distribution
+        it was sampled from (the grammar's mask and the temperature applied). Blocking."""
+        request = self.limited(request)
+        setup = self._prepare(request, loaded)
+        recorder = _LogprobRecorder()
+        result = generate_sync(loaded, setup.prompt, max_new_tokens=setup.budget, temperature=temperature,
+                               logits_processors=[setup.processor, recorder], eos_ids=[setup.eos_id])
+        full, workflow, _error = self._parse(setup, request, result.text, loaded)
+        return SampledPlan(list(setup.prompt), list(result.token_ids), recorder.logprobs(result.token_ids, temperature),
+                           full, workflow)
+
     async def plan(self, request: PlanRequest, on_delta: DeltaCallback | None = None) -> Plan:
         if not request.workers:
             raise ConductorError("the pool is empty: add a model before asking")
-        limit = self.step_limit(request)
-        if limit != request.max_steps:
-            request = dataclasses.replace(request, max_steps=limit)
+        request = self.limited(request)
         loaded = await self.load()
         started = time.monotonic()
         try:
-            style = self.style(loaded)
-            # A base model is shown worked examples without reasoning: it writes the lists at once.
-            reasoning_tokens = 0 if style == "base" else self.max_reasoning_tokens
-            prefix = "" if style == "base" else GENERATION_PREFIX
-            prompt = self.prompt_ids(request, loaded)
-            allow_empty = request.round > 1
-            pool = len(request.workers)
-            vocab = int(getattr(loaded.model.config, "vocab_size", 0) or 0) or len(loaded.tokenizer)
-            vocab = _logits_width(loaded, vocab)
-            eos = eos_token_ids(loaded)
-            eos_id = eos[0] if eos else int(loaded.tokenizer.eos_token_id)
-            from .grammar import compiled_lists_grammar, max_lists_bytes
-
-            compiled = await asyncio.to_thread(
-                compiled_lists_grammar, loaded.tokenizer, pool, request.max_steps, self.max_subtask_chars,
-                allow_empty, vocab_size=vocab, stop_token_ids=[eos_id],
-            )
-            processor = PlanLogitsProcessor(
-                loaded.tokenizer, compiled, vocab, eos_id, reasoning_tokens, prompt,
-                use_grammar=self.grammar,
-            )
-            if self.grammar:  # every token is >= 1 byte of the bounded grammar: it always ends
-                budget = reasoning_tokens + max_lists_bytes(pool, request.max_steps, self.max_subtask_chars) + 2
-            else:  # unconstrained (benchmarks, experiments): a generous but finite length
-                budget = reasoning_tokens + request.max_steps * (self.max_subtask_chars // 3 + 24) + 32
+            setup = await asyncio.to_thread(self._prepare, request, loaded)
         except ConductorError:
             raise
         except Exception as exc:  # noqa: BLE001
             raise ConductorError(f"{self.backend} conductor: cannot prepare the plan: {type(exc).__name__}: {exc}") from exc
         try:
             result = await generate_async(
-                loaded, prompt, on_text=on_delta, max_new_tokens=budget, temperature=self.temperature,
-                logits_processors=[processor], eos_ids=[eos_id],
+                loaded, setup.prompt, on_text=on_delta, max_new_tokens=setup.budget, temperature=self.temperature,
+                logits_processors=[setup.processor], eos_ids=[setup.eos_id],
             )
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001
             raise ConductorError(f"{self.backend} conductor: generation failed: {type(exc).__name__}: {exc}") from exc
-        raw = result.text
-        if not prefix:
-            full = raw
-        else:
-            full = prefix + (raw if raw[:1].isspace() else " " + raw) if raw else prefix
-        workflow = None
-        error: WorkflowParseError | None = None
-        for text in (full, _lists_part(raw, processor, loaded, prompt)):
-            if text is None:
-                continue
-            try:
-                workflow = parse_workflow(text, pool, request.max_steps, allow_empty=allow_empty)
-                break
-            except WorkflowParseError as exc:
-                error = error or exc
+        full, workflow, error = self._parse(setup, request, result.text, loaded)
         latency = time.monotonic() - started
         self.last_stats = {
             "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
-            "reasoning_tokens": processor.reasoning_tokens, "first_token_s": result.first_token_s,
+            "reasoning_tokens": setup.processor.reasoning_tokens, "first_token_s": result.first_token_s,
             "generate_s": result.seconds, "finish": result.finish,
         }
         if workflow is None:
@@ -368,6 +396,50 @@ class HFConductor:
             usage=Usage(result.prompt_tokens, result.completion_tokens),
             latency_s=latency,
         )
+
+
+@dataclasses.dataclass
+class _PlanSetup:
+    prompt: list[int]
+    processor: PlanLogitsProcessor
+    budget: int
+    eos_id: int
+    prefix: str
+    pool: int
+    allow_empty: bool
+
+
+@dataclasses.dataclass
+class SampledPlan:
+    """A plan sampled for training: token ids, their log-probabilities, the text, the workflow
+    (None when it does not parse, e.g. cut at the token limit)."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    text: str
+    workflow: Any
+
+
+class _LogprobRecorder:
+    """A logits processor that keeps the final scores of each step (after the grammar's mask), so
+    that the log-probability of each sampled token under the distribution it came from is known."""
+
+    def __init__(self) -> None:
+        self.steps: list[Any] = []
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        self.steps.append(scores[0].detach().float().clone())
+        return scores
+
+    def logprobs(self, token_ids: Sequence[int], temperature: float) -> list[float]:
+        import torch
+
+        out = []
+        for scores, token in zip(self.steps, token_ids):
+            scaled = scores / temperature if temperature > 0 else scores
+            out.append(float(torch.log_softmax(scaled, dim=-1)[int(token)]))
+        return out
 
 
 def _logits_width(loaded: LoadedModel, vocab: int) -> int:

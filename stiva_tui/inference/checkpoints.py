@@ -216,7 +216,7 @@ def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
     if spec.adapter:
         report(progress, at(0.95), f"applying the LoRA adapter {spec.adapter}")
         try:
-            model = _apply_adapter(model, spec.adapter)
+            model = _apply_adapter(model, spec.adapter, spec.source)
         except ModelError:
             del model
             _release_cuda(spec.device)
@@ -270,19 +270,78 @@ def _release_cuda(device: str) -> None:
         pass
 
 
-def _apply_adapter(model: Any, adapter: str) -> Any:
+def _apply_adapter(model: Any, adapter: str, source: str = "") -> Any:
     path = Path(adapter).expanduser()
     if not (path / "adapter_config.json").exists():
         raise ModelError(
             f"LoRA adapter {path} not found (no adapter_config.json); set [conductor] adapter to a "
             "folder saved by peft's save_pretrained, or remove it"
         )
+    _check_adapter_base(model, path, source)
     try:
         from peft import PeftModel
 
         return PeftModel.from_pretrained(model, str(path), is_trainable=False)
     except Exception as exc:  # noqa: BLE001
-        raise ModelError(f"cannot apply the LoRA adapter {path}: {type(exc).__name__}: {exc}") from exc
+        text = f"{type(exc).__name__}: {exc}"
+        if "size mismatch" in text:
+            raise ModelError(f"the LoRA adapter {path} was trained on another base model (its shapes do not fit "
+                             f"this one); use it with the model it was trained on, or train one for this model") from exc
+        raise ModelError(f"cannot apply the LoRA adapter {path}: {text[:500]}") from exc
+
+
+# Written by `stiva train` beside the adapter: which base it was trained on.
+ADAPTER_MARKER = "stiva_adapter.json"
+_FINGERPRINT = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                "vocab_size")
+
+
+def base_identity(source: str) -> str:
+    """Which base model `source` is: for a folder, a hash of its config and of the start of its
+    weights (two models of one shape differ there); for a hub id, the id."""
+    import hashlib
+
+    folder = Path(source).expanduser()
+    if not folder.is_dir():
+        return source
+    digest = hashlib.sha256()
+    config = folder / "config.json"
+    if config.exists():
+        digest.update(config.read_bytes())
+    weights = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin"))
+    if weights:
+        with weights[0].open("rb") as f:
+            digest.update(f.read(4 << 20))
+    return "sha256:" + digest.hexdigest()[:32]
+
+
+def _check_adapter_base(model: Any, path: Path, source: str = "") -> None:
+    """Refuse an adapter `stiva train` made for another base: by the base's identity (its
+    weights) and, failing that, by its shapes."""
+    import json
+
+    marker = path / ADAPTER_MARKER
+    if not marker.exists():
+        return
+    try:
+        trained = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return
+    identity = trained.get("identity")
+    if identity and source and identity != base_identity(source):
+        raise ModelError(
+            f"the LoRA adapter {path} was trained on {trained.get('label') or trained.get('base')}, not on "
+            f"{source}; use it with the model it was trained on, or train one for this model")
+    config = getattr(model, "config", None)
+    text = getattr(config, "text_config", None) or config
+    here = {key: getattr(text, key, None) for key in _FINGERPRINT}
+    there = trained.get("fingerprint") or {}
+    differ = [key for key in _FINGERPRINT if there.get(key) is not None and there.get(key) != here.get(key)]
+    if differ:
+        raise ModelError(
+            f"the LoRA adapter {path} was trained on {trained.get('label') or trained.get('base')} "
+            f"({', '.join(f'{k} {there[k]}' for k in differ)}), not on this model ("
+            f"{', '.join(f'{k} {here[k]}' for k in differ)}); use it with its base or train one for this model")
 
 
 def estimate_4bit_bytes(config: Any) -> int:

@@ -1,0 +1,164 @@
+"""`stiva train`: teach the conductor the pool with GRPO (TRL) and a LoRA adapter.
+
+    stiva train SUITE --base embedded|HF_ID|DIR --out DIR [--steps N] [--group G] [--batch Q]
+                      [--lr X] [--cost-weight W] [--budget-usd X] [--resume] [--json]
+
+A live view on stderr (when it is a terminal) shows the reward curve, the plans sampled and the
+spend; stdout gets the summary (with --json exactly one object: steps, reward_first,
+reward_last, adapter, cost_usd). ctrl+c stops after the current step and keeps the adapter;
+a second ctrl+c leaves at once (the last checkpoint stays for --resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+from pathlib import Path
+
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def add_parser(sub, common) -> None:
+    train = sub.add_parser(
+        "train", parents=[common], help="teach the conductor your pool with reinforcement learning (GRPO + LoRA)",
+        description="Sample G plans per question with the conductor, run each on the pool, grade the answers, "
+                    "and update a LoRA adapter with GRPO (TRL). Then set [conductor] adapter = \"DIR\", and "
+                    "compare with: stiva bench SUITE --systems conductor,adapter:DIR")
+    train.add_argument("suite", help="a bench suite: JSONL file, FORMAT:PATH or a built-in name")
+    train.add_argument("--base", required=True, help="embedded, an HF id or a model folder (QLoRA on CUDA)")
+    train.add_argument("--out", required=True, metavar="DIR", help="where the adapter, log and checkpoints go")
+    train.add_argument("--steps", type=int, default=50, help="GRPO steps (default 50)")
+    train.add_argument("--group", type=int, default=4, help="plans per question (G, default 4)")
+    train.add_argument("--batch", type=int, default=2, help="questions per step (default 2)")
+    train.add_argument("--lr", type=float, default=5e-5, help="learning rate (default 5e-5)")
+    train.add_argument("--cost-weight", type=float, default=0.0,
+                       help="reward minus W x the run's cost, normalised within each question's group")
+    train.add_argument("--budget-usd", type=float, help="stop cleanly once the rollouts have cost this much")
+    train.add_argument("--resume", action="store_true", help="continue from the last checkpoint in DIR")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+
+
+def train_command(args: argparse.Namespace, config) -> int:
+    from rich.console import Console
+
+    from .bench.suite import SuiteError, load_suite
+    from .cli_common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, fail
+    from .train.trainer import TrainError, TrainOptions, train
+
+    try:
+        suite = load_suite(args.suite)
+    except SuiteError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    console = Console(stderr=True)
+    view = TrainView(console, args.steps) if console.is_terminal else None
+    stop: list[str] = []
+
+    def on_signal(signum, frame):  # first: stop after this step; second: leave now
+        if stop:
+            os._exit(EXIT_CANCELLED)
+        stop.append("cancelled")
+        console.print("[yellow]stopping after this step (ctrl+c again to leave at once)…[/]")
+
+    previous = signal.signal(signal.SIGINT, on_signal)
+    options = TrainOptions(base=args.base, out=Path(args.out), steps=args.steps, group=args.group, batch=args.batch,
+                           lr=args.lr, cost_weight=args.cost_weight, budget_usd=args.budget_usd, resume=args.resume,
+                           seed=args.seed)
+    try:
+        if view:
+            with view:
+                summary = train(config, suite, options, on_step=view.step, progress=view.stage,
+                                should_stop=lambda: stop[0] if stop else None)
+        else:
+            summary = train(config, suite, options, should_stop=lambda: stop[0] if stop else None,
+                            on_step=None if args.json else _print_step)
+    except TrainError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    except Exception as exc:  # noqa: BLE001 - a model that cannot load, a provider gone: one line
+        return fail(f"training failed: {type(exc).__name__}: {exc}", EXIT_FAILED)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if args.json:
+        print(json.dumps(summary.as_json(), indent=2))
+    else:
+        first = "—" if summary.reward_first is None else f"{summary.reward_first:.3f}"
+        last = "—" if summary.reward_last is None else f"{summary.reward_last:.3f}"
+        print(f"{summary.steps} steps · reward {first} → {last} · ${summary.cost_usd:.4f} · adapter {summary.adapter}")
+        console.print(f"[dim]use it: [conductor] adapter = \"{summary.adapter}\"; compare: stiva bench "
+                      f"{args.suite} --systems conductor,adapter:{summary.adapter}[/]", highlight=False, soft_wrap=True)
+    if summary.stopped:
+        console.print(f"[yellow]stopped:[/] {summary.stopped} — the adapter so far is saved; --resume continues",
+                      highlight=False)
+    return EXIT_CANCELLED if summary.stopped == "cancelled" else 0
+
+
+def _print_step(report) -> None:
+    import sys
+
+    print(f"step {report.step}: reward {report.reward_mean:.3f} ± {report.reward_std:.3f} · loss {report.loss:.4f} · "
+          f"valid {report.valid_plan_rate:.0%} · ${report.spent_usd:.4f}", file=sys.stderr, flush=True)
+
+
+def sparkline(values, width: int = 60) -> str:
+    values = list(values)[-width:]
+    if not values:
+        return ""
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1.0
+    return "".join(SPARKS[min(len(SPARKS) - 1, int((v - lo) / span * (len(SPARKS) - 1) + 0.5))] for v in values)
+
+
+class TrainView:
+    """The live view: stage, reward curve, the last step's plans, the spend."""
+
+    def __init__(self, console, steps: int):
+        from rich.live import Live
+
+        self.console = console
+        self.steps = steps
+        self.live = Live(console=console, refresh_per_second=4)
+        self.rewards: list[float] = []
+        self.last = None
+        self.message = "starting"
+
+    def __enter__(self):
+        self.live.__enter__()
+        self.live.update(self.render())
+        return self
+
+    def __exit__(self, *exc):
+        return self.live.__exit__(*exc)
+
+    def stage(self, message: str) -> None:
+        self.message = message
+        self.live.update(self.render())
+
+    def step(self, report) -> None:
+        self.rewards.append(report.reward_mean)
+        self.last = report
+        self.message = "training"
+        self.live.update(self.render())
+
+    def render(self):
+        from rich.console import Group
+        from rich.text import Text
+
+        lines = [Text(f"stiva train · {self.message}", style="bold")]
+        report = self.last
+        if report is not None:
+            lines.append(Text(f"step {report.step}/{self.steps} · reward {report.reward_mean:.3f} ± "
+                              f"{report.reward_std:.3f} · loss {report.loss:.4f} · valid plans "
+                              f"{report.valid_plan_rate:.0%} · steps/plan {report.mean_plan_steps:.2f}"))
+            lines.append(Text(f"reward  {sparkline(self.rewards)}  (first {self.rewards[0]:.3f}, "
+                              f"best {max(self.rewards):.3f})"))
+            lines.append(Text(f"spent ${report.spent_usd:.4f} · this step {report.tokens:,} tokens ${report.cost_usd:.4f} · "
+                              f"generate {report.generate_s:.1f}s rollouts {report.rollout_s:.1f}s "
+                              f"update {report.update_s:.1f}s"))
+            if report.picks:
+                total = sum(report.picks.values())
+                lines.append(Text("models  " + "  ".join(f"{m} {n / total:.0%}" for m, n in
+                                                         sorted(report.picks.items(), key=lambda kv: -kv[1]))))
+            lines += [Text("  " + sample, overflow="ellipsis", no_wrap=True) for sample in report.samples]
+        return Group(*lines)

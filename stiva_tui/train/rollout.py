@@ -1,0 +1,258 @@
+"""The rollout of `stiva train`: G plans per question, each run for real on the pool, rewarded.
+
+`Rollouts` is what TRL's `GRPOTrainer` calls as its `rollout_func(prompts, trainer)`:
+
+1. the conductor's model as it is being trained (base + LoRA adapter) samples each plan under
+   the same prompt and grammar as at inference (`HFConductor.sample_sync`);
+2. each plan that parses runs on the pool through the engine (`Sessions.ask` with a
+   `WorkflowMode`, source "train": a run recorded in the history like any other), concurrently;
+3. the suite's grader scores the answer;
+4. reward: 0 for a plan that does not parse, 0.5 for a valid plan with a wrong answer (or a run
+   that failed), 1 for a correct answer (the paper's), minus `cost_weight` x the run's cost
+   normalised within its question's group: cost / (the dearest plan of the G plans for that
+   question), so each cost term is in [0, 1] and only relative cost matters, as GRPO's
+   group-relative advantages do.
+
+Runs of identical (question, plan) pairs are cached in `DIR/rollouts.jsonl`, so repeats cost
+nothing (and a resumed training run reuses them).
+
+The engine is async and the trainer is not: the runtime lives on an event loop in a thread of
+its own (`EngineLoop`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..bench.graders import grade_async
+from ..bench.suite import SuiteItem, question_text
+from ..conductor.base import PlanRequest, WorkerInfo
+from ..inference.checkpoints import LoadedModel
+from ..runtime.modes import WorkflowMode
+from ..runtime.sessions import Ask
+
+REWARD_INVALID = 0.0
+REWARD_VALID = 0.5
+REWARD_CORRECT = 1.0
+
+
+class EngineLoop:
+    """A Runtime on an event loop of its own thread, for synchronous callers (the trainer)."""
+
+    def __init__(self, config, *, discover: bool | None = None):
+        from ..runtime import Runtime
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="stiva-train-engine", daemon=True)
+        self.thread.start()
+        try:
+            self.runtime = self.call(Runtime.create(config, discover=discover))
+        except BaseException:
+            self._stop()
+            raise
+
+    def call(self, coro, timeout: float | None = None):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        try:
+            self.call(self.runtime.aclose(), timeout=60)
+        finally:
+            self._stop()
+
+    def _stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+@dataclass
+class RolloutResult:
+    """What one plan's run came to (cached by question and plan)."""
+
+    valid: bool
+    correct: bool = False
+    steps: int = 0
+    models: list[str] = field(default_factory=list)
+    tokens: int = 0
+    cost_usd: float = 0.0
+    answer: str = ""
+    error: str | None = None
+    run_id: str | None = None
+    cached: bool = False
+
+
+@dataclass
+class StepStats:
+    """The rollouts of one training step (what train_log.jsonl gets besides TRL's figures)."""
+
+    plans: int = 0
+    valid: int = 0
+    steps: int = 0
+    tokens: int = 0  # pool tokens of the runs this step paid for (cached runs cost nothing)
+    cost_usd: float = 0.0
+    rewards: list[float] = field(default_factory=list)
+    samples: list[str] = field(default_factory=list)  # a few plans, for the live view
+    picks: dict[str, int] = field(default_factory=dict)  # steps per pool model
+    generate_s: float = 0.0
+    rollout_s: float = 0.0
+
+
+class Rollouts:
+    """`rollout_func` for TRL's GRPOTrainer (see the module's docstring)."""
+
+    def __init__(self, engine: EngineLoop, conductor, items: Sequence[SuiteItem], tokenizer: Any, *,
+                 cache_path: Path, cost_weight: float = 0.0, temperature: float = 1.0, max_steps: int | None = None,
+                 group: int = 4):
+        self.engine = engine
+        self.conductor = conductor
+        self.items = {item.id: item for item in items}
+        self.tokenizer = tokenizer
+        self.cost_weight = cost_weight
+        self.temperature = temperature
+        self.group = group
+        runtime = engine.runtime
+        self.models = list(runtime.models)
+        self.workers = [WorkerInfo(m.id, m.description, m.kind) for m in self.models]
+        self.max_steps = max_steps or runtime.config.conductor.max_steps
+        self.cache_path = cache_path
+        self.cache: dict[str, RolloutResult] = _read_cache(cache_path)
+        self.spent_usd = 0.0
+        self.current = StepStats()
+        self._lock = threading.Lock()
+
+    def take_stats(self) -> StepStats:
+        """This step's statistics, and a fresh record for the next step."""
+        with self._lock:
+            stats, self.current = self.current, StepStats()
+        return stats
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        model = trainer.model
+        was_training = model.training
+        model.eval()
+        loaded = LoadedModel(model=model, tokenizer=self.tokenizer, spec=self.conductor.spec,
+                             device="cuda" if str(next(model.parameters()).device).startswith("cuda") else "cpu",
+                             quantization=None, load_s=0.0, memory_bytes=0)
+        started = time.monotonic()
+        sampled = []
+        for prompt in prompts:
+            item = self.items[_item_id(prompt)]
+            request = PlanRequest(question_text(item), self.workers, max_steps=self.max_steps)
+            sampled.append((item, self.conductor.sample_sync(request, loaded, self.temperature)))
+        if was_training:
+            model.train()
+        generated = time.monotonic()
+        results = self.engine.call(self._run_all(sampled))
+        rewards = self._rewards(sampled, results)
+        stats = self.current
+        stats.generate_s += generated - started
+        stats.rollout_s += time.monotonic() - generated
+        for (item, plan), result, reward in zip(sampled, results, rewards):
+            stats.plans += 1
+            stats.valid += int(result.valid)
+            stats.steps += result.steps
+            stats.rewards.append(reward)
+            for model_id in result.models:
+                stats.picks[model_id] = stats.picks.get(model_id, 0) + 1
+            if not result.cached:
+                stats.tokens += result.tokens
+                stats.cost_usd += result.cost_usd
+            if len(stats.samples) < 6:
+                mark = "✓" if result.correct else ("·" if result.valid else "✗")
+                stats.samples.append(f"{mark} {item.id}: {' '.join(plan.text.split())[:160]}")
+        return {
+            "prompt_ids": [plan.prompt_ids for _, plan in sampled],
+            "completion_ids": [plan.completion_ids for _, plan in sampled],
+            "logprobs": [plan.logprobs for _, plan in sampled],
+            "stiva_reward": rewards,
+            "stiva_valid": [r.valid for r in results],
+            "stiva_correct": [r.correct for r in results],
+        }
+
+    async def _run_all(self, sampled) -> list[RolloutResult]:
+        return list(await asyncio.gather(*(self._run_one(item, plan) for item, plan in sampled)))
+
+    async def _run_one(self, item: SuiteItem, plan) -> RolloutResult:
+        if plan.workflow is None:
+            return RolloutResult(valid=False)
+        key = _cache_key(item.id, plan.workflow, self.models)
+        cached = self.cache.get(key)
+        if cached is not None:
+            return RolloutResult(**{**cached.__dict__, "cached": True})
+        runtime = self.engine.runtime
+        mode = WorkflowMode(plan.workflow, tuple(m.id for m in self.models))
+        steps = len(plan.workflow.steps)
+        models = [self.models[s.model].id for s in plan.workflow.steps]
+        try:
+            outcome = await runtime.sessions.ask(Ask(question_text(item), mode=mode, source="train",
+                                                     in_conversation=False))
+        except Exception as exc:  # noqa: BLE001 - e.g. a model gone from the pool: the plan's run failed
+            return RolloutResult(valid=True, steps=steps, models=models, error=f"{type(exc).__name__}: {exc}")
+        result = outcome.result
+        totals = result.totals
+        correct = False
+        if result.status == "finished":
+            correct = (await grade_async(item, result.answer)).correct
+        rollout = RolloutResult(valid=True, correct=correct, steps=steps, models=models,
+                                tokens=totals.prompt_tokens + totals.completion_tokens, cost_usd=totals.cost_usd,
+                                answer=result.answer, error=result.error or None, run_id=result.run_id)
+        self.spent_usd += rollout.cost_usd
+        if result.status == "finished":  # a failed run (a provider fault) is not cached: it may work next time
+            self.cache[key] = rollout
+            _append_cache(self.cache_path, key, rollout)
+        return rollout
+
+    def _rewards(self, sampled, results: list[RolloutResult]) -> list[float]:
+        base = [REWARD_CORRECT if r.correct else (REWARD_VALID if r.valid else REWARD_INVALID) for r in results]
+        if not self.cost_weight:
+            return base
+        dearest: dict[str, float] = {}
+        for (item, _), result in zip(sampled, results):
+            dearest[item.id] = max(dearest.get(item.id, 0.0), result.cost_usd)
+        return [
+            reward - (self.cost_weight * result.cost_usd / dearest[item.id] if dearest[item.id] > 0 else 0.0)
+            for reward, (item, _), result in zip(base, sampled, results)
+        ]
+
+
+def reward_from_rollout(prompts, completions, **kwargs) -> list[float]:
+    """TRL's reward function: the rollout computed the reward with the run (extra field)."""
+    return list(kwargs["stiva_reward"])
+
+
+def _item_id(prompt: Any) -> str:
+    """The dataset's prompt is the item id (the rollout builds the real prompt itself)."""
+    if isinstance(prompt, list):  # conversational form, should a caller use it
+        prompt = prompt[-1]["content"]
+    return str(prompt)
+
+
+def _cache_key(item_id: str, workflow, models) -> str:
+    names = [models[s.model].id for s in workflow.steps]
+    return json.dumps([item_id, workflow.to_text(), names])
+
+
+def _read_cache(path: Path) -> dict[str, RolloutResult]:
+    cache: dict[str, RolloutResult] = {}
+    if not path.exists():
+        return cache
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+            cache[row["key"]] = RolloutResult(**row["result"])
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut by a crash: that run is simply run again
+    return cache
+
+
+def _append_cache(path: Path, key: str, result: RolloutResult) -> None:
+    row = {"key": key, "result": {k: v for k, v in result.__dict__.items() if k != "cached"}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")

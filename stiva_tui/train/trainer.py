@@ -1,0 +1,311 @@
+"""`stiva train`: GRPO with LoRA (QLoRA on CUDA) through TRL's `GRPOTrainer`, rollouts by Stiva.
+
+    summary = train(config, suite, TrainOptions(base="embedded", out=Path("adapter"), steps=50))
+
+TRL does the optimisation (GRPO loss, group-relative advantages, checkpoints, resume); PEFT
+holds the LoRA adapter. Stiva supplies the `rollout_func` (rollout.py: grammar-constrained plans,
+real runs on the pool, graded) and a reward function that reads the reward the rollout computed.
+
+Log-probabilities: plans are sampled from the grammar-masked distribution, and the rollout
+returns the log-probabilities under it. Without vLLM, TRL's loss recomputes the log-probabilities
+with a forward pass over the *unmasked* vocabulary, so the policy gradient is that of log pi(token)
+rather than log pi_masked(token) = log pi(token) - log Z_allowed. On-policy (one update per
+generation, the default here) the importance ratio is 1 either way; the difference is the
+gradient of log Z_allowed: tokens the grammar forces (one allowed choice) still get a push up
+their raw probability, which only makes the model write the format more readily. Documented in
+the README rather than patched into TRL's loss.
+
+Outputs in `out`: the adapter (`adapter_config.json`, `adapter_model.safetensors`),
+`stiva_adapter.json` (which base it was trained on: loading it onto another base is refused),
+`train_log.jsonl` (one line per step), `rollouts.jsonl` (the run cache), `checkpoints/`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..bench.suite import Suite
+from ..inference.checkpoints import ADAPTER_MARKER
+from ..inference.errors import ModelError
+from .rollout import EngineLoop, Rollouts, StepStats, reward_from_rollout
+
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
+
+
+class TrainError(Exception):
+    """Training cannot start as asked; the message says what to do."""
+
+
+@dataclass
+class TrainOptions:
+    base: str  # "embedded", an HF id or a folder
+    out: Path
+    steps: int = 50
+    group: int = 4  # G plans per question
+    batch: int = 2  # questions per step
+    lr: float = 5e-5
+    cost_weight: float = 0.0
+    budget_usd: float | None = None
+    resume: bool = False
+    seed: int = 0
+    lora_r: int = 16
+    lora_alpha: int = 32
+    temperature: float = 1.0
+    save_every: int = 10
+    max_steps_per_plan: int | None = None  # the plan's step limit (default: [conductor] max_steps)
+    max_subtask_chars: int | None = None
+    device: str | None = None  # None: CUDA when there is one, else the CPU
+
+
+@dataclass
+class StepReport:
+    """One line of train_log.jsonl, and what the live view shows."""
+
+    step: int
+    reward_mean: float
+    reward_std: float
+    loss: float
+    valid_plan_rate: float
+    mean_plan_steps: float
+    tokens: int
+    cost_usd: float
+    samples: list[str] = field(default_factory=list)
+    picks: dict[str, int] = field(default_factory=dict)
+    spent_usd: float = 0.0
+    generate_s: float = 0.0
+    rollout_s: float = 0.0
+    update_s: float = 0.0
+
+    def log_line(self) -> dict[str, Any]:
+        return {"step": self.step, "reward_mean": self.reward_mean, "reward_std": self.reward_std,
+                "loss": self.loss, "valid_plan_rate": self.valid_plan_rate, "mean_plan_steps": self.mean_plan_steps,
+                "tokens": self.tokens, "cost_usd": self.cost_usd}
+
+
+@dataclass
+class TrainSummary:
+    steps: int
+    reward_first: float | None
+    reward_last: float | None
+    adapter: str
+    cost_usd: float
+    stopped: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"steps": self.steps, "reward_first": self.reward_first, "reward_last": self.reward_last,
+                "adapter": self.adapter, "cost_usd": self.cost_usd}
+
+
+def base_fingerprint(config: Any) -> dict[str, Any]:
+    """What identifies the base an adapter fits (its shapes), from a transformers config; checked
+    when the adapter is loaded (inference.checkpoints)."""
+    from ..inference.checkpoints import _FINGERPRINT
+
+    text = getattr(config, "text_config", None) or config
+    return {key: getattr(text, key, None) for key in _FINGERPRINT}
+
+
+def _conductor_for(base: str, config, options: TrainOptions, device: str):
+    """The conductor whose prompt and grammar the plans are sampled under."""
+    from ..conductor.embedded import EmbeddedConductor
+    from ..conductor.local import LocalConductor
+
+    chars = options.max_subtask_chars or config.conductor.max_subtask_chars
+    if base == "embedded":
+        return EmbeddedConductor(max_subtask_chars=min(chars, 100), temperature=options.temperature)
+    return LocalConductor(base, device=device, max_reasoning_tokens=config.conductor.max_reasoning_tokens,
+                          max_subtask_chars=chars, temperature=options.temperature)
+
+
+def _load_for_training(base: str, device: str, progress: Callable[[str], None]):
+    """(model, tokenizer, base label, folder or id): the embedded model in fp32 on the CPU, or a local model in
+    4-bit nf4 on CUDA (QLoRA), or in fp32 on the CPU (small models, tests)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ..inference.checkpoints import check_model_source, quiet_libraries
+
+    quiet_libraries()
+    if base == "embedded":
+        from ..inference.embedded import EMBEDDED_HF_ID, ensure_embedded_checkpoint
+
+        progress("preparing the embedded model")
+        folder = str(ensure_embedded_checkpoint())
+        label = EMBEDDED_HF_ID
+    else:
+        try:
+            found = check_model_source(base)
+        except ModelError as exc:
+            raise TrainError(str(exc)) from None
+        folder = str(found) if found is not None else base
+        label = base
+    progress(f"loading {label} for training on {device}")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if device == "cuda" and base != "embedded":
+        from peft import prepare_model_for_kbit_training
+        from transformers import BitsAndBytesConfig
+
+        quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                                   bnb_4bit_compute_dtype=torch.bfloat16)
+        model = AutoModelForCausalLM.from_pretrained(folder, quantization_config=quant, dtype=torch.bfloat16,
+                                                     device_map={"": 0})
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
+    else:
+        dtype = torch.bfloat16 if device == "cuda" else torch.float32
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+        if device == "cuda":
+            model = model.to("cuda")
+    return model, tokenizer, label, folder
+
+
+def _last_checkpoint(folder: Path) -> str | None:
+    if not folder.is_dir():
+        return None
+    found = [p for p in folder.iterdir() if p.name.startswith("checkpoint-") and p.name.split("-")[-1].isdigit()]
+    return str(max(found, key=lambda p: int(p.name.split("-")[-1]))) if found else None
+
+
+def train(config, suite: Suite, options: TrainOptions, *, on_step: Callable[[StepReport], None] | None = None,
+          progress: Callable[[str], None] | None = None,
+          should_stop: Callable[[], str | None] | None = None) -> TrainSummary:
+    """Train a LoRA adapter for the conductor on `suite` with GRPO. Blocking; `on_step` gets each
+    step's report, `progress` the set-up's stages; `should_stop` (checked after each step)
+    returns a reason to stop cleanly (ctrl+c), keeping the adapter as it is."""
+    say = progress or (lambda message: None)
+    if options.steps < 1 or options.group < 2 or options.batch < 1:
+        raise TrainError("--steps and --batch must be at least 1, and --group at least 2 (GRPO compares plans)")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
+    import torch
+
+    device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu" and options.base not in ("embedded",) and not Path(options.base).expanduser().is_dir():
+        raise TrainError(f"training {options.base} needs a CUDA GPU (QLoRA); on the CPU use --base embedded "
+                         "or a small model folder")
+    out = Path(options.out).expanduser()
+    checkpoints = out / "checkpoints"
+    resume_from = _last_checkpoint(checkpoints) if options.resume else None
+    if options.resume and resume_from is None:
+        raise TrainError(f"--resume: no checkpoint in {checkpoints} to continue from")
+    out.mkdir(parents=True, exist_ok=True)
+
+    from datasets import Dataset
+    from peft import LoraConfig, get_peft_model
+    from transformers import TrainerCallback, set_seed
+    from trl import GRPOConfig, GRPOTrainer
+
+    set_seed(options.seed)
+    model, tokenizer, label, folder = _load_for_training(options.base, device, say)
+    peft_model = get_peft_model(model, LoraConfig(r=options.lora_r, lora_alpha=options.lora_alpha, lora_dropout=0.0,
+                                                  target_modules=LORA_TARGETS, task_type="CAUSAL_LM"))
+    say("starting the engine for rollouts")
+    engine = EngineLoop(config)
+    try:
+        if not engine.runtime.models:
+            raise TrainError("the pool has no available model to run plans on: add a provider key or a [[models]] entry")
+        conductor = _conductor_for(options.base, config, options, device)
+        rollouts = Rollouts(engine, conductor, suite.items, tokenizer, cache_path=out / "rollouts.jsonl",
+                            cost_weight=options.cost_weight, temperature=options.temperature,
+                            max_steps=options.max_steps_per_plan, group=options.group)
+        dataset = Dataset.from_list([{"prompt": item.id} for item in suite.items])
+        budget_tokens = 64 + (options.max_steps_per_plan or config.conductor.max_steps) * 160
+        args = GRPOConfig(
+            output_dir=str(checkpoints), per_device_train_batch_size=options.batch * options.group,
+            num_generations=options.group, gradient_accumulation_steps=1, max_steps=options.steps,
+            learning_rate=options.lr, beta=0.0, logging_steps=1, save_strategy="steps",
+            save_steps=max(1, options.save_every), save_total_limit=2, report_to=[], use_cpu=device == "cpu",
+            bf16=device == "cuda", max_completion_length=budget_tokens, temperature=options.temperature,
+            seed=options.seed, remove_unused_columns=False, dataloader_num_workers=0, disable_tqdm=True,
+            gradient_checkpointing=device == "cuda" and options.base != "embedded",
+        )
+        log_path = out / "train_log.jsonl"
+        if not options.resume and log_path.exists():
+            log_path.unlink()
+        reports: list[StepReport] = []
+        state: dict[str, Any] = {"stopped": None, "step_started": time.monotonic()}
+
+        class StivaCallback(TrainerCallback):
+            """train_log.jsonl, the live view, and the budget's clean stop."""
+
+            def on_step_begin(self, args, train_state, control, **kwargs):
+                state["step_started"] = time.monotonic()
+
+            def on_log(self, args, train_state, control, logs=None, **kwargs):
+                logs = logs or {}
+                if "loss" not in logs:
+                    return
+                stats: StepStats = rollouts.take_stats()
+                rewards = stats.rewards
+                mean = sum(rewards) / len(rewards) if rewards else float(logs.get("reward", 0.0))
+                std = (math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if rewards
+                       else float(logs.get("reward_std", 0.0)))
+                elapsed = time.monotonic() - state["step_started"]
+                report = StepReport(
+                    step=int(train_state.global_step), reward_mean=round(mean, 6), reward_std=round(std, 6),
+                    loss=float(logs["loss"]), valid_plan_rate=round(stats.valid / stats.plans, 4) if stats.plans else 0.0,
+                    mean_plan_steps=round(stats.steps / stats.valid, 3) if stats.valid else 0.0,
+                    tokens=stats.tokens, cost_usd=round(stats.cost_usd, 8), samples=stats.samples, picks=stats.picks,
+                    spent_usd=round(rollouts.spent_usd, 8), generate_s=round(stats.generate_s, 3),
+                    rollout_s=round(stats.rollout_s, 3),
+                    update_s=round(max(0.0, elapsed - stats.generate_s - stats.rollout_s), 3))
+                reports.append(report)
+                with log_path.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(report.log_line()) + "\n")
+                if on_step is not None:
+                    on_step(report)
+
+            def on_step_end(self, args, train_state, control, **kwargs):
+                reason = should_stop() if should_stop is not None else None
+                if options.budget_usd is not None and rollouts.spent_usd >= options.budget_usd:
+                    reason = f"budget: ${rollouts.spent_usd:.4f} spent of ${options.budget_usd:.4f}"
+                if reason:
+                    state["stopped"] = reason
+                    control.should_training_stop = True
+                    control.should_save = True
+
+        say("training")
+        trainer = GRPOTrainer(model=peft_model, reward_funcs=[reward_from_rollout], args=args,
+                              train_dataset=dataset, processing_class=tokenizer, rollout_func=rollouts,
+                              callbacks=[StivaCallback()])
+        from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+        for noisy in (PrinterCallback, ProgressCallback):  # stdout is the command's (--json)
+            trainer.remove_callback(noisy)
+        trainer.train(resume_from_checkpoint=resume_from)
+        trainer.model.save_pretrained(str(out))
+        from ..inference.checkpoints import base_identity
+
+        (out / ADAPTER_MARKER).write_text(json.dumps({
+            "base": options.base, "label": label, "identity": base_identity(folder),
+            "fingerprint": base_fingerprint(model.config),
+            "suite": suite.name, "steps": int(trainer.state.global_step),
+        }, indent=2) + "\n")
+        logged = _read_log(log_path)
+        return TrainSummary(
+            steps=int(trainer.state.global_step),
+            reward_first=logged[0]["reward_mean"] if logged else None,
+            reward_last=logged[-1]["reward_mean"] if logged else None,
+            adapter=str(out), cost_usd=round(sum(line.get("cost_usd", 0.0) for line in logged), 8),
+            stopped=state["stopped"],
+        )
+    finally:
+        engine.close()
+
+
+def _read_log(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            continue
+    return lines

@@ -1,0 +1,242 @@
+"""`stiva train` on the CPU with real scripted HTTP providers: GRPO mechanics on the embedded model,
+learning on a small model built here, the run cache, the budget, resume, adapters and their base."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest_model import embedded_loaded, model_cache  # noqa: F401 - fixtures
+from fakeprovider import Reply
+from model_builders import build_random_model
+from stiva_tui.bench.suite import parse_suite
+from stiva_tui.config import parse_config
+
+STIVA = str(Path(sys.executable).parent / "stiva")
+LOG_FIELDS = {"step", "reward_mean", "reward_std", "loss", "valid_plan_rate", "mean_plan_steps", "tokens", "cost_usd"}
+
+
+def pool_config(fake, names, **conductor):
+    return parse_config({
+        "providers": [{"name": "lab", "base_url": fake.base_url}],
+        "models": [{"id": m, "provider": "lab", "model": m, "price_in": 1.0, "price_out": 1.0} for m in names],
+        "catalog": False, "embedded_worker": False, "discovery": {"enabled": False}, "workers": {"retries": 0},
+        "conductor": conductor,
+    })
+
+
+def suite_of(n: int):
+    lines = [json.dumps({"id": f"q{i}", "question": f"What is {i} times 6 plus {42 - 6 * i}?", "answer": "42",
+                         "grader": "numeric"}) for i in range(n)]
+    return parse_suite("\n".join(lines), name="t")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """A small Qwen2-shaped model with random weights and a ChatML template (no hub download)."""
+    return build_random_model(tmp_path_factory.mktemp("tiny") / "model", "tiny", seed=0)
+
+
+def _tiny_options(out, **kwargs):
+    from stiva_tui.train.trainer import TrainOptions
+
+    values = dict(base="", out=out, steps=2, group=4, batch=2, lr=5e-3, device="cpu", seed=0, save_every=1)
+    values.update(kwargs)
+    return TrainOptions(**values)
+
+
+# --- mechanics on the real embedded model ------------------------------------------------------------
+
+
+@pytest.mark.model
+def test_two_grpo_steps_on_the_embedded_model(model_cache, embedded_loaded, fake, tmp_path, stiva_home):  # noqa: F811
+    import torch
+    from safetensors.torch import load_file
+
+    from stiva_tui.conductor.base import PlanRequest, WorkerInfo
+    from stiva_tui.conductor.embedded import EmbeddedConductor
+    from stiva_tui.core.workflow import parse_workflow
+    from stiva_tui.pool.embedded import EmbeddedWorker
+    from stiva_tui.train.trainer import TrainOptions, train
+
+    # answers alternate between right and wrong, so the plans of a group earn different rewards
+    # (GRPO learns nothing from a group whose rewards are all equal)
+    turn = itertools.count()
+    fake.default("a", lambda r: Reply("It is 42." if next(turn) % 2 else "It is 41.", usage=(10, 2)))
+    fake.default("b", lambda r: Reply("It is 42." if next(turn) % 2 else "It is 40.", usage=(10, 2)))
+    out = tmp_path / "adapter"
+    summary = train(pool_config(fake, "ab"), suite_of(3),
+                    TrainOptions(base="embedded", out=out, steps=2, group=4, batch=1, lr=1e-3, device="cpu"))
+    assert summary.steps == 2 and summary.adapter == str(out)
+    lines = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [1, 2] and all(set(line) == LOG_FIELDS for line in lines)
+    assert all(math.isfinite(line["loss"]) for line in lines)
+    assert all(line["valid_plan_rate"] == 1.0 for line in lines)  # the grammar holds while training
+    assert any(line["reward_std"] > 0 for line in lines)
+    # the adapter: PEFT's files, LoRA's B matrices moved away from their zero start
+    assert (out / "adapter_config.json").exists()
+    weights = load_file(str(out / "adapter_model.safetensors"))
+    lora_b = [w for name, w in weights.items() if "lora_B" in name]
+    assert lora_b and any(float(w.abs().max()) > 0 for w in lora_b)
+    assert json.loads((out / "stiva_adapter.json").read_text())["base"] == "embedded"
+    # it loads back as the embedded conductor's adapter, and its plans still parse
+    import asyncio
+
+    conductor = EmbeddedConductor(adapter=str(out))
+    plan = asyncio.run(conductor.plan(PlanRequest("What is 7 times 6?", [WorkerInfo("a", ""), WorkerInfo("b", "")],
+                                                  max_steps=2)))
+    assert parse_workflow(plan.raw_text, 2, 1) == plan.workflow
+    assert conductor.describe()["adapter"] == str(out)
+    from stiva_tui.conductor.select import loaded_facts
+
+    assert f"LoRA {out}" in loaded_facts(conductor)  # what the status bar and stiva models show
+    # the embedded worker never answers through the conductor's adapter: a copy without it
+    loaded = conductor.load_sync()
+    worker_model = EmbeddedWorker()._load_sync()
+    assert worker_model is embedded_loaded and worker_model is not loaded
+    assert not hasattr(worker_model.model, "peft_config") and hasattr(loaded.model, "peft_config")
+    assert torch.isfinite(torch.tensor([line["reward_mean"] for line in lines])).all()
+
+
+# --- learning, on a small model built here -----------------------------------------------------------
+
+
+def test_the_conductor_learns_to_pick_the_model_that_is_right(tiny_model, fake, tmp_path, stiva_home):
+    """One model of three is always right: after training, the plans pick it far above chance."""
+    from stiva_tui.conductor.base import PlanRequest, WorkerInfo
+    from stiva_tui.conductor.local import HFConductor
+    from stiva_tui.inference.checkpoints import ModelSpec
+    from stiva_tui.train.trainer import train
+
+    fake.default("a", Reply("It is 41.", usage=(10, 2)))
+    fake.default("b", Reply("It is 42.", usage=(10, 2)))
+    fake.default("c", Reply("It is 7.", usage=(10, 2)))
+    config = pool_config(fake, "abc", max_steps=1, max_reasoning_tokens=0, max_subtask_chars=20)
+    out = tmp_path / "adapter"
+    reports = []
+    summary = train(config, suite_of(4), _tiny_options(out, base=str(tiny_model), steps=40, save_every=100),
+                    on_step=reports.append)
+    assert summary.steps == 40
+    late = sum(r.picks.get("b", 0) for r in reports[-10:]) / sum(sum(r.picks.values()) for r in reports[-10:])
+    import torch
+
+    def share_of_b(adapter: str | None) -> float:
+        """Plans sampled afresh from the model as the conductor loads it (with the adapter or not)."""
+        conductor = HFConductor(ModelSpec(str(tiny_model), device="cpu", adapter=adapter, quantize=False,
+                                          compute_dtype="float32", label="tiny"),
+                                max_reasoning_tokens=0, max_subtask_chars=20, temperature=1.0)
+        loaded = conductor.load_sync()
+        torch.manual_seed(123)
+        workers = [WorkerInfo(m, "") for m in "abc"]
+        picks = []
+        for i in range(24):
+            request = PlanRequest(f"What is {i} times 6 plus {42 - 6 * i}?", workers, max_steps=1)
+            plan = conductor.sample_sync(request, loaded, temperature=1.0)
+            assert plan.workflow is not None  # the trained conductor's plans still parse
+            picks.append(plan.workflow.steps[0].model)
+        return picks.count(1) / len(picks)
+
+    before, after = share_of_b(None), share_of_b(str(out))
+    assert before < 0.5, before  # about chance (1/3) before training
+    assert after >= 0.6 and after >= before + 0.25, (before, after)
+    assert late > 0.5, late  # and the rollouts of the last steps agree
+
+
+def test_repeated_plans_are_not_run_again_and_resume_continues(tiny_model, fake, tmp_path, stiva_home):
+    from stiva_tui.train.trainer import train
+
+    fake.default("a", Reply("It is 42.", usage=(10, 2)))
+    fake.default("b", Reply("It is 41.", usage=(10, 2)))
+    config = pool_config(fake, "ab", max_steps=1, max_reasoning_tokens=0, max_subtask_chars=20)
+    out = tmp_path / "adapter"
+    train(config, suite_of(2), _tiny_options(out, base=str(tiny_model), steps=2))
+    cache = (out / "rollouts.jsonl").read_text().splitlines()
+    # each distinct (question, plan) ran once: one-step plans make one request each
+    assert len(fake.requests) == len(cache) == len({json.loads(line)["key"] for line in cache})
+    assert (out / "checkpoints" / "checkpoint-2").is_dir()
+    resumed = train(config, suite_of(2), _tiny_options(out, base=str(tiny_model), steps=3, resume=True))
+    assert resumed.steps == 3
+    steps = [json.loads(line)["step"] for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3]  # the log goes on from the checkpoint, nothing redone
+    cached_again = (out / "rollouts.jsonl").read_text().splitlines()
+    assert len(fake.requests) == len(cached_again)  # a plan seen before the resume cost nothing
+
+
+def test_the_budget_stops_training_cleanly_and_keeps_the_adapter(tiny_model, fake, tmp_path, stiva_home):
+    from stiva_tui.train.trainer import train
+
+    fake.default("a", Reply("It is 42.", usage=(1000, 1000)))
+    fake.default("b", Reply("It is 41.", usage=(1000, 1000)))
+    config = pool_config(fake, "ab", max_steps=1, max_reasoning_tokens=0, max_subtask_chars=20)
+    out = tmp_path / "adapter"
+    summary = train(config, suite_of(2), _tiny_options(out, base=str(tiny_model), steps=20, budget_usd=0.001))
+    assert summary.stopped and summary.stopped.startswith("budget") and summary.steps == 1
+    assert (out / "adapter_model.safetensors").exists()
+
+
+def test_an_adapter_trained_on_another_base_is_refused(tiny_model, fake, tmp_path, stiva_home):
+    from stiva_tui.conductor.base import ConductorError
+    from stiva_tui.conductor.local import HFConductor
+    from stiva_tui.inference.checkpoints import ModelSpec
+    from stiva_tui.train.trainer import train
+
+    fake.default("a", Reply("It is 42.", usage=(10, 2)))
+    fake.default("b", Reply("It is 41.", usage=(10, 2)))
+    out = tmp_path / "adapter"
+    train(pool_config(fake, "ab", max_steps=1, max_reasoning_tokens=0, max_subtask_chars=20), suite_of(2),
+          _tiny_options(out, base=str(tiny_model), steps=1))
+    other = build_random_model(tmp_path / "other", "tiny", seed=1, tokenizer_vocab=1200)
+    conductor = HFConductor(ModelSpec(str(other), device="cpu", adapter=str(out), quantize=False,
+                                      compute_dtype="float32", label="other"))
+    with pytest.raises(ConductorError, match="trained on"):
+        conductor.load_sync()
+
+
+def test_train_command_json_summary(tiny_model, fake, tmp_path, stiva_home):
+    fake.default("a", Reply("It is 42.", usage=(10, 2)))
+    fake.default("b", Reply("It is 41.", usage=(10, 2)))
+    suite = tmp_path / "s.jsonl"
+    suite.write_text("\n".join(json.dumps({"id": f"q{i}", "question": f"What is {i} + 42 - {i}?", "answer": "42",
+                                           "grader": "numeric"}) for i in range(2)) + "\n")
+    config = tmp_path / "c.toml"
+    config.write_text(f"""catalog = false
+embedded_worker = false
+[conductor]
+max_steps = 1
+max_reasoning_tokens = 0
+max_subtask_chars = 20
+[discovery]
+enabled = false
+[[providers]]
+name = "lab"
+base_url = "{fake.base_url}"
+[[models]]
+id = "a"
+provider = "lab"
+model = "a"
+price_in = 1.0
+price_out = 1.0
+[[models]]
+id = "b"
+provider = "lab"
+model = "b"
+""")
+    out = tmp_path / "adapter"
+    env = {**os.environ, "STIVA_HOME": str(stiva_home)}
+    result = subprocess.run([STIVA, "train", str(suite), "--base", str(tiny_model), "--out", str(out), "--steps", "2",
+                             "--group", "2", "--batch", "1", "--config", str(config), "--json"],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout)  # exactly one JSON object on stdout
+    assert set(summary) == {"steps", "reward_first", "reward_last", "adapter", "cost_usd"}
+    assert summary["steps"] == 2 and summary["adapter"] == str(out) and summary["cost_usd"] > 0
+    bad = subprocess.run([STIVA, "train", str(suite), "--base", "Qwen/Qwen2.5-7B-Instruct", "--out", str(out),
+                          "--config", str(config)], capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 2 and "CUDA" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
