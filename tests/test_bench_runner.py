@@ -323,3 +323,27 @@ def test_bad_suites_and_systems_are_one_line_errors(tmp_path, stiva_home):
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     listing = stiva("bench", "--list", home=stiva_home)
     assert "basic" in listing.stdout and "gpqa" in listing.stdout and "offline" in listing.stdout
+
+
+async def test_a_grader_that_breaks_makes_an_error_item_and_the_bench_goes_on(fake, tmp_path, stiva_home, monkeypatch):
+    import stiva_tui.bench.runner as runner_module
+
+    script_pool(fake)
+    real = runner_module.grade_async
+
+    async def flaky(item, answer):
+        if item.id == "add-2":
+            raise RuntimeError("grader crashed")
+        return await real(item, answer)
+
+    monkeypatch.setattr(runner_module, "grade_async", flaky)
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    runtime, runner = await _runner(config, write_suite(tmp_path / "s.jsonl", 3), "direct:right")
+    try:
+        outcome = await runner.run()
+    finally:
+        await runtime.aclose()
+    by_id = {r.item_id: r for r in outcome.records}
+    assert outcome.status == "finished"
+    assert by_id["add-2"].status == "error" and "grader crashed" in by_id["add-2"].error
+    assert by_id["add-1"].correct and by_id["add-3"].correct

@@ -195,10 +195,14 @@ class BenchRunner:
                        for i in range(min(self.concurrency, queue.qsize()))]
             self._tasks.update(workers)
             await asyncio.gather(*workers, return_exceptions=False)
-        except asyncio.CancelledError:
-            self._stop = self._stop or "cancelled"
+        except BaseException as exc:  # ctrl+c, or a fault outside any item (the history failing)
+            cancelled = isinstance(exc, asyncio.CancelledError)
+            self._stop = self._stop or ("cancelled" if cancelled else f"error: {type(exc).__name__}: {exc}")
             await self._cancel_all()
-            store.close_bench(self.bench_id, "stopped", self._stop)
+            try:
+                store.close_bench(self.bench_id, "stopped", self._stop)
+            except Exception:  # noqa: BLE001 - the history may be what failed; the first error stands
+                log.exception("could not mark bench %s stopped", self.bench_id)
             raise
         finally:
             self.runtime.worker = original
@@ -264,7 +268,12 @@ class BenchRunner:
             return BenchItemRecord(status="graded", correct=verdict.correct, extracted=verdict.extracted,
                                    judge_prompt_tokens=usage.prompt_tokens,
                                    judge_completion_tokens=usage.completion_tokens, judge_cost_usd=cost, **base)
-        verdict = await grade_async(item, result.answer)
+        try:
+            verdict = await grade_async(item, result.answer)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a grader that broke: an error, asked again on resume
+            return BenchItemRecord(status="error", error=f"grader: {type(exc).__name__}: {exc}", **base)
         return BenchItemRecord(status="graded", correct=verdict.correct, extracted=verdict.extracted, **base)
 
     async def _judge(self, item: SuiteItem, answer: str):

@@ -15,7 +15,9 @@ import shutil
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from .. import paths
 from .checkpoints import LoadedModel, ModelSpec, load_model, quiet_libraries, transformers_lock
@@ -117,9 +119,10 @@ def ensure_embedded_checkpoint(progress: Progress | None = None) -> Path:
             report(progress, 0.1, "reading the embedded tokenizer from GGUF (once, ~15 s)")
             tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
             report(progress, 0.35, "dequantising the embedded model from GGUF (once, ~30 s)")
-            gguf_model = AutoModelForCausalLM.from_pretrained(
-                str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32
-            )
+            with _tensor_progress(progress, 0.35, 0.75):
+                gguf_model = AutoModelForCausalLM.from_pretrained(
+                    str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32
+                )
             report(progress, 0.75, "saving the converted embedded model as safetensors")
             # save_pretrained refuses a GGUF-loaded model: rebuild from the config, copy the weights.
             config = gguf_model.config
@@ -153,6 +156,32 @@ def ensure_embedded_checkpoint(progress: Progress | None = None) -> Path:
                 shutil.rmtree(tmp, ignore_errors=True)
         report(progress, 0.85, "embedded model converted")
         return final
+
+
+@contextmanager
+def _tensor_progress(progress: Progress | None, start: float, end: float) -> Iterator[None]:
+    """transformers' GGUF reader draws its own tqdm bar on stderr (over the app's screen, under
+    the command's status line); while converting, its loop reports to `progress` instead, tensor
+    by tensor. Runs under transformers_lock, so nothing else uses the module meanwhile."""
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+
+    original = getattr(gguf_utils, "tqdm", None)
+
+    def tracked(iterable, desc: str | None = None, **_kwargs):
+        items = list(iterable)
+        total = len(items) or 1
+        for i, item in enumerate(items):
+            if i % 16 == 0:
+                report(progress, start + (end - start) * i / total,
+                       f"dequantising the embedded model from GGUF: {i}/{total} tensors (once)")
+            yield item
+
+    gguf_utils.tqdm = tracked
+    try:
+        yield
+    finally:
+        if original is not None:
+            gguf_utils.tqdm = original
 
 
 def _strip_quantization_config(path: Path) -> None:
