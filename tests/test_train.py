@@ -227,6 +227,8 @@ price_out = 1.0
 id = "b"
 provider = "lab"
 model = "b"
+price_in = 2.0
+price_out = 2.0
 """)
     out = tmp_path / "adapter"
     env = {**os.environ, "STIVA_HOME": str(stiva_home)}

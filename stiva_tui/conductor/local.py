@@ -32,6 +32,7 @@ from ..inference.generation import (
     IncrementalDecoder,
     eos_token_ids,
     generate_async,
+    generate_batch_sync,
     generate_sync,
     has_chat_template,
     prompt_ids,
@@ -356,6 +357,27 @@ class HFConductor:
         return SampledPlan(list(setup.prompt), list(result.token_ids), recorder.logprobs(result.token_ids, temperature),
                            full, workflow)
 
+    def sample_many_sync(self, request: PlanRequest, loaded: LoadedModel, n: int,
+                         temperature: float = 1.0) -> list["SampledPlan"]:
+        """`n` plans for one request sampled in one batched `generate` (they share the prompt, so
+        no padding), each row under its own grammar state: what `sample_sync` gives, n times
+        faster on a GPU and several times on a CPU. Blocking."""
+        if n == 1:
+            return [self.sample_sync(request, loaded, temperature)]
+        request = self.limited(request)
+        setups = [self._prepare(request, loaded) for _ in range(n)]
+        recorder = _LogprobRecorder()
+        rows = generate_batch_sync(loaded, setups[0].prompt, n, max_new_tokens=setups[0].budget,
+                                   temperature=temperature, eos_ids=[setups[0].eos_id],
+                                   logits_processors=[_RowProcessors([s.processor for s in setups]), recorder])
+        plans = []
+        for i, (setup, ids) in enumerate(zip(setups, rows)):
+            text = loaded.tokenizer.decode([t for t in ids if t != setup.eos_id], skip_special_tokens=True)
+            full, workflow, _error = self._parse(setup, request, text, loaded)
+            plans.append(SampledPlan(list(setup.prompt), list(ids), recorder.logprobs(ids, temperature, row=i),
+                                     full, workflow))
+        return plans
+
     async def plan(self, request: PlanRequest, on_delta: DeltaCallback | None = None) -> Plan:
         if not request.workers:
             raise ConductorError("the pool is empty: add a model before asking")
@@ -421,6 +443,21 @@ class SampledPlan:
     workflow: Any
 
 
+class _RowProcessors:
+    """One plan processor per row of a batch (each row has its own grammar state)."""
+
+    def __init__(self, processors: Sequence[PlanLogitsProcessor]):
+        self.processors = list(processors)
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        for i, processor in enumerate(self.processors):
+            row = scores[i : i + 1]
+            out = processor(input_ids[i : i + 1], row)
+            if out is not row:  # a processor that answered with a new tensor (forced end)
+                scores[i : i + 1] = out
+        return scores
+
+
 class _LogprobRecorder:
     """A logits processor that keeps the final scores of each step (after the grammar's mask), so
     that the log-probability of each sampled token under the distribution it came from is known."""
@@ -429,15 +466,15 @@ class _LogprobRecorder:
         self.steps: list[Any] = []
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        self.steps.append(scores[0].detach().float().clone())
+        self.steps.append(scores.detach().float().clone())
         return scores
 
-    def logprobs(self, token_ids: Sequence[int], temperature: float) -> list[float]:
+    def logprobs(self, token_ids: Sequence[int], temperature: float, row: int = 0) -> list[float]:
         import torch
 
         out = []
         for scores, token in zip(self.steps, token_ids):
-            scaled = scores / temperature if temperature > 0 else scores
+            scaled = scores[row] / temperature if temperature > 0 else scores[row]
             out.append(float(torch.log_softmax(scaled, dim=-1)[int(token)]))
         return out
 

@@ -291,6 +291,42 @@ def generate_sync(
     )
 
 
+def generate_batch_sync(
+    loaded: LoadedModel,
+    prompt: Sequence[int],
+    n: int,
+    *,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    logits_processors: Sequence[Any] = (),
+    eos_ids: Sequence[int] | None = None,
+) -> list[list[int]]:
+    """`n` samples of one prompt in one `generate()` (no streaming): each row's new token ids, up
+    to and including its end token. Blocking; serialised by the model's lock like generate_sync."""
+    import torch
+    from transformers import GenerationConfig, LogitsProcessorList
+
+    eos = list(eos_ids) if eos_ids is not None else eos_token_ids(loaded)
+    pad = loaded.tokenizer.pad_token_id
+    gen_config = GenerationConfig(
+        max_new_tokens=max(1, int(max_new_tokens)), do_sample=temperature > 0,
+        temperature=temperature if temperature > 0 else None, top_k=None, top_p=None,
+        eos_token_id=eos or None, pad_token_id=pad if pad is not None else (eos[0] if eos else None),
+    )
+    device = "cuda" if loaded.device == "cuda" else "cpu"
+    input_ids = torch.tensor([list(prompt)] * n, dtype=torch.long, device=device)
+    with loaded.lock, torch.inference_mode():
+        out = loaded.model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                                    generation_config=gen_config,
+                                    logits_processor=LogitsProcessorList(list(logits_processors)))
+    rows = []
+    ends = set(eos)
+    for row in out[:, len(prompt):].tolist():
+        cut = next((i for i, token in enumerate(row) if token in ends), None)
+        rows.append(row if cut is None else row[: cut + 1])
+    return rows
+
+
 async def generate_async(
     loaded: LoadedModel,
     prompt: Sequence[int],

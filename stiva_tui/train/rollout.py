@@ -2,8 +2,9 @@
 
 `Rollouts` is what TRL's `GRPOTrainer` calls as its `rollout_func(prompts, trainer)`:
 
-1. the conductor's model as it is being trained (base + LoRA adapter) samples each plan under
-   the same prompt and grammar as at inference (`HFConductor.sample_sync`);
+1. the conductor's model as it is being trained (base + LoRA adapter) samples the G plans of a
+   question in one batch, each under the same prompt and grammar as at inference
+   (`HFConductor.sample_many_sync`);
 2. each plan that parses runs on the pool through the engine (`Sessions.ask` with a
    `WorkflowMode`, source "train": a run recorded in the history like any other), concurrently;
 3. the suite's grader scores the answer;
@@ -141,10 +142,12 @@ class Rollouts:
                              quantization=None, load_s=0.0, memory_bytes=0)
         started = time.monotonic()
         sampled = []
-        for prompt in prompts:
-            item = self.items[_item_id(prompt)]
+        # TRL repeats each question G times in a row: each run of one question is one batch
+        for item_id, count in _runs(_item_id(p) for p in prompts):
+            item = self.items[item_id]
             request = PlanRequest(question_text(item), self.workers, max_steps=self.max_steps)
-            sampled.append((item, self.conductor.sample_sync(request, loaded, self.temperature)))
+            for plan in self.conductor.sample_many_sync(request, loaded, count, self.temperature):
+                sampled.append((item, plan))
         if was_training:
             model.train()
         generated = time.monotonic()
@@ -231,6 +234,17 @@ def _item_id(prompt: Any) -> str:
     if isinstance(prompt, list):  # conversational form, should a caller use it
         prompt = prompt[-1]["content"]
     return str(prompt)
+
+
+def _runs(ids) -> list[tuple[str, int]]:
+    """[(id, how many times in a row)] in order."""
+    runs: list[tuple[str, int]] = []
+    for item_id in ids:
+        if runs and runs[-1][0] == item_id:
+            runs[-1] = (item_id, runs[-1][1] + 1)
+        else:
+            runs.append((item_id, 1))
+    return runs
 
 
 def _cache_key(item_id: str, workflow, models) -> str:
