@@ -181,7 +181,9 @@ class ProgressView:
 
     @staticmethod
     def render(progress):
+        from rich.console import Group
         from rich.table import Table
+        from rich.text import Text
 
         eta = progress.eta_s
         elapsed = time.monotonic() - progress.started
@@ -193,12 +195,15 @@ class ProgressView:
             caption += " · 429s: " + ", ".join(f"{k} {v}" for k, v in progress.throttled.items())
         if progress.stopped:
             caption += f" · stopped: {progress.stopped}"
-        table = Table(title=f"bench {progress.bench_id} · {progress.suite}", caption=caption,
-                      title_justify="left", caption_justify="left")
+        table = Table(title=f"bench {progress.bench_id} · {progress.suite}", title_justify="left")
         for column in ("system", "done", "accuracy", "errors", "tokens", "cost"):
             table.add_column(column, justify="left" if column == "system" else "right")
         for s in progress.systems.values():
             accuracy = "—" if s.accuracy is None else f"{s.accuracy:.1%}"
             table.add_row(s.system, f"{s.done}/{s.total}", accuracy, str(s.errors), f"{s.tokens:,}",
                           f"${s.cost_usd + s.judge_cost_usd:.4f}")
-        return table
+        # below the table, not as its caption: a caption wraps at the table's width
+        lines = [table, Text(caption, style="dim")]
+        if progress.stage:
+            lines.append(Text(progress.stage, style="yellow"))
+        return Group(*lines)

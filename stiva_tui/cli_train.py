@@ -86,8 +86,11 @@ def train_command(args: argparse.Namespace, config) -> int:
         first = "—" if summary.reward_first is None else f"{summary.reward_first:.3f}"
         last = "—" if summary.reward_last is None else f"{summary.reward_last:.3f}"
         print(f"{summary.steps} steps · reward {first} → {last} · ${summary.cost_usd:.4f} · adapter {summary.adapter}")
-        console.print(f"[dim]use it: [conductor] adapter = \"{summary.adapter}\"; compare: stiva bench "
-                      f"{args.suite} --systems conductor,adapter:{summary.adapter}[/]", highlight=False, soft_wrap=True)
+        from rich.markup import escape
+
+        console.print("[dim]" + escape(f"use it: [conductor] adapter = \"{summary.adapter}\"; compare: stiva bench "
+                                       f"{args.suite} --systems conductor,adapter:{summary.adapter}") + "[/]",
+                      highlight=False, soft_wrap=True)
     if summary.stopped:
         console.print(f"[yellow]stopped:[/] {summary.stopped} — the adapter so far is saved; --resume continues",
                       highlight=False)

@@ -237,6 +237,9 @@ price_out = 2.0
                             capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout)  # exactly one JSON object on stdout
+    # no library chatter a user can do nothing about (bitsandbytes' kernels, tqdm, FutureWarnings)
+    assert "kernels" not in result.stderr and "Warning" not in result.stderr and "it/s" not in result.stderr, \
+        result.stderr[-2000:]
     assert set(summary) == {"steps", "reward_first", "reward_last", "adapter", "cost_usd"}
     assert summary["steps"] == 2 and summary["adapter"] == str(out) and summary["cost_usd"] > 0
     bad = subprocess.run([STIVA, "train", str(suite), "--base", "Qwen/Qwen2.5-7B-Instruct", "--out", str(out),

@@ -182,12 +182,18 @@ def write_frontier_png(report: dict[str, Any], path: Path) -> bool:
         return False
     rows = [r for r in report["systems"] if r["n"]]
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
-    for row in rows:
+    markers = "osD^vP*Xh<>p"
+    for i, row in enumerate(rows):
         acc = row["accuracy"] or 0.0
         lo, hi = row["ci95"]
-        ax.errorbar([row["cost_per_question"]], [acc], yerr=[[acc - lo], [hi - acc]], fmt="o", capsize=4)
-        ax.annotate(row["system"], (row["cost_per_question"], acc), textcoords="offset points", xytext=(6, 6),
-                    fontsize=8)
+        # a legend, not labels beside the points: systems of equal cost and accuracy would overlap
+        ax.errorbar([row["cost_per_question"]], [acc], yerr=[[acc - lo], [hi - acc]], fmt=markers[i % len(markers)],
+                    capsize=4, label=f"{row['system']} ({acc:.0%}, n={row['n']})")
+    dearest = max((row["cost_per_question"] for row in rows), default=0.0)
+    right = dearest * 1.15 if dearest > 0 else 1e-6
+    ax.set_xlim(left=-0.03 * right, right=right)  # a free system sits just inside the frame
+    ax.set_xticks([t for t in ax.get_xticks() if 0 <= t <= right])  # and no negative costs on the axis
+    ax.legend(fontsize=8, loc="lower right")
     ax.set_xlabel("cost per question (USD)")
     ax.set_ylabel("accuracy")
     ax.set_ylim(-0.02, 1.02)

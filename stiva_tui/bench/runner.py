@@ -86,6 +86,7 @@ class BenchProgress:
     spent_usd: float = 0.0
     throttled: dict[str, int] = field(default_factory=dict)
     stopped: str | None = None
+    stage: str | None = None  # what happens before the first item (a conductor loading)
 
     @property
     def done(self) -> int:
@@ -180,7 +181,8 @@ class BenchRunner:
         # conductors load once, before the first item (a bad adapter fails here, not per item)
         for system in self.systems:
             if system.conductor:
-                await self.runtime.ensure_conductor(None, system.mode.variant)
+                await self.runtime.ensure_conductor(self._loading(system.name), system.mode.variant)
+        self.progress.stage = None
         queue: asyncio.Queue = asyncio.Queue()
         for item in self.items:  # interleaved: every system on item 1, then on item 2, ...
             for system in self.systems:
@@ -288,6 +290,14 @@ class BenchRunner:
             elif isinstance(event, UsageReport):
                 usage = event.usage
         return parse_judge_reply("".join(parts)), usage, model.cost(usage)
+
+    def _loading(self, system: str):
+        """A progress callback for a conductor's load (called from the loading thread)."""
+        def progress(fraction: float | None, message: str) -> None:
+            pct = f" {fraction:.0%}" if fraction is not None else ""
+            self.progress.stage = f"{system}: {message}{pct}"
+            self._emit()
+        return progress
 
     def _count(self, record: BenchItemRecord) -> None:
         progress = self.progress.systems[record.system]

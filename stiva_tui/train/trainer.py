@@ -26,6 +26,7 @@ import json
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -179,11 +180,26 @@ def train(config, suite: Suite, options: TrainOptions, *, on_step: Callable[[Ste
     """Train a LoRA adapter for the conductor on `suite` with GRPO. Blocking; `on_step` gets each
     step's report, `progress` the set-up's stages; `should_stop` (checked after each step)
     returns a reason to stop cleanly (ctrl+c), keeping the adapter as it is."""
+    with warnings.catch_warnings():
+        # transformers 5 renamed gradient checkpointing; TRL and PEFT still use the old names, and
+        # a user can do nothing about it
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        return _train(config, suite, options, on_step=on_step, progress=progress, should_stop=should_stop)
+
+
+def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, should_stop) -> TrainSummary:
     say = progress or (lambda message: None)
     if options.steps < 1 or options.group < 2 or options.batch < 1:
         raise TrainError("--steps and --batch must be at least 1, and --group at least 2 (GRPO compares plans)")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
+    from ..inference.checkpoints import quiet_libraries
+
+    quiet_libraries()  # before torch, peft or trl import bitsandbytes
     import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
 
     device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cpu" and options.base not in ("embedded",) and not Path(options.base).expanduser().is_dir():
