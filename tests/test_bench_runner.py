@@ -347,3 +347,33 @@ async def test_a_grader_that_breaks_makes_an_error_item_and_the_bench_goes_on(fa
     assert outcome.status == "finished"
     assert by_id["add-2"].status == "error" and "grader crashed" in by_id["add-2"].error
     assert by_id["add-1"].correct and by_id["add-3"].correct
+
+
+def test_an_adapter_system_runs_on_the_base_it_was_trained_on(tmp_path):
+    from stiva_tui.runtime.modes import ConductorVariant
+
+    def adapter(name: str, base: str | None) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "adapter_config.json").write_text("{}")
+        if base is not None:
+            (folder / "stiva_adapter.json").write_text(json.dumps({"base": base}))
+        return folder
+
+    embedded, local, plain = adapter("e", "embedded"), adapter("q", "Qwen/Qwen2.5-7B-Instruct"), adapter("p", None)
+    (e, q, p) = parse_systems([f"adapter:{embedded}", f"adapter:{local}", f"adapter:{plain}"])
+    assert e.mode.variant == ConductorVariant(backend="embedded", adapter=str(embedded))
+    assert q.mode.variant == ConductorVariant(backend="local", model="Qwen/Qwen2.5-7B-Instruct", adapter=str(local))
+    assert p.mode.variant == ConductorVariant(adapter=str(plain))  # the configured conductor
+
+
+def test_auto_falling_back_to_the_embedded_conductor_keeps_only_an_adapter_made_for_it(tmp_path):
+    from stiva_tui.conductor.embedded import EmbeddedConductor
+    from stiva_tui.config import ConductorConfig
+
+    for base, kept in (("embedded", True), ("Qwen/Qwen2.5-7B-Instruct", False)):
+        folder = tmp_path / base.replace("/", "_")
+        folder.mkdir()
+        (folder / "stiva_adapter.json").write_text(json.dumps({"base": base}))
+        conductor = EmbeddedConductor.from_config(ConductorConfig(backend="auto", adapter=str(folder)))
+        assert (conductor.adapter == str(folder)) is kept

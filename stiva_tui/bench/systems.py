@@ -4,8 +4,8 @@
 - `conductor-mini`: the preset the server also uses (at most 2 steps, one round);
 - `moa`: Mixture-of-Agents with the [moa] config (or its defaults);
 - `direct:MODEL`: one call to one pool model, never a fallback (that would measure another model);
-- `adapter:DIR`: the configured conductor with that LoRA adapter, to set a trained adapter
-  against its base.
+- `adapter:DIR`: the conductor with that LoRA adapter, to set a trained adapter against its
+  base: on the base `stiva train` recorded beside it (embedded or local), else the configured one.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..inference.checkpoints import adapter_base
 from ..runtime.modes import MOA_SYSTEM, PRESETS, ConductorMode, ConductorVariant, DirectMode, MoAMode, Mode
 
 SYSTEM_HELP = "conductor, conductor-mini, moa, direct:MODEL, adapter:DIR"
@@ -50,7 +51,16 @@ def parse_system(spec: str) -> System:
         folder = Path(rest.strip()).expanduser()
         if not (folder / "adapter_config.json").is_file():
             raise SystemError(f"{name}: {folder} holds no LoRA adapter (no adapter_config.json)")
-        return System(f"adapter:{folder}", ConductorMode(variant=ConductorVariant(adapter=str(folder))))
+        # An adapter from `stiva train` runs on the base it was trained on; another one on the
+        # configured conductor.
+        base = adapter_base(str(folder))
+        if base == "embedded":
+            variant = ConductorVariant(backend="embedded", adapter=str(folder))
+        elif base:
+            variant = ConductorVariant(backend="local", model=base, adapter=str(folder))
+        else:
+            variant = ConductorVariant(adapter=str(folder))
+        return System(f"adapter:{folder}", ConductorMode(variant=variant))
     raise SystemError(f"unknown system {name!r}: use {SYSTEM_HELP}")
 
 

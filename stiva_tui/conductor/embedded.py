@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..inference.checkpoints import LoadedModel
+from ..inference.checkpoints import LoadedModel, adapter_base
 from ..inference.embedded import EMBEDDED_FORMAT, EMBEDDED_HF_ID, embedded_spec, load_embedded
 from ..inference.progress import Progress
 from .base import PlanRequest
@@ -59,7 +59,10 @@ class EmbeddedConductor(HFConductor):
     def from_config(cls, config: Any, **kwargs: Any) -> "EmbeddedConductor":
         """From a ConductorConfig. The 270M model rambles: reasoning and subtasks are kept short."""
         return cls(
-            adapter=config.adapter if getattr(config, "backend", "") == "embedded" else None,
+            # `auto` falling back to the embedded model keeps an adapter trained on it, and drops
+            # one made for the local model (it would not fit)
+            adapter=config.adapter if (getattr(config, "backend", "") == "embedded"
+                                       or adapter_base(config.adapter) == "embedded") else None,
             max_reasoning_tokens=min(config.max_reasoning_tokens, 64),
             max_subtask_chars=min(config.max_subtask_chars, 100),
             temperature=config.temperature,

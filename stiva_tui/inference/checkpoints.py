@@ -296,6 +296,21 @@ _FINGERPRINT = ("model_type", "hidden_size", "num_hidden_layers", "num_attention
                 "vocab_size")
 
 
+def adapter_base(adapter: str | None) -> str | None:
+    """The base `stiva train` trained `adapter` on ("embedded", an HF id or a folder), from its
+    marker; None when there is no adapter or it was not made by `stiva train`."""
+    import json
+
+    if not adapter:
+        return None
+    try:
+        data = json.loads((Path(adapter).expanduser() / ADAPTER_MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    base = data.get("base") if isinstance(data, dict) else None
+    return base if isinstance(base, str) and base else None
+
+
 def base_identity(source: str) -> str:
     """Which base model `source` is: for a folder, a hash of its config and of the start of its
     weights (two models of one shape differ there); for a hub id, the id."""
