@@ -107,3 +107,44 @@ def test_real_stiva_answers_in_tmux(fake, tmp_path, stiva_home):
             assert runs and runs[0].status == "finished" and runs[0].source == "tui"
     finally:
         tmux.kill()
+
+
+def test_real_stiva_bench_shows_live_progress_in_a_terminal(fake, tmp_path, stiva_home):
+    """`stiva bench` on a real terminal: the live view counts items as they finish, then the table;
+    ctrl+c in the middle stops it, and the same command continues it."""
+    import json as _json
+
+    fake.default("w1", lambda r: Reply("The sum is 3.", usage=(10, 2), latency_s=0.3))
+    config = tmp_path / "config.toml"
+    config.write_text(tomli_w.dumps({
+        "providers": [{"name": "fake", "base_url": fake.base_url}],
+        "models": [{"id": "w1", "provider": "fake", "model": "w1", "price_in": 1.0, "price_out": 2.0}],
+        "discovery": {"enabled": False}, "catalog": False, "embedded_worker": False,
+    }))
+    suite = tmp_path / "s.jsonl"
+    suite.write_text("".join(_json.dumps({"id": f"q{i}", "question": f"What is 1 + 2? ({i})", "answer": "3",
+                                          "grader": "numeric"}) + "\n" for i in range(30)))
+    env = {"STIVA_HOME": str(stiva_home), "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
+           "HF_HUB_OFFLINE": "1", "TERM": "xterm-256color"}
+    command = " ".join(["env", *(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.quote(str(STIVA)),
+                        "bench", shlex.quote(str(suite)), "--systems", "direct:w1", "--concurrency", "2",
+                        "--config", shlex.quote(str(config)), ";", "sleep", "30"])
+    tmux = Tmux(tmp_path)
+    tmux.start(command)
+    try:
+        screen = tmux.wait_for("bench ", "direct:w1", "items", "ETA", timeout=30)
+        tmux.wait_for("100.0%", timeout=30)  # the running accuracy, while items remain
+        tmux.send("C-c")
+        screen = tmux.wait_for("stopped:", "run the same command again", timeout=30)
+        done = int(screen.split("/30 items")[0].split()[-1])
+        assert 0 < done < 30, screen
+    finally:
+        tmux.kill()
+    tmux = Tmux(tmp_path)
+    tmux.start(command)
+    try:
+        screen = tmux.wait_for("p95 s", "report in", timeout=60)  # the final table
+        assert "30/30 items" in screen and f"{done} resumed" in screen, screen
+        assert "100.0%" in screen
+    finally:
+        tmux.kill()
