@@ -33,7 +33,6 @@ from ..inference.generation import (
     eos_token_ids,
     generate_async,
     generate_batch_sync,
-    generate_sync,
     has_chat_template,
     prompt_ids,
     render_plain,
@@ -348,22 +347,12 @@ class HFConductor:
         """One plan sampled from `loaded` (e.g. a model being trained) under the same prompt and
         grammar as `plan()`, with the log-probability of each sampled token under the distribution
         it was sampled from (the grammar's mask and the temperature applied). Blocking."""
-        request = self.limited(request)
-        setup = self._prepare(request, loaded)
-        recorder = _LogprobRecorder()
-        result = generate_sync(loaded, setup.prompt, max_new_tokens=setup.budget, temperature=temperature,
-                               logits_processors=[setup.processor, recorder], eos_ids=[setup.eos_id])
-        full, workflow, _error = self._parse(setup, request, result.text, loaded)
-        return SampledPlan(list(setup.prompt), list(result.token_ids), recorder.logprobs(result.token_ids, temperature),
-                           full, workflow)
+        return self.sample_many_sync(request, loaded, 1, temperature)[0]
 
     def sample_many_sync(self, request: PlanRequest, loaded: LoadedModel, n: int,
                          temperature: float = 1.0) -> list["SampledPlan"]:
         """`n` plans for one request sampled in one batched `generate` (they share the prompt, so
-        no padding), each row under its own grammar state: what `sample_sync` gives, n times
-        faster on a GPU and several times on a CPU. Blocking."""
-        if n == 1:
-            return [self.sample_sync(request, loaded, temperature)]
+        no padding), each row under its own grammar state, as `sample_sync` describes. Blocking."""
         request = self.limited(request)
         setups = [self._prepare(request, loaded) for _ in range(n)]
         recorder = _LogprobRecorder()

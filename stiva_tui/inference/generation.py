@@ -225,6 +225,31 @@ def eos_token_ids(loaded: LoadedModel) -> list[int]:
     return list(dict.fromkeys(ids))
 
 
+def _generation_config(loaded: LoadedModel, max_new_tokens: int, temperature: float, eos: Sequence[int]) -> Any:
+    """Greedy at temperature 0, plain sampling otherwise (no top-k/top-p: the grammar's mask and
+    the model's distribution are what is sampled from); padding with the pad token, else an end token."""
+    from transformers import GenerationConfig
+
+    pad = loaded.tokenizer.pad_token_id
+    return GenerationConfig(
+        max_new_tokens=max(1, int(max_new_tokens)),
+        do_sample=temperature > 0,
+        temperature=temperature if temperature > 0 else None,
+        top_k=None,
+        top_p=None,
+        eos_token_id=list(eos) or None,
+        pad_token_id=pad if pad is not None else (eos[0] if eos else None),
+    )
+
+
+def _prompt_rows(loaded: LoadedModel, prompt: Sequence[int], n: int) -> Any:
+    """`n` copies of the prompt as a batch on the model's device."""
+    import torch
+
+    device = "cuda" if loaded.device == "cuda" else "cpu"
+    return torch.tensor([list(prompt)] * n, dtype=torch.long, device=device)
+
+
 def generate_sync(
     loaded: LoadedModel,
     prompt: Sequence[int],
@@ -239,23 +264,12 @@ def generate_sync(
 ) -> GenerationResult:
     """One streaming generate() on the shared model (serialised by its lock). Blocking."""
     import torch
-    from transformers import GenerationConfig
 
     stop_event = stop_event or threading.Event()
     eos = list(eos_ids) if eos_ids is not None else eos_token_ids(loaded)
     streamer = _Streamer(loaded.tokenizer, prompt, set(eos), stop_strings, on_text)
-    pad = loaded.tokenizer.pad_token_id
-    gen_config = GenerationConfig(
-        max_new_tokens=max(1, int(max_new_tokens)),
-        do_sample=temperature > 0,
-        temperature=temperature if temperature > 0 else None,
-        top_k=None,
-        top_p=None,
-        eos_token_id=eos or None,
-        pad_token_id=pad if pad is not None else (eos[0] if eos else None),
-    )
-    device = "cuda" if loaded.device == "cuda" else "cpu"
-    input_ids = torch.tensor([list(prompt)], dtype=torch.long, device=device)
+    gen_config = _generation_config(loaded, max_new_tokens, temperature, eos)
+    input_ids = _prompt_rows(loaded, prompt, 1)
     from transformers import LogitsProcessorList, StoppingCriteriaList
 
     start = time.monotonic()
@@ -304,17 +318,11 @@ def generate_batch_sync(
     """`n` samples of one prompt in one `generate()` (no streaming): each row's new token ids, up
     to and including its end token. Blocking; serialised by the model's lock like generate_sync."""
     import torch
-    from transformers import GenerationConfig, LogitsProcessorList
+    from transformers import LogitsProcessorList
 
     eos = list(eos_ids) if eos_ids is not None else eos_token_ids(loaded)
-    pad = loaded.tokenizer.pad_token_id
-    gen_config = GenerationConfig(
-        max_new_tokens=max(1, int(max_new_tokens)), do_sample=temperature > 0,
-        temperature=temperature if temperature > 0 else None, top_k=None, top_p=None,
-        eos_token_id=eos or None, pad_token_id=pad if pad is not None else (eos[0] if eos else None),
-    )
-    device = "cuda" if loaded.device == "cuda" else "cpu"
-    input_ids = torch.tensor([list(prompt)] * n, dtype=torch.long, device=device)
+    gen_config = _generation_config(loaded, max_new_tokens, temperature, eos)
+    input_ids = _prompt_rows(loaded, prompt, n)
     with loaded.lock, torch.inference_mode():
         out = loaded.model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
                                     generation_config=gen_config,
