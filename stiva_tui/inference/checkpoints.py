@@ -198,7 +198,7 @@ def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
         quantization = "nf4"
     else:
         kwargs["dtype"] = getattr(torch, spec.compute_dtype)
-        quantization = _DTYPE_LABELS.get(spec.compute_dtype, spec.compute_dtype)
+        quantization = DTYPE_LABELS.get(spec.compute_dtype, spec.compute_dtype)
     kwargs["device_map"] = "cpu" if spec.device == "cpu" else {"": 0}
     lo, hi = at(0.1), at(0.94)
     label = spec.label or spec.source
@@ -239,7 +239,7 @@ def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
 
 
 # What describe() shows as the format of a model kept in a plain dtype.
-_DTYPE_LABELS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+DTYPE_LABELS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 def _load_failure(spec: ModelSpec, exc: Exception) -> str:
@@ -296,18 +296,28 @@ _FINGERPRINT = ("model_type", "hidden_size", "num_hidden_layers", "num_attention
                 "vocab_size")
 
 
+def base_fingerprint(config: Any) -> dict[str, Any]:
+    """What identifies the base an adapter fits (its shapes), from a transformers config."""
+    text = getattr(config, "text_config", None) or config
+    return {key: getattr(text, key, None) for key in _FINGERPRINT}
+
+
+def _adapter_marker(folder: Path) -> dict | None:
+    """What `stiva train` wrote beside an adapter (None when it wrote nothing readable)."""
+    import json
+
+    try:
+        data = json.loads((folder / ADAPTER_MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def adapter_base(adapter: str | None) -> str | None:
     """The base `stiva train` trained `adapter` on ("embedded", an HF id or a folder), from its
     marker; None when there is no adapter or it was not made by `stiva train`."""
-    import json
-
-    if not adapter:
-        return None
-    try:
-        data = json.loads((Path(adapter).expanduser() / ADAPTER_MARKER).read_text())
-    except (OSError, ValueError):
-        return None
-    base = data.get("base") if isinstance(data, dict) else None
+    trained = _adapter_marker(Path(adapter).expanduser()) if adapter else None
+    base = trained.get("base") if trained else None
     return base if isinstance(base, str) and base else None
 
 
@@ -333,23 +343,15 @@ def base_identity(source: str) -> str:
 def _check_adapter_base(model: Any, path: Path, source: str = "") -> None:
     """Refuse an adapter `stiva train` made for another base: by the base's identity (its
     weights) and, failing that, by its shapes."""
-    import json
-
-    marker = path / ADAPTER_MARKER
-    if not marker.exists():
-        return
-    try:
-        trained = json.loads(marker.read_text())
-    except (OSError, ValueError):
+    trained = _adapter_marker(path)
+    if trained is None:
         return
     identity = trained.get("identity")
     if identity and source and identity != base_identity(source):
         raise ModelError(
             f"the LoRA adapter {path} was trained on {trained.get('label') or trained.get('base')}, not on "
             f"{source}; use it with the model it was trained on, or train one for this model")
-    config = getattr(model, "config", None)
-    text = getattr(config, "text_config", None) or config
-    here = {key: getattr(text, key, None) for key in _FINGERPRINT}
+    here = base_fingerprint(getattr(model, "config", None))
     there = trained.get("fingerprint") or {}
     differ = [key for key in _FINGERPRINT if there.get(key) is not None and there.get(key) != here.get(key)]
     if differ:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .. import paths
-from .checkpoints import LoadedModel, ModelSpec, load_model, quiet_libraries, transformers_lock
+from .checkpoints import DTYPE_LABELS, LoadedModel, ModelSpec, load_model, quiet_libraries, transformers_lock
 from .errors import ModelError
 from .progress import Progress, report
 
@@ -38,7 +38,7 @@ _DONE_MARKER = "stiva-converted.json"
 # on the CPU), prefills ~2x faster than both, and needs the least memory. 4-bit nf4 stays the
 # format of the conductor on a GPU.
 EMBEDDED_DTYPE = "bfloat16"
-EMBEDDED_FORMAT = "bf16"
+EMBEDDED_FORMAT = DTYPE_LABELS[EMBEDDED_DTYPE]  # "bf16", as describe() shows it
 
 
 def embedded_spec(adapter: str | None = None) -> ModelSpec:

@@ -108,15 +108,13 @@ class Rollouts:
     """`rollout_func` for TRL's GRPOTrainer (see the module's docstring)."""
 
     def __init__(self, engine: EngineLoop, conductor, items: Sequence[SuiteItem], tokenizer: Any, *,
-                 cache_path: Path, cost_weight: float = 0.0, temperature: float = 1.0, max_steps: int | None = None,
-                 group: int = 4):
+                 cache_path: Path, cost_weight: float = 0.0, temperature: float = 1.0, max_steps: int | None = None):
         self.engine = engine
         self.conductor = conductor
         self.items = {item.id: item for item in items}
         self.tokenizer = tokenizer
         self.cost_weight = cost_weight
         self.temperature = temperature
-        self.group = group
         runtime = engine.runtime
         self.models = list(runtime.models)
         self.workers = [WorkerInfo(m.id, m.description, m.kind) for m in self.models]

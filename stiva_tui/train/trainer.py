@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..bench.suite import Suite
-from ..inference.checkpoints import ADAPTER_MARKER
+from ..inference.checkpoints import ADAPTER_MARKER, base_fingerprint, base_identity
 from ..inference.errors import ModelError
 from .rollout import EngineLoop, Rollouts, StepStats, reward_from_rollout
 
@@ -103,15 +103,6 @@ class TrainSummary:
                 "adapter": self.adapter, "cost_usd": self.cost_usd}
 
 
-def base_fingerprint(config: Any) -> dict[str, Any]:
-    """What identifies the base an adapter fits (its shapes), from a transformers config; checked
-    when the adapter is loaded (inference.checkpoints)."""
-    from ..inference.checkpoints import _FINGERPRINT
-
-    text = getattr(config, "text_config", None) or config
-    return {key: getattr(text, key, None) for key in _FINGERPRINT}
-
-
 def _conductor_for(base: str, config, options: TrainOptions, device: str):
     """The conductor whose prompt and grammar the plans are sampled under."""
     from ..conductor.embedded import EmbeddedConductor
@@ -167,13 +158,6 @@ def _load_for_training(base: str, device: str, progress: Callable[[str], None]):
     return model, tokenizer, label, folder
 
 
-def _last_checkpoint(folder: Path) -> str | None:
-    if not folder.is_dir():
-        return None
-    found = [p for p in folder.iterdir() if p.name.startswith("checkpoint-") and p.name.split("-")[-1].isdigit()]
-    return str(max(found, key=lambda p: int(p.name.split("-")[-1]))) if found else None
-
-
 def train(config, suite: Suite, options: TrainOptions, *, on_step: Callable[[StepReport], None] | None = None,
           progress: Callable[[str], None] | None = None,
           should_stop: Callable[[], str | None] | None = None) -> TrainSummary:
@@ -207,7 +191,9 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
                          "or a small model folder")
     out = Path(options.out).expanduser()
     checkpoints = out / "checkpoints"
-    resume_from = _last_checkpoint(checkpoints) if options.resume else None
+    from transformers.trainer_utils import get_last_checkpoint
+
+    resume_from = get_last_checkpoint(str(checkpoints)) if options.resume and checkpoints.is_dir() else None
     if options.resume and resume_from is None:
         raise TrainError(f"--resume: no checkpoint in {checkpoints} to continue from")
     out.mkdir(parents=True, exist_ok=True)
@@ -229,7 +215,7 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
         conductor = _conductor_for(options.base, config, options, device)
         rollouts = Rollouts(engine, conductor, suite.items, tokenizer, cache_path=out / "rollouts.jsonl",
                             cost_weight=options.cost_weight, temperature=options.temperature,
-                            max_steps=options.max_steps_per_plan, group=options.group)
+                            max_steps=options.max_steps_per_plan)
         dataset = Dataset.from_list([{"prompt": item.id} for item in suite.items])
         budget_tokens = 64 + (options.max_steps_per_plan or config.conductor.max_steps) * 160
         args = GRPOConfig(
@@ -296,8 +282,6 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
             trainer.remove_callback(noisy)
         trainer.train(resume_from_checkpoint=resume_from)
         trainer.model.save_pretrained(str(out))
-        from ..inference.checkpoints import base_identity
-
         (out / ADAPTER_MARKER).write_text(json.dumps({
             "base": options.base, "label": label, "identity": base_identity(folder),
             "fingerprint": base_fingerprint(model.config),
