@@ -31,7 +31,9 @@ def add_parser(sub, common) -> None:
     bench.add_argument("--out", metavar="DIR", help="where the report files go (default: the data dir)")
     bench.add_argument("--fresh", action="store_true", help="start over instead of continuing the same bench")
     bench.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    bench.add_argument("--list", action="store_true", help="list the suite formats and the built-in suites")
+    bench.add_argument("--list", action="store_true", help="list the suite formats, the built-in suites and the sandbox")
+    bench.add_argument("--unsafe-code", action="store_true",
+                       help="run model-written code WITHOUT isolation where no sandbox can be had (reports say so)")
 
 
 async def bench(args: argparse.Namespace, config) -> int:
@@ -48,7 +50,7 @@ async def bench(args: argparse.Namespace, config) -> int:
     from .store import StoreError
 
     if args.list:
-        print(listing())
+        print(listing(config))
         return 0
     if not args.suite:
         return fail("name a suite (a JSONL file, FORMAT:PATH or a built-in; see stiva bench --list)", EXIT_USAGE)
@@ -67,10 +69,14 @@ async def bench(args: argparse.Namespace, config) -> int:
     console = Console(stderr=True)
     view = ProgressView(console) if console.is_terminal else None
     runner = BenchRunner(runtime, suite, systems, concurrency=args.concurrency, budget_usd=args.budget_usd,
-                         limit=args.limit, fresh=args.fresh, on_progress=view.update if view else None)
+                         limit=args.limit, fresh=args.fresh, on_progress=view.update if view else None,
+                         unsafe_code=args.unsafe_code)
     code = 0
     try:
         runner.check()
+        if runner.sandbox.unsafe and runner.sandbox_line:
+            console.print("[bold red]--unsafe-code:[/] model-written code runs WITHOUT isolation: it can read and "
+                          "write your files and reach the network", highlight=False)
         if view:
             with view:
                 outcome = await runner.run()
@@ -109,6 +115,7 @@ def write_reports(runtime, runner, status: str, reason: str | None, out: str | N
     records = store.bench_items(runner.bench_id)
     report = build_report(runner.suite.name, runner.bench_id, [s.name for s in runner.systems],
                           [item.id for item in runner.items], records, status=status, stop_reason=reason)
+    report["sandbox"] = runner.sandbox_line
     folder = Path(out).expanduser() if out else paths.data_dir() / "bench" / runner.bench_id
     folder.mkdir(parents=True, exist_ok=True)
     mixes = {}
@@ -144,8 +151,10 @@ def print_table(report: dict) -> None:
     Console(soft_wrap=True).print(table)
 
 
-def listing() -> str:
+def listing(config=None) -> str:
     from .bench.suite import list_builtins, list_formats
+    from .config import Config
+    from .sandbox import describe_isolation
 
     lines = ["Suite formats (FORMAT:PATH, PATH a local file or a Hugging Face dataset id):"]
     for fmt in list_formats():
@@ -155,6 +164,8 @@ def listing() -> str:
         lines.append(f"  {info.name:<15} {info.items:>4} items  {info.description}")
     lines += ["", "A JSONL suite file: one {\"id\", \"question\", \"answer\", \"grader\"} object a line "
               "(graders: numeric, exact, contains, choice, math, code, judge)."]
+    sandbox = (config or Config()).sandbox
+    lines += ["", "Code items run in the sandbox ([sandbox] in the config):", "  " + describe_isolation(sandbox.settings())]
     return "\n".join(lines)
 
 

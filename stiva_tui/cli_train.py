@@ -38,6 +38,8 @@ def add_parser(sub, common) -> None:
     train.add_argument("--budget-usd", type=float, help="stop cleanly once the rollouts have cost this much")
     train.add_argument("--resume", action="store_true", help="continue from the last checkpoint in DIR")
     train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--unsafe-code", action="store_true",
+                       help="grade code items WITHOUT isolation where no sandbox can be had")
     train.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
 
@@ -65,7 +67,7 @@ def train_command(args: argparse.Namespace, config) -> int:
     previous = signal.signal(signal.SIGINT, on_signal)
     options = TrainOptions(base=args.base, out=Path(args.out), steps=args.steps, group=args.group, batch=args.batch,
                            lr=args.lr, cost_weight=args.cost_weight, budget_usd=args.budget_usd, resume=args.resume,
-                           seed=args.seed)
+                           seed=args.seed, unsafe_code=args.unsafe_code)
     try:
         if view:
             with view:

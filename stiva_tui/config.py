@@ -97,6 +97,27 @@ class BenchConfig(_Strict):
     judge_max_tokens: int = Field(256, gt=0)
 
 
+class SandboxConfig(_Strict):
+    """[sandbox]: where model-written code runs (`stiva bench` code items, `stiva train` rewards).
+    Every limit holds for a whole run, all its processes together."""
+
+    timeout_s: float = Field(10.0, gt=0, le=600)  # wall time of one run, when an item sets none
+    memory_mb: int = Field(512, ge=32, le=65536)
+    processes: int = Field(64, ge=1, le=4096)
+    disk_mb: int = Field(64, ge=1, le=65536)  # the run's /tmp, the only place it can write
+    output_kb: int = Field(1024, ge=1, le=1024 * 1024)  # kept of stdout and of stderr each
+    read_only: list[str] = Field(default_factory=list)  # more host paths the code may read
+    site_packages: bool = False  # let the code import this environment's packages (numpy...)
+    bwrap: str | None = None  # a bwrap to use instead of the system's or the bundled one
+
+    def settings(self, *, unsafe: bool = False):
+        from .sandbox import SandboxSettings
+
+        return SandboxSettings(timeout_s=self.timeout_s, memory_mb=self.memory_mb, processes=self.processes,
+                               disk_mb=self.disk_mb, output_kb=self.output_kb, read_only=tuple(self.read_only),
+                               site_packages=self.site_packages, bwrap=self.bwrap, unsafe=unsafe)
+
+
 class DiscoveryConfig(_Strict):
     enabled: bool = True
     timeout_s: float = Field(0.3, gt=0, le=10)
@@ -120,6 +141,7 @@ class Config(_Strict):
     bench: BenchConfig = Field(default_factory=BenchConfig)
     discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     # Use the built-in catalog of hosted providers (joined when their key is present).
     catalog: bool = True
     # The embedded Gemma-3 270M as a worker of the pool. False keeps it out of every workflow

@@ -1,5 +1,5 @@
-"""The bench graders and the sandbox: right, wrong and tricky answers for every grader, and code
-that loops, connects out, eats memory, forks, or is cancelled, run for real in child processes."""
+"""The bench graders: right, wrong and tricky answers for every grader; code answers graded for
+real in the sandbox (whose attacks and limits are tested in test_sandbox.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from stiva_tui.bench.graders import (
     Grade, JudgeRequired, extract_choice, extract_code, extract_number, grade, grade_async, judge_prompt,
     parse_judge_reply, parse_number, shutdown_graders,
 )
-from stiva_tui.bench.sandbox import OUTPUT_LIMIT, run_code, run_code_async
 from stiva_tui.bench.suite import SuiteItem
 
 
@@ -225,7 +224,7 @@ def test_code_demo_under_main_guard_does_not_run_and_an_early_exit_fails():
     assert grade(ADD, fenced(with_demo)).correct
     exits_first = "import sys\ndef add(a, b):\n    return 0\nsys.exit(0)"
     result = grade(ADD, fenced(exits_first))
-    assert not result.correct and "did not run to the end" in result.detail
+    assert not result.correct and "failed to load: SystemExit" in result.detail
 
 
 def test_code_stdin_stdout_cases():
@@ -271,178 +270,6 @@ async def test_code_async_grades_without_blocking_the_loop():
     task.cancel()
     assert result.correct
     assert ticks >= 20  # the loop kept running while the child slept
-
-
-# --- the sandbox -----------------------------------------------------------------------------------
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")  # a zombie waiting to be reaped is dead
-
-
-def _wait_dead(pid: int, within: float = 3.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def test_endless_loop_is_timed_out_and_its_whole_group_killed():
-    code = ("import os, sys, time\n"
-            "child = os.fork()\n"
-            "if child == 0:\n    time.sleep(300)\n    os._exit(0)\n"
-            "print(os.getpid(), child, flush=True)\n"
-            "while True:\n    pass\n")
-    started = time.monotonic()
-    result = run_code(code, timeout_s=1)
-    assert result.timed_out and not result.ok and result.returncode == -9
-    assert time.monotonic() - started < 5
-    parent, child = map(int, result.stdout.split())
-    assert _wait_dead(parent) and _wait_dead(child), "a sandboxed process outlived its timeout"
-
-
-def test_endless_loop_in_a_graded_answer_is_wrong_and_says_timed_out():
-    looping = item("code", tests="assert f() == 1", timeout_s=1)
-    result = grade(looping, fenced("def f():\n    while True:\n        pass"))
-    assert not result.correct and result.detail == "timed out"
-
-
-@pytest.fixture
-def listener():
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    server.setblocking(False)
-    yield server
-    server.close()
-
-
-def _connections(server: socket.socket) -> int:
-    time.sleep(0.2)
-    count = 0
-    while True:
-        try:
-            connection, _ = server.accept()
-        except BlockingIOError:
-            return count
-        connection.close()
-        count += 1
-
-
-def test_listener_fixture_does_see_a_plain_connection(listener):
-    # The control: without the sandbox the same code does connect, so the tests below can fail.
-    port = listener.getsockname()[1]
-    code = f"import socket\ns = socket.socket()\ns.connect(('127.0.0.1', {port}))\ns.sendall(b'x')\ns.close()"
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
-    assert _connections(listener) == 1
-
-
-def test_code_cannot_connect_to_a_local_listener(listener):
-    port = listener.getsockname()[1]
-    phone_home = ("import socket\n"
-                  "def fetch():\n"
-                  "    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
-                  f"    s.connect(('127.0.0.1', {port}))\n"
-                  "    s.sendall(b'secret')\n"
-                  "    return True\n")
-    result = grade(item("code", tests="assert fetch()"), fenced(phone_home))
-    assert not result.correct
-    assert _connections(listener) == 0
-
-
-@pytest.mark.parametrize("attempt", [
-    "s = socket.socket(); s.connect(('127.0.0.1', PORT))",
-    "socket.create_connection(('localhost', PORT), timeout=2)",
-    "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'x', ('127.0.0.1', PORT))",
-    "import subprocess; subprocess.run([sys.executable, '-c', 'import socket; socket.socket().connect((\"127.0.0.1\", PORT))'])",
-    "import ctypes; ctypes.CDLL(None).connect",
-])
-def test_audit_hook_alone_blocks_the_network(listener, attempt):
-    # Without the network namespace, so the audit hook is all that stands in the way.
-    port = listener.getsockname()[1]
-    code = "import socket, sys\n" + attempt.replace("PORT", str(port))
-    result = run_code(code, timeout_s=10, isolate_namespaces=False)
-    assert not result.ok and "not allowed" in result.stderr, result.stderr
-    assert _connections(listener) == 0
-
-
-def test_network_namespace_when_the_kernel_allows_it():
-    probe = run_code("print(open('/proc/net/dev').read())")
-    plain = Path("/proc/net/dev").read_text()
-    if probe.stdout.strip() == plain.strip():
-        pytest.skip("this kernel or container does not allow an unprivileged network namespace")
-    interfaces = [line.split(":")[0].strip() for line in probe.stdout.splitlines() if ":" in line]
-    assert interfaces == ["lo"]
-
-
-def test_memory_bomb_is_bounded():
-    started = time.monotonic()
-    result = run_code("blocks = []\nwhile True:\n    blocks.append(bytearray(32 * 1024 * 1024))",
-                      memory_mb=256, timeout_s=20)
-    assert not result.ok and not result.timed_out
-    assert "MemoryError" in result.stderr
-    assert time.monotonic() - started < 10
-    limits = run_code("import resource\nprint(resource.getrlimit(resource.RLIMIT_AS)[0])", memory_mb=256)
-    assert int(limits.stdout) == 256 * 1024 * 1024
-
-
-def test_limits_cannot_be_raised_by_the_code():
-    result = run_code("import resource\nresource.setrlimit(resource.RLIMIT_AS, (-1, -1))")
-    assert not result.ok and "not allowed" in result.stderr
-
-
-def test_child_environment_has_no_secrets_or_proxies(monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
-    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
-    result = run_code("import os\nprint(sorted(os.environ.items()))")
-    assert result.ok
-    assert "sk-should-not-leak" not in result.stdout and "proxy.invalid" not in result.stdout
-    assert "OPENAI_API_KEY" not in result.stdout and "HTTPS_PROXY" not in result.stdout
-
-
-def test_output_is_capped_and_stdin_given():
-    big = run_code("import sys\nsys.stdout.write('x' * 200000)")
-    assert big.ok and big.truncated and len(big.stdout) == OUTPUT_LIMIT
-    echoed = run_code("print(input()[::-1])", stdin="abc\n")
-    assert echoed.ok and echoed.stdout == "cba\n" and not echoed.truncated
-
-
-def test_runs_in_a_fresh_temporary_directory_removed_afterwards():
-    result = run_code("import os\nopen('scratch.txt', 'w').write('x')\nprint(os.getcwd())")
-    assert result.ok
-    workdir = Path(result.stdout.strip())
-    assert workdir.name.startswith("stiva-sandbox-") and workdir != Path.cwd()
-    assert not workdir.exists()
-
-
-async def test_cancelling_an_async_run_kills_the_child(tmp_path):
-    pid_file = tmp_path / "pid"
-    code = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(300)"
-    task = asyncio.create_task(run_code_async(code, timeout_s=60))
-    for _ in range(200):
-        if pid_file.exists() and pid_file.read_text():
-            break
-        await asyncio.sleep(0.05)
-    pid = int(pid_file.read_text())
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert _wait_dead(pid)
-
-
-async def test_async_run_times_out():
-    result = await run_code_async("while True:\n    pass", timeout_s=1)
-    assert result.timed_out and result.returncode == -9
 
 
 # --- judge ---------------------------------------------------------------------------------------

@@ -331,10 +331,10 @@ async def test_a_grader_that_breaks_makes_an_error_item_and_the_bench_goes_on(fa
     script_pool(fake)
     real = runner_module.grade_async
 
-    async def flaky(item, answer):
+    async def flaky(item, answer, **options):
         if item.id == "add-2":
             raise RuntimeError("grader crashed")
-        return await real(item, answer)
+        return await real(item, answer, **options)
 
     monkeypatch.setattr(runner_module, "grade_async", flaky)
     config = write_config(tmp_path / "c.toml", fake.base_url)

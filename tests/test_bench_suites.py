@@ -489,7 +489,7 @@ def test_hub_targets_pass_config_and_split_to_datasets(monkeypatch):
 
 def test_bench_imports_neither_textual_nor_torch_nor_math_verify():
     code = ("import sys\nimport stiva_tui.bench.suite, stiva_tui.bench.graders, stiva_tui.bench.loaders, "
-            "stiva_tui.bench.sandbox\n"
+            "stiva_tui.sandbox\n"
             "print(','.join(m for m in ('textual', 'torch', 'math_verify', 'sympy', 'datasets') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -26,7 +26,7 @@ CORE = [
     "stiva_tui.conductor.prompt", "stiva_tui.conductor.remote", "stiva_tui.conductor.select",
     "stiva_tui.conductor.local", "stiva_tui.conductor.embedded", "stiva_tui.conductor.grammar",
     "stiva_tui.pool.client", "stiva_tui.pool.registry", "stiva_tui.pool.discovery", "stiva_tui.pool.embedded",
-    "stiva_tui.pool.listing", "stiva_tui.store", "stiva_tui.store.export",
+    "stiva_tui.pool.listing", "stiva_tui.store", "stiva_tui.store.export", "stiva_tui.sandbox",
 ]
 HEAVY = ["torch", "transformers", "textual", "bitsandbytes", "xgrammar", "peft"]
 
@@ -131,6 +131,12 @@ def test_nothing_below_the_front_ends_imports_them_or_the_runtime():
         if source in ABOVE_THE_ENGINE:
             continue
         assert not targets & ABOVE_THE_ENGINE, f"{source} imports {sorted(targets & ABOVE_THE_ENGINE)}"
+
+
+def test_the_sandbox_imports_nothing_of_stiva():
+    """What runs untrusted code depends on nothing above it (and its child side on nothing at all)."""
+    assert not _graph()["sandbox"], "the sandbox must stand alone: " + ", ".join(sorted(_graph()["sandbox"]))
+    assert "sandbox" in _graph()["bench"]  # the parser sees the arrow into it
 
 
 def test_the_core_imports_nothing_of_stiva():

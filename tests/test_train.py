@@ -245,3 +245,48 @@ price_out = 2.0
     bad = subprocess.run([STIVA, "train", str(suite), "--base", "Qwen/Qwen2.5-7B-Instruct", "--out", str(out),
                           "--config", str(config)], capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 2 and "CUDA" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_code_items_are_refused_before_training_where_there_is_no_sandbox(fake, tmp_path, stiva_home):
+    from stiva_tui.train.trainer import TrainError, train
+
+    fake_bwrap = tmp_path / "bwrap"
+    fake_bwrap.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake_bwrap.chmod(0o755)
+    config = pool_config(fake, "ab", max_steps=1).model_copy(
+        update={"sandbox": parse_config({"sandbox": {"bwrap": str(fake_bwrap)}}).sandbox})
+    code = parse_suite(json.dumps({"id": "c", "question": "Write f().", "grader": "code", "tests": "assert f()"}),
+                       name="code")
+    with pytest.raises(TrainError, match="1 code items refused: no code sandbox"):
+        train(config, code, _tiny_options(tmp_path / "out", base="embedded"))
+    assert not fake.requests  # nothing was asked, nothing loaded
+
+
+async def test_a_grader_that_breaks_scores_the_rollout_and_training_goes_on(fake, tmp_path, stiva_home, monkeypatch):
+    import stiva_tui.train.rollout as rollout_module
+    from stiva_tui.core.workflow import Step, Workflow
+    from stiva_tui.runtime import Runtime
+
+    async def broken(item, answer, **options):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(rollout_module, "grade_async", broken)
+    fake.default("a", Reply("It is 42.", usage=(10, 2)))
+    runtime = await Runtime.create(pool_config(fake, "a"), discover=False)
+
+    class Engine:  # the slice of EngineLoop a rollout uses
+        pass
+
+    engine = Engine()
+    engine.runtime = runtime
+    try:
+        rollouts = rollout_module.Rollouts(engine, None, suite_of(1).items, None, cache_path=tmp_path / "cache.jsonl")
+
+        class Sampled:
+            workflow = Workflow((Step(0, "Answer.", ()),))
+
+        result = await rollouts._run_one(suite_of(1).items[0], Sampled())
+    finally:
+        await runtime.aclose()
+    assert result.valid and not result.correct and "grader: RecursionError" in result.error
+    assert not (tmp_path / "cache.jsonl").exists() or "q0" not in (tmp_path / "cache.jsonl").read_text()

@@ -28,7 +28,11 @@ How each grader reads an answer (the "extracted" part of a `Grade`):
 - math: math-verify parses the reference (wrapped in `$...$` when it has no delimiters) and the
   answer (a boxed answer preferred) and compares them symbolically.
 - code: the last ```python block (or, when there is none, the last plain ``` block; an unclosed
-  final block counts), run in the sandbox against the item's tests; correct only when all pass.
+  final block counts), run in the sandbox (`stiva_tui.sandbox`: OS isolation, whole-run limits)
+  against the item's tests; correct only when all pass. stdout is compared here; functional
+  results cross as encoded plain values and are compared here; assert-style tests run in a
+  sandbox of their own that calls the candidate's functions through pipes. Raises
+  `SandboxUnavailable` where no isolation can be had and `sandbox.unsafe` is not set.
 """
 
 from __future__ import annotations
@@ -38,7 +42,6 @@ import json
 import math
 import multiprocessing
 import re
-import secrets
 import threading
 import unicodedata
 from collections.abc import Callable
@@ -49,7 +52,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from .sandbox import OUTPUT_LIMIT, SandboxResult, run_code, run_code_async
+from ..sandbox import (
+    SandboxResult, SandboxSettings, run_code_async, run_functional_async, run_sync, run_with_tests_async,
+)
 from .suite import LETTERS, CodeTests, SuiteItem
 
 __all__ = [
@@ -85,7 +90,7 @@ class JudgeRequired(GraderError):
     """`judge` items are graded by a pool model: use `judge_prompt` and `parse_judge_reply`."""
 
 
-def grade(item: SuiteItem, answer_text: str) -> Grade:
+def grade(item: SuiteItem, answer_text: str, *, sandbox: SandboxSettings | None = None) -> Grade:
     """Grade `answer_text` against `item`, synchronously.
 
     `code` waits for sandbox runs; `math` runs math-verify in this process when called on the main
@@ -103,11 +108,11 @@ def grade(item: SuiteItem, answer_text: str) -> Grade:
             _discard_pool(pool)
             return Grade(False, "", f"math grading took longer than {MATH_HARD_TIMEOUT_S:.0f} s")
     if item.grader == "code":
-        return _grade_code(item, answer_text)
+        return _grade_code(item, answer_text, sandbox)
     return _TEXT_GRADERS[item.grader](item, answer_text)
 
 
-async def grade_async(item: SuiteItem, answer_text: str) -> Grade:
+async def grade_async(item: SuiteItem, answer_text: str, *, sandbox: SandboxSettings | None = None) -> Grade:
     """`grade` for an event loop: `math` in the grader process pool, `code` in the sandbox, both
     awaited; the text graders inline (they are fast). Raises `JudgeRequired` for `judge` items."""
     if item.grader == "judge":
@@ -115,7 +120,7 @@ async def grade_async(item: SuiteItem, answer_text: str) -> Grade:
     if item.grader == "math":
         return await _grade_math_in_pool(item.answer, answer_text)
     if item.grader == "code":
-        return await _grade_code_async(item, answer_text)
+        return await _grade_code_async(item, answer_text, sandbox)
     return _TEXT_GRADERS[item.grader](item, answer_text)
 
 
@@ -429,37 +434,41 @@ def extract_code(text: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class _Run:
-    """One sandbox run of a code grade and how to judge it: `check` returns a failure or None."""
-
-    source: str
-    stdin: str | None
-    timeout_s: float
-    output_limit: int
-    check: Callable[[SandboxResult], str | None]
+def _grade_code(item: SuiteItem, text: str, sandbox: SandboxSettings | None) -> Grade:
+    return run_sync(_grade_code_async(item, text, sandbox))
 
 
-def _grade_code(item: SuiteItem, text: str) -> Grade:
+async def _grade_code_async(item: SuiteItem, text: str, sandbox: SandboxSettings | None) -> Grade:
+    """Run the answer's code against the item's tests in the sandbox. Every verdict is decided
+    outside the candidate's process: stdout compared here, functional results compared here after
+    crossing as encoded values, assert-style tests run in a sandbox of their own."""
     code = extract_code(text)
     if code is None or not code.strip():
         return Grade(False, "", "no Python code block in the answer")
-    for run in _code_runs(item, code):
-        result = run_code(run.source, stdin=run.stdin, timeout_s=run.timeout_s, output_limit=run.output_limit)
-        failure = run.check(result)
+    settings = sandbox or SandboxSettings()
+    timeout = item.timeout_s or settings.timeout_s
+    tests = item.tests
+    if isinstance(tests, str):
+        tested = await run_with_tests_async(code, tests, timeout_s=timeout, settings=settings)
+        return Grade(tested.passed, code, _with_note(item, None if tested.passed else tested.error))
+    if tests is None:
+        raise GraderError(f"code item {item.id!r} has no tests")
+    for index, case in enumerate(tests.stdin_stdout, 1):
+        # Keep enough output to compare against a long expected answer.
+        limit = max(settings.output_bytes, 2 * len(case.output.encode("utf-8")) + 1024)
+        result = await run_code_async(code, stdin=case.input, timeout_s=timeout, settings=settings,
+                                      output_limit=limit)
+        failure = None
+        if not result.ok:
+            failure = f"case {index}: " + _failure(result, "")
+        elif not same_output(result.stdout, case.output):
+            failure = f"case {index}: expected {_excerpt(case.output)!r}, got {_excerpt(result.stdout)!r}"
         if failure is not None:
             return Grade(False, code, _with_note(item, failure))
-    return Grade(True, code, _with_note(item, None))
-
-
-async def _grade_code_async(item: SuiteItem, text: str) -> Grade:
-    code = extract_code(text)
-    if code is None or not code.strip():
-        return Grade(False, "", "no Python code block in the answer")
-    for run in _code_runs(item, code):
-        result = await run_code_async(run.source, stdin=run.stdin, timeout_s=run.timeout_s,
-                                      output_limit=run.output_limit)
-        failure = run.check(result)
+    if tests.functional is not None:
+        failure = await _functional(code, tests.functional.fn_name,
+                                    [(case.input, case.output) for case in tests.functional.cases],
+                                    timeout, settings)
         if failure is not None:
             return Grade(False, code, _with_note(item, failure))
     return Grade(True, code, _with_note(item, None))
@@ -470,131 +479,42 @@ def _with_note(item: SuiteItem, failure: str | None) -> str | None:
     return "; ".join(part for part in (failure, note) if part) or None
 
 
-def _code_runs(item: SuiteItem, code: str) -> list[_Run]:
-    """The sandbox runs that grade `code`, in order; grading stops at the first failure."""
-    timeout = item.timeout_s or DEFAULT_CODE_TIMEOUT_S
-    tests = item.tests
-    if isinstance(tests, str):
-        return [_assert_run(code, tests, timeout)]
-    if tests is None:
-        raise GraderError(f"code item {item.id!r} has no tests")
-    runs = [_stdio_run(code, case.input, case.output, index, timeout)
-            for index, case in enumerate(tests.stdin_stdout, 1)]
-    if tests.functional is not None:
-        runs.append(_functional_run(code, tests.functional.fn_name,
-                                    [(case.input, case.output) for case in tests.functional.cases], timeout))
-    return runs
+async def _functional(code: str, fn_name: str, cases: list[tuple[list[Any], Any]], timeout: float,
+                      settings: SandboxSettings) -> str | None:
+    """None when every case's result equals the expected one; else the first failure."""
+    total = min(timeout * len(cases), max(timeout, 60.0))
+    result, outcomes = await run_functional_async(code, fn_name, [arguments for arguments, _ in cases],
+                                                  timeout_s=total, settings=settings)
+    by_case = {outcome.case: outcome for outcome in outcomes}
+    for index, (arguments, expected) in enumerate(cases):
+        outcome = by_case.get(index)
+        call = f"case {index + 1}: {fn_name}(*{_excerpt(json.dumps(arguments))})"
+        if outcome is None:
+            return f"{call}: " + _failure(result, "no result (the program stopped first)")
+        if outcome.error is not None:
+            return f"{call} raised {outcome.error}"
+        got = _plain(outcome.value)
+        if not same_value(got, expected):
+            return f"{call} returned {_excerpt(_show(got))}, expected {_excerpt(json.dumps(expected))}"
+    return None
 
 
-# The answer's code runs under a name other than "__main__", as in HumanEval-style harnesses, so an
-# `if __name__ == "__main__":` demo in it does not run (or wait for stdin); a random marker printed
-# last shows the tests ran to the end rather than being skipped by an early exit.
-_ASSERT_HARNESS = """\
-_namespace = {{"__name__": "__solution__"}}
-exec(compile({code!r}, "solution.py", "exec"), _namespace)
-exec(compile({tests!r}, "tests.py", "exec"), _namespace)
-print({marker!r})
-"""
-
-
-def _assert_run(code: str, tests: str, timeout: float) -> _Run:
-    marker = f"stiva-tests-passed-{secrets.token_hex(8)}"
-
-    def check(result: SandboxResult) -> str | None:
-        if result.ok and marker in result.stdout.splitlines()[-1:]:
-            return None
-        return _failure(result, "the tests did not run to the end")
-
-    return _Run(_ASSERT_HARNESS.format(code=code, tests=tests, marker=marker), None, timeout,
-                OUTPUT_LIMIT, check)
-
-
-def _stdio_run(code: str, given: str, expected: str, index: int, timeout: float) -> _Run:
-    def check(result: SandboxResult) -> str | None:
-        if not result.ok:
-            return f"case {index}: " + _failure(result, "")
-        if same_output(result.stdout, expected):
-            return None
-        return f"case {index}: expected {_excerpt(expected)!r}, got {_excerpt(result.stdout)!r}"
-
-    # Keep enough output to compare against a long expected answer.
-    limit = max(OUTPUT_LIMIT, 2 * len(expected.encode("utf-8")) + 1024)
-    return _Run(code, given, timeout, limit, check)
-
-
-# LeetCode-style answers use `List[int]` and `deque` without importing them, as the site allows;
-# LiveCodeBench's own harness puts the same kind of imports before them. Builtins come last so
-# that `pow` and the like stay the builtins.
-_FUNCTIONAL_PRELUDE = (
-    "from typing import *\nfrom collections import *\nfrom heapq import *\nfrom bisect import *\n"
-    "from itertools import *\nfrom functools import *\nfrom math import *\nfrom builtins import *\n"
-    "import collections, heapq, bisect, itertools, functools, math, string, re\n"
-)
-
-_FUNCTIONAL_HARNESS = """\
-import json
-_namespace = {{"__name__": "__solution__"}}
-exec({prelude!r}, _namespace)
-exec(compile({code!r}, "solution.py", "exec"), _namespace)
-
-def _target(name):
-    cls = _namespace.get("Solution")
-    if isinstance(cls, type) and hasattr(cls, name):
-        return getattr(cls(), name)
-    if callable(_namespace.get(name)):
-        return _namespace[name]
-    raise NameError(f"the code defines no function {{name!r}}, nor a class Solution with it")
-
-def _plain(value):
-    if isinstance(value, (list, tuple)):
+def _plain(value: Any) -> Any:
+    """A crossed value as JSON would hold it: tuples and sets as lists, dict keys as text."""
+    if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return [_plain(v) for v in sorted(value, key=repr)]
     if isinstance(value, dict):
-        return {{str(k): _plain(v) for k, v in value.items()}}
+        return {str(k): _plain(v) for k, v in value.items()}
     return value
 
-_function = _target({fn_name!r})
-for _index, _args in enumerate(json.loads({arguments!r})):
+
+def _show(value: Any) -> str:
     try:
-        _outcome = {{"case": _index, "value": _plain(_function(*_args))}}
-        _line = json.dumps(_outcome)
-    except Exception as _error:
-        _outcome = {{"case": _index, "error": f"{{type(_error).__name__}}: {{_error}}"}}
-        _line = json.dumps(_outcome)
-    print({marker!r} + _line, flush=True)
-    if "error" in _outcome:
-        break
-"""
-
-
-def _functional_run(code: str, fn_name: str, cases: list[tuple[list[Any], Any]], timeout: float) -> _Run:
-    marker = f"stiva-case-{secrets.token_hex(8)}:"
-    arguments = json.dumps([arguments for arguments, _ in cases])
-
-    def check(result: SandboxResult) -> str | None:
-        outcomes = {}
-        for line in result.stdout.splitlines():
-            if line.startswith(marker):
-                try:
-                    outcome = json.loads(line[len(marker):])
-                    outcomes[outcome["case"]] = outcome
-                except (ValueError, KeyError, TypeError):
-                    continue
-        for index, (arguments_, expected) in enumerate(cases):
-            outcome = outcomes.get(index)
-            call = f"case {index + 1}: {fn_name}(*{_excerpt(json.dumps(arguments_))})"
-            if outcome is None:
-                return f"{call}: " + _failure(result, "no result (the program stopped first)")
-            if "error" in outcome:
-                return f"{call} raised {outcome['error']}"
-            if not same_value(outcome.get("value"), expected):
-                got = _excerpt(json.dumps(outcome.get("value")))
-                return f"{call} returned {got}, expected {_excerpt(json.dumps(expected))}"
-        return None
-
-    total = min(timeout * len(cases), max(timeout, 60.0))
-    source = _FUNCTIONAL_HARNESS.format(prelude=_FUNCTIONAL_PRELUDE, code=code, fn_name=fn_name,
-                                        arguments=arguments, marker=marker)
-    return _Run(source, None, total, OUTPUT_LIMIT, check)
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def same_output(got: str, expected: str) -> bool:
@@ -635,6 +555,8 @@ def same_value(got: Any, expected: Any) -> bool:
 def _failure(result: SandboxResult, fallback: str) -> str:
     if result.timed_out:
         return "timed out"
+    if result.limit:
+        return f"stopped at a sandbox limit: {result.limit}"
     if result.returncode is not None and result.returncode < 0:
         said = _tail(result.stderr)
         return f"killed by signal {-result.returncode}" + (f": {said}" if said else "")

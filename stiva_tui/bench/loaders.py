@@ -301,6 +301,10 @@ def _json_object(value: Any) -> Record:
     return loaded if isinstance(loaded, dict) else {}
 
 
+PRIVATE_CASES_LIMIT = 64 * 1024 * 1024
+"""Bytes an item's private cases may take once decompressed; past it they are skipped, with a note."""
+
+
 def _private_cases(raw: Any) -> tuple[list[Record], str | None]:
     """LiveCodeBench's private cases, decoded without unpickling: plain JSON; base64(zlib(JSON));
     or base64(zlib(a pickle that holds one string of JSON)). Anything else: no cases and a note."""
@@ -315,9 +319,13 @@ def _private_cases(raw: Any) -> tuple[list[Record], str | None]:
         except json.JSONDecodeError:
             return [], "private test cases skipped: not valid JSON"
     try:
-        blob = zlib.decompress(base64.b64decode(text, validate=True))
+        inflater = zlib.decompressobj()
+        blob = inflater.decompress(base64.b64decode(text, validate=True), PRIVATE_CASES_LIMIT + 1)
     except (binascii.Error, ValueError, zlib.error):
         return [], "private test cases skipped: neither JSON nor base64+zlib"
+    if len(blob) > PRIVATE_CASES_LIMIT or inflater.unconsumed_tail:
+        return [], (f"private test cases skipped: more than {PRIVATE_CASES_LIMIT // 2 ** 20} MB once "
+                    "decompressed (a zip bomb, or cases too large to grade)")
     if blob.lstrip().startswith(b"["):
         payload: str | None = blob.decode("utf-8", errors="replace")
     else:

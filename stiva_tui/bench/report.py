@@ -2,7 +2,7 @@
 
 `build_report(...)` gives the one JSON object `stiva bench --json` prints (and `report.json`):
 
-    {"suite", "bench_id", "status", "stop_reason",
+    {"suite", "bench_id", "status", "stop_reason", "sandbox" (how code items ran; None without them),
      "systems": [{"system", "n", "correct", "errors", "accuracy", "ci95", "tokens_per_question",
                   "cost_per_question", "judge_cost_usd", "latency_p50_s", "latency_p95_s"}],
      "items": [{"id", "system", "run_id", "status", "correct", "answer", "extracted", "error",
@@ -149,6 +149,10 @@ def report_markdown(report: dict[str, Any], mixes: dict[str, tuple[Counter, Coun
     if report.get("status") != "finished":
         lines += [f"**Partial report:** the bench was stopped ({report.get('stop_reason') or report.get('status')}); "
                   "run the same command again to continue it.", ""]
+    sandbox = report.get("sandbox")
+    if sandbox:
+        loud = sandbox.startswith("NONE")
+        lines += [f"{'**' if loud else ''}Code items ran in: {sandbox}{'**' if loud else ''}", ""]
     lines += ["| system | n | correct | errors | accuracy | 95% CI | tokens/q | cost/q (USD) | judge USD | p50 s | p95 s |",
               "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
     for row in report["systems"]:

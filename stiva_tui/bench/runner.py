@@ -14,6 +14,8 @@ items are not asked again; items in flight at a kill, and items that ended in an
   429 slows that provider down instead of failing items.
 - An item whose run fails (its calls kept failing, the conductor could not plan) is recorded as
   an error, never as a wrong answer.
+- Code items run in the sandbox (`stiva_tui.sandbox`); where it has no isolation, `check()` refuses
+  the bench before anything is asked, unless `unsafe_code` was passed (the report says so).
 - `budget_usd` caps this invocation's spend, the judge's included: once reached, the items in
   flight are cancelled (asked again on resume) and the bench is marked stopped, saying why.
 """
@@ -45,7 +47,7 @@ class BenchError(Exception):
 
 
 # Config fields that change nothing about the answers: left out of the bench's key.
-_NOT_MEASURED = {"theme", "keymap", "serve", "discovery"}
+_NOT_MEASURED = {"theme", "keymap", "serve", "discovery", "sandbox"}
 
 
 def bench_key(suite: Suite, systems: Sequence[System], config, pool_ids: Sequence[str]) -> tuple[str, str]:
@@ -119,7 +121,7 @@ ProgressCallback = Callable[[BenchProgress], None]
 class BenchRunner:
     def __init__(self, runtime, suite: Suite, systems: Sequence[System], *, concurrency: int = 4,
                  budget_usd: float | None = None, limit: int | None = None, fresh: bool = False,
-                 on_progress: ProgressCallback | None = None):
+                 on_progress: ProgressCallback | None = None, unsafe_code: bool = False):
         if runtime.store is None:
             raise BenchError("a bench needs the history store (it keeps the results and resumes from them)")
         self.runtime = runtime
@@ -130,6 +132,9 @@ class BenchRunner:
         self.budget_usd = budget_usd
         self.fresh = fresh
         self.on_progress = on_progress
+        self.sandbox = runtime.config.sandbox.settings(unsafe=unsafe_code)
+        # How code items run, for the report: None when the suite has none.
+        self.sandbox_line: str | None = None
         self.bench_id, self.config_hash = bench_key(suite, self.systems, runtime.config,
                                                     [m.id for m in runtime.models])
         self.progress = BenchProgress(self.bench_id, suite.name,
@@ -152,6 +157,14 @@ class BenchRunner:
                 raise BenchError(f"{system.name}: {exc}") from None
         if any(item.grader == "judge" for item in self.items):
             self._judge_model()
+        code_items = sum(item.grader == "code" for item in self.items)
+        if code_items:
+            from ..sandbox import SandboxUnavailable, find_isolation
+
+            try:
+                self.sandbox_line = find_isolation(self.sandbox).describe(self.sandbox)
+            except SandboxUnavailable as exc:
+                raise BenchError(f"{code_items} code item{'s' if code_items > 1 else ''} refused: {exc}") from None
 
     def _judge_model(self):
         judge = self.runtime.config.bench.judge
@@ -271,7 +284,7 @@ class BenchRunner:
                                    judge_prompt_tokens=usage.prompt_tokens,
                                    judge_completion_tokens=usage.completion_tokens, judge_cost_usd=cost, **base)
         try:
-            verdict = await grade_async(item, result.answer)
+            verdict = await grade_async(item, result.answer, sandbox=self.sandbox)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a grader that broke: an error, asked again on resume

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ from ..conductor.base import PlanRequest, WorkerInfo
 from ..inference.checkpoints import LoadedModel
 from ..runtime.modes import WorkflowMode
 from ..runtime.sessions import Ask
+
+log = logging.getLogger(__name__)
 
 REWARD_INVALID = 0.0
 REWARD_VALID = 0.5
@@ -108,7 +111,8 @@ class Rollouts:
     """`rollout_func` for TRL's GRPOTrainer (see the module's docstring)."""
 
     def __init__(self, engine: EngineLoop, conductor, items: Sequence[SuiteItem], tokenizer: Any, *,
-                 cache_path: Path, cost_weight: float = 0.0, temperature: float = 1.0, max_steps: int | None = None):
+                 cache_path: Path, cost_weight: float = 0.0, temperature: float = 1.0, max_steps: int | None = None,
+                 sandbox=None):
         self.engine = engine
         self.conductor = conductor
         self.items = {item.id: item for item in items}
@@ -120,6 +124,7 @@ class Rollouts:
         self.workers = [WorkerInfo(m.id, m.description, m.kind) for m in self.models]
         self.max_steps = max_steps or runtime.config.conductor.max_steps
         self.cache_path = cache_path
+        self.sandbox = sandbox  # SandboxSettings for code items (None: the defaults)
         self.cache: dict[str, RolloutResult] = _read_cache(cache_path)
         self.spent_usd = 0.0
         self.current = StepStats()
@@ -198,13 +203,18 @@ class Rollouts:
         result = outcome.result
         totals = result.totals
         correct = False
+        grader_error = None
         if result.status == "finished":
-            correct = (await grade_async(item, result.answer)).correct
+            try:
+                correct = (await grade_async(item, result.answer, sandbox=self.sandbox)).correct
+            except Exception as exc:  # noqa: BLE001 - a grader that broke scores nothing; training goes on
+                log.warning("grading %s failed: %s: %s", item.id, type(exc).__name__, exc)
+                grader_error = f"grader: {type(exc).__name__}: {exc}"
         rollout = RolloutResult(valid=True, correct=correct, steps=steps, models=models,
                                 tokens=totals.prompt_tokens + totals.completion_tokens, cost_usd=totals.cost_usd,
-                                answer=result.answer, error=result.error or None, run_id=result.run_id)
+                                answer=result.answer, error=result.error or grader_error, run_id=result.run_id)
         self.spent_usd += rollout.cost_usd
-        if result.status == "finished":  # a failed run (a provider fault) is not cached: it may work next time
+        if result.status == "finished" and grader_error is None:  # a failed run (a provider fault) is not cached: it may work next time
             self.cache[key] = rollout
             _append_cache(self.cache_path, key, rollout)
         return rollout

@@ -61,6 +61,7 @@ class TrainOptions:
     save_every: int = 10
     max_steps_per_plan: int | None = None  # the plan's step limit (default: [conductor] max_steps)
     max_subtask_chars: int | None = None
+    unsafe_code: bool = False  # grade code items WITHOUT isolation where no sandbox can be had
     device: str | None = None  # None: CUDA when there is one, else the CPU
 
 
@@ -189,6 +190,16 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
     if device == "cpu" and options.base not in ("embedded",) and not Path(options.base).expanduser().is_dir():
         raise TrainError(f"training {options.base} needs a CUDA GPU (QLoRA); on the CPU use --base embedded "
                          "or a small model folder")
+    sandbox = config.sandbox.settings(unsafe=options.unsafe_code)
+    code_items = sum(item.grader == "code" for item in suite.items)
+    if code_items:
+        from ..sandbox import SandboxUnavailable, find_isolation
+
+        try:
+            isolation = find_isolation(sandbox)
+        except SandboxUnavailable as exc:
+            raise TrainError(f"{code_items} code items refused: {exc}") from None
+        say(f"code rewards run in: {isolation.describe(sandbox)}")
     out = Path(options.out).expanduser()
     checkpoints = out / "checkpoints"
     from transformers.trainer_utils import get_last_checkpoint
@@ -215,7 +226,7 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
         conductor = _conductor_for(options.base, config, options, device)
         rollouts = Rollouts(engine, conductor, suite.items, tokenizer, cache_path=out / "rollouts.jsonl",
                             cost_weight=options.cost_weight, temperature=options.temperature,
-                            max_steps=options.max_steps_per_plan)
+                            max_steps=options.max_steps_per_plan, sandbox=sandbox)
         dataset = Dataset.from_list([{"prompt": item.id} for item in suite.items])
         budget_tokens = 64 + (options.max_steps_per_plan or config.conductor.max_steps) * 160
         args = GRPOConfig(

@@ -1,0 +1,23 @@
+"""The one place untrusted code runs: model-written answers graded by `stiva bench`, rewards of
+`stiva train`. OS isolation (bubblewrap on Linux, sandbox-exec on macOS), limits for the whole run,
+and verdicts decided where the code cannot reach. Imports nothing of Stiva's.
+
+- `settings`  — `SandboxSettings` (`[sandbox]` in the config) and `SandboxUnavailable`.
+- `isolation` — which isolation this machine has, and the command line of one run.
+- `seccomp`   — the syscall filter bwrap installs.
+- `runner`    — `run_code_async`, `run_functional_async`, `run_with_tests_async`.
+- `_child`    — what runs inside: the supervisor, the harness, the value codec.
+"""
+
+from .isolation import Isolation, describe_isolation, find_isolation, forget_isolation
+from .runner import (
+    FunctionalOutcome, SandboxResult, TestedResult, remove_tree, run_code, run_code_async, run_functional_async,
+    run_sync, run_with_tests_async,
+)
+from .settings import SandboxSettings, SandboxUnavailable
+
+__all__ = [
+    "FunctionalOutcome", "Isolation", "SandboxResult", "SandboxSettings", "SandboxUnavailable", "TestedResult",
+    "describe_isolation", "find_isolation", "forget_isolation", "remove_tree", "run_code", "run_code_async",
+    "run_functional_async", "run_sync", "run_with_tests_async",
+]

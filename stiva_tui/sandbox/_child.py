@@ -1,0 +1,453 @@
+"""What runs inside the sandbox: a supervisor, the harness around the untrusted code, and the
+value codec both sides share.
+
+This file is copied into the sandbox and run as `python -I -S child.py CONFIG`: it imports only the
+standard library, never anything of Stiva's, and nothing here runs when Stiva imports it (Stiva
+uses `encode_value` / `decode_value` from it, nothing else).
+
+The process tree inside a sandbox:
+
+    bwrap's init (pid 1) ── supervisor (this file, pid 2) ── worker (a fork: the harness + the code)
+
+The supervisor holds the only copy of the status pipe. It forks the worker, which closes that pipe,
+sets its own per-process limits and runs one of the modes below. The supervisor then watches the
+whole sandbox until the worker exits: the number of processes, their private memory, and what the
+size-capped /tmp holds. Past a limit it reports which one and exits; its exit ends bwrap's init,
+and with it the pid namespace and everything still in it (a double-forked `setsid` survivor too).
+
+Modes (`mode` in the config):
+
+- `script`:     the code as `__main__`, with the given stdin (stdin/stdout cases, plain runs).
+- `functional`: the code loaded as a module; `fn_name` called on each case's arguments; each
+                result crosses on the result pipe as an encoded value, compared by Stiva.
+- `serve`:      the candidate half of assert-style tests: the code loaded, its own functions
+                offered by name; calls arrive as encoded values on one pipe, results leave on
+                another. The tests never run in this process.
+- `tests`:      the other half, in a sandbox of its own: the tests run with a proxy for each
+                offered function, which calls the candidate through the pipes. Only encoded
+                plain values come back (no object whose `__eq__` lies), and the verdict leaves on
+                a pipe only this process holds. It makes itself undumpable first.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import sys
+
+_MAX_DEPTH = 64
+_MAX_ITEMS = 1_000_000
+MESSAGE_LIMIT = 16 * 1024 * 1024
+"""Bytes of one message on a pipe (a call, a result, a verdict); longer is an error."""
+
+
+# --- values that cross the sandbox's edge --------------------------------------------------------
+
+
+class CrossingError(TypeError):
+    """A value that cannot leave a sandbox: not plain data, too deep or too large."""
+
+
+def encode_value(value, _depth=0, _count=None):
+    """`value` as JSON data that keeps Python's plain types apart (a tuple stays a tuple, a set a
+    set, a dict's keys their types). Only exact builtin types cross: a subclass (an int whose
+    `__eq__` always says yes) or any other object raises CrossingError."""
+    count = _count if _count is not None else [0]
+    count[0] += 1
+    if count[0] > _MAX_ITEMS or _depth > _MAX_DEPTH:
+        raise CrossingError("the value is too large or too deeply nested to leave the sandbox")
+    kind = type(value)
+    if value is None or kind is bool or kind is str:
+        return value
+    if kind is int:
+        return value if -(2 ** 53) < value < 2 ** 53 else {"$": "int", "v": str(value)}
+    if kind is float:
+        return value if math.isfinite(value) else {"$": "float", "v": repr(value)}
+    if kind is list:
+        return [encode_value(item, _depth + 1, count) for item in value]
+    if kind in (tuple, set, frozenset):
+        items = [encode_value(item, _depth + 1, count) for item in value]
+        return {"$": kind.__name__, "v": items}
+    if kind is dict:
+        pairs = [[encode_value(k, _depth + 1, count), encode_value(v, _depth + 1, count)]
+                 for k, v in value.items()]
+        return {"$": "dict", "v": pairs}
+    if kind is bytes:
+        return {"$": "bytes", "v": base64.b64encode(value).decode("ascii")}
+    if kind is complex:
+        return {"$": "complex", "v": [encode_value(value.real), encode_value(value.imag)]}
+    raise CrossingError(f"a value of type {kind.__name__} cannot leave the sandbox (plain data only)")
+
+
+def decode_value(data, _depth=0):
+    """The inverse of `encode_value`; raises CrossingError for anything it did not write."""
+    if _depth > _MAX_DEPTH + 1:
+        raise CrossingError("nested too deeply")
+    kind = type(data)
+    if data is None or kind in (bool, str, int, float):
+        return data
+    if kind is list:
+        return [decode_value(item, _depth + 1) for item in data]
+    if kind is dict and set(data) == {"$", "v"}:
+        tag, body = data["$"], data["v"]
+        if tag == "int" and type(body) is str and len(body) <= 5000:
+            return int(body)
+        if tag == "float" and body in ("nan", "inf", "-inf"):
+            return float(body)
+        if tag == "bytes" and type(body) is str:
+            return base64.b64decode(body)
+        if type(body) is list:
+            if tag == "tuple":
+                return tuple(decode_value(item, _depth + 1) for item in body)
+            if tag in ("set", "frozenset"):
+                items = [decode_value(item, _depth + 1) for item in body]
+                try:
+                    return set(items) if tag == "set" else frozenset(items)
+                except TypeError:
+                    raise CrossingError("a set of unhashable values") from None
+            if tag == "dict":
+                out = {}
+                for pair in body:
+                    if type(pair) is not list or len(pair) != 2:
+                        raise CrossingError("a malformed dict")
+                    key = decode_value(pair[0], _depth + 1)
+                    try:
+                        out[key] = decode_value(pair[1], _depth + 1)
+                    except TypeError:
+                        raise CrossingError("a dict with an unhashable key") from None
+                return out
+            if tag == "complex" and len(body) == 2:
+                return complex(decode_value(body[0]), decode_value(body[1]))
+    raise CrossingError("not an encoded value")
+
+
+# --- pipes ---------------------------------------------------------------------------------------
+
+
+class _Pipe:
+    """Newline-framed JSON messages on a file descriptor, each at most MESSAGE_LIMIT bytes."""
+
+    def __init__(self, fd, mode):
+        self.file = os.fdopen(fd, mode + "b", buffering=0 if mode == "w" else -1)
+
+    def send(self, message):
+        data = json.dumps(message, separators=(",", ":")).encode("utf-8")
+        if len(data) > MESSAGE_LIMIT:
+            data = json.dumps({"error": "CrossingError: the message is too large"}).encode("utf-8")
+        self.file.write(data + b"\n")
+
+    def receive(self):
+        line = self.file.readline(MESSAGE_LIMIT + 1)
+        if not line:
+            return None
+        if len(line) > MESSAGE_LIMIT:
+            raise CrossingError("a message larger than the limit")
+        return json.loads(line)
+
+
+# --- the harness modes ---------------------------------------------------------------------------
+
+# LeetCode-style answers use `List[int]` and `deque` without importing them, as the site allows;
+# LiveCodeBench's own harness puts the same kind of imports before them. Builtins come last so
+# that `pow` and the like stay the builtins.
+_FUNCTIONAL_PRELUDE = (
+    "from typing import *\nfrom collections import *\nfrom heapq import *\nfrom bisect import *\n"
+    "from itertools import *\nfrom functools import *\nfrom math import *\nfrom builtins import *\n"
+    "import collections, heapq, bisect, itertools, functools, math, string, re\n"
+)
+
+
+def _load(path, prelude=""):
+    """The code at `path` run as a module named `__solution__` (an `if __name__ == "__main__":`
+    demo in it does not run), in a namespace of its own."""
+    with open(path, encoding="utf-8") as handle:
+        source = handle.read()
+    namespace = {"__name__": "__solution__", "__builtins__": __builtins__}
+    if prelude:
+        exec(prelude, namespace)
+    exec(compile(source, "solution.py", "exec"), namespace)
+    return namespace
+
+
+def _describe(error):
+    text = f"{type(error).__name__}: {error}"
+    return text if len(text) <= 2000 else text[:1997] + "..."
+
+
+def _mode_script(cfg):
+    import runpy
+
+    sys.argv = [cfg["solution"]]
+    runpy.run_path(cfg["solution"], run_name="__main__")
+
+
+def _mode_functional(cfg):
+    result = _Pipe(cfg["result_fd"], "w")
+    namespace = _load(cfg["solution"], _FUNCTIONAL_PRELUDE)
+    name = cfg["fn_name"]
+    cls = namespace.get("Solution")
+    if isinstance(cls, type) and hasattr(cls, name):
+        function = getattr(cls(), name)
+    elif callable(namespace.get(name)):
+        function = namespace[name]
+    else:
+        raise NameError(f"the code defines no function {name!r}, nor a class Solution with it")
+    with open(cfg["arguments"], encoding="utf-8") as handle:
+        cases = json.load(handle)
+    for index, arguments in enumerate(cases):
+        try:
+            outcome = {"case": index, "value": encode_value(function(*arguments))}
+        except Exception as error:  # noqa: BLE001 - the candidate's own failure, reported
+            outcome = {"case": index, "error": _describe(error)}
+        result.send(outcome)
+        if "error" in outcome:
+            break
+
+
+def _mode_serve(cfg):
+    calls, replies = _Pipe(cfg["calls_fd"], "r"), _Pipe(cfg["replies_fd"], "w")
+    try:
+        namespace = _load(cfg["solution"])
+    except BaseException as error:  # noqa: BLE001 - the code does not even load: the tests say so
+        replies.send({"error": "the code failed to load: " + _describe(error)})
+        raise
+    # Only what the answer itself defines is offered: not `Counter` it imported, not builtins.
+    offered = sorted(name for name, value in namespace.items()
+                     if not name.startswith("__") and callable(value)
+                     and getattr(value, "__module__", None) == "__solution__")
+    replies.send({"names": offered})
+    while True:
+        message = calls.receive()
+        if message is None:
+            return
+        try:
+            function = namespace[message["name"]]
+            args = decode_value(message["args"])
+            kwargs = decode_value(message["kwargs"])
+            reply = {"value": encode_value(function(*args, **kwargs))}
+        except BaseException as error:  # noqa: BLE001 - SystemExit too: it becomes the call's error
+            reply = {"error": _describe(error), "type": type(error).__name__}
+        replies.send(reply)
+
+
+class _CandidateGone(Exception):
+    """The candidate's process ended (or broke the protocol) during a call."""
+
+
+def _proxy(name, calls, replies, builtin_errors):
+    def call(*args, **kwargs):
+        try:
+            calls.send({"name": name, "args": encode_value(list(args)), "kwargs": encode_value(kwargs)})
+            reply = replies.receive()
+        except (OSError, ValueError) as error:
+            raise _CandidateGone(f"the candidate's process ended during {name}(): {error}") from None
+        if reply is None:
+            raise _CandidateGone(f"the candidate's process ended during {name}()")
+        if "error" in reply:
+            kind = builtin_errors.get(reply.get("type"), RuntimeError)
+            raise kind(f"{name}() raised {reply['error']}")
+        return decode_value(reply.get("value"))
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+def _undumpable():
+    """PR_SET_DUMPABLE 0: no /proc/<pid>/mem, no ptrace of this process, even by its own user."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+    except Exception:  # noqa: BLE001 - no prctl here (not Linux): the sandbox's walls remain
+        pass
+
+
+def _mode_tests(cfg):
+    _undumpable()
+    verdict = _Pipe(cfg["verdict_fd"], "w")
+    calls, replies = _Pipe(cfg["calls_fd"], "w"), _Pipe(cfg["replies_fd"], "r")
+    try:
+        hello = replies.receive()
+    except (OSError, ValueError) as error:
+        hello = {"error": f"no answer from the candidate's process: {error}"}
+    if not isinstance(hello, dict) or "names" not in hello:
+        verdict.send({"passed": False, "error": (hello or {}).get("error") or "the candidate's process ended"})
+        return
+    import builtins
+
+    builtin_errors = {name: value for name, value in vars(builtins).items()
+                      if isinstance(value, type) and issubclass(value, Exception)}
+    namespace = {"__name__": "__tests__"}
+    for name in hello["names"]:
+        if type(name) is str and name.isidentifier():
+            namespace[name] = _proxy(name, calls, replies, builtin_errors)
+    with open(cfg["tests"], encoding="utf-8") as handle:
+        source = handle.read()
+    try:
+        exec(compile(source, "tests.py", "exec"), namespace)
+    except BaseException as error:  # noqa: BLE001 - any way out but the end is a failure
+        where = ""
+        tb = error.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == "tests.py":
+                where = f"tests.py line {tb.tb_lineno}: "
+            tb = tb.tb_next
+        verdict.send({"passed": False, "error": where + _describe(error)})
+        return
+    verdict.send({"passed": True})
+
+
+_MODES = {"script": _mode_script, "functional": _mode_functional, "serve": _mode_serve, "tests": _mode_tests}
+
+
+# --- limits and the supervisor -------------------------------------------------------------------
+
+
+def _limit(resource, name, value):
+    which = getattr(resource, name, None)
+    if which is None:
+        return
+    try:
+        hard = resource.getrlimit(which)[1]
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(which, (value, value))  # soft = hard: the code cannot raise it again
+    except (ValueError, OSError):
+        pass
+
+
+def _worker_limits(limits):
+    try:
+        import resource
+    except ImportError:
+        return
+    mb = 1024 * 1024
+    _limit(resource, "RLIMIT_AS", limits["memory_mb"] * mb)
+    _limit(resource, "RLIMIT_CPU", limits["cpu_s"])
+    _limit(resource, "RLIMIT_FSIZE", limits["disk_mb"] * mb)
+    _limit(resource, "RLIMIT_CORE", 0)
+    _limit(resource, "RLIMIT_NOFILE", 256)
+
+
+def _run_worker(cfg):
+    os.close(cfg["status_fd"])
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
+    _worker_limits(cfg["limits"])
+    code = 0
+    try:
+        _MODES[cfg["mode"]](cfg)
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    except BaseException:  # noqa: BLE001 - the code's own error: its traceback on stderr, exit 1
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001 - a closed or broken stdout
+        pass
+    os._exit(code & 0xFF)
+
+
+def _processes(me):
+    """How many processes the sandbox holds besides bwrap's init and the supervisor (cheap)."""
+    return sum(1 for entry in os.listdir("/proc") if entry.isdigit() and int(entry) not in (1, me))
+
+
+def _usage(me, tmp):
+    """(private memory in bytes, bytes in /tmp) of the whole sandbox."""
+    private = 0
+    page = os.sysconf("SC_PAGE_SIZE")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in (1, me):
+            continue
+        try:
+            with open(f"/proc/{entry}/statm", "rb") as handle:
+                fields = handle.read().split()
+            private += max(0, int(fields[1]) - int(fields[2])) * page
+        except (OSError, IndexError, ValueError):
+            continue
+    try:
+        stat = os.statvfs(tmp)
+        used = (stat.f_blocks - stat.f_bfree) * stat.f_frsize
+    except OSError:
+        used = 0
+    return private, used
+
+
+def _supervise(cfg):
+    import select
+    import signal
+
+    status = _Pipe(cfg["status_fd"], "w")
+    limits = cfg["limits"]
+    try:
+        import resource
+
+        # Counted per user namespace (Linux >= 5.14) for every user but root: forks past it fail.
+        _limit(resource, "RLIMIT_NPROC", limits["processes"] + 1)
+    except ImportError:
+        pass
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    pid = os.fork()
+    if pid == 0:
+        os.close(wake_r)
+        os.close(wake_w)
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _run_worker(cfg)
+    _undumpable()
+    watch = cfg.get("watch", False)
+    me, mb = os.getpid(), 1024 * 1024
+    tick = 0
+    while True:
+        done, state = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(state)
+            status.send({"exit": code})
+            os._exit(0)
+        if watch:
+            # the count every 2 ms (a fork bomb grows fast), memory and /tmp every 20 ms
+            over = None
+            if _processes(me) > limits["processes"]:
+                over = f"processes: more than {limits['processes']} at once"
+            elif tick % 10 == 0:
+                private, used = _usage(me, cfg["tmp"])
+                if private > limits["memory_mb"] * mb:
+                    over = f"memory: more than {limits['memory_mb']} MB in all"
+                elif used > limits["disk_mb"] * mb:
+                    over = f"disk: more than {limits['disk_mb']} MB written"
+            if over:
+                status.send({"limit": over})
+                os._exit(0)  # bwrap's init follows, and the pid namespace ends every process in it
+        tick += 1
+        try:
+            select.select([wake_r], [], [], 0.002 if watch else 0.05)
+            os.read(wake_r, 512)
+        except (BlockingIOError, InterruptedError):
+            pass
+
+
+def main(argv):
+    with open(argv[1], encoding="utf-8") as handle:
+        cfg = json.load(handle)
+    _supervise(cfg)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

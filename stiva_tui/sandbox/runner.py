@@ -1,0 +1,521 @@
+"""Running untrusted code in the sandbox, and bringing back only what Stiva decides on.
+
+Three kinds of run, all through one launcher (`_start`) and one collector (`_finish`):
+
+- `run_code_async(source, stdin=...)`: the code as `__main__`; stdout and stderr come back, each
+  capped by bytes kept (the rest is read and dropped, so a chatty answer neither blocks nor fills
+  memory or disk).
+- `run_functional_async(source, fn_name, cases)`: each case's result comes back as an encoded
+  value on a pipe of its own, for the caller to compare; stdout is only for the reader.
+- `run_with_tests_async(source, tests)`: assert-style tests in a second sandbox, calling the
+  candidate's functions through pipes that carry encoded plain values only; the verdict comes
+  back on a pipe that only the tests' process holds.
+
+No marker in stdout, exit code of the candidate, or file it can see decides a pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import stat
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from . import _child
+from .isolation import (
+    Interpreter, Isolation, bwrap_argv, find_isolation, interpreter, sandbox_env, sandbox_exec_profile,
+)
+from .cgroups import RunCgroup
+from .seccomp import seccomp_program
+from .settings import SandboxSettings
+
+__all__ = ["FunctionalOutcome", "SandboxResult", "TestedResult", "run_code", "run_code_async",
+           "run_functional_async", "run_with_tests_async"]
+
+_DEFAULT = SandboxSettings()
+_STATUS_LIMIT = 64 * 1024
+_GRACE_S = 1.0  # after the run ends, the longest wait for its pipes to close
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxResult:
+    """What a sandboxed run did. `ok`: the code exited with status 0, in time, within its limits.
+
+    `returncode` is the code's exit status (negative for a signal: -9 killed, -24 SIGXCPU, -25
+    SIGXFSZ), or None when it never ran (the sandbox could not start; `stderr` says why).
+    `limit` names the whole-run limit that ended it ("memory: more than 512 MB in all").
+    `isolation` is how it ran: "bwrap", "sandbox-exec" or "none" (the unsafe opt-in).
+    """
+
+    ok: bool
+    returncode: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    truncated: bool = False
+    limit: str | None = None
+    isolation: str = "bwrap"
+    messages: tuple[Any, ...] = field(default=(), repr=False)  # from the result pipe, decoded JSON
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionalOutcome:
+    case: int
+    value: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TestedResult:
+    """Assert-style tests run against the candidate: `passed` comes from the tests' own process."""
+
+    passed: bool
+    error: str | None
+    tests: SandboxResult
+    candidate: SandboxResult
+
+
+# --- the three runs ------------------------------------------------------------------------------
+
+
+async def run_code_async(source: str, *, stdin: str | None = None, timeout_s: float | None = None,
+                         settings: SandboxSettings | None = None,
+                         output_limit: int | None = None) -> SandboxResult:
+    """Run `source` as `__main__` in the sandbox and wait for it. Raises SandboxUnavailable where
+    no isolation can be had (and `settings.unsafe` is not set). Cancelling it ends the run."""
+    settings = settings or _DEFAULT
+    iso = find_isolation(settings)
+    timeout = _timeout(timeout_s, settings)
+    started = await _start(iso, settings, "script", {"solution.py": source}, timeout_s=timeout,
+                           output_limit=output_limit or settings.output_bytes,
+                           stdin=None if stdin is None else stdin.encode("utf-8"))
+    return await _finish(started, timeout)
+
+
+async def run_functional_async(source: str, fn_name: str, cases: list[list[Any]], *,
+                               timeout_s: float | None = None,
+                               settings: SandboxSettings | None = None
+                               ) -> tuple[SandboxResult, list[FunctionalOutcome]]:
+    """Call `fn_name` (a function of the code, or a method of its class `Solution`) on each case's
+    arguments, in order, stopping at the first error. The outcomes are what crossed the result
+    pipe, decoded; a malformed one is dropped (the caller sees a missing case)."""
+    settings = settings or _DEFAULT
+    iso = find_isolation(settings)
+    result_r, result_w = os.pipe()
+    files = {"solution.py": source, "arguments.json": json.dumps(cases)}
+    timeout = _timeout(timeout_s, settings)
+    try:
+        started = await _start(iso, settings, "functional", files, timeout_s=timeout,
+                               output_limit=settings.output_bytes,
+                               fds={"result_fd": result_w}, extra={"fn_name": fn_name}, reads={"result": result_r})
+    finally:
+        _close(result_w)
+    result = await _finish(started, timeout)
+    outcomes = []
+    for message in result.messages:
+        try:
+            if "error" in message:
+                outcomes.append(FunctionalOutcome(int(message["case"]), error=str(message["error"])[:2000]))
+            else:
+                outcomes.append(FunctionalOutcome(int(message["case"]), _child.decode_value(message["value"])))
+        except (TypeError, KeyError, ValueError, RecursionError):
+            continue
+    return result, outcomes
+
+
+async def run_with_tests_async(source: str, tests: str, *, timeout_s: float | None = None,
+                               settings: SandboxSettings | None = None) -> TestedResult:
+    """Run `tests` (Python asserts that call the code's functions by name) against `source`, the
+    two in separate sandboxes. Passed only when the tests' process ran to its end, said so on its
+    verdict pipe, and exited cleanly."""
+    settings = settings or _DEFAULT
+    iso = find_isolation(settings)
+    timeout = _timeout(timeout_s, settings)
+    calls_r, calls_w = os.pipe()
+    replies_r, replies_w = os.pipe()
+    verdict_r, verdict_w = os.pipe()
+    candidate = checker = None
+    try:
+        candidate = await _start(iso, settings, "serve", {"solution.py": source}, timeout_s=timeout,
+                                 output_limit=settings.output_bytes,
+                                 fds={"calls_fd": calls_r, "replies_fd": replies_w})
+        checker = await _start(iso, settings, "tests", {"tests.py": tests}, timeout_s=timeout,
+                               output_limit=settings.output_bytes,
+                               fds={"calls_fd": calls_w, "replies_fd": replies_r, "verdict_fd": verdict_w},
+                               reads={"result": verdict_r})
+    except BaseException:
+        for started in (candidate, checker):
+            if started is not None:
+                await started.kill()
+        if checker is None:
+            _close(verdict_r)
+        raise
+    finally:
+        for fd in (calls_r, calls_w, replies_r, replies_w, verdict_w):
+            _close(fd)
+    try:
+        tests_result = await _finish(checker, timeout)
+    finally:
+        await candidate.kill()
+    candidate_result = await _finish(candidate, 0.1, ended=True)
+    verdict = tests_result.messages[-1] if tests_result.messages else None
+    passed = (tests_result.ok and isinstance(verdict, dict) and verdict.get("passed") is True)
+    error = None
+    if not passed:
+        said = verdict.get("error") if isinstance(verdict, dict) else None
+        error = str(said)[:2000] if said else _why(tests_result) or "the tests did not run to the end"
+    return TestedResult(passed, error, tests_result, candidate_result)
+
+
+def run_code(source: str, **kwargs) -> SandboxResult:
+    """`run_code_async`, waited for from synchronous code (in a thread of its own when this
+    thread already runs an event loop)."""
+    return run_sync(run_code_async(source, **kwargs))
+
+
+def run_sync(coroutine):
+    """Run `coroutine` to completion from synchronous code."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    box: dict[str, Any] = {}
+
+    def target():
+        try:
+            box["value"] = asyncio.run(coroutine)
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="stiva-sandbox")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def probe_run(iso: Isolation, settings: SandboxSettings) -> str | None:
+    """None when a trivial script runs under `iso`; else why not, in one clause."""
+    async def probe():
+        started = await _start(iso, settings, "script", {"solution.py": "print('stiva-sandbox-ok')"},
+                               timeout_s=30.0, output_limit=4096)
+        return await _finish(started, 30.0)
+
+    try:
+        result = run_sync(probe())
+    except OSError as exc:
+        return f"could not start ({exc.strerror or exc})"
+    if result.ok and result.stdout.strip() == "stiva-sandbox-ok":
+        return None
+    lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+    return (lines[-1] if lines else _why(result) or "no output")[:300]
+
+
+# --- launching -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Started:
+    proc: asyncio.subprocess.Process
+    iso: Isolation
+    readers: dict[str, asyncio.Task]
+    workdir: str | None
+    cgroup: RunCgroup | None = None
+    memory_mb: int = 0
+
+    async def kill(self) -> None:
+        # The group, never `proc.kill()`: Popen.send_signal polls first and may reap the child
+        # under asyncio's watcher, which then reports it as unknown.
+        _kill_group(self.proc.pid)
+        # asyncio's wait() also waits for the pipes to close, which an unisolated survivor may hold
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self.proc.wait()), 2 * _GRACE_S)
+
+
+def _timeout(timeout_s: float | None, settings: SandboxSettings) -> float:
+    return float(timeout_s if timeout_s is not None else settings.timeout_s)
+
+
+async def _start(iso: Isolation, settings: SandboxSettings, mode: str, files: dict[str, str], *,
+                 timeout_s: float, output_limit: int, stdin: bytes | None = None, fds: dict[str, int] | None = None,
+                 extra: dict[str, Any] | None = None, reads: dict[str, int] | None = None) -> _Started:
+    """Start one sandboxed run. `fds` are pipe ends the run's harness uses (passed through, closed
+    by the caller); `reads` are the parent's ends to collect, owned from here on."""
+    fds, reads = fds or {}, reads or {}
+    interp = interpreter(settings)
+    status_r, status_w = os.pipe()
+    own = [status_w]
+    workdir = None
+    cgroup = None
+    limits = {"memory_mb": settings.memory_mb, "processes": settings.processes, "disk_mb": settings.disk_mb,
+              "cpu_s": max(1, int(timeout_s) + 1)}
+    config: dict[str, Any] = {"mode": mode, "limits": limits, "status_fd": status_w, "paths": list(interp.paths),
+                              **fds, **(extra or {})}
+    child_source = resources.files(_child.__package__).joinpath("_child.py").read_text(encoding="utf-8")
+    try:
+        if iso.kind == "bwrap":
+            config.update(watch=True, tmp="/tmp", **{_key(name): f"/sandbox/{name}" for name in files})
+            blobs = {"/sandbox/child.py": child_source, "/sandbox/config.json": json.dumps(config),
+                     **{f"/sandbox/{name}": text for name, text in files.items()}}
+            data = {inside: _memfd(text.encode("utf-8")) for inside, text in blobs.items()}
+            own += data.values()
+            program = seccomp_program() if iso.seccomp else None
+            seccomp_fd = _memfd(program) if program else None
+            if seccomp_fd is not None:
+                own.append(seccomp_fd)
+            argv = bwrap_argv(iso, settings, interp, data=data, seccomp_fd=seccomp_fd,
+                              child_args=["/sandbox/child.py", "/sandbox/config.json"])
+            env, cwd = {"PATH": "/usr/bin:/bin"}, "/"
+        else:
+            workdir = tempfile.mkdtemp(prefix="stiva-sandbox-")
+            config.update(watch=False, tmp=workdir, **{_key(name): os.path.join(workdir, name) for name in files})
+            for name, text in {**files, "child.py": child_source, "config.json": json.dumps(config)}.items():
+                with open(os.path.join(workdir, name), "w", encoding="utf-8") as handle:
+                    handle.write(text)
+            argv = [interp.executable, "-I", "-S", "-B", "-X", "utf8",
+                    os.path.join(workdir, "child.py"), os.path.join(workdir, "config.json")]
+            if iso.kind == "sandbox-exec":
+                argv = [iso.path or "sandbox-exec", "-p", sandbox_exec_profile(interp, workdir), *argv]
+            env, cwd = sandbox_env(workdir), workdir
+        # The cgroup's memory counts the run's /tmp too (tmpfs pages), and bwrap's own processes.
+        cgroup = RunCgroup.create(settings.processes + 4, (settings.memory_mb + settings.disk_mb + 32) * 2 ** 20)
+        if cgroup is not None:
+            argv = cgroup.wrap(argv)
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=[*own, *fds.values()],
+            start_new_session=True, env=env, cwd=cwd)
+    except BaseException:
+        _close(status_r)
+        for fd in reads.values():
+            _close(fd)
+        if workdir:
+            remove_tree(workdir)
+        if cgroup is not None:
+            cgroup.close()
+        raise
+    finally:
+        for fd in own:
+            _close(fd)
+    # Read from the first byte: a pipe nobody reads blocks the code, and asyncio's wait() for the
+    # process then waits for that pipe too.
+    assert proc.stdout is not None and proc.stderr is not None
+    readers = {"stdout": asyncio.ensure_future(_drain(proc.stdout, output_limit)),
+               "stderr": asyncio.ensure_future(_drain(proc.stderr, output_limit)),
+               "status": asyncio.ensure_future(_read_fd(status_r, _STATUS_LIMIT)),
+               **{name: asyncio.ensure_future(_read_fd(fd, _child.MESSAGE_LIMIT * 2)) for name, fd in reads.items()}}
+    if stdin is not None:
+        readers["stdin"] = asyncio.ensure_future(_feed(proc, stdin))
+    return _Started(proc, iso, readers, workdir, cgroup, settings.memory_mb)
+
+
+def _key(name: str) -> str:
+    return {"solution.py": "solution", "tests.py": "tests", "arguments.json": "arguments"}[name]
+
+
+def _memfd(data: bytes) -> int:
+    fd = os.memfd_create("stiva-sandbox", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(data)
+        await proc.stdin.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        with contextlib.suppress(OSError, RuntimeError):
+            proc.stdin.close()
+
+
+async def _read_fd(fd: int, limit: int) -> tuple[bytes, bool]:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=2 ** 20)
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                                os.fdopen(fd, "rb", buffering=0))
+    try:
+        return await _drain(reader, limit)
+    finally:
+        transport.close()
+
+
+async def _drain(reader: asyncio.StreamReader, limit: int) -> tuple[bytes, bool]:
+    """Everything `reader` gives until EOF; the first `limit` bytes kept, the rest dropped."""
+    kept = bytearray()
+    cut = False
+    while True:
+        chunk = await reader.read(65536)
+        if not chunk:
+            return bytes(kept), cut
+        room = limit - len(kept)
+        if room > 0:
+            kept += chunk[:room]
+        cut = cut or len(chunk) > max(room, 0)
+
+
+# --- collecting ----------------------------------------------------------------------------------
+
+
+async def _finish(started: _Started, timeout_s: float, *, ended: bool = False) -> SandboxResult:
+    """Wait for the run (at most `timeout_s`), end whatever is left of it, and read what it left."""
+    proc = started.proc
+    tasks = list(started.readers.values())
+    timed_out = memory_hit = False
+    try:
+        if not ended:
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=timeout_s)
+            except TimeoutError:
+                timed_out = True
+        await started.kill()
+        memory_hit = started.cgroup is not None and started.cgroup.hit_memory_limit()
+        # bwrap's pipes close when its pid namespace is gone; an unisolated survivor may hold them
+        done, pending = await asyncio.wait(tasks, timeout=_GRACE_S)
+        for task in pending:
+            task.cancel()
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await started.kill()
+        raise
+    finally:
+        if started.workdir:
+            await asyncio.to_thread(remove_tree, started.workdir)
+        if started.cgroup is not None:
+            await asyncio.to_thread(started.cgroup.close)
+    stdout, cut_out = _value(started.readers["stdout"], (b"", False))
+    stderr, cut_err = _value(started.readers["stderr"], (b"", False))
+    status_raw, _ = _value(started.readers["status"], (b"", False))
+    status = _last_message(status_raw)
+    messages = ()
+    if "result" in started.readers:
+        raw, _ = _value(started.readers["result"], (b"", False))
+        messages = tuple(_messages(raw))
+    limit = status.get("limit") if isinstance(status, dict) else None
+    if limit is None and memory_hit and not (code == 0 and not timed_out):
+        limit = f"memory: more than {started.memory_mb} MB in all (the kernel's cgroup limit)"
+    code = status.get("exit") if isinstance(status, dict) and isinstance(status.get("exit"), int) else None
+    text_err = stderr.decode("utf-8", errors="replace")
+    if code is None and not timed_out and not limit and not ended:
+        # the supervisor never reported: the sandbox failed to start, or was broken from inside
+        text_err = text_err or f"sandbox: ended with status {proc.returncode} before the code finished"
+    ok = code == 0 and not timed_out and limit is None
+    return SandboxResult(ok, code, stdout.decode("utf-8", errors="replace"), text_err, timed_out,
+                         cut_out or cut_err, limit, started.iso.kind, messages)
+
+
+def _value(task: asyncio.Task, default):
+    if task.done() and not task.cancelled() and task.exception() is None:
+        return task.result()
+    return default
+
+
+def _messages(raw: bytes) -> list[Any]:
+    found = []
+    for line in raw.splitlines():
+        if len(line) > _child.MESSAGE_LIMIT:
+            continue
+        try:
+            found.append(json.loads(line))
+        except (ValueError, RecursionError):
+            continue
+    return found
+
+
+def _last_message(raw: bytes) -> Any:
+    messages = _messages(raw)
+    return messages[-1] if messages else None
+
+
+def _why(result: SandboxResult) -> str:
+    if result.timed_out:
+        return "timed out"
+    if result.limit:
+        return f"stopped at a sandbox limit: {result.limit}"
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    return "\n".join(lines[-4:])[-400:]
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _close(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+def remove_tree(top: str) -> None:
+    """Delete a folder the untrusted code could fill: iteratively, one open folder at a time and
+    relative to it (a 5,000-deep tree is fine, however long its paths), never following a symlink
+    it planted. Errors are ignored: what cannot be removed stays."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(top, flags)
+    except OSError:
+        return
+    names: list[str] = []  # the path from `top` down to the folder `fd` is
+    try:
+        while True:
+            child = None
+            try:
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        try:
+                            if entry.is_dir(follow_symlinks=False):
+                                child = entry.name
+                                break
+                            os.unlink(entry.name, dir_fd=fd)
+                        except OSError:
+                            continue
+            except OSError:
+                pass
+            if child is not None:
+                try:
+                    with contextlib.suppress(OSError):
+                        os.chmod(child, 0o700, dir_fd=fd)  # a folder the code made unreadable
+                    inner = os.open(child, flags, dir_fd=fd)
+                except OSError:
+                    try:
+                        os.rmdir(child, dir_fd=fd)
+                        continue
+                    except OSError:
+                        break  # a folder that will not open nor go: stop rather than loop on it
+                os.close(fd)
+                fd = inner
+                names.append(child)
+                continue
+            if not names:
+                break
+            parent = os.open("..", flags, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            name = names.pop()
+            try:
+                os.rmdir(name, dir_fd=fd)
+            except OSError:
+                break  # a folder that will not go: stop rather than loop on it
+    finally:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        os.rmdir(top)

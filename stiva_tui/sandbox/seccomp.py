@@ -1,0 +1,111 @@
+"""A seccomp filter for the sandbox: closes what the namespaces leave open.
+
+bubblewrap takes a compiled classic-BPF program (`--seccomp FD`) and installs it on the sandboxed
+process before it runs anything, so every process in the sandbox carries it and none can remove it.
+The filter is a deny list on top of the namespaces, answered with EPERM (the code sees an ordinary
+error, not a crash):
+
+- reading or writing other processes' memory: `ptrace`, `process_vm_readv`, `process_vm_writev`,
+  `pidfd_getfd`, `kcmp`;
+- new namespaces, mounts and roots: `unshare`, `setns`, `clone` with a CLONE_NEW* flag, `mount`,
+  the new mount API, `pivot_root`, `chroot` (`clone3` answers ENOSYS, so the C library falls back
+  to `clone`, whose flags a filter can read);
+- signals to the supervisor and to bwrap's init (pid 2 and 1 inside the pid namespace), to every
+  process at once (-1), or to their process groups: `kill`, `tkill`, `tgkill`, and
+  `pidfd_send_signal` altogether. (Processes outside are out of reach already: they are not in
+  the pid namespace.)
+- the kernel's larger attack surface that no answer needs: `bpf`, `perf_event_open`,
+  `userfaultfd`, `io_uring_*`, the keyring, modules, `kexec`, `reboot`, swap, `acct`,
+  file handles (`open_by_handle_at`), `iopl`/`ioperm`.
+
+Any other architecture than the one the filter was built for (an x86-64 process making i386 or
+x32 calls) is killed. Filters exist for x86-64 and aarch64; on other machines the sandbox runs
+with the namespaces alone. The x86-64 filter is tested here; the aarch64 one is not.
+"""
+
+from __future__ import annotations
+
+import errno
+import platform
+import struct
+
+__all__ = ["seccomp_program"]
+
+# classic BPF
+_LD_W_ABS = 0x20
+_JEQ = 0x15
+_JGE = 0x35
+_JSET = 0x45
+_RET = 0x06
+_ALLOW = 0x7FFF0000
+_KILL_PROCESS = 0x80000000
+_ERRNO = 0x00050000
+
+_NR, _ARCH, _ARG0 = 0, 4, 16  # offsets in struct seccomp_data (little-endian: arg0's low word)
+
+_CLONE_NEW = 0x7E020080  # NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
+_PROTECTED_PIDS = (0, 1, 2, 0xFFFFFFFF, 0xFFFFFFFE)  # own group, init, supervisor, all, group 2
+
+_TABLES = {
+    # machine: (AUDIT_ARCH, {name: number}); numbers from the kernel's syscall tables
+    "x86_64": (0xC000003E, {
+        "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_getfd": 438,
+        "kcmp": 312, "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155,
+        "chroot": 161, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
+        "fsmount": 432, "fspick": 433, "mount_setattr": 442, "pidfd_send_signal": 424, "bpf": 321,
+        "perf_event_open": 298, "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426,
+        "io_uring_register": 427, "keyctl": 250, "add_key": 248, "request_key": 249,
+        "init_module": 175, "finit_module": 313, "delete_module": 176, "kexec_load": 246,
+        "kexec_file_load": 320, "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163,
+        "open_by_handle_at": 304, "name_to_handle_at": 303, "iopl": 172, "ioperm": 173,
+        "kill": 62, "tkill": 200, "tgkill": 234, "clone": 56, "clone3": 435,
+    }),
+    "aarch64": (0xC00000B7, {
+        "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_getfd": 438,
+        "kcmp": 272, "unshare": 97, "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41,
+        "chroot": 51, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
+        "fsmount": 432, "fspick": 433, "mount_setattr": 442, "pidfd_send_signal": 424, "bpf": 280,
+        "perf_event_open": 241, "userfaultfd": 282, "io_uring_setup": 425, "io_uring_enter": 426,
+        "io_uring_register": 427, "keyctl": 219, "add_key": 217, "request_key": 218,
+        "init_module": 105, "finit_module": 273, "delete_module": 106, "kexec_load": 104,
+        "kexec_file_load": 294, "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89,
+        "open_by_handle_at": 265, "name_to_handle_at": 264,
+        "kill": 129, "tkill": 130, "tgkill": 131, "clone": 220, "clone3": 435,
+    }),
+}
+_SPECIAL = {"kill", "tkill", "tgkill", "clone", "clone3"}
+
+
+def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("<HBBI", code, jt, jf, k)
+
+
+def seccomp_program(machine: str | None = None) -> bytes | None:
+    """The compiled filter for `machine` (default: this one), or None where there is none."""
+    machine = (machine or platform.machine()).lower()
+    machine = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+    if machine not in _TABLES:
+        return None
+    arch, table = _TABLES[machine]
+    eperm = _ERRNO | errno.EPERM
+    prog = [_op(_LD_W_ABS, _ARCH), _op(_JEQ, arch, 1, 0), _op(_RET, _KILL_PROCESS), _op(_LD_W_ABS, _NR)]
+    if machine == "x86_64":  # the x32 ABI: the same numbers with bit 30 set
+        prog += [_op(_JGE, 0x40000000, 0, 1), _op(_RET, _KILL_PROCESS)]
+    for name, number in sorted(table.items()):
+        if name not in _SPECIAL:
+            prog += [_op(_JEQ, number, 0, 1), _op(_RET, eperm)]
+    prog += [_op(_JEQ, table["clone3"], 0, 1), _op(_RET, _ERRNO | errno.ENOSYS)]
+    # clone: refuse namespace flags, allow the rest (threads, fork)
+    prog += [_op(_JEQ, table["clone"], 0, 4), _op(_LD_W_ABS, _ARG0), _op(_JSET, _CLONE_NEW, 0, 1),
+             _op(_RET, eperm), _op(_RET, _ALLOW)]
+    # signals: refuse the protected targets, allow the rest
+    for name in ("kill", "tkill", "tgkill"):
+        pids = _PROTECTED_PIDS if name == "kill" else (1, 2)
+        body = [_op(_LD_W_ABS, _ARG0)]
+        for index, pid in enumerate(pids):
+            remaining = len(pids) - index - 1
+            body.append(_op(_JEQ, pid, remaining + 1, 0))  # to the EPERM at the end
+        body += [_op(_RET, _ALLOW), _op(_RET, eperm)]
+        prog += [_op(_JEQ, table[name], 0, len(body))] + body
+    prog.append(_op(_RET, _ALLOW))
+    return b"".join(prog)
