@@ -261,6 +261,8 @@ async def _ask(args, runtime, question: str) -> int:
         print(_trace_json(runtime, result.run_id, isinstance(mode, ConductorMode)))
     elif result.status == "finished":
         print(printable(result.answer))
+        for note in _fallback_notes(runtime, result.run_id):
+            console.print(f"[yellow]fallback:[/] {escape(note)}", highlight=False, soft_wrap=True)
         t = result.totals
         console.print(f"[dim]{t.prompt_tokens:,} in · {t.completion_tokens:,} out"
                       f"{' (estimated)' if t.estimated else ''} · ${t.cost_usd:.4f} · {t.latency_s:.1f}s[/]")
@@ -270,6 +272,19 @@ async def _ask(args, runtime, question: str) -> int:
     if result.status != "finished":
         return fail(result.error or result.status, EXIT_FAILED)
     return 0
+
+
+def _fallback_notes(runtime, run_id: str) -> list[str]:
+    """One line for each step that ran on another model than its own (its model kept failing)."""
+    if runtime.store is None:
+        return []
+    try:
+        trace = runtime.store.get_trace(run_id)
+    except Exception:  # noqa: BLE001 - the history may be unwritable: the answer stands
+        return []
+    return [f"step {step.index + 1} of round {round_.round} was answered by {step.model}: "
+            f"{step.first_model} failed" for round_ in trace.rounds for step in round_.steps
+            if step.status == "finished" and step.on_fallback]
 
 
 async def _load_conductor(runtime, console, quiet: bool) -> None:
@@ -324,7 +339,7 @@ async def models(args: argparse.Namespace, config) -> int:
         return fail(f"{source}: {errors[0]}", EXIT_USAGE)
     for warning in warnings:
         print(f"stiva: warning: {source}: {warning}", file=sys.stderr)
-    choice = describe_choice(conductor)
+    choice = describe_choice(conductor, list(pool.available()))
     if args.json:
         print(json.dumps(models_json(pool, choice), indent=2))
     else:

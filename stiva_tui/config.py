@@ -64,6 +64,8 @@ class ModelConfig(_Strict):
     description: str = ""
     enabled: bool = True
     context_window: int | None = None
+    # A model that plans when no CUDA GPU runs the local conductor (`auto`); the cheapest marked one.
+    planner: bool = False
 
 
 class BudgetConfig(_Strict):
@@ -80,8 +82,9 @@ class WorkersConfig(_Strict):
     # take minutes; a provider sending keep-alive comments forever does not time out otherwise).
     deadline_s: float = Field(600.0, gt=0)
     retries: int = Field(2, ge=0, le=10)
-    # Model ids tried, in order, when a step's own model still fails after its retries.
-    fallbacks: list[str] = Field(default_factory=list)
+    # Model ids tried, in order, when a step's own model still fails after its retries. Not set:
+    # the other pool models (not the embedded one). `fallbacks = []`: no fallback at all.
+    fallbacks: list[str] | None = None
 
 
 class MoAConfig(_Strict):

@@ -242,22 +242,27 @@ def test_the_cli_knows_every_preset():
 def test_a_reply_that_is_no_chat_completion_fails_the_step_then_falls_back(fake, tmp_path, stiva_home):
     malformed = Reply(body={"choices": [{"message": ["a"]}]})
     fake.default("w1", malformed)
-    fake.default("cond", malformed)  # the first fallback in pool order
     fake.default("w2", Reply("the fallback's answer", usage=(5, 3)))
     config = write_config(tmp_path / "c.toml", fake.base_url)
-    result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", "--json", home=stiva_home)
+    # direct:MODEL means that model: it fails, and no other model answers instead
+    result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", home=stiva_home)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.splitlines()[-1].startswith("stiva: step 0 (round 1) failed: ")
+    assert "the reply is no chat completion" in result.stderr and not fake.requests_for("w2")
+    # a planned step moves on to the fallbacks, and the human output says whose answer it is
+    fake.script("cond", Reply('model_id = [1]\nsubtasks = ["Answer the question."]\naccess_list = [[]]'))
+    fake.default("cond", malformed)  # the first fallback in pool order
+    result = stiva("ask", "Q", "--config", str(config), "--json", home=stiva_home)
     assert result.returncode == 0, result.stderr
     trace = json.loads(result.stdout)
     assert trace["answer"] == "the fallback's answer"
     (step,) = trace["rounds"][0]["steps"]
     assert step["model"] == "w2" and [a["model"] for a in step["attempt_log"]] == ["w1", "cond"]
     assert all("no chat completion" in a["error"] for a in step["attempt_log"])
-
-    fake.default("w2", malformed)
-    result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", home=stiva_home)
-    assert result.returncode == 1 and result.stdout == ""
-    assert result.stderr.splitlines()[-1].startswith("stiva: step 0 (round 1) failed: ")
-    assert "the reply is no chat completion" in result.stderr
+    fake.script("cond", Reply('model_id = [1]\nsubtasks = ["Answer the question."]\naccess_list = [[]]'))
+    human = stiva("ask", "Q", "--config", str(config), home=stiva_home)
+    assert human.returncode == 0 and human.stdout.strip() == "the fallback's answer"
+    assert "fallback: step 1 of round 1 was answered by w2: w1 failed" in human.stderr
 
 
 @pytest.mark.parametrize("content", [b'theme = "caf\xe9"\n', b"keymap = " + b"[" * 5000 + b"]" * 5000 + b"\n",
@@ -354,7 +359,7 @@ def test_a_reader_that_closes_the_pipe_early_ends_it_quietly(config, stiva_home)
 
 def test_a_provider_that_never_finishes_meets_the_deadline(fake, tmp_path, stiva_home):
     """Keep-alive comments every 0.1 s keep the idle timeout from firing; [workers] deadline_s
-    bounds the whole call: the step moves on, and a model that never answers is named."""
+    bounds the whole call, and a model that never answers is named (direct: no fallback)."""
     import time
 
     for model in ("w1", "cond"):
@@ -364,11 +369,9 @@ def test_a_provider_that_never_finishes_meets_the_deadline(fake, tmp_path, stiva
     config.write_text(config.read_text().replace("retries = 0", "retries = 0\ndeadline_s = 1"))
     started = time.monotonic()
     result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", "--json", home=stiva_home)
-    assert result.returncode == 0, result.stderr
-    assert 2 <= time.monotonic() - started < 20  # two calls of 1 s each, then the fallback that answers
-    (step,) = json.loads(result.stdout)["rounds"][0]["steps"]
-    assert step["model"] == "w2" and [a["model"] for a in step["attempt_log"]] == ["w1", "cond"]
-    assert all("no complete reply within 1 s ([workers] deadline_s)" in a["error"] for a in step["attempt_log"])
+    # direct:w1 never falls back: one call of 1 s, then the failure that names the deadline
+    assert result.returncode == 1 and 1 <= time.monotonic() - started < 20
+    assert "no complete reply within 1 s ([workers] deadline_s)" in result.stderr and not fake.requests_for("w2")
 
 
 def test_a_question_that_is_not_utf8_is_repaired_and_said_so(config, stiva_home):

@@ -87,7 +87,10 @@ def test_the_engine_sends_the_base_prompt_to_the_embedded_model_only():
     chat = step_prompt(hosted, "What is 2 + 2?", ONE_STEP, 0, {})
     assert base.base and base.stop == ("\n",) and base.messages[-1]["content"].endswith("Answer:")
     assert not chat.base and chat.stop == () and chat.max_tokens is None
-    assert "<overall_task>" in chat.messages[0]["content"]
+    # the one step of a one-step plan gets the question itself, the subtask only as guidance
+    assert chat.messages[-1]["content"].startswith("What is 2 + 2?") and "<overall_task>" not in chat.messages[0]["content"]
+    two = parse_workflow('model_id = [0, 0]\nsubtasks = ["Draft it.", "Check it."]\naccess_list = [[], [0]]', 1, 5)
+    assert "<overall_task>" in step_prompt(hosted, "What is 2 + 2?", two, 1, {0: "4"}).messages[0]["content"]
 
 
 def _examples(text: str) -> list[str]:

@@ -31,10 +31,11 @@ def test_offline_ask_plans_and_answers_on_the_embedded_model(model_cache, tmp_pa
     conductor = trace["conductor"]
     assert conductor["backend"] == "embedded" and conductor["quantization"] == "bf16"
     assert "gemma-3-270m" in conductor["model"]
-    assert conductor["usage"]["prompt_tokens"] > 0 and conductor["usage"]["completion_tokens"] > 0
-    # A short question on a pool of the embedded worker alone: the conductor writes one step.
+    # A short question on a pool of the embedded worker alone: one step, known without generating it.
+    assert conductor["usage"]["prompt_tokens"] == 0 and conductor["usage"]["completion_tokens"] == 0
     (round_,) = trace["rounds"]
     assert len(round_["workflow"]["model_id"]) == 1, round_["workflow"]
+    assert "one model in the pool: one step" in round_["reasoning"]
     (subtask,) = round_["workflow"]["subtasks"]
     assert "model number" not in subtask and "step 0" not in subtask, subtask  # not copied from rules
     (step,) = round_["steps"]

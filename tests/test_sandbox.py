@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 import secrets
-import signal
 import socket
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from stiva_tui.bench.graders import grade, grade_async
 from stiva_tui.bench.suite import SuiteItem
 from stiva_tui.sandbox import (
     SandboxSettings, SandboxUnavailable, find_isolation, forget_isolation, remove_tree, run_code, run_code_async,
-    run_functional_async, run_with_tests_async,
+    run_functional_async,
 )
 from stiva_tui.sandbox._child import CrossingError, decode_value, encode_value
 from stiva_tui.sandbox.seccomp import seccomp_program

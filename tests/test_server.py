@@ -200,7 +200,9 @@ def test_conductor_mini_streams_the_answer_with_usage(server, fake):
     assert "rough draft" not in text
 
 
-def test_conductor_runs_two_rounds_and_keeps_the_first_answer(server, fake):
+def test_conductor_runs_two_rounds_and_keeps_the_first_answer(start, fake):
+    """The served `conductor` runs the config's rounds and steps, as the app and the bench do."""
+    server = start(conductor={"backend": "remote", "model": "cond", "rounds": 2})
     fake.script("cond", Reply(PLAN2, usage=(100, 10)), Reply(KEEP, usage=(150, 7)))
     fake.script("w1", Reply("a rough draft", usage=(30, 4)))
     fake.script("w2", Reply("the final answer is 42", usage=(40, 6)))
@@ -211,6 +213,8 @@ def test_conductor_runs_two_rounds_and_keeps_the_first_answer(server, fake):
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "the final answer is 42"
     assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (100 + 150 + 30 + 40,
                                                                                     10 + 7 + 4 + 6)
+    # the conductor's part, apart: both of its rounds
+    assert chunks[-1].usage.model_extra["stiva_orchestration"]["total_tokens"] == 100 + 10 + 150 + 7
     assert [r.model for r in fake.requests] == ["cond", "w1", "w2", "cond"]
 
 
@@ -263,7 +267,8 @@ def test_pass_through_model_non_streaming_and_streaming(server, fake):
     assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (12, 3)
     upstream = fake.requests_for("w1")[0]
     assert upstream.body["max_tokens"] == 7 and upstream.body["temperature"] == 0.3
-    assert "Be brief." in upstream.user_text and "Hi?" in upstream.user_text
+    # a true pass-through: the request's messages, roles and all, nothing wrapped around them
+    assert upstream.messages == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}]
     assert not fake.requests_for("cond")  # no planning for a pass-through model
 
     chunks = list(client.chat.completions.create(
@@ -273,6 +278,21 @@ def test_pass_through_model_non_streaming_and_streaming(server, fake):
     assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) >= 3  # live deltas
     assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (13, 4)
     assert fake.requests_for("w1")[1].body["max_tokens"] == 9
+
+
+def test_a_pass_through_keeps_every_turn_and_role_and_never_falls_back(server, fake):
+    turns = [{"role": "developer", "content": "Answer in French."}, {"role": "user", "content": "Hello"},
+             {"role": "assistant", "content": "Bonjour"}, {"role": "user", "content": [
+                 {"type": "text", "text": "How are "}, {"type": "text", "text": "you?"}]}]
+    fake.script("w1", Reply("Bien", usage=(5, 1)))
+    client = server.client()
+    client.chat.completions.create(model="w1", messages=turns)
+    assert fake.requests_for("w1")[0].messages == [*turns[:3], {"role": "user", "content": "How are you?"}]
+    fake.script("w1", Reply(status=500), Reply(status=500), Reply(status=500))
+    fake.script("w2", Reply("I am w2"))
+    with pytest.raises(Exception):
+        client.chat.completions.create(model="w1", messages=[{"role": "user", "content": "Hi?"}])
+    assert not fake.requests_for("w2")  # a model named in the request is that model, or an error
 
 
 def test_stop_sequences_cut_the_answer(server, fake):

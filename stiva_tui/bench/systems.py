@@ -46,7 +46,7 @@ def parse_system(spec: str) -> System:
         return System(name, MoAMode())
     kind, colon, rest = name.partition(":")
     if colon and kind == "direct" and rest.strip():
-        return System(f"direct:{rest.strip()}", DirectMode(rest.strip()), {"max_fallbacks": 0, "fallbacks": ()})
+        return System(f"direct:{rest.strip()}", DirectMode(rest.strip()), {})
     if colon and kind == "adapter" and rest.strip():
         folder = Path(rest.strip()).expanduser()
         if not (folder / "adapter_config.json").is_file():

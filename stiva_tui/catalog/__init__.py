@@ -30,6 +30,7 @@ class CatalogModel(_Frozen):
     price_in: float = Field(ge=0)  # USD per 1M input tokens
     price_out: float = Field(ge=0)  # USD per 1M output tokens
     description: str = Field(min_length=1)
+    planner: bool = False  # cheap and reliable at the plan format: `auto` may let it plan
 
 
 class CatalogProvider(_Frozen):

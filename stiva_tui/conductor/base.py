@@ -16,7 +16,12 @@ from ..inference.progress import Progress
 
 
 class ConductorError(Exception):
-    """The conductor could not produce a plan; the message says why and what to do."""
+    """The conductor could not produce a plan; the message says why and what to do. `usage` is
+    what its failed attempts consumed (a remote conductor's calls are paid for even so)."""
+
+    def __init__(self, message: str = "", usage=None):
+        super().__init__(message)
+        self.usage = usage
 
 
 @dataclass(frozen=True)

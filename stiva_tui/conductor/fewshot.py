@@ -177,6 +177,13 @@ def _examples(workers: Sequence[WorkerInfo], max_steps: int) -> list[_Example]:
     return examples
 
 
+def example_subtasks() -> list[tuple[str, str]]:
+    """(question, subtask) of every worked example the base conductor prompt shows: a plan that
+    copies one of them for another question is garbage (`conductor.guard`)."""
+    workers = [WorkerInfo("a", "", "openai"), WorkerInfo("b", "", "openai")]
+    return [(e.question, s) for e in _examples(workers, 5) for s in e.subtasks]
+
+
 def _is_embedded(worker: WorkerInfo) -> bool:
     return worker.kind == "embedded"
 

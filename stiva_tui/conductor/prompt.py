@@ -94,6 +94,9 @@ def format_previous(previous: PreviousRound) -> str:
     return "\n".join(lines)
 
 
+_PLAIN_SUBTASKS = {"answer the question", "answer the user's question", "answer the question directly"}
+
+
 def worker_messages(
     question: str,
     workflow: Workflow,
@@ -103,9 +106,18 @@ def worker_messages(
 ) -> list[dict]:
     """The prompt of step `index`: the overall task, the steps it may read, its subtask.
 
-    Only the steps in its access list are shown (tagged by step number); nothing else leaks.
+    Only the steps in its access list are shown (tagged by step number); nothing else leaks. The
+    one step of a one-step plan is sent the question itself, as the user asked it (the
+    conversation as turns before it), with the subtask only as a note of guidance — none when it
+    says no more than "answer the question": a one-step plan is a direct call.
     """
     step = workflow.steps[index]
+    if len(workflow.steps) == 1 and not step.access:
+        guidance = step.subtask.strip()
+        content = question.strip()
+        if guidance and guidance.rstrip(".").lower() not in _PLAIN_SUBTASKS:
+            content += f"\n\n(A note from the planner, as guidance only: {guidance})"
+        return [*(dict(turn) for turn in conversation), {"role": "user", "content": content}]
     parts = []
     task = question.strip()
     if conversation:

@@ -14,7 +14,7 @@ import contextlib
 import time
 
 from ..pool.types import PoolModel, ProviderError, TextDelta, UsageReport, Worker
-from ..core.usage import Usage
+from ..core.usage import Usage, estimate_tokens
 from .base import ConductorError, DeltaCallback, Plan, PlanRequest
 from .prompt import GENERATION_PREFIX, conductor_messages
 from ..core.workflow import WorkflowParseError, parse_workflow, split_reasoning
@@ -61,7 +61,10 @@ class RemoteConductor:
             if error is not None:
                 if on_delta:
                     on_delta(f"\n[plan could not be read: {error}; asking again]\n")
-            text, call_usage = await self._complete(messages, on_delta)
+            try:
+                text, call_usage = await self._complete(messages, on_delta)
+            except ConductorError as exc:
+                raise ConductorError(str(exc), usage + (exc.usage or Usage())) from None
             usage = usage + call_usage
             try:
                 workflow = parse_workflow(text, len(request.workers), request.max_steps,
@@ -73,16 +76,20 @@ class RemoteConductor:
                 continue
             return Plan(workflow, split_reasoning(text), text, usage, round(time.monotonic() - started, 4), attempt)
         raise ConductorError(
-            f"{self.model} wrote no valid plan after {self.max_repairs + 1} tries: {error}")
+            f"{self.model} wrote no valid plan after {self.max_repairs + 1} tries: {error}", usage)
 
     async def _complete(self, messages: list[dict], on_delta: DeltaCallback | None) -> tuple[str, Usage]:
-        """One reply of the conductor model; one that broke off after text is asked for again."""
+        """One reply of the conductor model; one that broke off after text is asked for again.
+        A reply that broke off is still paid for: its prompt and the text so far are estimated."""
+        spent = Usage()
         for attempt in range(self.retries + 1):
             try:
-                return await self._call(messages, on_delta)
+                text, usage = await self._call(messages, on_delta)
+                return text, spent + usage
             except ProviderError as exc:
+                spent = spent + getattr(exc, "spent", Usage())
                 if not (exc.retryable and exc.partial) or attempt == self.retries:
-                    raise ConductorError(f"the conductor model {self.model} failed: {exc}") from None
+                    raise ConductorError(f"the conductor model {self.model} failed: {exc}", spent) from None
                 if on_delta:
                     on_delta(f"\n[the reply broke off ({exc}); asking again]\n")
         raise AssertionError("unreachable")
@@ -102,8 +109,16 @@ class RemoteConductor:
                     elif isinstance(event, UsageReport):
                         usage = event.usage
         except TimeoutError:
-            raise ProviderError.past_deadline(self.pool_model.provider, self.deadline_s, bool(parts)) from None
+            error = ProviderError.past_deadline(self.pool_model.provider, self.deadline_s, bool(parts))
+            error.spent = _estimate(messages, parts)
+            raise error from None
         except ProviderError as exc:
             exc.partial = exc.partial or bool(parts)
+            exc.spent = _estimate(messages, parts) if parts else Usage()
             raise
         return "".join(parts), usage
+
+
+def _estimate(messages: list[dict], parts: list[str]) -> Usage:
+    """What a call that broke off consumed, estimated: its prompt and the text that arrived."""
+    return Usage(sum(estimate_tokens(m["content"]) for m in messages), estimate_tokens("".join(parts)), True)

@@ -1,10 +1,23 @@
 """Choosing the conductor backend from the config.
 
 `select_conductor(config, pool_models, worker_for_remote=None, progress=None)` returns the
-conductor and a human reason. `auto` picks `local` when a CUDA GPU with enough free memory is
-there and the model is available locally, else `embedded`; an explicit `local` that cannot run
-raises `ConductorError`. `describe_choice(config)` explains the choice without loading a model.
-Models are not loaded here: the conductors load on first use (or `await conductor.load()`).
+conductor and a human reason. `auto` picks, in order:
+
+1. `local`: the 4-bit conductor, when a CUDA GPU with enough free memory is there and the model
+   is available locally;
+2. `remote` on a pool model, whenever the pool has models other than the embedded one (a 270M
+   base model must never plan for real models: its subtasks, copied from its own worked
+   examples, made answers worse than one direct call). Which model plans (`choose_planner`):
+   the config's `[conductor] model` when it names a pool model; else the cheapest model marked
+   `planner` (in the catalog, or `planner = true` in a `[[models]]` entry): a plan is a few
+   hundred tokens that a cheap, format-reliable model writes as well as a frontier one; else the
+   first `[[models]]` entry of the config (the user's own first choice), else the first model of
+   the pool.
+3. `embedded`: Gemma-3 270M on the CPU, when nothing else can plan.
+
+An explicit `local` that cannot run raises `ConductorError`. `describe_choice(config, models)`
+explains the choice without loading a model. Models are not loaded here: the conductors load on
+first use (or `await conductor.load()`).
 """
 
 from __future__ import annotations
@@ -127,7 +140,31 @@ def loaded_facts(conductor: Any) -> str:
     return " · ".join(parts)
 
 
-def describe_choice(config: ConductorConfig) -> str:
+def choose_planner(config: ConductorConfig, pool_models: Sequence[Any]) -> tuple[Any, str] | None:
+    """The pool model that plans when `auto` has no local conductor, and why; None when the pool
+    holds nothing but the embedded model (see the module's docstring for the rule)."""
+    real = [m for m in pool_models if getattr(m, "kind", "") != "embedded"
+            and getattr(m, "enabled", True) and getattr(m, "available", True)]
+    if not real:
+        return None
+    named = next((m for m in real if m.id == config.model), None)
+    if named is not None:
+        return named, "the config's [conductor] model"
+    marked = [m for m in real if getattr(m, "planner", False)]
+    if marked:
+        cheapest = min(marked, key=lambda m: (m.price_in + m.price_out, marked.index(m)))
+        return cheapest, ("the cheapest model marked planner" if len(marked) > 1 else "marked planner")
+    configured = [m for m in real if getattr(m, "source", "") == "config"]
+    if configured:
+        return configured[0], "the first [[models]] entry (mark one planner = true to choose)"
+    return real[0], "the first model of the pool (mark one planner = true to choose)"
+
+
+def _remote_reason(why_not_local: str, model: Any, why: str) -> str:
+    return f"remote: {why_not_local}; {model.id} plans ({why})"
+
+
+def describe_choice(config: ConductorConfig, pool_models: Sequence[Any] = ()) -> str:
     """Which backend `select_conductor` would pick, and why; loads no model (may import torch)."""
     backend = config.backend
     if backend == "remote":
@@ -139,7 +176,23 @@ def describe_choice(config: ConductorConfig) -> str:
         return f"local: {why}" if ok else f"local (will fail): {why}"
     if ok:
         return f"local: {why}"
+    planner = choose_planner(config, pool_models)
+    if planner is not None:
+        return _remote_reason(why, *planner)
     return _embedded_reason(why)
+
+
+def fallback_conductor(config: ConductorConfig, pool_models: Sequence[Any], worker: Any, why: str,
+                       deadline_s: float | None = None) -> tuple[Conductor, str]:
+    """What `auto` runs when the local conductor cannot (`why`): a pool model planning, else the
+    embedded model."""
+    planner = choose_planner(config, pool_models)
+    if planner is not None and worker is not None:
+        from .remote import RemoteConductor
+
+        model, reason = planner
+        return RemoteConductor(model, worker, deadline_s=deadline_s), _remote_reason(why, model, reason)
+    return embedded_fallback(config, why)
 
 
 def select_conductor(
@@ -180,4 +233,4 @@ def select_conductor(
             f"the local conductor cannot run: {why}. Use backend = \"embedded\" or \"auto\", "
             "or fix [conductor] model"
         )
-    return embedded_fallback(config, why)
+    return fallback_conductor(config, pool_models, worker_for_remote, why, deadline_s)

@@ -23,6 +23,9 @@ class Totals:
     cost_usd: float = 0.0
     latency_s: float = 0.0
     estimated: bool = False
+    # The part of the above that the conductor's planning took (failed attempts included).
+    conductor_tokens: int = 0
+    conductor_cost_usd: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class WorkflowReady(Event):
     usage: Usage
     latency_s: float
     keep_previous: bool = False  # empty lists in a later round: the previous answer stands
+    note: str = ""  # what Stiva changed about the plan, and why ("plan replaced by one step on ...")
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,7 @@ class RoundState:
     reasoning: str = ""
     planning: bool = True
     keep_previous: bool = False
+    note: str = ""  # Stiva's change to the plan (a garbled plan replaced, an instant plan)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float | None = None
@@ -167,6 +168,7 @@ class RunState:
         r.planning = False
         r.reasoning = e.reasoning
         r.keep_previous = e.keep_previous
+        r.note = e.note
         r.prompt_tokens, r.completion_tokens = e.usage.prompt_tokens, e.usage.completion_tokens
         r.latency_s = e.latency_s
         self.prompt_tokens += e.usage.prompt_tokens

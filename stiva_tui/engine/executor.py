@@ -17,11 +17,12 @@ import contextlib
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
-from ..conductor.base import Conductor, ConductorError, PlanRequest, PreviousRound, WorkerInfo
-from ..conductor.fewshot import WorkerPrompt, base_worker_prompt, clean_base_answer
+from ..conductor.base import Conductor, ConductorError, Plan, PlanRequest, PreviousRound, WorkerInfo
+from ..conductor.fewshot import WorkerPrompt, base_worker_prompt, clean_base_answer, is_simple_question
+from ..conductor.guard import degenerate
 from ..conductor.prompt import worker_messages
 from ..core.events import (
     ConductorDelta,
@@ -62,9 +63,12 @@ class RunOptions:
     deadline_s: float | None = None  # the longest one worker call may take, start to end
     temperature: float | None = None
     retries: int = 1  # extra tries of a step on its own model before a fallback
-    fallbacks: tuple[str, ...] = ()  # model ids; empty: the other pool models, in order
+    fallbacks: tuple[str, ...] | None = None  # model ids; None: the other pool models; (): none
     max_fallbacks: int = 2
     stop: tuple[str, ...] = ()  # stop sequences for the last step of each round (the answer)
+    # A pass-through's messages (an API request naming a pool model): sent unchanged to the
+    # one step of a direct run, instead of a worker prompt. Not to the embedded base model.
+    messages: tuple[dict, ...] | None = None
 
 
 @dataclass
@@ -208,11 +212,37 @@ class Engine:
             conversation=tuple(conversation), round=round_, previous=previous,
         )
         run.check_budget()
-        plan = await conductor.plan(request, lambda text: run.emit(ConductorDelta(run.id, round_, text)))
-        run.add_usage(plan.usage, self._conductor_cost(conductor, plan.usage))
+        if round_ == 1 and len(self.models) == 1 and is_simple_question(run.question) and not conversation:
+            # Nothing to plan: one model, a short question. The plan is known without generating it.
+            note = "one model in the pool: one step"
+            plan = Plan(Workflow((Step(0, "Answer the question.", ()),)), f"[Stiva: {note}]", "", Usage(), 0.0)
+            run.emit(WorkflowReady(run.id, round_, plan.workflow, plan.reasoning, plan.usage, 0.0, note=note))
+            return plan
+        try:
+            plan = await conductor.plan(request, lambda text: run.emit(ConductorDelta(run.id, round_, text)))
+        except ConductorError as exc:
+            if exc.usage is not None and exc.usage.total_tokens:  # failed attempts are paid for: the budget, the totals and the bench see them
+                run.add_usage(exc.usage, self._conductor_cost(conductor, exc.usage), conductor=True)
+            raise
+        run.add_usage(plan.usage, self._conductor_cost(conductor, plan.usage), conductor=True)
+        note = ""
+        why = None if plan.workflow.is_empty else degenerate(plan.workflow, run.question, conversation)
+        if why is not None:
+            # A garbled plan never reaches a worker: one direct step on the strongest model instead.
+            index = self._strongest()
+            note = f"plan replaced by one step on {self.models[index].id}: {why}"
+            log.info("run %s: %s", run.id, note)
+            plan = replace(plan, workflow=Workflow((Step(index, "Answer the question.", ()),)),
+                           reasoning=(plan.reasoning + "\n\n" if plan.reasoning else "") + f"[Stiva: {note}]")
         run.emit(WorkflowReady(run.id, round_, plan.workflow, plan.reasoning, plan.usage, plan.latency_s,
-                               keep_previous=plan.workflow.is_empty))
+                               keep_previous=plan.workflow.is_empty, note=note))
         return plan
+
+    def _strongest(self) -> int:
+        """The pool model a replaced plan runs on: the priciest one that is not the embedded model
+        (list prices order a provider's models by capability), else model 0."""
+        real = [(m.price_in + m.price_out, -i) for i, m in enumerate(self.models) if m.kind != "embedded"]
+        return -max(real)[1] if real else 0
 
     def _conductor_cost(self, conductor: Conductor, usage: Usage) -> float:
         if conductor.backend != "remote":
@@ -267,6 +297,8 @@ class _Run:
         self.started = time.monotonic()
         self.usage = Usage()
         self.cost = 0.0
+        self.conductor_usage = Usage()
+        self.conductor_cost = 0.0
 
     def emit(self, event: Event) -> None:
         """Hand `event` to every subscriber; one that raises is logged, reported and skipped."""
@@ -290,11 +322,15 @@ class _Run:
 
     def totals(self) -> Totals:
         return Totals(self.usage.prompt_tokens, self.usage.completion_tokens, round(self.cost, 10),
-                      round(time.monotonic() - self.started, 4), self.usage.estimated)
+                      round(time.monotonic() - self.started, 4), self.usage.estimated,
+                      self.conductor_usage.total_tokens, round(self.conductor_cost, 10))
 
-    def add_usage(self, usage: Usage, cost: float) -> None:
+    def add_usage(self, usage: Usage, cost: float, *, conductor: bool = False) -> None:
         self.usage = self.usage + usage
         self.cost += cost
+        if conductor:
+            self.conductor_usage = self.conductor_usage + usage
+            self.conductor_cost += cost
 
     def check_budget(self, extra_tokens: int = 0, extra_cost: float = 0.0) -> None:
         o = self.options
@@ -360,7 +396,7 @@ class _Run:
     def _candidates(self, step: Step, models: Sequence[PoolModel]) -> list[PoolModel]:
         """The step's own model, then its fallbacks (each model once)."""
         own = models[step.model]
-        if self.options.fallbacks:
+        if self.options.fallbacks is not None:
             pool = {m.id: m for m in self.engine.models}
             extra = [pool[f] for f in self.options.fallbacks if f in pool and f != own.id]
         else:
@@ -386,7 +422,10 @@ class _Run:
                 self.emit(StepStarted(self.id, round_, index, model.id, step.subtask, step.access, attempt,
                                        writes_answer=writes_answer, final=writes_answer and final))
                 try:
-                    prompt = step_prompt(model, self.question, workflow, index, outputs, self.conversation)
+                    if self.options.messages is not None and len(workflow.steps) == 1 and model.kind != "embedded":
+                        prompt = WorkerPrompt([dict(m) for m in self.options.messages])
+                    else:
+                        prompt = step_prompt(model, self.question, workflow, index, outputs, self.conversation)
                     text, usage = await self._call(round_, index, model, prompt, stop)
                 except BudgetExceeded:
                     raise

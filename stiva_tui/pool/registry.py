@@ -188,7 +188,7 @@ def _assemble(config: Config, providers: Mapping[str, _Provider], keys: Mapping[
             id=entry.id, provider=provider.name, model=entry.model, base_url=provider.base_url,
             price_in=entry.price_in, price_out=entry.price_out, description=entry.description,
             kind="openai", enabled=entry.enabled, available=available, reason=reason,
-            source="config", api_key=state.key, headers=provider.headers,
+            source="config", api_key=state.key, headers=provider.headers, planner=entry.planner,
         ))
         taken.add(entry.id)
 
@@ -205,7 +205,7 @@ def _assemble(config: Config, providers: Mapping[str, _Provider], keys: Mapping[
                     id=m.id, provider=cat.name, model=m.model, base_url=provider.base_url,
                     price_in=m.price_in, price_out=m.price_out, description=m.description,
                     kind="openai", available=state.available, reason=state.reason,
-                    source="catalog", api_key=state.key, headers=provider.headers,
+                    source="catalog", api_key=state.key, headers=provider.headers, planner=m.planner,
                 )
                 (keyed if state.available else keyless).append(model)
                 taken.add(m.id)
@@ -297,7 +297,7 @@ def check_references(config: Config, pool: Pool, conductor_backend: str | None =
     errors: list[str] = []
     warnings: list[str] = []
     backend = conductor_backend or config.conductor.backend
-    named = [(f"workers.fallbacks: {m!r}", m) for m in config.workers.fallbacks]
+    named = [(f"workers.fallbacks: {m!r}", m) for m in (config.workers.fallbacks or ())]
     named += [(f"moa.proposers: {m!r}", m) for m in config.moa.proposers]
     if config.moa.aggregator:
         named.append((f"moa.aggregator: {config.moa.aggregator!r}", config.moa.aggregator))

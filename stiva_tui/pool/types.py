@@ -72,6 +72,7 @@ class PoolModel:
     available: bool = True
     reason: str = ""  # why it is (un)available: "key from $OPENAI_API_KEY", "no key", ...
     source: str = "config"  # config | catalog | discovered | embedded
+    planner: bool = False  # marked to plan (catalog or config) when there is no local conductor
     api_key: str | None = field(default=None, repr=False, compare=False)
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
 
@@ -84,7 +85,7 @@ class PoolModel:
             "id": self.id, "provider": self.provider, "model": self.model, "base_url": self.base_url,
             "price_in": self.price_in, "price_out": self.price_out, "description": self.description,
             "kind": self.kind, "enabled": self.enabled, "available": self.available,
-            "reason": self.reason, "source": self.source,
+            "reason": self.reason, "source": self.source, "planner": self.planner,
         }
 
 

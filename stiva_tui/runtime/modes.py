@@ -20,15 +20,17 @@ from ..core.workflow import Workflow
 
 @dataclass(frozen=True)
 class Preset:
-    """Limits a named conductor configuration puts on a run."""
+    """Limits a named conductor configuration puts on a run; None keeps the [conductor] config's."""
 
-    max_steps: int
-    rounds: int
+    max_steps: int | None
+    rounds: int | None
     description: str
 
 
+# The one preset table: the app, `stiva ask`, `stiva bench` and `stiva serve` (as model names)
+# all read it, so "conductor" means the same run everywhere.
 PRESETS: dict[str, Preset] = {
-    "conductor": Preset(5, 2, "orchestrated: up to 5 steps, 2 rounds"),
+    "conductor": Preset(None, None, "orchestrated: the config's [conductor] max_steps and rounds"),
     "conductor-mini": Preset(2, 1, "orchestrated: up to 2 steps, 1 round (lower latency)"),
 }
 

@@ -146,7 +146,7 @@ class Runtime:
         return ""
 
     async def _choose_and_load(self, cfg: ConductorConfig, progress: Progress | None) -> _Loaded:
-        from ..conductor.select import embedded_fallback, select_conductor
+        from ..conductor.select import fallback_conductor, select_conductor
 
         conductor, reason = await asyncio.to_thread(select_conductor, cfg, self.models, self.worker, progress,
                                                     self.config.workers.deadline_s)
@@ -155,8 +155,10 @@ class Runtime:
         except ConductorError as exc:
             if cfg.backend != "auto" or conductor.backend != "local":
                 raise
-            # auto chose the GPU model and it would not load: keep working on the CPU
-            conductor, reason = embedded_fallback(cfg, f"the local model failed to load ({exc})")
+            # auto chose the GPU model and it would not load: a pool model plans, or the CPU model
+            conductor, reason = fallback_conductor(cfg, self.models, self.worker,
+                                                   f"the local model failed to load ({exc})",
+                                                   self.config.workers.deadline_s)
             report(progress, None, reason)
             await conductor.load(progress)
         return _Loaded(conductor, reason)
@@ -186,7 +188,7 @@ class Runtime:
         options = RunOptions(
             rounds=conductor.rounds, max_steps=conductor.max_steps, budget_usd=cfg.budget.usd,
             budget_tokens=cfg.budget.tokens, max_tokens=cfg.workers.max_tokens,
-            temperature=cfg.workers.temperature, fallbacks=tuple(cfg.workers.fallbacks),
+            temperature=cfg.workers.temperature, fallbacks=None if cfg.workers.fallbacks is None else tuple(cfg.workers.fallbacks),
             retries=cfg.workers.retries, deadline_s=cfg.workers.deadline_s,
         )
         return replace(options, **{k: v for k, v in overrides.items() if v is not None})

@@ -156,7 +156,11 @@ class Sessions:
         options = self.runtime.run_options()
         if isinstance(ask.mode, ConductorMode) and ask.mode.preset is not None:
             preset = PRESETS[ask.mode.preset]
-            options = replace(options, max_steps=preset.max_steps, rounds=preset.rounds)
+            options = replace(options, max_steps=preset.max_steps or options.max_steps,
+                              rounds=preset.rounds or options.rounds)
+        if isinstance(ask.mode, DirectMode):
+            # direct:MODEL means that model, in every front end: never another one instead
+            options = replace(options, max_fallbacks=0, fallbacks=())
         return replace(options, **{k: v for k, v in ask.options.items() if v is not None})
 
     # --- conversations -------------------------------------------------------------------------

@@ -21,7 +21,6 @@ import contextlib
 import json
 import os
 import signal
-import stat
 import subprocess
 import tempfile
 import threading
@@ -31,7 +30,7 @@ from typing import Any
 
 from . import _child
 from .isolation import (
-    Interpreter, Isolation, bwrap_argv, find_isolation, interpreter, sandbox_env, sandbox_exec_profile,
+    Isolation, bwrap_argv, find_isolation, interpreter, sandbox_env, sandbox_exec_profile,
 )
 from .cgroups import RunCgroup
 from .seccomp import seccomp_program
@@ -411,9 +410,9 @@ async def _finish(started: _Started, timeout_s: float, *, ended: bool = False) -
         raw, _ = _value(started.readers["result"], (b"", False))
         messages = tuple(_messages(raw))
     limit = status.get("limit") if isinstance(status, dict) else None
+    code = status.get("exit") if isinstance(status, dict) and isinstance(status.get("exit"), int) else None
     if limit is None and memory_hit and not (code == 0 and not timed_out):
         limit = f"memory: more than {started.memory_mb} MB in all (the kernel's cgroup limit)"
-    code = status.get("exit") if isinstance(status, dict) and isinstance(status.get("exit"), int) else None
     text_err = stderr.decode("utf-8", errors="replace")
     if code is None and not timed_out and not limit and not ended:
         # the supervisor never reported: the sandbox failed to start, or was broken from inside

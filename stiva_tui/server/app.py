@@ -43,7 +43,7 @@ from ..runtime import PRESETS, Ask, ConductorMode, DirectMode, Runtime
 from .auth import Guard, is_loopback_host, load_or_create_token
 from .errors import APIError, install_error_handlers
 from .runs import AnswerBroken, AnswerRelay, ChatInput, RunSlots, ServerBusy, StopFilter, read_messages
-from .schemas import ChatCompletionRequest, ErrorResponse, chunk_object, completion_object
+from .schemas import ChatCompletionRequest, ErrorResponse, chunk_object, completion_object, usage_object
 
 log = logging.getLogger("stiva.server")
 
@@ -199,7 +199,8 @@ class _Server:
     def start_conductor(self) -> None:
         """Choose/load the conductor in the background: pass-through models work meanwhile."""
         self.conductor_task = asyncio.create_task(self.runtime.ensure_conductor(), name="stiva-conductor")
-        self.conductor_task.add_done_callback(_log_conductor)
+        runtime = self.runtime
+        self.conductor_task.add_done_callback(lambda task: _log_conductor(task, runtime))
 
     async def stop(self) -> None:
         tasks = [t for t in (self.conductor_task, *self.runs) if t is not None and not t.done()]
@@ -260,7 +261,8 @@ class _Server:
             source="api", history=chat.history, instructions=chat.instructions, run_id=req.id,
             options=dict(max_tokens=body.max_completion_tokens or body.max_tokens, temperature=body.temperature,
                          stop=tuple(req.stops) or None,  # the answer's step stops upstream too
-                         **({} if orchestrated else {"max_fallbacks": 0})))  # pass-through: that model only
+                         # a pool model named in the request gets its messages unchanged
+                         **({} if orchestrated else {"messages": tuple(chat.messages)})))
         task = asyncio.create_task(self._run(ask, events.put_nowait if req.stream else None))
         self.runs.add(task)
         task.add_done_callback(self.runs.discard)
@@ -466,8 +468,7 @@ def _run_error(reason: FailureReason, error: str) -> APIError:
 
 
 def _usage(event: RunFinished) -> dict:
-    prompt, completion = int(event.totals.prompt_tokens), int(event.totals.completion_tokens)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return usage_object(event.totals)
 
 
 async def _until_done_or_gone(request: Request, awaitable: Any) -> bool:
@@ -495,6 +496,11 @@ def _client_gone() -> Response:
     return Response(status_code=499)
 
 
-def _log_conductor(task: asyncio.Task) -> None:
-    if not task.cancelled() and task.exception() is not None:
+def _log_conductor(task: asyncio.Task, runtime: Runtime) -> None:
+    if task.cancelled():
+        return
+    if task.exception() is not None:
         log.error("the conductor could not be loaded: %s", task.exception())
+        return
+    conductor = task.result()
+    log.info("conductor: %s · %s — %s", conductor.backend, conductor.model, runtime.reason_for(conductor))

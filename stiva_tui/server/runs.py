@@ -22,16 +22,23 @@ class ChatInput:
     question: str  # the last user message
     instructions: str = ""  # every system (or developer) message, joined: read before the question
     history: list[dict] = field(default_factory=list)  # every message before the question, as sent
+    # Every message as sent (roles kept, text parts joined): what a pool model named in the
+    # request gets, unchanged (a pass-through).
+    messages: list[dict] = field(default_factory=list)
 
 
 def read_messages(messages: list[ChatMessage]) -> ChatInput:
     """Split OpenAI messages into question and conversation; refuse what Stiva cannot pass on."""
     texts: list[tuple[str, str]] = []
+    verbatim: list[dict] = []
     for i, message in enumerate(messages):
         if getattr(message, "tool_calls", None) or getattr(message, "function_call", None):
             raise APIError(400, f"messages[{i}]: tool calls are not supported", param=f"messages.{i}",
                            code="tools_not_supported")
-        texts.append(("system" if message.role == "developer" else message.role, _text_of(message, i)))
+        text = _text_of(message, i)
+        texts.append(("system" if message.role == "developer" else message.role, text))
+        verbatim.append({"role": message.role, "content": text,
+                         **({"name": message.name} if getattr(message, "name", None) else {})})
     last_user = max((i for i, (role, _) in enumerate(texts) if role == "user"), default=None)
     if last_user is None:
         raise APIError(400, "messages holds no user message: the last user message is the question",
@@ -41,7 +48,7 @@ def read_messages(messages: list[ChatMessage]) -> ChatInput:
                             "system message is not supported)", param="messages", code="invalid_value")
     system = "\n\n".join(text for role, text in texts if role == "system" and text)
     history = [{"role": role, "content": text} for role, text in texts[:last_user]]
-    return ChatInput(texts[last_user][1], system, history)
+    return ChatInput(texts[last_user][1], system, history, verbatim)
 
 
 def _text_of(message: ChatMessage, i: int) -> str:

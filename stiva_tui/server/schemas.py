@@ -75,8 +75,12 @@ class ErrorResponse(BaseModel):
 
 
 def usage_object(totals: Any) -> dict:
+    """OpenAI's usage object; `stiva_orchestration` is the part of it the conductor's planning
+    took (its failed attempts included), apart, as orchestrating APIs report it."""
     prompt, completion = int(totals.prompt_tokens), int(totals.completion_tokens)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "stiva_orchestration": {"total_tokens": int(getattr(totals, "conductor_tokens", 0)),
+                                    "cost_usd": float(getattr(totals, "conductor_cost_usd", 0.0))}}
 
 
 def completion_object(completion_id: str, model: str, answer: str, totals: Any, created: int | None = None) -> dict:

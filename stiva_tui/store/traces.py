@@ -92,6 +92,13 @@ class Traces:
 # --- rows to a Trace ------------------------------------------------------------------------------
 
 
+def _beyond_steps(run: sqlite3.Row, steps: list[sqlite3.Row], column: str) -> int:
+    """Tokens of a conductor run that no step accounts for: its planning."""
+    if run["mode"] != "conductor" or run[column] is None:
+        return 0
+    return max(0, int(run[column]) - sum(int(s[column] or 0) for s in steps))
+
+
 def _trace(run: sqlite3.Row, rounds: list[sqlite3.Row], steps: list[sqlite3.Row]) -> Trace:
     by_round: dict[int, list[TraceStep]] = {}
     for s in steps:
@@ -112,10 +119,13 @@ def _trace(run: sqlite3.Row, rounds: list[sqlite3.Row], steps: list[sqlite3.Row]
             model=run["conductor_model"],
             adapter=run["conductor_adapter"],
             reason=run["conductor_reason"],
-            # The conductor's tokens are those of its rounds.
+            # The conductor's tokens are those of its rounds, or, when a plan failed (its attempts
+            # are paid for but make no round), what the run spent beyond its steps.
             usage=TokenUsage(
-                prompt_tokens=sum(r.usage.prompt_tokens for r in trace_rounds),
-                completion_tokens=sum(r.usage.completion_tokens for r in trace_rounds),
+                prompt_tokens=max(sum(r.usage.prompt_tokens for r in trace_rounds),
+                                  _beyond_steps(run, steps, "prompt_tokens")),
+                completion_tokens=max(sum(r.usage.completion_tokens for r in trace_rounds),
+                                      _beyond_steps(run, steps, "completion_tokens")),
             ),
         ),
         rounds=trace_rounds,

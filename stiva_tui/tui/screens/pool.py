@@ -107,7 +107,7 @@ class PoolScreen(Screen):
         from ...conductor.select import describe_choice
 
         try:
-            text = await asyncio.to_thread(describe_choice, cfg)
+            text = await asyncio.to_thread(describe_choice, cfg, self.runtime.models)
         except Exception as exc:
             text = f"{cfg.backend} · {cfg.model} (cannot tell yet: {exc})"
         if self.runtime.conductor is None:

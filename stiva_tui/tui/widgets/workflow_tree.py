@@ -170,7 +170,8 @@ class WorkflowTree(Tree[Key]):
         tokens = (f"{fmt.tokens(r.prompt_tokens)}→{fmt.tokens(r.completion_tokens)} tok"
                   if r.prompt_tokens or r.completion_tokens else "")
         seconds = fmt.seconds(r.latency_s) if r.latency_s is not None and not self.frozen else ""
-        return styled([("✓", "bold $success", " "), ("Plan", "bold"), (what, ""), (tokens, "dim"),
+        note = [(fmt.one_line(r.note, 60), "$warning")] if r.note else []
+        return styled([("✓", "bold $success", " "), ("Plan", "bold"), (what, ""), *note, (tokens, "dim"),
                        (seconds, "dim")])
 
     def _step_label(self, s: StepState) -> Text:
