@@ -12,7 +12,10 @@ view goes to stderr when it is a terminal. The report files go to --out (default
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -129,10 +132,29 @@ def write_reports(runtime, runner, status: str, reason: str | None, out: str | N
                     except Exception:  # noqa: BLE001 - a run deleted from the history since
                         continue
             mixes[system.name] = plan_mix(traces)
-    (folder / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    (folder / "report.md").write_text(report_markdown(report, mixes))
-    write_frontier_png(report, folder / "frontier.png")
+    # Each file is written new and renamed over the old one: a symlink planted at report.json in a
+    # shared folder is replaced, never written through.
+    replace_file(folder / "report.json", (json.dumps(report, indent=2) + "\n").encode())
+    replace_file(folder / "report.md", report_markdown(report, mixes).encode())
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".frontier-") as scratch:
+        drawn = Path(scratch) / "frontier.png"
+        if write_frontier_png(report, drawn):
+            os.replace(drawn, folder / "frontier.png")
     return report, folder
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Write `data` to a new file beside `path` (0644, O_EXCL), then rename it over `path`."""
+    fd, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(scratch, 0o644)
+        os.replace(scratch, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(scratch)
+        raise
 
 
 def print_table(report: dict) -> None:

@@ -37,6 +37,8 @@ def add_parser(sub, common) -> None:
                        help="reward minus W x the run's cost, normalised within each question's group")
     train.add_argument("--budget-usd", type=float, help="stop cleanly once the rollouts have cost this much")
     train.add_argument("--resume", action="store_true", help="continue from the last checkpoint in DIR")
+    train.add_argument("--save-every", type=int, default=10, metavar="N",
+                       help="keep a checkpoint every N steps (default 10; --resume continues from the last)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--unsafe-code", action="store_true",
                        help="grade code items WITHOUT isolation where no sandbox can be had")
@@ -50,6 +52,8 @@ def train_command(args: argparse.Namespace, config) -> int:
     from .cli_common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, fail
     from .train.trainer import TrainError, TrainOptions, train
 
+    if args.save_every < 1:
+        return fail("--save-every must be at least 1", EXIT_USAGE)
     try:
         suite = load_suite(args.suite)
     except SuiteError as exc:
@@ -67,7 +71,7 @@ def train_command(args: argparse.Namespace, config) -> int:
     previous = signal.signal(signal.SIGINT, on_signal)
     options = TrainOptions(base=args.base, out=Path(args.out), steps=args.steps, group=args.group, batch=args.batch,
                            lr=args.lr, cost_weight=args.cost_weight, budget_usd=args.budget_usd, resume=args.resume,
-                           seed=args.seed, unsafe_code=args.unsafe_code)
+                           seed=args.seed, unsafe_code=args.unsafe_code, save_every=args.save_every)
     try:
         if view:
             with view:

@@ -132,6 +132,8 @@ class ServeConfig(_Strict):
     max_concurrent_runs: int = Field(16, ge=1)
     max_queue: int = Field(64, ge=0)
     max_body_bytes: int = Field(1_000_000, gt=0)
+    # Host names besides loopback ones that --no-auth serves (a name in /etc/hosts, say).
+    allowed_hosts: list[str] = Field(default_factory=list)
 
 
 class Config(_Strict):

@@ -314,6 +314,41 @@ def test_a_budget_stops_cleanly_with_a_partial_report_and_the_next_run_continues
     assert len(fake.requests_for("wrong")) == 10
 
 
+async def test_fresh_with_a_limit_redoes_only_those_items_and_keeps_the_rest(fake, tmp_path, stiva_home):
+    script_pool(fake)
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    suite = write_suite(tmp_path / "s.jsonl", 4)
+    runtime, runner = await _runner(config, suite, "direct:right")
+    try:
+        await runner.run()
+        assert len(fake.requests_for("right")) == 4
+        again = BenchRunner(runtime, load_suite(str(suite)), parse_systems(["direct:right"]), limit=2, fresh=True)
+        await again.run()
+        kept = {r.item_id for r in runtime.store.bench_items(runner.bench_id) if r.status == "graded"}
+    finally:
+        await runtime.aclose()
+    assert len(fake.requests_for("right")) == 4 + 2  # the two it redoes, nothing else
+    assert kept == {"add-1", "add-2", "add-3", "add-4"}  # --fresh --limit 2 deleted nothing outside its two
+
+
+def test_out_never_writes_through_a_planted_symlink(fake, tmp_path, stiva_home):
+    script_pool(fake)
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "shared"
+    out.mkdir()
+    for name in ("report.json", "report.md", "frontier.png"):
+        (out / name).symlink_to(victim)
+    result = stiva("bench", str(write_suite(tmp_path / "s.jsonl", 2)), "--systems", "direct:right",
+                   "--config", str(config), "--out", str(out), home=stiva_home)
+    assert result.returncode == 0, result.stderr
+    assert victim.read_text() == "precious"
+    assert not any((out / n).is_symlink() for n in ("report.json", "report.md", "frontier.png"))
+    assert json.loads((out / "report.json").read_text())["suite"] == "s"
+    assert sorted(p.name for p in out.iterdir()) == ["frontier.png", "report.json", "report.md"]
+
+
 def test_bad_suites_and_systems_are_one_line_errors(tmp_path, stiva_home):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "question": "Q", "grader": "numeric", "answer": "x"}\n')

@@ -428,6 +428,27 @@ def test_no_auth_serves_without_a_token(start, fake):
     assert [m.id for m in server.client(api_key="anything").models.list()][0] == "conductor"
 
 
+def test_no_auth_refuses_a_rebound_host_and_cross_origin_browsers(start, fake):
+    server = start(token=None, serve={"allowed_hosts": ["stiva.lan"]})
+    url = server.url + "/v1/models"
+    port = url.split(":")[2].split("/")[0]
+    assert httpx.get(url).status_code == 200  # a local client (Host 127.0.0.1:port)
+    assert httpx.get(url, headers={"Host": f"localhost:{port}"}).status_code == 200
+    assert httpx.get(url, headers={"Host": f"stiva.lan:{port}"}).status_code == 200  # allowed by the config
+    rebound = httpx.get(url, headers={"Host": f"evil.example:{port}"})  # DNS rebinding: the page's own name
+    assert rebound.status_code == 403 and "not served without authentication" in rebound.json()["error"]["message"]
+    for headers in ({"Origin": "http://evil.example"}, {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"}):
+        refused = httpx.post(server.url + "/v1/chat/completions", headers=headers,
+                             json={"model": "w1", "messages": [{"role": "user", "content": "Hi"}]})
+        assert refused.status_code == 403 and "cross-origin" in refused.json()["error"]["message"], headers
+    assert httpx.get(url, headers={"Origin": f"http://127.0.0.1:{port}"}).status_code == 200  # same origin
+    assert not fake.requests_for("w1")
+    # with a token, the token is the check: any Host may ask
+    with_token = start()
+    assert httpx.get(with_token.url + "/v1/models", headers={"Host": "evil.example",
+                                                             "Authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
 def test_no_auth_is_refused_off_loopback(fake, capsys):
     config = make_config(fake)
     assert serve(config, host="0.0.0.0", port=1, no_auth=True) == 2

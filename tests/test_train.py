@@ -233,7 +233,7 @@ price_out = 2.0
     out = tmp_path / "adapter"
     env = {**os.environ, "STIVA_HOME": str(stiva_home)}
     result = subprocess.run([STIVA, "train", str(suite), "--base", str(tiny_model), "--out", str(out), "--steps", "2",
-                             "--group", "2", "--batch", "1", "--config", str(config), "--json"],
+                             "--group", "2", "--batch", "1", "--config", str(config), "--json", "--save-every", "1"],
                             capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout)  # exactly one JSON object on stdout
@@ -242,6 +242,12 @@ price_out = 2.0
         result.stderr[-2000:]
     assert set(summary) == {"steps", "reward_first", "reward_last", "adapter", "cost_usd"}
     assert summary["steps"] == 2 and summary["adapter"] == str(out) and summary["cost_usd"] > 0
+    # --save-every 1: a checkpoint after each step (the default would keep none of 2 steps)
+    assert sorted(p.name for p in (out / "checkpoints").iterdir() if p.name.startswith("checkpoint-")) == \
+        ["checkpoint-1", "checkpoint-2"]
+    zero = subprocess.run([STIVA, "train", str(suite), "--base", str(tiny_model), "--out", str(out),
+                           "--save-every", "0", "--config", str(config)], capture_output=True, text=True, env=env)
+    assert zero.returncode == 2 and "--save-every must be at least 1" in zero.stderr
     bad = subprocess.run([STIVA, "train", str(suite), "--base", "Qwen/Qwen2.5-7B-Instruct", "--out", str(out),
                           "--config", str(config)], capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 2 and "CUDA" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

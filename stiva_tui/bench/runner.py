@@ -184,7 +184,9 @@ class BenchRunner:
         store = self.runtime.store
         store.open_bench(self.bench_id, suite=self.suite.name, suite_hash=self.suite.content_hash,
                          systems=[s.name for s in self.systems], config_hash=self.config_hash,
-                         items=len(self.items), fresh=self.fresh)
+                         items=len(self.items),
+                         # --fresh redoes what this invocation will run, and forgets nothing else
+                         fresh=[item.id for item in self.items] if self.fresh else False)
         skip = store.items_to_skip(self.bench_id)
         ids = {item.id for item in self.items}
         for record in store.bench_items(self.bench_id):

@@ -133,7 +133,8 @@ def create_app(runtime: Runtime, token: str | None, *, commit_after_s: float = 1
     app = FastAPI(title="Stiva", version="0.1.0", lifespan=lifespan,
                   summary="OpenAI-compatible chat completions, orchestrated by Stiva's conductor")
     install_error_handlers(app)
-    app.add_middleware(Guard, token=token, max_body_bytes=runtime.config.serve.max_body_bytes)
+    app.add_middleware(Guard, token=token, max_body_bytes=runtime.config.serve.max_body_bytes,
+                       allowed_hosts=tuple(runtime.config.serve.allowed_hosts))
     # Declares the bearer scheme in the OpenAPI document; the check itself is in Guard, so it runs
     # before the body is read (and for unknown routes too).
     bearer = [Security(HTTPBearer(auto_error=False))]

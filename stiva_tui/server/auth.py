@@ -79,23 +79,59 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
+def _host_of(value: str) -> str:
+    """The host part of a Host header or an Origin ("http://h:8787" / "h:8787" / "[::1]:8787")."""
+    value = value.strip()
+    if "://" in value:
+        value = value.split("://", 1)[1]
+    value = value.split("/", 1)[0]
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
 class Guard:
     """ASGI middleware: bearer token first (401), then body size (413), before any route runs.
 
     The body is read here up to the limit and replayed to the app, so a route never sees a body
     over `max_body_bytes`, and an unauthenticated client cannot make the server read one.
+
+    Without a token (`--no-auth`), a request must name a loopback host (or one of
+    `allowed_hosts`) in its Host header, and a browser's cross-origin request (an Origin that is
+    not such a host, or `Sec-Fetch-Site: cross-site`) is refused: a web page that rebinds its DNS
+    name to 127.0.0.1 cannot use the API (403).
     """
 
-    def __init__(self, app, *, token: str | None, max_body_bytes: int):
+    def __init__(self, app, *, token: str | None, max_body_bytes: int, allowed_hosts: tuple[str, ...] = ()):
         self.app = app
         self.token = token
         self.max_body_bytes = max_body_bytes
+        self.allowed_hosts = frozenset(h.lower() for h in allowed_hosts)
+
+    def _local(self, host: str) -> bool:
+        return is_loopback_host(host) or host.lower() in self.allowed_hosts
+
+    def _refused_without_auth(self, headers: dict[str, str]) -> str | None:
+        host = _host_of(headers.get("host", ""))
+        if not self._local(host):
+            return (f"the Host {host!r} is not served without authentication (--no-auth): only loopback "
+                    "names, or those of [serve] allowed_hosts")
+        origin = headers.get("origin")
+        if (origin is not None and origin != "null" and not self._local(_host_of(origin))) \
+                or headers.get("sec-fetch-site") == "cross-site" or origin == "null":
+            return "cross-origin browser requests are refused without authentication (--no-auth)"
+        return None
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+        if self.token is None:
+            refused = self._refused_without_auth(headers)
+            if refused is not None:
+                await _send_error(send, 403, refused, "host_not_allowed", "permission_error", {})
+                return
         if self.token is not None and scope.get("path") not in PUBLIC_PATHS and not self._authorized(headers):
             await _send_error(send, 401, "missing or wrong bearer token: send 'Authorization: Bearer <token>' "
                                          "(see `stiva serve --show-token`)", "invalid_api_key",

@@ -10,7 +10,7 @@ reference, like compare entries: the run may be deleted from the history later).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import Sequence, TYPE_CHECKING
 
 from .errors import NotFoundError
 from .records import BenchItemRecord, BenchRecord
@@ -26,14 +26,18 @@ class Benches:
     """The bench part of `Store`."""
 
     def open_bench(self: "Store", bench_id: str, *, suite: str, suite_hash: str, systems: list[str],
-                   config_hash: str, items: int, fresh: bool = False) -> bool:
-        """Create the bench, or reopen it as running; `fresh` forgets its items first.
-        Returns True when it already existed (a resumed bench)."""
+                   config_hash: str, items: int, fresh: bool | Sequence[str] = False) -> bool:
+        """Create the bench, or reopen it as running; `fresh` forgets its items first: all of them
+        (True), or only those of these item ids (what a `--fresh --limit N` will redo; the rest of
+        the bench's results stay). Returns True when it already existed (a resumed bench)."""
         now = timestamp()
         with self.transaction() as c:
             existed = c.execute("SELECT 1 FROM bench_runs WHERE id = ?", (bench_id,)).fetchone() is not None
-            if existed and fresh:
+            if existed and fresh is True:
                 c.execute("DELETE FROM bench_items WHERE bench_id = ?", (bench_id,))
+            elif existed and fresh:
+                c.executemany("DELETE FROM bench_items WHERE bench_id = ? AND item_id = ?",
+                              [(bench_id, item_id) for item_id in fresh])
             c.execute(
                 "INSERT INTO bench_runs (id, suite, suite_hash, systems, config_hash, items, status, created_at,"
                 " updated_at) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?)"
