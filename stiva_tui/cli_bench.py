@@ -196,10 +196,14 @@ class ProgressView:
 
     def __init__(self, console):
         from rich.live import Live
+        from rich.text import Text
 
         self.console = console
-        self.live = Live(console=console, refresh_per_second=4, transient=False)
         self.last = None
+        # Drawn anew at every refresh, not only when an item finishes: the clock and the ETA
+        # keep ticking while slow items run, so the bench never looks hung.
+        self.live = Live(console=console, refresh_per_second=4, transient=False,
+                         get_renderable=lambda: self.render(self.last) if self.last is not None else Text(""))
 
     def __enter__(self):
         self.live.__enter__()
@@ -210,7 +214,7 @@ class ProgressView:
 
     def update(self, progress) -> None:
         self.last = progress
-        self.live.update(self.render(progress))
+        self.live.refresh()
 
     @staticmethod
     def render(progress):

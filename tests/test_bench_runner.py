@@ -331,6 +331,24 @@ async def test_fresh_with_a_limit_redoes_only_those_items_and_keeps_the_rest(fak
     assert kept == {"add-1", "add-2", "add-3", "add-4"}  # --fresh --limit 2 deleted nothing outside its two
 
 
+def test_the_live_view_clock_ticks_between_items():
+    import io
+
+    from rich.console import Console
+
+    from stiva_tui.bench.runner import BenchProgress, SystemProgress
+    from stiva_tui.cli_bench import ProgressView
+
+    out = io.StringIO()
+    view = ProgressView(Console(file=out, force_terminal=True, width=100))
+    progress = BenchProgress("b1", "s", {"direct:x": SystemProgress("direct:x", 4)}, time.monotonic())
+    with view:
+        view.update(progress)  # one update, then nothing finishes for 2.3 s
+        time.sleep(2.3)
+    drawn = out.getvalue()
+    assert "0/4 items · 0s" in drawn and "0/4 items · 2s" in drawn
+
+
 def test_out_never_writes_through_a_planted_symlink(fake, tmp_path, stiva_home):
     script_pool(fake)
     config = write_config(tmp_path / "c.toml", fake.base_url)

@@ -45,6 +45,23 @@ def starts_with_a_space(label: Text) -> list[str]:
 # --- the workflow tree ----------------------------------------------------------------------------
 
 
+async def test_the_plan_line_says_when_stiva_replaced_the_plan(tmp_path):
+    from stiva_tui.tui.widgets.workflow_tree import WorkflowTree
+
+    note = "plan replaced by one step on strong: step 0's subtask is copied from the planner's own examples"
+    workflow = Workflow((Step(0, "Answer the question.", ()),))
+    state = state_of([ev.RunStarted("r", "What is the capital of France?", "conductor", "remote", "cond", ""),
+                      ev.RoundStarted("r", 1),
+                      ev.WorkflowReady("r", 1, workflow, "[Stiva: " + note + "]", Usage(40, 10), 0.3, note=note)])
+    tree = WorkflowTree(state)
+    async with One(tree).run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        (plan_line,) = [line for line in labels(tree) if line.startswith("✓ Plan")]
+        assert plan_line.startswith("✓ Plan  1 step  plan replaced by one step on strong: step 0's")
+        assert "40→10 tok" in plan_line
+        pilot.app.save_screenshot(str(tmp_path / "replaced.svg"))
+
+
 async def test_workflow_tree_draws_the_state_it_is_given():
     from stiva_tui.tui.widgets.workflow_tree import WorkflowTree
 
