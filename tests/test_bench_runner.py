@@ -281,6 +281,12 @@ def test_a_killed_bench_resumes_and_asks_nothing_twice(fake, tmp_path, stiva_hom
     process.send_signal(signal.SIGKILL)
     process.wait(10)
     assert 4 <= len(graded_before) < 12
+    # the next look at the history sweeps the killed bench: interrupted, not "running"
+    listed = stiva("history", "--json", home=stiva_home)
+    assert listed.returncode == 0, listed.stderr
+    with sqlite3.connect(database) as conn:
+        (status, reason), = conn.execute("SELECT status, stop_reason FROM bench_runs").fetchall()
+    assert status == "interrupted" and "was killed" in reason
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)

@@ -40,10 +40,10 @@ class Benches:
                               [(bench_id, item_id) for item_id in fresh])
             c.execute(
                 "INSERT INTO bench_runs (id, suite, suite_hash, systems, config_hash, items, status, created_at,"
-                " updated_at) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?)"
+                " updated_at, owner) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)"
                 " ON CONFLICT (id) DO UPDATE SET status = 'running', stop_reason = NULL, items = excluded.items,"
-                " suite = excluded.suite, updated_at = excluded.updated_at",
-                (bench_id, suite, suite_hash, json.dumps(systems), config_hash, items, now, now),
+                " suite = excluded.suite, updated_at = excluded.updated_at, owner = excluded.owner",
+                (bench_id, suite, suite_hash, json.dumps(systems), config_hash, items, now, now, self.owner.id),
             )
         return existed and not fresh
 

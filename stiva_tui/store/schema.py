@@ -293,7 +293,17 @@ CREATE TABLE bench_items (
 );
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3]
+# --- V4: who runs a bench ---------------------------------------------------------------------------
+# The process that runs a bench, as for runs (owners.py): a bench whose process was killed
+# (kill -9) is swept to `interrupted` when the history is next opened, instead of staying
+# "running" until it is resumed.
+
+_V4 = """
+ALTER TABLE bench_runs ADD COLUMN owner TEXT;
+CREATE INDEX bench_runs_running ON bench_runs (owner) WHERE status = 'running';
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
 """MIGRATIONS[i] takes a database from user_version i to i + 1. Append, never edit."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -60,13 +60,20 @@ class Traces:
     def interrupt_orphaned_runs(self: "Store") -> int:
         """Mark `interrupted` every run still "running" whose process is gone (see owners.py),
         with its unfinished steps; what they had written stays. Returns how many runs."""
-        owners = [row[0] for row in self.query("SELECT DISTINCT owner FROM runs WHERE status = 'running'")]
+        owners = [row[0] for row in self.query(
+            "SELECT DISTINCT owner FROM runs WHERE status = 'running'"
+            " UNION SELECT DISTINCT owner FROM bench_runs WHERE status = 'running'")]
         gone = [owner for owner in owners if self.owner.is_gone(owner)]
         if not gone:
             return 0
         marked = 0
         with self.transaction() as c:
             for owner in gone:
+                # a bench of a killed process: interrupted, its graded items kept for the resume
+                c.execute("UPDATE bench_runs SET status = 'interrupted', stop_reason = COALESCE(stop_reason, ?),"
+                          " updated_at = ? WHERE status = 'running' AND owner IS ?",
+                          ("the process running it was killed; run the same command again to continue",
+                           timestamp(), owner))
                 c.execute(
                     "UPDATE steps SET status = 'interrupted' WHERE status IN ('running', 'waiting') AND run_id IN"
                     " (SELECT id FROM runs WHERE status = 'running' AND owner IS ?)", (owner,))
