@@ -26,6 +26,7 @@ the host's `/tmp`, not the project or its virtual environment.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -202,7 +203,9 @@ class Interpreter:
     paths: tuple[str, ...]  # put on sys.path in the sandbox (site-packages when asked for)
 
 
+@functools.lru_cache(maxsize=16)
 def interpreter(settings: SandboxSettings) -> Interpreter:
+    """What a run needs from the host (the same for every run under `settings`: worked out once)."""
     executable = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
     stdlib = os.path.realpath(os.path.dirname(os.__file__))
     binds = []

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -259,7 +260,7 @@ async def _start(iso: Isolation, settings: SandboxSettings, mode: str, files: di
               "cpu_s": max(1, int(timeout_s) + 1)}
     config: dict[str, Any] = {"mode": mode, "limits": limits, "status_fd": status_w, "paths": list(interp.paths),
                               **fds, **(extra or {})}
-    child_source = resources.files(_child.__package__).joinpath("_child.py").read_text(encoding="utf-8")
+    child_source = _child_source()
     try:
         if iso.kind == "bwrap":
             config.update(watch=True, tmp="/tmp", **{_key(name): f"/sandbox/{name}" for name in files})
@@ -315,6 +316,12 @@ async def _start(iso: Isolation, settings: SandboxSettings, mode: str, files: di
     if stdin is not None:
         readers["stdin"] = asyncio.ensure_future(_feed(proc, stdin))
     return _Started(proc, iso, readers, workdir, cgroup, settings.memory_mb)
+
+
+@functools.lru_cache(maxsize=1)
+def _child_source() -> str:
+    """The text of `_child.py`, read once: every run gets a copy of it."""
+    return resources.files(_child.__package__).joinpath("_child.py").read_text(encoding="utf-8")
 
 
 def _key(name: str) -> str:
