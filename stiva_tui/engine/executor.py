@@ -215,7 +215,7 @@ class Engine:
         if round_ == 1 and len(self.models) == 1 and is_simple_question(run.question) and not conversation:
             # Nothing to plan: one model, a short question. The plan is known without generating it.
             note = "one model in the pool: one step"
-            plan = Plan(Workflow((Step(0, "Answer the question.", ()),)), f"[Stiva: {note}]", "", Usage(), 0.0)
+            plan = Plan(direct_workflow(), f"[Stiva: {note}]", "", Usage(), 0.0)
             run.emit(WorkflowReady(run.id, round_, plan.workflow, plan.reasoning, plan.usage, 0.0, note=note))
             return plan
         try:
