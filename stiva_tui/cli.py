@@ -36,11 +36,25 @@ from .cli_common import (  # noqa: F401 - re-exported: the exit codes are the co
 PRESET_NAMES = ("conductor", "conductor-mini")
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; the options every command shares are None when not given."""
+    args = build_parser().parse_args(argv)
+    for name in ("config", "conductor", "pool"):
+        if not hasattr(args, name):
+            setattr(args, name, None)
+    return args
+
+
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: a subcommand that is not given an option leaves the value given before it
+    # (`stiva --pool sim bench ...`), instead of resetting it to None.
+    common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
     common.add_argument("--config", metavar="FILE", help="config file (default: the platform config dir)")
     common.add_argument("--conductor", metavar="BACKEND[:MODEL]",
                         help="auto, local[:HF_ID_OR_DIR], embedded or remote:POOL_MODEL_ID")
+    common.add_argument("--pool", choices=["sim"],
+                        help="use another pool instead of the configured one: sim, the SIMULATED pool whose "
+                             "strengths are known (served by Stiva on 127.0.0.1)")
 
     parser = argparse.ArgumentParser(
         prog="stiva", parents=[common],
@@ -94,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; the process exit code. ctrl+c at any point is a one-line "cancelled" and
     130, never a traceback; a reader that closes the pipe early ends it quietly with 141."""
     try:
-        return _command(build_parser().parse_args(argv))
+        return _command(parse_args(argv))
     except KeyboardInterrupt:
         return fail("cancelled", EXIT_CANCELLED)
     except BrokenPipeError:
@@ -126,8 +140,27 @@ def _command(args: argparse.Namespace) -> int:
 
     try:
         config = load_config(args.config)
+        if getattr(args, "pool", None):
+            from .sim.pool import pool_config
+
+            config = pool_config(config, args.pool)
     except ConfigError as exc:
         return fail(str(exc), EXIT_USAGE)
+    if config.sim is None or args.command == "history":
+        return _dispatch(args, config)
+    from .sim.pool import start_sim
+
+    try:  # the simulated pool's server runs for the whole command, the app's session included
+        config, server = start_sim(config)
+    except ConfigError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    try:
+        return _dispatch(args, config)
+    finally:
+        server.stop()
+
+
+def _dispatch(args: argparse.Namespace, config) -> int:
     if args.command == "ask":
         return _run(ask(args, config))
     if args.command == "models":

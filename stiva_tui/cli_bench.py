@@ -27,8 +27,10 @@ def add_parser(sub, common) -> None:
                     "cost and latency. Running the same command again continues an interrupted bench.")
     bench.add_argument("suite", nargs="?", help="a JSONL suite file, FORMAT:PATH (see --list), or a built-in name")
     bench.add_argument("--systems", action="append", default=[], metavar="S1,S2",
-                       help="conductor, conductor-mini, moa, direct:MODEL, adapter:DIR (comma-separated; repeatable)")
+                       help="conductor, conductor-mini, moa, self-moa[:MODEL], direct:MODEL, direct:* (every pool model), "
+                            "adapter:DIR, oracle, random (comma-separated; repeatable)")
     bench.add_argument("--limit", type=int, help="only the first N items of the suite")
+    bench.add_argument("--split", metavar="NAME", help="only the items whose meta.split is NAME (skills: train, heldout)")
     bench.add_argument("--concurrency", type=int, default=4, help="items run at once, across systems (default 4)")
     bench.add_argument("--budget-usd", type=float, help="stop cleanly once this invocation has spent this much")
     bench.add_argument("--out", metavar="DIR", help="where the report files go (default: the data dir)")
@@ -45,7 +47,7 @@ async def bench(args: argparse.Namespace, config) -> int:
     from rich.console import Console
 
     from .bench.runner import BenchError, BenchRunner
-    from .bench.suite import SuiteError, load_suite
+    from .bench.suite import SuiteError, load_suite, split_of
     from .bench.systems import SystemError, parse_systems
     from .cli_common import EXIT_CANCELLED, EXIT_FAILED, EXIT_TERMINATED, EXIT_USAGE, fail, stop_on_signals
     from .conductor.base import ConductorError
@@ -61,6 +63,8 @@ async def bench(args: argparse.Namespace, config) -> int:
         return fail("--concurrency and --limit must be at least 1", EXIT_USAGE)
     try:
         suite = load_suite(args.suite)
+        if args.split:
+            suite = split_of(suite, args.split)
         systems = parse_systems(args.systems or ["conductor"])
     except (SuiteError, SystemError) as exc:
         return fail(str(exc), EXIT_USAGE)
@@ -71,11 +75,11 @@ async def bench(args: argparse.Namespace, config) -> int:
         return fail(str(exc), EXIT_USAGE)
     console = Console(stderr=True)
     view = ProgressView(console) if console.is_terminal else None
-    runner = BenchRunner(runtime, suite, systems, concurrency=args.concurrency, budget_usd=args.budget_usd,
-                         limit=args.limit, fresh=args.fresh, on_progress=view.update if view else None,
-                         unsafe_code=args.unsafe_code)
     code = 0
     try:
+        runner = BenchRunner(runtime, suite, systems, concurrency=args.concurrency, budget_usd=args.budget_usd,
+                             limit=args.limit, fresh=args.fresh, on_progress=view.update if view else None,
+                             unsafe_code=args.unsafe_code)
         runner.check()
         if runner.sandbox.unsafe and runner.sandbox_line:
             console.print("[bold red]--unsafe-code:[/] model-written code runs WITHOUT isolation: it can read and "
@@ -119,6 +123,7 @@ def write_reports(runtime, runner, status: str, reason: str | None, out: str | N
     report = build_report(runner.suite.name, runner.bench_id, [s.name for s in runner.systems],
                           [item.id for item in runner.items], records, status=status, stop_reason=reason)
     report["sandbox"] = runner.sandbox_line
+    report["pool"] = runtime_pool_label(runtime)
     folder = Path(out).expanduser() if out else paths.data_dir() / "bench" / runner.bench_id
     folder.mkdir(parents=True, exist_ok=True)
     mixes = {}
@@ -143,6 +148,15 @@ def write_reports(runtime, runner, status: str, reason: str | None, out: str | N
     return report, folder
 
 
+def runtime_pool_label(runtime) -> str | None:
+    """"simulated pool" when the sim: models answer (every table, report and plot says so)."""
+    if getattr(runtime, "simulated", False):
+        from .sim import SIM_LABEL
+
+        return SIM_LABEL
+    return None
+
+
 def replace_file(path: Path, data: bytes) -> None:
     """Write `data` to a new file beside `path` (0644, O_EXCL), then rename it over `path`."""
     fd, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
@@ -161,7 +175,8 @@ def print_table(report: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{report['suite']} · bench {report['bench_id']}", title_justify="left")
+    pool = f" · {report['pool'].upper()}" if report.get("pool") else ""
+    table = Table(title=f"{report['suite']} · bench {report['bench_id']}{pool}", title_justify="left")
     for column in ("system", "n", "accuracy", "95% CI", "errors", "tokens/q", "cost/q", "p50 s", "p95 s"):
         table.add_column(column, justify="left" if column == "system" else "right")
     for row in report["systems"]:
@@ -170,7 +185,16 @@ def print_table(report: dict) -> None:
         table.add_row(row["system"], str(row["n"]), accuracy, f"{lo:.2f}–{hi:.2f}", str(row["errors"]),
                       f"{row['tokens_per_question']:,.0f}", f"${row['cost_per_question']:.5f}",
                       f"{row['latency_p50_s']:.1f}", f"{row['latency_p95_s']:.1f}")
-    Console(soft_wrap=True).print(table)
+    import sys
+
+    # piped to a file, nothing is cut to a terminal's 80 columns
+    console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 240)
+    console.print(table)
+    summary = report.get("frontier") or {}
+    if summary.get("aiq") is not None:
+        single = summary.get("aiq_single_models")
+        console.print(f"AIQ {summary['aiq']:.3f}" + (f" (single models alone {single:.3f})" if single is not None else "")
+                      + f" · frontier: {', '.join(summary['on_hull'])}", highlight=False)
 
 
 def listing(config=None) -> str:

@@ -27,6 +27,7 @@ def add_parser(sub, common) -> None:
                     "and update a LoRA adapter with GRPO (TRL). Then set [conductor] adapter = \"DIR\", and "
                     "compare with: stiva bench SUITE --systems conductor,adapter:DIR")
     train.add_argument("suite", help="a bench suite: JSONL file, FORMAT:PATH or a built-in name")
+    train.add_argument("--split", metavar="NAME", help="only the items whose meta.split is NAME (skills: train)")
     train.add_argument("--base", required=True, help="embedded, an HF id or a model folder (QLoRA on CUDA)")
     train.add_argument("--out", required=True, metavar="DIR", help="where the adapter, log and checkpoints go")
     train.add_argument("--steps", type=int, default=50, help="GRPO steps (default 50)")
@@ -48,7 +49,7 @@ def add_parser(sub, common) -> None:
 def train_command(args: argparse.Namespace, config) -> int:
     from rich.console import Console
 
-    from .bench.suite import SuiteError, load_suite
+    from .bench.suite import SuiteError, load_suite, split_of
     from .cli_common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, fail
     from .train.trainer import TrainError, TrainOptions, train
 
@@ -56,6 +57,8 @@ def train_command(args: argparse.Namespace, config) -> int:
         return fail("--save-every must be at least 1", EXIT_USAGE)
     try:
         suite = load_suite(args.suite)
+        if args.split:
+            suite = split_of(suite, args.split)
     except SuiteError as exc:
         return fail(str(exc), EXIT_USAGE)
     console = Console(stderr=True)

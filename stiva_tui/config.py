@@ -136,6 +136,19 @@ class ServeConfig(_Strict):
     allowed_hosts: list[str] = Field(default_factory=list)
 
 
+SIM_PROVIDER = "stiva-sim"  # the provider the simulated pool's server is added to the config as
+
+
+class SimConfig(_Strict):
+    """[sim]: Stiva serves the simulated pool's `sim:` models on 127.0.0.1 and adds them to the pool
+    (`--pool sim` sets this, leaving out every other model). See stiva_tui/sim."""
+
+    seed: int = 0  # which calls are right: the same seed gives the same answers
+    latency_scale: float = Field(1.0, ge=0, le=100)  # times each model's latency (0: answer at once)
+    # The suites whose questions the simulated models know (built-in names or files).
+    suites: list[str] = Field(default_factory=lambda: ["skills"], min_length=1)
+
+
 class Config(_Strict):
     conductor: ConductorConfig = Field(default_factory=ConductorConfig)
     providers: list[ProviderConfig] = Field(default_factory=list)
@@ -147,6 +160,7 @@ class Config(_Strict):
     discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    sim: SimConfig | None = None
     # Use the built-in catalog of hosted providers (joined when their key is present).
     catalog: bool = True
     # The embedded Gemma-3 270M as a worker of the pool. False keeps it out of every workflow

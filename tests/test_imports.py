@@ -27,10 +27,13 @@ CORE = [
     "stiva_tui.conductor.local", "stiva_tui.conductor.embedded", "stiva_tui.conductor.grammar",
     "stiva_tui.pool.client", "stiva_tui.pool.registry", "stiva_tui.pool.discovery", "stiva_tui.pool.embedded",
     "stiva_tui.pool.listing", "stiva_tui.store", "stiva_tui.store.export", "stiva_tui.sandbox",
+    "stiva_tui.sim.answers", "stiva_tui.sim.server", "stiva_tui.sim.pool", "stiva_tui.bench.derived",
 ]
 HEAVY = ["torch", "transformers", "textual", "bitsandbytes", "xgrammar", "peft"]
 
-FRONT_ENDS = {"tui", "server", "cli", "cli_view", "cli_common", "cli_bench", "cli_train", "bench", "train"}
+# `sim` serves the simulated pool over HTTP, as `server` serves the API: it stands above the
+# runtime (on the bench's suites and graders), and the command line starts it.
+FRONT_ENDS = {"tui", "server", "cli", "cli_view", "cli_common", "cli_bench", "cli_train", "bench", "train", "sim"}
 ABOVE_THE_ENGINE = FRONT_ENDS | {"runtime"}
 
 

@@ -3,10 +3,18 @@
 `build_report(...)` gives the one JSON object `stiva bench --json` prints (and `report.json`):
 
     {"suite", "bench_id", "status", "stop_reason", "sandbox" (how code items ran; None without them),
+     "pool" ("simulated pool" when the sim: models answered; else None),
      "systems": [{"system", "n", "correct", "errors", "accuracy", "ci95", "tokens_per_question",
-                  "cost_per_question", "judge_cost_usd", "latency_p50_s", "latency_p95_s"}],
+                  "cost_per_question", "judge_cost_usd", "latency_p50_s", "latency_p95_s"}
+                 (+ "expected_accuracy" for random)],
+     "frontier": {"axis", "label", "aiq", "aiq_single_models", "hull", "on_hull"},
      "items": [{"id", "system", "run_id", "status", "correct", "answer", "extracted", "error",
-                "prompt_tokens", "completion_tokens", "cost_usd", "latency_s"}]}
+                "failure" (why it is not right: the grader's detail, or the error), "prompt_tokens",
+                "completion_tokens", "cost_usd", "latency_s"}]}
+
+- `oracle` and `random` rows are computed from the `direct:` rows (see `derived`).
+- `frontier`: the non-decreasing convex hull of accuracy against cost per question (tokens when
+  nothing costs money) and RouterBench's AIQ under it, beside the single models' own AIQ.
 
 - `n` counts graded items and errors together; `accuracy` is correct / n (None when n is 0):
   an item whose calls kept failing counts against its system, as a user would experience it.
@@ -28,6 +36,7 @@ from typing import Any, Iterable, Sequence
 
 from ..core.trace import Trace
 from ..store.records import BenchItemRecord
+from .derived import DERIVED, aiq, derived_records, frontier, random_expectation
 
 Z95 = 1.959963984540054
 
@@ -81,27 +90,62 @@ def build_report(suite: str, bench_id: str, systems: Sequence[str], item_order: 
     """The report of `records` (one per finished system x item), systems and items in the
     order given (the command line's, the suite's)."""
     by_system: dict[str, list[BenchItemRecord]] = {s: [] for s in systems}
-    for record in records:
-        if record.system in by_system:
-            by_system[record.system].append(record)
     position = {item_id: i for i, item_id in enumerate(item_order)}
+    for record in records:
+        if record.system in by_system and record.item_id in position:
+            by_system[record.system].append(record)
+    direct = [s for s in systems if s.startswith("direct:")]
+    measured = [r for s in direct for r in by_system[s]]
+    for name in DERIVED:
+        if name in by_system:
+            by_system[name] = derived_records(name, measured, direct)
     rank = {s: i for i, s in enumerate(systems)}
-    ordered = sorted((r for rs in by_system.values() for r in rs if r.item_id in position),
-                     key=lambda r: (position[r.item_id], rank[r.system]))
+    ordered = sorted((r for rs in by_system.values() for r in rs), key=lambda r: (position[r.item_id], rank[r.system]))
+    rows = [system_row(s, by_system[s]) for s in systems]
+    for row in rows:
+        if row["system"] == "random":
+            row["expected_accuracy"] = random_expectation(measured, direct)
     return {
         "suite": suite,
         "bench_id": bench_id,
         "status": status,
         "stop_reason": stop_reason,
-        "systems": [system_row(s, [r for r in by_system[s] if r.item_id in position]) for s in systems],
+        "systems": rows,
+        "frontier": frontier_summary(rows),
         "items": [
             {"id": r.item_id, "system": r.system, "run_id": r.run_id, "status": r.status,
              "correct": bool(r.status == "graded" and r.correct), "answer": r.answer, "extracted": r.extracted,
-             "error": r.error, "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
+             "error": r.error if r.status == "error" else None,
+             "failure": None if r.status == "graded" and r.correct else (r.error or "wrong answer"),
+             "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
              "cost_usd": r.cost_usd, "latency_s": r.latency_s}
             for r in ordered
         ],
     }
+
+
+def frontier_axis(rows: Sequence[dict[str, Any]]) -> tuple[str, str]:
+    """(row key, axis label) of the frontier's x axis: cost per question, or tokens per question
+    when nothing costs money (a free pool would otherwise put every system on one point)."""
+    if any(r["n"] and r["cost_per_question"] > 0 for r in rows):
+        return "cost_per_question", "cost per question (USD)"
+    return "tokens_per_question", "tokens per question"
+
+
+def frontier_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The accuracy-vs-cost frontier of the measured systems (oracle left out: it is a bound no
+    system reaches) and its AIQ, beside the AIQ of the single models alone over the same range."""
+    key, label = frontier_axis(rows)
+    measured = [r for r in rows if r["n"] and r["accuracy"] is not None and r["system"] != "oracle"]
+    points = [(r[key], r["accuracy"]) for r in measured]
+    low = min((x for x, _ in points), default=0.0)
+    high = max((x for x, _ in points), default=0.0)
+    singles = [(r[key], r["accuracy"]) for r in measured if r["system"].startswith("direct:")]
+    hull = frontier(points)
+    on_hull = [r["system"] for r in measured if (r[key], r["accuracy"]) in hull]
+    return {"axis": key, "label": label, "aiq": aiq(points, low, high),
+            "aiq_single_models": aiq(singles, low, high) if singles else None,
+            "hull": [[x, y] for x, y in hull], "on_hull": on_hull}
 
 
 # --- the conductor's plans --------------------------------------------------------------------------
@@ -146,6 +190,9 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 def report_markdown(report: dict[str, Any], mixes: dict[str, tuple[Counter, Counter]] | None = None) -> str:
     """The report as Markdown: the table, then the conductor systems' plan mix."""
     lines = [f"# Bench `{report['bench_id']}` on `{report['suite']}`", ""]
+    if report.get("pool"):
+        lines += [f"**{report['pool'].upper()}:** every figure here comes from simulated models whose strengths are "
+                  "set by their profiles, not from real language models.", ""]
     if report.get("status") != "finished":
         lines += [f"**Partial report:** the bench was stopped ({report.get('stop_reason') or report.get('status')}); "
                   "run the same command again to continue it.", ""]
@@ -161,6 +208,12 @@ def report_markdown(report: dict[str, Any], mixes: dict[str, tuple[Counter, Coun
             f"| {row['system']} | {row['n']} | {row['correct']} | {row['errors']} | {_fmt(row['accuracy'])} | "
             f"[{lo:.3f}, {hi:.3f}] | {row['tokens_per_question']:.0f} | {row['cost_per_question']:.6f} | "
             f"{row['judge_cost_usd']:.6f} | {row['latency_p50_s']:.2f} | {row['latency_p95_s']:.2f} |")
+    summary = report.get("frontier") or {}
+    if summary.get("aiq") is not None:
+        single = summary.get("aiq_single_models")
+        lines += ["", f"AIQ (area under the accuracy-vs-{summary['label'].split(' per ')[0]} frontier): "
+                      f"{summary['aiq']:.3f}" + (f"; single models alone: {single:.3f}" if single is not None else "")
+                  + f". On the frontier: {', '.join(summary['on_hull'])}."]
     for system, (shapes, models) in (mixes or {}).items():
         total = sum(shapes.values())
         steps = sum(models.values())
@@ -175,8 +228,9 @@ def report_markdown(report: dict[str, Any], mixes: dict[str, tuple[Counter, Coun
 
 
 def write_frontier_png(report: dict[str, Any], path: Path) -> bool:
-    """Accuracy against cost per question, one point per system with its 95% interval.
-    False (and nothing written) when matplotlib cannot be imported."""
+    """Accuracy against cost per question (tokens when nothing costs money), one point per system
+    with its 95% interval, and the frontier drawn as the non-decreasing convex hull. False (and
+    nothing written) when matplotlib cannot be imported."""
     try:
         import matplotlib
 
@@ -185,23 +239,32 @@ def write_frontier_png(report: dict[str, Any], path: Path) -> bool:
     except Exception:  # noqa: BLE001 - an optional view; the table says the same
         return False
     rows = [r for r in report["systems"] if r["n"]]
+    key, label = frontier_axis(rows)
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
     markers = "osD^vP*Xh<>p"
     for i, row in enumerate(rows):
         acc = row["accuracy"] or 0.0
         lo, hi = row["ci95"]
         # a legend, not labels beside the points: systems of equal cost and accuracy would overlap
-        ax.errorbar([row["cost_per_question"]], [acc], yerr=[[acc - lo], [hi - acc]], fmt=markers[i % len(markers)],
+        ax.errorbar([row[key]], [acc], yerr=[[acc - lo], [hi - acc]], fmt=markers[i % len(markers)],
                     capsize=4, label=f"{row['system']} ({acc:.0%}, n={row['n']})")
-    dearest = max((row["cost_per_question"] for row in rows), default=0.0)
-    right = dearest * 1.15 if dearest > 0 else 1e-6
+    dearest = max((row[key] for row in rows), default=0.0)
+    right = dearest * 1.15 if dearest > 0 else 1.0
+    hull = (report.get("frontier") or {}).get("hull") or []
+    if hull:
+        xs = [x for x, _ in hull] + [right]
+        ys = [y for _, y in hull] + [hull[-1][1]]
+        aiq_value = (report.get("frontier") or {}).get("aiq")
+        ax.plot(xs, ys, "-", color="0.5", alpha=0.6, zorder=0,
+                label="frontier" + (f" (AIQ {aiq_value:.3f})" if aiq_value is not None else ""))
     ax.set_xlim(left=-0.03 * right, right=right)  # a free system sits just inside the frame
     ax.set_xticks([t for t in ax.get_xticks() if 0 <= t <= right])  # and no negative costs on the axis
-    ax.legend(fontsize=8, loc="lower right")
-    ax.set_xlabel("cost per question (USD)")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_xlabel(label)
     ax.set_ylabel("accuracy")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_title(f"{report['suite']} — accuracy vs cost ({report['bench_id']})", fontsize=10)
+    pool = f" — {report['pool'].upper()}" if report.get("pool") else ""
+    ax.set_title(f"{report['suite']} — accuracy vs {label.split(' per ')[0]} ({report['bench_id']}){pool}", fontsize=9)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,7 @@ from ..store.records import BenchItemRecord
 from .graders import grade_async, judge_prompt, parse_judge_reply
 from .limiter import LimitedWorker
 from .suite import Suite, SuiteItem, question_text
-from .systems import System
+from .systems import System, SystemError, resolve_systems
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,12 @@ class BenchRunner:
         self.runtime = runtime
         self.suite = suite
         self.items: list[SuiteItem] = list(suite.items[:limit] if limit else suite.items)
-        self.systems = list(systems)
+        try:
+            self.systems = resolve_systems(systems, runtime.models, runtime.config.moa.aggregator)
+        except SystemError as exc:
+            raise BenchError(str(exc)) from None
+        # what is asked; oracle and random are computed from the direct runs in the report
+        self.run_systems = [s for s in self.systems if not s.derived]
         self.concurrency = max(1, concurrency)
         self.budget_usd = budget_usd
         self.fresh = fresh
@@ -138,7 +143,7 @@ class BenchRunner:
         self.bench_id, self.config_hash = bench_key(suite, self.systems, runtime.config,
                                                     [m.id for m in runtime.models])
         self.progress = BenchProgress(self.bench_id, suite.name,
-                                      {s.name: SystemProgress(s.name, len(self.items)) for s in self.systems},
+                                      {s.name: SystemProgress(s.name, len(self.items)) for s in self.run_systems},
                                       time.monotonic())
         self._stop: str | None = None
         self._tasks: set[asyncio.Task] = set()
@@ -150,7 +155,7 @@ class BenchRunner:
         """Raise BenchError for what would fail every item: a system that cannot run, a judge
         that is not in the pool. Nothing is asked or recorded."""
         sessions = self.runtime.sessions
-        for system in self.systems:
+        for system in self.run_systems:
             try:
                 sessions.check(Ask("check", mode=system.mode, source="bench", in_conversation=False))
             except AskError as exc:
@@ -194,13 +199,13 @@ class BenchRunner:
                 self._count(record)
                 self.progress.resumed += 1
         # conductors load once, before the first item (a bad adapter fails here, not per item)
-        for system in self.systems:
+        for system in self.run_systems:
             if system.conductor:
                 await self.runtime.ensure_conductor(self._loading(system.name), system.mode.variant)
         self.progress.stage = None
         queue: asyncio.Queue = asyncio.Queue()
         for item in self.items:  # interleaved: every system on item 1, then on item 2, ...
-            for system in self.systems:
+            for system in self.run_systems:
                 if (system.name, item.id) not in skip:
                     queue.put_nowait((system, item))
         self._limited = LimitedWorker(self.runtime.worker, self.concurrency)
@@ -275,6 +280,7 @@ class BenchRunner:
                     cost_usd=totals.cost_usd, latency_s=totals.latency_s or (time.monotonic() - started))
         if result.status != "finished":
             return BenchItemRecord(status="error", error=result.error or (result.failure or result.status), **base)
+        # A graded item's `error` is why a wrong answer is wrong (the grader's detail), for report.json.
         if item.grader == "judge":
             try:
                 verdict, usage, cost = await self._judge(item, result.answer)
@@ -283,6 +289,7 @@ class BenchRunner:
             except Exception as exc:  # noqa: BLE001 - the judge's own call failed: not the system's fault
                 return BenchItemRecord(status="error", error=f"judge: {exc}", **base)
             return BenchItemRecord(status="graded", correct=verdict.correct, extracted=verdict.extracted,
+                                   error=None if verdict.correct else (verdict.detail or "the judge said incorrect"),
                                    judge_prompt_tokens=usage.prompt_tokens,
                                    judge_completion_tokens=usage.completion_tokens, judge_cost_usd=cost, **base)
         try:
@@ -291,7 +298,8 @@ class BenchRunner:
             raise
         except Exception as exc:  # noqa: BLE001 - a grader that broke: an error, asked again on resume
             return BenchItemRecord(status="error", error=f"grader: {type(exc).__name__}: {exc}", **base)
-        return BenchItemRecord(status="graded", correct=verdict.correct, extracted=verdict.extracted, **base)
+        return BenchItemRecord(status="graded", correct=verdict.correct, extracted=verdict.extracted,
+                               error=None if verdict.correct else verdict.detail, **base)
 
     async def _judge(self, item: SuiteItem, answer: str):
         model = self._judge_model()

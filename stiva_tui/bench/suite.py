@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "GRADERS", "BuiltinInfo", "CodeTests", "FunctionalCase", "FunctionalTests", "GraderName",
     "IOCase", "Suite", "SuiteError", "SuiteItem", "list_builtins", "list_formats", "load_builtin",
-    "load_suite", "load_suite_file", "parse_suite", "question_text", "shuffled_choices",
+    "load_suite", "load_suite_file", "parse_suite", "question_text", "shuffled_choices", "split_of",
 ]
 
 GraderName = Literal["numeric", "exact", "contains", "choice", "math", "code", "judge"]
@@ -265,6 +265,17 @@ class Suite:
             if item.id == item_id:
                 return item
         raise KeyError(item_id)
+
+
+def split_of(suite: Suite, split: str) -> Suite:
+    """The items of `suite` whose `meta.split` is `split` (`--split heldout`), as a suite of its own
+    named `NAME:SPLIT`. A split no item has is an error that names the splits there are."""
+    items = tuple(item for item in suite.items if item.meta.get("split") == split)
+    if not items:
+        splits = sorted({str(item.meta["split"]) for item in suite.items if item.meta.get("split") is not None})
+        raise SuiteError(f"no item has meta.split = {split!r} (splits here: {', '.join(splits) or 'none'})",
+                         source=suite.source or suite.name)
+    return Suite(f"{suite.name}:{split}", items, description=suite.description, source=suite.source)
 
 
 @dataclass(frozen=True, slots=True)

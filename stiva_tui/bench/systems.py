@@ -5,19 +5,29 @@
 - `moa`: Mixture-of-Agents with the [moa] config (or its defaults);
 - `direct:MODEL`: one call to one pool model, never a fallback (that would measure another model);
 - `adapter:DIR`: the conductor with that LoRA adapter, to set a trained adapter against its
-  base: on the base `stiva train` recorded beside it (embedded or local), else the configured one.
+  base: on the base `stiva train` recorded beside it (embedded or local), else the configured one;
+- `self-moa[:MODEL]`: Self-MoA (arXiv 2502.00674): three samples of one model, aggregated by that
+  model; MODEL defaults to the [moa] aggregator, else the dearest available model (the strongest
+  one a price list can tell);
+- `direct:*`: `direct:MODEL` for every available pool model;
+- `oracle` and `random`, the routing field's bounds, computed from the bench's `direct:` runs
+  with no call of their own (see `baselines`): per item the cheapest single model that is right,
+  and a uniformly random single model.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from ..inference.checkpoints import adapter_base
 from ..runtime.modes import MOA_SYSTEM, PRESETS, ConductorMode, ConductorVariant, DirectMode, MoAMode, Mode
 
-SYSTEM_HELP = "conductor, conductor-mini, moa, direct:MODEL, adapter:DIR"
+SYSTEM_HELP = "conductor, conductor-mini, moa, self-moa[:MODEL], direct:MODEL, direct:*, adapter:DIR, oracle, random"
+DERIVED = ("oracle", "random")
+SELF_MOA = "self-moa"
+SELF_MOA_SAMPLES = 3
 
 
 class SystemError(ValueError):
@@ -27,13 +37,17 @@ class SystemError(ValueError):
 @dataclass(frozen=True)
 class System:
     name: str
-    mode: Mode
+    mode: Mode | None  # None: a derived system (oracle, random), computed from the direct runs
     # RunOptions the system's runs use over the config's.
     options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def conductor(self) -> bool:
         return isinstance(self.mode, ConductorMode)
+
+    @property
+    def derived(self) -> bool:
+        return self.mode is None
 
 
 def parse_system(spec: str) -> System:
@@ -44,7 +58,14 @@ def parse_system(spec: str) -> System:
         return System(name, ConductorMode(preset=name))
     if name == MOA_SYSTEM:
         return System(name, MoAMode())
+    if name in DERIVED:
+        return System(name, None)
+    if name == SELF_MOA:  # its model is found in the pool: see resolve_systems
+        return System(name, MoAMode(layers=1, samples=True))
     kind, colon, rest = name.partition(":")
+    if colon and kind == SELF_MOA and rest.strip():
+        model = rest.strip()
+        return System(name, MoAMode((model,) * SELF_MOA_SAMPLES, model, layers=1, samples=True))
     if colon and kind == "direct" and rest.strip():
         return System(f"direct:{rest.strip()}", DirectMode(rest.strip()), {})
     if colon and kind == "adapter" and rest.strip():
@@ -80,3 +101,28 @@ def parse_systems(specs: Iterable[str]) -> list[System]:
     if not systems:
         raise SystemError(f"no systems to measure: use --systems with {SYSTEM_HELP}")
     return systems
+
+
+def resolve_systems(systems: Sequence[System], models: Sequence[Any], moa_aggregator: str | None = None) -> list[System]:
+    """Systems that need the pool, made concrete: `direct:*` becomes one `direct:MODEL` per
+    available model, `self-moa` gets its model; `oracle` and `random` need direct systems."""
+    out: list[System] = []
+    for system in systems:
+        if system.name == "direct:*":
+            out += [parse_system(f"direct:{m.id}") for m in models
+                    if not any(s.name == f"direct:{m.id}" for s in systems)]
+        elif system.name == SELF_MOA:
+            hosted = [m for m in models if m.kind != "embedded"] or list(models)
+            if not hosted and not moa_aggregator:
+                raise SystemError("self-moa: the pool has no model")
+            model = moa_aggregator or max(hosted, key=lambda m: (m.price_in + m.price_out, m.id)).id
+            mode = MoAMode((model,) * SELF_MOA_SAMPLES, model, layers=1, samples=True)
+            out.append(System(SELF_MOA, mode))
+        else:
+            out.append(system)
+    direct = [s for s in out if isinstance(s.mode, DirectMode)]
+    for system in out:
+        if system.derived and len(direct) < 2:
+            raise SystemError(f"{system.name} is computed from the direct runs: add two or more direct:MODEL "
+                              "systems, or direct:* for every pool model")
+    return out

@@ -20,14 +20,16 @@ def direct_workflow() -> Workflow:
     return Workflow((Step(0, "Answer the question.", ()),))
 
 
-def moa_workflow(proposers: int, layers: int) -> Workflow:
-    """Proposer layers then an aggregator; model index `proposers` is the aggregator."""
+def moa_workflow(proposers: int, layers: int, samples: bool = False) -> Workflow:
+    """Proposer layers then an aggregator; model index `proposers` is the aggregator. `samples`
+    (Self-MoA): the first layer's subtasks say which sample each one is."""
     steps: list[Step] = []
     previous: tuple[int, ...] = ()
     for layer in range(layers):
         current = []
         for p in range(proposers):
-            subtask = "Answer the question." if layer == 0 else (
+            subtask = (f"Answer the question (sample {p + 1} of {proposers})." if samples else "Answer the question."
+                       ) if layer == 0 else (
                 "Answer the question. Earlier responses are shown: use what is right in them, fix what is wrong.")
             current.append(len(steps))
             steps.append(Step(p, subtask, previous))

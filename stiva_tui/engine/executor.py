@@ -183,12 +183,12 @@ class Engine:
                                        system=f"direct:{model_id}", **kwargs)
 
     async def run_moa(self, question: str, proposers: Sequence[str], aggregator: str, layers: int = 2,
-                      **kwargs: Any) -> RunResult:
+                      samples: bool = False, **kwargs: Any) -> RunResult:
         """Mixture-of-Agents: `layers` layers of proposers (each later layer reads the one before),
-        then one aggregator step that reads the last layer."""
+        then one aggregator step that reads the last layer. `samples`: Self-MoA's numbered samples."""
         models = [*(self.model(m) for m in proposers), self.model(aggregator)]
-        return await self.run_workflow(question, moa_workflow(len(proposers), layers), models, mode="moa",
-                                       system="moa", **kwargs)
+        return await self.run_workflow(question, moa_workflow(len(proposers), layers, samples), models, mode="moa",
+                                       system="self-moa" if samples else "moa", **kwargs)
 
     def stream(self, method: str, *args: Any, **kwargs: Any) -> AsyncIterator[Event]:
         """Iterate a run's events: `async for event in engine.stream("run", question)`."""

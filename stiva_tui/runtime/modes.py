@@ -78,10 +78,13 @@ class MoAMode:
     proposers: tuple[str, ...] = ()
     aggregator: str | None = None
     layers: int | None = None
+    # Self-MoA: the proposers are samples of one model, each told which sample it is (so each
+    # is a draw of its own, even where the provider caches identical prompts).
+    samples: bool = False
 
     @property
     def system(self) -> str:
-        return MOA_SYSTEM
+        return "self-moa" if self.samples else MOA_SYSTEM
 
 
 @dataclass(frozen=True)

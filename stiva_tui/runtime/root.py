@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..conductor.base import Conductor, ConductorError
-from ..config import Config, ConductorConfig, ConfigError, with_conductor_override
+from ..config import SIM_PROVIDER, Config, ConductorConfig, ConfigError, with_conductor_override
 from ..core.words import Source
 from ..engine.executor import Engine, RunOptions
 from ..inference.progress import Progress, report
@@ -60,7 +60,12 @@ class Runtime:
     @classmethod
     async def create(cls, config: Config, *, conductor: str | None = None, with_store: bool = True,
                      discover: bool | None = None, store_path: Any = None) -> "Runtime":
-        """Build the pool (and discover local servers) and open the history; loads no model."""
+        """Build the pool (and discover local servers) and open the history; loads no model. A
+        [sim] config must come with its server started (`stiva_tui.sim.pool.start_sim`, which the
+        command line does): the simulated pool is a server of its own, above the runtime."""
+        if config.sim is not None and not any(p.name == SIM_PROVIDER for p in config.providers):
+            raise StartupError("config: [sim] is set but the simulated pool is not running: start it with "
+                               "stiva_tui.sim.pool.start_sim(config) (the stiva command does)")
         pool = await build_pool(config, discover=discover)
         worker = PoolWorker(HttpWorker(timeout_s=config.workers.timeout_s,
                                        connect_timeout_s=config.workers.connect_timeout_s,
@@ -72,11 +77,14 @@ class Runtime:
 
             store = await asyncio.to_thread(Store.open, store_path)  # file I/O and upgrades off the loop
         runtime = cls(config=config, pool=pool, worker=worker, store=store, conductor_override=conductor)
-        cfg = runtime.conductor_config()  # a bad --conductor override fails here, before any run
+        try:
+            cfg = runtime.conductor_config()  # a bad --conductor override fails here, before any run
+        except StartupError:
+            await runtime.aclose()
+            raise
         errors, runtime.warnings = check_references(config, pool, cfg.backend, cfg.model)
         if errors:
-            if store is not None:
-                store.close()
+            await runtime.aclose()
             raise StartupError(f"config: {errors[0]}")
         return runtime
 
@@ -193,7 +201,14 @@ class Runtime:
         )
         return replace(options, **{k: v for k, v in overrides.items() if v is not None})
 
+    @property
+    def simulated(self) -> bool:
+        """Whether the pool is the simulated one: every figure from it says so."""
+        return self.config.sim is not None
+
     async def aclose(self) -> None:
-        await self.worker.aclose()
-        if self.store is not None:
-            self.store.close()
+        try:
+            await self.worker.aclose()
+        finally:
+            if self.store is not None:
+                self.store.close()

@@ -129,7 +129,8 @@ class Sessions:
             return lambda engine, question, **kw: engine.run_direct(question, mode.model, **kw)
         if isinstance(mode, MoAMode):
             proposers, aggregator, layers = self._moa(mode)
-            return lambda engine, question, **kw: engine.run_moa(question, proposers, aggregator, layers, **kw)
+            return lambda engine, question, **kw: engine.run_moa(question, proposers, aggregator, layers,
+                                                                 samples=mode.samples, **kw)
         if isinstance(mode, WorkflowMode):
             models = [self._model(m) for m in mode.models]
             return lambda engine, question, **kw: engine.run_workflow(question, mode.workflow, models, **kw)
