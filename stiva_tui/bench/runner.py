@@ -18,6 +18,10 @@ items are not asked again; items in flight at a kill, and items that ended in an
   the bench before anything is asked, unless `unsafe_code` was passed (the report says so).
 - `budget_usd` caps this invocation's spend, the judge's included: once reached, the items in
   flight are cancelled (asked again on resume) and the bench is marked stopped, saying why.
+- A history that can no longer be written (a full disk, a read-only file, a damaged page: a
+  `HistoryFault`, met by any write, the runs' own included) stops the bench at once, raising
+  that fault: nothing more is asked that could not be kept. An item graded but not stored stays
+  in `unsaved`, so the report still shows it.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Callable, Sequence
 from ..core.usage import Usage
 from ..pool.types import TextDelta, UsageReport
 from ..runtime.sessions import Ask, AskError
+from ..store.errors import HistoryFault
 from ..store.records import BenchItemRecord
 from .graders import grade_async, judge_prompt, parse_judge_reply
 from .limiter import LimitedWorker
@@ -143,6 +148,9 @@ class BenchRunner:
         self._stop: str | None = None
         self._tasks: set[asyncio.Task] = set()
         self._limited: LimitedWorker | None = None
+        self.unsaved: list[BenchItemRecord] = []  # graded by this invocation, but the history failed
+        # every item record known: found in the history at the start, then each one finished
+        self.known: dict[tuple[str, str], BenchItemRecord] = {}
 
     # --- checks before anything runs --------------------------------------------------------
 
@@ -190,6 +198,7 @@ class BenchRunner:
         skip = store.items_to_skip(self.bench_id)
         ids = {item.id for item in self.items}
         for record in store.bench_items(self.bench_id):
+            self.known[(record.system, record.item_id)] = record
             if record.status == "graded" and record.item_id in ids and record.system in self.progress.systems:
                 self._count(record)
                 self.progress.resumed += 1
@@ -245,7 +254,7 @@ class BenchRunner:
             record = await self._one(system, item)
             if self._stop:  # the budget ran out while this one ran: it is asked again on resume
                 return
-            self.runtime.store.record_bench_item(self.bench_id, record)
+            self._save(record)
             self._count(record)
             self.progress.asked += 1
             self.progress.spent_usd += record.cost_usd + record.judge_cost_usd
@@ -256,6 +265,21 @@ class BenchRunner:
                 for task in others:
                     task.cancel()
             self._emit()
+
+    def _save(self, record: BenchItemRecord) -> None:
+        """Store the item; raise the history's fault (the item kept in `unsaved` when it could not
+        be stored), so that nothing more is asked once the history cannot keep it."""
+        store = self.runtime.store
+        self.known[(record.system, record.item_id)] = record
+        try:
+            store.record_bench_item(self.bench_id, record)
+        except HistoryFault:
+            self.unsaved.append(record)
+            self._count(record)
+            raise
+        if store.fault is not None:  # the run's own writes failed (its steps, its answer)
+            self._count(record)
+            raise store.fault
 
     async def _one(self, system: System, item: SuiteItem) -> BenchItemRecord:
         started = time.monotonic()
