@@ -44,7 +44,7 @@ async def bench(args: argparse.Namespace, config) -> int:
 
     from rich.console import Console
 
-    from .bench.runner import BenchError, BenchRunner
+    from .bench.runner import BenchBusy, BenchError, BenchRunner
     from .bench.suite import SuiteError, load_suite
     from .bench.systems import SystemError, parse_systems
     from .cli_common import EXIT_CANCELLED, EXIT_FAILED, EXIT_TERMINATED, EXIT_USAGE, fail, stop_on_signals
@@ -90,7 +90,7 @@ async def bench(args: argparse.Namespace, config) -> int:
         status, reason = outcome.status, outcome.stop_reason
     except BenchError as exc:
         await _close(runtime, held_back)
-        return fail(str(exc), EXIT_USAGE)
+        return fail(str(exc), EXIT_FAILED if isinstance(exc, BenchBusy) else EXIT_USAGE)
     except (ConductorError, StartupError) as exc:
         await _close(runtime, held_back)
         return fail(str(exc), EXIT_FAILED)
@@ -226,7 +226,13 @@ def print_table(report: dict) -> None:
         table.add_row(row["system"], str(row["n"]), accuracy, f"{lo:.2f}–{hi:.2f}", str(row["errors"]),
                       f"{row['tokens_per_question']:,.0f}", f"${row['cost_per_question']:.5f}",
                       f"{row['latency_p50_s']:.1f}", f"{row['latency_p95_s']:.1f}")
-    Console(soft_wrap=True).print(table)
+    console = Console(soft_wrap=True)
+    console.print(table)
+    # latency counts from each item's first call; the time items queued behind others, apart
+    queued = [f"{row['system']} {row['queue_wait_p50_s']:.1f}/{row['queue_wait_p95_s']:.1f}"
+              for row in report["systems"] if row.get("queue_wait_p95_s")]
+    if queued:
+        console.print("queued before the first call, p50/p95 s: " + " · ".join(queued), highlight=False)
 
 
 def listing(config=None) -> str:

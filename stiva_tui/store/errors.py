@@ -36,3 +36,12 @@ class CorruptError(HistoryFault):
     """A page inside the history database is damaged (SQLite: "database disk image is malformed")."""
 
     summary = "the history database is damaged"
+
+
+class BenchBusyError(StoreError):
+    """The bench is being run by another live process (`pid`): a second one would ask, and pay
+    for, every item again."""
+
+    def __init__(self, message: str, pid: int | None = None):
+        super().__init__(message)
+        self.pid = pid

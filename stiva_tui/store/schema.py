@@ -304,7 +304,18 @@ ALTER TABLE bench_runs ADD COLUMN owner TEXT;
 CREATE INDEX bench_runs_running ON bench_runs (owner) WHERE status = 'running';
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
+# --- V5: one process per bench, and the time an item queued -------------------------------------
+# `bench_runs.pid`: the process running the bench, so that a second `stiva bench` on the same
+# bench refuses, naming it (whether it is alive is the owner's lock, owners.py; the pid is what the
+# user can act on). `bench_items.queue_wait_s`: how long the item waited for a free slot of the
+# bench's concurrency limiter before its first call (its `latency_s` counts from that call on).
+
+_V5 = """
+ALTER TABLE bench_runs ADD COLUMN pid INTEGER;
+ALTER TABLE bench_items ADD COLUMN queue_wait_s REAL NOT NULL DEFAULT 0;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]
 """MIGRATIONS[i] takes a database from user_version i to i + 1. Append, never edit."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
