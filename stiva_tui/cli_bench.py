@@ -76,7 +76,7 @@ async def bench(args: argparse.Namespace, config) -> int:
                          unsafe_code=args.unsafe_code)
     code = 0
     fault: Exception | None = None  # the history failed under the bench: said once, at the end
-    held_back = hold_back_history_faults()
+    held_back = HistoryFaultsHeldBack()
     try:
         runner.check()
         if runner.sandbox.unsafe and runner.sandbox_line:
@@ -129,7 +129,7 @@ async def _close(runtime, held_back) -> None:
         held_back.close()
 
 
-class hold_back_history_faults:
+class HistoryFaultsHeldBack:
     """While a bench runs, the log lines of a history fault (each failed write of each run says
     it) are held back: the bench stops at the first one and says it in one line at the end."""
 

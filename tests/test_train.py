@@ -169,17 +169,11 @@ def test_repeated_plans_are_not_run_again_and_resume_continues(tiny_model, fake,
     assert len(fake.requests) == len(cached_again)  # a plan seen before the resume cost nothing
 
 
-def test_a_training_killed_and_resumed_logs_each_step_once_and_keeps_its_spend(tiny_model, fake, tmp_path,
-                                                                               stiva_home):
-    import signal
-    import time
-
-    # every run costs $0.002; each reply takes 0.3 s, so a step lasts long enough to be caught
-    fake.default("a", Reply("It is 42.", usage=(1000, 1000), latency_s=0.3))
-    fake.default("b", Reply("It is 41.", usage=(1000, 1000), latency_s=0.3))
+def command_files(tmp_path, fake, *, items: int = 2, price_b: float = 2.0):
+    """(suite, config) files for the real `stiva train`: `items` questions, models a and b on `fake`."""
     suite = tmp_path / "s.jsonl"
     suite.write_text("\n".join(json.dumps({"id": f"q{i}", "question": f"What is {i} + 42 - {i}?", "answer": "42",
-                                           "grader": "numeric"}) for i in range(3)) + "\n")
+                                           "grader": "numeric"}) for i in range(items)) + "\n")
     config = tmp_path / "c.toml"
     config.write_text(f"""catalog = false
 embedded_worker = false
@@ -189,8 +183,6 @@ max_reasoning_tokens = 0
 max_subtask_chars = 20
 [discovery]
 enabled = false
-[workers]
-retries = 0
 [[providers]]
 name = "lab"
 base_url = "{fake.base_url}"
@@ -204,9 +196,21 @@ price_out = 1.0
 id = "b"
 provider = "lab"
 model = "b"
-price_in = 1.0
-price_out = 1.0
+price_in = {price_b}
+price_out = {price_b}
 """)
+    return suite, config
+
+
+def test_a_training_killed_and_resumed_logs_each_step_once_and_keeps_its_spend(tiny_model, fake, tmp_path,
+                                                                               stiva_home):
+    import signal
+    import time
+
+    # every run costs $0.002; each reply takes 0.3 s, so a step lasts long enough to be caught
+    fake.default("a", Reply("It is 42.", usage=(1000, 1000), latency_s=0.3))
+    fake.default("b", Reply("It is 41.", usage=(1000, 1000), latency_s=0.3))
+    suite, config = command_files(tmp_path, fake, items=3, price_b=1.0)
     out = tmp_path / "adapter"
     log = out / "train_log.jsonl"
     command = [STIVA, "train", str(suite), "--base", str(tiny_model), "--out", str(out), "--steps", "4",
@@ -273,34 +277,7 @@ def test_an_adapter_trained_on_another_base_is_refused(tiny_model, fake, tmp_pat
 def test_train_command_json_summary(tiny_model, fake, tmp_path, stiva_home):
     fake.default("a", Reply("It is 42.", usage=(10, 2)))
     fake.default("b", Reply("It is 41.", usage=(10, 2)))
-    suite = tmp_path / "s.jsonl"
-    suite.write_text("\n".join(json.dumps({"id": f"q{i}", "question": f"What is {i} + 42 - {i}?", "answer": "42",
-                                           "grader": "numeric"}) for i in range(2)) + "\n")
-    config = tmp_path / "c.toml"
-    config.write_text(f"""catalog = false
-embedded_worker = false
-[conductor]
-max_steps = 1
-max_reasoning_tokens = 0
-max_subtask_chars = 20
-[discovery]
-enabled = false
-[[providers]]
-name = "lab"
-base_url = "{fake.base_url}"
-[[models]]
-id = "a"
-provider = "lab"
-model = "a"
-price_in = 1.0
-price_out = 1.0
-[[models]]
-id = "b"
-provider = "lab"
-model = "b"
-price_in = 2.0
-price_out = 2.0
-""")
+    suite, config = command_files(tmp_path, fake)
     out = tmp_path / "adapter"
     env = {**os.environ, "STIVA_HOME": str(stiva_home)}
     result = subprocess.run([STIVA, "train", str(suite), "--base", str(tiny_model), "--out", str(out), "--steps", "2",

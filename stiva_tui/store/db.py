@@ -114,29 +114,26 @@ class Store(Traces, Conversations, CompareSessions, Benches):
         uri = path.resolve().as_uri()
         last: BaseException = fault
         for query in ("mode=ro", "mode=ro&immutable=1"):
-            conn = None
             try:
                 conn = sqlite3.connect(f"{uri}?{query}", uri=True, timeout=10.0, check_same_thread=False,
                                        isolation_level=None)
+            except sqlite3.Error as exc:
+                last = exc
+                continue
+            try:
                 version = schema.check_file(conn, path)
-                if version != schema.SCHEMA_VERSION:
-                    conn.close()
-                    raise type(fault)(f"{fault} (and it needs an upgrade to schema version {schema.SCHEMA_VERSION}, "
-                                      "which cannot be written either)")
                 conn.execute("PRAGMA query_only = ON")
-                conn.create_function("stiva_fold", 1, _fold, deterministic=True)
-            except StoreError as exc:
-                if conn is not None:
-                    conn.close()
-                if isinstance(exc, CorruptError) or "needs an upgrade" in str(exc):
+            except (sqlite3.Error, StoreError) as exc:
+                conn.close()
+                if isinstance(exc, CorruptError):
                     raise
                 last = exc
                 continue
-            except sqlite3.Error as exc:
-                if conn is not None:
-                    conn.close()
-                last = exc
-                continue
+            if version != schema.SCHEMA_VERSION:
+                conn.close()
+                raise type(fault)(f"{fault} (and it needs an upgrade to schema version {schema.SCHEMA_VERSION}, "
+                                  "which cannot be written either)")
+            conn.create_function("stiva_fold", 1, _fold, deterministic=True)
             return cls(conn, path, read_only=fault)
         raise fault from last
 
