@@ -385,26 +385,34 @@ async def models(args: argparse.Namespace, config) -> int:
 
 def history(args: argparse.Namespace) -> int:
     """The stored runs, newest first (`show ID`: one run's trace)."""
-    from .store import NotFoundError, Store, StoreError
+    from .store import HistoryFault, NotFoundError, Store, StoreError
 
     try:
-        store = Store.open()  # opening also marks the runs of killed processes interrupted
+        # Opening also marks the runs of killed processes interrupted. Only reading, it also
+        # works where the history cannot be written (a full disk, a read-only folder).
+        store = Store.open(reads_only=True)
     except StoreError as exc:
-        return fail(str(exc), EXIT_USAGE)
+        return fail(str(exc), EXIT_FAILED if isinstance(exc, HistoryFault) else EXIT_USAGE)
     with store:
-        if args.history_command == "show":
-            try:
-                trace = store.get_trace(args.run_id)
-            except NotFoundError:
-                return fail(f"no run {args.run_id} in the history (stiva history lists them)", EXIT_USAGE)
-            if args.json or args.show_json:
-                print(trace.model_dump_json(indent=2))
-            else:
-                _print_run(trace)
-            return 0
-        if args.limit < 1:
-            return fail("--limit must be at least 1", EXIT_USAGE)
-        runs = store.list_runs(limit=args.limit)
+        if store.fault is not None:
+            print(f"stiva: note: {store.fault.summary}: only reading it (nothing is swept or recorded)",
+                  file=sys.stderr)
+        try:
+            if args.history_command == "show":
+                try:
+                    trace = store.get_trace(args.run_id)
+                except NotFoundError:
+                    return fail(f"no run {args.run_id} in the history (stiva history lists them)", EXIT_USAGE)
+                if args.json or args.show_json:
+                    print(trace.model_dump_json(indent=2))
+                else:
+                    _print_run(trace)
+                return 0
+            if args.limit < 1:
+                return fail("--limit must be at least 1", EXIT_USAGE)
+            runs = store.list_runs(limit=args.limit)
+        except StoreError as exc:  # a damaged page met while reading
+            return fail(str(exc), EXIT_FAILED)
     if args.json:
         print(json.dumps([{"id": r.run_id, "started_at": r.created_at, "source": r.source, "question": r.question,
                            "status": r.status, "prompt_tokens": r.prompt_tokens,

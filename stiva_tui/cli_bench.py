@@ -46,13 +46,13 @@ async def bench(args: argparse.Namespace, config) -> int:
 
     from rich.console import Console
 
-    from .bench.runner import BenchError, BenchRunner
+    from .bench.runner import BenchBusy, BenchError, BenchRunner
     from .bench.suite import SuiteError, load_suite, split_of
     from .bench.systems import SystemError, parse_systems
     from .cli_common import EXIT_CANCELLED, EXIT_FAILED, EXIT_TERMINATED, EXIT_USAGE, fail, stop_on_signals
     from .conductor.base import ConductorError
     from .runtime import Runtime, StartupError
-    from .store import StoreError
+    from .store import HistoryFault, StoreError
 
     if args.list:
         print(listing(config))
@@ -71,11 +71,13 @@ async def bench(args: argparse.Namespace, config) -> int:
     stopped_by = stop_on_signals()
     try:
         runtime = await Runtime.create(config, conductor=args.conductor)
-    except (StoreError, StartupError) as exc:
-        return fail(str(exc), EXIT_USAGE)
+    except (StoreError, StartupError) as exc:  # a full disk, a read-only or damaged history: one line
+        return fail(str(exc), EXIT_FAILED if isinstance(exc, HistoryFault) else EXIT_USAGE)
     console = Console(stderr=True)
     view = ProgressView(console) if console.is_terminal else None
     code = 0
+    fault: Exception | None = None  # the history failed under the bench: said once, at the end
+    held_back = HistoryFaultsHeldBack()
     try:
         runner = BenchRunner(runtime, suite, systems, concurrency=args.concurrency, budget_usd=args.budget_usd,
                              limit=args.limit, fresh=args.fresh, on_progress=view.update if view else None,
@@ -91,39 +93,83 @@ async def bench(args: argparse.Namespace, config) -> int:
             outcome = await runner.run()
         status, reason = outcome.status, outcome.stop_reason
     except BenchError as exc:
-        await runtime.aclose()
-        return fail(str(exc), EXIT_USAGE)
+        await _close(runtime, held_back)
+        return fail(str(exc), EXIT_FAILED if isinstance(exc, BenchBusy) else EXIT_USAGE)
     except (ConductorError, StartupError) as exc:
-        await runtime.aclose()
+        await _close(runtime, held_back)
         return fail(str(exc), EXIT_FAILED)
     except asyncio.CancelledError:
         code = stopped_by[0] if stopped_by else EXIT_CANCELLED
         status, reason = "stopped", "terminated" if code == EXIT_TERMINATED else "cancelled"
+    except StoreError as exc:  # the history failed: a full disk, a read-only file, a damaged page
+        fault, code = exc, EXIT_FAILED
+        status, reason = "stopped", f"history: {exc}"
+    out = None
     try:
         report, out = write_reports(runtime, runner, status, reason, args.out)
+    except (StoreError, OSError) as exc:  # what is known is still printed; the files could not be
+        report = build_bench_report(runner, list(runner.known.values()), status, reason)
+        fault, code = fault or exc, EXIT_FAILED
     finally:
-        await runtime.aclose()
+        await _close(runtime, held_back)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print_table(report)
-    console.print(f"[dim]bench {report['bench_id']} · report in {out}[/]", highlight=False, soft_wrap=True)
+    if out is not None:
+        console.print(f"[dim]bench {report['bench_id']} · report in {out}[/]", highlight=False, soft_wrap=True)
+    if fault is not None:
+        message = str(fault) if isinstance(fault, StoreError) else f"cannot write the report: {fault}"
+        return fail(message, code)
     if status != "finished":
         console.print(f"[yellow]stopped:[/] {reason} — run the same command again to continue", highlight=False)
     return code
 
 
+async def _close(runtime, held_back) -> None:
+    try:
+        await runtime.aclose()
+    finally:
+        held_back.close()
+
+
+class HistoryFaultsHeldBack:
+    """While a bench runs, the log lines of a history fault (each failed write of each run says
+    it) are held back: the bench stops at the first one and says it in one line at the end."""
+
+    def __init__(self):
+        import logging
+
+        self.handlers = [logging.lastResort, *logging.getLogger().handlers]
+        for handler in self.handlers:
+            if handler is not None:
+                handler.addFilter(self.keep)
+
+    @staticmethod
+    def keep(record) -> bool:
+        from .store import HistoryFault
+
+        values = list(record.args) if isinstance(record.args, tuple) else [record.args]
+        if record.exc_info:
+            values.append(record.exc_info[1])
+        return not any(isinstance(value, HistoryFault) for value in values)
+
+    def close(self) -> None:
+        for handler in self.handlers:
+            if handler is not None:
+                handler.removeFilter(self.keep)
+
+
 def write_reports(runtime, runner, status: str, reason: str | None, out: str | None):
     """report.json, report.md and frontier.png for what the store holds of this bench."""
     from . import paths
-    from .bench.report import build_report, plan_mix, report_markdown, write_frontier_png
+    from .bench.report import plan_mix, report_markdown, write_frontier_png
 
     store = runtime.store
     records = store.bench_items(runner.bench_id)
-    report = build_report(runner.suite.name, runner.bench_id, [s.name for s in runner.systems],
-                          [item.id for item in runner.items], records, status=status, stop_reason=reason)
-    report["sandbox"] = runner.sandbox_line
-    report["pool"] = runtime_pool_label(runtime)
+    stored = {(record.system, record.item_id) for record in records}
+    records += [record for record in runner.unsaved if (record.system, record.item_id) not in stored]
+    report = build_bench_report(runner, records, status, reason)
     folder = Path(out).expanduser() if out else paths.data_dir() / "bench" / runner.bench_id
     folder.mkdir(parents=True, exist_ok=True)
     mixes = {}
@@ -146,6 +192,16 @@ def write_reports(runtime, runner, status: str, reason: str | None, out: str | N
         if write_frontier_png(report, drawn):
             os.replace(drawn, folder / "frontier.png")
     return report, folder
+
+
+def build_bench_report(runner, records, status: str, reason: str | None) -> dict:
+    from .bench.report import build_report
+
+    report = build_report(runner.suite.name, runner.bench_id, [s.name for s in runner.systems],
+                          [item.id for item in runner.items], records, status=status, stop_reason=reason)
+    report["sandbox"] = runner.sandbox_line
+    report["pool"] = runtime_pool_label(runner.runtime)
+    return report
 
 
 def runtime_pool_label(runtime) -> str | None:
@@ -190,6 +246,11 @@ def print_table(report: dict) -> None:
     # piped to a file, nothing is cut to a terminal's 80 columns
     console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 240)
     console.print(table)
+    # latency counts from each item's first call; the time items queued behind others, apart
+    queued = [f"{row['system']} {row['queue_wait_p50_s']:.1f}/{row['queue_wait_p95_s']:.1f}"
+              for row in report["systems"] if row.get("queue_wait_p95_s")]
+    if queued:
+        console.print("queued before the first call, p50/p95 s: " + " · ".join(queued), highlight=False)
     summary = report.get("frontier") or {}
     if summary.get("aiq") is not None:
         single = summary.get("aiq_single_models")

@@ -152,6 +152,40 @@ async def test_a_429_slows_the_provider_down_and_fails_no_item(fake, tmp_path, s
     assert runner._limited.window("lab").window < 4  # the window shrank
 
 
+async def test_latency_counts_from_the_first_call_and_the_queue_wait_is_reported_apart(fake, tmp_path, stiva_home,
+                                                                                      capsys):
+    from stiva_tui.bench.report import percentile
+    from stiva_tui.cli_bench import print_table
+
+    # two 429s halve the provider's window twice, to 1, while 4 items are in flight: from then on
+    # each item waits for its slot about three calls' time before its one call (0.3 s) starts
+    fake.script("right", Reply(status=429, retry_after="0.05"), Reply(status=429, retry_after="0.05"))
+    script_pool(fake, latency_s=0.3)
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    runtime, runner = await _runner(config, write_suite(tmp_path / "s.jsonl", 8), "direct:right", concurrency=4)
+    try:
+        outcome = await runner.run()
+    finally:
+        await runtime.aclose()
+    assert runner._limited.window("lab").window == 1
+    records = outcome.records
+    assert len(records) == 8 and all(r.correct for r in records)
+    latencies = [r.latency_s for r in records]
+    waits = [r.queue_wait_s for r in records]
+    # p50 is one call's time, not inflated by the wait (counted in, it made p50 3-4 times that)
+    assert 0.3 <= percentile(latencies, 50) < 0.6, (latencies, waits)
+    assert percentile([a + b for a, b in zip(latencies, waits)], 50) > 0.8  # what p50 was before
+    assert sum(w >= 0.5 for w in waits) >= 4, (latencies, waits)
+    # the wait is stored, and reported apart in report.json and the printed table
+    report = build_report("s", runner.bench_id, ["direct:right"], [f"add-{i}" for i in range(1, 9)], records)
+    row = report["systems"][0]
+    assert row["queue_wait_p95_s"] >= 0.5 and row["latency_p50_s"] < 0.6
+    assert sorted(item["queue_wait_s"] for item in report["items"]) == sorted(waits)
+    print_table(report)
+    printed = capsys.readouterr().out
+    assert f"queued before the first call, p50/p95 s: direct:right {row['queue_wait_p50_s']:.1f}/" in printed
+
+
 async def test_a_failing_item_is_an_error_not_a_wrong_answer_and_direct_never_falls_back(fake, tmp_path, stiva_home):
     fake.default("right", lambda r: Reply(status=400, error_message="no such thing")
                  if "2 + 4" in r.user_text else Reply(f"The sum is {_sum(r)}.", usage=(10, 2)))
@@ -227,9 +261,9 @@ def stiva(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedP
 
 
 ITEM_KEYS = {"id", "system", "run_id", "status", "correct", "answer", "extracted", "error", "prompt_tokens",
-             "completion_tokens", "cost_usd", "latency_s"}
+             "completion_tokens", "cost_usd", "latency_s", "queue_wait_s"}
 SYSTEM_KEYS = {"system", "n", "correct", "errors", "accuracy", "ci95", "tokens_per_question", "cost_per_question",
-               "judge_cost_usd", "latency_p50_s", "latency_p95_s"}
+               "judge_cost_usd", "latency_p50_s", "latency_p95_s", "queue_wait_p50_s", "queue_wait_p95_s"}
 
 
 def test_json_report_shape_and_report_files(fake, tmp_path, stiva_home):
@@ -299,6 +333,39 @@ def test_a_killed_bench_resumes_and_asks_nothing_twice(fake, tmp_path, stiva_hom
         i = int(item_id.split("-")[1])
         assert asked[f"What is {i} + {i * 2}?"] == 1, (item_id, asked)
     assert len(asked) == 12
+
+
+def test_a_second_bench_on_the_same_bench_refuses_with_the_first_ones_pid_and_nothing_is_asked_twice(
+        fake, tmp_path, stiva_home):
+    script_pool(fake, latency_s=0.5)
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    suite = write_suite(tmp_path / "s.jsonl", 12)
+    command = [STIVA, "bench", str(suite), "--systems", "direct:right", "--config", str(config), "--json",
+               "--concurrency", "1"]
+    env = {**os.environ, "STIVA_HOME": str(stiva_home)}
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    database = stiva_home / "data" / "stiva.db"
+    deadline = time.monotonic() + 60
+    running = False
+    while time.monotonic() < deadline and not running:  # the first one has claimed the bench
+        time.sleep(0.1)
+        try:
+            with sqlite3.connect(database) as conn:
+                running = conn.execute("SELECT 1 FROM bench_runs WHERE status = 'running'").fetchone() is not None
+        except sqlite3.Error:
+            continue
+    assert running
+    second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    still_running = first.poll() is None
+    out, err = first.communicate(timeout=120)
+    assert still_running, "the first bench ended before the second one started: make its items slower"
+    assert second.returncode == 1, second.stderr
+    assert len(second.stderr.strip().splitlines()) == 1, second.stderr
+    assert f"already running in process {first.pid}" in second.stderr and "Traceback" not in second.stderr
+    assert second.stdout == ""  # no report of a bench it did not run
+    assert first.returncode == 0, err
+    assert json.loads(out)["systems"][0]["correct"] == 12
+    assert len(fake.requests_for("right")) == 12  # every item asked, and paid for, once
 
 
 def test_a_budget_stops_cleanly_with_a_partial_report_and_the_next_run_continues(fake, tmp_path, stiva_home):

@@ -468,6 +468,64 @@ def test_loader_errors(tmp_path, monkeypatch):
         load_suite("math500:HuggingFaceH4/MATH-500")
 
 
+def _hostile_files(tmp_path: Path) -> dict[str, Path]:
+    """Small files (under 1 MB each) that broke the loaders with tracebacks."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = {}
+    deep = "[" * 100_000 + "]" * 100_000
+    files["nested.json"] = tmp_path / "nested.json"
+    files["nested.json"].write_text(deep)
+    files["nested.jsonl"] = tmp_path / "nested.jsonl"
+    files["nested.jsonl"].write_text(json.dumps({"problem": "1+1?", "answer": 2}) + "\n" +
+                                     '{"problem": "deep", "answer": ' + deep + "}\n")
+    files["livecodebench nested"] = tmp_path / "lcb.jsonl"
+    files["livecodebench nested"].write_text(json.dumps({
+        "question_id": "q1", "question_content": "Add.", "public_test_cases": deep}) + "\n")
+    files["long.csv"] = tmp_path / "long.csv"
+    files["long.csv"].write_text("problem,answer\nWhat is 1+1?,2\n\"" + "x" * 300_000 + "\",3\n")
+    table = pa.table({"problem": [f"What is {i} + {i}?" for i in range(3000)],
+                      "answer": [str(2 * i) for i in range(3000)]})
+    pq.write_table(table, tmp_path / "good.parquet")
+    damaged = bytearray((tmp_path / "good.parquet").read_bytes())
+    for offset in range(200, len(damaged) - 200, 997):  # scratches over the data pages
+        damaged[offset:offset + 16] = b"\xa5" * 16
+    files["damaged.parquet"] = tmp_path / "damaged.parquet"
+    files["damaged.parquet"].write_bytes(bytes(damaged))
+    files["cut.parquet"] = tmp_path / "cut.parquet"
+    files["cut.parquet"].write_bytes(bytes(damaged[: len(damaged) // 2]))
+    return files
+
+
+def test_hostile_suite_files_are_one_line_errors_in_bounded_memory(tmp_path):
+    import os
+
+    files = _hostile_files(tmp_path)
+    assert all(path.stat().st_size < 1_000_000 for path in files.values())
+    expected = {"nested.json": "nested too deeply", "nested.jsonl": ":2: JSON nested too deeply",
+                "livecodebench nested": "nested too deeply", "long.csv": ":3: not a usable CSV file: a field longer",
+                "damaged.parquet": "not a readable Parquet file", "cut.parquet": "not a readable Parquet file"}
+    stiva = str(Path(sys.executable).parent / "stiva")
+    env = {**os.environ, "STIVA_HOME": str(tmp_path / "home")}
+    for name, path in files.items():
+        fmt = "livecodebench" if name.startswith("livecodebench") else "aime"
+        # the real command, measured on its own: wait4 gives this child's peak memory
+        process = subprocess.Popen([stiva, "bench", f"{fmt}:{path}", "--systems", "direct:x"], env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        stderr = process.stderr.read()
+        lines = stderr.strip().splitlines()
+        assert process.returncode == 2 and len(lines) == 1 and "Traceback" not in stderr, (name, stderr[-2000:])
+        assert expected[name] in lines[0], (name, lines[0])
+        assert usage.ru_maxrss < 600 * 1024, (name, usage.ru_maxrss)  # KiB: far below what a blow-up takes
+    # the good Parquet file still loads, and a JSONL suite of our own format says the same
+    assert len(load_suite(f"aime:{tmp_path / 'good.parquet'}").items) == 3000
+    with pytest.raises(SuiteError, match=r"mine.jsonl:1: JSON nested too deeply"):
+        load_suite(str(write(tmp_path, '{"id": ' + "[" * 5000 + "]" * 5000 + "}")))
+
+
 def test_hub_targets_pass_config_and_split_to_datasets(monkeypatch):
     calls = []
 

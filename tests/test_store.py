@@ -158,9 +158,9 @@ def rounds_of(trace: Trace) -> list[dict]:
 def test_open_creates_parents_sets_schema_version_and_wal(db_path: Path):
     assert not db_path.parent.exists()
     with Store.open(db_path) as s:
-        assert s.schema_version == schema.SCHEMA_VERSION == 4
+        assert s.schema_version == schema.SCHEMA_VERSION == 5
     conn = sqlite3.connect(db_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
     assert conn.execute("PRAGMA application_id").fetchone()[0] == schema.APPLICATION_ID
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -407,7 +407,7 @@ def test_v1_database_upgrades_to_v2_keeping_every_row(tmp_path: Path):
     assert before == {"conversations": 2, "messages": 2, "runs": 7, "rounds": 3, "steps": 5,
                       "compare_sessions": 1, "compare_entries": 2, "votes": 1}
     with Store.open(path) as s:
-        assert s.schema_version == 4  # through V2's rebuild, V3's bench tables, V4's bench owner
+        assert s.schema_version == 5  # V2's rebuild, V3's bench tables, V4's bench owner, V5's pid and queue wait
         ok = s.get_trace("r-ok")
         assert (ok.status, ok.failure, ok.answer, ok.source) == ("finished", None, "4", "tui")
         assert ok.conductor.backend == "local" and ok.conductor.adapter is None

@@ -169,6 +169,81 @@ def test_repeated_plans_are_not_run_again_and_resume_continues(tiny_model, fake,
     assert len(fake.requests) == len(cached_again)  # a plan seen before the resume cost nothing
 
 
+def command_files(tmp_path, fake, *, items: int = 2, price_b: float = 2.0):
+    """(suite, config) files for the real `stiva train`: `items` questions, models a and b on `fake`."""
+    suite = tmp_path / "s.jsonl"
+    suite.write_text("\n".join(json.dumps({"id": f"q{i}", "question": f"What is {i} + 42 - {i}?", "answer": "42",
+                                           "grader": "numeric"}) for i in range(items)) + "\n")
+    config = tmp_path / "c.toml"
+    config.write_text(f"""catalog = false
+embedded_worker = false
+[conductor]
+max_steps = 1
+max_reasoning_tokens = 0
+max_subtask_chars = 20
+[discovery]
+enabled = false
+[[providers]]
+name = "lab"
+base_url = "{fake.base_url}"
+[[models]]
+id = "a"
+provider = "lab"
+model = "a"
+price_in = 1.0
+price_out = 1.0
+[[models]]
+id = "b"
+provider = "lab"
+model = "b"
+price_in = {price_b}
+price_out = {price_b}
+""")
+    return suite, config
+
+
+def test_a_training_killed_and_resumed_logs_each_step_once_and_keeps_its_spend(tiny_model, fake, tmp_path,
+                                                                               stiva_home):
+    import signal
+    import time
+
+    # every run costs $0.002; each reply takes 0.3 s, so a step lasts long enough to be caught
+    fake.default("a", Reply("It is 42.", usage=(1000, 1000), latency_s=0.3))
+    fake.default("b", Reply("It is 41.", usage=(1000, 1000), latency_s=0.3))
+    suite, config = command_files(tmp_path, fake, items=3, price_b=1.0)
+    out = tmp_path / "adapter"
+    log = out / "train_log.jsonl"
+    command = [STIVA, "train", str(suite), "--base", str(tiny_model), "--out", str(out), "--steps", "4",
+               "--group", "2", "--batch", "1", "--save-every", "2", "--config", str(config), "--json"]
+    env = {**os.environ, "STIVA_HOME": str(stiva_home)}
+
+    def steps() -> list[int]:
+        return [json.loads(line)["step"] for line in log.read_text().splitlines()] if log.exists() else []
+
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and len(steps()) < 3 and process.poll() is None:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)  # after step 3, whose checkpoint (every 2 steps) never comes
+    process.communicate(timeout=30)
+    assert steps() == [1, 2, 3], steps()
+    assert (out / "checkpoints" / "checkpoint-2").is_dir() and not (out / "checkpoints" / "checkpoint-4").exists()
+    spent = sum(json.loads(line)["cost_usd"] for line in log.read_text().splitlines())
+    assert spent > 0
+    asked = len(fake.requests)
+    # the spend is carried: a budget the killed run already used up refuses at once, asking nothing
+    refused = subprocess.run([*command, "--resume", "--budget-usd", f"{spent / 2:.6f}"], capture_output=True,
+                             text=True, env=env, timeout=240)
+    assert refused.returncode == 2 and "already spent" in refused.stderr, refused.stderr[-2000:]
+    assert len(refused.stderr.strip().splitlines()) == 1 and len(fake.requests) == asked
+    # resumed from checkpoint 2: step 3 is done again, and logged once
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, env=env, timeout=240)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert steps() == [1, 2, 3, 4]
+    summary = json.loads(resumed.stdout)
+    assert summary["steps"] == 4 and summary["cost_usd"] >= spent  # what the killed run paid is counted
+
+
 def test_the_budget_stops_training_cleanly_and_keeps_the_adapter(tiny_model, fake, tmp_path, stiva_home):
     from stiva_tui.train.trainer import train
 
@@ -202,34 +277,7 @@ def test_an_adapter_trained_on_another_base_is_refused(tiny_model, fake, tmp_pat
 def test_train_command_json_summary(tiny_model, fake, tmp_path, stiva_home):
     fake.default("a", Reply("It is 42.", usage=(10, 2)))
     fake.default("b", Reply("It is 41.", usage=(10, 2)))
-    suite = tmp_path / "s.jsonl"
-    suite.write_text("\n".join(json.dumps({"id": f"q{i}", "question": f"What is {i} + 42 - {i}?", "answer": "42",
-                                           "grader": "numeric"}) for i in range(2)) + "\n")
-    config = tmp_path / "c.toml"
-    config.write_text(f"""catalog = false
-embedded_worker = false
-[conductor]
-max_steps = 1
-max_reasoning_tokens = 0
-max_subtask_chars = 20
-[discovery]
-enabled = false
-[[providers]]
-name = "lab"
-base_url = "{fake.base_url}"
-[[models]]
-id = "a"
-provider = "lab"
-model = "a"
-price_in = 1.0
-price_out = 1.0
-[[models]]
-id = "b"
-provider = "lab"
-model = "b"
-price_in = 2.0
-price_out = 2.0
-""")
+    suite, config = command_files(tmp_path, fake)
     out = tmp_path / "adapter"
     env = {**os.environ, "STIVA_HOME": str(stiva_home)}
     result = subprocess.run([STIVA, "train", str(suite), "--base", str(tiny_model), "--out", str(out), "--steps", "2",

@@ -8,18 +8,69 @@ backoff) and is tried again, up to `max_waits` times; every `grow_after` calls t
 the window by one again (additive increase, multiplicative decrease, as TCP does). Other
 providers are not slowed. A 429 after text had streamed is the engine's to handle (retry, then
 fallback), since the text cannot be unsent.
+
+Queue wait: an item's calls may wait here for a slot, behind the bench's other items (MoA's
+proposers, a window a 429 halved). That wait is not the system's latency. The runner gives each
+item an `ItemClock` (`item_clock(clock)`: a context variable, so every call of the item's run
+sees it); the limiter adds to it the time during which the item had calls waiting for a slot and
+none in flight, which is the time the item was queued. The runner reports it apart and takes it
+off the item's latency, which so counts from the item's first call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Iterable, Sequence
 
 from ..pool.types import ChatEvent, PoolModel, ProviderError, TextDelta
 
 log = logging.getLogger(__name__)
+
+
+class ItemClock:
+    """How long one bench item was queued: the time during which it had calls waiting for a
+    slot and none in flight (one event loop: no lock needed)."""
+
+    def __init__(self):
+        self.queued_s = 0.0
+        self._waiting = 0
+        self._active = 0
+        self._since: float | None = None  # when the item last became blocked on the queue alone
+
+    def waiting(self, delta: int) -> None:
+        self._waiting += delta
+        self._changed()
+
+    def active(self, delta: int) -> None:
+        self._active += delta
+        self._changed()
+
+    def _changed(self) -> None:
+        blocked = self._waiting > 0 and self._active == 0
+        now = time.monotonic()
+        if blocked and self._since is None:
+            self._since = now
+        elif not blocked and self._since is not None:
+            self.queued_s += now - self._since
+            self._since = None
+
+
+_ITEM_CLOCK: contextvars.ContextVar[ItemClock | None] = contextvars.ContextVar("stiva_bench_item_clock", default=None)
+
+
+@contextmanager
+def item_clock(clock: ItemClock):
+    """Within the block (and every task started in it), the limiter counts queue waits on `clock`."""
+    token = _ITEM_CLOCK.set(clock)
+    try:
+        yield clock
+    finally:
+        _ITEM_CLOCK.reset(token)
 
 
 @dataclass
@@ -80,9 +131,18 @@ class LimitedWorker:
 
     async def stream_chat(self, model: PoolModel, messages: Sequence[dict], **kwargs: Any) -> AsyncIterator[ChatEvent]:
         window = self.window(model.provider)
+        clock = _ITEM_CLOCK.get()
         waits = 0
         while True:
-            await window.acquire()
+            if clock is not None:
+                clock.waiting(+1)
+            try:
+                await window.acquire()
+            finally:
+                if clock is not None:
+                    clock.waiting(-1)
+            if clock is not None:
+                clock.active(+1)
             streamed = False
             retry_in: float | None = None
             try:
@@ -102,6 +162,8 @@ class LimitedWorker:
                 retry_in = min(exc.retry_after or self.base_wait_s * 2 ** waits, self.max_wait_s)
                 waits += 1
             finally:
+                if clock is not None:
+                    clock.active(-1)
                 await window.release()
             if retry_in is None:
                 window.successes += 1

@@ -21,6 +21,12 @@ Formats:
   unpickled: the pickle's opcodes are only read (`pickletools.genops`, which constructs nothing)
   and accepted when they hold one plain string and nothing else; anything else is skipped, and
   the item's `tests.note` says so, which every grade of it repeats.
+
+Hostile files are one `SuiteError` each, read with bounded memory: JSON nested deeper than the
+parser's recursion limit, a CSV field over the csv module's limit (128 KiB), a JSONL line over
+`MAX_RECORD_CHARS`, a `.json` file over `MAX_FILE_BYTES`, a damaged Parquet file (or one whose
+footer claims more than `MAX_FILE_BYTES` of data, checked before any of it is read), text that
+is not UTF-8.
 """
 
 from __future__ import annotations
@@ -41,6 +47,12 @@ from .suite import Suite, SuiteError, validate_item
 __all__ = ["FORMATS", "FormatInfo", "list_formats", "load_format"]
 
 Record = dict[str, Any]
+
+MAX_RECORD_CHARS = 64 * 1024 * 1024
+"""Characters one JSONL line may hold (a record of a public suite is kilobytes; LiveCodeBench's
+largest private test cases are a few MB)."""
+MAX_FILE_BYTES = 1024 * 1024 * 1024
+"""Bytes a suite read whole may take: a `.json` file, or a Parquet file's data once decompressed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +92,8 @@ def load_format(fmt: str, target: str) -> Suite:
             data = convert(record, number)
         except _MissingColumn as missing:
             raise SuiteError(str(missing), **where) from None
+        except RecursionError:  # a column that holds JSON nested too deeply (LiveCodeBench's cases)
+            raise SuiteError(TOO_DEEP, **where) from None
         item = validate_item(data, **where)
         if item.id in seen:
             raise SuiteError(f"duplicate id {item.id!r} (first in record {seen[item.id]})", **where)
@@ -101,33 +115,60 @@ def _file_records(path: Path, spec: str) -> Iterator[tuple[int, int | None, Reco
     if suffix == ".json":
         return _numbered(_json_records(path, spec))
     if suffix == ".csv":
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            return _numbered(list(csv.DictReader(handle)))
+        return _numbered(_csv_records(path, spec))
     if suffix == ".parquet":
         return _numbered(_parquet_records(path, spec))
     raise SuiteError("unsupported file type: use .jsonl, .json, .csv or .parquet", source=spec)
 
 
 def _jsonl_records(path: Path, spec: str) -> Iterator[tuple[int, int | None, Record]]:
-    number = 0
-    for line, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw)
-        except json.JSONDecodeError as error:
-            raise SuiteError(f"not valid JSON: {error.msg}", source=spec, line=line) from None
-        if not isinstance(record, dict):
-            raise SuiteError("each line must be a JSON object", source=spec, line=line)
-        number += 1
-        yield number, line, record
+    """Line by line, each line read up to `MAX_RECORD_CHARS` (a longer one is refused unread)."""
+    number = line = 0
+    with path.open(encoding="utf-8") as handle:
+        while True:
+            try:
+                raw = handle.readline(MAX_RECORD_CHARS + 1)
+            except UnicodeDecodeError:
+                raise SuiteError("not UTF-8 text", source=spec, line=line + 1) from None
+            if not raw:
+                return
+            line += 1
+            if len(raw) > MAX_RECORD_CHARS:
+                raise SuiteError(f"a line longer than {MAX_RECORD_CHARS // 2 ** 20} MB", source=spec, line=line)
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except json.JSONDecodeError as error:
+                raise SuiteError(f"not valid JSON: {error.msg}", source=spec, line=line) from None
+            except RecursionError:
+                raise SuiteError(TOO_DEEP, source=spec, line=line) from None
+            if not isinstance(record, dict):
+                raise SuiteError("each line must be a JSON object", source=spec, line=line)
+            number += 1
+            yield number, line, record
+
+
+TOO_DEEP = "JSON nested too deeply (more levels than the parser's recursion limit)"
+
+
+def _read_whole(path: Path, spec: str) -> str:
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise SuiteError(f"larger than {MAX_FILE_BYTES // 2 ** 30} GB: give it as JSONL, read line by line",
+                         source=spec)
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SuiteError("not UTF-8 text", source=spec) from None
 
 
 def _json_records(path: Path, spec: str) -> list[Record]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(_read_whole(path, spec))
     except json.JSONDecodeError as error:
         raise SuiteError(f"not valid JSON: {error.msg} (line {error.lineno})", source=spec) from None
+    except RecursionError:
+        raise SuiteError(TOO_DEEP, source=spec) from None
     if isinstance(data, dict):
         lists = [data[key] for key in ("data", "rows", "train", "test", "examples")
                  if isinstance(data.get(key), list)]
@@ -144,7 +185,35 @@ def _parquet_records(path: Path, spec: str) -> list[Record]:
     except ImportError:
         raise SuiteError("reading Parquet needs pyarrow: pip install pyarrow "
                          "(or convert the file to JSONL or CSV)", source=spec) from None
-    return parquet.read_table(path).to_pylist()
+    import pyarrow
+
+    try:
+        handle = parquet.ParquetFile(path)
+        metadata = handle.metadata
+        size = sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
+        if size > MAX_FILE_BYTES:  # told by the footer: nothing of it is read yet
+            raise SuiteError(f"its data take {size / 2 ** 30:.1f} GB once read, more than the "
+                             f"{MAX_FILE_BYTES // 2 ** 30} GB a suite may", source=spec)
+        return handle.read().to_pylist()
+    except (pyarrow.ArrowException, OSError, ValueError, MemoryError) as error:
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise SuiteError(f"not a readable Parquet file ({reason})", source=spec) from None
+
+
+def _csv_records(path: Path, spec: str) -> list[Record]:
+    """Every row; a field over the csv module's limit (128 KiB) is an error, never read whole."""
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.DictReader(handle)
+        try:
+            return list(reader)
+        except csv.Error as error:
+            message = str(error)
+            if "field larger than field limit" in message:
+                message = f"a field longer than {csv.field_size_limit():,} characters"
+            raise SuiteError(f"not a usable CSV file: {message}", source=spec,
+                             line=reader.line_num + 1) from None
+        except UnicodeDecodeError:
+            raise SuiteError("not UTF-8 text", source=spec, line=reader.line_num + 1) from None
 
 
 def _numbered(records: list[Record]) -> Iterator[tuple[int, int | None, Record]]:

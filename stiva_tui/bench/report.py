@@ -5,12 +5,12 @@
     {"suite", "bench_id", "status", "stop_reason", "sandbox" (how code items ran; None without them),
      "pool" ("simulated pool" when the sim: models answered; else None),
      "systems": [{"system", "n", "correct", "errors", "accuracy", "ci95", "tokens_per_question",
-                  "cost_per_question", "judge_cost_usd", "latency_p50_s", "latency_p95_s"}
-                 (+ "expected_accuracy" for random)],
+                  "cost_per_question", "judge_cost_usd", "latency_p50_s", "latency_p95_s",
+                  "queue_wait_p50_s", "queue_wait_p95_s"} (+ "expected_accuracy" for random)],
      "frontier": {"axis", "label", "aiq", "aiq_single_models", "hull", "on_hull"},
      "items": [{"id", "system", "run_id", "status", "correct", "answer", "extracted", "error",
                 "failure" (why it is not right: the grader's detail, or the error), "prompt_tokens",
-                "completion_tokens", "cost_usd", "latency_s"}]}
+                "completion_tokens", "cost_usd", "latency_s", "queue_wait_s"}]}
 
 - `oracle` and `random` rows are computed from the `direct:` rows (see `derived`).
 - `frontier`: the non-decreasing convex hull of accuracy against cost per question (tokens when
@@ -21,6 +21,8 @@
 - `ci95` is the Wilson score interval of that proportion ([0, 1] when n is 0).
 - Tokens and cost per question are means over the n items of everything the system spent on
   them, the conductor's plan included; the judge's cost is reported apart.
+- Latency counts from an item's first call; the time it queued behind other items of the bench
+  before that is `queue_wait_s`, summarised apart.
 
 `report_markdown(...)` adds, for conductor systems, the mix of topologies and each model's share
 of steps (read from the runs' traces). `write_frontier_png(...)` plots accuracy against cost per
@@ -81,6 +83,9 @@ def system_row(system: str, records: Sequence[BenchItemRecord]) -> dict[str, Any
         "judge_cost_usd": sum(r.judge_cost_usd for r in records),
         "latency_p50_s": round(percentile(latencies, 50), 4),
         "latency_p95_s": round(percentile(latencies, 95), 4),
+        # the time items waited behind others in the bench's limiter, before their first call
+        "queue_wait_p50_s": round(percentile([r.queue_wait_s for r in records], 50), 4),
+        "queue_wait_p95_s": round(percentile([r.queue_wait_s for r in records], 95), 4),
     }
 
 
@@ -118,7 +123,7 @@ def build_report(suite: str, bench_id: str, systems: Sequence[str], item_order: 
              "error": r.error if r.status == "error" else None,
              "failure": None if r.status == "graded" and r.correct else (r.error or "wrong answer"),
              "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
-             "cost_usd": r.cost_usd, "latency_s": r.latency_s}
+             "cost_usd": r.cost_usd, "latency_s": r.latency_s, "queue_wait_s": r.queue_wait_s}
             for r in ordered
         ],
     }

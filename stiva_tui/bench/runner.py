@@ -18,6 +18,15 @@ items are not asked again; items in flight at a kill, and items that ended in an
   the bench before anything is asked, unless `unsafe_code` was passed (the report says so).
 - `budget_usd` caps this invocation's spend, the judge's included: once reached, the items in
   flight are cancelled (asked again on resume) and the bench is marked stopped, saying why.
+- One process per bench: a second `stiva bench` on a bench another live process runs refuses
+  before asking anything (`BenchBusy`, naming that process's pid).
+- An item's `latency_s` counts from its first call: the time it waited before, behind other
+  items in the limiter (`LimitedWorker`: MoA's proposers, a window a 429 halved), is its
+  `queue_wait_s`, reported apart.
+- A history that can no longer be written (a full disk, a read-only file, a damaged page: a
+  `HistoryFault`, met by any write, the runs' own included) stops the bench at once, raising
+  that fault: nothing more is asked that could not be kept. An item graded but not stored stays
+  in `unsaved`, so the report still shows it.
 """
 
 from __future__ import annotations
@@ -33,9 +42,10 @@ from typing import Callable, Sequence
 from ..core.usage import Usage
 from ..pool.types import TextDelta, UsageReport
 from ..runtime.sessions import Ask, AskError
+from ..store.errors import BenchBusyError, HistoryFault
 from ..store.records import BenchItemRecord
 from .graders import grade_async, judge_prompt, parse_judge_reply
-from .limiter import LimitedWorker
+from .limiter import ItemClock, LimitedWorker, item_clock
 from .suite import Suite, SuiteItem, question_text
 from .systems import System, SystemError, resolve_systems
 
@@ -44,6 +54,10 @@ log = logging.getLogger(__name__)
 
 class BenchError(Exception):
     """The bench cannot run as asked (no history, an unknown judge, a system that cannot run)."""
+
+
+class BenchBusy(BenchError):
+    """Another live process runs this bench (the message names its pid)."""
 
 
 # Config fields that change nothing about the answers: left out of the bench's key.
@@ -148,6 +162,9 @@ class BenchRunner:
         self._stop: str | None = None
         self._tasks: set[asyncio.Task] = set()
         self._limited: LimitedWorker | None = None
+        self.unsaved: list[BenchItemRecord] = []  # graded by this invocation, but the history failed
+        # every item record known: found in the history at the start, then each one finished
+        self.known: dict[tuple[str, str], BenchItemRecord] = {}
 
     # --- checks before anything runs --------------------------------------------------------
 
@@ -187,14 +204,18 @@ class BenchRunner:
     async def run(self) -> BenchOutcome:
         self.check()
         store = self.runtime.store
-        store.open_bench(self.bench_id, suite=self.suite.name, suite_hash=self.suite.content_hash,
-                         systems=[s.name for s in self.systems], config_hash=self.config_hash,
-                         items=len(self.items),
-                         # --fresh redoes what this invocation will run, and forgets nothing else
-                         fresh=[item.id for item in self.items] if self.fresh else False)
+        try:
+            store.open_bench(self.bench_id, suite=self.suite.name, suite_hash=self.suite.content_hash,
+                             systems=[s.name for s in self.systems], config_hash=self.config_hash,
+                             items=len(self.items),
+                             # --fresh redoes what this invocation will run, and forgets nothing else
+                             fresh=[item.id for item in self.items] if self.fresh else False)
+        except BenchBusyError as exc:
+            raise BenchBusy(str(exc)) from None
         skip = store.items_to_skip(self.bench_id)
         ids = {item.id for item in self.items}
         for record in store.bench_items(self.bench_id):
+            self.known[(record.system, record.item_id)] = record
             if record.status == "graded" and record.item_id in ids and record.system in self.progress.systems:
                 self._count(record)
                 self.progress.resumed += 1
@@ -250,7 +271,7 @@ class BenchRunner:
             record = await self._one(system, item)
             if self._stop:  # the budget ran out while this one ran: it is asked again on resume
                 return
-            self.runtime.store.record_bench_item(self.bench_id, record)
+            self._save(record)
             self._count(record)
             self.progress.asked += 1
             self.progress.spent_usd += record.cost_usd + record.judge_cost_usd
@@ -262,22 +283,42 @@ class BenchRunner:
                     task.cancel()
             self._emit()
 
+    def _save(self, record: BenchItemRecord) -> None:
+        """Store the item; raise the history's fault (the item kept in `unsaved` when it could not
+        be stored), so that nothing more is asked once the history cannot keep it."""
+        store = self.runtime.store
+        self.known[(record.system, record.item_id)] = record
+        try:
+            store.record_bench_item(self.bench_id, record)
+        except HistoryFault:
+            self.unsaved.append(record)
+            self._count(record)
+            raise
+        if store.fault is not None:  # the run's own writes failed (its steps, its answer)
+            self._count(record)
+            raise store.fault
+
     async def _one(self, system: System, item: SuiteItem) -> BenchItemRecord:
         started = time.monotonic()
         ask = Ask(question_text(item), mode=system.mode, source="bench", in_conversation=False,
                   options=dict(system.options), title=f"bench {self.suite.name} {item.id}")
+        clock = ItemClock()  # the time its calls queued behind other items (limiter.py)
         try:
-            outcome = await self.runtime.sessions.ask(ask)
+            with item_clock(clock):
+                outcome = await self.runtime.sessions.ask(ask)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the conductor could not load, an unknown model...
             return BenchItemRecord(system=system.name, item_id=item.id, status="error",
-                                   error=f"{type(exc).__name__}: {exc}", latency_s=time.monotonic() - started)
+                                   error=f"{type(exc).__name__}: {exc}", queue_wait_s=round(clock.queued_s, 4),
+                                   latency_s=max(0.0, time.monotonic() - started - clock.queued_s))
         result = outcome.result
         totals = result.totals
+        wall = totals.latency_s or (time.monotonic() - started)
         base = dict(system=system.name, item_id=item.id, run_id=result.run_id, answer=result.answer,
                     prompt_tokens=totals.prompt_tokens, completion_tokens=totals.completion_tokens,
-                    cost_usd=totals.cost_usd, latency_s=totals.latency_s or (time.monotonic() - started))
+                    cost_usd=totals.cost_usd, latency_s=round(max(0.0, wall - clock.queued_s), 4),
+                    queue_wait_s=round(clock.queued_s, 4))
         if result.status != "finished":
             return BenchItemRecord(status="error", error=result.error or (result.failure or result.status), **base)
         # A graded item's `error` is why a wrong answer is wrong (the grader's detail), for report.json.

@@ -298,6 +298,16 @@ def load_suite(spec: str) -> Suite:
     """
     from . import loaders  # loaders build on this module
 
+    try:
+        return _load_suite(spec, loaders)
+    except RecursionError:  # nested too deeply for a step no loader names (validating, hashing)
+        raise SuiteError("nested too deeply to read (more levels than Python's recursion limit)",
+                         source=spec) from None
+    except MemoryError:
+        raise SuiteError("too large to load into memory", source=spec) from None
+
+
+def _load_suite(spec: str, loaders) -> Suite:
     fmt, colon, rest = spec.partition(":")
     if colon and fmt.lower() in loaders.FORMATS:
         return loaders.load_format(fmt.lower(), rest)
@@ -363,6 +373,9 @@ def parse_suite(text: str, *, name: str, source: str = "") -> Suite:
         except json.JSONDecodeError as error:
             raise SuiteError(f"not valid JSON: {error.msg} (column {error.colno})",
                              source=source, line=number) from error
+        except RecursionError:
+            raise SuiteError("JSON nested too deeply (more levels than the parser's recursion limit)",
+                             source=source, line=number) from None
         if not isinstance(data, dict):
             raise SuiteError("each line must be a JSON object", source=source, line=number)
         if "_suite" in data:

@@ -4,6 +4,7 @@
 """
 
 from .db import NotFoundError, Store, StoreError
+from .errors import CorruptError, DiskFullError, HistoryFault, ReadOnlyError
 from .records import (
     BenchItemRecord,
     BenchRecord,
@@ -20,6 +21,7 @@ from .recorder import Recorder
 
 __all__ = [
     "Store", "StoreError", "NotFoundError", "Recorder",
+    "HistoryFault", "DiskFullError", "ReadOnlyError", "CorruptError",
     "Conversation", "ConversationSummary", "MessageRecord", "RunSummary",
     "CompareEntry", "CompareSession", "CompareSummary", "LeaderboardRow", "BenchRecord", "BenchItemRecord",
 ]

@@ -10,9 +10,10 @@ reference, like compare entries: the run may be deleted from the history later).
 from __future__ import annotations
 
 import json
+import os
 from typing import Sequence, TYPE_CHECKING
 
-from .errors import NotFoundError
+from .errors import BenchBusyError, NotFoundError
 from .records import BenchItemRecord, BenchRecord
 from .schema import timestamp
 
@@ -29,10 +30,24 @@ class Benches:
                    config_hash: str, items: int, fresh: bool | Sequence[str] = False) -> bool:
         """Create the bench, or reopen it as running; `fresh` forgets its items first: all of them
         (True), or only those of these item ids (what a `--fresh --limit N` will redo; the rest of
-        the bench's results stay). Returns True when it already existed (a resumed bench)."""
+        the bench's results stay). Returns True when it already existed (a resumed bench).
+
+        A bench that another live process is running raises BenchBusyError (with its pid), and
+        nothing changes: two processes on one bench would both ask, and pay for, every item. The
+        check and the claim are one write transaction, so two processes starting together
+        cannot both pass."""
         now = timestamp()
         with self.transaction() as c:
-            existed = c.execute("SELECT 1 FROM bench_runs WHERE id = ?", (bench_id,)).fetchone() is not None
+            row = c.execute("SELECT status, owner, pid, updated_at FROM bench_runs WHERE id = ?",
+                            (bench_id,)).fetchone()
+            existed = row is not None
+            if existed and row[0] == "running" and row[1] != self.owner.id and not self.owner.is_gone(row[1]):
+                pid = row[2]
+                who = f"process {pid}" if pid else "another process"
+                raise BenchBusyError(
+                    f"bench {bench_id} is already running in {who} (last progress {row[3][:19].replace('T', ' ')} "
+                    f"UTC): wait for it, or stop it{f' (kill {pid})' if pid else ''} and run this command again "
+                    "to continue it", pid)
             if existed and fresh is True:
                 c.execute("DELETE FROM bench_items WHERE bench_id = ?", (bench_id,))
             elif existed and fresh:
@@ -40,10 +55,12 @@ class Benches:
                               [(bench_id, item_id) for item_id in fresh])
             c.execute(
                 "INSERT INTO bench_runs (id, suite, suite_hash, systems, config_hash, items, status, created_at,"
-                " updated_at, owner) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)"
+                " updated_at, owner, pid) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)"
                 " ON CONFLICT (id) DO UPDATE SET status = 'running', stop_reason = NULL, items = excluded.items,"
-                " suite = excluded.suite, updated_at = excluded.updated_at, owner = excluded.owner",
-                (bench_id, suite, suite_hash, json.dumps(systems), config_hash, items, now, now, self.owner.id),
+                " suite = excluded.suite, updated_at = excluded.updated_at, owner = excluded.owner,"
+                " pid = excluded.pid",
+                (bench_id, suite, suite_hash, json.dumps(systems), config_hash, items, now, now, self.owner.id,
+                 os.getpid()),
             )
         return existed and not fresh
 
@@ -53,12 +70,12 @@ class Benches:
             c.execute(
                 "INSERT OR REPLACE INTO bench_items (bench_id, system, item_id, run_id, status, correct, answer,"
                 " extracted, error, prompt_tokens, completion_tokens, cost_usd, latency_s, judge_prompt_tokens,"
-                " judge_completion_tokens, judge_cost_usd, finished_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " judge_completion_tokens, judge_cost_usd, finished_at, queue_wait_s)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (bench_id, item.system, item.item_id, item.run_id, item.status, int(item.correct), item.answer,
                  item.extracted, item.error, item.prompt_tokens, item.completion_tokens, item.cost_usd,
                  item.latency_s, item.judge_prompt_tokens, item.judge_completion_tokens, item.judge_cost_usd,
-                 timestamp()),
+                 timestamp(), item.queue_wait_s),
             )
             c.execute("UPDATE bench_runs SET updated_at = ? WHERE id = ?", (timestamp(), bench_id))
 
@@ -102,6 +119,6 @@ def _item(row) -> BenchItemRecord:
         system=row["system"], item_id=row["item_id"], run_id=row["run_id"], status=row["status"],
         correct=bool(row["correct"]), answer=row["answer"], extracted=row["extracted"], error=row["error"],
         prompt_tokens=row["prompt_tokens"], completion_tokens=row["completion_tokens"], cost_usd=row["cost_usd"],
-        latency_s=row["latency_s"], judge_prompt_tokens=row["judge_prompt_tokens"],
+        latency_s=row["latency_s"], queue_wait_s=row["queue_wait_s"], judge_prompt_tokens=row["judge_prompt_tokens"],
         judge_completion_tokens=row["judge_completion_tokens"], judge_cost_usd=row["judge_cost_usd"],
     )

@@ -34,50 +34,108 @@ from . import schema
 from .benches import Benches
 from .compare import CompareSessions
 from .conversations import Conversations
-from .errors import NotFoundError, StoreError
+from .errors import CorruptError, HistoryFault, NotFoundError, StoreError
+from .faults import classify
 from .owners import Ownership
 from .traces import Traces
 from .writer import Work, Writer
 
-__all__ = ["Store", "StoreError", "NotFoundError", "redact"]
+__all__ = ["Store", "StoreError", "NotFoundError", "HistoryFault", "redact"]
 
 
 class Store(Traces, Conversations, CompareSessions, Benches):
     """SQLite-backed history. Open with `Store.open()`; use as a context manager or call `close()`.
-    Every method raises StoreError (or its NotFoundError) and nothing else from SQLite."""
+    Every method raises StoreError (or its NotFoundError) and nothing else from SQLite.
 
-    def __init__(self, conn: sqlite3.Connection, path: Path):
-        """Use `Store.open()`; this wraps an already validated and upgraded connection."""
+    A full disk, a read-only history or a damaged file raise a `HistoryFault` (DiskFullError,
+    ReadOnlyError, CorruptError: faults.py) whose one line says so; the first one met, by any
+    read or write, queued or not, stays in `fault`, so that a long command (a bench) stops at
+    once instead of measuring what it can no longer keep."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, *, read_only: HistoryFault | None = None):
+        """Use `Store.open()`; this wraps an already validated and upgraded connection.
+        `read_only`: the connection only reads, and every write raises this fault's kind."""
         self._conn = conn
         self.path = path
         self._lock = threading.RLock()
         self._closed = False
-        self._writer = Writer(conn, self._lock)
+        self.read_only = read_only
+        self._fault: HistoryFault | None = read_only
+        self._writer = Writer(conn, self._lock, classify=lambda exc, doing: self._error(exc, doing))
         self.owner = Ownership(path)  # this process's claim on the runs it records
-        self.owner.take()
+        if read_only is None:
+            self.owner.take()
 
     # --- opening and closing ------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | Path | None = None) -> "Store":
+    def open(cls, path: str | Path | None = None, *, reads_only: bool = False) -> "Store":
         """Open (creating it and its folder if needed) the database at `path`, default
         `paths.database_file()`, upgrading it to the current schema. A foreign or newer file
-        raises StoreError and is left untouched."""
+        raises StoreError and is left untouched; a full disk, a read-only history or a damaged
+        file raise their HistoryFault.
+
+        `reads_only`: the caller only reads (`stiva history`). Where the history cannot be
+        written (a full disk, a read-only folder) it is opened read-only instead of refused: its
+        `read_only` (and `fault`) says why, and writes raise that. A damaged file is still refused."""
         path = _resolve(path)
         try:
             conn = sqlite3.connect(str(path), timeout=10.0, check_same_thread=False, isolation_level=None)
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the history database {path}: {exc}") from exc
+            raise classify(exc, path, "opening") from exc
         try:
             schema.check_file(conn, path)  # read-only: nothing is written to a file we refuse
             _configure(conn, path)
             schema.upgrade(conn, path)
+        except HistoryFault as fault:
+            conn.close()
+            if not reads_only or isinstance(fault, CorruptError):
+                raise
+            return cls._open_read_only(path, fault)
         except BaseException:
             conn.close()
             raise
         store = cls(conn, path)
-        store.interrupt_orphaned_runs()
+        try:
+            store.interrupt_orphaned_runs()
+        except HistoryFault as fault:
+            if not reads_only or isinstance(fault, CorruptError):
+                store.close()
+                raise
+            store._fault = fault  # the sweep waits for a writable history; reading goes on
         return store
+
+    @classmethod
+    def _open_read_only(cls, path: Path, fault: HistoryFault) -> "Store":
+        """The history opened only to read it, where it cannot be written. SQLite reads a WAL
+        database read-only when its -wal and -shm files are there (`mode=ro`); where they cannot
+        be made (a read-only folder, a full disk), the file is read as it was last checkpointed
+        (`immutable=1`: Stiva checkpoints whenever it closes the history)."""
+        uri = path.resolve().as_uri()
+        last: BaseException = fault
+        for query in ("mode=ro", "mode=ro&immutable=1"):
+            try:
+                conn = sqlite3.connect(f"{uri}?{query}", uri=True, timeout=10.0, check_same_thread=False,
+                                       isolation_level=None)
+            except sqlite3.Error as exc:
+                last = exc
+                continue
+            try:
+                version = schema.check_file(conn, path)
+                conn.execute("PRAGMA query_only = ON")
+            except (sqlite3.Error, StoreError) as exc:
+                conn.close()
+                if isinstance(exc, CorruptError):
+                    raise
+                last = exc
+                continue
+            if version != schema.SCHEMA_VERSION:
+                conn.close()
+                raise type(fault)(f"{fault} (and it needs an upgrade to schema version {schema.SCHEMA_VERSION}, "
+                                  "which cannot be written either)")
+            conn.create_function("stiva_fold", 1, _fold, deterministic=True)
+            return cls(conn, path, read_only=fault)
+        raise fault from last
 
     def close(self) -> None:
         """Write what is queued, close the connection (checkpointing the WAL); later calls raise
@@ -88,10 +146,11 @@ class Store(Traces, Conversations, CompareSessions, Benches):
             if self._closed:
                 return
             self._closed = True
-            try:
-                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error:
-                pass  # another connection still reads: its checkpoint will do
+            if self.read_only is None:
+                try:
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                except sqlite3.Error:
+                    pass  # another connection still reads: its checkpoint will do
             self._conn.close()
 
     def __enter__(self) -> "Store":
@@ -105,6 +164,12 @@ class Store(Traces, Conversations, CompareSessions, Benches):
         return self._closed
 
     @property
+    def fault(self) -> HistoryFault | None:
+        """The first full disk, read-only history or damaged page met since the store opened
+        (by a read, a write, or a queued write), or None."""
+        return self._fault or self._writer.fault
+
+    @property
     def schema_version(self) -> int:
         """The database's `PRAGMA user_version`."""
         return self.query("PRAGMA user_version")[0][0]
@@ -116,6 +181,7 @@ class Store(Traces, Conversations, CompareSessions, Benches):
         queued (see writer.py). Raises StoreError at once only when the store is closed; a
         failure while writing is kept for `take_write_error()`."""
         self._check_open()
+        self._check_writable()
         self._writer.put(work)
 
     def take_write_error(self) -> StoreError | None:
@@ -138,26 +204,28 @@ class Store(Traces, Conversations, CompareSessions, Benches):
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction (BEGIN IMMEDIATE): committed when the block ends, rolled back when
-        it raises. SQLite errors come out as StoreError."""
+        it raises. SQLite errors come out as StoreError (a HistoryFault for a full disk, a
+        read-only history or a damaged page), the commit's included."""
         with self._locked():
             self._check_open()
+            self._check_writable()
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot write the history database: {exc}") from exc
+                raise self._error(exc, "write") from exc
             try:
                 yield self._conn
-            except sqlite3.IntegrityError as exc:
-                self._conn.execute("ROLLBACK")
-                raise StoreError(f"history database constraint failed: {exc}") from exc
             except sqlite3.Error as exc:
-                self._conn.execute("ROLLBACK")
-                raise StoreError(f"history database write failed: {exc}") from exc
+                self._rollback()
+                raise self._error(exc, "write") from exc
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
-            else:
+            try:
                 self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:  # a full disk often shows only here, when the WAL grows
+                self._rollback()
+                raise self._error(exc, "write") from exc
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -171,11 +239,14 @@ class Store(Traces, Conversations, CompareSessions, Benches):
             try:
                 self._conn.execute("BEGIN DEFERRED")
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot read the history database: {exc}") from exc
+                raise self._error(exc, "read") from exc
             try:
                 yield
             finally:
-                self._conn.execute("COMMIT")  # a read-only transaction: nothing to undo
+                try:
+                    self._conn.execute("COMMIT")  # a read-only transaction: nothing to undo
+                except sqlite3.Error:
+                    self._rollback()
 
     def query(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
         """Run one read; rows are `sqlite3.Row` (by name or index)."""
@@ -186,7 +257,7 @@ class Store(Traces, Conversations, CompareSessions, Benches):
             try:
                 return cur.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
-                raise StoreError(f"history database read failed: {exc}") from exc
+                raise self._error(exc, "read") from exc
 
     def query_one(self, sql: str, params: tuple | dict = ()) -> sqlite3.Row | None:
         """The first row of a read, or None."""
@@ -196,6 +267,26 @@ class Store(Traces, Conversations, CompareSessions, Benches):
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError("the history database is closed")
+
+    def _check_writable(self) -> None:
+        if self.read_only is not None:
+            raise type(self.read_only)(str(self.read_only))
+
+    def _error(self, exc: sqlite3.Error, doing: str) -> StoreError:
+        """The StoreError for `exc`; the first HistoryFault is kept as `fault`."""
+        error = classify(exc, self.path, doing)
+        if isinstance(error, HistoryFault) and self._fault is None:
+            self._fault = error
+        return error
+
+    def _rollback(self) -> None:
+        """End the transaction, if SQLite has not already (it rolls back by itself after some
+        errors, a full disk among them)."""
+        if self._conn.in_transaction:
+            try:
+                self._conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
 
 
 # --- opening helpers ------------------------------------------------------------------------------
@@ -226,7 +317,10 @@ def _configure(conn: sqlite3.Connection, path: Path) -> None:
             conn.execute("PRAGMA journal_mode = DELETE")
         conn.execute("PRAGMA synchronous = NORMAL")
     except sqlite3.Error as exc:
-        raise StoreError(f"cannot set up the history database {path}: {exc}") from exc
+        error = classify(exc, path, "set-up")
+        if type(error) is StoreError:
+            error = StoreError(f"cannot set up the history database {path}: {exc}")
+        raise error from exc
     conn.create_function("stiva_fold", 1, _fold, deterministic=True)
 
 

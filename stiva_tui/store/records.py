@@ -149,7 +149,8 @@ class BenchRecord(_Record):
 class BenchItemRecord(_Record):
     """One finished (system, item) of a bench. `status` "error": its calls kept failing (not a wrong
     answer); it is asked again when the bench resumes. Tokens and cost are the system's, the
-    conductor's plan included; the judge's are apart."""
+    conductor's plan included; the judge's are apart. `latency_s` counts from the item's first
+    call; `queue_wait_s` is the time it waited before, behind the bench's other items."""
 
     system: str
     item_id: str
@@ -163,6 +164,7 @@ class BenchItemRecord(_Record):
     completion_tokens: int = 0
     cost_usd: float = 0.0
     latency_s: float = 0.0
+    queue_wait_s: float = 0.0
     judge_prompt_tokens: int = 0
     judge_completion_tokens: int = 0
     judge_cost_usd: float = 0.0

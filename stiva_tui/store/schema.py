@@ -15,7 +15,8 @@ import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .errors import NotFoundError, StoreError
+from .errors import HistoryFault, NotFoundError, StoreError
+from .faults import classify
 
 __all__ = [
     "APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "check_file", "upgrade", "timestamp",
@@ -303,7 +304,18 @@ ALTER TABLE bench_runs ADD COLUMN owner TEXT;
 CREATE INDEX bench_runs_running ON bench_runs (owner) WHERE status = 'running';
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
+# --- V5: one process per bench, and the time an item queued -------------------------------------
+# `bench_runs.pid`: the process running the bench, so that a second `stiva bench` on the same
+# bench refuses, naming it (whether it is alive is the owner's lock, owners.py; the pid is what the
+# user can act on). `bench_items.queue_wait_s`: how long the item waited for a free slot of the
+# bench's concurrency limiter before its first call (its `latency_s` counts from that call on).
+
+_V5 = """
+ALTER TABLE bench_runs ADD COLUMN pid INTEGER;
+ALTER TABLE bench_items ADD COLUMN queue_wait_s REAL NOT NULL DEFAULT 0;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]
 """MIGRATIONS[i] takes a database from user_version i to i + 1. Append, never edit."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -340,6 +352,9 @@ def check_file(conn: sqlite3.Connection, path: Path) -> int:
             for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
         }
     except sqlite3.DatabaseError as exc:
+        fault = classify(exc, path, "read")
+        if isinstance(fault, HistoryFault):  # a full disk, a read-only folder, a damaged page: not a foreign file
+            raise fault from exc
         raise StoreError(
             f"{path} is not a Stiva history database (SQLite says: {exc}); "
             "move it away or point Stiva at another file — it was left untouched"
@@ -396,6 +411,9 @@ def _backup(conn: sqlite3.Connection, path: Path, version: int) -> None:
             conn.backup(dest)
         dest.close()
     except sqlite3.Error as exc:
+        fault = classify(exc, backup, "backup")
+        if isinstance(fault, HistoryFault):
+            raise fault from exc
         raise StoreError(f"cannot back up {path} before upgrading it: {exc}") from exc
 
 
@@ -404,6 +422,9 @@ def _upgrade_one_step(conn: sqlite3.Connection, path: Path) -> bool:
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.Error as exc:
+        fault = classify(exc, path, "upgrade")
+        if isinstance(fault, HistoryFault):
+            raise fault from exc
         raise StoreError(f"cannot upgrade the history database {path}: {exc}") from exc
     # Re-read under the write lock: another process may have upgraded it meanwhile.
     current = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -420,8 +441,12 @@ def _upgrade_one_step(conn: sqlite3.Connection, path: Path) -> bool:
         conn.execute("COMMIT")
         return True
     except BaseException as exc:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # SQLite may have rolled back already (a full disk at COMMIT)
+            conn.execute("ROLLBACK")
         if isinstance(exc, sqlite3.Error):
+            fault = classify(exc, path, "upgrade")
+            if isinstance(fault, HistoryFault):
+                raise fault from exc
             raise StoreError(
                 f"upgrading {path} from schema version {current} to {current + 1} failed: {exc}; "
                 "the file was left at its earlier version"

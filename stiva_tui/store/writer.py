@@ -14,6 +14,9 @@ Every read and direct write of the store writes what is queued first (`flush`), 
 their writes as if they had been made at once. A piece that fails is rolled back alone; its
 error is kept for `take_error()` (the recorder raises it on its next event, which the engine
 reports to the other subscribers). Errors nobody takes are logged when the store closes.
+When SQLite ends the whole transaction itself (it does after a full disk, an I/O error, a damaged
+page), every piece of the batch is counted lost, not only the one that failed; the first full
+disk, read-only file or damaged page stays in `fault`.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import threading
 from collections import deque
 from typing import Callable
 
-from .errors import StoreError
+from .errors import HistoryFault, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +36,14 @@ Work = Callable[[sqlite3.Connection], None]
 GATHER_S = 0.05  # how long work queued on an event loop may wait for more before it is written
 
 
+Classify = Callable[[sqlite3.Error, str], StoreError]
+
+
 class Writer:
-    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock):
+    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock, *, classify: Classify | None = None):
         self._conn = conn
+        self._classify = classify or (lambda exc, doing: StoreError(f"history database {doing} failed: {exc}"))
+        self.fault: HistoryFault | None = None  # the first full disk, read-only file or damaged page
         self._lock = lock  # the store's: held while writing
         self._queue: deque[Work] = deque()
         self._guard = threading.Lock()  # the queue and the timer
@@ -91,34 +99,49 @@ class Writer:
         try:
             self._conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            self._failed(StoreError(f"cannot write the history database: {exc}"), len(batch))
+            self._failed(self._classify(exc, "write"), len(batch))
             return
         for work in batch:
-            self._conn.execute("SAVEPOINT piece")
             try:
+                self._conn.execute("SAVEPOINT piece")
                 work(self._conn)
-            except Exception as exc:  # noqa: BLE001 - one piece's fault never costs the others
-                self._conn.execute("ROLLBACK TO piece")
-                self._failed(_as_store_error(exc))
-            finally:
                 self._conn.execute("RELEASE piece")
+            except Exception as exc:  # noqa: BLE001 - one piece's fault never costs the others
+                error = self._as_store_error(exc)
+                if not self._conn.in_transaction:  # SQLite ended the whole batch: all of it is lost
+                    self._failed(error, len(batch))
+                    return
+                try:
+                    self._conn.execute("ROLLBACK TO piece")
+                    self._conn.execute("RELEASE piece")
+                except sqlite3.Error:
+                    self._rollback()
+                    self._failed(error, len(batch))
+                    return
+                self._failed(error)
         try:
             self._conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            self._conn.execute("ROLLBACK")
-            self._failed(StoreError(f"history database write failed: {exc}"), len(batch))
+        except sqlite3.Error as exc:  # a full disk often shows only here, when the WAL grows
+            self._rollback()
+            self._failed(self._classify(exc, "write"), len(batch))
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            try:
+                self._conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
 
     def _failed(self, error: StoreError, pieces: int = 1) -> None:
         log.warning("history write failed (%d piece%s lost): %s", pieces, "" if pieces == 1 else "s", error)
         with self._guard:
             self._errors.append(error)
+            if isinstance(error, HistoryFault) and self.fault is None:
+                self.fault = error
 
-
-def _as_store_error(exc: Exception) -> StoreError:
-    if isinstance(exc, StoreError):
-        return exc
-    if isinstance(exc, sqlite3.IntegrityError):
-        return StoreError(f"history database constraint failed: {exc}")
-    if isinstance(exc, sqlite3.Error):
-        return StoreError(f"history database write failed: {exc}")
-    return StoreError(f"history write failed: {type(exc).__name__}: {exc}")
+    def _as_store_error(self, exc: Exception) -> StoreError:
+        if isinstance(exc, StoreError):
+            return exc
+        if isinstance(exc, sqlite3.Error):
+            return self._classify(exc, "write")
+        return StoreError(f"history write failed: {type(exc).__name__}: {exc}")

@@ -15,7 +15,8 @@
    group-relative advantages do.
 
 Runs of identical (question, plan) pairs are cached in `DIR/rollouts.jsonl`, so repeats cost
-nothing (and a resumed training run reuses them).
+nothing (and a resumed training run reuses them). What the runs cost is kept in `DIR/spend.json`
+after each paid run, so that a resumed training's budget counts what was spent before it.
 
 The engine is async and the trainer is not: the runtime lives on an event loop in a thread of
 its own (`EngineLoop`).
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -112,7 +114,7 @@ class Rollouts:
 
     def __init__(self, engine: EngineLoop, conductor, items: Sequence[SuiteItem], tokenizer: Any, *,
                  cache_path: Path, cost_weight: float = 0.0, temperature: float = 1.0, max_steps: int | None = None,
-                 sandbox=None):
+                 sandbox=None, spend_path: Path | None = None):
         self.engine = engine
         self.conductor = conductor
         self.items = {item.id: item for item in items}
@@ -126,7 +128,8 @@ class Rollouts:
         self.cache_path = cache_path
         self.sandbox = sandbox  # SandboxSettings for code items (None: the defaults)
         self.cache: dict[str, RolloutResult] = _read_cache(cache_path)
-        self.spent_usd = 0.0
+        self.spend_path = spend_path  # spend.json: the spend so far, carried across resumes
+        self.spent_usd = read_spend(spend_path) if spend_path is not None else 0.0
         self.current = StepStats()
         self._lock = threading.Lock()
 
@@ -213,11 +216,16 @@ class Rollouts:
         rollout = RolloutResult(valid=True, correct=correct, steps=steps, models=models,
                                 tokens=totals.prompt_tokens + totals.completion_tokens, cost_usd=totals.cost_usd,
                                 answer=result.answer, error=result.error or grader_error, run_id=result.run_id)
-        self.spent_usd += rollout.cost_usd
+        self._paid(rollout.cost_usd)
         if result.status == "finished" and grader_error is None:  # a failed run (a provider fault) is not cached: it may work next time
             self.cache[key] = rollout
             _append_cache(self.cache_path, key, rollout)
         return rollout
+
+    def _paid(self, cost_usd: float) -> None:
+        self.spent_usd += cost_usd
+        if self.spend_path is not None and cost_usd:
+            _write_spend(self.spend_path, self.spent_usd)
 
     def _rewards(self, sampled, results: list[RolloutResult]) -> list[float]:
         base = [REWARD_CORRECT if r.correct else (REWARD_VALID if r.valid else REWARD_INVALID) for r in results]
@@ -271,6 +279,22 @@ def _read_cache(path: Path) -> dict[str, RolloutResult]:
         except (ValueError, KeyError, TypeError):
             continue  # a line cut by a crash: that run is simply run again
     return cache
+
+
+def read_spend(path: Path) -> float:
+    """What the rollouts of this training have cost so far (spend.json; 0 when there is none)."""
+    try:
+        return float(json.loads(path.read_text(encoding="utf-8"))["spent_usd"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+
+
+def _write_spend(path: Path, spent_usd: float) -> None:
+    """spend.json, written new and renamed into place: a kill leaves the old figure or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(f".{path.name}.new")
+    scratch.write_text(json.dumps({"spent_usd": round(spent_usd, 10)}) + "\n", encoding="utf-8")
+    os.replace(scratch, path)
 
 
 def _append_cache(path: Path, key: str, result: RolloutResult) -> None:

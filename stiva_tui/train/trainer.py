@@ -17,7 +17,13 @@ the README rather than patched into TRL's loss.
 
 Outputs in `out`: the adapter (`adapter_config.json`, `adapter_model.safetensors`),
 `stiva_adapter.json` (which base it was trained on: loading it onto another base is refused),
-`train_log.jsonl` (one line per step), `rollouts.jsonl` (the run cache), `checkpoints/`.
+`train_log.jsonl` (one line per step), `rollouts.jsonl` (the run cache), `spend.json` (what the
+rollouts have cost, across resumes), `checkpoints/`.
+
+Resuming (after ctrl+c or a kill -9): training goes on from the last checkpoint, so the steps
+logged after it are done again; the log is cut back to the checkpoint's step first, so each step
+is logged once. The spend is not cut back: what the rollouts cost is paid, checkpoint or not, so
+`--budget-usd` counts every invocation's spend since the training started.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from typing import Any, Callable
 from ..bench.suite import Suite
 from ..inference.checkpoints import ADAPTER_MARKER, base_fingerprint, base_identity
 from ..inference.errors import ModelError
-from .rollout import EngineLoop, Rollouts, StepStats, reward_from_rollout
+from .rollout import EngineLoop, Rollouts, StepStats, read_spend, reward_from_rollout
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
 
@@ -176,6 +182,11 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
     say = progress or (lambda message: None)
     if options.steps < 1 or options.group < 2 or options.batch < 1:
         raise TrainError("--steps and --batch must be at least 1, and --group at least 2 (GRPO compares plans)")
+    spend_path = Path(options.out).expanduser() / "spend.json"
+    spent_before = read_spend(spend_path) if options.resume else 0.0
+    if options.budget_usd is not None and spent_before >= options.budget_usd:  # before loading anything
+        raise TrainError(f"--budget-usd: ${spent_before:.4f} already spent of ${options.budget_usd:.4f} by the "
+                         "earlier runs of this training; raise it to continue")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
     from ..inference.checkpoints import quiet_libraries
 
@@ -224,9 +235,11 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
         if not engine.runtime.models:
             raise TrainError("the pool has no available model to run plans on: add a provider key or a [[models]] entry")
         conductor = _conductor_for(options.base, config, options, device)
+        if not options.resume and spend_path.exists():
+            spend_path.unlink()  # a new training: nothing spent yet
         rollouts = Rollouts(engine, conductor, suite.items, tokenizer, cache_path=out / "rollouts.jsonl",
                             cost_weight=options.cost_weight, temperature=options.temperature,
-                            max_steps=options.max_steps_per_plan, sandbox=sandbox)
+                            max_steps=options.max_steps_per_plan, sandbox=sandbox, spend_path=spend_path)
         dataset = Dataset.from_list([{"prompt": item.id} for item in suite.items])
         budget_tokens = 64 + (options.max_steps_per_plan or config.conductor.max_steps) * 160
         args = GRPOConfig(
@@ -241,6 +254,8 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
         log_path = out / "train_log.jsonl"
         if not options.resume and log_path.exists():
             log_path.unlink()
+        elif resume_from is not None:  # the steps after the checkpoint are done (and logged) again
+            _cut_log(log_path, _checkpoint_step(Path(resume_from)))
         reports: list[StepReport] = []
         state: dict[str, Any] = {"stopped": None, "step_started": time.monotonic()}
 
@@ -303,11 +318,29 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
             steps=int(trainer.state.global_step),
             reward_first=logged[0]["reward_mean"] if logged else None,
             reward_last=logged[-1]["reward_mean"] if logged else None,
-            adapter=str(out), cost_usd=round(sum(line.get("cost_usd", 0.0) for line in logged), 8),
+            adapter=str(out), cost_usd=round(rollouts.spent_usd, 8),  # every invocation's, the killed ones too
             stopped=state["stopped"],
         )
     finally:
         engine.close()
+
+
+def _checkpoint_step(folder: Path) -> int:
+    """The global step a checkpoint holds (its trainer_state.json, else its name, checkpoint-N)."""
+    try:
+        return int(json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))["global_step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return int(folder.name.rpartition("-")[2])
+
+
+def _cut_log(path: Path, step: int) -> None:
+    """Keep the log's lines up to `step` (a new file renamed over the old one)."""
+    if not path.exists():
+        return
+    kept = [line for line in _read_log(path) if isinstance(line.get("step"), int) and line["step"] <= step]
+    scratch = path.with_name(f".{path.name}.cut")
+    scratch.write_text("".join(json.dumps(line) + "\n" for line in kept), encoding="utf-8")
+    os.replace(scratch, path)
 
 
 def _read_log(path: Path) -> list[dict]:
