@@ -260,7 +260,7 @@ def stiva(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedP
     return subprocess.run([STIVA, *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
-ITEM_KEYS = {"id", "system", "run_id", "status", "correct", "answer", "extracted", "error", "prompt_tokens",
+ITEM_KEYS = {"id", "system", "run_id", "status", "correct", "answer", "extracted", "error", "failure", "prompt_tokens",
              "completion_tokens", "cost_usd", "latency_s", "queue_wait_s"}
 SYSTEM_KEYS = {"system", "n", "correct", "errors", "accuracy", "ci95", "tokens_per_question", "cost_per_question",
                "judge_cost_usd", "latency_p50_s", "latency_p95_s", "queue_wait_p50_s", "queue_wait_p95_s"}
@@ -275,7 +275,8 @@ def test_json_report_shape_and_report_files(fake, tmp_path, stiva_home):
                    "--json", "--out", str(out), home=stiva_home)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)  # exactly one JSON object on stdout
-    assert {"suite", "bench_id", "systems", "items"} <= set(report)
+    assert {"suite", "bench_id", "systems", "items", "frontier", "pool"} <= set(report)
+    assert report["pool"] is None  # a real pool: no "simulated pool" label
     assert report["suite"] == "s" and isinstance(report["bench_id"], str)
     assert [set(row) for row in report["systems"]] == [SYSTEM_KEYS, SYSTEM_KEYS]
     assert len(report["items"]) == 6 and all(set(item) == ITEM_KEYS for item in report["items"])

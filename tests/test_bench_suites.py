@@ -15,7 +15,7 @@ import pytest
 from stiva_tui.bench import suite as suite_module
 from stiva_tui.bench.graders import grade
 from stiva_tui.bench.suite import (
-    CodeTests, Suite, SuiteError, SuiteItem, list_builtins, list_formats, load_suite, parse_suite,
+    CodeTests, SuiteError, SuiteItem, list_builtins, list_formats, load_suite, parse_suite,
     question_text, shuffled_choices,
 )
 
