@@ -40,6 +40,15 @@ def add_parser(sub, common) -> None:
     train.add_argument("--resume", action="store_true", help="continue from the last checkpoint in DIR")
     train.add_argument("--save-every", type=int, default=10, metavar="N",
                        help="keep a checkpoint every N steps (default 10; --resume continues from the last)")
+    train.add_argument("--lora-r", type=int, default=16, metavar="R", help="LoRA rank (default 16)")
+    train.add_argument("--lora-targets", choices=["attention", "all"], default="attention",
+                       help="LoRA on the attention projections (default) or on every linear layer")
+    train.add_argument("--prompt", choices=["compact"], dest="prompt_style",
+                       help="train (and plan, with the adapter) under the ~60-token compact prompt instead of "
+                            "the ~1,300-token one: many times faster on a CPU")
+    train.add_argument("--plan-steps", type=int, metavar="N", help="at most N steps per plan (default: [conductor] max_steps)")
+    train.add_argument("--subtask-chars", type=int, metavar="N",
+                       help="at most N characters per subtask while training (default: the conductor's)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--unsafe-code", action="store_true",
                        help="grade code items WITHOUT isolation where no sandbox can be had")
@@ -55,6 +64,8 @@ def train_command(args: argparse.Namespace, config) -> int:
 
     if args.save_every < 1:
         return fail("--save-every must be at least 1", EXIT_USAGE)
+    if (args.plan_steps is not None and args.plan_steps < 1) or (args.subtask_chars is not None and args.subtask_chars < 1):
+        return fail("--plan-steps and --subtask-chars must be at least 1", EXIT_USAGE)
     try:
         suite = load_suite(args.suite)
         if args.split:
@@ -74,7 +85,9 @@ def train_command(args: argparse.Namespace, config) -> int:
     previous = signal.signal(signal.SIGINT, on_signal)
     options = TrainOptions(base=args.base, out=Path(args.out), steps=args.steps, group=args.group, batch=args.batch,
                            lr=args.lr, cost_weight=args.cost_weight, budget_usd=args.budget_usd, resume=args.resume,
-                           seed=args.seed, unsafe_code=args.unsafe_code, save_every=args.save_every)
+                           seed=args.seed, unsafe_code=args.unsafe_code, save_every=args.save_every,
+                           lora_r=args.lora_r, lora_targets=args.lora_targets, prompt_style=args.prompt_style,
+                           max_steps_per_plan=args.plan_steps, max_subtask_chars=args.subtask_chars)
     try:
         if view:
             with view:

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 from ..config import DEFAULT_LOCAL_MODEL
 from ..core.usage import Usage
 from ..core.workflow import WorkflowParseError, parse_workflow, split_reasoning
-from ..inference.checkpoints import LoadedModel, ModelSpec, load_model
+from ..inference.checkpoints import LoadedModel, ModelSpec, adapter_plan_format, load_model
 from ..inference.errors import ModelError
 from ..inference.generation import (
     IncrementalDecoder,
@@ -40,7 +40,7 @@ from ..inference.generation import (
 from ..inference.progress import Progress
 from .base import ConductorError, DeltaCallback, Plan, PlanRequest
 from .fewshot import base_conductor_prompt
-from .prompt import GENERATION_PREFIX, conductor_messages
+from .prompt import GENERATION_PREFIX, compact_conductor_prompt, conductor_messages
 
 # --- the two-phase plan processor ----------------------------------------------------------------
 
@@ -221,16 +221,19 @@ class HFConductor:
         max_subtask_chars: int = 400,
         temperature: float = 0.0,
         grammar: bool = True,
-        prompt_style: str = "auto",  # auto | chat | plain | base
+        prompt_style: str = "auto",  # auto | chat | plain | base | compact
     ):
         self.spec = spec
         self.model = model_label or spec.label or spec.source
         self.adapter = spec.adapter
         self.max_reasoning_tokens = max_reasoning_tokens
-        self.max_subtask_chars = max_subtask_chars
+        # an adapter plans under the prompt and subtask bound it was trained under (`stiva train
+        # --prompt compact --subtask-chars N`)
+        trained_style, trained_chars = adapter_plan_format(spec.adapter)
+        self.max_subtask_chars = min(max_subtask_chars, trained_chars or max_subtask_chars)
         self.temperature = temperature
         self.grammar = grammar
-        self.prompt_style = prompt_style
+        self.prompt_style = trained_style or prompt_style
         self._loaded: LoadedModel | None = None
         self._load_lock = threading.Lock()
         self.last_stats: dict = {}
@@ -271,7 +274,8 @@ class HFConductor:
     def style(self, loaded: LoadedModel) -> str:
         """How this model is prompted: "chat" (its chat template and the paper's prompt),
         "plain" (the same prompt as plain text) or "base" (few-shot completion, for base models:
-        `auto` picks it for a model without a chat template)."""
+        `auto` picks it for a model without a chat template) or "compact" (the short prompt of
+        `prompt.compact_conductor_prompt`, which trained adapters can use)."""
         if self.prompt_style != "auto":
             return self.prompt_style
         return "chat" if has_chat_template(loaded.tokenizer) else "base"
@@ -281,6 +285,8 @@ class HFConductor:
         style = self.style(loaded)
         if style == "base":
             return list(tok(base_conductor_prompt(request), add_special_tokens=True)["input_ids"])
+        if style == "compact":
+            return list(tok(compact_conductor_prompt(request), add_special_tokens=True)["input_ids"])
         messages = conductor_messages(request)
         if style == "plain":
             text = render_plain(messages, "Conductor") + " " + GENERATION_PREFIX
@@ -300,8 +306,8 @@ class HFConductor:
         """Everything one plan's generation needs (the grammar compiled; blocking)."""
         style = self.style(loaded)
         # A base model is shown worked examples without reasoning: it writes the lists at once.
-        reasoning_tokens = 0 if style == "base" else self.max_reasoning_tokens
-        prefix = "" if style == "base" else GENERATION_PREFIX
+        reasoning_tokens = 0 if style in ("base", "compact") else self.max_reasoning_tokens
+        prefix = "" if style in ("base", "compact") else GENERATION_PREFIX
         prompt = self.prompt_ids(request, loaded)
         allow_empty = request.round > 1
         pool = len(request.workers)

@@ -321,6 +321,16 @@ def adapter_base(adapter: str | None) -> str | None:
     return base if isinstance(base, str) and base else None
 
 
+def adapter_plan_format(adapter: str | None) -> tuple[str | None, int | None]:
+    """(prompt style, subtask bound) `stiva train` trained `adapter` under, recorded beside it: a
+    trained adapter plans as it learnt to. (None, None) for what was not recorded."""
+    trained = _adapter_marker(Path(adapter).expanduser()) if adapter else None
+    style = trained.get("prompt_style") if trained else None
+    chars = trained.get("max_subtask_chars") if trained else None
+    return (style if style in ("chat", "plain", "base", "compact") else None,
+            chars if isinstance(chars, int) and not isinstance(chars, bool) and chars >= 1 else None)
+
+
 def base_identity(source: str) -> str:
     """Which base model `source` is: for a folder, a hash of its config and of the start of its
     weights (two models of one shape differ there); for a hub id, the id."""

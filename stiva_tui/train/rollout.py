@@ -182,6 +182,10 @@ class Rollouts:
             "stiva_reward": rewards,
             "stiva_valid": [r.valid for r in results],
             "stiva_correct": [r.correct for r in results],
+            # TRL's env_mask: only the tokens the plan chose count in the loss. A token the grammar
+            # forced (its masked probability is 1) is no decision; without this its raw
+            # log-probability would still get the advantage's push (see trainer's docstring).
+            "env_mask": [decision_mask(plan.logprobs) for _, plan in sampled],
         }
 
     async def _run_all(self, sampled) -> list[RolloutResult]:
@@ -238,6 +242,11 @@ class Rollouts:
             reward - (self.cost_weight * result.cost_usd / dearest[item.id] if dearest[item.id] > 0 else 0.0)
             for reward, (item, _), result in zip(base, sampled, results)
         ]
+
+
+def decision_mask(logprobs: Sequence[float]) -> list[int]:
+    """1 for each sampled token that had an alternative under the grammar, 0 for a forced one."""
+    return [0 if lp > -1e-6 else 1 for lp in logprobs]
 
 
 def reward_from_rollout(prompts, completions, **kwargs) -> list[float]:

@@ -43,6 +43,7 @@ from ..inference.errors import ModelError
 from .rollout import EngineLoop, Rollouts, StepStats, read_spend, reward_from_rollout
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
+LORA_TARGET_SETS: dict[str, Any] = {"attention": LORA_TARGETS, "all": "all-linear"}
 
 
 class TrainError(Exception):
@@ -62,7 +63,13 @@ class TrainOptions:
     resume: bool = False
     seed: int = 0
     lora_r: int = 16
-    lora_alpha: int = 32
+    lora_alpha: int | None = None  # None: 2 x lora_r
+    # "attention": q, k, v and o projections; "all": every linear layer (rank-1 LoRA on all of them
+    # with a higher learning rate is reported to match full fine-tuning for policy-gradient RL)
+    lora_targets: str = "attention"
+    # The conductor's prompt while training (and for the adapter after): None keeps the
+    # conductor's own; "compact" is ~60 tokens instead of ~1,300 (see prompt.compact_conductor_prompt)
+    prompt_style: str | None = None
     temperature: float = 1.0
     save_every: int = 10
     max_steps_per_plan: int | None = None  # the plan's step limit (default: [conductor] max_steps)
@@ -116,10 +123,11 @@ def _conductor_for(base: str, config, options: TrainOptions, device: str):
     from ..conductor.local import LocalConductor
 
     chars = options.max_subtask_chars or config.conductor.max_subtask_chars
+    style = {"prompt_style": options.prompt_style} if options.prompt_style else {}
     if base == "embedded":
-        return EmbeddedConductor(max_subtask_chars=min(chars, 100), temperature=options.temperature)
+        return EmbeddedConductor(max_subtask_chars=min(chars, 100), temperature=options.temperature, **style)
     return LocalConductor(base, device=device, max_reasoning_tokens=config.conductor.max_reasoning_tokens,
-                          max_subtask_chars=chars, temperature=options.temperature)
+                          max_subtask_chars=chars, temperature=options.temperature, **style)
 
 
 def _load_for_training(base: str, device: str, progress: Callable[[str], None]):
@@ -182,6 +190,10 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
     say = progress or (lambda message: None)
     if options.steps < 1 or options.group < 2 or options.batch < 1:
         raise TrainError("--steps and --batch must be at least 1, and --group at least 2 (GRPO compares plans)")
+    if options.prompt_style not in (None, "compact", "chat", "plain", "base"):
+        raise TrainError(f"--prompt {options.prompt_style!r}: use compact, or leave it out for the conductor's own")
+    if options.lora_targets not in LORA_TARGET_SETS or options.lora_r < 1:
+        raise TrainError(f"--lora-targets must be {' or '.join(LORA_TARGET_SETS)}, and --lora-r at least 1")
     spend_path = Path(options.out).expanduser() / "spend.json"
     spent_before = read_spend(spend_path) if options.resume else 0.0
     if options.budget_usd is not None and spent_before >= options.budget_usd:  # before loading anything
@@ -227,8 +239,9 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
 
     set_seed(options.seed)
     model, tokenizer, label, folder = _load_for_training(options.base, device, say)
-    peft_model = get_peft_model(model, LoraConfig(r=options.lora_r, lora_alpha=options.lora_alpha, lora_dropout=0.0,
-                                                  target_modules=LORA_TARGETS, task_type="CAUSAL_LM"))
+    peft_model = get_peft_model(model, LoraConfig(
+        r=options.lora_r, lora_alpha=options.lora_alpha or 2 * options.lora_r, lora_dropout=0.0,
+        target_modules=LORA_TARGET_SETS[options.lora_targets], task_type="CAUSAL_LM"))
     say("starting the engine for rollouts")
     engine = EngineLoop(config)
     try:
@@ -312,6 +325,8 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
             "base": options.base, "label": label, "identity": base_identity(folder),
             "fingerprint": base_fingerprint(model.config),
             "suite": suite.name, "steps": int(trainer.state.global_step),
+            **({"prompt_style": options.prompt_style} if options.prompt_style else {}),
+            **({"max_subtask_chars": conductor.max_subtask_chars} if options.max_subtask_chars else {}),
         }, indent=2) + "\n")
         logged = _read_log(log_path)
         return TrainSummary(
