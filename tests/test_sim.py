@@ -185,3 +185,41 @@ def test_options_before_the_command_are_kept():
     assert (args.pool, args.config, args.conductor) == ("sim", "c.toml", None)
     args = parse_args(["bench", "skills", "--pool", "sim"])
     assert (args.pool, args.config) == ("sim", None)
+
+
+async def test_a_sim_config_without_its_server_is_refused_in_one_line():
+    from stiva_tui.config import parse_config
+    from stiva_tui.runtime import Runtime, StartupError
+
+    with pytest.raises(StartupError, match="simulated pool is not running"):
+        await Runtime.create(parse_config({"sim": {}}), with_store=False)
+
+
+def test_pool_sim_keeps_only_the_simulated_models_and_plans_with_the_embedded_conductor():
+    from stiva_tui.config import parse_config
+    from stiva_tui.sim.pool import pool_config, start_sim
+
+    base = parse_config({"providers": [{"name": "lab", "base_url": "http://127.0.0.1:9/v1"}],
+                         "models": [{"id": "lab-1", "provider": "lab", "model": "x"}], "sim": {"seed": 4}})
+    config = pool_config(base, "sim")
+    assert (config.catalog, config.embedded_worker, config.discovery.enabled) == (False, False, False)
+    assert config.conductor.backend == "embedded" and config.sim.seed == 4 and not config.models
+    started, server = start_sim(config)
+    try:
+        assert [m.id for m in started.models] == [f"sim:{m.name}" for m in default_models()]
+        assert all(m.description.startswith("simulated") for m in started.models)
+    finally:
+        server.stop()
+
+
+def test_self_moa_samples_are_each_a_draw_of_their_own():
+    from stiva_tui.bench.systems import parse_systems, resolve_systems
+    from stiva_tui.engine.baselines import moa_workflow
+    from stiva_tui.pool.types import PoolModel
+
+    subtasks = [s.subtask for s in moa_workflow(3, 1, samples=True).steps[:3]]
+    assert len(set(subtasks)) == 3 and all("sample" in s for s in subtasks)
+    models = [PoolModel(id=i, provider="p", model=i, base_url="http://127.0.0.1:9/v1", price_in=p, price_out=p)
+              for i, p in (("cheap", 0.1), ("dear", 5.0))]
+    (system,) = resolve_systems(parse_systems(["self-moa"]), models)
+    assert system.mode.proposers == ("dear",) * 3 and system.mode.aggregator == "dear"

@@ -10,10 +10,11 @@ Log-probabilities: plans are sampled from the grammar-masked distribution, and t
 returns the log-probabilities under it. Without vLLM, TRL's loss recomputes the log-probabilities
 with a forward pass over the *unmasked* vocabulary, so the policy gradient is that of log pi(token)
 rather than log pi_masked(token) = log pi(token) - log Z_allowed. On-policy (one update per
-generation, the default here) the importance ratio is 1 either way; the difference is the
-gradient of log Z_allowed: tokens the grammar forces (one allowed choice) still get a push up
-their raw probability, which only makes the model write the format more readily. Documented in
-the README rather than patched into TRL's loss.
+generation, the default here) the importance ratio is 1 either way. Tokens the grammar forces
+(one allowed choice, masked probability 1) are no decision at all: the rollout's `env_mask` leaves
+them out of the loss, so they neither dilute the decisions' gradient nor get a push of their own.
+For the other tokens the difference is the gradient of log Z_allowed, documented here rather than
+patched into TRL's loss.
 
 Outputs in `out`: the adapter (`adapter_config.json`, `adapter_model.safetensors`),
 `stiva_adapter.json` (which base it was trained on: loading it onto another base is refused),

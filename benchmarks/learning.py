@@ -1,0 +1,130 @@
+"""The paper's claim in miniature, run by hand (saves benchmarks/learning.json and learning.png):
+
+    .venv/bin/python benchmarks/learning.py                   # train, then bench everything held out
+    .venv/bin/python benchmarks/learning.py --steps 80 --lr 3e-4
+
+Everything on the SIMULATED POOL (stiva_tui/sim: five sim: models whose strengths are set by their
+profiles) and the built-in `skills` suite, through the real commands in a fresh STIVA_HOME (the
+embedded model's converted weights are shared with the usual cache, not converted again):
+
+1. `stiva train skills --pool sim --split train --base embedded --prompt compact ...`: GRPO on the
+   CPU, the embedded Gemma-3 270M as the conductor, every rollout a real run on the sim pool;
+2. `stiva bench skills --pool sim --split heldout --systems conductor,adapter:DIR,moa,self-moa,
+   direct:*,oracle,random`: the prompted conductor, the trained adapter, both MoAs, every single
+   model and the routing bounds, on the 80 held-out questions.
+
+The goals (from the issue): the adapter's accuracy at least the best single model's + 10 points
+and at least 90% of the oracle's, with at most 1/6 of MoA's tokens per question. The figures are
+reported as measured, met or not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+STIVA = str(Path(sys.executable).parent / "stiva")
+
+
+def run(args: list[str], env: dict, what: str) -> subprocess.CompletedProcess:
+    print(f"$ stiva {' '.join(args)}", flush=True)
+    started = time.monotonic()
+    done = subprocess.run([STIVA, *args], capture_output=True, text=True, env=env)
+    print(f"  {what}: exit {done.returncode} in {time.monotonic() - started:.0f} s", flush=True)
+    if done.returncode != 0:
+        sys.exit(f"{what} failed:\n{done.stderr[-3000:]}")
+    return done
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--group", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--lora-r", type=int, default=8)
+    parser.add_argument("--subtask-chars", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-save", action="store_true")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="stiva-learning-"))
+    home = work / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("[sim]\nlatency_scale = 0.0\n")
+    from stiva_tui import paths
+
+    env = {**os.environ, "STIVA_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           # the embedded model's converted weights are shared, not converted again
+           "STIVA_MODEL_CACHE": str(paths.model_cache_dir())}
+    adapter = work / "adapter"
+    started = time.monotonic()
+    run(["train", "skills", "--pool", "sim", "--split", "train", "--base", "embedded", "--out", str(adapter),
+         "--steps", str(args.steps), "--group", str(args.group), "--batch", str(args.batch), "--lr", str(args.lr),
+         "--lora-r", str(args.lora_r), "--lora-targets", "all", "--prompt", "compact",
+         "--subtask-chars", str(args.subtask_chars), "--seed", str(args.seed), "--save-every", str(args.steps),
+         "--json"], env, "training")
+    train_s = time.monotonic() - started
+    log = [json.loads(line) for line in (adapter / "train_log.jsonl").read_text().splitlines() if line.strip()]
+    started = time.monotonic()
+    bench = run(["bench", "skills", "--pool", "sim", "--split", "heldout", "--concurrency", "4", "--json",
+                 "--systems", f"conductor,adapter:{adapter},moa,self-moa,direct:*,oracle,random"], env, "bench")
+    bench_s = time.monotonic() - started
+    report = json.loads(bench.stdout)
+    rows = {r["system"]: r for r in report["systems"]}
+    adapter_row = rows[f"adapter:{adapter}"]
+    singles = {name: r for name, r in rows.items() if name.startswith("direct:")}
+    best_name, best = max(singles.items(), key=lambda kv: kv[1]["accuracy"])
+    goals = {
+        "adapter_beats_best_single_by_10_points": adapter_row["accuracy"] >= best["accuracy"] + 0.10,
+        "adapter_at_least_90pct_of_oracle": adapter_row["accuracy"] >= 0.9 * rows["oracle"]["accuracy"],
+        "adapter_tokens_at_most_one_sixth_of_moa": adapter_row["tokens_per_question"]
+        <= rows["moa"]["tokens_per_question"] / 6,
+    }
+    figures = {
+        "pool": "simulated pool",
+        "suite": report["suite"], "items": adapter_row["n"],
+        "systems": [{k: r[k] for k in ("system", "n", "accuracy", "ci95", "tokens_per_question", "cost_per_question",
+                                       "latency_p50_s")} | ({"expected_accuracy": r["expected_accuracy"]}
+                                                            if "expected_accuracy" in r else {})
+                    for r in report["systems"]],
+        "best_single": best_name, "goals": goals, "frontier": report["frontier"],
+        "training": {"steps": len(log), "train_s": round(train_s, 1), "group": args.group, "batch": args.batch,
+                     "lr": args.lr, "lora_r": args.lora_r, "lora_targets": "all", "prompt": "compact",
+                     "subtask_chars": args.subtask_chars,
+                     "reward_first5": _mean([r["reward_mean"] for r in log[:5]]),
+                     "reward_last5": _mean([r["reward_mean"] for r in log[-5:]]),
+                     "rollout_cost_usd": round(sum(r.get("cost_usd", 0.0) for r in log), 6),
+                     "reward_curve": [round(r["reward_mean"], 4) for r in log]},
+        "bench_s": round(bench_s, 1), "bench_id": report["bench_id"],
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores", "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    for row in figures["systems"]:
+        print(f"  {row['system'][:40]:<40} accuracy {row['accuracy']:.3f}  tokens/q {row['tokens_per_question']:7.0f}"
+              f"  cost/q ${row['cost_per_question']:.6f}")
+    print("  goals: " + ", ".join(f"{k}={'yes' if v else 'NO'}" for k, v in goals.items()))
+    if not args.no_save:
+        (HERE / "learning.json").write_text(json.dumps(figures, indent=2) + "\n")
+        frontier = home / "data" / "bench" / report["bench_id"] / "frontier.png"
+        if frontier.exists():
+            shutil.copyfile(frontier, HERE / "learning.png")
+        print(f"saved {HERE / 'learning.json'}")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE.parent))
+    main()
