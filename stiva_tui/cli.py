@@ -353,7 +353,6 @@ def _trace_json(runtime, run_id: str, with_conductor: bool) -> str:
 
 
 async def models(args: argparse.Namespace, config) -> int:
-    from rich.console import Console
 
     from .conductor.select import describe_choice
     from .config import ConfigError, with_conductor_override
@@ -376,7 +375,9 @@ async def models(args: argparse.Namespace, config) -> int:
     if args.json:
         print(json.dumps(models_json(pool, choice), indent=2))
     else:
-        Console().print(models_table(pool, choice))
+        from .cli_common import stdout_console
+
+        stdout_console().print(models_table(pool, choice))
     return 0
 
 
@@ -424,14 +425,13 @@ def history(args: argparse.Namespace) -> int:
 
 
 def _print_runs(runs) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from .cli_view import printable
 
-    console = Console()
-    if not console.is_terminal:  # a pipe or a file: whole ids and every column, for grep and scripts
-        console = Console(width=200)
+    from .cli_common import stdout_console
+
+    console = stdout_console()  # a pipe or a file: whole ids and every column, for grep and scripts
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name, justify in (("id", "left"), ("started", "left"), ("source", "left"), ("status", "left"),
                           ("tokens", "right"), ("cost", "right"), ("question", "left")):

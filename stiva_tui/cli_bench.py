@@ -228,7 +228,6 @@ def replace_file(path: Path, data: bytes) -> None:
 
 
 def print_table(report: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     pool = f" · {report['pool'].upper()}" if report.get("pool") else ""
@@ -241,10 +240,9 @@ def print_table(report: dict) -> None:
         table.add_row(row["system"], str(row["n"]), accuracy, f"{lo:.2f}–{hi:.2f}", str(row["errors"]),
                       f"{row['tokens_per_question']:,.0f}", f"${row['cost_per_question']:.5f}",
                       f"{row['latency_p50_s']:.1f}", f"{row['latency_p95_s']:.1f}")
-    import sys
+    from .cli_common import stdout_console
 
-    # piped to a file, nothing is cut to a terminal's 80 columns
-    console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 240)
+    console = stdout_console(soft_wrap=True)  # piped to a file, nothing is cut to 80 columns
     console.print(table)
     # latency counts from each item's first call; the time items queued behind others, apart
     queued = [f"{row['system']} {row['queue_wait_p50_s']:.1f}/{row['queue_wait_p95_s']:.1f}"

@@ -17,6 +17,18 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 
+PIPED_WIDTH = 240
+
+
+def stdout_console(**kwargs):
+    """A rich Console on stdout that, piped or redirected to a file, cuts no cell to a terminal's
+    80 columns (`stiva models > pool.txt`, `stiva bench ... | tee`)."""
+    from rich.console import Console
+
+    console = Console(**kwargs)
+    return console if console.is_terminal else Console(width=PIPED_WIDTH, **kwargs)
+
+
 def fail(message: str, code: int = EXIT_FAILED) -> int:
     """Say why on one line of stderr (a provider's text in it cannot steer the terminal)."""
     from .cli_view import printable

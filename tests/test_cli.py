@@ -152,6 +152,19 @@ def test_models_json_lists_the_pool(config, stiva_home):
     assert "remote" in json.dumps(listing["conductor"])
 
 
+def test_the_models_table_piped_to_a_file_cuts_no_cell(config, stiva_home):
+    result = stiva("models", "--config", str(config), home=stiva_home)  # stdout is a pipe here
+    assert result.returncode == 0, result.stderr
+    assert "…" not in result.stdout and "fast drafts" in result.stdout
+    assert "local/gemma-3-270m" in result.stdout
+
+
+def test_options_before_the_command_reach_it(config, stiva_home):
+    result = stiva("--config", str(config), "models", "--json", home=stiva_home)
+    assert result.returncode == 0, result.stderr
+    assert [m["id"] for m in json.loads(result.stdout)["models"]][:3] == ["cond", "w1", "w2"]
+
+
 def test_help_is_fast_and_imports_no_torch():
     code = ("import sys; from stiva_tui import cli; "
             "import contextlib, io\n"

@@ -198,6 +198,15 @@ async def test_empty_history_says_how_to_start_a_bench(store):
         assert app.screen.viewing is None
 
 
+async def test_with_no_hosted_model_the_empty_screen_suggests_what_runs_offline(store):
+    app = Host(lambda: BenchScreen(store, hosted=False))
+    async with app.run_test(size=SIZE) as pilot:
+        await _settled(pilot)
+        text = str(app.screen.query_one("#bench-empty", Static).render())
+        assert "stiva bench offline --systems conductor" in text and "--pool sim" in text
+        assert "bench basic" not in text  # it would score about nothing on the embedded model
+
+
 async def test_a_bench_still_running_shows_its_progress_and_reload_reads_more(store):
     store.open_bench("live", suite="basic", suite_hash="h", systems=SYSTEMS, config_hash="c", items=3)
     store.record_bench_item("live", BenchItemRecord(system="conductor", item_id="add-1", status="graded",

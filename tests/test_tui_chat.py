@@ -261,7 +261,7 @@ async def test_question_before_the_conductor_loads_waits_and_says_so(fake, setup
     async with app.run_test(size=SIZE) as pilot:
         screen = app.chat_screen
         status = screen.status_bar
-        await wait_for(pilot, lambda: status.loading and status.query_one("#status-progress").display,
+        await wait_for(pilot, lambda: status.load_shown and getattr(status, "_cover_widget", None) is None and status.query_one("#status-progress").display,
                        what="the load progress")
         assert status.load_fraction == 0.5 and status.load_message == "loading the conductor"
         assert "conductor: loading" in str(status.query_one("#status-conductor").render())
@@ -274,7 +274,7 @@ async def test_question_before_the_conductor_loads_waits_and_says_so(fake, setup
         assert screen.query_one("#prompt").text == "typing meanwhile"
         gate.set()
         await wait_for(pilot, finished(app), what="the run after the load")
-        assert not status.loading and not status.query_one("#status-progress").display
+        assert not status.load_shown and not status.query_one("#status-progress").display
         assert status.conductor is not None and status.conductor.model == "cond"
 
 

@@ -185,7 +185,7 @@ async def test_status_bar_renders_from_its_reactives():
 
     bar = StatusBar()
     bar.message = "starting: building the pool…"  # set before its parts exist
-    bar.loading = True
+    bar.load_shown = True
     bar.load_fraction = 0.25
     bar.load_message = "loading weights"
 
@@ -197,13 +197,15 @@ async def test_status_bar_renders_from_its_reactives():
         assert shown("#status-totals") == "no run yet"
         assert shown("#status-conductor") == "starting: building the pool…"
         assert shown("#status-load") == "loading weights" and bar.query_one("#status-progress").display
+        # nothing covers them: Textual's own loading indicator would hide the stage and the percent
+        assert getattr(bar, "_cover_widget", None) is None
         assert bar.query_one("#status-progress").percentage == 0.25
 
         bar.figures = RunFigures(1234, 56, 0.0123, 4.21, "running")
         bar.conductor = ConductorLine("local", "Qwen/Qwen2.5-7B-Instruct", "CUDA GPU", "nf4 on cuda")
         bar.message = ""
         bar.load_fraction = None
-        bar.loading = False
+        bar.load_shown = False
         await pilot.pause()
         assert shown("#status-totals") == "running · 1.2k→56 tok · $0.012 · 4.2s"
         assert shown("#status-conductor") == ("conductor: local GPU 4-bit Qwen/Qwen2.5-7B-Instruct "

@@ -190,7 +190,8 @@ class StivaApp(App):
             return
         assert self.runtime is not None
         if not self.is_screen_installed("bench"):
-            self.install_screen(BenchScreen(self.runtime.store), "bench")
+            hosted = any(m.kind != "embedded" for m in self.runtime.models)
+            self.install_screen(BenchScreen(self.runtime.store, hosted=hosted), "bench")
         bench = self.get_screen("bench")
         if bench in self.screen_stack:  # under a screen opened from it: go back down to it
             while self.screen is not bench:

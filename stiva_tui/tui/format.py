@@ -33,6 +33,11 @@ def seconds(s: float | None) -> str:
     return f"{minutes}m{rest:02d}s"
 
 
+def count(n: int, noun: str) -> str:
+    """"1 step", "3 steps", "0 steps"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def one_line(text: str, limit: int) -> str:
     flat = " ".join((text or "").split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

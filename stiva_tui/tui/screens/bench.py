@@ -37,6 +37,12 @@ REFRESH_S = 5.0  # how often the screen reads again while a listed bench is stil
 EMPTY = ("No benches yet. Start one from a terminal:\n\n"
          "    stiva bench basic --systems conductor,moa\n\n"
          "then press r here to read its report.")
+# With no hosted model (no keys), `basic` would score ~0: its questions are beyond the 270M model.
+EMPTY_OFFLINE = ("No benches yet, and no hosted model in the pool (add a key with F5). What runs as it is:\n\n"
+                 "    stiva bench offline --systems conductor     (the embedded model, offline)\n"
+                 "    stiva bench skills --pool sim --split heldout --systems 'conductor,direct:*,oracle'\n"
+                 "                                                (a SIMULATED pool)\n\n"
+                 "then press r here to read its report.")
 
 
 @dataclass(frozen=True)
@@ -82,11 +88,13 @@ class BenchScreen(Screen):
     class LoadFailed(Message):
         error: str
 
-    def __init__(self, store: "Store | None", *, name: str | None = None, id: str | None = None,
-                 classes: str | None = None) -> None:
-        """`store`: the history (None when there is none: the screen says so)."""
+    def __init__(self, store: "Store | None", *, hosted: bool = True, name: str | None = None,
+                 id: str | None = None, classes: str | None = None) -> None:
+        """`store`: the history (None when there is none: the screen says so); `hosted`: whether
+        the pool has a model besides the embedded one (what the empty screen suggests depends on it)."""
         super().__init__(name=name, id=id, classes=classes)
         self.store = store
+        self.hosted = hosted
 
     def compose(self) -> ComposeResult:
         yield Static("Benches", id="bench-title")
@@ -178,7 +186,7 @@ class BenchScreen(Screen):
         elif self.store is None:
             empty.update("There is no history, so no benches to show.")
         else:
-            empty.update(EMPTY)
+            empty.update(EMPTY if self.hosted else EMPTY_OFFLINE)
         empty.display = bool(self.error) or not self.benches
         self.query_one("#bench-list", DataTable).display = bool(self.benches)
 

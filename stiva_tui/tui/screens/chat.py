@@ -147,13 +147,13 @@ class ChatScreen(Screen):
 
     def on_conductor_progress(self, message: msg.ConductorProgress) -> None:
         status = self.status_bar
-        status.loading = True
+        status.load_shown = True
         status.load_message = message.message
         status.load_fraction = message.fraction
 
     def on_conductor_ready(self, message: msg.ConductorReady) -> None:
         status = self.status_bar
-        status.loading = False
+        status.load_shown = False
         # A remote conductor's facts are its URL: long, and on the pool screen already.
         facts = message.facts if message.backend != "remote" else ""
         status.conductor = ConductorLine(message.backend, message.model, message.reason, facts)
@@ -161,7 +161,7 @@ class ChatScreen(Screen):
 
     def on_conductor_failed(self, message: msg.ConductorFailed) -> None:
         status = self.status_bar
-        status.loading = False
+        status.load_shown = False
         status.message = f"conductor failed to load: {message.error}"
 
     # --- asking --------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """One line under the chat: the run's totals, the conductor (and why it was chosen), load progress.
 
 The bar is reactive state: its owner sets `figures`, `conductor`, `message`, `load_message`,
-`load_fraction` and `loading`, and the bar draws itself from them. Nothing calls into its parts.
+`load_fraction` and `load_shown`, and the bar draws itself from them. Nothing calls into its parts.
+(Not `loading`: that is Textual's own `Widget.loading`, which would cover the whole bar, the
+stage text and the progress, with a pulsing indicator for the minutes of a first load.)
 """
 
 from __future__ import annotations
@@ -81,14 +83,14 @@ class StatusBar(Horizontal):
     load_message: reactive[str] = reactive("")
     load_fraction: reactive[float | None] = reactive(None)
     """Load progress in [0, 1]; None: the loader cannot tell (the bar pulses)."""
-    loading: reactive[bool] = reactive(False)
-    """Whether the load message and the progress bar show."""
+    load_shown: reactive[bool] = reactive(False)
+    """Whether the load message and the progress bar (with its percent and ETA) show."""
 
     def compose(self) -> ComposeResult:
         yield Static("no run yet", id="status-totals", markup=False)
         yield Static("", id="status-conductor")
         yield Static("", id="status-load", classes="-hidden", markup=False)
-        yield ProgressBar(total=1.0, show_eta=False, show_percentage=True, id="status-progress",
+        yield ProgressBar(total=1.0, show_eta=True, show_percentage=True, id="status-progress",
                           classes="-hidden")
 
     def on_mount(self) -> None:
@@ -117,7 +119,7 @@ class StatusBar(Horizontal):
         if self.is_mounted:
             self._draw_load()
 
-    def watch_loading(self) -> None:
+    def watch_load_shown(self) -> None:
         if self.is_mounted:
             self._draw_load()
 
@@ -143,5 +145,5 @@ class StatusBar(Horizontal):
         label.update(self.load_message)
         fraction = self.load_fraction
         bar.update(total=None if fraction is None else 1.0, progress=fraction or 0.0)
-        label.set_class(not self.loading, "-hidden")
-        bar.set_class(not self.loading, "-hidden")
+        label.set_class(not self.load_shown, "-hidden")
+        bar.set_class(not self.load_shown, "-hidden")

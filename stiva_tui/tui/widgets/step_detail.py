@@ -124,7 +124,7 @@ def _header(state: RunState, key: Key) -> str:
     if key[0] == "plan":
         r = state.round(key[1])
         who = escape(f"{state.conductor_model or 'conductor'} ({state.conductor_backend or '?'})")
-        status = "planning…" if r.planning else f"{len(r.steps)} steps"
+        status = "planning…" if r.planning else fmt.count(len(r.steps), "step")
         return f"[b]Plan, round {r.round} [/b]· {who} · {status}"
     s = state.step(key[1], key[2])
     reads = fmt.access_text(s.access, s.access_all) or "← the question only"
