@@ -482,6 +482,32 @@ async def test_help_lists_every_binding_and_question_mark_types_in_the_prompt(fa
         assert isinstance(app.screen, HelpScreen)
 
 
+async def test_help_lists_the_keys_of_the_screen_it_is_opened_from_with_nothing_cut(fake, setup):
+    from textual.widgets import Static
+
+    from stiva_tui.tui.screens.help import HelpScreen
+
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f12")  # the bench screen
+        await pilot.pause(0.1)
+        await pilot.press("f1")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, HelpScreen)
+        table = app.screen.query_one("DataTable")
+        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        assert {"bench.open", "help", "quit"} <= {r[2] for r in rows}
+        assert "bench screen" in str(app.screen.query_one("#help-title", Static).render())
+        # the hint keeps its brackets: "[keymap]" is the config's table, not markup
+        assert "[keymap]" in str(app.screen.query_one("#help-hint", Static).render())
+        # a description longer than its column is folded over more lines, not cut
+        from stiva_tui.tui.screens.help import DESCRIPTION_WIDTH
+
+        long_rows = [key for key, row in zip(table.rows, rows) if len(str(row[3])) > DESCRIPTION_WIDTH]
+        assert long_rows and all(table.rows[key].height > 1 for key in long_rows)
+
+
 async def test_every_binding_has_an_id_and_tooltip():
     from stiva_tui.tui.screens.chat import ChatScreen
     from stiva_tui.tui.widgets.prompt_input import PromptInput

@@ -148,7 +148,7 @@ class StivaApp(App):
         from .screens.help import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(self.screen))
 
     @on(msg.OpenCompare)
     def _open_compare(self, message: msg.OpenCompare) -> None:

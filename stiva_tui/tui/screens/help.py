@@ -1,4 +1,5 @@
-"""F1 / `?`: every key binding of the app, with its id (for `keymap` in the config) and what it does."""
+"""F1 / `?`: the key bindings of the screen it is opened from (and the app's), each with its id (for
+`keymap` in the config) and what it does, nothing cut."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
+DESCRIPTION_WIDTH = 44
 HELP_CSS = """
 HelpScreen { align: center middle; }
 HelpScreen > Vertical {
@@ -19,16 +21,28 @@ HelpScreen DataTable { height: 1fr; }
 """
 
 
-def binding_rows(app) -> list[tuple[str, str, str, str]]:
-    """(keys, description, id, tooltip) for every binding with an id, keymap overrides applied."""
-    from ..widgets.prompt_input import PromptInput
-    from ..widgets.workflow_tree import WorkflowTree
-    from .chat import ChatScreen
+def binding_owners(app, screen=None) -> list[type]:
+    """Whose bindings the help lists: the app's, then the screen's and every widget's on it (the
+    chat screen's when no screen is given)."""
+    if screen is None:
+        from ..widgets.prompt_input import PromptInput
+        from ..widgets.workflow_tree import WorkflowTree
+        from .chat import ChatScreen
 
+        return [type(app), ChatScreen, PromptInput, WorkflowTree]
+    owners = [type(app), type(screen)]
+    for widget in screen.query("*"):
+        if type(widget) not in owners:
+            owners.append(type(widget))
+    return owners
+
+
+def binding_rows(app, screen=None) -> list[tuple[str, str, str, str]]:
+    """(keys, description, id, tooltip) for every binding with an id, keymap overrides applied."""
     keymap = dict(getattr(app, "keymap", {}) or {})
     rows: list[tuple[str, str, str, str]] = []
     seen: set[str] = set()
-    for owner in (type(app), ChatScreen, PromptInput, WorkflowTree):
+    for owner in binding_owners(app, screen):
         for binding in _bindings(owner):
             if not binding.id or binding.id in seen:
                 continue
@@ -52,17 +66,33 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,f1,q", "dismiss", "Close", id="help.close", tooltip="Close the help"),
     ]
 
+    def __init__(self, opened_from=None) -> None:
+        """`opened_from`: the screen whose keys are listed (None: the chat screen's)."""
+        super().__init__()
+        self.opened_from = opened_from
+
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static("Stiva — keys and commands", id="help-title")
+            title = "Stiva — keys and commands"
+            if self.opened_from is not None:
+                title += f" · the {type(self.opened_from).__name__.removesuffix('Screen').lower() or 'app'} screen"
+            yield Static(title, id="help-title", markup=False)
             yield DataTable(id="help-table", cursor_type="row", zebra_stripes=True)
+            # No markup: "[keymap]" is the config's table name, not a style
             yield Static("ctrl+p opens the command palette (every action, and the theme picker). "
-                         "Remap a key in config.toml:  [keymap]  send = \"ctrl+s\"", id="help-hint")
+                         "Remap a key in config.toml:  [keymap]  send = \"ctrl+s\"", id="help-hint", markup=False)
 
     def on_mount(self) -> None:
+        from rich.text import Text
+
         table = self.query_one(DataTable)
-        table.add_columns("Keys", "Action", "Binding id", "What it does")
-        table.add_row("ctrl+p", "Palette", "(built in)", "Search every command, change theme")
-        for row in binding_rows(self.app):
-            table.add_row(*row)
+        table.add_column("Keys")
+        table.add_column("Action")
+        table.add_column("Binding id")
+        table.add_column("What it does", width=DESCRIPTION_WIDTH)
+        rows = [("ctrl+p", "Palette", "(built in)", "Search every command, change theme"),
+                *binding_rows(self.app, self.opened_from)]
+        for keys, action, binding_id, tooltip in rows:
+            # folded over lines, never cut mid-word
+            table.add_row(keys, action, binding_id, Text(tooltip, overflow="fold"), height=None)
         table.focus()
