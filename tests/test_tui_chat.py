@@ -453,6 +453,34 @@ async def test_keymap_remaps_send(fake, setup):
         rows = [app.screen.query_one("DataTable").get_row_at(i) for i in range(app.screen.query_one("DataTable").row_count)]
         send = next(r for r in rows if r[2] == "send")
         assert "ctrl+s" in send[0]
+        # every hint says the live keys: the prompt's placeholder too
+        placeholder = str(app.chat_screen.query_one("#prompt").placeholder)
+        assert "ctrl+s sends" in placeholder and "ctrl+j" not in placeholder
+
+
+async def test_the_compare_hint_follows_a_remapped_send(fake, setup):
+    from textual.widgets import Static
+
+    config, runtime = await setup(keymap={"compare.send": "ctrl+s"})
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_compare(None)
+        await pilot.pause(0.2)
+        hint = str(app.screen.query_one("#compare-hint", Static).render())
+        assert hint.startswith("ctrl+s or alt+enter send") and "ctrl+j" not in hint
+
+
+def test_a_keymap_id_no_binding_has_is_one_line_and_exit_2(tmp_path, stiva_home):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    config = tmp_path / "c.toml"
+    config.write_text('[keymap]\nsned = "ctrl+s"\n')
+    done = subprocess.run([str(Path(sys.executable).parent / "stiva"), "--config", str(config)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "no key binding has the id 'sned'" in done.stderr and "send" in done.stderr
 
 
 async def test_help_lists_every_binding_and_question_mark_types_in_the_prompt(fake, setup):

@@ -219,6 +219,14 @@ class StivaApp(App):
 
 def run_app(config: "Config", conductor_override: str | None = None) -> int:
     """Run the app until the user quits; the process exit code."""
+    from .bindings import check_keymap
+
+    problem = check_keymap(config.keymap)
+    if problem:  # before the screen is taken: a typo'd id is one line, as any unknown config key
+        import sys
+
+        print(f"stiva: config: {problem}", file=sys.stderr)
+        return 2
     app = StivaApp(config, conductor=conductor_override)
     app.run()
     return app.return_code or 0

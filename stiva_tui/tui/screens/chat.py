@@ -25,6 +25,7 @@ from textual.worker import Worker
 
 from ...core import events as ev
 from .. import messages as msg
+from ..bindings import keys_for
 from ..exporting import export_conversation
 from ..live_run import LiveRun
 from ..widgets.answer import AnswerView, answer_header
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from ...core.trace import Trace
     from ...runtime import Runtime
 
-PLACEHOLDER = "Ask anything… (ctrl+j or alt+enter sends, enter adds a line)"
+PLACEHOLDER = "Ask anything… ({send} sends, enter adds a line)"  # the live keys of `send` fill it in
 FIRST_RUN_NOTICE = ("No API keys found — running offline on the embedded Gemma 270M. "
                     "Add models in {config} or press F5 for keys.")
 
@@ -83,7 +84,8 @@ class ChatScreen(Screen):
             with Vertical(id="conversation-column"):
                 yield Static("", id="notice", classes="-hidden", markup=False)
                 yield ConversationView(id="conversation")
-                yield PromptInput(id="prompt", placeholder=PLACEHOLDER)
+                yield PromptInput(id="prompt", placeholder=PLACEHOLDER.format(
+                    send=keys_for(self.app, "send", PromptInput.SEND_KEYS)))
             with Vertical(id="workflow-column"):
                 yield WorkflowTree(id="tree", frozen=self.frozen)
                 yield StepDetail(id="detail")

@@ -22,6 +22,7 @@ from textual.widgets import Footer, SelectionList, Static, TextArea
 from textual.widgets.selection_list import Selection
 from textual.worker import Worker
 
+from ..bindings import keys_for
 from ..widgets.compare_column import CompareColumn
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ MAX_COLUMNS = 9  # votes are bound to the keys 1..9
 CONDUCTOR = "conductor"
 MOA = "moa"
 # Systems that are not a single pool model, as the selection list names them.
+COMPARE_SEND_KEYS = "ctrl+j"
 SYSTEM_TITLES = {
     "conductor": "conductor (orchestrated)",
     "conductor-mini": "conductor-mini (quick)",
@@ -44,7 +46,7 @@ class CompareScreen(Screen):
     CSS_PATH = "compare.tcss"
 
     BINDINGS = [
-        Binding("ctrl+j", "send", "Send", id="compare.send",
+        Binding(COMPARE_SEND_KEYS, "send", "Send", id="compare.send",
                 tooltip="Send the question to every selected system"),
         Binding("alt+enter", "send", "Send", show=False, id="compare.send_alt",
                 tooltip="Send the question to every selected system"),
@@ -75,7 +77,9 @@ class CompareScreen(Screen):
             with Horizontal(id="compare-input"):
                 yield TextArea(id="compare-question", placeholder="Ask one question to several systems")
                 yield SelectionList[str](*self._selections(), id="compare-systems")
-            yield Static("ctrl+j send · 1..9 mark the better answer · esc cancel", id="compare-hint")
+            send = " or ".join((keys_for(self.app, "compare.send", COMPARE_SEND_KEYS),
+                                keys_for(self.app, "compare.send_alt", "alt+enter")))
+            yield Static(f"{send} send · 1..9 mark the better answer · esc cancel", id="compare-hint", markup=False)
         yield Horizontal(id="compare-columns")
         yield Footer()
 

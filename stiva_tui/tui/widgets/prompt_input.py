@@ -14,8 +14,9 @@ class PromptInput(TextArea):
 
     # Not a priority binding: those run before the keys typed just ahead of them reach the text,
     # so a fast typist (or a paste) lost the end of the question.
+    SEND_KEYS = "ctrl+j,alt+enter"
     BINDINGS = [
-        Binding("ctrl+j,alt+enter", "send", "Send", id="send",
+        Binding(SEND_KEYS, "send", "Send", id="send",
                 tooltip="Send the question (enter only adds a new line)"),
     ]
 
