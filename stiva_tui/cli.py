@@ -85,10 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
     history = sub.add_parser("history", parents=[common], help="the stored runs, newest first")
     history.add_argument("--json", action="store_true", help="print JSON")
     history.add_argument("--limit", type=int, default=20, help="at most this many runs (default 20)")
-    shows = history.add_subparsers(dest="history_command", metavar="show ID")
-    show = shows.add_parser("show", help="one run's trace")
-    show.add_argument("run_id", metavar="ID", help="the run's id (from stiva history)")
+    shows = history.add_subparsers(dest="history_command", metavar="{show ID, conversations}")
+    show = shows.add_parser("show", help="one run's trace with its plan, or a conversation's runs")
+    show.add_argument("run_id", metavar="ID", help="a run's or a conversation's id, or a unique start of one "
+                                                  "(4 characters or more), as any stiva listing prints it")
     show.add_argument("--json", dest="show_json", action="store_true", help="print the trace as JSON")
+    conversations = shows.add_parser("conversations", help="the conversations, newest first")
+    conversations.add_argument("--json", dest="show_json", action="store_true", help="print them as JSON")
 
     from .cli_bench import add_parser as add_bench_parser
     from .cli_train import add_parser as add_train_parser
@@ -398,19 +401,34 @@ def history(args: argparse.Namespace) -> int:
         if store.fault is not None:
             print(f"stiva: note: {store.fault.summary}: only reading it (nothing is swept or recorded)",
                   file=sys.stderr)
+        if args.limit < 1:
+            return fail("--limit must be at least 1", EXIT_USAGE)
         try:
             if args.history_command == "show":
                 try:
-                    trace = store.get_trace(args.run_id)
-                except NotFoundError:
-                    return fail(f"no run {args.run_id} in the history (stiva history lists them)", EXIT_USAGE)
+                    kind, whole = store.resolve_id(args.run_id)
+                except NotFoundError as exc:
+                    return fail(str(exc), EXIT_USAGE)
+                if kind == "conversation":
+                    conversation = store.get_conversation(whole)
+                    if args.json or args.show_json:
+                        print(conversation.model_dump_json(indent=2))
+                    else:
+                        _print_conversation(conversation)
+                    return 0
+                trace = store.get_trace(whole)
                 if args.json or args.show_json:
                     print(trace.model_dump_json(indent=2))
                 else:
                     _print_run(trace)
                 return 0
-            if args.limit < 1:
-                return fail("--limit must be at least 1", EXIT_USAGE)
+            if args.history_command == "conversations":
+                found = store.list_conversations(limit=args.limit)
+                if args.json or args.show_json:
+                    print(json.dumps([c.model_dump(mode="json") for c in found], indent=2, ensure_ascii=False))
+                else:
+                    _print_conversations(found)
+                return 0
             runs = store.list_runs(limit=args.limit)
         except StoreError as exc:  # a damaged page met while reading
             return fail(str(exc), EXIT_FAILED)
@@ -447,13 +465,46 @@ def _print_runs(runs) -> None:
 
 
 def _print_run(trace) -> None:
-    from rich.console import Console
     from rich.markdown import Markdown
 
+    from .cli_common import stdout_console
     from .cli_view import printable
     from .store.export import run_markdown
 
-    Console().print(Markdown(printable(run_markdown(trace))))
+    stdout_console().print(Markdown(printable(run_markdown(trace, plan=True))))
+
+
+def _print_conversation(conversation) -> None:
+    from rich.markdown import Markdown
+
+    from .cli_common import stdout_console
+    from .cli_view import printable
+    from .store.export import run_markdown
+
+    console = stdout_console()
+    console.print(Markdown(printable(f"# {conversation.title or 'Untitled conversation'}\n\n"
+                                     f"_{conversation.kind} · {conversation.id} · started "
+                                     f"{conversation.created_at[:16].replace('T', ' ')} UTC_")))
+    for trace in conversation.runs:
+        console.print(Markdown(printable(run_markdown(trace, plan=True))))
+    if not conversation.runs:
+        console.print("(no runs recorded in it)", highlight=False)
+
+
+def _print_conversations(found) -> None:
+    from rich.table import Table
+
+    from .cli_common import stdout_console
+    from .cli_view import printable
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name in ("id", "updated", "kind", "runs", "title"):
+        table.add_column(name, no_wrap=True, overflow="ellipsis", justify="right" if name == "runs" else "left",
+                         min_width=32 if name == "id" else None)
+    for c in found:
+        table.add_row(c.id, c.updated_at[:16].replace("T", " "), c.kind, str(c.run_count),
+                      printable(" ".join((c.title or "(untitled)").split())))
+    stdout_console().print(table if found else "no conversations yet", highlight=False)
 
 
 if __name__ == "__main__":

@@ -448,7 +448,27 @@ def test_history_lists_runs_newest_first_and_shows_one(config, stiva_home):
     assert trace["run_id"] == runs[1]["id"] and trace["answer"] == "the combined answer"
     assert "the combined answer" in stiva("history", "show", runs[1]["id"], home=stiva_home).stdout
     missing = stiva("history", "show", "nope", home=stiva_home)
-    assert missing.returncode == 2 and missing.stderr.startswith("stiva: no run nope")
+    assert missing.returncode == 2 and missing.stderr.startswith("stiva: 'nope' is no run or conversation id")
+    absent = stiva("history", "show", "0123abcd", home=stiva_home)
+    assert absent.returncode == 2 and "no run or conversation 0123abcd" in absent.stderr
+
+
+def test_any_printed_id_and_any_unique_start_of_one_works_in_history_show(config, stiva_home):
+    asked = stiva("ask", "What is it?", "--config", str(config), home=stiva_home)
+    assert asked.returncode == 0, asked.stderr
+    conversation_id = asked.stderr.split("conversation ", 1)[1].split()[0]  # as `stiva ask` prints it
+    run_id = json.loads(stiva("history", "--json", home=stiva_home).stdout)[0]["id"]
+    by_prefix = stiva("history", "show", run_id[:8], home=stiva_home)
+    assert by_prefix.returncode == 0, by_prefix.stderr
+    assert "Plan, round 1" in by_prefix.stdout and "Step 0" in by_prefix.stdout  # the plan, with subtasks
+    assert "Draft an answer." in by_prefix.stdout or "w1" in by_prefix.stdout
+    conversation = stiva("history", "show", conversation_id, home=stiva_home)
+    assert conversation.returncode == 0, conversation.stderr
+    assert conversation_id in conversation.stdout and "the combined answer" in conversation.stdout
+    assert json.loads(stiva("history", "show", conversation_id[:6], "--json", home=stiva_home).stdout)["id"] \
+        == conversation_id
+    listed = stiva("history", "conversations", home=stiva_home)
+    assert listed.returncode == 0 and conversation_id in listed.stdout and "What is it?" in listed.stdout
 
 
 def test_models_the_config_names_must_exist_and_say_when_they_are_unavailable(fake, tmp_path, stiva_home):

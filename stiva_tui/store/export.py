@@ -67,9 +67,29 @@ def totals_line(totals: TraceTotals) -> str:
     )
 
 
-def run_markdown(trace: Trace) -> str:
-    """One run as Markdown: question, answer (or what it had written), workflow and totals."""
-    return "\n".join(_run_section(1, trace)).rstrip() + "\n"
+def run_markdown(trace: Trace, *, plan: bool = False) -> str:
+    """One run as Markdown: question, answer (or what it had written), workflow and totals; with
+    `plan`, every round's steps: model, what each read, and its subtask."""
+    lines = _run_section(1, trace)
+    if plan:
+        lines += plan_lines(trace)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def plan_lines(trace: Trace) -> list[str]:
+    """The plan of each round as Markdown: one line per step, numbered from 0 as the tree and the
+    paper's access lists number them."""
+    out: list[str] = []
+    for r in trace.rounds:
+        if not r.steps:
+            continue
+        out += [f"**Plan, round {r.round}**", ""]
+        for s in r.steps:
+            reads = "steps " + ", ".join(str(j) for j in s.access) if s.access else "the question only"
+            out.append(f"- Step {s.index} · `{s.model or '?'}` · reads {reads} · {s.status}: "
+                       f"{_one_line(s.subtask, 200) or '(no subtask)'}")
+        out.append("")
+    return out
 
 
 def _run_section(n: int, trace: Trace) -> list[str]:

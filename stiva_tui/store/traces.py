@@ -43,6 +43,28 @@ class Traces:
             steps = self.query("SELECT * FROM steps WHERE run_id = ? ORDER BY round, idx", (run_id,))
         return _trace(run, rounds, steps)
 
+    def resolve_id(self: "Store", text: str) -> tuple[str, str]:
+        """("run" | "conversation", the whole id) for a run id, a conversation id, or a unique
+        prefix of either (4 characters or more: what a user copies from any listing). NotFoundError
+        says why otherwise: nothing starts so, or several things do."""
+        key = text.strip().lower()
+        if len(key) < 4 or any(c not in "0123456789abcdef-" for c in key):
+            raise NotFoundError(f"{text!r} is no run or conversation id (ids are hex; give 4 characters or more)")
+        found: list[tuple[str, str]] = []
+        for kind, table in (("run", "runs"), ("conversation", "conversations")):
+            rows = self.query(f"SELECT id FROM {table} WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
+                              (key, key + "\U0010ffff"))
+            found += [(kind, r["id"]) for r in rows]
+        exact = [f for f in found if f[1] == key]
+        if exact:
+            return exact[0]
+        if not found:
+            raise NotFoundError(f"no run or conversation {text} in the history (stiva history lists them)")
+        if len(found) > 1:
+            raise NotFoundError(f"{text} is the start of several ids ({', '.join(i for _, i in found[:5])}…): "
+                                "give more characters")
+        return found[0]
+
     def list_runs(self: "Store", limit: int = 100, source: Source | None = None) -> list[RunSummary]:
         """Run summaries (no rounds or steps) newest first, optionally only those from one source."""
         where, params = ("WHERE source = ?", [source]) if source else ("", [])
