@@ -134,6 +134,18 @@ class ServeConfig(_Strict):
     max_body_bytes: int = Field(1_000_000, gt=0)
     # Host names besides loopback ones that --no-auth serves (a name in /etc/hosts, say).
     allowed_hosts: list[str] = Field(default_factory=list)
+    # Connections (server/connections.py). A client gets this long to send a request's line and
+    # headers (from its connection, or from the first byte of its next request), then a 408.
+    header_timeout_s: float = Field(10.0, gt=0, le=3600)
+    # ... and this long, once the head is in, for the whole body.
+    body_timeout_s: float = Field(30.0, gt=0, le=3600)
+    # An idle kept-alive connection is closed after this long.
+    keepalive_timeout_s: float = Field(5.0, gt=0, le=3600)
+    # Open connections at most (fewer when `ulimit -n` has no room for them): beyond it, the oldest
+    # idle or stalled connection is closed to make room.
+    max_connections: int = Field(1000, ge=1)
+    # Idle kept-alive connections at most: beyond it, the oldest is closed.
+    max_idle_connections: int = Field(100, ge=0)
 
 
 SIM_PROVIDER = "stiva-sim"  # the provider the simulated pool's server is added to the config as

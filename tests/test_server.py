@@ -22,6 +22,7 @@ from stiva_tui import secrets
 from stiva_tui.config import parse_config
 from stiva_tui.server.app import create_app, serve
 from stiva_tui.server.auth import is_loopback_host, load_or_create_token, token_file
+from stiva_tui.server.connections import guarded_server
 
 TOKEN = "test-token-1234"
 PLAN2 = 'Draft then finish.\nmodel_id = [1, 2]\nsubtasks = ["draft", "finish"]\naccess_list = [[], [0]]'
@@ -72,8 +73,8 @@ class Served:
         self.runtime = await Runtime.create(self.config, discover=False)
         try:
             app = create_app(self.runtime, self.token, **self.app_options)
-            self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                                        timeout_graceful_shutdown=2))
+            self.server = guarded_server(app, self.config.serve, host="127.0.0.1", port=self.port,
+                                         log_level="warning", timeout_graceful_shutdown=2)
             await self.server.serve()
         finally:
             await self.runtime.aclose()
@@ -567,3 +568,306 @@ def test_text_that_is_not_valid_unicode_is_a_400_naming_the_field(server, fake, 
     # Nothing deeper saw it: no upstream call carried it, and the history holds the good request only.
     assert all("\\ud" not in json.dumps(r.body) for r in fake.requests)
     assert [r.question for r in server.store.list_runs()] == ["hi"]
+
+
+# --- slow, idle and stalled connections ------------------------------------------------------------
+
+PARTIAL_HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+
+
+def _connect(served_or_port, send: bytes = b"") -> socket.socket:
+    port = served_or_port if isinstance(served_or_port, int) else served_or_port.port
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    if send:
+        sock.sendall(send)
+    return sock
+
+
+def _until_closed(sock: socket.socket, timeout: float = 6.0) -> tuple[bytes, float]:
+    """Everything the server sends until it closes the connection, and how long that took."""
+    started = time.monotonic()
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except (socket.timeout, ConnectionResetError):
+        pass
+    return data, time.monotonic() - started
+
+
+def _response(sock: socket.socket) -> bytes:
+    """One whole response (framed by its content-length) read off a kept-alive connection."""
+    sock.settimeout(5)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """True once the server has closed its end (a read gives EOF or a reset); never waits."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+    finally:
+        sock.setblocking(True)
+
+
+def _assert_408(data: bytes, field: str) -> None:
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408"), data[:200]
+    assert b"connection: close" in head.lower()
+    error = json.loads(body)["error"]
+    assert error["code"] == "request_timeout" and field in error["message"]
+
+
+def test_a_half_sent_request_gets_408_within_the_header_timeout(start):
+    server = start(serve={"header_timeout_s": 1.0})
+    half = _connect(server, PARTIAL_HEAD)
+    silent = _connect(server)
+    # A keep-alive connection whose next request stops after its first bytes: uvicorn's own timer
+    # stops at the first byte and never starts again, so this one stayed open for good.
+    kept = _connect(server, f"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+                    .encode())
+    assert _response(kept).startswith(b"HTTP/1.1 200")
+    kept.sendall(b"GET /v1/mo")
+    # A head sent one byte at a time: the deadline counts from the start, not from the last byte.
+    drip = _connect(server)
+    started = time.monotonic()
+    head = PARTIAL_HEAD * 20
+    dripped = b""
+    for byte in head:
+        try:
+            drip.sendall(bytes([byte]))
+        except OSError:
+            break
+        if _closed_by_server(drip) or time.monotonic() - started > 5:
+            break
+        time.sleep(0.05)
+    drip_s = time.monotonic() - started
+    assert drip_s < 2.5, f"a dripping head kept the connection {drip_s:.1f} s"
+
+    data, _ = _until_closed(half)
+    _assert_408(data, "header_timeout_s")
+    assert _until_closed(silent)[0] == b""  # it sent nothing: closed without a word
+    data, _ = _until_closed(kept)
+    _assert_408(data, "header_timeout_s")
+    # All of them within the timeout, measured from their start (plus slack for a busy machine).
+    assert time.monotonic() - started < 3.5
+    for sock in (half, silent, kept, drip):
+        sock.close()
+    assert [m.id for m in server.client().models.list()]  # and the server is well
+
+
+def test_a_body_sent_too_slowly_gets_408_and_starts_no_run(start, fake):
+    server = start(serve={"body_timeout_s": 1.0})
+    body = json.dumps({"model": "w1", "messages": USER}).encode()
+    sock = _connect(server, b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                            + f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+                              f"Content-Length: {len(body)}\r\n\r\n".encode() + body[:10])
+    data, waited = _until_closed(sock)
+    sock.close()
+    _assert_408(data, "body_timeout_s")
+    assert 0.8 < waited < 3.0
+    assert fake.requests == [] and server.store.list_runs() == []
+    fake.script("w1", Reply("fine"))
+    assert server.client().chat.completions.create(model="w1", messages=USER).choices[0].message.content == "fine"
+
+
+def test_idle_keep_alive_connections_are_capped_and_closed(start):
+    server = start(serve={"max_idle_connections": 2, "keepalive_timeout_s": 1.5})
+    request = f"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode()
+    kept = []
+    for _ in range(3):
+        sock = _connect(server, request)
+        assert _response(sock).startswith(b"HTTP/1.1 200")
+        kept.append(sock)
+    time.sleep(0.2)
+    # Three idle, two allowed: the oldest was closed, the other two wait.
+    assert [_closed_by_server(s) for s in kept] == [True, False, False]
+    time.sleep(1.8)
+    assert all(_closed_by_server(s) for s in kept)
+    for sock in kept:
+        sock.close()
+
+
+@pytest.mark.parametrize("key, value", [
+    ("header_timeout_s", 0), ("body_timeout_s", -1), ("keepalive_timeout_s", "5"), ("max_connections", 0),
+    ("max_idle_connections", 2.0), ("header_timeout", 10),
+])
+def test_connection_limits_in_the_config_are_checked(key, value):
+    from stiva_tui.config import ConfigError
+
+    with pytest.raises(ConfigError, match=f"serve.{key}"):
+        parse_config({"serve": {key: value}})
+
+
+def test_notes_say_once_a_minute_how_often_a_trouble_happened(caplog):
+    from stiva_tui.server.connections import Notes
+
+    now = [0.0]
+    notes = Notes(every_s=60, clock=lambda: now[0])
+    with caplog.at_level("WARNING", logger="stiva.server"):
+        for second in range(120):
+            now[0] = float(second)
+            for _ in range(100):
+                notes.note("head", "closed a stalled connection (%s)", "x")
+    assert [r.getMessage() for r in caplog.records] == [
+        "stiva serve: closed a stalled connection (x)",
+        "stiva serve: closed a stalled connection (x) (6000 times in the last 60 s)",
+    ]
+
+
+# The real `stiva serve` in its own process, with a lowered file limit: what the issue found (about
+# 1,100 idle connections against the usual limit of 1,024) scaled down.
+LAUNCHER = """
+import os, signal, sys
+held = []
+def grab(*_):  # SIGUSR1: take every free descriptor, as a leak elsewhere in the process would
+    try:
+        while True:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        pass
+def release(*_):  # SIGUSR2: give them back
+    while held:
+        os.close(held.pop())
+signal.signal(signal.SIGUSR1, grab)
+signal.signal(signal.SIGUSR2, release)
+from stiva_tui.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+class ServeProcess:
+    def __init__(self, tmp_path, fake, nofile: int, **serve):
+        import resource
+        import subprocess
+        import sys
+
+        import stiva_tui
+
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = tmp_path / "config.toml"
+        serve = {"port": self.port, "max_concurrent_runs": 2, **serve}
+        lines = ["catalog = false", "[conductor]", 'backend = "remote"', 'model = "cond"', "[discovery]",
+                 "enabled = false", "[serve]", *(f"{k} = {json.dumps(v)}" for k, v in serve.items()),
+                 "[[providers]]", 'name = "fake"', f'base_url = "{fake.base_url}"']
+        for model in ("cond", "w1"):
+            lines += ["[[models]]", f'id = "{model}"', 'provider = "fake"', f'model = "{model}"']
+        config.write_text("\n".join(lines) + "\n")
+        launcher = tmp_path / "launch.py"
+        launcher.write_text(LAUNCHER)
+        self.log_path = tmp_path / "serve.log"
+        root = os.path.dirname(os.path.dirname(stiva_tui.__file__))
+        env = {**os.environ, "PYTHONPATH": root, "STIVA_SERVE_TOKEN": TOKEN}
+
+        def limit() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen([sys.executable, str(launcher), "serve", "--config", str(config)],
+                                        env=env, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=limit)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(self.url + "/v1/models", headers={"authorization": f"Bearer {TOKEN}"}, timeout=1)
+                break
+            except httpx.TransportError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"stiva serve did not start: {self.log()}") from None
+                time.sleep(0.1)
+
+    def client(self) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=TOKEN, max_retries=0, timeout=10)
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> str:
+        import signal
+
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(10)
+        except Exception:
+            self.process.kill()
+            self.process.wait(5)
+        self._log.close()
+        return self.log_path.read_text(errors="replace")
+
+
+def _stall(port: int, count: int) -> list[socket.socket]:
+    stalled = []
+    for _ in range(count):
+        sock = socket.socket()
+        sock.settimeout(5)
+        sock.connect(("127.0.0.1", port))  # the kernel completes it, accepted or not
+        try:
+            sock.sendall(PARTIAL_HEAD)
+        except OSError:
+            pass
+        stalled.append(sock)
+    return stalled
+
+
+def _assert_calm(log: str) -> None:
+    assert "Traceback" not in log and "Exception" not in log, log[:3000]
+    assert len(log.splitlines()) < 25, log[:3000]
+
+
+def test_a_real_client_is_answered_while_200_stalled_connections_are_open(tmp_path, fake):
+    # 200 stalled connections against a file limit of 160 (the issue's 1,100 against 1,024); the
+    # header timeout is long, so it is the cap and whom it closes first that let the client in.
+    served = ServeProcess(tmp_path, fake, nofile=160, header_timeout_s=60.0)
+    fake.default("w1", Reply("still here"))
+    stalled = _stall(served.port, 200)
+    try:
+        time.sleep(0.5)
+        started = time.monotonic()
+        reply = served.client().chat.completions.create(model="w1", messages=USER)
+        waited = time.monotonic() - started
+        assert reply.choices[0].message.content == "still here"
+        assert waited < 4.0, f"answered after {waited:.1f} s"
+        # The server keeps as many as its file limit has room for (it closes the oldest stalled
+        # ones for new connections); those are still open, nobody timed them out.
+        assert sum(not _closed_by_server(s) for s in stalled) > 30
+    finally:
+        for sock in stalled:
+            sock.close()
+    time.sleep(0.5)
+    assert served.client().chat.completions.create(model="w1", messages=USER).choices[0].message.content == "still here"
+    _assert_calm(served.stop())
+
+
+def test_running_out_of_file_descriptors_is_one_calm_line(tmp_path, fake):
+    import signal
+
+    served = ServeProcess(tmp_path, fake, nofile=256)
+    fake.default("w1", Reply("back"))
+    served.process.send_signal(signal.SIGUSR1)  # the server's process has no descriptor left
+    time.sleep(0.3)
+    waiting = _stall(served.port, 50)  # in the listen backlog: accept() fails for want of descriptors
+    time.sleep(2.5)  # two tries of accepting, a second apart
+    served.process.send_signal(signal.SIGUSR2)
+    time.sleep(1.5)
+    for sock in waiting:
+        sock.close()
+    time.sleep(0.3)
+    started = time.monotonic()
+    assert served.client().chat.completions.create(model="w1", messages=USER).choices[0].message.content == "back"
+    assert time.monotonic() - started < 4.0
+    log = served.stop()
+    _assert_calm(log)
+    assert len([line for line in log.splitlines() if "out of file descriptors" in line]) == 1, log

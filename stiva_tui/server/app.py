@@ -17,6 +17,9 @@ Choices worth knowing (also in the README's API section):
 - `max_tokens` / `max_completion_tokens` and `temperature` apply to every worker call; `stop` goes
   upstream with the last step of each round (the answer) and also cuts the text the client
   receives, for providers that ignore it.
+- Connections (connections.py): deadlines for a request's head, its body and idle keep-alives
+  (a 408 for a request sent too slowly), a cap on open and on idle connections that closes stalled
+  ones first, and one log line, not a traceback per connection, when file descriptors run out.
 """
 
 from __future__ import annotations
@@ -88,9 +91,8 @@ def serve(config: Any, host: str | None = None, port: int | None = None, no_auth
 
 
 async def _serve(config: Any, host: str, port: int, token: str | None, conductor: str | None) -> int:
-    import uvicorn
-
     from ..runtime import StartupError
+    from .connections import guarded_server
 
     try:
         runtime = await Runtime.create(config, conductor=conductor)
@@ -101,8 +103,8 @@ async def _serve(config: Any, host: str, port: int, token: str | None, conductor
         print(f"stiva serve: warning: config: {warning}", file=sys.stderr)
     try:
         app = create_app(runtime, token)
-        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info",
-                                               timeout_graceful_shutdown=5))
+        server = guarded_server(app, config.serve, host=host, port=port, log_level="info",
+                                timeout_graceful_shutdown=5)
         try:
             await server.serve()
         except SystemExit as exc:  # uvicorn exits when it cannot bind the port

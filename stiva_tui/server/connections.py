@@ -1,0 +1,435 @@
+"""The connections of `stiva serve`: a deadline for every phase of a request, a cap on connections
+and on idle keep-alives, and calm behaviour when file descriptors run out.
+
+uvicorn's h11 protocol waits for a request head forever: a client that sends half a request, or
+nothing, keeps its file descriptor until it gives up itself, and the keep-alive timer, armed only
+after a response, is stopped for good by one byte of the next request. So about 1,100 idle
+connections took every descriptor of a 1,024 limit and real clients timed out. `GuardedH11Protocol`
+gives each connection one deadline, for the phase it is in:
+
+- head: the request line and headers, counted from the connection (or from the first byte of the
+  next request on a kept-alive one): `[serve] header_timeout_s`. A partial head gets a 408, a
+  connection that sent nothing is closed.
+- body: the rest of the body once the head is in: `body_timeout_s`; a 408 (the app sees the client
+  gone, so no run starts).
+- idle: between requests on a kept-alive connection: `keepalive_timeout_s`; closed.
+- busy: the request is in and the app answers. No deadline: a run may stream for minutes, and the
+  run slots (`max_concurrent_runs`, `max_queue`) bound how many there are.
+
+A deadline counts from the start of its phase, never from the last byte, so a client that drips
+one byte a second cannot stretch it (slowloris).
+
+`Acceptor` takes the listening socket over from asyncio, so that the cap holds where descriptors
+are taken. At most `max_connections` are open at once, fewer when the file limit (`ulimit -n`) has
+no room for them beside the server's own files and upstream calls. At the cap, the oldest idle
+keep-alive connection is closed to make room, else the one that has waited longest for its head
+(once it has waited `GRACE_S`: a burst of real clients never evicts itself); when there is none,
+accepting pauses and new clients wait in the listen backlog until a connection ends. At most
+`max_idle_connections` wait idle; beyond that the oldest is closed.
+
+Out of descriptors all the same (other files of the process), asyncio logged a traceback for every
+failed accept, up to the listen backlog (2,048) in one loop pass, and tried again a second later:
+tens of thousands of tracebacks a minute. Here it is one log line a minute; accepting pauses for a
+second, and idle and stalled connections are closed to give descriptors back.
+
+uvicorn's own `limit_concurrency` is not used: it counts stalled connections too, and answers
+real clients 503 once they are many, which is the lock-up turned into an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+log = logging.getLogger("stiva.server")
+
+HEAD, BODY, IDLE, BUSY = "head", "body", "idle", "busy"
+OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+# Descriptors kept free beside the connections: the history database, logs, the event loop and
+# imports (the base), and per concurrent run its upstream calls and their kept-alive connections.
+RESERVED_FDS = 64
+RESERVED_FDS_PER_RUN = 8
+NOTE_EVERY_S = 60.0  # one log line per kind of trouble at most this often
+# A connection waiting for its head is closed to make room only once it has waited this long. A
+# real client sends its head right after connecting (it is in by the first read, as a rule), so a
+# burst of them never evicts itself; stalled ones ahead in the listen backlog go at cap / GRACE_S a
+# second.
+GRACE_S = 0.25
+ACCEPT_BATCH = 128  # accepts in one loop pass at most, so that the loop serves the others too
+RETRY_ACCEPT_S = 1.0  # after running out of descriptors (asyncio's own delay)
+
+
+@dataclass(frozen=True)
+class Limits:
+    header_timeout_s: float
+    body_timeout_s: float
+    keepalive_timeout_s: float
+    max_connections: int
+    max_idle_connections: int
+
+
+class Notes:
+    """One log line per kind of trouble, then at most one every `every_s`, saying how often it
+    happened since: a flood of stalled clients or failed accepts never floods the log."""
+
+    def __init__(self, every_s: float = NOTE_EVERY_S, clock: Callable[[], float] = time.monotonic):
+        self.every_s = every_s
+        self.clock = clock
+        self._last: dict[str, float] = {}
+        self._count: dict[str, int] = {}
+
+    def note(self, kind: str, message: str, *args: Any) -> None:
+        self._count[kind] = self._count.get(kind, 0) + 1
+        now = self.clock()
+        last = self._last.get(kind)
+        if last is not None and now - last < self.every_s:
+            return
+        count = self._count.pop(kind)
+        self._last[kind] = now
+        since = f" ({count} times in the last {now - last:.0f} s)" if last is not None and count > 1 else ""
+        log.warning("stiva serve: " + message + since, *args)
+
+
+class Connections:
+    """What all connections of one server share: the count against the cap, the idle and the
+    stalled connections (oldest first, to close first), and the log notes."""
+
+    def __init__(self, limits: Limits, notes: Notes | None = None):
+        self.limits = limits
+        self.notes = notes or Notes()
+        self.open: set[GuardedH11Protocol] = set()
+        self.pending = 0  # accepted, their protocol not made yet
+        # Oldest first (dicts keep insertion order); the value is when the phase began.
+        self.waiting: dict[GuardedH11Protocol, float] = {}  # for their request head
+        self.idle: dict[GuardedH11Protocol, float] = {}
+        self.on_room: Callable[[], None] = lambda: None  # the acceptor, when it is paused
+
+    @property
+    def count(self) -> int:
+        return len(self.open) + self.pending
+
+    def make_room(self, now: float) -> float | None:
+        """At the cap: close the oldest idle connection, else the one that has waited longest for
+        its head. 0 when one was closed, else how long until one may be (None: until some
+        connection ends)."""
+        victim = next(iter(self.idle), None)
+        if victim is None:
+            oldest = next(iter(self.waiting.items()), None)
+            if oldest is None:
+                return None
+            if now - oldest[1] < GRACE_S:
+                return GRACE_S - (now - oldest[1])
+            victim = oldest[0]
+            self.notes.note("evicted", "%d connections are open ([serve] max_connections): closing those that "
+                            "have waited longest for their request, to serve new ones", self.count)
+        victim.close_quietly()
+        return 0.0
+
+    def made(self, conn: GuardedH11Protocol) -> None:
+        self.pending = max(0, self.pending - 1)
+        self.open.add(conn)
+
+    def enter(self, conn: GuardedH11Protocol, old: str | None, new: str, now: float) -> None:
+        if old == HEAD:
+            self.waiting.pop(conn, None)
+        elif old == IDLE:
+            self.idle.pop(conn, None)
+        if new == HEAD:
+            self.waiting[conn] = now
+        elif new == IDLE:
+            self.idle[conn] = now
+            if len(self.idle) > self.limits.max_idle_connections:
+                next(iter(self.idle)).close_quietly()
+            else:
+                self.on_room()  # an idle connection can be closed for a new one
+
+    def forget(self, conn: GuardedH11Protocol) -> None:
+        if conn in self.open:
+            self.open.discard(conn)
+            self.on_room()
+        self.waiting.pop(conn, None)
+        self.idle.pop(conn, None)
+
+    def timed_out(self, phase: str) -> None:
+        if phase == HEAD:
+            self.notes.note("head", "closed a connection that sent no complete request head within %g s "
+                            "([serve] header_timeout_s)", self.limits.header_timeout_s)
+        elif phase == BODY:
+            self.notes.note("body", "closed a connection that did not send its request body within %g s "
+                            "([serve] body_timeout_s)", self.limits.body_timeout_s)
+
+    def out_of_descriptors(self, exc: OSError, now: float) -> None:
+        """accept() failed for want of descriptors: give back those of idle connections and of
+        connections stalled for over `GRACE_S`."""
+        self.notes.note("fds", "out of file descriptors (%s; %d connections open): new connections wait, "
+                        "accepting again in %g s", exc.strerror or exc, self.count, RETRY_ACCEPT_S)
+        stalled = [conn for conn, since in self.waiting.items() if now - since > GRACE_S]
+        for conn in [*self.idle, *stalled]:
+            conn.close_quietly()
+
+
+class Acceptor:
+    """Accepts the connections of one listening socket, keeping the cap: at the cap it makes room
+    or pauses (the clients wait in the listen backlog), and out of descriptors it pauses a second."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, factory: Callable[[], Any],
+                 guard: Connections):
+        self.loop = loop
+        self.sock = sock
+        self.factory = factory
+        self.guard = guard
+        self.paused = True
+        self._resume: asyncio.TimerHandle | None = None
+        self._backoff_until = float("-inf")  # out of descriptors: no accepting before this
+
+    def start(self) -> None:
+        self.guard.on_room = self.wake
+        self._listen()
+
+    def _listen(self) -> None:
+        if self.paused and self.sock.fileno() != -1:  # -1: closed, the server is shutting down
+            self.paused = False
+            # Replaces asyncio's own reader of this socket (from create_server).
+            self.loop.add_reader(self.sock.fileno(), self._ready)
+
+    def wake(self) -> None:
+        """A connection ended or went idle: accept again, unless backing off."""
+        if self.paused and self.loop.time() >= self._backoff_until:
+            self._listen()
+
+    def _pause(self, for_s: float | None) -> None:
+        if not self.paused:
+            self.paused = True
+            self.loop.remove_reader(self.sock.fileno())
+        if for_s is not None and self._resume is None:
+            self._resume = self.loop.call_later(for_s, self._resumed)
+
+    def _resumed(self) -> None:
+        self._resume = None
+        self._listen()
+
+    def _ready(self) -> None:
+        guard = self.guard
+        for _ in range(ACCEPT_BATCH):
+            if guard.count >= guard.limits.max_connections:
+                wait = guard.make_room(self.loop.time())
+                if wait != 0.0:
+                    self._pause(wait)
+                # else: the closed connection's descriptor is free in the loop's next pass
+                return
+            try:
+                conn, _ = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except ConnectionAbortedError:
+                continue
+            except OSError as exc:
+                if exc.errno not in OUT_OF_RESOURCES:
+                    log.warning("stiva serve: accept failed: %s", exc)
+                else:
+                    guard.out_of_descriptors(exc, self.loop.time())
+                self._backoff_until = self.loop.time() + RETRY_ACCEPT_S
+                self._pause(RETRY_ACCEPT_S)
+                return
+            guard.pending += 1
+            self.loop.create_task(self._connect(conn))
+
+    async def _connect(self, conn: socket.socket) -> None:
+        try:
+            await self.loop.connect_accepted_socket(self.factory, conn)
+        except Exception:  # the client left, or no transport could be made: nothing to serve
+            self.guard.pending = max(0, self.guard.pending - 1)
+            conn.close()
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline for each phase of a connection (module docstring).
+    `protocol_class()` makes a subclass bound to one server's `Connections`, as `guard`
+    (`connections` is uvicorn's name for its set of all of them)."""
+
+    guard: Connections
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._phase: str | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+        self._answered = False  # a response was sent: the next wait is a keep-alive, not a head
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.guard.made(self)
+        self._update()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_deadline()
+        self.guard.forget(self)
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._update()
+
+    def on_response_complete(self) -> None:
+        self._answered = True
+        super().on_response_complete()
+        self._update()
+
+    def close_quietly(self) -> None:
+        """Close now, without a response (to make room, or after a 408)."""
+        self._cancel_deadline()
+        self.guard.forget(self)
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    # --- the phases ------------------------------------------------------------------------------
+
+    def _current_phase(self) -> str:
+        conn = self.conn
+        if conn.their_state is h11.SEND_BODY:
+            return BODY
+        if conn.their_state is h11.IDLE and conn.our_state is h11.IDLE:
+            return IDLE if self._answered and not conn.trailing_data[0] else HEAD
+        return BUSY
+
+    def _update(self) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        # This protocol keeps the time between requests itself (uvicorn's timer would stop at the
+        # first byte of the next request and never start again).
+        self._unset_keepalive_if_required()
+        phase = self._current_phase()
+        if phase == self._phase:
+            return  # the deadline runs from the start of the phase, not from the last byte
+        now = self.loop.time()
+        self.guard.enter(self, self._phase, phase, now)
+        self._phase = phase
+        self._cancel_deadline()
+        limits = self.guard.limits
+        timeout = (limits.header_timeout_s if phase == HEAD else limits.body_timeout_s if phase == BODY
+                   else limits.keepalive_timeout_s if phase == IDLE else None)
+        if timeout is not None and not transport.is_closing():
+            self._deadline = self.loop.call_at(now + timeout, self._expired, phase)
+
+    def _cancel_deadline(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self, phase: str) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        limits = self.guard.limits
+        if phase == HEAD and self.conn.trailing_data[0]:
+            self._send_408("the request head did not arrive within {} s ([serve] header_timeout_s)",
+                           limits.header_timeout_s)
+        elif phase == BODY and self.cycle is not None and not self.cycle.response_started:
+            # The app is waiting for the body: it sees the client gone, and whatever it sends after
+            # this is dropped (uvicorn's cycle sends nothing once disconnected).
+            self.cycle.disconnected = True
+            self.cycle.message_event.set()
+            self._send_408("the request body did not arrive within {} s ([serve] body_timeout_s)",
+                           limits.body_timeout_s)
+        self.guard.timed_out(phase)
+        self.close_quietly()
+
+    def _send_408(self, message: str, seconds: float) -> None:
+        body = json.dumps({"error": {"message": message.format(f"{seconds:g}"), "type": "invalid_request_error",
+                                     "param": None, "code": "request_timeout"}}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                   (b"connection", b"close")]
+        try:
+            data = self.conn.send(h11.Response(status_code=408, headers=headers, reason=b"Request Timeout"))
+            data += self.conn.send(h11.Data(data=body)) or b""
+            data += self.conn.send(h11.EndOfMessage()) or b""
+        except h11.LocalProtocolError:  # h11 cannot answer in this state: just close
+            return
+        self.transport.write(data)
+
+
+def limits_for(serve: Any) -> Limits:
+    """The `[serve]` limits, with `max_connections` cut to what the file limit has room for."""
+    return Limits(header_timeout_s=serve.header_timeout_s, body_timeout_s=serve.body_timeout_s,
+                  keepalive_timeout_s=serve.keepalive_timeout_s,
+                  max_connections=connection_budget(serve.max_connections, serve.max_concurrent_runs),
+                  max_idle_connections=serve.max_idle_connections)
+
+
+def connection_budget(wanted: int, max_runs: int) -> int:
+    """How many client connections fit in the file limit beside what is open now and a reserve for
+    the runs; the soft limit is raised toward the hard one first when that makes room."""
+    try:
+        import resource
+    except ImportError:  # Windows: no such limit
+        return wanted
+    in_use = _open_fds()
+    reserve = RESERVED_FDS + RESERVED_FDS_PER_RUN * max_runs
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = in_use + reserve + wanted
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        raised = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (ValueError, OSError):  # e.g. macOS refuses more than OPEN_MAX
+            pass
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return wanted
+    budget = max(1, soft - in_use - reserve)
+    log.warning("stiva serve: at most %d connections at once ([serve] max_connections = %d): the file "
+                "limit (ulimit -n) is %d", budget, wanted, soft)
+    return budget
+
+
+def _open_fds() -> int:
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return len(os.listdir(folder))
+        except OSError:
+            continue
+    return 32
+
+
+class GuardedServer(uvicorn.Server):
+    """A uvicorn server whose connections are guarded (module docstring)."""
+
+    def __init__(self, config: uvicorn.Config, connections: Connections):
+        super().__init__(config)
+        self.connections = connections
+
+    async def startup(self, sockets: Any = None) -> None:
+        own = sockets is None
+        if own:  # bound here, uvicorn's way (it logs and exits when it cannot bind)
+            sockets = [self.config.bind_socket()]
+        await super().startup(sockets)
+        loop = asyncio.get_running_loop()
+        if own and self.started and isinstance(loop, asyncio.SelectorEventLoop):  # add_reader works there
+
+            def factory() -> asyncio.Protocol:
+                return self.config.http_protocol_class(config=self.config, server_state=self.server_state,
+                                                       app_state=self.lifespan.state)
+
+            for sock in sockets:
+                Acceptor(loop, sock, factory, self.connections).start()
+
+
+def guarded_server(app: Any, serve: Any, *, host: str, port: int, **options: Any) -> GuardedServer:
+    """A uvicorn server for `app` with the `[serve]` connection limits (`serve` is a ServeConfig);
+    `options` go to uvicorn.Config."""
+    connections = Connections(limits_for(serve))
+    protocol = type("StivaH11Protocol", (GuardedH11Protocol,), {"guard": connections})
+    config = uvicorn.Config(app, host=host, port=port, http=protocol, timeout_keep_alive=serve.keepalive_timeout_s,
+                            **options)
+    return GuardedServer(config, connections)
