@@ -21,11 +21,11 @@ one byte a second cannot stretch it (slowloris).
 
 `Acceptor` takes the listening socket over from asyncio, so that the cap holds where descriptors
 are taken. At most `max_connections` are open at once, fewer when the file limit (`ulimit -n`) has
-no room for them beside the server's own files and upstream calls. At the cap, the oldest idle
-keep-alive connection is closed to make room, else the one that has waited longest for its head
-(once it has waited `GRACE_S`: a burst of real clients never evicts itself); when there is none,
-accepting pauses and new clients wait in the listen backlog until a connection ends. At most
-`max_idle_connections` wait idle; beyond that the oldest is closed.
+no room for them beside the server's own files and upstream calls. At the cap, the connection
+that has waited longest for its head is closed to make room (once it has waited `GRACE_S`: a burst
+of real clients never evicts itself), else the oldest idle keep-alive one; when there is none,
+accepting pauses and new clients wait in the listen backlog until a connection ends or goes idle.
+At most `max_idle_connections` wait idle; beyond that the oldest is closed.
 
 Out of descriptors all the same (other files of the process), asyncio logged a traceback for every
 failed accept, up to the listen backlog (2,048) in one loop pass, and tried again a second later:
@@ -120,21 +120,20 @@ class Connections:
         return len(self.open) + self.pending
 
     def make_room(self, now: float) -> float | None:
-        """At the cap: close the oldest idle connection, else the one that has waited longest for
-        its head. 0 when one was closed, else how long until one may be (None: until some
-        connection ends)."""
-        victim = next(iter(self.idle), None)
-        if victim is None:
-            oldest = next(iter(self.waiting.items()), None)
-            if oldest is None:
-                return None
-            if now - oldest[1] < GRACE_S:
-                return GRACE_S - (now - oldest[1])
-            victim = oldest[0]
+        """At the cap: close the connection that has waited longest for its head (once past
+        `GRACE_S`), else the oldest idle one. 0 when one was closed, else how long until one may
+        be (None: until some connection ends or goes idle)."""
+        oldest = next(iter(self.waiting.items()), None)
+        if oldest is not None and now - oldest[1] >= GRACE_S:
             self.notes.note("evicted", "%d connections are open ([serve] max_connections): closing those that "
                             "have waited longest for their request, to serve new ones", self.count)
-        victim.close_quietly()
-        return 0.0
+            oldest[0].close_quietly()
+            return 0.0
+        idle = next(iter(self.idle), None)
+        if idle is not None:  # a client that has its answer: it only pays a new handshake
+            idle.close_quietly()
+            return 0.0
+        return None if oldest is None else GRACE_S - (now - oldest[1])
 
     def made(self, conn: GuardedH11Protocol) -> None:
         self.pending = max(0, self.pending - 1)
