@@ -700,6 +700,24 @@ def test_idle_keep_alive_connections_are_capped_and_closed(start):
         sock.close()
 
 
+def test_at_the_connection_cap_new_clients_wait_for_a_connection_to_end(start, fake):
+    server = start(serve={"max_connections": 2})
+    fake.default("w1", Reply("slow", latency_s=0.8))
+    from concurrent.futures import ThreadPoolExecutor
+
+    def ask(_):
+        started = time.monotonic()
+        response = server.post({"model": "w1", "messages": USER})
+        return response.status_code, time.monotonic() - started
+
+    with ThreadPoolExecutor(3) as pool:
+        answers = list(pool.map(ask, range(3)))
+    # Two connections are busy with their runs; the third waits in the listen backlog (it is
+    # neither refused nor a stalled connection to close) and is served once one of them ends.
+    assert [status for status, _ in answers] == [200, 200, 200]
+    assert max(waited for _, waited in answers) > 1.4
+
+
 @pytest.mark.parametrize("key, value", [
     ("header_timeout_s", 0), ("body_timeout_s", -1), ("keepalive_timeout_s", "5"), ("max_connections", 0),
     ("max_idle_connections", 2.0), ("header_timeout", 10),

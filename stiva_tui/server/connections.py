@@ -150,8 +150,8 @@ class Connections:
             self.idle[conn] = now
             if len(self.idle) > self.limits.max_idle_connections:
                 next(iter(self.idle)).close_quietly()
-            else:
-                self.on_room()  # an idle connection can be closed for a new one
+        if new in (HEAD, IDLE):
+            self.on_room()  # one that may be closed for a new one (an idle one now, a waiting one soon)
 
     def forget(self, conn: GuardedH11Protocol) -> None:
         if conn in self.open:
@@ -235,7 +235,8 @@ class Acceptor:
                 continue
             except OSError as exc:
                 if exc.errno not in OUT_OF_RESOURCES:
-                    log.warning("stiva serve: accept failed: %s", exc)
+                    guard.notes.note("accept", "accepting a connection failed: %s; trying again in %g s", exc,
+                                     RETRY_ACCEPT_S)
                 else:
                     guard.out_of_descriptors(exc, self.loop.time())
                 self._backoff_until = self.loop.time() + RETRY_ACCEPT_S
@@ -254,7 +255,7 @@ class Acceptor:
 
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with a deadline for each phase of a connection (module docstring).
-    `protocol_class()` makes a subclass bound to one server's `Connections`, as `guard`
+    `guarded_server()` makes a subclass bound to one server's `Connections`, as `guard`
     (`connections` is uvicorn's name for its set of all of them)."""
 
     guard: Connections
