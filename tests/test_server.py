@@ -700,6 +700,22 @@ def test_idle_keep_alive_connections_are_capped_and_closed(start):
         sock.close()
 
 
+def test_a_kept_alive_connection_answers_without_waiting_for_delayed_acks(server):
+    # Its socket must have TCP_NODELAY: else the head and the body of each response after the
+    # first wait out the client's delayed ACK (40 ms on Linux).
+    with httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {TOKEN}"}) as client:
+        client.get("/v1/models")
+        took = []
+        for _ in range(9):
+            started = time.perf_counter()
+            assert client.get("/v1/models").status_code == 200
+            took.append(time.perf_counter() - started)
+    assert sorted(took)[4] < 0.03, took
+    for conn in list(server.server.server_state.connections):
+        sock = conn.transport.get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+
+
 def test_at_the_connection_cap_new_clients_wait_for_a_connection_to_end(start, fake):
     server = start(serve={"max_connections": 2})
     fake.default("w1", Reply("slow", latency_s=0.8))
