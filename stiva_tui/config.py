@@ -139,8 +139,10 @@ class ServeConfig(_Strict):
     header_timeout_s: float = Field(10.0, gt=0, le=3600)
     # ... and this long, once the head is in, for the whole body.
     body_timeout_s: float = Field(30.0, gt=0, le=3600)
-    # An idle kept-alive connection is closed after this long.
-    keepalive_timeout_s: float = Field(5.0, gt=0, le=3600)
+    # An idle kept-alive connection is closed after this long: longer than the 5 s after which
+    # httpx and the openai client stop reusing one, so that they let go first (a server that
+    # closes first races a request already on its way: the client sees a dropped connection).
+    keepalive_timeout_s: float = Field(15.0, gt=0, le=3600)
     # Open connections at most (fewer when `ulimit -n` has no room for them): beyond it, the oldest
     # idle or stalled connection is closed to make room.
     max_connections: int = Field(1000, ge=1)
