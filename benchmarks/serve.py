@@ -1,6 +1,7 @@
-"""How much `stiva serve` adds on top of the upstream calls it makes (run by hand).
+"""How much `stiva serve` adds on top of the upstream calls it makes, and what stalled
+connections do to a real client (run by hand).
 
-    .venv/bin/python benchmarks/serve.py [--latency 0.05] [--requests-per-client 10]
+    .venv/bin/python benchmarks/serve.py [--latency 0.05] [--requests-per-client 20] [--repeats 3]
 
 Scripted upstreams (tests/fakeprovider.py, a ThreadingHTTPServer) answer every call after a fixed
 latency. A `conductor-mini` request makes three upstream calls in sequence (conductor plan, step 0,
@@ -8,7 +9,15 @@ step 1), so the baseline is a client making those same three streaming calls str
 upstream. Added latency = the server's latency minus the baseline's, at the same percentile and
 concurrency. The upstream, the server and the load generator run in three processes; the server
 writes every run to a real history database, as in use. Also reported: the server process's CPU
-time per request, its three upstream calls included.
+time per request, its three upstream calls included. `--repeats` runs the 1- and 16-client
+levels again (the machine is shared: one run's p50 moves by a few ms).
+
+Stalled connections: a server of its own, and one real client asking one request after another,
+each on a new connection (so each has to be accepted past the stalled ones), first with none and
+then with 200 stalled connections open: raw sockets that send half a request head and then
+nothing, opened again by their own process whenever the server closes one. Once with the
+machine's file limit, once with a limit of 160, where 200 connections do not fit (the issue's
+1,100 idle connections against 1,024, scaled down).
 
 Prints a table and saves the figures beside this file as serve.json.
 """
@@ -21,6 +30,7 @@ import json
 import multiprocessing
 import os
 import platform
+import resource
 import socket
 import statistics
 import sys
@@ -32,6 +42,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 TOKEN = "bench-token"
+PARTIAL_HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 PLAN = 'Draft then finish.\nmodel_id = [1, 2]\nsubtasks = ["draft", "finish"]\naccess_list = [[], [0]]'
 ANSWER = "The answer is forty-two, as the draft said, checked twice."
 
@@ -58,13 +69,15 @@ def run_upstream(port: int, latency: float, ready) -> None:
         time.sleep(3600)
 
 
-def run_server(port: int, upstream: str, home: str, max_runs: int) -> None:
+def run_server(port: int, upstream: str, home: str, max_runs: int, nofile: int | None = None) -> None:
     os.environ["STIVA_HOME"] = home
-    import uvicorn
+    if nofile is not None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
     from stiva_tui.config import parse_config
     from stiva_tui.runtime import Runtime
     from stiva_tui.server.app import create_app
+    from stiva_tui.server.connections import guarded_server
 
     config = parse_config({
         "conductor": {"backend": "remote", "model": "cond"},
@@ -77,8 +90,8 @@ def run_server(port: int, upstream: str, home: str, max_runs: int) -> None:
     async def main() -> None:
         runtime = await Runtime.create(config, discover=False)
         app = create_app(runtime, TOKEN)
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                               backlog=512))
+        # As `stiva serve` runs it: the guarded connections and uvicorn's default backlog.
+        server = guarded_server(app, config.serve, host="127.0.0.1", port=port, log_level="warning")
         try:
             await server.serve()
         finally:
@@ -100,13 +113,14 @@ async def wait_up(url: str) -> None:
     raise SystemExit(f"{url} did not come up")
 
 
-async def load(clients: int, per_client: int, call) -> dict:
-    """`clients` tasks each making `per_client` calls in turn; latencies in ms."""
+async def load(clients: int, per_client: int, call, *, keep_alive: bool = True) -> dict:
+    """`clients` tasks each making `per_client` calls in turn; latencies in ms. Without
+    `keep_alive`, every call opens a new connection."""
     import httpx
 
     latencies: list[float] = []
     errors: list[str] = []
-    limits = httpx.Limits(max_connections=clients + 8, max_keepalive_connections=clients + 8)
+    limits = httpx.Limits(max_connections=clients + 8, max_keepalive_connections=clients + 8 if keep_alive else 0)
     async with httpx.AsyncClient(timeout=60, limits=limits) as http:
 
         async def client_loop() -> None:
@@ -177,7 +191,70 @@ def direct(upstream: str):
     return call
 
 
+def run_stallers(port: int, count: int, stop, opened) -> None:
+    """Keep `count` stalled connections open against the server until `stop` is set."""
+
+    async def one() -> None:
+        while not stop.is_set():
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                await asyncio.sleep(0.05)
+                continue
+            with opened.get_lock():
+                opened.value += 1
+            writer.write(PARTIAL_HEAD)
+            # Until the server closes it (EOF), or the measurement is over.
+            closed = asyncio.ensure_future(reader.read())
+            while not closed.done() and not stop.is_set():
+                await asyncio.wait({closed}, timeout=0.2)
+            closed.cancel()
+            writer.close()
+
+    async def main() -> None:
+        await asyncio.gather(*(one() for _ in range(count)))
+
+    asyncio.run(main())
+
+
+async def stalled_case(ctx, upstream: str, home: str, nofile: int | None, requests: int, stalled: int) -> dict:
+    """One real client, a new connection per request, with none and then `stalled` stalled
+    connections open against a server of its own."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    home = tempfile.mkdtemp(dir=home)  # a history of its own
+    # Two runs at once suit one client, and leave the most descriptors to connections.
+    server = ctx.Process(target=run_server, args=(port, upstream, home, 2, nofile), daemon=True)
+    server.start()
+    row: dict = {"file_limit": nofile or resource.getrlimit(resource.RLIMIT_NOFILE)[0]}
+    try:
+        await wait_up(url + "/v1/models")
+        await load(1, 3, via_server(url), keep_alive=False)  # warm-up
+        for count in (0, stalled):
+            stop, opened = ctx.Event(), ctx.Value("i", 0)
+            stallers = ctx.Process(target=run_stallers, args=(port, count, stop, opened), daemon=True)
+            if count:
+                stallers.start()
+                await asyncio.sleep(1.5)  # all connected, the first ones past the server's grace
+            figures = await load(1, requests, via_server(url), keep_alive=False)
+            stop.set()
+            if count:
+                stallers.join(10)
+                figures["stalled_connections_opened"] = opened.value
+            row[f"stalled_{count}"] = figures
+            print(f"  file limit {row['file_limit']:>6}  {count:>3} stalled  p50 {figures['p50_ms']:>7.1f} ms  "
+                  f"p99 {figures['p99_ms']:>7.1f} ms  errors {figures['errors']}"
+                  + (f"  (stalled connections opened: {opened.value})" if count else ""), flush=True)
+        row["p50_ratio"] = round(row[f"stalled_{stalled}"]["p50_ms"] / row["stalled_0"]["p50_ms"], 3)
+        row["p99_ratio"] = round(row[f"stalled_{stalled}"]["p99_ms"] / row["stalled_0"]["p99_ms"], 3)
+    finally:
+        server.terminate()
+        server.join(5)
+    return row
+
+
 async def bench(args) -> dict:
+    load_at_start = round(os.getloadavg()[0], 2)
     ctx = multiprocessing.get_context("spawn")
     up_port, srv_port = free_port(), free_port()
     upstream = f"http://127.0.0.1:{up_port}/v1"
@@ -193,8 +270,8 @@ async def bench(args) -> dict:
         try:
             await wait_up(server_url + "/v1/models")
             await load(4, 3, via_server(server_url))  # warm-up: imports, connections, the database
-            results = []
-            for clients in args.clients:
+
+            async def level(clients: int) -> dict:
                 per_client = max(args.requests_per_client, args.min_requests // clients)
                 base = await load(clients, per_client, direct(upstream))
                 cpu_before = cpu_seconds(processes[1].pid)
@@ -205,12 +282,24 @@ async def bench(args) -> dict:
                        "added_p99_ms": round(served["p99_ms"] - base["p99_ms"], 2),
                        # What the server process spent (its 3 upstream calls included), per request.
                        "server_cpu_ms_per_request": round(cpu_used / max(served["requests"], 1) * 1000, 2)}
-                results.append(row)
                 print(f"{clients:>3} clients  server {served['rps']:>7.1f} req/s  p50 {served['p50_ms']:>7.1f} ms"
                       f"  p99 {served['p99_ms']:>7.1f} ms  errors {served['errors']}  |  direct p50 "
                       f"{base['p50_ms']:>7.1f} p99 {base['p99_ms']:>7.1f}  |  added p50 {row['added_p50_ms']:>6.2f}"
                       f" ms  p99 {row['added_p99_ms']:>6.2f} ms  |  server CPU "
                       f"{row['server_cpu_ms_per_request']:.1f} ms/request", flush=True)
+                return row
+
+            results = [await level(clients) for clients in args.clients]
+            repeats: dict = {}
+            for clients in [c for c in (1, 16) if c in args.clients]:
+                rows = [next(r for r in results if r["clients"] == clients)]
+                rows += [await level(clients) for _ in range(args.repeats - 1)]
+                added = [r["added_p50_ms"] for r in rows]
+                repeats[str(clients)] = {"added_p50_ms": added, "median_added_p50_ms": statistics.median(added),
+                                         "server_cpu_ms_per_request": [r["server_cpu_ms_per_request"] for r in rows]}
+            print("stalled connections:", flush=True)
+            stalled = [await stalled_case(ctx, upstream, home, nofile, args.stalled_requests, args.stalled)
+                       for nofile in (None, 160)]
         finally:
             for process in processes:
                 process.terminate()
@@ -218,11 +307,21 @@ async def bench(args) -> dict:
     return {
         "benchmark": "stiva serve, conductor-mini (3 upstream calls in sequence) vs the same calls direct",
         "upstream_latency_s": args.latency,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
+                    # Shared with other work: the load when the run began, and when it ended.
+                    "load_average_1min": [load_at_start, round(os.getloadavg()[0], 2)]},
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "max_concurrent_runs": max(args.clients),
         "results": results,
         "target": "added p50 < 5 ms at 16 clients; no errors at 64",
+        "repeats": repeats,
+        "stalled": {
+            "what": f"one real client, a new connection per request ({args.stalled_requests} conductor-mini "
+                    f"requests), with 0 and {args.stalled} stalled connections open (half a request head, then "
+                    "nothing; reopened whenever the server closes one); the server's own process, 2 runs at once, "
+                    "default [serve] limits",
+            "cases": stalled,
+        },
     }
 
 
@@ -233,6 +332,9 @@ def main() -> None:
     # 20 a client: with 5, the p50 at 16 clients moved by several ms from one run to the next.
     parser.add_argument("--requests-per-client", type=int, default=20)
     parser.add_argument("--min-requests", type=int, default=40, help="at least this many requests a level")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of the 1- and 16-client levels")
+    parser.add_argument("--stalled", type=int, default=200, help="stalled connections in the stalled case")
+    parser.add_argument("--stalled-requests", type=int, default=40, help="requests of the client there")
     parser.add_argument("--out", type=Path, default=HERE / "serve.json")
     args = parser.parse_args()
     figures = asyncio.run(bench(args))
