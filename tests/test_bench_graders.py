@@ -296,3 +296,25 @@ def test_parse_judge_reply(reply, correct, extracted, noted):
     result = parse_judge_reply(reply)
     assert (result.correct, result.extracted) == (correct, extracted)
     assert (result.detail is not None) is noted
+
+
+HUMANEVAL_PROMPT = '''from typing import List
+
+
+def total(xs: List[int]) -> int:
+    """ The sum of xs.
+    >>> total([1, 2])
+    3
+    """
+'''
+
+
+def test_a_humaneval_answer_that_repeats_only_the_function_gets_the_prompts_imports():
+    item = SuiteItem(id="he", question=HUMANEVAL_PROMPT, grader="code", tests="assert total([1, 2, 3]) == 6")
+    answer = "```python\ndef total(xs: List[int]) -> int:\n    return sum(xs)\n```"
+    verdict = grade(item, answer)
+    assert verdict.correct, verdict.detail  # NameError: List, before the prompt's imports came first
+    assert verdict.extracted.splitlines()[0] == "from typing import List"
+    # an answer that imports it itself is run as written
+    own = "```python\nfrom typing import List\ndef total(xs: List[int]) -> int:\n    return sum(xs)\n```"
+    assert grade(item, own).extracted.count("from typing import List") == 1

@@ -434,6 +434,22 @@ def extract_code(text: str) -> str | None:
     return None
 
 
+_IMPORT_LINE = re.compile(r"^(?:from\s+[\w.]+\s+import\s+[\w., ()*]+|import\s+[\w., ]+)$")
+
+
+def prompt_imports(question: str, code: str) -> str:
+    """`code` with the import lines of the question's own code put first when the answer lacks
+    them, as HumanEval's harness runs prompt + completion: a HumanEval prompt starts with
+    `from typing import List`, and an answer that repeats only the function fails on the name."""
+    present = {line.strip() for line in code.splitlines()}
+    missing = []
+    for line in question.splitlines():
+        stripped = line.strip()
+        if _IMPORT_LINE.match(stripped) and stripped not in present and stripped not in missing:
+            missing.append(stripped)
+    return "\n".join(missing + [code]) if missing else code
+
+
 def _grade_code(item: SuiteItem, text: str, sandbox: SandboxSettings | None) -> Grade:
     return run_sync(_grade_code_async(item, text, sandbox))
 
@@ -445,6 +461,7 @@ async def _grade_code_async(item: SuiteItem, text: str, sandbox: SandboxSettings
     code = extract_code(text)
     if code is None or not code.strip():
         return Grade(False, "", "no Python code block in the answer")
+    code = prompt_imports(item.question, code)
     settings = sandbox or SandboxSettings()
     timeout = item.timeout_s or settings.timeout_s
     tests = item.tests
