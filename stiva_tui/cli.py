@@ -299,9 +299,10 @@ async def _ask(args, runtime, question: str) -> int:
         print(printable(result.answer))
         for note in _fallback_notes(runtime, result.run_id):
             console.print(f"[yellow]fallback:[/] {escape(note)}", highlight=False, soft_wrap=True)
-        t = result.totals
-        console.print(f"[dim]{t.prompt_tokens:,} in · {t.completion_tokens:,} out"
-                      f"{' (estimated)' if t.estimated else ''} · ${t.cost_usd:.4f} · {t.latency_s:.1f}s[/]")
+        if view is None:  # the live view's last frame already ends on the same totals
+            t = result.totals
+            console.print(f"[dim]{t.prompt_tokens:,} in · {t.completion_tokens:,} out"
+                          f"{' (estimated)' if t.estimated else ''} · ${t.cost_usd:.4f} · {t.latency_s:.1f}s[/]")
     if outcome.conversation_id and not args.json:
         console.print(f"[dim]conversation {outcome.conversation_id} · continue it with "
                       f"stiva ask --continue {outcome.conversation_id} \"...\"[/]", highlight=False, soft_wrap=True)
@@ -318,7 +319,8 @@ def _fallback_notes(runtime, run_id: str) -> list[str]:
         trace = runtime.store.get_trace(run_id)
     except Exception:  # noqa: BLE001 - the history may be unwritable: the answer stands
         return []
-    return [f"step {step.index + 1} of round {round_.round} was answered by {step.model}: "
+    # steps numbered from 0, as the live view, the tree and the plan's access lists number them
+    return [f"step {step.index} of round {round_.round} was answered by {step.model}: "
             f"{step.first_model} failed" for round_ in trace.rounds for step in round_.steps
             if step.status == "finished" and step.on_fallback]
 

@@ -101,7 +101,8 @@ def _footer(state: RunState) -> str:
         return "planning"
     if state.totals is None:
         last = state.rounds[-1]
-        return f"round {last.round}: " + ("planning" if last.planning else f"{len(last.steps)} steps running")
+        steps = f"{len(last.steps)} step{'' if len(last.steps) == 1 else 's'}"
+        return f"round {last.round}: " + ("planning" if last.planning else f"{steps} running")
     t = state.totals
     return (f"{state.status} · {t.prompt_tokens:,} in · {t.completion_tokens:,} out · "
             f"${t.cost_usd:.4f} · {t.latency_s:.1f}s")

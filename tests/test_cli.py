@@ -277,7 +277,7 @@ def test_a_reply_that_is_no_chat_completion_fails_the_step_then_falls_back(fake,
     fake.script("cond", Reply('model_id = [1]\nsubtasks = ["Answer the question."]\naccess_list = [[]]'))
     human = stiva("ask", "Q", "--config", str(config), home=stiva_home)
     assert human.returncode == 0 and human.stdout.strip() == "the fallback's answer"
-    assert "fallback: step 1 of round 1 was answered by w2: w1 failed" in human.stderr
+    assert "fallback: step 0 of round 1 was answered by w2: w1 failed" in human.stderr
 
 
 @pytest.mark.parametrize("content", [b'theme = "caf\xe9"\n', b"keymap = " + b"[" * 5000 + b"]" * 5000 + b"\n",
@@ -519,3 +519,29 @@ def test_an_empty_pool_is_one_line_saying_how_to_add_a_model(tmp_path, stiva_hom
     (line,) = result.stderr.strip().splitlines()
     assert "no available model" in line and "key" in line and "[[models]]" in line and "embedded_worker" in line
     assert "Traceback" not in result.stderr
+
+
+def test_in_a_terminal_ask_prints_its_totals_once(config, stiva_home):
+    """The live view's last frame ends on the totals: no second totals line after the answer."""
+    import pty
+    import re
+
+    leader, follower = pty.openpty()
+    env = {**os.environ, "STIVA_HOME": str(stiva_home), "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
+    process = subprocess.Popen([STIVA, "ask", "What is it?", "--config", str(config)], stdin=follower,
+                               stdout=follower, stderr=follower, env=env, close_fds=True)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert process.wait(timeout=60) == 0
+    os.close(leader)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r", "", b"".join(chunks).decode(errors="replace"))
+    assert "the combined answer" in text and "finished · " in text  # the live view's own totals
+    assert not re.search(r"(?m)^\s*[\d,]+ in · [\d,]+ out", text), text[-600:]  # and no second line of them
