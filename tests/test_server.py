@@ -281,6 +281,14 @@ def test_pass_through_model_non_streaming_and_streaming(server, fake):
     assert fake.requests_for("w1")[1].body["max_tokens"] == 9
 
 
+def test_the_streamed_answer_starts_where_the_answer_does_not_on_a_space(server, fake):
+    fake.script("w1", Reply(" Paris is the capital.", chunks=[" ", " Paris", " is the capital."], usage=(5, 4)))
+    chunks = list(server.client().chat.completions.create(
+        model="w1", messages=[{"role": "user", "content": "Capital of France?"}], stream=True))
+    pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert "".join(pieces) == "Paris is the capital." and not pieces[0].startswith(" ")
+
+
 def test_a_pass_through_keeps_every_turn_and_role_and_never_falls_back(server, fake):
     turns = [{"role": "developer", "content": "Answer in French."}, {"role": "user", "content": "Hello"},
              {"role": "assistant", "content": "Bonjour"}, {"role": "user", "content": [

@@ -384,6 +384,10 @@ class _SSE:
         text = self.stop.feed(text) if text else ""
         if isinstance(event, RunFinished):
             text += self.stop.flush()
+        if text and not self.has_content:
+            # A model's first token often starts with a space (" Paris"): the answer does not,
+            # as the non-streamed reply's does not.
+            text = text.lstrip()
         if text:
             self.has_content = True
             blocks.append(self._chunk({"content": text}))
