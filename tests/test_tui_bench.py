@@ -29,10 +29,10 @@ ITEMS = [("add-1", "What is 2+3?", "5"), ("cap-fr", "Capital of France?", "Paris
 OUTCOMES = {  # system -> item -> (status, correct, extracted, error, latency, cost, tokens)
     "conductor": {"add-1": ("graded", True, "5", None, 3.2, 0.0021, 900),
                   "cap-fr": ("graded", True, "Paris", None, 2.5, 0.0018, 800),
-                  "primes": ("graded", False, "7", None, 4.9, 0.0030, 1300)},
+                  "primes": ("graded", False, "7", "expected [2, 3, 5]", 4.9, 0.0030, 1300)},
     "direct:w1": {"add-1": ("graded", True, "5", None, 0.6, 0.00003, 40),
                   "cap-fr": ("error", False, "", "w1: 429 Too Many Requests", 1.1, 0.0, 0),
-                  "primes": ("graded", False, "[2, 3, 5, 7]", None, 0.9, 0.00004, 60)},
+                  "primes": ("graded", False, "[2, 3, 5, 7]", "expected [2, 3, 5]", 0.9, 0.00004, 60)},
 }
 
 
@@ -158,9 +158,12 @@ async def test_report_shows_accuracy_interval_errors_and_the_frontier(store):
         assert frontier == terminal_frontier(screen.shown.report, *view.frontier_size)
         items = screen.query_one("#report-items", DataTable)
         assert items.row_count == 6
-        assert _cells(items, 0) == ["add-1", "conductor", "✓ right", "5", "3.2s"]
-        assert _cells(items, 3)[2:4] == ["! error", "w1: 429 Too Many Requests"]
-        assert _cells(items, 5)[2:4] == ["✗ wrong", "[2, 3, 5, 7]"]  # brackets stay text
+        assert _cells(items, 0) == ["add-1", "conductor", "✓ right", "5", "3.2s", ""]
+        cells = _cells(items, 3)
+        assert (cells[2], cells[3], cells[5]) == ("! error", "", "w1: 429 Too Many Requests")
+        # what was read, and why it is not right with the expected answer; brackets stay text
+        cells = _cells(items, 5)
+        assert (cells[2], cells[3], cells[5]) == ("✗ wrong", "[2, 3, 5, 7]", "expected [2, 3, 5]")
         assert screen.focused is items
         # p shows the plot and back; Esc goes back to the list, Esc again leaves the screen.
         await pilot.press("p")

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from ...store import BenchRecord
 
 SYSTEM_COLUMNS = ("System", "n", "Acc", "95% CI", "Err", "Tok/q", "Cost/q", "p50", "p95")
-ITEM_COLUMNS = ("Item", "System", "Result", "Extracted answer", "Latency")
+# "Why not right" last: it is the longest, and the latency stays in view beside the answer.
+ITEM_COLUMNS = ("Item", "System", "Result", "Extracted answer", "Latency", "Why not right")
 STATUS_STYLES = {"finished": "green", "running": "yellow", "stopped": "magenta", "interrupted": "red"}
 EXTRACTED_CHARS = 40
 FRONTIER_MIN = (24, 5)  # (columns, rows) of the plot area: smaller is unreadable, larger too coarse
@@ -90,7 +91,7 @@ class BenchReportView(Vertical):
         for table_id, labels in (("#report-systems", SYSTEM_COLUMNS), ("#report-items", ITEM_COLUMNS)):
             table = self.query_one(table_id, DataTable)
             for label in labels:
-                table.add_column(label if label in ("System", "Item", "Result", "Extracted answer")
+                table.add_column(label if label in ("System", "Item", "Result", "Extracted answer", "Why not right")
                                  else Text(label, justify="right"), key=label)
 
     @property
@@ -200,13 +201,14 @@ def system_cells(row: dict[str, Any]) -> list:
 
 
 def item_cells(item: dict[str, Any]) -> list:
-    """The cells of one item of `build_report`: an error shows its message instead of an answer."""
+    """The cells of one item of `build_report`: what was read from the answer, and why it is not
+    right (the grader's detail with the expected answer, "expected 391, read 392", or the error)."""
     if item["status"] == "error":
         result = Text("! error", style="red")
-        shown = fmt.one_line(item.get("error") or "", EXTRACTED_CHARS)
     else:
         result = Text("✓ right", style="green") if item["correct"] else Text("✗ wrong", style="yellow")
-        shown = fmt.one_line(item.get("extracted") or "", EXTRACTED_CHARS)
+    shown = fmt.one_line(item.get("extracted") or "", EXTRACTED_CHARS)
+    why = "" if item["correct"] else (item.get("failure") or item.get("error") or "")
     # Text, not str: a DataTable reads a str as markup, and answers hold brackets.
     return [Text(item["id"]), Text(item["system"]), result, Text(shown),
-            Text(fmt.seconds(item.get("latency_s")), justify="right")]
+            Text(fmt.seconds(item.get("latency_s")), justify="right"), Text(fmt.one_line(why, EXTRACTED_CHARS))]
