@@ -54,6 +54,7 @@ def main() -> None:
     parser.add_argument("--lora-r", type=int, default=8)
     parser.add_argument("--subtask-chars", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
 
@@ -72,6 +73,7 @@ def main() -> None:
          "--steps", str(args.steps), "--group", str(args.group), "--batch", str(args.batch), "--lr", str(args.lr),
          "--lora-r", str(args.lora_r), "--lora-targets", "all", "--prompt", "compact",
          "--subtask-chars", str(args.subtask_chars), "--seed", str(args.seed), "--save-every", str(args.steps),
+         "--shuffle-pool", "--temperature", str(args.temperature),
          "--json"], env, "training")
     train_s = time.monotonic() - started
     log = [json.loads(line) for line in (adapter / "train_log.jsonl").read_text().splitlines() if line.strip()]
@@ -100,7 +102,7 @@ def main() -> None:
         "best_single": best_name, "goals": goals, "frontier": report["frontier"],
         "training": {"steps": len(log), "train_s": round(train_s, 1), "group": args.group, "batch": args.batch,
                      "lr": args.lr, "lora_r": args.lora_r, "lora_targets": "all", "prompt": "compact",
-                     "subtask_chars": args.subtask_chars,
+                     "subtask_chars": args.subtask_chars, "shuffle_pool": True, "temperature": args.temperature,
                      "reward_first5": _mean([r["reward_mean"] for r in log[:5]]),
                      "reward_last5": _mean([r["reward_mean"] for r in log[-5:]]),
                      "rollout_cost_usd": round(sum(r.get("cost_usd", 0.0) for r in log), 6),

@@ -49,6 +49,10 @@ def add_parser(sub, common) -> None:
     train.add_argument("--plan-steps", type=int, metavar="N", help="at most N steps per plan (default: [conductor] max_steps)")
     train.add_argument("--subtask-chars", type=int, metavar="N",
                        help="at most N characters per subtask while training (default: the conductor's)")
+    train.add_argument("--shuffle-pool", action="store_true",
+                       help="sample each plan under its own order of the pool: a conductor that always names "
+                            "the first model then tries them all, and learns to route by name, not by place")
+    train.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the plans (default 1)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--unsafe-code", action="store_true",
                        help="grade code items WITHOUT isolation where no sandbox can be had")
@@ -66,6 +70,8 @@ def train_command(args: argparse.Namespace, config) -> int:
         return fail("--save-every must be at least 1", EXIT_USAGE)
     if (args.plan_steps is not None and args.plan_steps < 1) or (args.subtask_chars is not None and args.subtask_chars < 1):
         return fail("--plan-steps and --subtask-chars must be at least 1", EXIT_USAGE)
+    if not 0 < args.temperature <= 5:
+        return fail("--temperature must be above 0 and at most 5 (plans are sampled)", EXIT_USAGE)
     try:
         suite = load_suite(args.suite)
         if args.split:
@@ -87,7 +93,8 @@ def train_command(args: argparse.Namespace, config) -> int:
                            lr=args.lr, cost_weight=args.cost_weight, budget_usd=args.budget_usd, resume=args.resume,
                            seed=args.seed, unsafe_code=args.unsafe_code, save_every=args.save_every,
                            lora_r=args.lora_r, lora_targets=args.lora_targets, prompt_style=args.prompt_style,
-                           max_steps_per_plan=args.plan_steps, max_subtask_chars=args.subtask_chars)
+                           max_steps_per_plan=args.plan_steps, max_subtask_chars=args.subtask_chars,
+                           shuffle_pool=args.shuffle_pool, temperature=args.temperature)
     try:
         if view:
             with view:

@@ -93,3 +93,68 @@ def test_the_conductor_learns_to_send_each_domain_to_its_model(small_model, tmp_
         after = routed_right(small_model, str(out), held, workers)  # the adapter brings its prompt style
     assert before < 0.6, before
     assert after >= 0.8, (before, after)
+
+
+class FirstModelConductor:
+    """A conductor that always names model 0 of the list it is shown (what the embedded model did on
+    the simulated pool: 52 of 56 rollouts on the first model, so GRPO's groups had nothing to compare)."""
+
+    spec = None
+
+    def __init__(self):
+        self.shown: list[list[str]] = []
+
+    def sample_many_sync(self, request, loaded, n, temperature):
+        from stiva_tui.conductor.local import SampledPlan
+        from stiva_tui.core.workflow import Step, Workflow
+
+        self.shown += [[w.id for w in request.workers]] * n
+        workflow = Workflow((Step(0, "Answer the question.", ()),))
+        return [SampledPlan([1, 2], [3, 4], [-0.5, -0.1], "model_id = [0]", workflow) for _ in range(n)]
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_shuffled_pool_makes_a_first_model_conductor_try_every_model(shuffle, tmp_path, stiva_home):
+    from stiva_tui.train.rollout import EngineLoop, Rollouts
+
+    suite, train_suite, _ = routing_items()
+    models = [SimModel(name, {}, latency_s=0.0, words=0) for name in ("alpha", "beta", "gamma")]
+    with SimServer(models, suite.items, latency_scale=0.0) as server:
+        config = parse_config({
+            "providers": [{"name": "sim", "base_url": server.base_url}],
+            "models": [{"id": m.name, "provider": "sim", "model": m.name} for m in models],
+            "catalog": False, "embedded_worker": False, "discovery": {"enabled": False}, "workers": {"retries": 0},
+        })
+        engine = EngineLoop(config, discover=False)
+        try:
+            conductor = FirstModelConductor()
+            rollouts = Rollouts(engine, conductor, train_suite.items, tokenizer=None, cache_path=tmp_path / "c.jsonl",
+                                shuffle_pool=shuffle, seed=1)
+
+            class Trainer:  # what Rollouts reads of TRL's trainer
+                class model:
+                    training = False
+
+                    @staticmethod
+                    def eval():
+                        return None
+
+                    @staticmethod
+                    def parameters():
+                        import torch
+
+                        return iter([torch.zeros(1)])
+
+            ids = [item.id for item in train_suite.items[:4] for _ in range(6)]
+            rollouts(ids, Trainer)
+            picks = rollouts.take_stats().picks
+        finally:
+            engine.close()
+    # each run went to the model the plan named in the list it was shown
+    answered = [name for name, _ in server.answers]
+    assert sorted(answered) == sorted(shown[0] for shown in conductor.shown)  # (the runs are concurrent)
+    if shuffle:
+        assert len(picks) == 3 and min(picks.values()) >= 3, picks
+        assert len({tuple(s) for s in conductor.shown}) > 1
+    else:
+        assert picks == {"alpha": 24}, picks

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import logging
 import os
 import threading
@@ -114,6 +115,7 @@ class Rollouts:
 
     def __init__(self, engine: EngineLoop, conductor, items: Sequence[SuiteItem], tokenizer: Any, *,
                  cache_path: Path, cost_weight: float = 0.0, temperature: float = 1.0, max_steps: int | None = None,
+                 shuffle_pool: bool = False, seed: int = 0,
                  sandbox=None, spend_path: Path | None = None):
         self.engine = engine
         self.conductor = conductor
@@ -124,6 +126,11 @@ class Rollouts:
         runtime = engine.runtime
         self.models = list(runtime.models)
         self.workers = [WorkerInfo(m.id, m.description, m.kind) for m in self.models]
+        # Each plan sampled under its own order of the pool: a model that always writes "0" then
+        # tries every model, so GRPO's groups differ in who answers, and what is learnt is to pick
+        # a model by its name and description, not by its place in the list.
+        self.shuffle_pool = shuffle_pool
+        self._rng = random.Random(seed)
         self.max_steps = max_steps or runtime.config.conductor.max_steps
         self.cache_path = cache_path
         self.sandbox = sandbox  # SandboxSettings for code items (None: the defaults)
@@ -151,9 +158,17 @@ class Rollouts:
         # TRL repeats each question G times in a row: each run of one question is one batch
         for item_id, count in _runs(_item_id(p) for p in prompts):
             item = self.items[item_id]
-            request = PlanRequest(question_text(item), self.workers, max_steps=self.max_steps)
-            for plan in self.conductor.sample_many_sync(request, loaded, count, self.temperature):
-                sampled.append((item, plan))
+            if not self.shuffle_pool:
+                request = PlanRequest(question_text(item), self.workers, max_steps=self.max_steps)
+                for plan in self.conductor.sample_many_sync(request, loaded, count, self.temperature):
+                    sampled.append((item, plan, self.models))
+                continue
+            for _ in range(count):  # its own order each: one generation per plan
+                order = self._rng.sample(range(len(self.models)), len(self.models))
+                models = [self.models[i] for i in order]
+                request = PlanRequest(question_text(item), [self.workers[i] for i in order], max_steps=self.max_steps)
+                (plan,) = self.conductor.sample_many_sync(request, loaded, 1, self.temperature)
+                sampled.append((item, plan, models))
         if was_training:
             model.train()
         generated = time.monotonic()
@@ -162,7 +177,7 @@ class Rollouts:
         stats = self.current
         stats.generate_s += generated - started
         stats.rollout_s += time.monotonic() - generated
-        for (item, plan), result, reward in zip(sampled, results, rewards):
+        for (item, plan, _), result, reward in zip(sampled, results, rewards):
             stats.plans += 1
             stats.valid += int(result.valid)
             stats.steps += result.steps
@@ -176,32 +191,32 @@ class Rollouts:
                 mark = "✓" if result.correct else ("·" if result.valid else "✗")
                 stats.samples.append(f"{mark} {item.id}: {' '.join(plan.text.split())[:160]}")
         return {
-            "prompt_ids": [plan.prompt_ids for _, plan in sampled],
-            "completion_ids": [plan.completion_ids for _, plan in sampled],
-            "logprobs": [plan.logprobs for _, plan in sampled],
+            "prompt_ids": [plan.prompt_ids for _, plan, _ in sampled],
+            "completion_ids": [plan.completion_ids for _, plan, _ in sampled],
+            "logprobs": [plan.logprobs for _, plan, _ in sampled],
             "stiva_reward": rewards,
             "stiva_valid": [r.valid for r in results],
             "stiva_correct": [r.correct for r in results],
             # TRL's env_mask: only the tokens the plan chose count in the loss. A token the grammar
             # forced (its masked probability is 1) is no decision; without this its raw
             # log-probability would still get the advantage's push (see trainer's docstring).
-            "env_mask": [decision_mask(plan.logprobs) for _, plan in sampled],
+            "env_mask": [decision_mask(plan.logprobs) for _, plan, _ in sampled],
         }
 
     async def _run_all(self, sampled) -> list[RolloutResult]:
-        return list(await asyncio.gather(*(self._run_one(item, plan) for item, plan in sampled)))
+        return list(await asyncio.gather(*(self._run_one(item, plan, models) for item, plan, models in sampled)))
 
-    async def _run_one(self, item: SuiteItem, plan) -> RolloutResult:
+    async def _run_one(self, item: SuiteItem, plan, pool: Sequence[Any]) -> RolloutResult:
         if plan.workflow is None:
             return RolloutResult(valid=False)
-        key = _cache_key(item.id, plan.workflow, self.models)
+        key = _cache_key(item.id, plan.workflow, pool)
         cached = self.cache.get(key)
         if cached is not None:
             return RolloutResult(**{**cached.__dict__, "cached": True})
         runtime = self.engine.runtime
-        mode = WorkflowMode(plan.workflow, tuple(m.id for m in self.models))
+        mode = WorkflowMode(plan.workflow, tuple(m.id for m in pool))
         steps = len(plan.workflow.steps)
-        models = [self.models[s.model].id for s in plan.workflow.steps]
+        models = [pool[s.model].id for s in plan.workflow.steps]
         try:
             outcome = await runtime.sessions.ask(Ask(question_text(item), mode=mode, source="train",
                                                      in_conversation=False))
@@ -236,11 +251,11 @@ class Rollouts:
         if not self.cost_weight:
             return base
         dearest: dict[str, float] = {}
-        for (item, _), result in zip(sampled, results):
+        for (item, _, _), result in zip(sampled, results):
             dearest[item.id] = max(dearest.get(item.id, 0.0), result.cost_usd)
         return [
             reward - (self.cost_weight * result.cost_usd / dearest[item.id] if dearest[item.id] > 0 else 0.0)
-            for reward, (item, _), result in zip(base, sampled, results)
+            for reward, (item, _, _), result in zip(base, sampled, results)
         ]
 
 

@@ -71,6 +71,9 @@ class TrainOptions:
     # The conductor's prompt while training (and for the adapter after): None keeps the
     # conductor's own; "compact" is ~60 tokens instead of ~1,300 (see prompt.compact_conductor_prompt)
     prompt_style: str | None = None
+    # Each plan sampled under its own order of the pool (see Rollouts): exploration for a
+    # conductor that always names the first model, and routing by name rather than by place
+    shuffle_pool: bool = False
     temperature: float = 1.0
     save_every: int = 10
     max_steps_per_plan: int | None = None  # the plan's step limit (default: [conductor] max_steps)
@@ -253,7 +256,8 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
             spend_path.unlink()  # a new training: nothing spent yet
         rollouts = Rollouts(engine, conductor, suite.items, tokenizer, cache_path=out / "rollouts.jsonl",
                             cost_weight=options.cost_weight, temperature=options.temperature,
-                            max_steps=options.max_steps_per_plan, sandbox=sandbox, spend_path=spend_path)
+                            max_steps=options.max_steps_per_plan, sandbox=sandbox, spend_path=spend_path,
+                            shuffle_pool=options.shuffle_pool, seed=options.seed)
         dataset = Dataset.from_list([{"prompt": item.id} for item in suite.items])
         budget_tokens = 64 + (options.max_steps_per_plan or config.conductor.max_steps) * 160
         args = GRPOConfig(
