@@ -601,3 +601,17 @@ async def test_send_right_after_typing_keeps_every_character(fake, setup):
         app.post_message(events.Key("ctrl+j", None))
         await wait_for(pilot, finished(app), what="the run")
         assert app.chat_screen.live.state.question == "17*23?"
+
+
+async def test_the_palettes_screenshot_works_without_a_downloads_folder_and_says_where(fake, setup, stiva_home):
+    from stiva_tui import paths
+
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        app.action_screenshot(filename="shot.svg")
+        await pilot.pause()
+        target = paths.data_dir() / "screenshots" / "shot.svg"  # no ~/Downloads in this home
+        assert target.read_text().startswith("<svg")
+        assert any(str(target) in str(n.message) for n in app._notifications)

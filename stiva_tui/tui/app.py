@@ -142,6 +142,23 @@ class StivaApp(App):
         """The screen as SVG, marked to keep its spaces in every viewer (see screenshot.py)."""
         return preserve_spaces(super().export_screenshot(title=title, simplify=simplify))
 
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """The palette's Screenshot: an SVG in the Downloads folder when there is one, else in
+        Stiva's data folder (Textual's own fails where ~/Downloads is missing, as on a server),
+        and a note that says where it went."""
+        import time
+        from pathlib import Path
+
+        folder = Path(path).expanduser() if path else screenshot_folder()
+        target = folder / (filename or time.strftime("stiva_%Y-%m-%dT%H_%M_%S.svg"))
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            target.write_text(self.export_screenshot(), encoding="utf-8")
+        except OSError as exc:
+            self.notify(f"Could not save the screenshot in {folder}: {exc.strerror or exc}", severity="error")
+            return
+        self.notify(f"Screenshot saved to {target}", title="Screenshot", timeout=8)
+
     # --- other screens -------------------------------------------------------------------------
 
     def action_help(self) -> None:
@@ -215,6 +232,18 @@ class StivaApp(App):
             self.notify("Stiva is still starting; try again in a moment.", severity="warning")
             return False
         return not isinstance(self.screen, screen)
+
+
+def screenshot_folder():
+    """The user's Downloads folder when it exists, else `<data dir>/screenshots`."""
+    from pathlib import Path
+
+    import platformdirs
+
+    from .. import paths
+
+    downloads = Path(platformdirs.user_downloads_dir())
+    return downloads if downloads.is_dir() else paths.data_dir() / "screenshots"
 
 
 def run_app(config: "Config", conductor_override: str | None = None) -> int:
