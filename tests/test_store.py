@@ -723,7 +723,8 @@ def test_exports(store: Store):
     store.add_message(cid, "assistant", "The answer is 4.", run_id=RUN)
     md = conversation_markdown(store, cid)
     assert md.startswith("# Arithmetic\n")
-    assert "> What is 2 + 2? Explain." in md
+    assert "> What is 2 + 2? Explain." in md and md.count("What is 2 + 2?") == 1  # the question once
+    assert "## Question 1\n" in md
     assert "The answer is 4." in md
     assert "- System: conductor (conductor: local `Qwen/Qwen2.5-7B`, 300 in / 60 out tokens)" in md
     assert "Round 1 (dag, 3 steps): model-c → model-b (fallback from model-a) → model-b" in md

@@ -93,8 +93,8 @@ def plan_lines(trace: Trace) -> list[str]:
 
 
 def _run_section(n: int, trace: Trace) -> list[str]:
-    lines = [f"## {n}. {_one_line(trace.question, 80) or '(no question)'}", ""]
-    lines += ["**Question**", "", _quote(trace.question), ""]
+    # the question once: whole, quoted under a numbered heading (not also cut short in the heading)
+    lines = [f"## Question {n}", "", _quote(trace.question) if trace.question else "_(no question)_", ""]
     if trace.status == "finished":
         lines += ["**Answer**", "", trace.answer or "", ""]
     else:
