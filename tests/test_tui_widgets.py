@@ -62,6 +62,20 @@ async def test_the_plan_line_says_when_stiva_replaced_the_plan(tmp_path):
         pilot.app.save_screenshot(str(tmp_path / "replaced.svg"))
 
 
+async def test_a_run_cancelled_while_planning_is_no_finished_plan_of_0_steps():
+    from stiva_tui.tui.widgets.workflow_tree import WorkflowTree
+
+    state = state_of([ev.RunStarted("r", "A long question", "conductor", "remote", "cond", ""),
+                      ev.RoundStarted("r", 1),
+                      ev.RunCancelled("r", ev.Totals(0, 0, 0.0, 1.5))])
+    tree = WorkflowTree(state)
+    async with One(tree).run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        (plan_line,) = [line for line in labels(tree) if "Plan" in line]
+        assert plan_line.startswith("■ Plan  cancelled before a plan was written"), plan_line
+        assert "0 steps" not in plan_line
+
+
 async def test_workflow_tree_draws_the_state_it_is_given():
     from stiva_tui.tui.widgets.workflow_tree import WorkflowTree
 

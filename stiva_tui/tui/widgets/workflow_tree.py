@@ -166,6 +166,11 @@ class WorkflowTree(Tree[Key]):
             return styled([(self._spinner(), "bold $accent", " "), ("Plan", "bold"),
                            (f"planning… {chars} chars" if chars else "planning…", "dim")])
         steps = len(r.steps)
+        if not steps and not r.keep_previous and self.state.status in ("cancelled", "failed", "interrupted"):
+            # stopped before the plan was written: not a finished plan of 0 steps
+            status = self.state.status
+            return styled([(STATUS_ICON[status], STATUS_STYLE[status], " "), ("Plan", "bold"),
+                           (f"{status} before a plan was written", STATUS_STYLE[status])])
         what = "keep the previous answer" if r.keep_previous else f"{steps} step{'s' if steps != 1 else ''}"
         tokens = (f"{fmt.tokens(r.prompt_tokens)}→{fmt.tokens(r.completion_tokens)} tok"
                   if r.prompt_tokens or r.completion_tokens else "")
