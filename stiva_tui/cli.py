@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any, Coroutine, Sequence
 
 from .cli_common import (  # noqa: F401 - re-exported: the exit codes are the command's interface
@@ -99,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_parser(sub, common)
     add_train_parser(sub, common)
 
+    configure = sub.add_parser("config", parents=[common], help="create the config file if there is none, "
+                               "print its path, and open it with --edit")
+    configure.add_argument("--edit", action="store_true", help="open it in $EDITOR (or $VISUAL)")
+
     serve = sub.add_parser("serve", parents=[common], help="serve the OpenAI-compatible API")
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default 8787)")
@@ -141,6 +146,8 @@ def entry() -> None:
 def _command(args: argparse.Namespace) -> int:
     from .config import ConfigError, load_config
 
+    if args.command == "config":  # before loading it: a broken file is what one may want to open
+        return configure(args)
     try:
         config = load_config(args.config)
         if getattr(args, "pool", None):
@@ -185,6 +192,38 @@ def _dispatch(args: argparse.Namespace, config) -> int:
     from .tui.app import run_app
 
     return run_app(config, args.conductor)
+
+
+def configure(args: argparse.Namespace) -> int:
+    """`stiva config`: write the commented template where the config file belongs if there is no
+    file yet (never over one), print the path, and with --edit open it."""
+    import shlex
+    import subprocess
+
+    from . import paths
+    from .config_template import TEMPLATE
+
+    path = Path(args.config).expanduser() if args.config else paths.config_file()
+    created = False
+    if not path.exists():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("x", encoding="utf-8") as handle:  # exclusive: never over a file made meanwhile
+                handle.write(TEMPLATE)
+            created = True
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            return fail(f"cannot create {path}: {exc.strerror or exc}", EXIT_FAILED)
+    print(path)
+    if created:
+        print("stiva: created it with every setting commented out (the defaults)", file=sys.stderr)
+    if args.edit:
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+        if not editor:
+            return fail("set $EDITOR (or $VISUAL) to open it, or open the path above", EXIT_USAGE)
+        return subprocess.call([*shlex.split(editor), str(path)])
+    return 0
 
 
 def _run(command: Coroutine[Any, Any, int]) -> int:

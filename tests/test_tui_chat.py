@@ -354,7 +354,34 @@ async def test_first_run_notice_with_only_the_embedded_model(setup_embedded_only
     async with app.run_test(size=SIZE) as pilot:
         notice = app.chat_screen.query_one("#notice")
         await wait_for(pilot, lambda: notice.display, what="the notice")
-        assert "No API keys found" in str(notice.render())
+        assert "No API keys found" in str(notice.render()) and "stiva config" in str(notice.render())
+        await pilot.press("ctrl+g")  # it can be dismissed, for good
+        await pilot.pause()
+        assert not notice.display
+        from stiva_tui.tui.state import load_state
+
+        assert load_state()["first_run_notice_hidden"] is True
+
+
+def test_stiva_config_creates_a_valid_commented_file_once_and_never_overwrites(tmp_path, stiva_home):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from stiva_tui.config import load_config
+
+    stiva = str(Path(sys.executable).parent / "stiva")
+    target = tmp_path / "conf" / "config.toml"
+    first = subprocess.run([stiva, "config", "--config", str(target)], capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0 and first.stdout.strip() == str(target) and "created" in first.stderr
+    from stiva_tui.config import Config
+
+    assert load_config(target) == Config()  # every line commented out: the defaults, and valid
+    target.write_text("theme = \"mine\"\n")
+    again = subprocess.run([stiva, "config", "--config", str(target)], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and target.read_text() == "theme = \"mine\"\n" and "created" not in again.stderr
+    default = subprocess.run([stiva, "config"], capture_output=True, text=True, timeout=60)
+    assert default.returncode == 0 and Path(default.stdout.strip()).is_file()  # in STIVA_HOME
 
 
 async def test_a_model_the_config_names_but_cannot_use_is_a_warning(stiva_home):

@@ -27,6 +27,7 @@ from ...core import events as ev
 from .. import messages as msg
 from ..bindings import keys_for
 from ..exporting import export_conversation
+from ..state import load_state, save_state
 from ..live_run import LiveRun
 from ..widgets.answer import AnswerView, answer_header
 from ..widgets.conversation import ConversationView
@@ -41,8 +42,8 @@ if TYPE_CHECKING:
     from ...runtime import Runtime
 
 PLACEHOLDER = "Ask anything… ({send} sends, enter adds a line)"  # the live keys of `send` fill it in
-FIRST_RUN_NOTICE = ("No API keys found — running offline on the embedded Gemma 270M. "
-                    "Add models in {config} or press F5 for keys.")
+FIRST_RUN_NOTICE = ("No API keys found — running offline on the embedded Gemma 270M. F5 adds a key; "
+                    "`stiva config --edit` creates and opens {config}. (ctrl+g or a click hides this)")
 
 
 class ChatScreen(Screen):
@@ -63,6 +64,8 @@ class ChatScreen(Screen):
                 tooltip="Copy the last answer"),
         Binding("f10", "copy_step", "Copy step", id="copy_step", show=False,
                 tooltip="Copy the selected step's output"),
+        Binding("ctrl+g", "hide_notice", "Hide notice", id="hide_notice", show=False,
+                tooltip="Hide the first-run notice above the conversation, for good"),
     ]
 
     def __init__(self, runtime: "Runtime | None" = None, *, frozen: bool = False) -> None:
@@ -120,6 +123,17 @@ class ChatScreen(Screen):
     def running(self) -> bool:
         return self._run_worker is not None and self._run_worker.is_running
 
+    def action_hide_notice(self) -> None:
+        """Hide the first-run notice, for good (remembered in the state file)."""
+        if self.query_one("#notice", Static).has_class("-hidden"):
+            return
+        self._set_notice("")
+        save_state(first_run_notice_hidden=True)
+
+    def on_click(self, event) -> None:
+        if getattr(event.widget, "id", None) == "notice":
+            self.action_hide_notice()
+
     def _set_notice(self, text: str) -> None:
         """One line above the conversation (first-run hints); empty hides it."""
         notice = self.query_one("#notice", Static)
@@ -135,7 +149,7 @@ class ChatScreen(Screen):
             self.status_bar.message = ""
         else:
             self.status_bar.message = "conductor: loading…"
-        if all(m.kind == "embedded" for m in self.runtime.models):
+        if all(m.kind == "embedded" for m in self.runtime.models) and not load_state().get("first_run_notice_hidden"):
             from ... import paths
 
             self._set_notice(FIRST_RUN_NOTICE.format(config=paths.config_file()))

@@ -1,0 +1,39 @@
+"""The config file `stiva config` writes when there is none: every section, commented out, so the
+file is valid as it is (all defaults) and says what can be set. See the README's Configuration."""
+
+TEMPLATE = '''# Stiva's configuration. Every line below is a default, commented out: uncomment to change it.
+# Unknown keys are errors, so a typo never silently changes anything. The README explains each.
+
+# [conductor]
+# backend = "auto"            # auto | local | embedded | remote
+# model = "Qwen/Qwen2.5-7B-Instruct"   # local: HF id or folder; remote: a pool model id
+# max_steps = 5
+# rounds = 1
+
+# A provider of your own (any OpenAI-compatible endpoint) and its models; keys go in the keyring
+# (F5 in the app) or in the environment variable you name, never in this file.
+# [[providers]]
+# name = "mylab"
+# base_url = "http://127.0.0.1:8000/v1"
+# api_key_env = "MYLAB_KEY"
+#
+# [[models]]
+# id = "lab-qwen"
+# provider = "mylab"
+# model = "Qwen/Qwen3-32B"
+# price_in = 0.10             # USD per 1M input tokens
+# price_out = 0.30            # USD per 1M output tokens
+# description = "strong at math and code"
+
+# [budget]
+# usd = 1.0                   # stop a run once it has cost this much
+
+# [workers]
+# timeout_s = 120.0
+# retries = 2
+
+# [keymap]
+# send = "ctrl+s"             # binding ids: F1 in the app lists them
+
+# theme = "stiva-dark"
+'''
