@@ -545,3 +545,12 @@ def test_in_a_terminal_ask_prints_its_totals_once(config, stiva_home):
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r", "", b"".join(chunks).decode(errors="replace"))
     assert "the combined answer" in text and "finished · " in text  # the live view's own totals
     assert not re.search(r"(?m)^\s*[\d,]+ in · [\d,]+ out", text), text[-600:]  # and no second line of them
+
+
+def test_the_usable_models_are_listed_first(stiva_home):
+    result = stiva("models", "--no-discovery", "--json", home=stiva_home)  # no keys: only the embedded one works
+    listed = json.loads(result.stdout)["models"]
+    assert listed[0]["id"] == "local/gemma-3-270m" and listed[0]["available"]
+    assert not any(m["available"] for m in listed[1:]) and len(listed) > 10
+    table = stiva("models", "--no-discovery", home=stiva_home).stdout
+    assert table.index("local/gemma-3-270m") < table.index("openai/")

@@ -256,7 +256,7 @@ async def test_pool_screen_lists_models_availability_prices_and_conductor(fake, 
         screen = app.screen
         await pilot.pause()
         rows = {r[1]: r for r in _table_rows(screen.query_one("#pool-models", DataTable))}
-        assert list(rows) == ["cond", "w1", "w2", "paid", "local/gemma-3-270m"]
+        assert list(rows) == ["cond", "w1", "w2", "local/gemma-3-270m", "paid"]  # the usable ones first
         assert rows["w2"][0] == "2" and rows["w2"][2] == "3.00" and rows["w2"][3] == "6.00"
         assert rows["w1"][4].startswith("✓ ") and rows["w1"][8] == "first worker"
         assert rows["w1"][6] == "fake: w1" and rows["w1"][7] == "config"

@@ -18,13 +18,20 @@ def _index(pool: Pool) -> dict[str, int]:
     return {m.id: i for i, m in enumerate(pool.available())}
 
 
+def listing_order(pool: Pool) -> list:
+    """The pool as lists show it: the usable models first (in the conductor's numbering), then
+    the others in pool order, so one usable model is never found under 23 without a key."""
+    index = _index(pool)
+    return sorted(pool, key=lambda m: (m.id not in index, index.get(m.id, 0)))
+
+
 def models_json(pool: Pool, conductor_choice: str | None) -> dict:
     """{"conductor": ..., "models": [{id, provider, model, available, reason, price_in, price_out,
     description, source, index}]}; `index` is the conductor's number for the model (None when
     the model is unavailable)."""
     index = _index(pool)
     rows = []
-    for model in pool:
+    for model in listing_order(pool):
         public = model.public()
         row = {name: public[name] for name in FIELDS}
         row["available"] = model.enabled and model.available
@@ -45,7 +52,7 @@ def _price(value: float) -> str:
 
 
 def models_table(pool: Pool, conductor_choice: str | None) -> "Table":
-    """A rich table of the pool in pool order; `#` is the conductor's number for the model."""
+    """A rich table of the pool, usable models first; `#` is the conductor's number for the model."""
     from rich.table import Table
     from rich.text import Text
 
@@ -61,7 +68,7 @@ def models_table(pool: Pool, conductor_choice: str | None) -> "Table":
     table.add_column("$/1M in · out", justify="right", no_wrap=True)
     table.add_column("status", overflow="fold")
     table.add_column("description", overflow="fold")
-    for model in pool:
+    for model in listing_order(pool):
         usable = model.id in index
         name = Text(model.id, style="bold cyan" if usable else "cyan")
         name.append(f"\n{model.provider}: {model.model}", style="dim")

@@ -13,6 +13,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from ...pool.listing import listing_order
+
 if TYPE_CHECKING:
     from ...config import ConductorConfig
     from ...pool.registry import Pool
@@ -65,7 +67,7 @@ class PoolScreen(Screen):
 
         table = self.query_one("#pool-models", DataTable)
         table.clear()
-        for model in pool:
+        for model in listing_order(pool):  # the usable ones first
             table.add_row(*model_cells(model, index.get(model.id)), key=model.id)
 
         servers = discovered_servers(pool)
