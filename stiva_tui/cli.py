@@ -450,18 +450,11 @@ def history(args: argparse.Namespace) -> int:
                     kind, whole = store.resolve_id(args.run_id)
                 except NotFoundError as exc:
                     return fail(str(exc), EXIT_USAGE)
-                if kind == "conversation":
-                    conversation = store.get_conversation(whole)
-                    if args.json or args.show_json:
-                        print(conversation.model_dump_json(indent=2))
-                    else:
-                        _print_conversation(conversation)
-                    return 0
-                trace = store.get_trace(whole)
+                shown = store.get_conversation(whole) if kind == "conversation" else store.get_trace(whole)
                 if args.json or args.show_json:
-                    print(trace.model_dump_json(indent=2))
+                    print(shown.model_dump_json(indent=2))
                 else:
-                    _print_run(trace)
+                    (_print_conversation if kind == "conversation" else _print_run)(shown)
                 return 0
             if args.history_command == "conversations":
                 found = store.list_conversations(limit=args.limit)
