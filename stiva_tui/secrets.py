@@ -1,4 +1,7 @@
-"""API keys: from the environment first, then the OS keyring (service "stiva", user = provider).
+"""API keys: from the environment first, then the OS keyring (service "stiva", user = provider),
+or, where no keyring works (SSH, containers, WSL, headless Linux), a private file: `keys.json` in
+the config folder, mode 0600, written whole and renamed into place. The app's keys screen, the
+command line and the server's token all use this one store, and say which it is.
 
 Keys are returned to the caller and nowhere else: this module never logs, prints or formats a key
 into a message. Every keyring problem becomes a `SecretsError` whose message says what to do
@@ -36,6 +39,8 @@ def reset_backend() -> None:
 
 
 def _backend_name(backend: Any) -> str:
+    if isinstance(backend, FileKeys):
+        return backend.describe()
     cls = type(backend)
     return f"{cls.__module__}.{cls.__qualname__}"
 
@@ -53,8 +58,72 @@ def _unusable_reason(backend: Any) -> str | None:
     return None
 
 
+def keys_file():
+    """The private file that holds keys where no keyring works."""
+    from . import paths
+
+    return paths.config_dir() / "keys.json"
+
+
+class FileKeys:
+    """A keyring-shaped store in one JSON file readable by its owner only (0600, in a folder made
+    0700). Each write makes a new file and renames it over the old one, so a crash never leaves
+    half a file, and the file is never readable by others, not even briefly."""
+
+    def __init__(self, path, reason: str):
+        self.path = path
+        self.reason = reason  # why there is no keyring
+
+    def _read(self) -> dict[str, str]:
+        import json
+
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise SecretsError(f"the key file {self.path} cannot be read ({type(exc).__name__}); fix or remove it") from None
+        return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(data, dict) else {}
+
+    def _write(self, data: dict[str, str]) -> None:
+        import json
+        import tempfile
+
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, scratch = tempfile.mkstemp(dir=self.path.parent, prefix=".keys-")  # mkstemp makes it 0600
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(data, handle, indent=1, sort_keys=True)
+            os.replace(scratch, self.path)
+        except BaseException:
+            try:
+                os.unlink(scratch)
+            except OSError:
+                pass
+            raise
+
+    def get_password(self, service: str, user: str) -> str | None:
+        return self._read().get(f"{service}/{user}")
+
+    def set_password(self, service: str, user: str, value: str) -> None:
+        data = self._read()
+        data[f"{service}/{user}"] = value
+        self._write(data)
+
+    def delete_password(self, service: str, user: str) -> None:
+        from keyring.errors import PasswordDeleteError
+
+        data = self._read()
+        if data.pop(f"{service}/{user}", None) is None:
+            raise PasswordDeleteError(user)
+        self._write(data)
+
+    def describe(self) -> str:
+        return f"the private file {self.path} (only you can read it: {self.reason})"
+
+
 def _get_backend() -> Any:
-    """The keyring backend, or SecretsError(reason) when there is none usable."""
+    """The keyring backend, or the private key file where no keyring is usable."""
     global _backend, _backend_error
     with _lock:
         if _backend is None and _backend_error is None:
@@ -68,7 +137,7 @@ def _get_backend() -> Any:
             else:
                 _backend_error = _unusable_reason(_backend)
         if _backend_error is not None:
-            raise SecretsError(_backend_error)
+            return FileKeys(keys_file(), f"no keyring works here: {_backend_error}")
         return _backend
 
 
@@ -84,12 +153,14 @@ def _check_provider(provider: str) -> None:
 
 
 def keyring_status() -> tuple[bool, str]:
-    """(whether a usable keyring backend exists, its name — or why there is none)."""
-    try:
-        backend = _get_backend()
-    except SecretsError as exc:
-        return False, str(exc)
-    return True, _backend_name(backend)
+    """(whether keys can be stored, where: the keyring backend's name, or the private file and
+    why no keyring works)."""
+    return True, _backend_name(_get_backend())
+
+
+def store_kind() -> str:
+    """"keyring" or "file": where `set_key` puts a key."""
+    return "file" if isinstance(_get_backend(), FileKeys) else "keyring"
 
 
 def get_key(provider: str, env_var: str | None) -> tuple[str | None, str]:
@@ -112,7 +183,7 @@ def get_key(provider: str, env_var: str | None) -> tuple[str | None, str]:
             f"({type(exc).__name__}): {_hint(provider, env_var)}"
         ) from None
     if value and value.strip():
-        return value.strip(), "keyring"
+        return value.strip(), "key file" if isinstance(backend, FileKeys) else "keyring"
     return None, "none"
 
 

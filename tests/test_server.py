@@ -475,14 +475,25 @@ def test_token_is_created_once_and_kept_in_the_keyring():
     assert not token_file().exists()
 
 
-def test_token_falls_back_to_a_private_file_without_a_keyring(monkeypatch):
+def test_token_goes_to_the_private_key_file_without_a_keyring(monkeypatch):
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
     secrets.reset_backend()
     try:
         first = load_or_create_token()
-        assert first.created and first.where == str(token_file())
-        assert stat.S_IMODE(os.stat(token_file()).st_mode) == 0o600
+        assert first.created and first.where == "the key file"  # the one store the keys use too
+        assert stat.S_IMODE(os.stat(secrets.keys_file()).st_mode) == 0o600
         assert load_or_create_token().value == first.value
+    finally:
+        secrets.reset_backend()
+
+
+def test_a_token_file_from_before_keeps_its_token(monkeypatch):
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    secrets.reset_backend()
+    try:
+        token_file().parent.mkdir(parents=True, exist_ok=True)
+        token_file().write_text("old-token-clients-have\n")
+        assert load_or_create_token().value == "old-token-clients-have"
     finally:
         secrets.reset_backend()
 

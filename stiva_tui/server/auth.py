@@ -44,12 +44,16 @@ def load_or_create_token() -> ServeToken:
         return _file_token()
     if value:
         return ServeToken(value, where, False)
+    if token_file().exists():  # a token made before keys had a file of their own: clients use it
+        return _file_token()
     value = pysecrets.token_urlsafe(32)
     try:
         set_key(TOKEN_USER, value)
     except SecretsError:
         return _file_token()
-    return ServeToken(value, "keyring", True)
+    from ..secrets import store_kind
+
+    return ServeToken(value, "keyring" if store_kind() == "keyring" else "the key file", True)
 
 
 def _file_token() -> ServeToken:

@@ -70,8 +70,9 @@ def key_status(entry: ProviderEntry, keyring_ok: bool) -> str:
             return f"key from ${entry.env_var}"
         return f"no key: set ${entry.env_var}" if entry.env_var else "no key: give it an api_key_env"
     try:
-        stored, _ = secrets.get_key(entry.name, None)
+        stored, where = secrets.get_key(entry.name, None)
     except secrets.SecretsError as exc:
+        where = "keyring"
         stored = None
         if not env_set:
             return f"keyring error: {exc}"
@@ -79,7 +80,7 @@ def key_status(entry: ProviderEntry, keyring_ok: bool) -> str:
         unused = f" (keyring key {mask_key(stored)} unused)" if stored else ""
         return f"key from ${entry.env_var}{unused}"
     if stored:
-        return f"key in keyring: {mask_key(stored)}"
+        return f"key in {where}: {mask_key(stored)}"
     return "no key"
 
 
@@ -140,13 +141,19 @@ class KeysScreen(Screen):
     async def reload(self) -> None:
         """Read the keyring state and every provider's key status (in a thread)."""
         ok, info = await asyncio.to_thread(secrets.keyring_status)
+        self.in_file = await asyncio.to_thread(secrets.store_kind) == "file"
         statuses = await asyncio.to_thread(lambda: {e.name: key_status(e, ok) for e in self.providers})
         self.keyring_ok, self.keyring_info, self.statuses = ok, info, statuses
         self._show()
 
     def _show(self) -> None:
         backend = self.query_one("#keys-backend", Static)
-        if self.keyring_ok:
+        if self.keyring_ok and getattr(self, "in_file", False):
+            # said plainly: where the key goes, and why not in a keyring
+            backend.update(f"Keys are stored in {self.keyring_info}. An environment variable, when set, "
+                           "wins over it.")
+            backend.add_class("-warning")
+        elif self.keyring_ok:
             backend.update(f"Keys are stored in the OS keyring ({self.keyring_info}); "
                            "an environment variable, when set, wins over it.")
             backend.remove_class("-warning")
