@@ -642,3 +642,15 @@ async def test_the_palettes_screenshot_works_without_a_downloads_folder_and_says
         target = paths.data_dir() / "screenshots" / "shot.svg"  # no ~/Downloads in this home
         assert target.read_text().startswith("<svg")
         assert any(str(target) in str(n.message) for n in app._notifications)
+
+
+async def test_compare_starts_from_the_chats_question(fake, setup):
+    from textual.widgets import TextArea
+
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        app.chat_screen.query_one("#prompt").insert("Which is faster, A or B?")
+        await pilot.press("f3")
+        await pilot.pause(0.2)
+        assert app.screen.query_one("#compare-question", TextArea).text == "Which is faster, A or B?"

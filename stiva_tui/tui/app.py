@@ -167,6 +167,13 @@ class StivaApp(App):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.screen))
 
+    def _chat_question(self) -> str:
+        chat = self._chat
+        if chat is None or not chat.is_mounted:
+            return ""
+        typed = chat.query_one("#prompt").text.strip()
+        return typed or getattr(chat.live.state, "question", "") or ""
+
     @on(msg.OpenCompare)
     def _open_compare(self, message: msg.OpenCompare) -> None:
         self.action_compare(message.session_id)
@@ -176,7 +183,9 @@ class StivaApp(App):
 
         if self._can_open(CompareScreen):
             assert self.runtime is not None
-            self.push_screen(CompareScreen(self.runtime, session_id=session_id))
+            # the question being typed in the chat, else the last one asked there
+            question = "" if session_id is not None else self._chat_question()
+            self.push_screen(CompareScreen(self.runtime, session_id=session_id, question=question))
 
     def action_pool(self) -> None:
         from .screens.pool import PoolScreen

@@ -59,11 +59,13 @@ class CompareScreen(Screen):
     ]
 
     def __init__(self, runtime: "Runtime", systems: list[str] | None = None, session_id: str | None = None,
-                 *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+                 *, question: str = "", name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
         """`systems`: the ones selected at first (default: the conductor and two pool models);
-        `session_id`: a saved session to show again."""
+        `session_id`: a saved session to show again; `question`: the chat's, to start from."""
         super().__init__(name=name, id=id, classes=classes)
         self.runtime = runtime
+        self.initial_question = question
         self.requested_systems = list(systems) if systems else None
         self.session_id = session_id
         self.question = ""
@@ -105,7 +107,11 @@ class CompareScreen(Screen):
         if self.session_id is not None:
             await self._reopen(self.session_id)
         else:
-            self.query_one("#compare-question", TextArea).focus()
+            box = self.query_one("#compare-question", TextArea)
+            if self.initial_question:  # carried over from the chat: ctrl+j sends it at once
+                box.text = self.initial_question
+                box.move_cursor(box.document.end)
+            box.focus()
 
     # --- sending ------------------------------------------------------------------------------
 
