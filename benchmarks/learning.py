@@ -56,6 +56,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--no-save", action="store_true")
+    parser.add_argument("--adapter", metavar="DIR", help="bench this adapter (and its train_log.jsonl) instead of "
+                                                         "training one: a training stopped early with ctrl+c")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="stiva-learning-"))
@@ -67,14 +69,14 @@ def main() -> None:
     env = {**os.environ, "STIVA_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            # the embedded model's converted weights are shared, not converted again
            "STIVA_MODEL_CACHE": str(paths.model_cache_dir())}
-    adapter = work / "adapter"
+    adapter = Path(args.adapter).resolve() if args.adapter else work / "adapter"
     started = time.monotonic()
-    run(["train", "skills", "--pool", "sim", "--split", "train", "--base", "embedded", "--out", str(adapter),
-         "--steps", str(args.steps), "--group", str(args.group), "--batch", str(args.batch), "--lr", str(args.lr),
-         "--lora-r", str(args.lora_r), "--lora-targets", "all", "--prompt", "compact",
-         "--subtask-chars", str(args.subtask_chars), "--seed", str(args.seed), "--save-every", str(args.steps),
-         "--shuffle-pool", "--temperature", str(args.temperature),
-         "--json"], env, "training")
+    if not args.adapter:
+        run(["train", "skills", "--pool", "sim", "--split", "train", "--base", "embedded", "--out", str(adapter),
+             "--steps", str(args.steps), "--group", str(args.group), "--batch", str(args.batch), "--lr", str(args.lr),
+             "--lora-r", str(args.lora_r), "--lora-targets", "all", "--prompt", "compact",
+             "--subtask-chars", str(args.subtask_chars), "--seed", str(args.seed), "--save-every", str(args.steps),
+             "--shuffle-pool", "--temperature", str(args.temperature), "--json"], env, "training")
     train_s = time.monotonic() - started
     log = [json.loads(line) for line in (adapter / "train_log.jsonl").read_text().splitlines() if line.strip()]
     started = time.monotonic()
@@ -100,7 +102,7 @@ def main() -> None:
                                                             if "expected_accuracy" in r else {})
                     for r in report["systems"]],
         "best_single": best_name, "goals": goals, "frontier": report["frontier"],
-        "training": {"steps": len(log), "train_s": round(train_s, 1), "group": args.group, "batch": args.batch,
+        "training": {"steps": len(log), "train_s": None if args.adapter else round(train_s, 1), "group": args.group, "batch": args.batch,
                      "lr": args.lr, "lora_r": args.lora_r, "lora_targets": "all", "prompt": "compact",
                      "subtask_chars": args.subtask_chars, "shuffle_pool": True, "temperature": args.temperature,
                      "reward_first5": _mean([r["reward_mean"] for r in log[:5]]),
