@@ -115,7 +115,7 @@ class Rollouts:
 
     def __init__(self, engine: EngineLoop, conductor, items: Sequence[SuiteItem], tokenizer: Any, *,
                  cache_path: Path, cost_weight: float = 0.0, temperature: float = 1.0, max_steps: int | None = None,
-                 shuffle_pool: bool = False, seed: int = 0,
+                 shuffle_pool: bool = False, seed: int = 0, decisions_only: bool = False,
                  sandbox=None, spend_path: Path | None = None):
         self.engine = engine
         self.conductor = conductor
@@ -130,6 +130,7 @@ class Rollouts:
         # tries every model, so GRPO's groups differ in who answers, and what is learnt is to pick
         # a model by its name and description, not by its place in the list.
         self.shuffle_pool = shuffle_pool
+        self.decisions_only = decisions_only  # the loss on the tokens the plan chose only (env_mask)
         self._rng = random.Random(seed)
         self.max_steps = max_steps or runtime.config.conductor.max_steps
         self.cache_path = cache_path
@@ -200,13 +201,16 @@ class Rollouts:
             # TRL's env_mask: only the tokens the plan chose count in the loss. A token the grammar
             # forced (its masked probability is 1) is no decision; without this its raw
             # log-probability would still get the advantage's push (see trainer's docstring).
-            "env_mask": [decision_mask(plan.logprobs) for _, plan, _ in sampled],
+            "env_mask": [decision_mask(plan.logprobs) if self.decisions_only else [1] * len(plan.logprobs)
+                         for _, plan, _ in sampled],
         }
 
     async def _run_all(self, sampled) -> list[RolloutResult]:
         return list(await asyncio.gather(*(self._run_one(item, plan, models) for item, plan, models in sampled)))
 
-    async def _run_one(self, item: SuiteItem, plan, pool: Sequence[Any]) -> RolloutResult:
+    async def _run_one(self, item: SuiteItem, plan, pool: Sequence[Any] | None = None) -> RolloutResult:
+        """Run `plan` with its model indices into `pool` (default: the pool in its own order)."""
+        pool = self.models if pool is None else pool
         if plan.workflow is None:
             return RolloutResult(valid=False)
         key = _cache_key(item.id, plan.workflow, pool)
