@@ -25,24 +25,14 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-STIVA = str(Path(sys.executable).parent / "stiva")
-
-
-def run(args: list[str], env: dict, what: str) -> subprocess.CompletedProcess:
-    print(f"$ stiva {' '.join(args)}", flush=True)
-    started = time.monotonic()
-    done = subprocess.run([STIVA, *args], capture_output=True, text=True, env=env)
-    print(f"  {what}: exit {done.returncode} in {time.monotonic() - started:.0f} s", flush=True)
-    if done.returncode != 0:
-        sys.exit(f"{what} failed:\n{done.stderr[-3000:]}")
-    return done
+sys.path.insert(0, str(HERE))
+from stiva_cli import run  # noqa: E402
 
 
 def main() -> None:

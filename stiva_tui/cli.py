@@ -40,7 +40,7 @@ PRESET_NAMES = ("conductor", "conductor-mini")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line; the options every command shares are None when not given."""
     args = build_parser().parse_args(argv)
-    for name in ("config", "conductor", "pool"):
+    for name in ("config", "conductor", "pool", "prefer"):
         if not hasattr(args, name):
             setattr(args, name, None)
     return args
@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--pool", choices=["sim"],
                         help="use another pool instead of the configured one: sim, the SIMULATED pool whose "
                              "strengths are known (served by Stiva on 127.0.0.1)")
+    common.add_argument("--prefer", metavar="LEVEL",
+                        help="what the conductor optimises for: best, balanced, cheap, fast, or a number from 0 "
+                             "(best) to 1 (cheap); the budget and the step limit still bound every plan "
+                             "(default: [conductor] prefer)")
 
     parser = argparse.ArgumentParser(
         prog="stiva", parents=[common],
@@ -154,6 +158,8 @@ def _command(args: argparse.Namespace) -> int:
             from .sim.pool import pool_config
 
             config = pool_config(config, args.pool)
+        if getattr(args, "prefer", None) is not None:
+            config = with_preference(config, args.prefer)
     except ConfigError as exc:
         return fail(str(exc), EXIT_USAGE)
     if config.sim is None or args.command == "history":
@@ -168,6 +174,18 @@ def _command(args: argparse.Namespace) -> int:
         return _dispatch(args, config)
     finally:
         server.stop()
+
+
+def with_preference(config, prefer: str):
+    """`config` with `[conductor] prefer` set from `--prefer` (ConfigError for a bad one)."""
+    from .config import ConfigError
+    from .core.preference import PreferenceError, parse_preference
+
+    try:
+        parse_preference(prefer)
+    except PreferenceError as exc:
+        raise ConfigError(f"--prefer: {exc}") from None
+    return config.model_copy(update={"conductor": config.conductor.model_copy(update={"prefer": prefer})})
 
 
 def _dispatch(args: argparse.Namespace, config) -> int:

@@ -52,6 +52,10 @@ def add_parser(sub, common) -> None:
     train.add_argument("--shuffle-pool", action="store_true",
                        help="sample each plan under its own order of the pool: a conductor that always names "
                             "the first model then tries them all, and learns to route by name, not by place")
+    train.add_argument("--prefer-levels", metavar="LEVELS", default="",
+                       help="comma-separated preferences (best,balanced,cheap,fast or numbers 0..1): each question's "
+                            "plans are sampled under one of them, stated in the prompt, and rewarded by its cost and "
+                            "latency weights, so one adapter follows every level (replaces --cost-weight)")
     train.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the plans (default 1)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--unsafe-code", action="store_true",
@@ -94,7 +98,8 @@ def train_command(args: argparse.Namespace, config) -> int:
                            seed=args.seed, unsafe_code=args.unsafe_code, save_every=args.save_every,
                            lora_r=args.lora_r, lora_targets=args.lora_targets, prompt_style=args.prompt_style,
                            max_steps_per_plan=args.plan_steps, max_subtask_chars=args.subtask_chars,
-                           shuffle_pool=args.shuffle_pool, temperature=args.temperature)
+                           shuffle_pool=args.shuffle_pool, temperature=args.temperature,
+                           preferences=tuple(p.strip() for p in args.prefer_levels.split(",") if p.strip()))
     try:
         if view:
             with view:

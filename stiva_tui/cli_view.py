@@ -72,7 +72,8 @@ class LiveView:
                                   *[""] * 6)
         parts: list = [Text(printable(f"❯ {state.question.strip()[:200]}"), style="bold")]
         if state.rounds and (reasoning := state.rounds[-1].conductor_text.strip()):
-            parts.append(Text(printable(f"conductor: {reasoning.splitlines()[-1][:160]}"), style="dim italic"))
+            prefer = f"(prefer {state.rounds[-1].preference}) " if state.rounds[-1].preference else ""
+            parts.append(Text(printable(f"conductor: {prefer}{reasoning.splitlines()[-1][:160]}"), style="dim italic"))
         parts.append(table)
         parts += [Text(printable(f"warning: {warning}"), style="yellow") for warning in state.warnings]
         parts.append(Text(_footer(state), style="bold"))

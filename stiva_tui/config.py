@@ -38,6 +38,18 @@ class ConductorConfig(_Strict):
     max_reasoning_tokens: int = Field(256, ge=0, le=4096)
     max_subtask_chars: int = Field(400, ge=20, le=4000)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
+    # The cost and latency preference of every question unless one is given (--prefer, the app's
+    # toggle, the API's stiva_preference): best | balanced | cheap | fast | a number 0 (best) .. 1
+    # (cheap); "" states none (the conductor prompt says nothing about cost).
+    prefer: str | float = ""
+
+    @field_validator("prefer")
+    @classmethod
+    def _preference(cls, value):
+        from .core.preference import parse_preference
+
+        parse_preference(value)  # PreferenceError is a ValueError: a config error naming the key
+        return value
 
 
 class ProviderConfig(_Strict):
@@ -66,6 +78,8 @@ class ModelConfig(_Strict):
     context_window: int | None = None
     # A model that plans when no CUDA GPU runs the local conductor (`auto`); the cheapest marked one.
     planner: bool = False
+    # Typical seconds a call takes, told to the conductor with a preference (else the history's median).
+    latency_s: float | None = Field(None, ge=0)
 
 
 class BudgetConfig(_Strict):

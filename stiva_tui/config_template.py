@@ -9,6 +9,7 @@ TEMPLATE = '''# Stiva's configuration. Every line below is a default, commented 
 # model = "Qwen/Qwen2.5-7B-Instruct"   # local: HF id or folder; remote: a pool model id
 # max_steps = 5
 # rounds = 1
+# prefer = "balanced"         # best | balanced | cheap | fast | 0 (best) .. 1 (cheap); ctrl+f per question
 
 # A provider of your own (any OpenAI-compatible endpoint) and its models; keys go in the keyring
 # (F5 in the app) or in the environment variable you name, never in this file.

@@ -201,6 +201,18 @@ def test_conductor_mini_streams_the_answer_with_usage(server, fake):
     assert "rough draft" not in text
 
 
+def test_a_requests_preference_reaches_the_conductor_and_is_kept_with_the_plan(server, fake):
+    script_mini(fake)
+    reply = server.client().chat.completions.create(
+        model="conductor-mini", messages=[{"role": "user", "content": "Six times seven?"}],
+        extra_body={"stiva_preference": "cheap"})
+    assert reply.choices[0].message.content == "the final answer is 42"
+    prompt = json.dumps(fake.requests_for("cond")[0].messages)
+    assert "The user prefers the cheapest plan" in prompt and "w1 - price unknown, latency unknown" in prompt
+    trace = server.store.get_trace(reply.id.removeprefix("chatcmpl-"))
+    assert trace.rounds[0].preference == "cheap"
+
+
 def test_conductor_runs_two_rounds_and_keeps_the_first_answer(start, fake):
     """The served `conductor` runs the config's rounds and steps, as the app and the bench do."""
     server = start(conductor={"backend": "remote", "model": "cond", "rounds": 2})
@@ -333,6 +345,8 @@ USER = [{"role": "user", "content": "hi"}]
     (dict(model="w1", messages=[]), "messages"),
     (dict(model="w1", messages=[{"role": "tool", "content": "42", "tool_call_id": "c1"}]), "messages.0.role"),
     (dict(model="w1", messages=USER, extra_body={"stiva_trace": 0}), "stiva_trace"),
+    (dict(model="conductor", messages=USER, extra_body={"stiva_preference": "cheapest"}), "stiva_preference"),
+    (dict(model="conductor", messages=USER, extra_body={"stiva_preference": 2}), "stiva_preference"),
 ])
 def test_requests_it_cannot_honour_are_400(server, kwargs, param):
     with pytest.raises(openai.BadRequestError) as caught:

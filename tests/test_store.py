@@ -53,7 +53,7 @@ def scripted_events(run_id: str = RUN, *, conversation_id: str | None = None, so
                       system="conductor", source=source, conversation_id=conversation_id),
         ev.RoundStarted(run_id, 1),
         ev.ConductorDelta(run_id, 1, "Let me split this"),
-        ev.WorkflowReady(run_id, 1, WF1, "Split into outline, solve, check.", Usage(100, 50), 1.5),
+        ev.WorkflowReady(run_id, 1, WF1, "Split into outline, solve, check.", Usage(100, 50), 1.5, preference="cheap"),
         ev.StepStarted(run_id, 1, 0, "model-c", "Outline an approach", ()),
         ev.StepDelta(run_id, 1, 0, "Add the "),
         ev.StepFinished(run_id, 1, 0, "model-c", "Add the numbers.", Usage(10, 20), 0.001, 2.0, 1),
@@ -81,6 +81,7 @@ EXPECTED_ROUNDS = [
         "keep_previous": False,
         "usage": {"prompt_tokens": 100, "completion_tokens": 50},
         "latency_s": 1.5,
+        "preference": "cheap",
         "steps": [
             {
                 "index": 0, "model": "model-c", "subtask": "Outline an approach", "access": [],
@@ -111,6 +112,7 @@ EXPECTED_ROUNDS = [
         "keep_previous": True,
         "usage": {"prompt_tokens": 200, "completion_tokens": 10},
         "latency_s": 0.5,
+        "preference": None,
         "steps": [],
     },
 ]
@@ -158,9 +160,9 @@ def rounds_of(trace: Trace) -> list[dict]:
 def test_open_creates_parents_sets_schema_version_and_wal(db_path: Path):
     assert not db_path.parent.exists()
     with Store.open(db_path) as s:
-        assert s.schema_version == schema.SCHEMA_VERSION == 5
+        assert s.schema_version == schema.SCHEMA_VERSION == 6
     conn = sqlite3.connect(db_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 6
     assert conn.execute("PRAGMA application_id").fetchone()[0] == schema.APPLICATION_ID
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -407,8 +409,10 @@ def test_v1_database_upgrades_to_v2_keeping_every_row(tmp_path: Path):
     assert before == {"conversations": 2, "messages": 2, "runs": 7, "rounds": 3, "steps": 5,
                       "compare_sessions": 1, "compare_entries": 2, "votes": 1}
     with Store.open(path) as s:
-        assert s.schema_version == 5  # V2's rebuild, V3's bench tables, V4's bench owner, V5's pid and queue wait
+        # V2's rebuild, V3's bench tables, V4's bench owner, V5's pid and queue wait, V6's plan preference
+        assert s.schema_version == 6
         ok = s.get_trace("r-ok")
+        assert all(r.preference is None for r in ok.rounds)  # older plans were made under none
         assert (ok.status, ok.failure, ok.answer, ok.source) == ("finished", None, "4", "tui")
         assert ok.conductor.backend == "local" and ok.conductor.adapter is None
         assert ok.rounds[0].steps[0].attempt_log[0].model == "m9"

@@ -12,7 +12,9 @@
 - `direct:*`: `direct:MODEL` for every available pool model;
 - `oracle` and `random`, the routing field's bounds, computed from the bench's `direct:` runs
   with no call of their own (see `baselines`): per item the cheapest single model that is right,
-  and a uniformly random single model.
+  and a uniformly random single model;
+- `SYSTEM@LEVEL` for a conductor system (`conductor@cheap`, `adapter:DIR@best`): it plans under that
+  cost and latency preference (core/preference.py) instead of the config's.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from ..core.preference import PreferenceError, parse_preference
 from ..inference.checkpoints import adapter_base
 from ..runtime.modes import MOA_SYSTEM, PRESETS, ConductorMode, ConductorVariant, DirectMode, MoAMode, Mode
 
-SYSTEM_HELP = "conductor, conductor-mini, moa, self-moa[:MODEL], direct:MODEL, direct:*, adapter:DIR, oracle, random"
+SYSTEM_HELP = ("conductor, conductor-mini, moa, self-moa[:MODEL], direct:MODEL, direct:*, adapter:DIR, oracle, random; "
+               "a conductor system@LEVEL (conductor@cheap) plans under that preference")
 DERIVED = ("oracle", "random")
 SELF_MOA = "self-moa"
 SELF_MOA_SAMPLES = 3
@@ -52,6 +56,17 @@ class System:
 
 def parse_system(spec: str) -> System:
     name = spec.strip()
+    base, at, level = name.rpartition("@")
+    if at and base and not Path(name).expanduser().exists():  # conductor@cheap: a preference per system
+        try:
+            preference = parse_preference(level)
+        except PreferenceError as exc:
+            raise SystemError(f"{name}: {exc}") from None
+        system = parse_system(base)
+        if not system.conductor:
+            raise SystemError(f"{name}: only a conductor system (conductor, conductor-mini, adapter:DIR) takes "
+                              "a preference; the others have no plan to make")
+        return System(f"{system.name}@{level}", system.mode, {**system.options, "preference": str(preference)})
     if name == "conductor":
         return System(name, ConductorMode())
     if name in PRESETS:

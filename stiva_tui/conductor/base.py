@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence, runtime_checkable
 
+from ..core.preference import Preference
 from ..core.usage import Usage
 from ..core.workflow import Workflow
 from ..inference.progress import Progress
@@ -33,6 +34,10 @@ class WorkerInfo:
     # "embedded" for the in-process base model (the base-model prompts keep it out of examples'
     # strong role), else "openai".
     kind: str = "openai"
+    # What the preference sentence tells the conductor (USD per 1M tokens; seconds a call, when known).
+    price_in: float = 0.0
+    price_out: float = 0.0
+    latency_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,8 @@ class PlanRequest:
     conversation: Sequence[dict] = ()
     round: int = 1
     previous: PreviousRound | None = None
+    # The user's cost and latency preference (core/preference.py); None: none stated.
+    preference: Preference | None = None
 
 
 @dataclass(frozen=True)

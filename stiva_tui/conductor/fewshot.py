@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..core.workflow import Workflow
+from ..core.preference import Preference, price_text
 from .base import PlanRequest, WorkerInfo
 
 # --- the worker ---------------------------------------------------------------------------------
@@ -158,9 +159,27 @@ class _Example:
                 f"access_list = [{', '.join(self.access)}]")
 
 
-def _examples(workers: Sequence[WorkerInfo], max_steps: int) -> list[_Example]:
+def _example_model(workers: Sequence[WorkerInfo], preference: Preference | None) -> int:
+    """The model the worked examples use. With no preference, the first one that is not the
+    embedded model. With one, the model at the preference's point of the pool's price range:
+    `best` the dearest (list prices order a provider's models by capability), `cheap` the
+    cheapest, `balanced` (cost weight 0.3) nearer the dear end; for `fast` (latency weight at
+    least 0.5) the quickest, when every latency is known. A base model copies its examples'
+    model numbers far more than it reads a sentence, so the examples show the wish."""
+    real = [i for i, w in enumerate(workers) if not _is_embedded(w)] or list(range(len(workers)))
+    if not real:
+        return 0
+    if preference is None:
+        return real[0]
+    if preference.latency >= 0.5 and all(workers[i].latency_s is not None for i in real):
+        return min(real, key=lambda i: (workers[i].latency_s, i))
+    by_price = sorted(real, key=lambda i: (-(workers[i].price_in + workers[i].price_out), i))
+    return by_price[round(preference.cost * (len(by_price) - 1))]
+
+
+def _examples(workers: Sequence[WorkerInfo], max_steps: int, preference: Preference | None = None) -> list[_Example]:
     """Worked examples that fit this pool and step limit (model numbers that exist)."""
-    strong = next((i for i, w in enumerate(workers) if not _is_embedded(w)), 0)
+    strong = _example_model(workers, preference)
     other = next((i for i, w in enumerate(workers) if i != strong), strong)
     examples = [
         _Example("What is the capital of Italy?", (strong,), ("Name the capital of Italy.",), ("[]",)),
@@ -188,26 +207,29 @@ def _is_embedded(worker: WorkerInfo) -> bool:
     return worker.kind == "embedded"
 
 
-def base_conductor_prefix(workers: Sequence[WorkerInfo], max_steps: int) -> str:
+def base_conductor_prefix(workers: Sequence[WorkerInfo], max_steps: int, preference: Preference | None = None) -> str:
     """The static part of the base conductor prompt: what it does, the models, the examples."""
     models = "\n".join(
         f"{i}: {w.id}" + (f" - {w.description.strip()}" if w.description.strip() else "")
         for i, w in enumerate(workers)
     )
-    examples = "\n\n".join(e.text() for e in _examples(workers, max_steps))
+    examples = "\n\n".join(e.text() for e in _examples(workers, max_steps, preference))
     return f"{BASE_CONDUCTOR_INTRO}\n\nModels:\n{models}\n\n{examples}"
 
 
 def base_conductor_prompt(request: PlanRequest) -> str:
     """The whole base conductor prompt, ending right after the question: the grammar's lists
     begin with a newline, so the model's first token starts "model_id = [" on the next line."""
-    parts = [base_conductor_prefix(request.workers, request.max_steps)]
+    parts = [base_conductor_prefix(request.workers, request.max_steps, request.preference)]
     case: list[str] = []
     if request.conversation:
         case.append(_one_line_turns(request.conversation))
     if request.previous is not None and request.round > 1:
         case.append(f"Previous answer: {_one_line(request.previous.answer)[:_NOTE_CHARS]}")
         case.append("(If the previous answer is right, the lists are empty.)")
+    if request.preference is not None:
+        prices = ", ".join(f"{i} {price_text(w)}" for i, w in enumerate(request.workers))
+        case.append(f"The user prefers {request.preference.wish}. Prices: {prices}.")
     case.append(f"Question: {_one_line(request.question)}")
     parts.append("\n".join(case))
     return "\n\n".join(parts)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .base import PlanRequest, PreviousRound, WorkerInfo
+from ..core.preference import latency_text, price_text
 from ..core.workflow import Workflow
 
 SYSTEM_PROMPT = """You are the Conductor: you do not answer questions yourself. You plan how a \
@@ -65,6 +66,8 @@ def conductor_user_message(request: PlanRequest) -> str:
         parts.append("Conversation so far:\n" + format_conversation(request.conversation))
     parts.append(f"Question:\n{request.question.strip()}")
     parts.append("Available models:\n" + format_workers(request.workers))
+    if request.preference is not None:
+        parts.append(request.preference.sentence(request.workers))
     parts.append(f"Step limit: at most {request.max_steps} step{'s' if request.max_steps != 1 else ''}.")
     if request.previous is not None and request.round > 1:
         parts.append(RECURSION_INSTRUCTION.format(round=request.round))
@@ -74,7 +77,8 @@ def conductor_user_message(request: PlanRequest) -> str:
 
 def compact_conductor_prompt(request: PlanRequest) -> str:
     """The short prompt of `stiva train --prompt compact` (and of the adapters it trains): the
-    question, the models and the step limit, in ~60 tokens instead of the paper's ~1,300. The
+    question, the models (with their prices and latencies, and a "Prefer: LEVEL" line, when a
+    preference is given) and the step limit, in ~60 tokens instead of the paper's ~1,300. The
     grammar holds the format, so the model needs no instructions to write a valid plan, and a
     trained adapter learns what works; on a CPU this makes each training step many times cheaper."""
     lines = []
@@ -83,8 +87,15 @@ def compact_conductor_prompt(request: PlanRequest) -> str:
     if request.previous is not None and request.round > 1:
         lines.append("Previous answer: " + " ".join(request.previous.answer.split())[:400])
     lines.append(f"Question: {' '.join(request.question.split())}")
-    lines.append("Models: " + "; ".join(f"{i} {w.id}" + (f" ({w.description.strip()})" if w.description.strip() else "")
-                                       for i, w in enumerate(request.workers)))
+    preference = request.preference
+    if preference is None:
+        lines.append("Models: " + "; ".join(f"{i} {w.id}" + (f" ({w.description.strip()})" if w.description.strip() else "")
+                                           for i, w in enumerate(request.workers)))
+    else:  # the prices and latencies the preference weighs, inline
+        lines.append(f"Prefer: {preference.name}")
+        lines.append("Models: " + "; ".join(
+            f"{i} {w.id} ({', '.join(filter(None, [w.description.strip(), price_text(w), latency_text(w)]))})"
+            for i, w in enumerate(request.workers)))
     lines.append(f"Plan, at most {request.max_steps} step{'s' if request.max_steps != 1 else ''}:")
     return "\n".join(lines)
 

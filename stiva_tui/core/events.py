@@ -68,6 +68,7 @@ class WorkflowReady(Event):
     latency_s: float
     keep_previous: bool = False  # empty lists in a later round: the previous answer stands
     note: str = ""  # what Stiva changed about the plan, and why ("plan replaced by one step on ...")
+    preference: str = ""  # the user's preference the plan was made under ("cheap"); "" for none
 
 
 @dataclass(frozen=True)

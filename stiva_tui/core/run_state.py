@@ -84,6 +84,7 @@ class RoundState:
     planning: bool = True
     keep_previous: bool = False
     note: str = ""  # Stiva's change to the plan (a garbled plan replaced, an instant plan)
+    preference: str = ""  # the user's preference the plan was made under ("" for none)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float | None = None
@@ -169,6 +170,7 @@ class RunState:
         r.reasoning = e.reasoning
         r.keep_previous = e.keep_previous
         r.note = e.note
+        r.preference = e.preference
         r.prompt_tokens, r.completion_tokens = e.usage.prompt_tokens, e.usage.completion_tokens
         r.latency_s = e.latency_s
         self.prompt_tokens += e.usage.prompt_tokens
@@ -259,6 +261,7 @@ class RunState:
             r.planning = False
             r.reasoning = rd.reasoning
             r.keep_previous = rd.keep_previous
+            r.preference = rd.preference or ""
             r.prompt_tokens, r.completion_tokens = rd.usage.prompt_tokens, rd.usage.completion_tokens
             r.latency_s = rd.latency_s
             lists = rd.workflow

@@ -78,6 +78,7 @@ class TraceRound(_Record):
     usage: TokenUsage = Field(default_factory=TokenUsage)
     latency_s: float = 0.0
     steps: list[TraceStep] = Field(default_factory=list)
+    preference: str | None = None  # what the plan was made under ("cheap", "0.4"); None: none stated
 
     def shape(self) -> str:
         """single, chain, parallel, fan-in, dag; "direct" for a round without a plan."""

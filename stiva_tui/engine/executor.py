@@ -40,6 +40,7 @@ from ..core.events import (
     Totals,
     WorkflowReady,
 )
+from ..core.preference import Preference
 from ..core.usage import Usage, estimate_tokens
 from ..core.words import FailureReason, RunMode, Source
 from ..core.workflow import Step, Workflow
@@ -69,6 +70,9 @@ class RunOptions:
     # A pass-through's messages (an API request naming a pool model): sent unchanged to the
     # one step of a direct run, instead of a worker prompt. Not to the embedded base model.
     messages: tuple[dict, ...] | None = None
+    # The user's cost and latency preference, told to the conductor (core/preference.py). It never
+    # moves the hard caps above: max_steps bounds the plan, the budget bounds the run.
+    preference: Preference | None = None
 
 
 @dataclass
@@ -111,6 +115,7 @@ class Engine:
         subscribers: Sequence[Subscriber] = (),
         conductor_reason: str | None = None,
         source: Source = "cli",
+        latencies: dict[str, float] | None = None,
     ):
         self.models = list(models)
         self.worker = worker
@@ -118,6 +123,8 @@ class Engine:
         self.subscribers = tuple(subscribers)
         self.conductor_reason = conductor_reason
         self.source: Source = source
+        # Typical seconds a call per model id (the history's median), for models with none of their own.
+        self.latencies = dict(latencies or {})
 
     # --- public entry points -------------------------------------------------------------------
 
@@ -201,7 +208,9 @@ class Engine:
         raise KeyError(f"unknown model {model_id!r}; available: {', '.join(m.id for m in self.models)}")
 
     def workers_info(self) -> list[WorkerInfo]:
-        return [WorkerInfo(m.id, m.description, m.kind) for m in self.models]
+        return [WorkerInfo(m.id, m.description, m.kind, m.price_in, m.price_out,
+                           m.latency_s if m.latency_s is not None else self.latencies.get(m.id))
+                for m in self.models]
 
     # --- helpers -------------------------------------------------------------------------------
 
@@ -210,13 +219,15 @@ class Engine:
         request = PlanRequest(
             question=run.question, workers=self.workers_info(), max_steps=run.options.max_steps,
             conversation=tuple(conversation), round=round_, previous=previous,
+            preference=run.options.preference,
         )
         run.check_budget()
         if round_ == 1 and len(self.models) == 1 and is_simple_question(run.question) and not conversation:
             # Nothing to plan: one model, a short question. The plan is known without generating it.
             note = "one model in the pool: one step"
             plan = Plan(direct_workflow(), f"[Stiva: {note}]", "", Usage(), 0.0)
-            run.emit(WorkflowReady(run.id, round_, plan.workflow, plan.reasoning, plan.usage, 0.0, note=note))
+            run.emit(WorkflowReady(run.id, round_, plan.workflow, plan.reasoning, plan.usage, 0.0, note=note,
+                                   preference=str(request.preference or "")))
             return plan
         try:
             plan = await conductor.plan(request, lambda text: run.emit(ConductorDelta(run.id, round_, text)))
@@ -235,7 +246,8 @@ class Engine:
             plan = replace(plan, workflow=Workflow((Step(index, "Answer the question.", ()),)),
                            reasoning=(plan.reasoning + "\n\n" if plan.reasoning else "") + f"[Stiva: {note}]")
         run.emit(WorkflowReady(run.id, round_, plan.workflow, plan.reasoning, plan.usage, plan.latency_s,
-                               keep_previous=plan.workflow.is_empty, note=note))
+                               keep_previous=plan.workflow.is_empty, note=note,
+                               preference=str(request.preference or "")))
         return plan
 
     def _strongest(self) -> int:

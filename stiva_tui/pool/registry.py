@@ -189,6 +189,7 @@ def _assemble(config: Config, providers: Mapping[str, _Provider], keys: Mapping[
             price_in=entry.price_in, price_out=entry.price_out, description=entry.description,
             kind="openai", enabled=entry.enabled, available=available, reason=reason,
             source="config", api_key=state.key, headers=provider.headers, planner=entry.planner,
+            latency_s=entry.latency_s,
         ))
         taken.add(entry.id)
 

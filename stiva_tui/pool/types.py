@@ -73,6 +73,7 @@ class PoolModel:
     reason: str = ""  # why it is (un)available: "key from $OPENAI_API_KEY", "no key", ...
     source: str = "config"  # config | catalog | discovered | embedded
     planner: bool = False  # marked to plan (catalog or config) when there is no local conductor
+    latency_s: float | None = None  # typical seconds a call (config, sim profile); None: unknown
     api_key: str | None = field(default=None, repr=False, compare=False)
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..conductor.base import Conductor, ConductorError
 from ..config import SIM_PROVIDER, Config, ConductorConfig, ConfigError, with_conductor_override
+from ..core.preference import parse_preference
 from ..core.words import Source
 from ..engine.executor import Engine, RunOptions
 from ..inference.progress import Progress, report
@@ -56,6 +57,7 @@ class Runtime:
     _sessions: "Sessions | None" = None
     # Models the config names that are known but not available now (no key, a server down).
     warnings: list[str] = field(default_factory=list)
+    _latencies: dict[str, float] | None = None
 
     @classmethod
     async def create(cls, config: Config, *, conductor: str | None = None, with_store: bool = True,
@@ -187,7 +189,7 @@ class Runtime:
         conductor = conductor or self.conductor
         reason = self.reason_for(conductor) if conductor is not None else None
         return Engine(self.models, self.worker, conductor, subscribers=subscribers,
-                      conductor_reason=reason, source=source)
+                      conductor_reason=reason, source=source, latencies=self.typical_latencies())
 
     def run_options(self, **overrides: Any) -> RunOptions:
         """Run options from the config; `overrides` that are not None win."""
@@ -198,8 +200,20 @@ class Runtime:
             budget_tokens=cfg.budget.tokens, max_tokens=cfg.workers.max_tokens,
             temperature=cfg.workers.temperature, fallbacks=None if cfg.workers.fallbacks is None else tuple(cfg.workers.fallbacks),
             retries=cfg.workers.retries, deadline_s=cfg.workers.deadline_s,
+            preference=parse_preference(conductor.prefer),
         )
         return replace(options, **{k: v for k, v in overrides.items() if v is not None})
+
+    def typical_latencies(self) -> dict[str, float]:
+        """Each model's median step time in the history, read once (a failing store gives none)."""
+        if self._latencies is None:
+            self._latencies = {}
+            if self.store is not None:
+                try:
+                    self._latencies = self.store.typical_latencies()
+                except Exception as exc:  # noqa: BLE001 - a damaged history: the prompt says "latency unknown"
+                    log.warning("typical latencies not read from the history: %s", exc)
+        return self._latencies
 
     @property
     def simulated(self) -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, AsyncIterator, Sequence
 
 from ..core.events import Event
+from ..core.preference import PreferenceError, parse_preference
 from ..core.words import KIND_OF_SOURCE, Source
 from ..engine.baselines import default_moa_proposers
 from ..engine.executor import RunOptions, RunResult, Subscriber, events_of
@@ -88,6 +89,7 @@ class Sessions:
         request that cannot run and ConductorError when the conductor cannot load, before
         anything is recorded; once the run starts, every outcome is in `Outcome.result`."""
         start = self._runner(ask)
+        options = self._options(ask)
         # A conversation to continue is read first: a wrong id fails before a model loads.
         earlier = self._turns(ask.conversation_id) if ask.in_conversation and ask.conversation_id else None
         conductor = None
@@ -99,7 +101,7 @@ class Sessions:
         self._add(conversation_id, "user", ask.question, run_id, warnings)
         engine = self.runtime.engine(source=ask.source, conductor=conductor)
         question = f"{ask.instructions}\n\n{ask.question}" if ask.instructions else ask.question
-        result = await start(engine, question, emit=emit, conversation=turns, options=self._options(ask),
+        result = await start(engine, question, emit=emit, conversation=turns, options=options,
                              run_id=run_id, conversation_id=conversation_id)
         if result.status == "finished":
             self._add(conversation_id, "assistant", result.answer, run_id, warnings)
@@ -108,6 +110,7 @@ class Sessions:
     def check(self, ask: Ask) -> None:
         """Raise AskError now if `ask` cannot run (a front end calls this before a slow load)."""
         self._runner(ask)
+        self._options(ask)
         if ask.in_conversation and ask.conversation_id:
             self._turns(ask.conversation_id)
 
@@ -144,6 +147,10 @@ class Sessions:
             raise AskError(f"model {model_id!r} is not available{why}; available: {known}")
         return model
 
+    def moa_parts(self, mode: MoAMode) -> tuple[list[str], str, int]:
+        """(proposers, aggregator, layers) MoA runs with in `mode`; AskError when it cannot run."""
+        return self._moa(mode)
+
     def _moa(self, mode: MoAMode) -> tuple[list[str], str, int]:
         """MoA's proposers, aggregator and layers: the mode's, else the [moa] config's, else defaults."""
         config = self.runtime.config.moa
@@ -162,7 +169,14 @@ class Sessions:
         if isinstance(ask.mode, DirectMode):
             # direct:MODEL means that model, in every front end: never another one instead
             options = replace(options, max_fallbacks=0, fallbacks=())
-        return replace(options, **{k: v for k, v in ask.options.items() if v is not None})
+        given = dict(ask.options)
+        if given.get("preference") is not None:
+            # a level or a number (PreferenceError, a ValueError, for anything else); "" or "none": none stated
+            try:
+                options = replace(options, preference=parse_preference(given.pop("preference")))
+            except PreferenceError as exc:
+                raise AskError(str(exc)) from None
+        return replace(options, **{k: v for k, v in given.items() if v is not None})
 
     # --- conversations -------------------------------------------------------------------------
 

@@ -264,6 +264,7 @@ class _Server:
             source="api", history=chat.history, instructions=chat.instructions, run_id=req.id,
             options=dict(max_tokens=body.max_completion_tokens or body.max_tokens, temperature=body.temperature,
                          stop=tuple(req.stops) or None,  # the answer's step stops upstream too
+                         preference=body.stiva_preference,
                          # a pool model named in the request gets its messages unchanged
                          **({} if orchestrated else {"messages": tuple(chat.messages)})))
         task = asyncio.create_task(self._run(ask, events.put_nowait if req.stream else None))

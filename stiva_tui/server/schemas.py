@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # Content parts Stiva cannot pass on: the pool is text-only.
 UNSUPPORTED_PARTS = {"image_url", "input_audio", "file", "image", "audio", "input_image", "input_file"}
@@ -61,6 +61,18 @@ class ChatCompletionRequest(BaseModel):
     functions: list[Any] | None = None
     function_call: Any = None
     stiva_trace: bool = Field(False, strict=True, description="true adds the workflow trace")
+    stiva_preference: str | float | None = Field(
+        None, description="what the conductor optimises for: best, balanced, cheap, fast, or a number from 0 "
+                          "(best) to 1 (cheap); default: the server's [conductor] prefer. A pool model named as "
+                          "`model` has no conductor, so this changes nothing there", examples=["cheap"])
+
+    @field_validator("stiva_preference")
+    @classmethod
+    def _preference(cls, value):
+        from ..core.preference import parse_preference
+
+        parse_preference(value)  # a PreferenceError (ValueError) is the request's 400, naming the field
+        return value
 
 
 class ErrorDetail(BaseModel):

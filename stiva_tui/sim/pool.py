@@ -48,7 +48,7 @@ def start_sim(config: Config) -> tuple[Config, SimServer]:
     server = SimServer(models, items, seed=config.sim.seed, latency_scale=config.sim.latency_scale).start()
     provider = ProviderConfig(name=PROVIDER, base_url=server.base_url)
     entries = [ModelConfig(id=m.pool_id, provider=PROVIDER, model=m.name, price_in=m.price_in, price_out=m.price_out,
-                           description=m.description) for m in models]
+                           description=m.description, latency_s=m.latency_s) for m in models]
     taken = {m.id for m in entries}
     updated = config.model_copy(update={
         "providers": [p for p in config.providers if p.name != PROVIDER] + [provider],

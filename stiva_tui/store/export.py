@@ -83,7 +83,8 @@ def plan_lines(trace: Trace) -> list[str]:
     for r in trace.rounds:
         if not r.steps:
             continue
-        out += [f"**Plan, round {r.round}**", ""]
+        out += [f"**Plan, round {r.round}**" + (f" (made under the preference *{r.preference}*)" if r.preference else ""),
+                ""]
         for s in r.steps:
             reads = "steps " + ", ".join(str(j) for j in s.access) if s.access else "the question only"
             out.append(f"- Step {s.index} · `{s.model or '?'}` · reads {reads} · {s.status}: "

@@ -284,15 +284,17 @@ def _upsert_round(c: sqlite3.Connection, e: ev.WorkflowReady) -> None:
     c.execute(
         """
         INSERT INTO rounds (run_id, round, reasoning, workflow, keep_previous, prompt_tokens,
-                            completion_tokens, latency_s)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                            completion_tokens, latency_s, preference)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT (run_id, round) DO UPDATE SET
             reasoning = excluded.reasoning, workflow = excluded.workflow,
             keep_previous = excluded.keep_previous, prompt_tokens = excluded.prompt_tokens,
-            completion_tokens = excluded.completion_tokens, latency_s = excluded.latency_s
+            completion_tokens = excluded.completion_tokens, latency_s = excluded.latency_s,
+            preference = excluded.preference
         """,
         (e.run_id, e.round, e.reasoning or "", json.dumps(e.workflow.to_lists(), ensure_ascii=False),
-         int(bool(e.keep_previous)), e.usage.prompt_tokens, e.usage.completion_tokens, float(e.latency_s or 0.0)),
+         int(bool(e.keep_previous)), e.usage.prompt_tokens, e.usage.completion_tokens, float(e.latency_s or 0.0),
+         e.preference or None),
     )
 
 

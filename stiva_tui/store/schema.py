@@ -315,7 +315,15 @@ ALTER TABLE bench_runs ADD COLUMN pid INTEGER;
 ALTER TABLE bench_items ADD COLUMN queue_wait_s REAL NOT NULL DEFAULT 0;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]
+# --- V6: the preference a plan was made under -----------------------------------------------------
+# `rounds.preference`: the user's cost and latency preference (core/preference.py) the conductor was
+# told for that round's plan ("cheap", "0.4"); NULL when none was stated, as for every older round.
+
+_V6 = """
+ALTER TABLE rounds ADD COLUMN preference TEXT;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6]
 """MIGRATIONS[i] takes a database from user_version i to i + 1. Append, never edit."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -4,6 +4,7 @@ deleting a run. Part of `Store` (see db.py); it reads through `Store.query`/`sna
 from __future__ import annotations
 
 import json
+import statistics
 import sqlite3
 from typing import TYPE_CHECKING
 
@@ -109,6 +110,16 @@ class Traces:
         with self.transaction() as c:
             c.execute("DELETE FROM runs WHERE id = ?", (run_id,))
 
+    def typical_latencies(self: "Store", recent: int = 2000) -> dict[str, float]:
+        """Each model's median seconds a finished step took, over the history's `recent` latest
+        steps: the "typical latency" the conductor is told with a preference."""
+        rows = self.query("SELECT model, latency_s FROM steps WHERE status = 'finished' AND model IS NOT NULL"
+                          " AND latency_s > 0 ORDER BY rowid DESC LIMIT ?", (recent,))
+        by_model: dict[str, list[float]] = {}
+        for row in rows:
+            by_model.setdefault(row["model"], []).append(float(row["latency_s"]))
+        return {model: statistics.median(values) for model, values in by_model.items()}
+
     def get_workflow(self: "Store", run_id: str, round: int) -> Workflow | None:
         """The `Workflow` one round ran; None when the round has none recorded (a direct run, a
         round stopped while planning) or its stored lists no longer validate."""
@@ -180,6 +191,7 @@ def _trace_round(r: sqlite3.Row, steps: list[TraceStep]) -> TraceRound:
         usage=TokenUsage(prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"]),
         latency_s=r["latency_s"],
         steps=steps,
+        preference=r["preference"],
     )
 
 

@@ -12,7 +12,12 @@
    that failed), 1 for a correct answer (the paper's), minus `cost_weight` x the run's cost
    normalised within its question's group: cost / (the dearest plan of the G plans for that
    question), so each cost term is in [0, 1] and only relative cost matters, as GRPO's
-   group-relative advantages do.
+   group-relative advantages do;
+5. with `preferences` (`stiva train --prefer-levels best,cheap,...`), each question's G plans are
+   sampled under one preference drawn for that question, which its prompt states; the reward is
+   then the preference's own (core/preference.py): the paper's, minus its cost weight x the
+   relative cost, minus its latency weight x the run's time relative to the group's slowest. So
+   one adapter learns every level.
 
 Runs of identical (question, plan) pairs are cached in `DIR/rollouts.jsonl`, so repeats cost
 nothing (and a resumed training run reuses them). What the runs cost is kept in `DIR/spend.json`
@@ -38,6 +43,7 @@ from typing import Any, Sequence
 from ..bench.graders import grade_async
 from ..bench.suite import SuiteItem, question_text
 from ..conductor.base import PlanRequest, WorkerInfo
+from ..core.preference import Preference
 from ..inference.checkpoints import LoadedModel
 from ..runtime.modes import WorkflowMode
 from ..runtime.sessions import Ask
@@ -92,6 +98,7 @@ class RolloutResult:
     error: str | None = None
     run_id: str | None = None
     cached: bool = False
+    latency_s: float = 0.0
 
 
 @dataclass
@@ -116,7 +123,7 @@ class Rollouts:
     def __init__(self, engine: EngineLoop, conductor, items: Sequence[SuiteItem], tokenizer: Any, *,
                  cache_path: Path, cost_weight: float = 0.0, temperature: float = 1.0, max_steps: int | None = None,
                  shuffle_pool: bool = False, seed: int = 0, decisions_only: bool = False,
-                 sandbox=None, spend_path: Path | None = None):
+                 sandbox=None, spend_path: Path | None = None, preferences: Sequence[Preference] = ()):
         self.engine = engine
         self.conductor = conductor
         self.items = {item.id: item for item in items}
@@ -125,7 +132,9 @@ class Rollouts:
         self.temperature = temperature
         runtime = engine.runtime
         self.models = list(runtime.models)
-        self.workers = [WorkerInfo(m.id, m.description, m.kind) for m in self.models]
+        self.workers = [WorkerInfo(m.id, m.description, m.kind, m.price_in, m.price_out, m.latency_s)
+                        for m in self.models]
+        self.preferences = tuple(preferences)
         # Each plan sampled under its own order of the pool: a model that always writes "0" then
         # tries every model, so GRPO's groups differ in who answers, and what is learnt is to pick
         # a model by its name and description, not by its place in the list.
@@ -157,24 +166,29 @@ class Rollouts:
         started = time.monotonic()
         sampled = []
         # TRL repeats each question G times in a row: each run of one question is one batch
+        drawn: list[Preference | None] = []  # the preference of each sampled plan (one per question's group)
         for item_id, count in _runs(_item_id(p) for p in prompts):
             item = self.items[item_id]
+            preference = self._rng.choice(self.preferences) if self.preferences else None
+            drawn += [preference] * count
             if not self.shuffle_pool:
-                request = PlanRequest(question_text(item), self.workers, max_steps=self.max_steps)
+                request = PlanRequest(question_text(item), self.workers, max_steps=self.max_steps,
+                                      preference=preference)
                 for plan in self.conductor.sample_many_sync(request, loaded, count, self.temperature):
                     sampled.append((item, plan, self.models))
                 continue
             for _ in range(count):  # its own order each: one generation per plan
                 order = self._rng.sample(range(len(self.models)), len(self.models))
                 models = [self.models[i] for i in order]
-                request = PlanRequest(question_text(item), [self.workers[i] for i in order], max_steps=self.max_steps)
+                request = PlanRequest(question_text(item), [self.workers[i] for i in order], max_steps=self.max_steps,
+                                      preference=preference)
                 (plan,) = self.conductor.sample_many_sync(request, loaded, 1, self.temperature)
                 sampled.append((item, plan, models))
         if was_training:
             model.train()
         generated = time.monotonic()
         results = self.engine.call(self._run_all(sampled))
-        rewards = self._rewards(sampled, results)
+        rewards = self._rewards(sampled, results, drawn)
         stats = self.current
         stats.generate_s += generated - started
         stats.rollout_s += time.monotonic() - generated
@@ -238,7 +252,8 @@ class Rollouts:
                 grader_error = f"grader: {type(exc).__name__}: {exc}"
         rollout = RolloutResult(valid=True, correct=correct, steps=steps, models=models,
                                 tokens=totals.prompt_tokens + totals.completion_tokens, cost_usd=totals.cost_usd,
-                                answer=result.answer, error=result.error or grader_error, run_id=result.run_id)
+                                answer=result.answer, error=result.error or grader_error, run_id=result.run_id,
+                                latency_s=totals.latency_s)
         self._paid(rollout.cost_usd)
         if result.status == "finished" and grader_error is None:  # a failed run (a provider fault) is not cached: it may work next time
             self.cache[key] = rollout
@@ -250,17 +265,23 @@ class Rollouts:
         if self.spend_path is not None and cost_usd:
             _write_spend(self.spend_path, self.spent_usd)
 
-    def _rewards(self, sampled, results: list[RolloutResult]) -> list[float]:
+    def _rewards(self, sampled, results: list[RolloutResult], drawn: Sequence[Preference | None] = ()) -> list[float]:
         base = [REWARD_CORRECT if r.correct else (REWARD_VALID if r.valid else REWARD_INVALID) for r in results]
-        if not self.cost_weight:
+        if not self.cost_weight and not any(drawn):
             return base
         dearest: dict[str, float] = {}
+        slowest: dict[str, float] = {}
         for (item, _, _), result in zip(sampled, results):
             dearest[item.id] = max(dearest.get(item.id, 0.0), result.cost_usd)
-        return [
-            reward - (self.cost_weight * result.cost_usd / dearest[item.id] if dearest[item.id] > 0 else 0.0)
-            for reward, (item, _, _), result in zip(base, sampled, results)
-        ]
+            slowest[item.id] = max(slowest.get(item.id, 0.0), result.latency_s)
+        rewards = []
+        for n, (reward, (item, _, _), result) in enumerate(zip(base, sampled, results)):
+            cost = result.cost_usd / dearest[item.id] if dearest[item.id] > 0 else 0.0
+            latency = result.latency_s / slowest[item.id] if slowest[item.id] > 0 else 0.0
+            preference = drawn[n] if n < len(drawn) else None
+            rewards.append(preference.reward(reward, cost, latency) if preference is not None
+                           else reward - self.cost_weight * cost)
+        return rewards
 
 
 def decision_mask(logprobs: Sequence[float]) -> list[int]:

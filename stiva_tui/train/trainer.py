@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..bench.suite import Suite
+from ..core.preference import PreferenceError, parse_preference
 from ..inference.checkpoints import ADAPTER_MARKER, base_fingerprint, base_identity
 from ..inference.errors import ModelError
 from .rollout import EngineLoop, Rollouts, StepStats, read_spend, reward_from_rollout
@@ -80,6 +81,9 @@ class TrainOptions:
     max_steps_per_plan: int | None = None  # the plan's step limit (default: [conductor] max_steps)
     max_subtask_chars: int | None = None
     unsafe_code: bool = False  # grade code items WITHOUT isolation where no sandbox can be had
+    # Preferences drawn per question, stated in its prompt and weighing its reward (core/preference.py):
+    # one adapter for every level. Empty: no preference in the prompt, the reward's cost_weight only.
+    preferences: tuple[str, ...] = ()
     device: str | None = None  # None: CUDA when there is one, else the CPU
 
 
@@ -199,6 +203,13 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
         raise TrainError(f"--prompt {options.prompt_style!r}: use compact, or leave it out for the conductor's own")
     if options.lora_targets not in LORA_TARGET_SETS or options.lora_r < 1:
         raise TrainError(f"--lora-targets must be {' or '.join(LORA_TARGET_SETS)}, and --lora-r at least 1")
+    try:
+        preferences = tuple(parse_preference(level) for level in options.preferences)
+    except PreferenceError as exc:
+        raise TrainError(f"--prefer-levels: {exc}") from None
+    if any(p is None for p in preferences) or (preferences and options.cost_weight):
+        raise TrainError("--prefer-levels takes levels or numbers (not none), and replaces --cost-weight: each "
+                         "preference weighs cost itself")
     spend_path = Path(options.out).expanduser() / "spend.json"
     spent_before = read_spend(spend_path) if options.resume else 0.0
     if options.budget_usd is not None and spent_before >= options.budget_usd:  # before loading anything
@@ -258,7 +269,7 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
         rollouts = Rollouts(engine, conductor, suite.items, tokenizer, cache_path=out / "rollouts.jsonl",
                             cost_weight=options.cost_weight, temperature=options.temperature,
                             max_steps=options.max_steps_per_plan, sandbox=sandbox, spend_path=spend_path,
-                            shuffle_pool=options.shuffle_pool, seed=options.seed,
+                            shuffle_pool=options.shuffle_pool, seed=options.seed, preferences=preferences,
                             # measured with the compact prompt (routing 0.36 -> 0.89); with the full
                             # prompt it slowed the constant-pick test (0.42 < 0.6 after 40 steps)
                             decisions_only=options.prompt_style == "compact")
@@ -336,6 +347,7 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
             "suite": suite.name, "steps": int(trainer.state.global_step),
             **({"prompt_style": options.prompt_style} if options.prompt_style else {}),
             **({"max_subtask_chars": conductor.max_subtask_chars} if options.max_subtask_chars else {}),
+            **({"preferences": [str(p) for p in preferences]} if preferences else {}),
         }, indent=2) + "\n")
         logged = _read_log(log_path)
         return TrainSummary(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.reactive import reactive
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static, Tree
@@ -66,7 +67,13 @@ class ChatScreen(Screen):
                 tooltip="Copy the selected step's output"),
         Binding("ctrl+g", "hide_notice", "Hide notice", id="hide_notice", show=False,
                 tooltip="Hide the first-run notice above the conversation, for good"),
+        Binding("ctrl+f", "cycle_preference", "Prefer", id="prefer",
+                tooltip="What the conductor optimises the next question for: best, balanced, cheap, fast or "
+                        "no preference (shown in the status bar)"),
     ]
+
+    preference: reactive[str | None] = reactive(None, init=False)
+    """The cost and latency preference of the next question (a level, a number, None: none stated)."""
 
     def __init__(self, runtime: "Runtime | None" = None, *, frozen: bool = False) -> None:
         """`runtime`: None until the app posts `RuntimeReady`. `frozen`: no clocks or spinners."""
@@ -145,6 +152,8 @@ class ChatScreen(Screen):
     def on_runtime_ready(self, message: msg.RuntimeReady) -> None:
         self.runtime = message.runtime
         self._started.set()
+        self.preference = configured_preference(self.runtime)
+        self._know_pool()
         if self.runtime.conductor_ready:
             self.status_bar.message = ""
         else:
@@ -155,6 +164,24 @@ class ChatScreen(Screen):
             self._set_notice(FIRST_RUN_NOTICE.format(config=paths.config_file()))
         for warning in self.runtime.warnings:  # a model the config names is unavailable right now
             self.notify(warning, title="Config", severity="warning", timeout=15)
+
+    def _know_pool(self) -> None:
+        """The tree's "≈ instead" line needs the pool's prices and MoA's make-up."""
+        from ...runtime import AskError, MoAMode
+
+        self.tree.models = self.runtime.models
+        try:
+            self.tree.moa = self.runtime.sessions.moa_parts(MoAMode())
+        except AskError:  # MoA cannot run on this pool: no MoA estimate
+            self.tree.moa = None
+
+    def action_cycle_preference(self) -> None:
+        from ...core.preference import next_level
+
+        self.preference = next_level(self.preference)
+
+    def watch_preference(self, preference: str | None) -> None:
+        self.status_bar.prefer = preference or ""
 
     def on_startup_failed(self, message: msg.StartupFailed) -> None:
         self.startup_error = message.error
@@ -234,7 +261,8 @@ class ChatScreen(Screen):
         if not runtime.conductor_ready:
             await answer.set_note("_Waiting for the conductor to load — your question runs as soon as it is "
                                   "ready._")
-        ask = Ask(question, source="tui", conversation_id=self.conversation_id)
+        ask = Ask(question, source="tui", conversation_id=self.conversation_id,
+                  options={"preference": self.preference or "none"})
         try:
             outcome = await runtime.sessions.ask(ask, emit=self._on_event)
         except (AskError, ConductorError) as exc:  # nothing ran: say why, keep the app usable
@@ -430,3 +458,11 @@ class ChatScreen(Screen):
         from ..clipboard import copy_text
 
         return copy_text(self.app, text)
+
+
+def configured_preference(runtime: "Runtime") -> str | None:
+    """The config's `[conductor] prefer` as the toggle shows it (None: none stated)."""
+    from ...core.preference import parse_preference
+
+    preference = parse_preference(runtime.config.conductor.prefer)
+    return preference.name if preference is not None else None

@@ -68,6 +68,7 @@ class StatusBar(Horizontal):
     DEFAULT_CSS = """
     StatusBar { height: 1; background: $panel; color: $text-muted; padding: 0 1; }
     StatusBar > #status-totals { width: auto; margin-right: 2; color: $text; }
+    StatusBar > #status-prefer { width: auto; margin-right: 2; color: $accent; text-style: bold; }
     StatusBar > #status-conductor { width: 1fr; }
     StatusBar > #status-load { width: auto; margin-right: 1; }
     StatusBar > ProgressBar { width: 30; }
@@ -85,9 +86,12 @@ class StatusBar(Horizontal):
     """Load progress in [0, 1]; None: the loader cannot tell (the bar pulses)."""
     load_shown: reactive[bool] = reactive(False)
     """Whether the load message and the progress bar (with its percent and ETA) show."""
+    prefer: reactive[str] = reactive("")
+    """The next question's cost and latency preference ("cheap"); "" for none (not shown)."""
 
     def compose(self) -> ComposeResult:
         yield Static("no run yet", id="status-totals", markup=False)
+        yield Static("", id="status-prefer", classes="-hidden", markup=False)
         yield Static("", id="status-conductor")
         yield Static("", id="status-load", classes="-hidden", markup=False)
         yield ProgressBar(total=1.0, show_eta=True, show_percentage=True, id="status-progress",
@@ -123,10 +127,20 @@ class StatusBar(Horizontal):
         if self.is_mounted:
             self._draw_load()
 
+    def watch_prefer(self) -> None:
+        if self.is_mounted:
+            self._draw_prefer()
+
+    def _draw_prefer(self) -> None:
+        label = self.query_one("#status-prefer", Static)
+        label.update(f"prefer {self.prefer}")
+        label.set_class(not self.prefer, "-hidden")
+
     def _draw_all(self) -> None:
         self._draw_figures()
         self._draw_conductor()
         self._draw_load()
+        self._draw_prefer()
 
     def _draw_figures(self) -> None:
         figures = self.figures

@@ -22,6 +22,7 @@ from textual.widgets.tree import TreeNode
 
 from .. import format as fmt
 from ...core.run_state import Key, RoundState, RunState, StepState
+from ...engine.estimate import counterfactuals, reason_line
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 REASONING_WIDTH = 72
@@ -52,6 +53,9 @@ class WorkflowTree(Tree[Key]):
         self.state = state or RunState()
         self.frame = 0
         self._node_map: dict[Key, TreeNode[Key]] = {}
+        # The pool's prices and MoA's make-up, for the "what else would it have cost" line (none: no line).
+        self.models: Sequence[Any] = ()
+        self.moa: tuple[Sequence[str], str, int] | None = None
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show(self.state))
@@ -71,6 +75,7 @@ class WorkflowTree(Tree[Key]):
             self._relabel(("plan", r.round))
             for s in r.steps:
                 self._relabel(("step", s.round, s.index))
+        self._relabel_estimate()
 
     def redraw(self, keys: Iterable[Key]) -> None:
         """Redraw the nodes of `keys` (as `RunState.apply` returns them), adding new ones."""
@@ -86,6 +91,7 @@ class WorkflowTree(Tree[Key]):
         kind = key[0]
         if kind == "run":
             self.root.set_label(self._question_label())
+            self._relabel_estimate()
         elif kind == "round":
             self._round_node(key[1])
         elif kind == "plan":
@@ -110,6 +116,10 @@ class WorkflowTree(Tree[Key]):
             node = self._round_node(r.round).add("Plan", data=key, expand=False)
             self._node_map[key] = node
         node.set_label(self._plan_label(r))
+        why = reason_line(r.reasoning) if not r.planning else ""
+        if why and ("why", r.round) not in self._node_map:  # the one-line answer to "why this plan?"
+            self._node_map[("why", r.round)] = self._round_node(r.round).add_leaf(
+                styled([("why", "bold $accent", " "), (why, "italic")]), data=key)
         if not r.planning and not node.children:
             lines = _wrap(r.reasoning, REASONING_WIDTH) or ["(no reasoning written)"]
             if len(lines) > REASONING_LINES:
@@ -134,6 +144,21 @@ class WorkflowTree(Tree[Key]):
             node.add_leaf(styled([("✗", "bold $error", " "), (failure.model, "bold", " "),
                                   (f"attempt {failure.attempt}:", "dim", " "),
                                   (fmt.one_line(failure.error, 60), ""), then]), data=key)
+
+    def _relabel_estimate(self) -> None:
+        """Under a finished conductor run: what one call to the cheapest model and MoA would have
+        cost for this question (from the prices and this run's tokens; an estimate, and said so)."""
+        if ("estimate",) in self._node_map or self.state.mode != "conductor":
+            return
+        estimates = counterfactuals(self.state, self.models, self.moa)
+        if not estimates:
+            return
+        parts: list[Part] = [("≈ instead", "bold $accent")]
+        for estimate in estimates:
+            parts += [(estimate.label, "", " "), (fmt.money(estimate.cost_usd) if estimate.cost_usd
+                                                  else f"{fmt.tokens(estimate.tokens)} tok", "$success")]
+        parts.append(("estimates from the prices and this run's tokens", "dim"))
+        self._node_map[("estimate",)] = self.root.add_leaf(styled(parts), data=("question",))
 
     # --- labels --------------------------------------------------------------------------------
 
@@ -176,7 +201,8 @@ class WorkflowTree(Tree[Key]):
                   if r.prompt_tokens or r.completion_tokens else "")
         seconds = fmt.seconds(r.latency_s) if r.latency_s is not None and not self.frozen else ""
         note = [(fmt.one_line(r.note, 60), "$warning")] if r.note else []
-        return styled([("✓", "bold $success", " "), ("Plan", "bold"), (what, ""), *note, (tokens, "dim"),
+        prefer = [(f"prefer {r.preference}", "$accent")] if r.preference else []
+        return styled([("✓", "bold $success", " "), ("Plan", "bold"), (what, ""), *prefer, *note, (tokens, "dim"),
                        (seconds, "dim")])
 
     def _step_label(self, s: StepState) -> Text:
