@@ -51,7 +51,8 @@ class StivaApp(App):
         Binding("f5", "keys", "Keys", id="keys", tooltip="Add or remove API keys"),
         Binding("f6", "leaderboard", "Leaderboard", id="leaderboard", show=False, priority=True,
                 tooltip="Wins from compare votes"),
-        Binding("f12", "bench", "Benches", id="bench", show=False,
+        # ctrl+l: macOS and many terminals take F10-F12 for themselves
+        Binding("f12,ctrl+l", "bench", "Benches", id="bench", show=False,
                 tooltip="Reports of `stiva bench`: accuracy, cost, latency and the frontier per system"),
     ]
 

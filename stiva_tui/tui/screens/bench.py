@@ -22,10 +22,11 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, DataTable, Footer, Static
+from textual.widgets import ContentSwitcher, DataTable, Static
 
 from .. import format as fmt
 from ..widgets.bench_report import STATUS_STYLES, BenchReport, BenchReportView
+from ..widgets.footer import StivaFooter
 
 if TYPE_CHECKING:
     from ...store import BenchRecord, Store
@@ -103,7 +104,7 @@ class BenchScreen(Screen):
                 yield DataTable(id="bench-list", cursor_type="row", zebra_stripes=True)
                 yield Static("", id="bench-empty", markup=False)
             yield BenchReportView(id="bench-report").data_bind(report=BenchScreen.shown)
-        yield Footer()
+        yield StivaFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#bench-list", DataTable)
