@@ -90,8 +90,11 @@ class HelpScreen(ModalScreen[None]):
         table.add_column("Action")
         table.add_column("Binding id")
         table.add_column("What it does", width=DESCRIPTION_WIDTH)
-        rows = [("ctrl+p", "Palette", "(built in)", "Search every command, change theme"),
-                *binding_rows(self.app, self.opened_from)]
+        rows = [("ctrl+p", "Palette", "(built in)", "Search every command, change theme")]
+        if self.opened_from is None or type(self.opened_from).__name__ == "ChatScreen":
+            rows.append(("up, down", "Earlier question", "(built in)",
+                         "In an empty prompt: the earlier questions of this chat, then of this session"))
+        rows += binding_rows(self.app, self.opened_from)
         for keys, action, binding_id, tooltip in rows:
             # folded over lines, never cut mid-word
             table.add_row(keys, action, binding_id, Text(tooltip, overflow="fold"), height=None)
