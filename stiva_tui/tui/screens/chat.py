@@ -415,6 +415,14 @@ class ChatScreen(Screen):
         else:
             await self.load_conversation(message.id)
 
+    @on(HistorySidebar.Deleted)
+    async def _history_deleted(self, message: HistorySidebar.Deleted) -> None:
+        """The chat on screen was deleted from the history: what is shown is a new chat now."""
+        if message.kind == "chat" and message.id == self.conversation_id and not self.running:
+            await self.action_new_chat()
+            if self._history is not None:
+                self._history.focus()  # the user is still in the list
+
     async def load_conversation(self, conversation_id: str, run_id: str | None = None) -> None:
         """Show a stored conversation: its messages, and the tree of run `run_id` (default: its last)."""
         if not self._can_show_stored():
