@@ -158,3 +158,18 @@ def test_keys_screen(snap_compare, runtime):
         assert snap_compare(app, terminal_size=SIZE, run_before=_settle)
     finally:
         secrets.reset_backend()
+
+
+def test_run_screen(snap_compare, runtime):
+    from tui_helpers import demo_events
+
+    from stiva_tui.store import Recorder
+    from stiva_tui.tui.screens.run import RunScreen
+
+    recorder = Recorder(runtime.store)
+    for event in demo_events():
+        recorder(event)
+    with runtime.store.transaction() as c:  # a fixed date on the title line
+        c.execute("UPDATE runs SET created_at = '2025-03-14T12:00:00+00:00'")
+    app = Host(lambda: RunScreen(runtime.store, "demo-run"))
+    assert snap_compare(app, terminal_size=SIZE, run_before=_settle)

@@ -2,7 +2,8 @@
 
 Two views, one at a time so that both fit an 80x24 terminal: the list of benches, and a bench's
 report (per-system table, then its items or its frontier plot). Enter on a bench opens its report,
-Esc goes back to the list; enter on an item shows its run on the chat screen (`msg.OpenRun`).
+Esc goes back to the list; enter on an item shows its run on a screen of its own (`msg.OpenRun`),
+which esc leaves again.
 
 The history is read in threads; the results come back as the screen's typed messages
 (`BenchesLoaded`, `ReportLoaded`, `LoadFailed`) and land in reactive state that the widgets
@@ -65,7 +66,7 @@ class BenchScreen(Screen):
     BINDINGS = [
         # Priority: the tables' own enter (show=False) would hide this one from the footer.
         Binding("enter", "open", "Open", id="bench.open", priority=True,
-                tooltip="Open the bench's report, or the item's run on the chat screen"),
+                tooltip="Open the bench's report, or the item's run (esc comes back)"),
         Binding("escape", "back", "Back", id="bench.back", tooltip="Back to the list of benches, or leave"),
         Binding("r", "reload", "Reload", id="bench.reload", tooltip="Read the benches again (one may be running)"),
         Binding("p", "plot", "Items/plot", id="bench.plot",
