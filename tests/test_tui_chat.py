@@ -823,3 +823,38 @@ async def test_ctrl_keys_stand_in_for_the_f_keys_terminals_take(fake, setup, mon
         await pilot.press("ctrl+l")  # f12
         await pilot.pause(0.1)
         assert isinstance(app.screen, BenchScreen)
+
+
+async def test_the_sidebar_renames_and_deletes_the_chat_on_screen(fake, setup):
+    from textual.widgets import OptionList
+
+    from stiva_tui.tui.screens.dialogs import ConfirmDialog, TitleDialog
+    from stiva_tui.tui.widgets.history import HistorySidebar
+
+    script_plan(fake)
+    fake.default("w2", Reply("kept"))
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    seen: list = []
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        await ask(pilot, "A chat to tidy up")
+        await wait_for(pilot, finished(app), what="the run")
+        screen = app.chat_screen
+        cid, run_id = screen.conversation_id, screen.live.state.run_id
+        await pilot.press("f2")
+        await wait_for(pilot, lambda: screen.query(HistorySidebar), what="the sidebar")
+        sidebar = screen.query_one(HistorySidebar)
+        assert sidebar.items[0].source == "app" and sidebar.items[0].status == "finished"
+        sidebar.query_one(OptionList).focus()
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, TitleDialog), what="the title dialog")
+        await pilot.press(*"Tidy", "enter")  # the old title is selected: typing replaces it
+        await wait_for(pilot, lambda: runtime.store.get_conversation(cid).title == "Tidy", what="the rename")
+        await pilot.press("delete")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), what="the confirmation")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: screen.conversation_id is None, what="a new chat in its place")
+        assert runtime.store.list_conversations() == [] and runtime.store.get_trace(run_id).run_id == run_id
+        assert not screen.conversation.questions and sidebar.items == []
+        changes = {id(m): m for m in seen if isinstance(m, (HistorySidebar.Renamed, HistorySidebar.Deleted))}
+        assert [type(m).__name__ for m in changes.values()] == ["Renamed", "Deleted"]  # one each, at every hop
