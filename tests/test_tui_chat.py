@@ -602,7 +602,7 @@ async def test_history_reopens_a_compare_session_in_compare_mode(fake, setup):
     async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
         await pilot.press("f2")
         sidebar = app.chat_screen.query_one(HistorySidebar)
-        await wait_for(pilot, lambda: sidebar.display and ("compare", session) in [i[:2] for i in sidebar.items],
+        await wait_for(pilot, lambda: sidebar.display and ("compare", session) in [(i.kind, i.id) for i in sidebar.items],
                        what="the compare session listed")
         await pilot.press("enter")  # from the search box to the list
         await pilot.press("enter")  # open the highlighted (newest) entry
