@@ -527,3 +527,27 @@ async def test_the_apps_screenshot_keeps_its_spaces():
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert 'xml:space="preserve"' in app.export_screenshot().split(">", 1)[0]
+
+
+async def test_the_dialogs_hints_follow_remapped_keys():
+    from textual.app import App
+
+    from stiva_tui.tui.screens.dialogs import ConfirmDialog
+
+    answers: list = []
+
+    class DialogHost(App):
+        def on_mount(self) -> None:
+            self.set_keymap({"dialog.yes": "ctrl+y", "dialog.no": "escape"})
+            self.keymap = {"dialog.yes": "ctrl+y", "dialog.no": "escape"}
+            self.push_screen(ConfirmDialog("Delete it?"), answers.append)
+
+    app = DialogHost()
+    async with app.run_test(size=(80, 20)) as pilot:
+        await pilot.pause()
+        hint = str(app.screen.query(Static).last().render())
+        assert hint == "ctrl+y: yes · escape: no"
+        await pilot.press("y")  # no longer yes
+        await pilot.press("ctrl+y")
+        await pilot.pause()
+    assert answers == [True]

@@ -13,6 +13,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from ..bindings import keys_for
+
 DIALOG_CSS = """
 {name} {{ align: center middle; }}
 {name} > Vertical {{
@@ -38,7 +40,8 @@ class TitleDialog(ModalScreen[str | None]):
         with Vertical():
             yield Static(f"A new title for the {self.what}", classes="dialog-text", markup=False)
             yield Input(self.current, id="dialog-title", select_on_focus=True)
-            yield Static("enter renames · esc cancels", classes="dialog-hint", markup=False)
+            yield Static(f"enter renames · {keys_for(self.app, 'dialog.cancel', 'escape')} cancels",
+                         classes="dialog-hint", markup=False)
 
     @on(Input.Submitted, "#dialog-title")
     def _given(self, event: Input.Submitted) -> None:
@@ -56,12 +59,13 @@ class ConfirmDialog(ModalScreen[bool]):
         Binding("n,escape", "dismiss(False)", "No", id="dialog.no", tooltip="Close, changing nothing"),
     ]
 
-    def __init__(self, question: str, hint: str = "y or enter: yes · n or esc: no") -> None:
+    def __init__(self, question: str) -> None:
         super().__init__()
         self.question = question
-        self.hint = hint
 
     def compose(self) -> ComposeResult:
+        hint = (f"{keys_for(self.app, 'dialog.yes', 'y,enter')}: yes · "
+                f"{keys_for(self.app, 'dialog.no', 'n,escape')}: no")  # the live keys, remapped or not
         with Vertical():
             yield Static(self.question, classes="dialog-text", markup=False)
-            yield Static(self.hint, classes="dialog-hint", markup=False)
+            yield Static(hint, classes="dialog-hint", markup=False)
