@@ -353,6 +353,9 @@ class ChatScreen(Screen):
         elif not questions:
             self.notify("No question to ask again yet.", severity="warning")
         else:
+            if self.prompt.editing is not None:  # the edit is given up: the question is asked as it was
+                self._stop_editing()
+                self.prompt.clear()
             self.ask(questions[-1], replaces=len(questions) - 1)
 
     def action_edit_question(self) -> None:

@@ -55,9 +55,11 @@ class PromptInput(TextArea):
     def watch_editing(self, editing: int | None) -> None:
         from ..bindings import keys_for
 
+        # Short, to fit the prompt's border at 80 columns (F1 and the README say the rest).
         self.set_class(editing is not None, "-editing")
-        self.border_title = (f"Editing question {editing + 1}: sending replaces it and every later turn · "
-                             f"{keys_for(self.app, 'cancel', 'escape')} leaves" if editing is not None else None)
+        self.border_title = f"Editing question {editing + 1}" if editing is not None else None
+        self.border_subtitle = (f"sent in its place · {keys_for(self.app, 'cancel', 'escape')} leaves"
+                                if editing is not None else None)
 
     async def _on_key(self, event: events.Key) -> None:
         if self.enter_sends and not self.read_only and event.key in ("enter", *self.NEWLINE_KEYS):
