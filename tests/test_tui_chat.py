@@ -858,3 +858,23 @@ async def test_the_sidebar_renames_and_deletes_the_chat_on_screen(fake, setup):
         assert not screen.conversation.questions and sidebar.items == []
         changes = {id(m): m for m in seen if isinstance(m, (HistorySidebar.Renamed, HistorySidebar.Deleted))}
         assert [type(m).__name__ for m in changes.values()] == ["Renamed", "Deleted"]  # one each, at every hop
+
+
+async def test_the_palette_regenerates_the_last_answer(fake, setup):
+    script_plan(fake)
+    fake.default("w2", Reply("first try"))
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await ask(pilot, "Try twice")
+        await wait_for(pilot, finished(app), what="the first run")
+        script_plan(fake)
+        fake.default("w2", Reply("second try"))
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.1)
+        await pilot.press(*"regenerate")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        screen = app.chat_screen
+        await wait_for(pilot, lambda: _questions(runtime, screen) == [("user", "Try twice"), ("assistant", "second try")],
+                       what="the regenerated answer")
