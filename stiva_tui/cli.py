@@ -573,12 +573,12 @@ def _print_conversations(found) -> None:
     from .cli_view import printable
 
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for name in ("id", "updated", "kind", "runs", "title"):
+    for name in ("id", "updated", "kind", "runs", "status", "title"):
         table.add_column(name, no_wrap=True, overflow="ellipsis", justify="right" if name == "runs" else "left",
                          min_width=32 if name == "id" else None)
-    for c in found:
+    for c in found:  # status: how its newest run ended, as the app's history sidebar says it
         table.add_row(c.id, c.updated_at[:16].replace("T", " "), c.kind, str(c.run_count),
-                      printable(" ".join((c.title or "(untitled)").split())))
+                      c.last_status or "no runs", printable(" ".join((c.title or "(untitled)").split())))
     stdout_console().print(table if found else "no conversations yet", highlight=False)
 
 

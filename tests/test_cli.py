@@ -469,6 +469,7 @@ def test_any_printed_id_and_any_unique_start_of_one_works_in_history_show(config
         == conversation_id
     listed = stiva("history", "conversations", home=stiva_home)
     assert listed.returncode == 0 and conversation_id in listed.stdout and "What is it?" in listed.stdout
+    assert "finished" in next(line for line in listed.stdout.splitlines() if conversation_id in line)
 
 
 def test_history_renames_and_deletes_a_conversation_by_any_unique_prefix(config, stiva_home):
