@@ -792,15 +792,16 @@ async def test_the_footer_keeps_help_in_sight_at_80_columns(fake, setup):
 
     config, runtime = await setup()
     app = StivaApp(config, runtime=runtime)
+    def shown_keys() -> list:
+        return [k for k in app.screen.query(FooterKey) if k.region.width]
+
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.2)
-        keys = [k for k in app.screen.query(FooterKey) if k.region.width]
-        first = min(keys, key=lambda k: k.region.x)
+        await wait_for(pilot, shown_keys, what="the chat screen's footer")
+        first = min(shown_keys(), key=lambda k: k.region.x)
         assert first.action == "help" and first.region.right <= 80
         app.action_bench()
-        await pilot.pause(0.2)
-        keys = [k for k in app.screen.query(FooterKey) if k.region.width]
-        assert min(keys, key=lambda k: k.region.x).action == "help"
+        await wait_for(pilot, lambda: app.screen is not app.chat_screen and shown_keys(), what="the bench footer")
+        assert min(shown_keys(), key=lambda k: k.region.x).action == "help"
 
 
 async def test_ctrl_keys_stand_in_for_the_f_keys_terminals_take(fake, setup, monkeypatch):
@@ -821,8 +822,7 @@ async def test_ctrl_keys_stand_in_for_the_f_keys_terminals_take(fake, setup, mon
         await pilot.press("ctrl+t")  # f10
         assert copied and copied[-1]
         await pilot.press("ctrl+l")  # f12
-        await pilot.pause(0.1)
-        assert isinstance(app.screen, BenchScreen)
+        await wait_for(pilot, lambda: isinstance(app.screen, BenchScreen), what="the bench screen")
 
 
 async def test_the_sidebar_renames_and_deletes_the_chat_on_screen(fake, setup):
@@ -878,3 +878,15 @@ async def test_the_palette_regenerates_the_last_answer(fake, setup):
         screen = app.chat_screen
         await wait_for(pilot, lambda: _questions(runtime, screen) == [("user", "Try twice"), ("assistant", "second try")],
                        what="the regenerated answer")
+
+
+async def test_help_lists_the_new_keys_with_their_ids(fake, setup):
+    from stiva_tui.tui.screens.help import binding_rows
+
+    config, runtime = await setup(keymap={"regenerate": "ctrl+b"})
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE):
+        rows = {row[2]: row[0] for row in binding_rows(app, app.chat_screen)}
+        assert rows["regenerate"] == "ctrl+b" and rows["edit_question"] == "ctrl+o"
+        assert rows["copy_step"] == "f10, ctrl+t" and rows["bench"] == "f12, ctrl+l"
+        assert rows["history.rename"] == "r" and rows["history.delete"] == "delete, d"  # before F2 too

@@ -408,6 +408,7 @@ async def test_history_sidebar_renames_and_deletes_from_the_list():
     from stiva_tui.store import Store
     from stiva_tui.tui.screens.dialogs import ConfirmDialog, TitleDialog
     from stiva_tui.tui.widgets.history import HistorySidebar
+    from tui_screens_helpers import wait_until
 
     store = Store.open()
     ids = _fill_history(store)
@@ -422,28 +423,25 @@ async def test_history_sidebar_renames_and_deletes_from_the_list():
         await pilot.pause()
         sidebar.query_one(OptionList).focus()
         await pilot.press("r")
-        await pilot.pause()
-        assert isinstance(app.screen, TitleDialog)
+        await wait_until(pilot, lambda: isinstance(app.screen, TitleDialog))
         app.screen.query_one(Input).value = "Rust borrowing, explained"
         await pilot.press("enter")
-        await pilot.pause(0.2)
+        await wait_until(pilot, lambda: sidebar.items[0].title == "Rust borrowing, explained")
         assert store.get_conversation(ids["chat-new"]).title == "Rust borrowing, explained"
-        assert sidebar.items[0].title == "Rust borrowing, explained"
         renamed = [m for m in seen if isinstance(m, HistorySidebar.Renamed)]
         assert renamed and renamed[0].id == ids["chat-new"]
 
         await pilot.press("down", "delete")  # the comparison
-        await pilot.pause()
-        assert isinstance(app.screen, ConfirmDialog) and "comparison" in app.screen.question
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        assert "comparison" in app.screen.question
         await pilot.press("n")
-        await pilot.pause()
+        await wait_until(pilot, lambda: not isinstance(app.screen, ConfirmDialog))
         assert len(store.list_compare_sessions()) == 1
         await pilot.press("delete")
-        await pilot.pause()
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
         await pilot.press("y")
-        await pilot.pause(0.2)
+        await wait_until(pilot, lambda: [item.id for item in sidebar.items] == [ids["chat-new"], ids["chat-old"]])
         assert store.list_compare_sessions() == []
-        assert [item.id for item in sidebar.items] == [ids["chat-new"], ids["chat-old"]]
         deleted = [m for m in seen if isinstance(m, HistorySidebar.Deleted)]
         assert [(m.kind, m.id) for m in deleted][:1] == [("compare", ids["cmp"])]
     store.close()
@@ -542,12 +540,14 @@ async def test_the_dialogs_hints_follow_remapped_keys():
             self.keymap = {"dialog.yes": "ctrl+y", "dialog.no": "escape"}
             self.push_screen(ConfirmDialog("Delete it?"), answers.append)
 
+    from tui_screens_helpers import wait_until
+
     app = DialogHost()
     async with app.run_test(size=(80, 20)) as pilot:
-        await pilot.pause()
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
         hint = str(app.screen.query(Static).last().render())
         assert hint == "ctrl+y: yes · escape: no"
         await pilot.press("y")  # no longer yes
         await pilot.press("ctrl+y")
-        await pilot.pause()
+        await wait_until(pilot, lambda: answers)
     assert answers == [True]

@@ -24,16 +24,20 @@ HelpScreen DataTable { height: 1fr; }
 def binding_owners(app, screen=None) -> list[type]:
     """Whose bindings the help lists: the app's, then the screen's and every widget's on it (the
     chat screen's when no screen is given)."""
+    from ..widgets.history import HistorySidebar
+    from .chat import ChatScreen
+
     if screen is None:
         from ..widgets.prompt_input import PromptInput
         from ..widgets.workflow_tree import WorkflowTree
-        from .chat import ChatScreen
 
-        return [type(app), ChatScreen, PromptInput, WorkflowTree]
+        return [type(app), ChatScreen, PromptInput, WorkflowTree, HistorySidebar]
     owners = [type(app), type(screen)]
     for widget in screen.query("*"):
         if type(widget) not in owners:
             owners.append(type(widget))
+    if isinstance(screen, ChatScreen) and HistorySidebar not in owners:
+        owners.append(HistorySidebar)  # mounted on first use (F2), its keys are the chat's all along
     return owners
 
 
