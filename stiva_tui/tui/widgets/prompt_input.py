@@ -16,6 +16,8 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import TextArea
 
+from ..bindings import keys_for
+
 
 class PromptInput(TextArea):
     """A TextArea that posts `PromptInput.Submitted` with its text on ctrl+j / alt+enter."""
@@ -53,8 +55,6 @@ class PromptInput(TextArea):
             self.post_message(self.Submitted(self, text, self.editing))
 
     def watch_editing(self, editing: int | None) -> None:
-        from ..bindings import keys_for
-
         # Short, to fit the prompt's border at 80 columns (F1 and the README say the rest).
         self.set_class(editing is not None, "-editing")
         self.border_title = f"Editing question {editing + 1}" if editing is not None else None
