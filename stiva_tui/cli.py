@@ -90,13 +90,19 @@ def build_parser() -> argparse.ArgumentParser:
     history = sub.add_parser("history", parents=[common], help="the stored runs, newest first")
     history.add_argument("--json", action="store_true", help="print JSON")
     history.add_argument("--limit", type=int, default=20, help="at most this many runs (default 20)")
-    shows = history.add_subparsers(dest="history_command", metavar="{show ID, conversations}")
+    shows = history.add_subparsers(dest="history_command",
+                                   metavar="{show ID, conversations, rename ID TITLE, delete ID}")
     show = shows.add_parser("show", help="one run's trace with its plan, or a conversation's runs")
     show.add_argument("run_id", metavar="ID", help="a run's or a conversation's id, or a unique start of one "
                                                   "(4 characters or more), as any stiva listing prints it")
     show.add_argument("--json", dest="show_json", action="store_true", help="print the trace as JSON")
     conversations = shows.add_parser("conversations", help="the conversations, newest first")
     conversations.add_argument("--json", dest="show_json", action="store_true", help="print them as JSON")
+    rename = shows.add_parser("rename", help="give a conversation a new title (as the app's history does)")
+    rename.add_argument("run_id", metavar="ID", help="a conversation's id, or a unique start of one")
+    rename.add_argument("title", metavar="TITLE", help="the new title")
+    delete = shows.add_parser("delete", help="delete a conversation (its runs stay, as runs) or a run")
+    delete.add_argument("run_id", metavar="ID", help="a conversation's or a run's id, or a unique start of one")
 
     from .cli_bench import add_parser as add_bench_parser
     from .cli_train import add_parser as add_train_parser
@@ -447,9 +453,11 @@ async def models(args: argparse.Namespace, config) -> int:
 
 
 def history(args: argparse.Namespace) -> int:
-    """The stored runs, newest first (`show ID`: one run's trace)."""
+    """The stored runs, newest first (`show ID`: one run's trace; `rename`, `delete`: change it)."""
     from .store import HistoryFault, NotFoundError, Store, StoreError
 
+    if args.history_command in ("rename", "delete"):
+        return _change_history(args)
     try:
         # Opening also marks the runs of killed processes interrupted. Only reading, it also
         # works where the history cannot be written (a full disk, a read-only folder).
@@ -491,6 +499,39 @@ def history(args: argparse.Namespace) -> int:
                          indent=2, ensure_ascii=False))
     else:
         _print_runs(runs)
+    return 0
+
+
+def _change_history(args: argparse.Namespace) -> int:
+    """`history rename ID TITLE` and `history delete ID`: what the app's history sidebar does."""
+    from .store import HistoryFault, NotFoundError, Store, StoreError
+
+    try:
+        store = Store.open()
+    except StoreError as exc:
+        return fail(str(exc), EXIT_FAILED if isinstance(exc, HistoryFault) else EXIT_USAGE)
+    with store:
+        try:
+            kind, whole = store.resolve_id(args.run_id)
+            if args.history_command == "rename":
+                title = " ".join(args.title.split())
+                if kind != "conversation":
+                    return fail(f"{args.run_id} is a run: only a conversation has a title "
+                                "(stiva history conversations lists them)", EXIT_USAGE)
+                if not title:
+                    return fail("the new title is empty", EXIT_USAGE)
+                store.rename_conversation(whole, title)
+                print(f"renamed conversation {whole}: {title}")
+            elif kind == "conversation":
+                store.delete_conversation(whole)
+                print(f"deleted conversation {whole} (its runs stay in `stiva history`)")
+            else:
+                store.delete_run(whole)
+                print(f"deleted run {whole}")
+        except NotFoundError as exc:
+            return fail(str(exc), EXIT_USAGE)
+        except StoreError as exc:  # a read-only or full disk
+            return fail(str(exc), EXIT_FAILED)
     return 0
 
 
@@ -550,12 +591,12 @@ def _print_conversations(found) -> None:
     from .cli_view import printable
 
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for name in ("id", "updated", "kind", "runs", "title"):
+    for name in ("id", "updated", "kind", "runs", "status", "title"):
         table.add_column(name, no_wrap=True, overflow="ellipsis", justify="right" if name == "runs" else "left",
                          min_width=32 if name == "id" else None)
-    for c in found:
+    for c in found:  # status: how its newest run ended, as the app's history sidebar says it
         table.add_row(c.id, c.updated_at[:16].replace("T", " "), c.kind, str(c.run_count),
-                      printable(" ".join((c.title or "(untitled)").split())))
+                      c.last_status or "no runs", printable(" ".join((c.title or "(untitled)").split())))
     stdout_console().print(table if found else "no conversations yet", highlight=False)
 
 

@@ -195,6 +195,9 @@ class Config(_Strict):
     # (it stays available as the conductor): for pools of real models.
     embedded_worker: bool = True
     theme: str | None = None
+    # The app's prompt: true sends on enter (alt+enter or shift+enter, where the terminal tells it
+    # apart, adds a line); false (the default) adds a line on enter and sends on ctrl+j / alt+enter.
+    enter_sends: bool = False
     # Binding id -> keys, e.g. {"send" = "ctrl+j"}; applied with Textual's keymap.
     keymap: dict[str, str] = Field(default_factory=dict)
 

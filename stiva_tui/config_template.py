@@ -4,6 +4,11 @@ file is valid as it is (all defaults) and says what can be set. See the README's
 TEMPLATE = '''# Stiva's configuration. Every line below is a default, commented out: uncomment to change it.
 # Unknown keys are errors, so a typo never silently changes anything. The README explains each.
 
+# These two stay above every [section] (below one, TOML would put them in it).
+# theme = "stiva-dark"
+# enter_sends = false         # true: enter sends the question, alt+enter adds a line
+#                             # (false: enter adds a line, ctrl+j or alt+enter sends)
+
 # [conductor]
 # backend = "auto"            # auto | local | embedded | remote
 # model = "Qwen/Qwen2.5-7B-Instruct"   # local: HF id or folder; remote: a pool model id
@@ -35,6 +40,4 @@ TEMPLATE = '''# Stiva's configuration. Every line below is a default, commented 
 
 # [keymap]
 # send = "ctrl+s"             # binding ids: F1 in the app lists them
-
-# theme = "stiva-dark"
 '''

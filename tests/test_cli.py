@@ -469,6 +469,28 @@ def test_any_printed_id_and_any_unique_start_of_one_works_in_history_show(config
         == conversation_id
     listed = stiva("history", "conversations", home=stiva_home)
     assert listed.returncode == 0 and conversation_id in listed.stdout and "What is it?" in listed.stdout
+    assert "finished" in next(line for line in listed.stdout.splitlines() if conversation_id in line)
+
+
+def test_history_renames_and_deletes_a_conversation_by_any_unique_prefix(config, stiva_home):
+    asked = stiva("ask", "What is it?", "--config", str(config), home=stiva_home)
+    assert asked.returncode == 0, asked.stderr
+    conversation_id = asked.stderr.split("conversation ", 1)[1].split()[0]
+    run_id = json.loads(stiva("history", "--json", home=stiva_home).stdout)[0]["id"]
+    renamed = stiva("history", "rename", conversation_id[:6], "Naming  things", home=stiva_home)
+    assert renamed.returncode == 0, renamed.stderr
+    listed = json.loads(stiva("history", "conversations", "--json", home=stiva_home).stdout)
+    assert [(c["id"], c["title"], c["last_status"]) for c in listed] == [(conversation_id, "Naming things", "finished")]
+    refused = stiva("history", "rename", run_id[:8], "x", home=stiva_home)
+    assert refused.returncode == 2 and "is a run: only a conversation has a title" in refused.stderr
+    deleted = stiva("history", "delete", conversation_id[:6], home=stiva_home)
+    assert deleted.returncode == 0 and "deleted conversation" in deleted.stdout, deleted.stderr
+    assert json.loads(stiva("history", "conversations", "--json", home=stiva_home).stdout) == []
+    assert json.loads(stiva("history", "--json", home=stiva_home).stdout)[0]["id"] == run_id  # the run stays
+    assert stiva("history", "delete", run_id, home=stiva_home).returncode == 0
+    assert json.loads(stiva("history", "--json", home=stiva_home).stdout) == []
+    gone = stiva("history", "delete", run_id, home=stiva_home)
+    assert gone.returncode == 2 and "no run or conversation" in gone.stderr
 
 
 def test_models_the_config_names_must_exist_and_say_when_they_are_unavailable(fake, tmp_path, stiva_home):

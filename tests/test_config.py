@@ -176,3 +176,15 @@ def test_whole_numbers_still_count_as_prices(home):
     config = load_config(_write(home, '[[providers]]\nname = "p"\nbase_url = "http://127.0.0.1:1/v1"\n'
                                       '[[models]]\nid = "m"\nprovider = "p"\nmodel = "m"\nprice_out = 2\n'))
     assert config.models[0].price_out == 2.0
+
+
+def test_enter_sends_is_off_by_default_and_the_templates_line_turns_it_on(home):
+    from stiva_tui.config_template import TEMPLATE
+
+    assert Config().enter_sends is False
+    wanted = ("# theme = ", "# enter_sends = ", "# [keymap]", "# send = ")
+    text = "\n".join(line[2:] if line.startswith(wanted) else line for line in TEMPLATE.splitlines())
+    config = load_config(_write(home, text.replace("enter_sends = false", "enter_sends = true")))
+    assert config.enter_sends is True and config.theme == "stiva-dark" and config.keymap == {"send": "ctrl+s"}
+    with pytest.raises(ConfigError, match="enter_send"):
+        load_config(_write(home, "enter_send = true\n"))

@@ -76,6 +76,39 @@ async def test_a_question_without_an_answer_is_left_out_of_what_follows(runtime,
     assert conversation.runs[0].status == "failed" and conversation.runs[0].failure == "step"
 
 
+async def test_a_question_asked_in_place_of_an_earlier_one_replaces_it_and_the_later_turns(runtime, fake):
+    fake.script("cond", *[Reply(PLAN_ONE)] * 4)
+    fake.script("w1", Reply("seven"), Reply("forty-two"), Reply("seventy"), Reply("forty-nine"))
+    first = await runtime.sessions.ask(Ask("Remember 7.", source="tui"))
+    cid = first.conversation_id
+    second = await runtime.sessions.ask(Ask("Times six?", source="tui", conversation_id=cid))
+    # edit-and-resend of question 0: both turns go, the edited question is asked with nothing before it
+    edited = await runtime.sessions.ask(Ask("Remember 70.", source="tui", conversation_id=cid, replaces=0))
+    assert edited.conversation_id == cid
+    assert "Times six?" not in json.dumps(fake.requests_for("cond")[2].messages)
+    # regenerate (question 1 does not exist now: the question is simply added)
+    await runtime.sessions.ask(Ask("Times seven?", source="tui", conversation_id=cid, replaces=1))
+    conversation = runtime.store.get_conversation(cid)
+    assert [(m.role, m.content) for m in conversation.messages] == [
+        ("user", "Remember 70."), ("assistant", "seventy"), ("user", "Times seven?"), ("assistant", "forty-nine")]
+    assert first.result.run_id not in {r.run_id for r in conversation.runs}
+    assert runtime.store.get_trace(second.result.run_id).conversation_id is None  # kept, unlinked
+
+
+async def test_in_memory_a_replaced_question_goes_with_its_later_turns(fake):
+    runtime = await Runtime.create(config(fake), with_store=False, discover=False)
+    try:
+        fake.script("cond", *[Reply(PLAN_ONE)] * 3)
+        fake.script("w1", Reply("seven"), Reply("forty-two"), Reply("again"))
+        first = await runtime.sessions.ask(Ask("Remember 7."))
+        await runtime.sessions.ask(Ask("Times six?", conversation_id=first.conversation_id))
+        await runtime.sessions.ask(Ask("Times six, again?", conversation_id=first.conversation_id, replaces=1))
+        planner = json.dumps(fake.requests_for("cond")[2].messages)
+        assert "Remember 7." in planner and "forty-two" not in planner and "Times six?" not in planner
+    finally:
+        await runtime.aclose()
+
+
 async def test_requests_that_cannot_run_record_nothing(runtime, fake):
     with pytest.raises(AskError, match="model 'nope' is not available"):
         await runtime.sessions.ask(Ask("Q", mode=DirectMode("nope")))

@@ -608,6 +608,40 @@ def test_rename_and_delete_conversation(store: Store):
     assert store.get_trace(RUN).conversation_id is None  # the run stays, unlinked
 
 
+def test_rewinding_a_conversation_takes_out_a_question_and_every_later_turn(store: Store):
+    cid = store.create_conversation("three turns")
+    for n in range(3):
+        run_scripted(store, f"run-{n}", conversation_id=cid)
+        store.add_message(cid, "user", f"question {n}", run_id=f"run-{n}")
+        store.add_message(cid, "assistant", f"answer {n}", run_id=f"run-{n}")
+    assert store.rewind_conversation(cid, 1) == 4  # question 1, its answer, question 2, its answer
+    conv = store.get_conversation(cid)
+    assert [m.content for m in conv.messages] == ["question 0", "answer 0"]
+    assert [r.run_id for r in conv.runs] == ["run-0"]
+    assert store.get_trace("run-2").conversation_id is None  # the runs stay, unlinked
+    assert store.add_message(cid, "user", "question 1, edited") == 2  # numbered on from what is left
+    assert store.rewind_conversation(cid, 5) == 0  # not that many questions: nothing changes
+    with pytest.raises(NotFoundError):
+        store.rewind_conversation("no-such-conversation", 0)
+
+
+def test_a_listed_conversation_carries_its_newest_runs_status(store: Store):
+    cid = store.create_conversation("with a run")
+    empty = store.create_conversation("without")
+    run_scripted(store, "run-a", conversation_id=cid)
+    listed = {c.id: c for c in store.list_conversations()}
+    assert listed[cid].last_status == "finished" and listed[empty].last_status is None
+
+
+def test_deleting_a_compare_session_keeps_its_runs(store: Store):
+    run_scripted(store)
+    sid = store.create_compare_session("Which?")
+    store.add_compare_entry(sid, "conductor", RUN)
+    store.record_vote(sid, "conductor")
+    store.delete_compare_session(sid)
+    assert store.list_compare_sessions() == [] and store.get_trace(RUN).run_id == RUN
+
+
 def test_search_and_order(store: Store):
     paris = store.create_conversation("Paris trip")
     store.add_message(paris, "user", "What about the Eiffel Tower?")

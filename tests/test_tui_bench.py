@@ -244,7 +244,7 @@ async def test_enter_on_an_item_asks_for_its_run(store):
 # --- in the app ------------------------------------------------------------------------------------
 
 
-async def test_f12_opens_benches_and_an_item_opens_its_run_in_the_chat_tree(fake, fixed_clock):
+async def test_f12_opens_benches_and_an_item_opens_its_run_on_a_screen_esc_leaves(fake, fixed_clock):
     from stiva_tui.tui.app import StivaApp
     from stiva_tui.tui.screens.help import binding_rows
 
@@ -254,32 +254,42 @@ async def test_f12_opens_benches_and_an_item_opens_its_run_in_the_chat_tree(fake
     app = StivaApp(config, runtime=runtime)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            assert any(row[2] == "bench" and row[0] == "f12" for row in binding_rows(app))
+            assert any(row[2] == "bench" and row[0] == "f12, ctrl+l" for row in binding_rows(app))
             await pilot.press("f12")
             await wait_for(pilot, lambda: isinstance(app.screen, BenchScreen), what="the bench screen")
             screen = await _open_first_report(pilot)
-            await pilot.press("enter")  # the first item: add-1 on the conductor
             chat = app.chat_screen
-            await wait_for(pilot, lambda: app.screen is chat and chat.live.state.run_id, what="the run")
-            assert chat.live.state.run_id == "run-basic-3f2a9c0d-conductor-add-1"
-            tree = "\n".join(labels(chat.tree))
+            await chat.conversation.add_question("A chat in progress")  # the run must not replace it
+            await pilot.press("enter")  # the first item: add-1 on the conductor
+            from stiva_tui.tui.screens.run import RunScreen
+
+            await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.state is not None,
+                           what="the run's screen")
+            run_screen = app.screen
+            tree = "\n".join(labels(run_screen.query_one("#run-tree")))
             assert "What is 2+3?" in tree and "0 w1" in tree and "1 w2" in tree
-            assert chat.conversation.last_answer == "The answer is 5."
-            assert chat.conversation_id is None and chat.focused is chat.tree
-            # F12 again: the same report, on the same item.
+            assert run_screen.query_one("#run-conversation").last_answer == "The answer is 5."
+            assert run_screen.focused is run_screen.query_one("#run-tree")
+            assert chat.conversation.questions == ["A chat in progress"]
+            await pilot.press("escape")  # back to the report, on the same item
+            await wait_for(pilot, lambda: app.screen is screen, what="the report again")
+            assert screen.query_one("#report-items", DataTable).cursor_row == 0
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the run's screen again")
+            # F12 there: back to the same report, on the same item.
             await pilot.press("f12")
             await wait_for(pilot, lambda: app.screen is screen, what="the bench screen again")
             assert screen.viewing == "basic-3f2a9c0d"
             assert screen.query_one("#report-items", DataTable).cursor_row == 0
             await pilot.press("escape", "escape")
             await wait_for(pilot, lambda: app.screen is chat, what="the chat screen")
-            # A question now starts a new conversation, not one under the bench's question.
+            # The chat goes on where it was, never under the bench's question.
             script_plan(fake)
             await ask(pilot, "A new question")
             await wait_for(pilot, lambda: chat.live.state.question == "A new question"
                            and chat.live.state.status == "finished" and not chat.running, what="the new run")
-            questions = [m.text for m in chat.conversation.query("UserMessage")]
-            assert questions == ["A new question"]
+            assert chat.conversation.questions == ["A chat in progress", "A new question"]
+            assert "What is 2+3?" not in str(fake.requests_for("cond")[-1].messages)
     finally:
         await runtime.aclose()
 

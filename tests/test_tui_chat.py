@@ -602,7 +602,7 @@ async def test_history_reopens_a_compare_session_in_compare_mode(fake, setup):
     async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
         await pilot.press("f2")
         sidebar = app.chat_screen.query_one(HistorySidebar)
-        await wait_for(pilot, lambda: sidebar.display and ("compare", session) in [i[:2] for i in sidebar.items],
+        await wait_for(pilot, lambda: sidebar.display and ("compare", session) in [(i.kind, i.id) for i in sidebar.items],
                        what="the compare session listed")
         await pilot.press("enter")  # from the search box to the list
         await pilot.press("enter")  # open the highlighted (newest) entry
@@ -654,3 +654,239 @@ async def test_compare_starts_from_the_chats_question(fake, setup):
         await pilot.press("f3")
         await pilot.pause(0.2)
         assert app.screen.query_one("#compare-question", TextArea).text == "Which is faster, A or B?"
+
+
+# --- the keyboard flow: prompt history, regenerate, edit-and-resend, enter_sends, the footer -------
+
+
+def _questions(runtime, screen) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in messages(runtime, screen)]
+
+
+async def test_up_and_down_in_an_empty_prompt_walk_the_earlier_questions(fake, setup):
+    script_plan(fake)
+    fake.default("w2", Reply("an answer"))
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        for question in ("First question", "Second question"):
+            script_plan(fake)
+            await ask(pilot, question)
+            await wait_for(pilot, finished(app), what=question)
+        prompt = app.chat_screen.prompt
+        prompt.focus()
+        await pilot.press("up")
+        assert prompt.text == "Second question"
+        await pilot.press("up", "up")  # the oldest stays
+        assert prompt.text == "First question"
+        await pilot.press("down")
+        assert prompt.text == "Second question"
+        await pilot.press("down")
+        assert prompt.text == ""
+        await pilot.press("up", "!")  # a recalled question that is changed is the user's text:
+        await pilot.press("up")  # the arrows move the cursor in it
+        assert prompt.text == "Second question!"
+        # A new chat still walks the session's questions.
+        prompt.clear()
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        await pilot.press("up")
+        assert app.chat_screen.prompt.text == "Second question"
+
+
+async def test_regenerate_asks_the_last_question_again_in_place_of_its_answer(fake, setup):
+    script_plan(fake)
+    fake.default("w2", Reply("a poor answer"))
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    seen: list = []
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        await ask(pilot, "Name a colour")
+        await wait_for(pilot, finished(app), what="the first answer")
+        screen = app.chat_screen
+        first_run = screen.live.state.run_id
+        script_plan(fake)
+        fake.default("w2", Reply("Blue."))
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: _questions(runtime, screen)[-1:] == [("assistant", "Blue.")],
+                       what="the regenerated answer")
+        await wait_for(pilot, finished(app), what="the second run to end")
+        assert _questions(runtime, screen) == [("user", "Name a colour"), ("assistant", "Blue.")]
+        assert [a.text for a in screen.query(AnswerView)] == ["Blue."] and screen.conversation.questions == [
+            "Name a colour"]
+        assert "a poor answer" not in json.dumps(fake.requests_for("cond")[-1].messages)
+        assert runtime.store.get_trace(first_run).conversation_id is None  # kept in the run history
+        from stiva_tui.tui import messages as msg
+
+        ended = list({id(m): m for m in seen if isinstance(m, msg.RunEnded)}.values())
+        assert [m.status for m in ended] == ["finished", "finished"]
+        assert ended[0].conversation_id == ended[1].conversation_id == screen.conversation_id
+
+
+async def test_edit_and_resend_replaces_a_question_and_every_later_turn(fake, setup):
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        for question, reply in (("Capital of Frnace?", "Unclear."), ("And its river?", "Unclear too.")):
+            script_plan(fake)
+            fake.default("w2", Reply(reply))
+            await ask(pilot, question)
+            await wait_for(pilot, finished(app), what=question)
+        screen = app.chat_screen
+        prompt = screen.prompt
+        await pilot.press("ctrl+o")
+        assert (prompt.editing, prompt.text) == (1, "And its river?")
+        assert "Editing question 2" in str(prompt.border_title)
+        await pilot.press("ctrl+o")  # again: the question before
+        assert (prompt.editing, prompt.text) == (0, "Capital of Frnace?")
+        assert screen.conversation.question(0).has_class("-editing")
+        await pilot.press("escape")  # leaves, changing nothing
+        assert prompt.editing is None and prompt.text == "" and not screen.conversation.question(0).has_class(
+            "-editing")
+        await pilot.press("ctrl+o", "ctrl+o")
+        prompt.load_text("Capital of France?")
+        script_plan(fake)
+        fake.default("w2", Reply("Paris."))
+        await pilot.press("ctrl+j")
+        await wait_for(pilot, lambda: _questions(runtime, screen)[-1:] == [("assistant", "Paris.")],
+                       what="the edited question's answer")
+        await wait_for(pilot, finished(app), what="the run to end")
+        assert _questions(runtime, screen) == [("user", "Capital of France?"), ("assistant", "Paris.")]
+        assert screen.conversation.questions == ["Capital of France?"]
+        planner = json.dumps(fake.requests_for("cond")[-1].messages)
+        assert "And its river?" not in planner and "Frnace" not in planner
+        assert prompt.editing is None
+
+
+async def test_enter_sends_when_the_config_says_so(fake, setup):
+    from stiva_tui.tui.widgets.prompt_input import PromptInput
+
+    script_plan(fake)
+    config, runtime = await setup(enter_sends=True)
+    app = StivaApp(config, runtime=runtime)
+    seen: list = []
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        prompt = app.chat_screen.prompt
+        assert "enter sends, alt+enter adds a line" in str(prompt.placeholder)
+        prompt.focus()
+        await pilot.press(*"two", "alt+enter", *"lines")
+        assert prompt.text == "two\nlines"
+        await pilot.press("enter")
+        await wait_for(pilot, finished(app), what="the run sent with enter")
+        sent = [m.text for m in seen if isinstance(m, PromptInput.Submitted)]
+        assert sent[:1] == ["two\nlines"]
+
+
+async def test_enter_adds_a_line_by_default(fake, setup):
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        prompt = app.chat_screen.prompt
+        prompt.focus()
+        await pilot.press(*"one", "enter", *"two")
+        assert prompt.text == "one\ntwo" and app.chat_screen.live.state.status == "idle"
+
+
+async def test_the_footer_keeps_help_in_sight_at_80_columns(fake, setup):
+    from textual.widgets._footer import FooterKey
+
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    def shown_keys() -> list:
+        return [k for k in app.screen.query(FooterKey) if k.region.width]
+
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, shown_keys, what="the chat screen's footer")
+        first = min(shown_keys(), key=lambda k: k.region.x)
+        assert first.action == "help" and first.region.right <= 80
+        app.action_bench()
+        await wait_for(pilot, lambda: app.screen is not app.chat_screen and shown_keys(), what="the bench footer")
+        assert min(shown_keys(), key=lambda k: k.region.x).action == "help"
+
+
+async def test_ctrl_keys_stand_in_for_the_f_keys_terminals_take(fake, setup, monkeypatch):
+    from stiva_tui.tui.screens.bench import BenchScreen
+
+    monkeypatch.setenv("STIVA_NO_SYSTEM_CLIPBOARD", "1")
+    script_plan(fake)
+    fake.default("w2", Reply("step output"))
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    copied: list = []
+    app.copy_to_clipboard = copied.append
+    async with app.run_test(size=SIZE) as pilot:
+        await ask(pilot, "Copy a step")
+        await wait_for(pilot, finished(app), what="the run")
+        await pilot.pause(0.1)
+        app.chat_screen.tree.focus()
+        await pilot.press("ctrl+t")  # f10
+        assert copied and copied[-1]
+        await pilot.press("ctrl+l")  # f12
+        await wait_for(pilot, lambda: isinstance(app.screen, BenchScreen), what="the bench screen")
+
+
+async def test_the_sidebar_renames_and_deletes_the_chat_on_screen(fake, setup):
+    from textual.widgets import OptionList
+
+    from stiva_tui.tui.screens.dialogs import ConfirmDialog, TitleDialog
+    from stiva_tui.tui.widgets.history import HistorySidebar
+
+    script_plan(fake)
+    fake.default("w2", Reply("kept"))
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    seen: list = []
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        await ask(pilot, "A chat to tidy up")
+        await wait_for(pilot, finished(app), what="the run")
+        screen = app.chat_screen
+        cid, run_id = screen.conversation_id, screen.live.state.run_id
+        await pilot.press("f2")
+        await wait_for(pilot, lambda: screen.query(HistorySidebar), what="the sidebar")
+        sidebar = screen.query_one(HistorySidebar)
+        assert sidebar.items[0].source == "app" and sidebar.items[0].status == "finished"
+        sidebar.query_one(OptionList).focus()
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, TitleDialog), what="the title dialog")
+        await pilot.press(*"Tidy", "enter")  # the old title is selected: typing replaces it
+        await wait_for(pilot, lambda: runtime.store.get_conversation(cid).title == "Tidy", what="the rename")
+        await pilot.press("delete")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), what="the confirmation")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: screen.conversation_id is None, what="a new chat in its place")
+        assert runtime.store.list_conversations() == [] and runtime.store.get_trace(run_id).run_id == run_id
+        assert not screen.conversation.questions and sidebar.items == []
+        changes = {id(m): m for m in seen if isinstance(m, (HistorySidebar.Renamed, HistorySidebar.Deleted))}
+        assert [type(m).__name__ for m in changes.values()] == ["Renamed", "Deleted"]  # one each, at every hop
+
+
+async def test_the_palette_regenerates_the_last_answer(fake, setup):
+    script_plan(fake)
+    fake.default("w2", Reply("first try"))
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await ask(pilot, "Try twice")
+        await wait_for(pilot, finished(app), what="the first run")
+        script_plan(fake)
+        fake.default("w2", Reply("second try"))
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.1)
+        await pilot.press(*"regenerate")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        screen = app.chat_screen
+        await wait_for(pilot, lambda: _questions(runtime, screen) == [("user", "Try twice"), ("assistant", "second try")],
+                       what="the regenerated answer")
+
+
+async def test_help_lists_the_new_keys_with_their_ids(fake, setup):
+    from stiva_tui.tui.screens.help import binding_rows
+
+    config, runtime = await setup(keymap={"regenerate": "ctrl+b"})
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE):
+        rows = {row[2]: row[0] for row in binding_rows(app, app.chat_screen)}
+        assert rows["regenerate"] == "ctrl+b" and rows["edit_question"] == "ctrl+o"
+        assert rows["copy_step"] == "f10, ctrl+t" and rows["bench"] == "f12, ctrl+l"
+        assert rows["history.rename"] == "r" and rows["history.delete"] == "delete, d"  # before F2 too

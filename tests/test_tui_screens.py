@@ -455,3 +455,37 @@ async def test_history_compare_session_reopens_in_compare_screen(fake):
                          and app.screen.columns[0].finished)
         assert app.screen.columns[0].answer == "Direct answer by w1"
     await runtime.aclose()
+
+
+# --- a stored run on a screen of its own ------------------------------------------------------------
+
+
+async def test_run_screen_shows_a_stored_run_and_esc_leaves_it(stiva_home):
+    from textual.widgets import Static
+
+    from tui_helpers import DEMO_ANSWER, DEMO_QUESTION, demo_events, labels
+    from tui_screens_helpers import Host, wait_until
+    from stiva_tui.store import Recorder, Store
+    from stiva_tui.tui.screens.run import RunScreen
+
+    store = Store.open()
+    recorder = Recorder(store)
+    events = demo_events()
+    for event in events:
+        recorder(event)
+    run_id = events[0].run_id
+    seen: list = []
+    app = Host(lambda: RunScreen(store, run_id))
+    async with app.run_test(size=(120, 34), message_hook=seen.append) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.state is not None)
+        screen = app.screen
+        assert any(isinstance(m, RunScreen.Loaded) for m in seen)
+        assert DEMO_QUESTION in "\n".join(labels(screen.query_one("#run-tree")))
+        assert screen.query_one("#run-conversation").last_answer.strip() == DEMO_ANSWER.strip()
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not isinstance(app.screen, RunScreen))
+        app.push_screen(RunScreen(store, "0123456789abcdef"))
+        await wait_until(pilot, lambda: any(isinstance(m, RunScreen.LoadFailed) for m in seen))
+        await pilot.pause()
+        assert "no longer in the history" in str(app.screen.query_one("#run-title", Static).render())
+    store.close()

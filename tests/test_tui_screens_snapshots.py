@@ -123,8 +123,16 @@ def test_history_sidebar(snap_compare, runtime):
     store = runtime.store
     chat = store.create_conversation("Group rows in pandas")
     store.add_message(chat, "user", "How do I group rows in pandas?")
-    _compare_session(store, "What is the capital of France?", winner="w1")
+    record_run(store, "How do I group rows in pandas?", "df.groupby(...)")
+    session = _compare_session(store, "What is the capital of France?", winner="w1")
+    from_cli = store.create_conversation("Sum of the first 100 primes", kind="ask")
     store.create_conversation("A very long title that goes on and on about Rust lifetimes and borrowing rules")
+    with store.transaction() as c:  # fixed dates (an earlier year: shown as a date, in any time zone)
+        c.execute("UPDATE runs SET conversation_id = ?", (chat,))
+        for n, (cid,) in enumerate(c.execute("SELECT id FROM conversations ORDER BY rowid").fetchall()):
+            c.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (f"2025-03-1{n}T12:00:00+00:00", cid))
+        c.execute("UPDATE compare_sessions SET created_at = '2025-03-11T13:00:00+00:00' WHERE id = ?", (session,))
+    assert from_cli
     app = Host(None, body=lambda: [HistorySidebar(store), Static("the chat screen goes here", id="main")])
     assert snap_compare(app, terminal_size=(100, 20), run_before=_settle)
 
@@ -150,3 +158,18 @@ def test_keys_screen(snap_compare, runtime):
         assert snap_compare(app, terminal_size=SIZE, run_before=_settle)
     finally:
         secrets.reset_backend()
+
+
+def test_run_screen(snap_compare, runtime):
+    from tui_helpers import demo_events
+
+    from stiva_tui.store import Recorder
+    from stiva_tui.tui.screens.run import RunScreen
+
+    recorder = Recorder(runtime.store)
+    for event in demo_events():
+        recorder(event)
+    with runtime.store.transaction() as c:  # a fixed date on the title line
+        c.execute("UPDATE runs SET created_at = '2025-03-14T12:00:00+00:00'")
+    app = Host(lambda: RunScreen(runtime.store, "demo-run"))
+    assert snap_compare(app, terminal_size=SIZE, run_before=_settle)

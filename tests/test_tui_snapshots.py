@@ -50,3 +50,14 @@ def test_chat_finished_run(snap_compare, theme):
 
 def test_chat_mid_run(snap_compare):
     assert snap_compare(snapshot_app("stiva-dark"), terminal_size=SIZE, run_before=replay(False))
+
+
+def test_chat_at_80_columns_editing_a_question(snap_compare):
+    """The narrowest terminal: f1 Help first in the footer, the question being edited marked."""
+
+    async def run_before(pilot) -> None:
+        await replay(True)(pilot)
+        await pilot.press("ctrl+o")
+        await pilot.pause(0.2)
+
+    assert snap_compare(snapshot_app("stiva-dark"), terminal_size=(80, 24), run_before=run_before)

@@ -33,8 +33,8 @@ class Tmux:
             raise AssertionError(f"tmux {' '.join(args)}: {out.stderr}")
         return out.stdout
 
-    def start(self, command: str) -> None:
-        self.run("new-session", "-d", "-s", self.session, "-x", "140", "-y", "42", command)
+    def start(self, command: str, size: tuple[int, int] = (140, 42)) -> None:
+        self.run("new-session", "-d", "-s", self.session, "-x", str(size[0]), "-y", str(size[1]), command)
 
     def send(self, *keys: str, literal: bool = False) -> None:
         self.run("send-keys", "-t", self.session, *(["-l"] if literal else []), *keys)
@@ -67,11 +67,7 @@ class Tmux:
         self.run("kill-server", check=False)
 
 
-def test_real_stiva_answers_in_tmux(fake, tmp_path, stiva_home):
-    assert STIVA.exists(), f"console script missing: {STIVA}"
-    fake.script("cond", Reply(PLAN_TWO_STEPS))
-    fake.default("w1", Reply("An outline of the answer.", usage=(20, 6)))
-    fake.default("w2", Reply("The answer is forty-two.", usage=(50, 5)))
+def _stiva_command(fake, tmp_path, stiva_home) -> str:
     config = tmp_path / "config.toml"
     config.write_text(tomli_w.dumps({
         "conductor": {"backend": "remote", "model": "cond"},
@@ -86,10 +82,17 @@ def test_real_stiva_answers_in_tmux(fake, tmp_path, stiva_home):
     }))
     env = {"STIVA_HOME": str(stiva_home), "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
            "HF_HUB_OFFLINE": "1", "TERM": "xterm-256color"}
-    command = " ".join(["env", *(f"{k}={shlex.quote(v)}" for k, v in env.items()),
-                        shlex.quote(str(STIVA)), "--config", shlex.quote(str(config))])
+    return " ".join(["env", *(f"{k}={shlex.quote(v)}" for k, v in env.items()),
+                     shlex.quote(str(STIVA)), "--config", shlex.quote(str(config))])
+
+
+def test_real_stiva_answers_in_tmux(fake, tmp_path, stiva_home):
+    assert STIVA.exists(), f"console script missing: {STIVA}"
+    fake.script("cond", Reply(PLAN_TWO_STEPS))
+    fake.default("w1", Reply("An outline of the answer.", usage=(20, 6)))
+    fake.default("w2", Reply("The answer is forty-two.", usage=(50, 5)))
     tmux = Tmux(tmp_path)
-    tmux.start(command)
+    tmux.start(_stiva_command(fake, tmp_path, stiva_home))
     try:
         tmux.wait_for("Ask anything", "conductor:", timeout=30)
         tmux.send("What is the meaning of life?", literal=True)
@@ -148,5 +151,35 @@ def test_real_stiva_bench_shows_live_progress_in_a_terminal(fake, tmp_path, stiv
         screen = tmux.wait_for("p95 s", "report in", timeout=60)  # the final table
         assert "30/30 items" in screen and f"{done} resumed" in screen, screen
         assert "100.0%" in screen
+    finally:
+        tmux.kill()
+
+
+def test_real_stiva_at_80_columns_keeps_help_in_the_footer_and_walks_the_prompt_history(fake, tmp_path, stiva_home):
+    assert STIVA.exists(), f"console script missing: {STIVA}"
+    fake.default("cond", Reply(PLAN_TWO_STEPS))
+    fake.default("w1", Reply("An outline.", usage=(20, 6)))
+    fake.default("w2", Reply("Forty-two.", usage=(50, 5)))
+    tmux = Tmux(tmp_path)
+    tmux.start(_stiva_command(fake, tmp_path, stiva_home), size=(80, 24))
+    try:
+        screen = tmux.wait_for("Ask anything", "conductor:", timeout=30)
+        assert screen.rstrip().splitlines()[-1].lstrip().startswith("f1 Help")
+        tmux.send("Meaning of life?", literal=True)
+        tmux.wait_for("Meaning of life?")
+        time.sleep(0.3)
+        tmux.send("C-j")
+        tmux.wait_for("Forty-two.", "✓", timeout=30)
+        time.sleep(0.3)
+        shown = tmux.screen().count("Meaning of life?")  # the question and the tree's root
+        tmux.send("Up")  # the empty prompt brings the question back
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and tmux.screen().count("Meaning of life?") <= shown:
+            time.sleep(0.2)
+        assert tmux.screen().count("Meaning of life?") == shown + 1, tmux.screen()
+        tmux.send("C-l")  # F12's stand-in: the bench screen
+        tmux.wait_for("Benches", "No benches yet", timeout=10)
+        tmux.send("C-q")
+        assert tmux.wait_exit(timeout=10), "stiva did not quit on ctrl+q"
     finally:
         tmux.kill()

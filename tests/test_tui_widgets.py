@@ -330,23 +330,23 @@ async def test_history_sidebar_lists_filters_and_posts_selected():
     app = SidebarHost(None, body=lambda: [HistorySidebar(store, id="history")])
     async with app.run_test(size=(100, 30)) as pilot:
         sidebar = app.query_one(HistorySidebar)
-        assert [(k, i) for k, i, _ in sidebar.items] == [
+        assert [(item.kind, item.id) for item in sidebar.items] == [
             ("chat", ids["chat-new"]), ("compare", ids["cmp"]), ("chat", ids["chat-old"])]
         options = sidebar.query_one(OptionList)
         assert options.option_count == 3
-        assert str(options.get_option_at_index(1).prompt).endswith("Compare: capital of France?")
+        assert str(options.get_option_at_index(1).prompt).startswith("vs Compare: capital of France?\n")
 
         await pilot.click("#history-search")
         await pilot.press(*"PANDAS")  # matches a message of the old chat, any case
         await pilot.pause()
-        assert [i for _, i, _ in sidebar.items] == [ids["chat-old"]]
+        assert [item.id for item in sidebar.items] == [ids["chat-old"]]
         await pilot.press("enter", "enter")  # to the list, then choose the highlighted item
         await pilot.pause()
         assert chosen == [("chat", ids["chat-old"])]
 
         sidebar.query_one("#history-search", Input).value = "france"
         await pilot.pause()
-        assert [i for _, i, _ in sidebar.items] == [ids["cmp"]]
+        assert [item.id for item in sidebar.items] == [ids["cmp"]]
         options.focus()
         await pilot.press("enter")
         await pilot.pause()
@@ -362,8 +362,88 @@ async def test_history_sidebar_lists_filters_and_posts_selected():
         sidebar.query_one("#history-search", Input).value = ""
         sidebar.toggle()
         await pilot.pause()
-        assert sidebar.display and sidebar.items[0][2] == "Added while hidden"
+        assert sidebar.display and sidebar.items[0].title == "Added while hidden"
         assert app.focused is sidebar.query_one("#history-search", Input)
+    store.close()
+
+
+async def test_history_items_say_when_where_from_and_how_they_ended():
+    from stiva_tui.core import events as ev
+    from stiva_tui.store import Recorder, Store
+    from stiva_tui.tui.widgets.history import HistorySidebar
+
+    store = Store.open()
+    from_cli = store.create_conversation("Asked from the shell", kind="ask")
+    recorder = Recorder(store)
+    recorder(ev.RunStarted("run-1", "q", "conductor", source="cli", conversation_id=from_cli))
+    recorder(ev.RunFailed("run-1", "step 0 failed", ev.Totals(), reason="step"))
+    store.create_conversation("Served over the API", kind="api")
+    store.create_conversation("A bench item", kind="bench")
+    app = Host(None, body=lambda: [HistorySidebar(store, id="history")])
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        sidebar = app.query_one(HistorySidebar)
+        metas = {item.title: (item.source, item.status) for item in sidebar.items}
+        assert metas == {"Asked from the shell": ("CLI", "failed"), "Served over the API": ("API", "no runs"),
+                         "A bench item": ("bench", "no runs")}
+        prompt = str(sidebar.query_one(OptionList).get_option_at_index(2).prompt)
+        title, meta = prompt.split("\n")
+        assert title == "Asked from the shell" and meta.endswith(" · CLI · failed") and ":" in meta  # hh:mm today
+        assert "chat" not in prompt
+    store.close()
+
+
+def test_a_history_time_is_short_today_and_dated_before():
+    from datetime import datetime, timezone
+
+    from stiva_tui.tui.widgets.history import when_text
+
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+    assert len(when_text("2026-12-01T11:00:00+00:00", now)) == 5  # "HH:MM", in local time
+    assert when_text("2025-03-14T12:00:00+00:00", now) == "14 Mar 2025"
+    assert when_text("not a time", now) == ""
+
+
+async def test_history_sidebar_renames_and_deletes_from_the_list():
+    from stiva_tui.store import Store
+    from stiva_tui.tui.screens.dialogs import ConfirmDialog, TitleDialog
+    from stiva_tui.tui.widgets.history import HistorySidebar
+    from tui_screens_helpers import wait_until
+
+    store = Store.open()
+    ids = _fill_history(store)
+    app = Host(None, body=lambda: [HistorySidebar(store, id="history")])
+    seen: list = []
+    async with app.run_test(size=(100, 30), message_hook=seen.append) as pilot:
+        sidebar = app.query_one(HistorySidebar)
+        await pilot.click("#history-search")
+        await pilot.press("r")  # in the search box r is a letter
+        assert sidebar.search == "r" and not isinstance(app.screen, TitleDialog)
+        sidebar.query_one("#history-search", Input).value = ""
+        await pilot.pause()
+        sidebar.query_one(OptionList).focus()
+        await pilot.press("r")
+        await wait_until(pilot, lambda: isinstance(app.screen, TitleDialog))
+        app.screen.query_one(Input).value = "Rust borrowing, explained"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: sidebar.items[0].title == "Rust borrowing, explained")
+        assert store.get_conversation(ids["chat-new"]).title == "Rust borrowing, explained"
+        renamed = [m for m in seen if isinstance(m, HistorySidebar.Renamed)]
+        assert renamed and renamed[0].id == ids["chat-new"]
+
+        await pilot.press("down", "delete")  # the comparison
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        assert "comparison" in app.screen.question
+        await pilot.press("n")
+        await wait_until(pilot, lambda: not isinstance(app.screen, ConfirmDialog))
+        assert len(store.list_compare_sessions()) == 1
+        await pilot.press("delete")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await pilot.press("y")
+        await wait_until(pilot, lambda: [item.id for item in sidebar.items] == [ids["chat-new"], ids["chat-old"]])
+        assert store.list_compare_sessions() == []
+        deleted = [m for m in seen if isinstance(m, HistorySidebar.Deleted)]
+        assert [(m.kind, m.id) for m in deleted][:1] == [("compare", ids["cmp"])]
     store.close()
 
 
@@ -445,3 +525,29 @@ async def test_the_apps_screenshot_keeps_its_spaces():
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert 'xml:space="preserve"' in app.export_screenshot().split(">", 1)[0]
+
+
+async def test_the_dialogs_hints_follow_remapped_keys():
+    from textual.app import App
+
+    from stiva_tui.tui.screens.dialogs import ConfirmDialog
+
+    answers: list = []
+
+    class DialogHost(App):
+        def on_mount(self) -> None:
+            self.set_keymap({"dialog.yes": "ctrl+y", "dialog.no": "escape"})
+            self.keymap = {"dialog.yes": "ctrl+y", "dialog.no": "escape"}
+            self.push_screen(ConfirmDialog("Delete it?"), answers.append)
+
+    from tui_screens_helpers import wait_until
+
+    app = DialogHost()
+    async with app.run_test(size=(80, 20)) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        hint = str(app.screen.query(Static).last().render())
+        assert hint == "ctrl+y: yes · escape: no"
+        await pilot.press("y")  # no longer yes
+        await pilot.press("ctrl+y")
+        await wait_until(pilot, lambda: answers)
+    assert answers == [True]

@@ -50,6 +50,10 @@ class Ask:
     source: Source = "cli"
     # Continue this conversation; None starts a new one (of the source's kind).
     conversation_id: str | None = None
+    # Ask in place of the conversation's question number `replaces` (0-based): that question and
+    # every later turn leave the conversation first (regenerate, edit-and-resend); their runs stay
+    # in the run history, unlinked.
+    replaces: int | None = None
     # Earlier turns given with the question (the API's messages), recorded before it.
     history: Sequence[dict] | None = None
     # Text the engine reads before the question (the API's system messages); not recorded twice.
@@ -89,7 +93,9 @@ class Sessions:
         request that cannot run and ConductorError when the conductor cannot load, before
         anything is recorded; once the run starts, every outcome is in `Outcome.result`."""
         start = self._runner(ask)
-        options = self._options(ask)
+        options = self._options(ask)  # a bad option fails before the conversation is rewound
+        if ask.replaces is not None and ask.in_conversation and ask.conversation_id:
+            self._rewind(ask.conversation_id, ask.replaces)
         # A conversation to continue is read first: a wrong id fails before a model loads.
         earlier = self._turns(ask.conversation_id) if ask.in_conversation and ask.conversation_id else None
         conductor = None
@@ -224,6 +230,27 @@ class Sessions:
         messages = [m for m in conversation.messages
                     if not (m.role == "user" and m.run_id and m.run_id not in answered)]
         return _engine_turns({"role": m.role, "content": m.content} for m in messages)
+
+    def _rewind(self, conversation_id: str, question: int) -> None:
+        """Take question `question` and every later turn out of the conversation (AskError when it
+        cannot be read or written)."""
+        store = self.runtime.store
+        if store is None:
+            turns = self._memory.get(conversation_id)
+            if turns is None:
+                raise AskError(f"no conversation {conversation_id}")
+            asked = [i for i, t in enumerate(turns) if t["role"] == "user"]
+            if 0 <= question < len(asked):
+                del turns[asked[question]:]
+            return
+        from ..store import NotFoundError, StoreError
+
+        try:
+            store.rewind_conversation(conversation_id, question)
+        except NotFoundError:
+            raise AskError(f"no conversation {conversation_id} in the history") from None
+        except StoreError as exc:
+            raise AskError(f"cannot change conversation {conversation_id}: {exc}") from None
 
     def _add(self, conversation_id: str | None, role: str, content: str, run_id: str,
              warnings: list[str]) -> None:

@@ -45,6 +45,12 @@ class CompareSessions:
                 (session_id, system, run_id),
             )
 
+    def delete_compare_session(self: "Store", session_id: str) -> None:
+        """Delete a comparison with its entries and vote (the leaderboard forgets it); its runs stay
+        in the run history. An unknown id is no error."""
+        with self.transaction() as c:
+            c.execute("DELETE FROM compare_sessions WHERE id = ?", (session_id,))
+
     def record_vote(self: "Store", session_id: str, winner_system: str) -> None:
         """Record which system won; a session keeps only its latest vote. StoreError when the
         winner is not one of the session's systems."""

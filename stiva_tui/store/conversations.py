@@ -2,7 +2,8 @@
 
 A conversation's runs are linked by `runs.conversation_id` (the recorder writes it from
 `RunStarted`); its messages are what the front end chose to keep as the dialogue. Deleting a
-conversation deletes its messages but keeps its runs, unlinked, for the run history.
+conversation deletes its messages but keeps its runs, unlinked, for the run history. Rewinding one
+(a regenerated answer, an edited question) does the same to the turns from a question on.
 """
 
 from __future__ import annotations
@@ -48,6 +49,31 @@ class Conversations:
         with self.transaction() as c:
             c.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
 
+    def rewind_conversation(self: "Store", conversation_id: str, question: int) -> int:
+        """Take question number `question` (0-based, counting the user's messages) and every later
+        message out of the conversation, so that it can be asked anew; their runs stay in the run
+        history, unlinked, as a deleted conversation's do. Returns how many messages went (0 when it
+        has fewer questions); NotFoundError for an unknown conversation."""
+        with self.transaction() as c:
+            require_row(c, "conversations", conversation_id, "conversation")
+            if question < 0:
+                return 0
+            row = c.execute(
+                "SELECT seq FROM messages WHERE conversation_id = ? AND role = 'user' ORDER BY seq LIMIT 1 OFFSET ?",
+                (conversation_id, int(question)),
+            ).fetchone()
+            if row is None:
+                return 0
+            c.execute(
+                """UPDATE runs SET conversation_id = NULL WHERE conversation_id = ? AND id IN
+                   (SELECT run_id FROM messages WHERE conversation_id = ? AND seq >= ? AND run_id IS NOT NULL)""",
+                (conversation_id, conversation_id, row[0]),
+            )
+            gone = c.execute("DELETE FROM messages WHERE conversation_id = ? AND seq >= ?",
+                             (conversation_id, row[0])).rowcount
+            c.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (timestamp(), conversation_id))
+            return gone
+
     def add_message(self: "Store", conversation_id: str, role: str, content: str, run_id: str | None = None) -> int:
         """Append a message and return its sequence number (0-based); NotFoundError for an unknown
         conversation. `run_id` may name a run not written yet."""
@@ -92,7 +118,9 @@ class Conversations:
             f"""
             SELECT c.id, c.title, c.kind, c.created_at, c.updated_at,
                    (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id) AS message_count,
-                   (SELECT COUNT(*) FROM runs r WHERE r.conversation_id = c.id) AS run_count
+                   (SELECT COUNT(*) FROM runs r WHERE r.conversation_id = c.id) AS run_count,
+                   (SELECT r.status FROM runs r WHERE r.conversation_id = c.id
+                    ORDER BY r.created_at DESC, r.rowid DESC LIMIT 1) AS last_status
             FROM conversations c {where}
             ORDER BY c.updated_at DESC, c.rowid DESC
             LIMIT ?

@@ -58,6 +58,7 @@ class ConversationSummary(_Record):
     updated_at: str
     message_count: int = 0
     run_count: int = 0
+    last_status: RunStatus | None = None  # the status of its newest run; None without runs
 
 
 class RunSummary(_Record):

@@ -51,7 +51,8 @@ class StivaApp(App):
         Binding("f5", "keys", "Keys", id="keys", tooltip="Add or remove API keys"),
         Binding("f6", "leaderboard", "Leaderboard", id="leaderboard", show=False, priority=True,
                 tooltip="Wins from compare votes"),
-        Binding("f12", "bench", "Benches", id="bench", show=False,
+        # ctrl+l: macOS and many terminals take F10-F12 for themselves
+        Binding("f12,ctrl+l", "bench", "Benches", id="bench", show=False,
                 tooltip="Reports of `stiva bench`: accuracy, cost, latency and the frontier per system"),
     ]
 
@@ -226,14 +227,12 @@ class StivaApp(App):
             self.push_screen(bench)
 
     @on(msg.OpenRun)
-    async def _open_run(self, message: msg.OpenRun) -> None:
-        """Back to the chat screen (the one at the bottom), showing the run and its tree."""
-        if self.chat_screen.running:  # stay where the user is: the chat screen will not show it
-            self.notify("A question is running: cancel it on the chat screen first.", severity="warning")
-            return
-        while len(self.screen_stack) > 1:
-            await self.pop_screen()
-        await self.chat_screen.open_run(message.run_id)
+    def _open_run(self, message: msg.OpenRun) -> None:
+        """The run on a screen of its own, over the one that asked (esc goes back to it): the chat
+        underneath stays as it was, even while a question runs there."""
+        from .screens.run import RunScreen
+
+        self.push_screen(RunScreen(self.runtime.store if self.runtime is not None else None, message.run_id))
 
     def _can_open(self, screen: "type[Screen]") -> bool:
         """Whether a new `screen` may open: Stiva has started and it is not the one shown."""

@@ -17,6 +17,7 @@ from textual.binding import Binding
 MODULES = ("stiva_tui.tui.app", "stiva_tui.tui.screens.chat", "stiva_tui.tui.screens.compare",
            "stiva_tui.tui.screens.bench", "stiva_tui.tui.screens.keys", "stiva_tui.tui.screens.pool",
            "stiva_tui.tui.screens.leaderboard", "stiva_tui.tui.screens.help", "stiva_tui.tui.screens.run_tree",
+           "stiva_tui.tui.screens.dialogs", "stiva_tui.tui.screens.run",
            "stiva_tui.tui.widgets.prompt_input", "stiva_tui.tui.widgets.workflow_tree",
            "stiva_tui.tui.widgets.bench_report", "stiva_tui.tui.widgets.history",
            "stiva_tui.tui.widgets.compare_column", "stiva_tui.tui.widgets.conversation")

@@ -11,7 +11,7 @@ bar; they do not bubble back up to the app):
 A question then ends with `RunEnded` (from the chat screen, bubbling up to the app).
 
 Requests from other screens, bubbling up to the app: `OpenCompare(session_id)` (compare mode,
-on a saved session), `OpenRun(run_id)` (a stored run, back on the chat screen).
+on a saved session), `OpenRun(run_id)` (a stored run, on a screen of its own).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class OpenCompare(Message):
 
 @dataclass
 class OpenRun(Message):
-    """Show stored run `run_id` on the chat screen: its conversation (or, for a run outside any
-    conversation, its question and answer) and its workflow tree."""
+    """Show stored run `run_id` on a screen of its own (its question, answer and workflow tree),
+    over the screen that asked; esc goes back."""
 
     run_id: str

@@ -2,7 +2,8 @@
 
 Two views, one at a time so that both fit an 80x24 terminal: the list of benches, and a bench's
 report (per-system table, then its items or its frontier plot). Enter on a bench opens its report,
-Esc goes back to the list; enter on an item shows its run on the chat screen (`msg.OpenRun`).
+Esc goes back to the list; enter on an item shows its run on a screen of its own (`msg.OpenRun`),
+which esc leaves again.
 
 The history is read in threads; the results come back as the screen's typed messages
 (`BenchesLoaded`, `ReportLoaded`, `LoadFailed`) and land in reactive state that the widgets
@@ -22,10 +23,11 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, DataTable, Footer, Static
+from textual.widgets import ContentSwitcher, DataTable, Static
 
 from .. import format as fmt
 from ..widgets.bench_report import STATUS_STYLES, BenchReport, BenchReportView
+from ..widgets.footer import StivaFooter
 
 if TYPE_CHECKING:
     from ...store import BenchRecord, Store
@@ -64,7 +66,7 @@ class BenchScreen(Screen):
     BINDINGS = [
         # Priority: the tables' own enter (show=False) would hide this one from the footer.
         Binding("enter", "open", "Open", id="bench.open", priority=True,
-                tooltip="Open the bench's report, or the item's run on the chat screen"),
+                tooltip="Open the bench's report, or the item's run (esc comes back)"),
         Binding("escape", "back", "Back", id="bench.back", tooltip="Back to the list of benches, or leave"),
         Binding("r", "reload", "Reload", id="bench.reload", tooltip="Read the benches again (one may be running)"),
         Binding("p", "plot", "Items/plot", id="bench.plot",
@@ -103,7 +105,7 @@ class BenchScreen(Screen):
                 yield DataTable(id="bench-list", cursor_type="row", zebra_stripes=True)
                 yield Static("", id="bench-empty", markup=False)
             yield BenchReportView(id="bench-report").data_bind(report=BenchScreen.shown)
-        yield Footer()
+        yield StivaFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#bench-list", DataTable)

@@ -21,7 +21,7 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Static, Tree
+from textual.widgets import Static, Tree
 from textual.worker import Worker
 
 from ...core import events as ev
@@ -32,6 +32,7 @@ from ..state import load_state, save_state
 from ..live_run import LiveRun
 from ..widgets.answer import AnswerView, answer_header
 from ..widgets.conversation import ConversationView
+from ..widgets.footer import StivaFooter
 from ..widgets.history import HistorySidebar
 from ..widgets.prompt_input import PromptInput
 from ..widgets.status_bar import ConductorLine, RunFigures, StatusBar
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from ...runtime import Runtime
 
 PLACEHOLDER = "Ask anything… ({send} sends, enter adds a line)"  # the live keys of `send` fill it in
+PLACEHOLDER_ENTER_SENDS = "Ask anything… (enter sends, alt+enter adds a line)"  # config: enter_sends
 FIRST_RUN_NOTICE = ("No API keys found — running offline on the embedded Gemma 270M. F5 adds a key; "
                     "`stiva config --edit` creates and opens {config}. (ctrl+g or a click hides this)")
 
@@ -63,8 +65,14 @@ class ChatScreen(Screen):
                 tooltip="Export the conversation as JSON with full traces"),
         Binding("f9", "copy_answer", "Copy answer", id="copy_answer", show=False,
                 tooltip="Copy the last answer"),
-        Binding("f10", "copy_step", "Copy step", id="copy_step", show=False,
+        # ctrl+t: macOS and many terminals take F10-F12 for themselves
+        Binding("f10,ctrl+t", "copy_step", "Copy step", id="copy_step", show=False,
                 tooltip="Copy the selected step's output"),
+        Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate", show=False,
+                tooltip="Ask the last question again; the new answer takes the old one's place"),
+        Binding("ctrl+o", "edit_question", "Edit question", id="edit_question", show=False,
+                tooltip="Put the last question in the prompt to edit (again: the one before); sending it "
+                        "replaces that question and every later turn (their runs stay in the run history)"),
         Binding("ctrl+g", "hide_notice", "Hide notice", id="hide_notice", show=False,
                 tooltip="Hide the first-run notice above the conversation, for good"),
         Binding("ctrl+f", "cycle_preference", "Prefer", id="prefer",
@@ -88,19 +96,22 @@ class ChatScreen(Screen):
         self._run_worker: Worker | None = None
         self._history: HistorySidebar | None = None  # mounted on first use
         self._run_only = False  # a stored run outside any conversation is shown (`open_run`)
+        self._asked: list[str] = []  # every question asked in this session, for the prompt's history
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
             with Vertical(id="conversation-column"):
                 yield Static("", id="notice", classes="-hidden", markup=False)
                 yield ConversationView(id="conversation")
-                yield PromptInput(id="prompt", placeholder=PLACEHOLDER.format(
-                    send=keys_for(self.app, "send", PromptInput.SEND_KEYS)))
+                enter_sends = bool(getattr(getattr(self.app, "config", None), "enter_sends", False))
+                yield PromptInput(id="prompt", enter_sends=enter_sends, placeholder=PLACEHOLDER_ENTER_SENDS
+                                  if enter_sends else PLACEHOLDER.format(
+                                      send=keys_for(self.app, "send", PromptInput.SEND_KEYS)))
             with Vertical(id="workflow-column"):
                 yield WorkflowTree(id="tree", frozen=self.frozen)
                 yield StepDetail(id="detail")
         yield StatusBar(id="status")
-        yield Footer()
+        yield StivaFooter()
 
     def on_mount(self) -> None:
         self.live = LiveRun(self.tree, self.detail, self.status_bar, frozen=self.frozen)
@@ -125,6 +136,10 @@ class ChatScreen(Screen):
     @property
     def conversation(self) -> ConversationView:
         return self.query_one("#conversation", ConversationView)
+
+    @property
+    def prompt(self) -> PromptInput:
+        return self.query_one("#prompt", PromptInput)
 
     @property
     def running(self) -> bool:
@@ -215,23 +230,30 @@ class ChatScreen(Screen):
             self.notify("A question is running: Esc cancels it.", severity="warning")
             return
         message.prompt.clear()
-        self.ask(message.text)
+        self.ask(message.text, replaces=message.replaces)
 
-    def ask(self, question: str) -> Worker:
-        """Run `question` in this conversation (a worker; Esc cancels it)."""
-        self._run_worker = self.run_worker(self._ask(question), group="run", exclusive=True,
+    def ask(self, question: str, *, replaces: int | None = None) -> Worker:
+        """Run `question` in this conversation (a worker; Esc cancels it); `replaces`: the
+        question (0-based) it is asked in place of, which goes with every later turn."""
+        self._run_worker = self.run_worker(self._ask(question, replaces), group="run", exclusive=True,
                                            exit_on_error=False, name="ask")
         return self._run_worker
 
-    async def _ask(self, question: str) -> None:
+    async def _ask(self, question: str, replaces: int | None = None) -> None:
+        self._stop_editing()
         if self._run_only:  # the run shown is no conversation to continue: start a new one
             self._run_only = False
+            replaces = None
             await self.conversation.clear()
+        if replaces is not None:
+            await self.conversation.truncate(replaces)
+        self._asked.append(question)
         answer = await self.conversation.add_question(question)
+        self._refresh_prompt_history()
         await self.live.begin(question)
         run_id, status = None, "not run"
         try:
-            run_id, status = await self._run(question, answer)
+            run_id, status = await self._run(question, answer, replaces)
         except asyncio.CancelledError:
             status = "cancelled"
             raise
@@ -245,7 +267,7 @@ class ChatScreen(Screen):
             if self._history is not None and self._history.display:
                 self._history.refresh_items()
 
-    async def _run(self, question: str, answer: AnswerView) -> tuple[str | None, str]:
+    async def _run(self, question: str, answer: AnswerView, replaces: int | None = None) -> tuple[str | None, str]:
         """Wait for the runtime and the conductor, then run; returns (run id, status)."""
         from ...conductor.base import ConductorError
         from ...runtime import Ask, AskError
@@ -261,7 +283,7 @@ class ChatScreen(Screen):
         if not runtime.conductor_ready:
             await answer.set_note("_Waiting for the conductor to load — your question runs as soon as it is "
                                   "ready._")
-        ask = Ask(question, source="tui", conversation_id=self.conversation_id,
+        ask = Ask(question, source="tui", conversation_id=self.conversation_id, replaces=replaces,
                   options={"preference": self.preference or "none"})
         try:
             outcome = await runtime.sessions.ask(ask, emit=self._on_event)
@@ -345,8 +367,49 @@ class ChatScreen(Screen):
             assert self._run_worker is not None
             self._run_worker.cancel()
             self.notify("Cancelled.", timeout=2)
+        elif self.prompt.editing is not None:
+            self._stop_editing()
+            self.prompt.clear()
         elif self._history is not None and self._history.display:
             self.action_toggle_history()
+
+    def action_regenerate(self) -> None:
+        """Ask the last question again, in place of it and its answer."""
+        questions = self.conversation.questions
+        if self.running:
+            self.notify("A question is running: Esc cancels it first.", severity="warning")
+        elif not questions:
+            self.notify("No question to ask again yet.", severity="warning")
+        else:
+            if self.prompt.editing is not None:  # the edit is given up: the question is asked as it was
+                self._stop_editing()
+                self.prompt.clear()
+            self.ask(questions[-1], replaces=len(questions) - 1)
+
+    def action_edit_question(self) -> None:
+        """Put the last question in the prompt to edit; pressed again, the one before it (round
+        to the last). Sending asks it in place of that question and every later turn."""
+        questions = self.conversation.questions
+        if not questions:
+            self.notify("No question to edit yet.", severity="warning")
+            return
+        editing = self.prompt.editing
+        number = len(questions) - 1 if editing is None or editing == 0 else editing - 1
+        self.prompt.editing = number
+        self.prompt.load_text(questions[number])
+        self.prompt.move_cursor(self.prompt.document.end)
+        self.conversation.mark_editing(number)
+        self.prompt.focus()
+
+    def _stop_editing(self) -> None:
+        self.prompt.editing = None
+        self.conversation.mark_editing(None)
+
+    def _refresh_prompt_history(self) -> None:
+        """Up in the empty prompt walks this chat's questions, then the session's others."""
+        here = self.conversation.questions
+        elsewhere = [q for q in dict.fromkeys(self._asked) if q not in here]
+        self.prompt.set_history(elsewhere + here)
 
     async def action_new_chat(self) -> None:
         if self.running:
@@ -354,7 +417,9 @@ class ChatScreen(Screen):
             return
         self.conversation_id = None
         self._run_only = False
+        self._stop_editing()
         await self.conversation.clear()
+        self._refresh_prompt_history()
         await self.live.begin("")
         self.status_bar.figures = RunFigures(label="new chat")
         self.query_one("#prompt").focus()
@@ -381,13 +446,23 @@ class ChatScreen(Screen):
         else:
             await self.load_conversation(message.id)
 
+    @on(HistorySidebar.Deleted)
+    async def _history_deleted(self, message: HistorySidebar.Deleted) -> None:
+        """The chat on screen was deleted from the history: what is shown is a new chat now."""
+        if message.kind == "chat" and message.id == self.conversation_id and not self.running:
+            await self.action_new_chat()
+            if self._history is not None:
+                self._history.focus()  # the user is still in the list
+
     async def load_conversation(self, conversation_id: str, run_id: str | None = None) -> None:
         """Show a stored conversation: its messages, and the tree of run `run_id` (default: its last)."""
         if not self._can_show_stored():
             return
         assert self.runtime is not None and self.runtime.store is not None
         conversation = self.runtime.store.get_conversation(conversation_id)
+        self._stop_editing()
         await self.conversation.show(conversation)
+        self._refresh_prompt_history()
         self.conversation_id = conversation.id
         self._run_only = False
         runs = conversation.runs

@@ -18,12 +18,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, SelectionList, Static, TextArea
+from textual.widgets import SelectionList, Static, TextArea
 from textual.widgets.selection_list import Selection
 from textual.worker import Worker
 
 from ..bindings import keys_for
 from ..widgets.compare_column import CompareColumn
+from ..widgets.footer import StivaFooter
 
 if TYPE_CHECKING:
     from ...runtime import Runtime
@@ -83,7 +84,7 @@ class CompareScreen(Screen):
                                 keys_for(self.app, "compare.send_alt", "alt+enter")))
             yield Static(f"{send} send · 1..9 mark the better answer · esc cancel", id="compare-hint", markup=False)
         yield Horizontal(id="compare-columns")
-        yield Footer()
+        yield StivaFooter()
 
     def _systems(self) -> list[str]:
         """Every system offered, in list order: the conductors, MoA, then the pool's models."""

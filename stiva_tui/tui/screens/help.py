@@ -24,16 +24,20 @@ HelpScreen DataTable { height: 1fr; }
 def binding_owners(app, screen=None) -> list[type]:
     """Whose bindings the help lists: the app's, then the screen's and every widget's on it (the
     chat screen's when no screen is given)."""
+    from ..widgets.history import HistorySidebar
+    from .chat import ChatScreen
+
     if screen is None:
         from ..widgets.prompt_input import PromptInput
         from ..widgets.workflow_tree import WorkflowTree
-        from .chat import ChatScreen
 
-        return [type(app), ChatScreen, PromptInput, WorkflowTree]
+        return [type(app), ChatScreen, PromptInput, WorkflowTree, HistorySidebar]
     owners = [type(app), type(screen)]
     for widget in screen.query("*"):
         if type(widget) not in owners:
             owners.append(type(widget))
+    if isinstance(screen, ChatScreen) and HistorySidebar not in owners:
+        owners.append(HistorySidebar)  # mounted on first use (F2), its keys are the chat's all along
     return owners
 
 
@@ -90,8 +94,11 @@ class HelpScreen(ModalScreen[None]):
         table.add_column("Action")
         table.add_column("Binding id")
         table.add_column("What it does", width=DESCRIPTION_WIDTH)
-        rows = [("ctrl+p", "Palette", "(built in)", "Search every command, change theme"),
-                *binding_rows(self.app, self.opened_from)]
+        rows = [("ctrl+p", "Palette", "(built in)", "Search every command, change theme")]
+        if self.opened_from is None or type(self.opened_from).__name__ == "ChatScreen":
+            rows.append(("up, down", "Earlier question", "(built in)",
+                         "In an empty prompt: the earlier questions of this chat, then of this session"))
+        rows += binding_rows(self.app, self.opened_from)
         for keys, action, binding_id, tooltip in rows:
             # folded over lines, never cut mid-word
             table.add_row(keys, action, binding_id, Text(tooltip, overflow="fold"), height=None)

@@ -19,9 +19,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Button, DataTable, Footer, Input, Label, Static
+from textual.widgets import Button, DataTable, Input, Label, Static
 
 from ... import secrets
+from ..widgets.footer import StivaFooter
 
 if TYPE_CHECKING:
     from ...config import Config
@@ -113,7 +114,7 @@ class KeysScreen(Screen):
             yield Input(password=True, placeholder="paste the API key", id="keys-input")
             yield Button("Save", id="keys-save", variant="primary", compact=True)
             yield Button("Remove", id="keys-remove", variant="error", compact=True)
-        yield Footer()
+        yield StivaFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#keys-table", DataTable)

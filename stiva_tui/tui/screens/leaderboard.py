@@ -8,9 +8,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from ..widgets.compare_column import format_money
+from ..widgets.footer import StivaFooter
 
 if TYPE_CHECKING:
     from ...runtime import Runtime
@@ -37,7 +38,7 @@ class LeaderboardScreen(Screen):
         yield Static("Leaderboard — which system's answer won in compare mode", id="leaderboard-title")
         yield DataTable(id="leaderboard-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="leaderboard-empty")
-        yield Footer()
+        yield StivaFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

@@ -11,9 +11,10 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from ...pool.listing import listing_order
+from ..widgets.footer import StivaFooter
 
 if TYPE_CHECKING:
     from ...config import ConductorConfig
@@ -46,7 +47,7 @@ class PoolScreen(Screen):
         yield Static("Local servers found", id="pool-servers-title", classes="section")
         yield DataTable(id="pool-servers", cursor_type="row")
         yield Static("", id="pool-servers-empty")
-        yield Footer()
+        yield StivaFooter()
 
     def on_mount(self) -> None:
         models = self.query_one("#pool-models", DataTable)

@@ -15,6 +15,7 @@ class UserMessage(Static):
 
     DEFAULT_CSS = """
     UserMessage { margin: 1 0 0 0; padding: 0 1; background: $boost; border-left: thick $primary; }
+    UserMessage.-editing { border-left: thick $warning; }
     """
 
     def __init__(self, text: str):

@@ -3,7 +3,7 @@
     view = BenchReportView(id="bench-report")
     view.report = BenchReport(...)     # renders from this reactive; None shows nothing
 
-Enter on an item posts `messages.OpenRun(run_id)`: the app shows that run on the chat screen.
+Enter on an item posts `messages.OpenRun(run_id)`: the app shows that run on a screen of its own.
 """
 
 from __future__ import annotations

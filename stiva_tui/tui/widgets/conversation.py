@@ -4,6 +4,7 @@
     await view.show(conversation)           # a stored conversation (store.get_conversation)
     await view.show_run(trace)              # one stored run outside any conversation
     await view.clear()                      # a new chat
+    await view.truncate(n)                  # question n and everything after it go (regenerate, edit)
 """
 
 from __future__ import annotations
@@ -48,6 +49,31 @@ class ConversationView(VerticalScroll):
 
     async def clear(self) -> None:
         await self.remove_children()
+
+    @property
+    def questions(self) -> list[str]:
+        """The questions shown, oldest first."""
+        return [m.text for m in self.query(UserMessage)]
+
+    def question(self, number: int) -> UserMessage | None:
+        """The widget of question `number` (0-based), or None."""
+        shown = list(self.query(UserMessage))
+        return shown[number] if 0 <= number < len(shown) else None
+
+    def mark_editing(self, number: int | None) -> None:
+        """Mark question `number` as the one being edited (None: none), and bring it into view."""
+        for index, message in enumerate(self.query(UserMessage)):
+            message.set_class(index == number, "-editing")
+            if index == number:
+                self.scroll_to_widget(message, animate=False)
+
+    async def truncate(self, number: int) -> None:
+        """Remove question `number` (0-based) and everything shown after it."""
+        first = self.question(number)
+        if first is None:
+            return
+        children = list(self.children)
+        await self.remove_children(children[children.index(first):])
 
     @property
     def last_answer(self) -> str:

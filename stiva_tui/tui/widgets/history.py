@@ -1,17 +1,23 @@
 """The history sidebar: past conversations and compare sessions, newest first, with a search box.
 
-Choosing an item posts `HistorySidebar.Selected(kind, id)`: kind "chat" for a conversation (the
-chat screen restores it from `store.get_conversation(id)`), "compare" for a compare session (the
-chat screen asks the app to open it in compare mode).
+Each item shows its title, and under it when it was last used, where it came from (the app, the
+CLI, the API, a bench) and how its newest run ended. Choosing an item posts
+`HistorySidebar.Selected(kind, id)`: kind "chat" for a conversation (the chat screen restores it
+from `store.get_conversation(id)`), "compare" for a compare session (the chat screen asks the app to
+open it in compare mode). In the list, r renames the highlighted chat and delete (or d) deletes it
+after a yes; the history is written in a thread, and `Renamed` / `Deleted` tell the screen.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Literal
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Input, OptionList, Static
@@ -22,6 +28,23 @@ if TYPE_CHECKING:
 
 Kind = Literal["chat", "compare"]
 TITLE_CHARS = 60
+# Where a conversation came from, by its kind: the words the sidebar shows.
+SOURCE_OF_KIND = {"chat": "app", "ask": "CLI", "api": "API", "bench": "bench", "train": "train",
+                  "compare": "compare"}
+STATUS_STYLE = {"finished": "green", "failed": "red", "cancelled": "yellow", "interrupted": "yellow",
+                "running": "cyan"}
+
+
+@dataclass(frozen=True)
+class HistoryItem:
+    """One line of the sidebar: a conversation ("chat") or a compare session ("compare")."""
+
+    kind: Kind
+    id: str
+    title: str
+    when: str  # ISO-8601 UTC: its latest activity
+    source: str  # app, CLI, API, bench, train, compare
+    status: str  # how its newest run ended ("no runs"), or a comparison's vote
 
 
 class HistorySidebar(Vertical):
@@ -41,6 +64,32 @@ class HistorySidebar(Vertical):
     HistorySidebar > #history-empty { color: $text-muted; }
     """
 
+    BINDINGS = [
+        Binding("r", "rename", "Rename", id="history.rename", tooltip="Give the highlighted chat a new title"),
+        Binding("delete,d", "delete", "Delete", id="history.delete",
+                tooltip="Delete the highlighted chat or comparison (asks first); its runs stay in the run history"),
+    ]
+
+    @dataclass
+    class Renamed(Message):
+        """A conversation was given a new title in the history."""
+
+        id: str
+        title: str
+
+    @dataclass
+    class Deleted(Message):
+        """A conversation ("chat") or compare session ("compare") was deleted from the history."""
+
+        kind: Kind
+        id: str
+
+    @dataclass
+    class ChangeFailed(Message):
+        """The history could not be changed; `error` says why."""
+
+        error: str
+
     class Selected(Message):
         """The user chose a past conversation ("chat") or compare session ("compare")."""
 
@@ -53,7 +102,7 @@ class HistorySidebar(Vertical):
         super().__init__(id=id, classes=classes)
         self.store = store
         self.limit = limit
-        self.items: list[tuple[Kind, str, str]] = []  # (kind, id, title) as listed
+        self.items: list[HistoryItem] = []  # as listed
 
     def compose(self) -> ComposeResult:
         yield Static("History", id="history-title")
@@ -73,8 +122,7 @@ class HistorySidebar(Vertical):
         self.items = history_items(self.store, self.search, self.limit)
         options = self.query_one("#history-list", OptionList)
         options.clear_options()
-        options.add_options([Option(_label(kind, title), id=f"{kind}:{item_id}")
-                             for kind, item_id, title in self.items])
+        options.add_options([Option(_label(item), id=f"{item.kind}:{item.id}") for item in self.items])
         if self.items:
             options.highlighted = 0
         empty = self.query_one("#history-empty", Static)
@@ -103,6 +151,66 @@ class HistorySidebar(Vertical):
         if self.items:
             options.focus()
 
+    # --- rename and delete ---------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("rename", "delete"):  # keys of the list: in the search box they are text
+            return self.query_one("#history-list", OptionList).has_focus and self.highlighted is not None
+        return True
+
+    @property
+    def highlighted(self) -> HistoryItem | None:
+        index = self.query_one("#history-list", OptionList).highlighted
+        return self.items[index] if index is not None and 0 <= index < len(self.items) else None
+
+    def action_rename(self) -> None:
+        from ..screens.dialogs import TitleDialog
+
+        item = self.highlighted
+        if item is None:
+            return
+        if item.kind != "chat":
+            self.notify("A comparison is named by its question; only chats can be renamed.", severity="warning")
+            return
+        self.app.push_screen(TitleDialog(item.title),
+                             lambda title: self._change("rename", item, title) if title else None)
+
+    def action_delete(self) -> None:
+        from ..screens.dialogs import ConfirmDialog
+
+        item = self.highlighted
+        if item is None:
+            return
+        what = "chat" if item.kind == "chat" else "comparison"
+        question = (f"Delete the {what} “{_one_line(item.title, 50)}”? Its runs stay in the run history "
+                    "(stiva history).")
+        self.app.push_screen(ConfirmDialog(question), lambda yes: self._change("delete", item) if yes else None)
+
+    @work(thread=True, exclusive=True, group="history-change", exit_on_error=False)
+    def _change(self, what: str, item: HistoryItem, title: str = "") -> None:
+        try:
+            if what == "rename":
+                self.store.rename_conversation(item.id, title)
+                self.post_message(self.Renamed(item.id, title))
+            elif item.kind == "chat":
+                self.store.delete_conversation(item.id)
+                self.post_message(self.Deleted(item.kind, item.id))
+            else:
+                self.store.delete_compare_session(item.id)
+                self.post_message(self.Deleted(item.kind, item.id))
+        except Exception as exc:  # a read-only or full history: say so, change nothing
+            self.post_message(self.ChangeFailed(str(exc)))
+
+    @on(Renamed)
+    @on(Deleted)
+    def _changed(self) -> None:
+        self.refresh_items()  # the message bubbles on to the screen
+
+    @on(ChangeFailed)
+    def _change_failed(self, message: "HistorySidebar.ChangeFailed") -> None:
+        message.stop()
+        self.notify(message.error, title="History not changed", severity="error")
+
     @on(OptionList.OptionSelected, "#history-list")
     def _chosen(self, event: OptionList.OptionSelected) -> None:
         event.stop()
@@ -111,29 +219,58 @@ class HistorySidebar(Vertical):
             self.post_message(self.Selected(kind, item_id))  # type: ignore[arg-type]
 
 
-def history_items(store: "Store | None", search: str = "", limit: int = 200) -> list[tuple[Kind, str, str]]:
-    """(kind, id, title) of conversations and compare sessions matching `search`, newest first."""
+def history_items(store: "Store | None", search: str = "", limit: int = 200) -> list[HistoryItem]:
+    """The conversations and compare sessions matching `search`, newest first."""
     if store is None:
         return []
     needle = search.strip().casefold()
-    dated: list[tuple[str, Kind, str, str]] = []
+    items: list[HistoryItem] = []
     for conv in store.list_conversations(needle or None, limit=limit):
         if conv.kind == "compare":
             continue  # compare sessions are listed from their own table
-        dated.append((conv.updated_at, "chat", conv.id, conv.title or "(untitled)"))
+        items.append(HistoryItem("chat", conv.id, conv.title or "(untitled)", conv.updated_at,
+                                 SOURCE_OF_KIND.get(conv.kind, conv.kind), conv.last_status or "no runs"))
     for session in store.list_compare_sessions(limit=limit):
         if needle and needle not in session.question.casefold() and not any(
                 needle in s.casefold() for s in session.systems):
             continue
-        dated.append((session.created_at, "compare", session.id, session.question or "(no question)"))
-    dated.sort(key=lambda item: item[0], reverse=True)
-    return [(kind, item_id, title) for _, kind, item_id, title in dated[:limit]]
+        items.append(HistoryItem("compare", session.id, session.question or "(no question)", session.created_at,
+                                 "compare", f"won by {session.winner}" if session.winner else "no vote"))
+    items.sort(key=lambda item: item.when, reverse=True)
+    return items[:limit]
 
 
-def _label(kind: Kind, title: str) -> Text:
-    one_line = " ".join(title.split())
-    if len(one_line) > TITLE_CHARS:
-        one_line = one_line[: TITLE_CHARS - 1] + "…"
-    label = Text("chat  " if kind == "chat" else "vs    ", style="dim" if kind == "chat" else "bold magenta")
-    label.append(one_line)
+def when_text(timestamp: str, now: datetime | None = None) -> str:
+    """A stored time as the sidebar shows it, in local time: "14:05" today, "3 Mar 14:05" this
+    year, "3 Mar 2025" before."""
+    try:
+        moment = datetime.fromisoformat(timestamp)
+    except ValueError:
+        return ""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    moment = moment.astimezone()
+    now = (now or datetime.now(timezone.utc)).astimezone()
+    if moment.date() == now.date():
+        return moment.strftime("%H:%M")
+    if moment.year == now.year:
+        return f"{moment.day} {moment:%b %H:%M}"
+    return f"{moment.day} {moment:%b %Y}"
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _label(item: HistoryItem) -> Text:
+    """Two lines: the title, then when · where from · how it ended."""
+    label = Text(no_wrap=True, overflow="ellipsis")  # cut at the sidebar's edge, one line each
+    if item.kind == "compare":
+        label.append("vs ", style="bold magenta")
+    label.append(_one_line(item.title, TITLE_CHARS))
+    label.append("\n")
+    label.append(f"{when_text(item.when)} · {item.source} · ", style="dim")
+    status = item.status
+    label.append(status, style=("dim " + STATUS_STYLE[status]) if status in STATUS_STYLE else "dim")
     return label
