@@ -26,7 +26,7 @@ __all__ = ["Estimate", "counterfactuals", "reason_line"]
 
 @dataclass(frozen=True)
 class Estimate:
-    label: str  # "one call to sim:calc", "MoA (3 proposers, 2 layers)"
+    label: str  # "sim:calc alone" (one direct call), "MoA 3×2" (3 proposers, 2 layers, then the aggregator)
     cost_usd: float
     tokens: int
 
@@ -56,10 +56,13 @@ def counterfactuals(state: RunState, models: Sequence, moa: tuple[Sequence[str],
         return []
     q, a = _measured(state)
     estimates: list[Estimate] = []
-    costs = [((m.price_in * q + m.price_out * a) / 1e6, i, m) for i, m in enumerate(models) if m.kind != "embedded"]
-    costs = costs or [((m.price_in * q + m.price_out * a) / 1e6, i, m) for i, m in enumerate(models)]
-    cost, _, cheapest = min(costs)
-    estimates.append(Estimate(f"one call to {cheapest.id}", cost, q + a))
+    # The cheapest of the models with a price (a price of 0 is as often "unknown" as "free"); with
+    # none priced, the first real model, in tokens.
+    priced = [((m.price_in * q + m.price_out * a) / 1e6, i, m) for i, m in enumerate(models)
+              if m.kind != "embedded" and m.price_in + m.price_out > 0]
+    real = [m for m in models if m.kind != "embedded"] or list(models)
+    cost, _, cheapest = min(priced) if priced else (0.0, 0, real[0])
+    estimates.append(Estimate(f"{cheapest.id} alone", cost, q + a))
     if moa is not None:
         proposers, aggregator, layers = moa
         k = len(proposers)
@@ -74,8 +77,7 @@ def counterfactuals(state: RunState, models: Sequence, moa: tuple[Sequence[str],
             price_in, price_out = prices[k]  # type: ignore[misc]
             total += price_in * (q + k * a) + price_out * a
             tokens += q + k * a + a
-            estimates.append(Estimate(f"MoA ({k} proposer{'s' if k != 1 else ''}, {layers} layer{'s' if layers != 1 else ''})",
-                                      total / 1e6, int(tokens)))
+            estimates.append(Estimate(f"MoA {k}×{layers}", total / 1e6, int(tokens)))  # proposers x layers
     return estimates
 
 

@@ -157,7 +157,7 @@ class WorkflowTree(Tree[Key]):
         for estimate in estimates:
             parts += [(estimate.label, "", " "), (fmt.money(estimate.cost_usd) if estimate.cost_usd
                                                   else f"{fmt.tokens(estimate.tokens)} tok", "$success")]
-        parts.append(("estimates from the prices and this run's tokens", "dim"))
+        parts.append(("estimated", "dim"))
         self._node_map[("estimate",)] = self.root.add_leaf(styled(parts), data=("question",))
 
     # --- labels --------------------------------------------------------------------------------
