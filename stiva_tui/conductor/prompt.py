@@ -77,8 +77,8 @@ def conductor_user_message(request: PlanRequest) -> str:
 
 def compact_conductor_prompt(request: PlanRequest) -> str:
     """The short prompt of `stiva train --prompt compact` (and of the adapters it trains): the
-    question, the models (with their prices and latencies, and a "Prefer: LEVEL" line, when a
-    preference is given) and the step limit, in ~60 tokens instead of the paper's ~1,300. The
+    question, the models (with their prices and latencies, and "for prefer LEVEL" on the last
+    line, next to where the plan begins, when a preference is given) and the step limit, in ~60 tokens instead of the paper's ~1,300. The
     grammar holds the format, so the model needs no instructions to write a valid plan, and a
     trained adapter learns what works; on a CPU this makes each training step many times cheaper."""
     lines = []
@@ -91,12 +91,12 @@ def compact_conductor_prompt(request: PlanRequest) -> str:
     if preference is None:
         lines.append("Models: " + "; ".join(f"{i} {w.id}" + (f" ({w.description.strip()})" if w.description.strip() else "")
                                            for i, w in enumerate(request.workers)))
-    else:  # the prices and latencies the preference weighs, inline
-        lines.append(f"Prefer: {preference.name}")
+    else:  # the prices and latencies the preference weighs, inline; the preference last, next to the plan
         lines.append("Models: " + "; ".join(
             f"{i} {w.id} ({', '.join(filter(None, [w.description.strip(), price_text(w), latency_text(w)]))})"
             for i, w in enumerate(request.workers)))
-    lines.append(f"Plan, at most {request.max_steps} step{'s' if request.max_steps != 1 else ''}:")
+    steps = f"at most {request.max_steps} step{'s' if request.max_steps != 1 else ''}"
+    lines.append(f"Plan, {steps}:" if preference is None else f"Plan for prefer {preference.name}, {steps}:")
     return "\n".join(lines)
 
 

@@ -135,6 +135,8 @@ def loaded_facts(conductor: Any) -> str:
     memory = info.get("memory_mb")
     if memory:
         parts.append(f"{memory / 1024:.1f}\u00a0GB" if memory >= 1024 else f"{memory:.0f}\u00a0MB")
+    if info.get("converted_s") is not None:  # the first start's one-time conversion, apart from the load
+        parts.append(f"converted once in {info['converted_s']:.0f}\u00a0s")
     if info.get("load_s"):  # no-break spaces, so rich keeps a number with its unit (Textual may not)
         parts.append(f"loaded in {info['load_s']:.1f}\u00a0s")
     return " · ".join(parts)

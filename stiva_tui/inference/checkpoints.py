@@ -78,6 +78,7 @@ class LoadedModel:
             "memory_mb": round(self.memory_bytes / 2**20, 1),
             "load_s": round(self.load_s, 2),
             "adapter": self.spec.adapter,
+            **({"converted_s": self.extras["converted_s"]} if "converted_s" in self.extras else {}),
         }
 
 

@@ -56,8 +56,14 @@ def embedded_spec(adapter: str | None = None) -> ModelSpec:
 
 def load_embedded(progress: Progress | None = None, adapter: str | None = None) -> LoadedModel:
     """Convert (first time) and load the embedded model; shared by the conductor and the worker."""
+    started = time.monotonic()
+    converted = not embedded_checkpoint_ready()
     ensure_embedded_checkpoint(progress)
-    return load_model(embedded_spec(adapter), progress)
+    convert_s = time.monotonic() - started
+    loaded = load_model(embedded_spec(adapter), progress)
+    if converted:  # the one-time conversion ran now: its time is told apart from the load's
+        loaded.extras["converted_s"] = round(convert_s, 1)
+    return loaded
 
 
 def embedded_checkpoint_dir() -> Path:
@@ -132,7 +138,9 @@ def ensure_embedded_checkpoint(progress: Progress | None = None) -> Path:
                         delattr(config, attr)
                     except AttributeError:
                         setattr(config, attr, None)
-            fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+            # Saved in the format it runs in (bf16: half the disk of fp32, and the same weights once
+            # loaded, as loading casts to EMBEDDED_DTYPE anyway).
+            fresh = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, EMBEDDED_DTYPE))
             missing, unexpected = fresh.load_state_dict(gguf_model.state_dict(), strict=False)
             missing = [m for m in missing if "lm_head" not in m]
             if missing:
@@ -142,11 +150,15 @@ def ensure_embedded_checkpoint(progress: Progress | None = None) -> Path:
             _strip_quantization_config(tmp / "config.json")
             tokenizer.save_pretrained(str(tmp))
             (tmp / _DONE_MARKER).write_text(
-                '{"source": "%s", "seconds": %.1f}\n' % (gguf_path.name, time.monotonic() - start)
+                '{"source": "%s", "seconds": %.1f, "dtype": "%s"}\n'
+                % (gguf_path.name, time.monotonic() - start, EMBEDDED_FORMAT)
             )
             if final.exists():  # a stale, unmarked copy
                 shutil.rmtree(final, ignore_errors=True)
             os.replace(tmp, final)
+            # The assembled GGUF was only the conversion's input: its parts stay in site-packages,
+            # so the cache keeps no second copy of it.
+            gguf_path.unlink(missing_ok=True)
         except ModelError:
             raise
         except Exception as exc:  # noqa: BLE001
