@@ -88,7 +88,7 @@ def test_the_prompt_states_the_wish_and_each_models_price_and_latency_and_keeps_
     assert "at most 3 steps" in text  # the hard cap is stated whatever the preference
     assert "prefers" not in conductor_user_message(plain)  # no preference: the prompt says nothing of cost
     compact = compact_conductor_prompt(cheap)
-    assert "Prefer: cheap" in compact and "1 dear (large, $3/$15, latency unknown)" in compact
+    assert compact.endswith("Plan for prefer cheap, at most 3 steps:") and "1 dear (large, $3/$15, latency unknown)" in compact
     assert "Prefer" not in compact_conductor_prompt(plain)
     assert "leaning to low cost" in conductor_user_message(
         PlanRequest("q", workers, preference=parse_preference("0.6")))
