@@ -576,3 +576,24 @@ def test_the_usable_models_are_listed_first(stiva_home):
     assert not any(m["available"] for m in listed[1:]) and len(listed) > 10
     table = stiva("models", "--no-discovery", home=stiva_home).stdout
     assert table.index("local/gemma-3-270m") < table.index("openai/")
+
+
+def test_quitting_the_app_leaves_without_the_interpreters_slow_teardown(monkeypatch):
+    """After the app closed its runtime, the interpreter's teardown of torch and the model took
+    2.6 s with the screen already gone: `stiva` leaves at once instead, its streams flushed."""
+    import stiva_tui.tui.app as app_module
+    from stiva_tui import cli
+
+    monkeypatch.setattr(app_module, "run_app", lambda config, conductor=None: 0)
+    monkeypatch.setattr(cli, "_closed_cleanly", False)
+    monkeypatch.setattr(sys, "argv", ["stiva"])
+    left: list[int] = []
+
+    def leave(code):
+        left.append(code)
+        raise SystemExit(code)
+
+    monkeypatch.setattr(cli.os, "_exit", leave)
+    with pytest.raises(SystemExit):
+        cli.entry()
+    assert left == [0]
