@@ -3,8 +3,8 @@
 Every system compare mode runs is a workflow in the paper's format, so a vote "X's answer was
 better than Y's" on question q says: for q, X's plan is preferred over Y's plan.
 
-- `direct:MODEL`: one step on MODEL ("Answer the question.", reads nothing), with or without
-  its run's trace;
+- `direct:MODEL` (a bench's name) or `MODEL` (compare mode names a pool model's column by its
+  id): one step on MODEL ("Answer the question.", reads nothing), with or without its run's trace;
 - `moa`, `self-moa[:MODEL]`: the DAG its run executed, read from the run's trace;
 - `conductor`, `conductor-mini`, `adapter:DIR`: the plan of the run's first round, from its trace
   (a later round is a revision made with the first answer in view: another prompt, left out).
@@ -19,7 +19,7 @@ What a vote yields:
 - a tie ("all equally good"): no pair, there is no preference to learn;
 - "all wrong": no pair: there is no chosen plan (DPO needs one). The vote still counts as a vote;
 - a pair is left out, with its reason, when either plan cannot be rebuilt: a system name this
-  module does not know (e.g. `workflow`), an entry whose run was never written or is deleted (no
+  module cannot read a plan for (`oracle`, `random`, `workflow`), an entry whose run was never written or is deleted (no
   trace), a trace with no plan or no step models, or two plans that are the same.
 
 `pair_texts` then renders a pair for one training pool and step limit (a model outside the pool
@@ -41,6 +41,8 @@ from ..core.workflow import Step, Workflow
 DIRECT_SUBTASK = "Answer the question."
 CONDUCTOR_SYSTEMS = ("conductor", "conductor-mini")
 MOA_SYSTEMS = ("moa", "self-moa")
+# Systems with no plan of their own: bench's derived `oracle` and `random`, and a replayed `workflow`
+NO_PLAN_SYSTEMS = ("oracle", "random", "workflow")
 
 # Why a pair is left out (the keys `stiva votes` counts)
 NO_TRACE = "no trace"
@@ -155,15 +157,22 @@ class VoteHarvest:
 
 
 def system_plan(system: str, trace: Trace | None) -> NamedPlan | str:
-    """The plan `system` ran (from `trace` where it needs one), or the reason it cannot be told."""
-    kind, colon, rest = system.partition(":")
+    """The plan `system` ran (from `trace` where it needs one), or the reason it cannot be told.
+
+    Compare mode names a pool model's column by the model's id (`w1`), a bench by `direct:w1`:
+    both are one step on that model."""
+    name = system.strip()
+    kind, colon, rest = name.partition(":")
     if kind == "direct" and colon and rest.strip():
         return NamedPlan((rest.strip(),), (DIRECT_SUBTASK,), ((),))
-    if not (system in CONDUCTOR_SYSTEMS or system in MOA_SYSTEMS or (colon and kind in ("adapter", "self-moa"))):
+    if name in CONDUCTOR_SYSTEMS or name in MOA_SYSTEMS or (colon and kind in ("adapter", "self-moa")):
+        return NO_TRACE if trace is None else trace_plan(trace)
+    if not name or name in NO_PLAN_SYSTEMS:
         return UNKNOWN_SYSTEM
-    if trace is None:
-        return NO_TRACE
-    return trace_plan(trace)
+    # a pool model's id, as compare mode names its column (ids may hold a colon: `llama3:8b`)
+    if trace is not None and trace.mode != "direct":
+        return UNKNOWN_SYSTEM  # a name that is no model: its run was no direct call
+    return NamedPlan((name,), (DIRECT_SUBTASK,), ((),))
 
 
 def trace_plan(trace: Trace) -> NamedPlan | str:
@@ -254,8 +263,9 @@ def _norm(text: str) -> str:
 def grammar_subtask(text: str, max_chars: int) -> str:
     """`text` as the plan grammar can write it: no quote, backslash, control character, ':', '='
     or '<', no leading space, at most `max_chars` characters, never empty."""
-    kept = "".join(ch for ch in " ".join(text.split()) if ch not in '"\\:=<' and ord(ch) >= 0x20 and ch != "\x7f"
-                   and not 0xD800 <= ord(ch) <= 0xDFFF).lstrip()
+    kept = "".join(ch if ord(ch) >= 0x20 and ch != "\x7f" else " " for ch in text
+                   if ch not in '"\\:=<' and not 0xD800 <= ord(ch) <= 0xDFFF)
+    kept = " ".join(kept.split())
     kept = kept[:max_chars].rstrip() or DIRECT_SUBTASK[:max_chars]
     return kept
 
