@@ -11,7 +11,10 @@ learns exactly that from the pair's two log-likelihoods, with no sampling, no po
 grader (one forward and backward pass over 2 x batch short sequences a step). A vote reward in
 GRPO would only score the sampled plans that happen to equal a voted plan, and everything else
 would need a reward the vote does not give. Measured on the tiny random model of
-tests/test_votes.py (CPU, 2 cores): see the commit that brought this file.
+tests/test_votes.py (benchmarks/votes_methods.py, 2 shared CPU cores, 20 steps each): both took
+the held-out rate of plans picking the voted model from 0.48 to 0.86; DPO in 68 s, GRPO with the
+vote reward (16 sampled plans a step) in 267 s, in a setting where every sampled plan is a voted
+one (one step, two models), which with longer plans over a larger pool it would seldom be.
 
 The pairs are rendered exactly as the plan grammar writes them (votes.plan_text), after the
 exact prompt the conductor plans under (`HFConductor.prompt_ids`), tokenized here rather than by
