@@ -331,3 +331,28 @@ def test_votes_for_b_over_the_conductor_teach_the_conductor_to_pick_b(small_mode
     after = picks_beta(small_model, str(out), held, workers)  # the adapter brings its prompt style
     assert before < 0.7, before
     assert after >= 0.8, (before, after)
+
+
+def test_stiva_train_from_votes_writes_an_adapter_for_the_pool(small_model, stiva_home):
+    """The command end to end on the simulated pool: the votes' models are the pool's `sim:` ids."""
+    voted, _ = questions()
+    with Store.open() as store:
+        for i, question in enumerate(voted[:6]):
+            conductor = record_plan_run(store, f"c{i}", question, "conductor", [("sim:generalist", "Solve it", ())])
+            session(store, question, {"conductor": conductor, "sim:calc": None}, "sim:calc")
+        # a model the pool does not have: left out when training, said so in the summary
+        c = record_plan_run(store, "gone", "q", "conductor", [("retired-model", "Solve it", ())])
+        session(store, "q", {"conductor": c, "sim:calc": None}, "sim:calc")
+    out = stiva_home / "taste"
+    result = stiva("--pool", "sim", "train", "--from-votes", "--base", str(small_model), "--out", str(out),
+                   "--steps", "2", "--batch", "2", "--lora-r", "2", "--subtask-chars", "4", "--json",
+                   home=stiva_home, timeout=600)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert (summary["steps"], summary["pairs"], summary["votes"]) == (2, 6, 7)
+    assert summary["skipped"] == {V.NOT_IN_POOL: 1}
+    marker = json.loads((out / "stiva_adapter.json").read_text())
+    assert (marker["suite"], marker["prompt_style"], marker["pairs"]) == ("votes", "compact", 6)
+    pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
+    assert pairs[0]["chosen"].startswith("\nmodel_id = [0]")  # sim:calc is the sim pool's first model
+    assert len((out / "train_log.jsonl").read_text().splitlines()) == 2
