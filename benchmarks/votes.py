@@ -1,6 +1,6 @@
 """Compare-mode votes as training signal, measured with simulated voters (saves benchmarks/votes.json):
 
-    .venv/bin/python benchmarks/votes.py                          # tiny random conductor, N = 0, 24, 72 (~12 min on 2 shared cores)
+    .venv/bin/python benchmarks/votes.py                          # tiny random conductor, N = 0, 24, 72 (24 min on 2 busy cores)
     .venv/bin/python benchmarks/votes.py --base embedded --votes 0,32,96 --heldout 60
 
 Everything on the SIMULATED POOL (stiva_tui/sim: five sim: models whose strengths and prices are
