@@ -106,9 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .cli_bench import add_parser as add_bench_parser
     from .cli_train import add_parser as add_train_parser
+    from .cli_votes import add_parser as add_votes_parser
 
     add_bench_parser(sub, common)
     add_train_parser(sub, common)
+    add_votes_parser(sub, common)
 
     configure = sub.add_parser("config", parents=[common], help="create the config file if there is none, "
                                "print its path, and open it with --edit")
@@ -176,7 +178,7 @@ def _command(args: argparse.Namespace) -> int:
             config = with_preference(config, args.prefer)
     except ConfigError as exc:
         return fail(str(exc), EXIT_USAGE)
-    if config.sim is None or args.command == "history":
+    if config.sim is None or args.command in ("history", "votes"):
         return _dispatch(args, config)
     from .sim.pool import start_sim
 
@@ -209,6 +211,10 @@ def _dispatch(args: argparse.Namespace, config) -> int:
         return _run(models(args, config))
     if args.command == "history":
         return history(args)
+    if args.command == "votes":
+        from .cli_votes import votes_command
+
+        return votes_command(args)
     if args.command == "bench":
         from .cli_bench import bench
 

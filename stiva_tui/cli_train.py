@@ -2,6 +2,7 @@
 
     stiva train SUITE --base embedded|HF_ID|DIR --out DIR [--steps N] [--group G] [--batch Q]
                       [--lr X] [--cost-weight W] [--budget-usd X] [--resume] [--json]
+    stiva train --from-votes --base ... --out DIR [--beta X]   (DPO on the votes: cli_votes.py)
 
 A live view on stderr (when it is a terminal) shows the reward curve, the plans sampled and the
 spend; stdout gets the summary (with --json exactly one object: steps, reward_first,
@@ -26,7 +27,13 @@ def add_parser(sub, common) -> None:
         description="Sample G plans per question with the conductor, run each on the pool, grade the answers, "
                     "and update a LoRA adapter with GRPO (TRL). Then set [conductor] adapter = \"DIR\", and "
                     "compare with: stiva bench SUITE --systems conductor,adapter:DIR")
-    train.add_argument("suite", help="a bench suite: JSONL file, FORMAT:PATH or a built-in name")
+    train.add_argument("suite", nargs="?", help="a bench suite: JSONL file, FORMAT:PATH or a built-in name "
+                                                "(none with --from-votes)")
+    train.add_argument("--from-votes", action="store_true",
+                       help="train on the compare-mode votes instead (DPO: each vote's winning plan over the "
+                            "others'; see stiva votes)")
+    train.add_argument("--beta", type=float, help="with --from-votes: DPO's beta, how far the adapter may move "
+                                                  "from its base (default 0.1)")
     train.add_argument("--split", metavar="NAME", help="only the items whose meta.split is NAME (skills: train)")
     train.add_argument("--base", required=True, help="embedded, an HF id or a model folder (QLoRA on CUDA)")
     train.add_argument("--out", required=True, metavar="DIR", help="where the adapter, log and checkpoints go")
@@ -72,6 +79,12 @@ def train_command(args: argparse.Namespace, config) -> int:
 
     if args.save_every < 1:
         return fail("--save-every must be at least 1", EXIT_USAGE)
+    if args.from_votes:
+        from .cli_votes import train_from_votes_command
+
+        return train_from_votes_command(args, config)
+    if not args.suite:
+        return fail("name a suite to train on (or train on the compare-mode votes with --from-votes)", EXIT_USAGE)
     if (args.plan_steps is not None and args.plan_steps < 1) or (args.subtask_chars is not None and args.subtask_chars < 1):
         return fail("--plan-steps and --subtask-chars must be at least 1", EXIT_USAGE)
     if not 0 < args.temperature <= 5:

@@ -20,6 +20,7 @@ CORE = [
     "stiva_tui.cli", "stiva_tui.cli_view", "stiva_tui.cli_common", "stiva_tui.cli_bench",
     "stiva_tui.bench.runner", "stiva_tui.bench.report", "stiva_tui.bench.limiter", "stiva_tui.store.benches",
     "stiva_tui.conductor.fewshot", "stiva_tui.cli_train", "stiva_tui.train.trainer", "stiva_tui.train.rollout",
+    "stiva_tui.cli_votes", "stiva_tui.train.votes", "stiva_tui.train.preference",
     "stiva_tui.core.events", "stiva_tui.core.run_state", "stiva_tui.core.trace", "stiva_tui.core.workflow",
     "stiva_tui.engine.executor", "stiva_tui.engine.baselines",
     "stiva_tui.inference.checkpoints", "stiva_tui.inference.embedded", "stiva_tui.inference.generation",
@@ -33,7 +34,8 @@ HEAVY = ["torch", "transformers", "textual", "bitsandbytes", "xgrammar", "peft"]
 
 # `sim` serves the simulated pool over HTTP, as `server` serves the API: it stands above the
 # runtime (on the bench's suites and graders), and the command line starts it.
-FRONT_ENDS = {"tui", "server", "cli", "cli_view", "cli_common", "cli_bench", "cli_train", "bench", "train", "sim"}
+FRONT_ENDS = {"tui", "server", "cli", "cli_view", "cli_common", "cli_bench", "cli_train", "cli_votes", "bench", "train",
+              "sim"}
 ABOVE_THE_ENGINE = FRONT_ENDS | {"runtime"}
 
 

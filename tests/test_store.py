@@ -160,9 +160,9 @@ def rounds_of(trace: Trace) -> list[dict]:
 def test_open_creates_parents_sets_schema_version_and_wal(db_path: Path):
     assert not db_path.parent.exists()
     with Store.open(db_path) as s:
-        assert s.schema_version == schema.SCHEMA_VERSION == 6
+        assert s.schema_version == schema.SCHEMA_VERSION == 7
     conn = sqlite3.connect(db_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
     assert conn.execute("PRAGMA application_id").fetchone()[0] == schema.APPLICATION_ID
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -290,6 +290,7 @@ VOCABULARY = {
     ("runs", "source"): words.SOURCES,
     ("runs", "failure"): words.FAILURE_REASONS,
     ("steps", "status"): words.STEP_STATUSES,
+    ("votes", "kind"): words.VOTE_KINDS,
 }
 
 
@@ -409,8 +410,9 @@ def test_v1_database_upgrades_to_v2_keeping_every_row(tmp_path: Path):
     assert before == {"conversations": 2, "messages": 2, "runs": 7, "rounds": 3, "steps": 5,
                       "compare_sessions": 1, "compare_entries": 2, "votes": 1}
     with Store.open(path) as s:
-        # V2's rebuild, V3's bench tables, V4's bench owner, V5's pid and queue wait, V6's plan preference
-        assert s.schema_version == 6
+        # V2's rebuild, V3's bench tables, V4's bench owner, V5's pid and queue wait, V6's plan preference,
+        # V7's vote kinds
+        assert s.schema_version == 7
         ok = s.get_trace("r-ok")
         assert all(r.preference is None for r in ok.rounds)  # older plans were made under none
         assert (ok.status, ok.failure, ok.answer, ok.source) == ("finished", None, "4", "tui")
@@ -440,7 +442,7 @@ def test_v1_database_upgrades_to_v2_keeping_every_row(tmp_path: Path):
         assert [m.content for m in conv.messages] == ["What is 2 + 2?", "4"]
         assert [t.run_id for t in conv.runs] == ["r-ok", "r-budget", "r-cancel"]
         session = s.get_compare_session("s1")
-        assert session.winner == "conductor"
+        assert (session.winner, session.vote_kind) == ("conductor", "winner")
         assert [(e.system, e.trace.status if e.trace else None) for e in session.entries] == [
             ("conductor", "finished"), ("direct:m", "failed")]
     assert table_rows(path) == before
@@ -738,6 +740,26 @@ def test_leaderboard_math(store: Store):
     assert [(e.system, e.run_id, e.trace.totals.cost_usd) for e in detail.entries] == [
         ("conductor", "c1", 0.010), ("direct:gpt", "d1", 0.020)
     ]
+
+
+def test_a_vote_can_be_a_tie_or_all_wrong_and_old_calls_still_name_a_winner(store: Store):
+    sid = store.create_compare_session("q")
+    store.add_compare_entry(sid, "conductor", None)
+    store.add_compare_entry(sid, "direct:m", None)
+    store.record_vote(sid, "direct:m")  # the call as it was before vote kinds
+    assert (store.get_compare_session(sid).winner, store.get_compare_session(sid).vote_kind) == ("direct:m", "winner")
+    store.record_vote(sid, kind="tie")
+    session = store.get_compare_session(sid)
+    assert (session.winner, session.vote_kind) == (None, "tie") and session.voted_at is not None
+    store.record_vote(sid, kind="all_wrong")
+    assert store.list_compare_sessions()[0].vote_kind == "all_wrong"
+    assert store.list_compare_sessions()[0].winner is None
+    for bad in (dict(winner_system="conductor", kind="tie"), dict(kind="winner"), dict(kind="meh")):
+        with pytest.raises(StoreError):
+            store.record_vote(sid, **bad)
+    assert store.get_compare_session(sid).vote_kind == "all_wrong"  # a refused vote changes nothing
+    board = {row.system: row for row in store.leaderboard()}
+    assert (board["conductor"].votes, board["conductor"].wins) == (1, 0)  # a vote no system won
 
 
 def test_compare_entry_without_a_run_has_no_trace(store: Store):

@@ -164,6 +164,9 @@ async def test_vote_is_stored_and_leaderboard_shows_win_rate(fake):
         assert {r[0] for r in rows[1:]} == {"w1", "w2"}
         assert all(r[4] == "0%" for r in rows[1:])
         assert rows[0][5].startswith("$") and rows[0][6].endswith(" s")
+        # the conductor won over w1 and w2: two preference pairs (train/votes.py)
+        pairs = str(app.screen.query_one("#leaderboard-pairs", Static).render())
+        assert "2 usable preference pairs from 1 vote" in pairs, pairs
     await runtime.aclose()
 
 

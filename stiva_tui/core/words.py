@@ -1,5 +1,5 @@
 """The vocabulary every layer shares: run statuses, step statuses, sources, modes, conversation
-kinds and failure reasons. The history's CHECK constraints hold exactly these words (a test
+kinds, failure reasons and vote kinds. The history's CHECK constraints hold exactly these words (a test
 compares them), so a word is added here and in one new store upgrade step, together.
 """
 
@@ -21,6 +21,9 @@ ConversationKind = Literal["chat", "ask", "compare", "api", "bench", "train"]
 # Why a run did not finish: its budget ran out, the conductor wrote no plan, a step failed on
 # every model, it was cancelled, or a bug.
 FailureReason = Literal["budget", "conductor", "step", "cancelled", "internal"]
+# A compare-mode vote: one system's answer won; all answers were equally good (a tie); or every
+# answer was wrong. Only "winner" names a system.
+VoteKind = Literal["winner", "tie", "all_wrong"]
 
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 STEP_STATUSES: tuple[str, ...] = get_args(StepStatus)
@@ -28,6 +31,7 @@ SOURCES: tuple[str, ...] = get_args(Source)
 RUN_MODES: tuple[str, ...] = get_args(RunMode)
 CONVERSATION_KINDS: tuple[str, ...] = get_args(ConversationKind)
 FAILURE_REASONS: tuple[str, ...] = get_args(FailureReason)
+VOTE_KINDS: tuple[str, ...] = get_args(VoteKind)
 
 # The kind of conversation each front end keeps.
 KIND_OF_SOURCE: dict[str, str] = {"tui": "chat", "cli": "ask", "api": "api", "bench": "bench", "train": "train"}

@@ -1,5 +1,6 @@
 """Compare sessions: several systems answer one question side by side, the user votes for one,
-and the leaderboard sums the votes. Part of `Store` (see db.py).
+and the leaderboard sums the votes. A vote names a winner, or is a tie, or says every answer was
+wrong (`VoteKind`). Part of `Store` (see db.py).
 
 An entry's `run_id` is a loose reference: the compare screen may add the entry before the run's
 first event is written, and a deleted run leaves its entry (with no trace) behind.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from ..core.words import VOTE_KINDS, VoteKind
 from .errors import NotFoundError, StoreError
 from .records import CompareEntry, CompareSession, CompareSummary, LeaderboardRow
 from .schema import require_row, timestamp
@@ -51,19 +53,30 @@ class CompareSessions:
         with self.transaction() as c:
             c.execute("DELETE FROM compare_sessions WHERE id = ?", (session_id,))
 
-    def record_vote(self: "Store", session_id: str, winner_system: str) -> None:
-        """Record which system won; a session keeps only its latest vote. StoreError when the
-        winner is not one of the session's systems."""
+    def record_vote(self: "Store", session_id: str, winner_system: str | None = None, *,
+                    kind: VoteKind = "winner") -> None:
+        """Record the user's verdict; a session keeps only its latest vote.
+
+        `kind` "winner" (the default, and every vote before schema V7): `winner_system` won, and
+        StoreError when it is not one of the session's systems. "tie" (all answers equally good)
+        and "all_wrong" (none was right) name no winner: StoreError when one is given."""
+        if kind not in VOTE_KINDS:
+            raise StoreError(f"unknown vote kind {kind!r}: use {', '.join(VOTE_KINDS)}")
+        if kind == "winner" and not winner_system:
+            raise StoreError("a winner vote names the system that won")
+        if kind != "winner" and winner_system is not None:
+            raise StoreError(f"a {kind!r} vote names no winner (got {winner_system!r})")
         with self.transaction() as c:
             require_row(c, "compare_sessions", session_id, "compare session")
-            if c.execute(
+            if kind == "winner" and c.execute(
                 "SELECT 1 FROM compare_entries WHERE session_id = ? AND system = ?", (session_id, winner_system)
             ).fetchone() is None:
                 raise StoreError(f"{winner_system!r} is not one of the systems compared in session {session_id}")
             c.execute(
-                "INSERT INTO votes (session_id, winner, created_at) VALUES (?, ?, ?)"
-                " ON CONFLICT (session_id) DO UPDATE SET winner = excluded.winner, created_at = excluded.created_at",
-                (session_id, winner_system, timestamp()),
+                "INSERT INTO votes (session_id, kind, winner, created_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (session_id) DO UPDATE SET kind = excluded.kind, winner = excluded.winner,"
+                " created_at = excluded.created_at",
+                (session_id, kind, winner_system, timestamp()),
             )
 
     def list_compare_sessions(self: "Store", limit: int = 200) -> list[CompareSummary]:
@@ -71,7 +84,7 @@ class CompareSessions:
         with self.snapshot():
             rows = self.query(
                 """
-                SELECT s.id, s.conversation_id, s.question, s.created_at, v.winner
+                SELECT s.id, s.conversation_id, s.question, s.created_at, v.winner, v.kind AS vote_kind
                 FROM compare_sessions s LEFT JOIN votes v ON v.session_id = s.id
                 ORDER BY s.created_at DESC, s.rowid DESC LIMIT ?
                 """,
@@ -85,7 +98,8 @@ class CompareSessions:
         with self.snapshot():
             row = self.query_one(
                 """
-                SELECT s.id, s.conversation_id, s.question, s.created_at, v.winner, v.created_at AS voted_at
+                SELECT s.id, s.conversation_id, s.question, s.created_at, v.winner, v.kind AS vote_kind,
+                       v.created_at AS voted_at
                 FROM compare_sessions s LEFT JOIN votes v ON v.session_id = s.id WHERE s.id = ?
                 """,
                 (session_id,),
@@ -101,7 +115,8 @@ class CompareSessions:
         return CompareSession(**dict(row), entries=entries)
 
     def leaderboard(self: "Store") -> list[LeaderboardRow]:
-        """One row per system ever compared, best first: by win rate, then wins, then name."""
+        """One row per system ever compared, best first: by win rate, then wins, then name. A tie
+        or an "all wrong" vote counts as a vote that no system won."""
         rows = self.query(
             """
             SELECT e.system AS system,

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..core.trace import Trace
-from ..core.words import ConversationKind, FailureReason, RunMode, RunStatus, Source
+from ..core.words import ConversationKind, FailureReason, RunMode, RunStatus, Source, VoteKind
 
 __all__ = [
     "MessageRecord", "Conversation", "ConversationSummary", "RunSummary",
@@ -102,7 +102,8 @@ class CompareSession(_Record):
     question: str
     created_at: str
     entries: list[CompareEntry] = Field(default_factory=list)
-    winner: str | None = None
+    winner: str | None = None  # the system that won; None without a vote, and for a tie or "all wrong"
+    vote_kind: VoteKind | None = None  # None: not voted on
     voted_at: str | None = None
 
 
@@ -115,6 +116,7 @@ class CompareSummary(_Record):
     created_at: str
     systems: list[str] = Field(default_factory=list)
     winner: str | None = None
+    vote_kind: VoteKind | None = None
 
 
 class LeaderboardRow(_Record):

@@ -323,7 +323,28 @@ _V6 = """
 ALTER TABLE rounds ADD COLUMN preference TEXT;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6]
+# --- V7: a vote can be a tie or "all wrong" ------------------------------------------------------
+# `votes.kind` (core/words.py VoteKind): "winner" names the system whose answer won (as every
+# earlier vote did); "tie" (all answers equally good) and "all_wrong" (none was right) name none,
+# so `winner` becomes NULLable, which SQLite can only do by rebuilding the table (V2's procedure;
+# nothing references `votes`). Training on votes (train/votes.py) reads a tie as no preference
+# pair and "all wrong" as no chosen plan: neither yields a pair.
+
+_V7 = """
+CREATE TABLE votes_v7 (
+    session_id  TEXT PRIMARY KEY REFERENCES compare_sessions (id) ON DELETE CASCADE,
+    kind        TEXT NOT NULL DEFAULT 'winner' CHECK (kind IN ('winner', 'tie', 'all_wrong')),
+    winner      TEXT,
+    created_at  TEXT NOT NULL,
+    CHECK ((kind = 'winner') = (winner IS NOT NULL))
+);
+INSERT INTO votes_v7 (rowid, session_id, kind, winner, created_at)
+    SELECT rowid, session_id, 'winner', winner, created_at FROM votes;
+DROP TABLE votes;
+ALTER TABLE votes_v7 RENAME TO votes;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
 """MIGRATIONS[i] takes a database from user_version i to i + 1. Append, never edit."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,4 +1,5 @@
-"""The leaderboard: how often each system's answer won in compare mode, and what it cost."""
+"""The leaderboard: how often each system's answer won in compare mode, and what it cost, and how
+many preference pairs the votes give for training (`stiva train --from-votes`, train/votes.py)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ class LeaderboardScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static("Leaderboard — which system's answer won in compare mode", id="leaderboard-title")
+        yield Static("", id="leaderboard-pairs")
         yield DataTable(id="leaderboard-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="leaderboard-empty")
         yield StivaFooter()
@@ -53,6 +55,7 @@ class LeaderboardScreen(Screen):
         rows = store.leaderboard() if store is not None else []
         for row in sorted(rows, key=lambda r: (-r.win_rate, -r.wins, r.system)):
             table.add_row(*leaderboard_cells(row), key=row.system)
+        self.query_one("#leaderboard-pairs", Static).update(pairs_line(store))
         empty = self.query_one("#leaderboard-empty", Static)
         empty.update("" if rows else "No compare sessions yet: open compare mode and mark the better answer.")
         empty.display = not rows
@@ -60,6 +63,21 @@ class LeaderboardScreen(Screen):
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 1:
             self.app.pop_screen()
+
+
+def pairs_line(store) -> str:
+    """How many votes there are and how many usable preference pairs they give."""
+    if store is None:
+        return ""
+    from ...train.votes import read_votes
+
+    harvest = read_votes(store)
+    if not harvest.voted:
+        return "Training signal: no votes yet"
+    pairs = len(harvest.pairs)
+    line = (f"Training signal: {pairs} usable preference pair{'s' if pairs != 1 else ''} from {harvest.voted} "
+            f"vote{'s' if harvest.voted != 1 else ''}")
+    return line + (" — stiva train --from-votes" if pairs else "")
 
 
 def leaderboard_cells(row: "LeaderboardRow") -> list:

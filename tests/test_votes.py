@@ -1,0 +1,358 @@
+"""Compare-mode votes become training signal (issue 22, part 2).
+
+The votes are written through the real Store API into a real SQLite file, with each run's trace
+written as the engine's recorder writes it. `stiva votes` runs as the real command. The learning
+test trains a small random-weight model with `train_from_votes` (TRL's DPO + LoRA) and samples
+its plans through the real grammar-constrained plan path, as test_train_routing does."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stiva_tui.core import events as ev
+from stiva_tui.core.events import Totals, Usage
+from stiva_tui.core.workflow import Step, Workflow, parse_workflow
+from stiva_tui.store import Recorder, Store
+from stiva_tui.train import votes as V
+
+STIVA = str(Path(sys.executable).parent / "stiva")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def record_plan_run(store: Store, run_id: str, question: str, system: str, steps, *, fallback: dict | None = None,
+                    cost: float = 0.001) -> str:
+    """A finished run whose first round ran `steps` [(model, subtask, access)], as the recorder writes it.
+    `fallback`: {step index: the model it fell back to} (the step's chosen model failed first)."""
+    mode = "direct" if system.startswith("direct:") or system in ("alpha", "beta", "gamma") else (
+        "moa" if system == "moa" else "conductor")
+    rec = Recorder(store)
+    rec(ev.RunStarted(run_id, question, mode, system=system))
+    rec(ev.RoundStarted(run_id, 1))
+    workflow = Workflow(tuple(Step(i, subtask, tuple(access)) for i, (_, subtask, access) in enumerate(steps)))
+    rec(ev.WorkflowReady(run_id, 1, workflow, "", Usage(5, 5), 0.1))
+    for i, (model, subtask, access) in enumerate(steps):
+        rec(ev.StepStarted(run_id, 1, i, model, subtask, tuple(access)))
+        final = model
+        if fallback and i in fallback:
+            rec(ev.StepFailed(run_id, 1, i, model, "HTTP 500", 1, fallback=fallback[i]))
+            final = fallback[i]
+            rec(ev.StepStarted(run_id, 1, i, final, subtask, tuple(access), attempt=2))
+        rec(ev.StepFinished(run_id, 1, i, final, "out", Usage(3, 3), cost, 0.1, 1))
+    rec(ev.RunFinished(run_id, "out", Totals(10, 10, cost * len(steps), 0.5)))
+    rec.flush()
+    return run_id
+
+
+def session(store: Store, question: str, entries: dict[str, str | None], vote=None) -> str:
+    """A compare session with one entry per system (system -> run id), and its vote:
+    a system name (the winner), "tie", "all_wrong" or None."""
+    sid = store.create_compare_session(question)
+    for system, run_id in entries.items():
+        store.add_compare_entry(sid, system, run_id)
+    if vote in ("tie", "all_wrong"):
+        store.record_vote(sid, kind=vote)
+    elif vote is not None:
+        store.record_vote(sid, vote)
+    return sid
+
+
+CONDUCTOR_PLAN = [("alpha", "Outline the steps", ()), ("beta", "Solve with the outline", (0,))]
+MOA_PLAN = [("alpha", "Answer the question.", ()), ("beta", "Answer the question.", ()),
+            ("gamma", "Synthesize the responses", (0, 1))]
+
+
+def history_with_every_kind_of_vote(store: Store) -> dict[str, str]:
+    ids = {}
+    q = "What is 17 times 23?"
+    record_plan_run(store, "c1", q, "conductor", CONDUCTOR_PLAN, fallback={1: "gamma"})
+    record_plan_run(store, "d1", q, "direct:beta", [("beta", "Answer the question.", ())])
+    record_plan_run(store, "m1", q, "moa", MOA_PLAN)
+    ids["winner"] = session(store, q, {"conductor": "c1", "direct:beta": "d1", "moa": "m1"}, "direct:beta")
+    record_plan_run(store, "c2", "Tie?", "conductor", CONDUCTOR_PLAN)
+    ids["tie"] = session(store, "Tie?", {"conductor": "c2", "beta": None}, "tie")
+    ids["all_wrong"] = session(store, "Nobody?", {"conductor": "c2", "beta": None}, "all_wrong")
+    # compare mode names a pool model's column by its id; the conductor's run was never written
+    ids["no_trace"] = session(store, "Lost run?", {"conductor": "never-written", "beta": None, "oracle": None},
+                              "beta")
+    record_plan_run(store, "c3", "Same?", "conductor", [("beta", "Answer the question", ())])
+    ids["same"] = session(store, "Same?", {"conductor": "c3", "direct:beta": None}, "direct:beta")
+    ids["unvoted"] = session(store, "Later?", {"conductor": "c3", "beta": None}, None)
+    return ids
+
+
+# --- reading the votes --------------------------------------------------------------------------
+
+
+def test_votes_become_pairs_of_workflows(tmp_path):
+    with Store.open(tmp_path / "stiva.db") as store:
+        ids = history_with_every_kind_of_vote(store)
+        harvest = V.read_votes(store)
+    assert harvest.sessions == 6
+    assert dict(harvest.votes) == {"winner": 3, "tie": 1, "all_wrong": 1}
+    # the winner over each other system of its session
+    pairs = {(p.chosen_system, p.rejected_system): p for p in harvest.pairs}
+    assert set(pairs) == {("direct:beta", "conductor"), ("direct:beta", "moa")}
+    over_conductor = pairs["direct:beta", "conductor"]
+    assert over_conductor.session_id == ids["winner"] and over_conductor.question == "What is 17 times 23?"
+    assert over_conductor.chosen == V.NamedPlan(("beta",), ("Answer the question.",), ((),))
+    # the plan the conductor made: step 1's model is the one it chose (alpha -> beta), not the fallback (gamma)
+    assert over_conductor.rejected == V.NamedPlan(("alpha", "beta"), ("Outline the steps", "Solve with the outline"),
+                                                  ((), (0,)))
+    assert pairs["direct:beta", "moa"].rejected.models == ("alpha", "beta", "gamma")
+    assert pairs["direct:beta", "moa"].rejected.access == ((), (), (0, 1))
+    # what gave no pair, and why
+    left = {(g.session_id, g.chosen_system, g.rejected_system): g.reason for g in harvest.left_out}
+    assert left == {
+        (ids["tie"], None, None): "tie",
+        (ids["all_wrong"], None, None): "all wrong",
+        (ids["no_trace"], "beta", "conductor"): V.NO_TRACE,
+        (ids["no_trace"], "beta", "oracle"): V.UNKNOWN_SYSTEM,
+        (ids["same"], "direct:beta", "conductor"): V.SAME_PLAN,
+    }
+    data = harvest.as_json()
+    assert (data["voted"], data["pairs"]) == (5, 2)
+    assert data["votes_without_pairs"] == {"all wrong": 1, "tie": 1}
+    rows = {(r["chosen"], r["rejected"]): r for r in data["by_pair"]}
+    assert rows["direct:beta", "conductor"] == {"chosen": "direct:beta", "rejected": "conductor", "votes": 2,
+                                                "pairs": 1, "left_out": {"same plan": 1}}
+    assert rows["beta", "oracle"]["left_out"] == {"unknown system": 1}
+
+
+def test_a_trace_without_a_plan_or_step_models_gives_no_pair(tmp_path):
+    with Store.open(tmp_path / "stiva.db") as store:
+        rec = Recorder(store)
+        rec(ev.RunStarted("bare", "q", "conductor", system="conductor"))  # failed before planning
+        rec(ev.RunFailed("bare", "conductor: no plan", Totals(), "conductor"))
+        rec(ev.RunStarted("half", "q", "conductor", system="conductor"))  # planned, then stopped before step 1
+        rec(ev.RoundStarted("half", 1))
+        rec(ev.WorkflowReady("half", 1, Workflow((Step(0, "a", ()), Step(1, "b", (0,)))), "", Usage(1, 1), 0.1))
+        rec(ev.StepStarted("half", 1, 0, "alpha", "a", ()))
+        rec(ev.RunFailed("half", "cancelled", Totals(), "cancelled"))
+        rec.flush()
+        session(store, "q", {"beta": None, "conductor": "bare"}, "beta")
+        session(store, "q", {"beta": None, "conductor": "half"}, "beta")
+        session(store, "q", {"beta": None}, "beta")  # nothing to compare with
+        harvest = V.read_votes(store)
+    assert harvest.pairs == []
+    assert sorted(g.reason for g in harvest.left_out) == sorted([V.NO_PLAN, V.NO_MODELS, "nothing to compare with"])
+
+
+def test_a_pair_is_written_as_the_plan_grammar_writes_it_for_the_training_pool(tmp_path):
+    from stiva_tui.conductor.grammar import lists_grammar
+
+    plan = V.NamedPlan(("alpha", "beta"), ('Outline: the "steps" <here>', "  Solve = it"), ((), "all"))
+    text = V.plan_text(plan, ["beta", "alpha"], max_steps=3, max_subtask_chars=10)
+    assert text == '\nmodel_id = [1, 0]\nsubtasks = ["Outline th", "Solve it"]\naccess_list = [[], "all"]\n'
+    workflow = parse_workflow(text, pool_size=2, max_steps=3)
+    assert [s.model for s in workflow.steps] == [1, 0] and workflow.steps[1].access == (0,)
+    # the plan grammar the conductor samples under accepts exactly this text
+    from xgrammar.testing import _is_grammar_accept_string
+
+    assert _is_grammar_accept_string(lists_grammar(2, 3, 10), text)
+    assert not _is_grammar_accept_string(lists_grammar(2, 3, 9), text)  # (the check can fail)
+    with pytest.raises(ValueError, match=V.NOT_IN_POOL):
+        V.plan_text(plan, ["alpha"], max_steps=3, max_subtask_chars=10)
+    with pytest.raises(ValueError, match=V.OVER_LIMIT):
+        V.plan_text(plan, ["alpha", "beta"], max_steps=1, max_subtask_chars=10)
+    pair = V.VotePair("s", "q", "beta", "conductor", V.NamedPlan(("beta",), ("Answer",), ((),)), plan)
+    same = V.VotePair("s", "q", "beta", "x", V.NamedPlan(("beta",), ("Answer A",), ((),)),
+                      V.NamedPlan(("beta",), ("Answer B",), ((),)))
+    texts, skipped = V.pair_texts([pair, same], ["alpha", "beta"], max_steps=1, max_subtask_chars=6)
+    assert texts == [] and dict(skipped) == {V.OVER_LIMIT: 1, V.SAME_PLAN: 1}  # "Answer" both, once clipped
+
+
+# --- stiva votes ----------------------------------------------------------------------------------
+
+
+def stiva(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "STIVA_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([STIVA, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def test_stiva_votes_counts_votes_and_pairs_per_system_pair(stiva_home):
+    with Store.open() as store:  # the app's history in STIVA_HOME
+        history_with_every_kind_of_vote(store)
+    result = stiva("votes", "--json", home=stiva_home)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert (data["sessions"], data["voted"], data["pairs"]) == (6, 5, 2)
+    assert data["votes"] == {"winner": 3, "tie": 1, "all_wrong": 1}
+    text = stiva("votes", home=stiva_home)
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0] == "6 compare sessions · 5 voted (3 winner, 1 tie, 1 all wrong) · 2 usable preference pairs"
+    assert any(line.split()[:4] == ["direct:beta", "conductor", "2", "1"] and "same plan 1" in line for line in lines)
+    assert "votes that give no pair: all wrong 1, tie 1" in lines
+    assert lines[-1].startswith("train on them: stiva train --from-votes")
+
+
+def test_stiva_votes_on_an_empty_history(stiva_home):
+    result = stiva("votes", home=stiva_home)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("0 compare sessions · 0 voted")
+    assert "no pairs yet" in result.stdout
+
+
+@pytest.mark.parametrize("damage", ["garbage", "torn pages"])
+def test_a_damaged_history_is_one_clear_error(stiva_home, damage):
+    from stiva_tui.paths import database_file
+
+    path = database_file()
+    if damage == "garbage":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"this is no database\n" * 200)
+    else:
+        with Store.open() as store:
+            history_with_every_kind_of_vote(store)
+        data = bytearray(path.read_bytes())
+        for offset in range(4096, len(data), 4096):  # every page after the first: the tables' pages
+            data[offset:offset + 64] = b"\xff" * 64
+        path.write_bytes(bytes(data))
+    result = stiva("votes", home=stiva_home)
+    assert result.returncode != 0
+    assert result.stdout == ""
+    err = result.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("stiva: "), result.stderr
+    assert "Traceback" not in result.stderr
+    assert str(path) in err[0] or "damaged" in err[0] or "database" in err[0], err[0]
+    again = stiva("train", "--from-votes", "--base", "embedded", "--out", str(stiva_home / "a"), home=stiva_home)
+    assert again.returncode != 0 and len(again.stderr.strip().splitlines()) == 1, again.stderr
+
+
+def test_train_from_votes_says_what_is_missing(stiva_home):
+    result = stiva("train", "--from-votes", "--base", "embedded", "--out", str(stiva_home / "a"), home=stiva_home)
+    assert result.returncode == 2
+    assert "no usable preference pairs (0 votes)" in result.stderr and "stiva votes" in result.stderr
+    mixed = stiva("train", "skills", "--from-votes", "--base", "embedded", "--out", "x", home=stiva_home)
+    assert mixed.returncode == 2 and "votes alone" in mixed.stderr
+    none = stiva("train", "--base", "embedded", "--out", "x", home=stiva_home)
+    assert none.returncode == 2 and "--from-votes" in none.stderr
+
+
+# --- learning from the votes ----------------------------------------------------------------------
+
+COUNTRIES = ["France", "Japan", "Canada", "Peru", "Spain", "Italy", "Kenya", "Norway", "Chile", "Egypt", "India",
+             "Ghana", "Nepal", "Cuba", "Iran", "Laos", "Mali", "Oman", "Chad", "Fiji"]
+
+
+def questions() -> tuple[list[str], list[str]]:
+    """(voted, held-out) questions of two kinds."""
+    rng = random.Random(7)
+    qs = []
+    for i in range(20):
+        a, b = rng.randint(2, 60), rng.randint(2, 60)
+        qs += [f"Compute {a} times {b}.", f"Which city is the capital of {COUNTRIES[i]}?"]
+    return qs[:24], qs[24:]
+
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory):
+    from model_builders import build_random_model
+
+    corpus = [f"Compute {a} times {b}." for a in range(2, 40) for b in (3, 7)]
+    corpus += [f"Which city is the capital of {c}?" for c in COUNTRIES]
+    return build_random_model(tmp_path_factory.mktemp("voter") / "model", "tiny", seed=3, corpus=corpus * 4)
+
+
+def picks_beta(model_dir, adapter, held, workers, prompt_style="auto") -> float:
+    """How often plans sampled through the grammar-constrained plan path name beta (model 1)."""
+    import torch
+
+    from stiva_tui.conductor.base import PlanRequest
+    from stiva_tui.conductor.local import HFConductor
+    from stiva_tui.inference.checkpoints import ModelSpec
+
+    conductor = HFConductor(ModelSpec(str(model_dir), device="cpu", adapter=adapter, quantize=False,
+                                      compute_dtype="float32", label="voter"),
+                            max_reasoning_tokens=0, max_subtask_chars=4, temperature=1.0, prompt_style=prompt_style)
+    loaded = conductor.load_sync()
+    torch.manual_seed(11)
+    beta = total = 0
+    for question in held:
+        for plan in conductor.sample_many_sync(PlanRequest(question, workers, max_steps=1), loaded, 4, 1.0):
+            assert plan.workflow is not None
+            beta += plan.workflow.steps[0].model == 1
+            total += 1
+    return beta / total
+
+
+def test_votes_for_b_over_the_conductor_teach_the_conductor_to_pick_b(small_model, tmp_path, stiva_home):
+    from stiva_tui.bench.suite import parse_suite
+    from stiva_tui.bench.systems import parse_system
+    from stiva_tui.conductor.base import WorkerInfo
+    from stiva_tui.config import parse_config
+    from stiva_tui.sim.profiles import SimModel
+    from stiva_tui.sim.server import SimServer
+    from stiva_tui.train.preference import VoteTrainOptions, train_from_votes
+
+    voted, held = questions()
+    history = tmp_path / "history.db"
+    with Store.open(history) as store:
+        for i, question in enumerate(voted):
+            # the conductor planned one step on alpha; the user preferred beta's direct answer, every time
+            conductor = record_plan_run(store, f"c{i}", question, "conductor",
+                                        [("alpha", ["Solve it", "Think", "Work"][i % 3], ())])
+            direct = record_plan_run(store, f"d{i}", question, "beta", [("beta", "Answer the question.", ())])
+            session(store, question, {"conductor": conductor, "beta": direct}, "beta")
+        session(store, "A tie", {"conductor": "c0", "beta": "d0"}, "tie")  # no pair
+    models = [SimModel("alpha", {}, latency_s=0.0, words=0), SimModel("beta", {}, latency_s=0.0, words=0)]
+    items = parse_suite(json.dumps({"id": "q", "question": "q", "answer": "a", "grader": "contains"}),
+                        name="none").items
+    with SimServer(models, items, latency_scale=0.0) as server:
+        config = parse_config({
+            "providers": [{"name": "sim", "base_url": server.base_url}],
+            "models": [{"id": m.name, "provider": "sim", "model": m.name} for m in models],
+            "catalog": False, "embedded_worker": False, "discovery": {"enabled": False},
+            "conductor": {"max_steps": 1, "max_reasoning_tokens": 0, "max_subtask_chars": 20},
+        })
+        workers = [WorkerInfo("alpha", ""), WorkerInfo("beta", "")]
+        before = picks_beta(small_model, None, held, workers, "compact")
+        out = tmp_path / "adapter"
+        steps = []
+        summary = train_from_votes(config, VoteTrainOptions(
+            base=str(small_model), out=out, steps=20, batch=4, lr=5e-3, device="cpu", lora_r=8, lora_targets="all",
+            prompt_style="compact", max_subtask_chars=4, save_every=100, history=history), on_step=steps.append)
+    assert (summary.steps, summary.pairs, summary.votes) == (20, 24, 24)
+    assert [s.step for s in steps] == list(range(1, 21))  # progress per step
+    assert summary.loss_last < summary.loss_first
+    marker = json.loads((out / "stiva_adapter.json").read_text())
+    assert (marker["base"], marker["prompt_style"], marker["max_subtask_chars"]) == (str(small_model), "compact", 4)
+    assert (out / "adapter_config.json").is_file() and (out / "adapter_model.safetensors").is_file()
+    # `adapter:DIR` runs it on the base it was trained on, as it does a GRPO adapter
+    variant = parse_system(f"adapter:{out}").mode.variant
+    assert (variant.backend, variant.model, variant.adapter) == ("local", str(small_model), str(out))
+    after = picks_beta(small_model, str(out), held, workers)  # the adapter brings its prompt style
+    assert before < 0.7, before
+    assert after >= 0.8, (before, after)
+
+
+def test_stiva_train_from_votes_writes_an_adapter_for_the_pool(small_model, stiva_home):
+    """The command end to end on the simulated pool: the votes' models are the pool's `sim:` ids."""
+    voted, _ = questions()
+    with Store.open() as store:
+        for i, question in enumerate(voted[:6]):
+            conductor = record_plan_run(store, f"c{i}", question, "conductor", [("sim:generalist", "Solve it", ())])
+            session(store, question, {"conductor": conductor, "sim:calc": None}, "sim:calc")
+        # a model the pool does not have: left out when training, said so in the summary
+        c = record_plan_run(store, "gone", "q", "conductor", [("retired-model", "Solve it", ())])
+        session(store, "q", {"conductor": c, "sim:calc": None}, "sim:calc")
+    out = stiva_home / "taste"
+    result = stiva("--pool", "sim", "train", "--from-votes", "--base", str(small_model), "--out", str(out),
+                   "--steps", "2", "--batch", "2", "--lora-r", "2", "--subtask-chars", "4", "--json",
+                   home=stiva_home, timeout=600)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert (summary["steps"], summary["pairs"], summary["votes"]) == (2, 6, 7)
+    assert summary["skipped"] == {V.NOT_IN_POOL: 1}
+    marker = json.loads((out / "stiva_adapter.json").read_text())
+    assert (marker["suite"], marker["prompt_style"], marker["pairs"]) == ("votes", "compact", 6)
+    pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
+    assert pairs[0]["chosen"].startswith("\nmodel_id = [0]")  # sim:calc is the sim pool's first model
+    assert len((out / "train_log.jsonl").read_text().splitlines()) == 2
