@@ -12,7 +12,7 @@ known) and the built-in `skills` suite, in a fresh STIVA_HOME, through the real 
    simulated voter prefers the right answer, and the cheaper one when several are right (equal
    costs: it picks one at random); every answer wrong is an "all wrong" vote; all right at one
    cost a tie. Sessions, entries and votes go through the real Store API into the history.
-2. **Training.** `train_from_votes` (DPO + LoRA, train/preference.py) on the pairs of the first N
+2. **Training.** `train_from_votes` (DPO + LoRA, train/dpo.py) on the pairs of the first N
    votes, N = each of `--votes` (N = 0 is the base itself).
 3. **Held-out.** The conductor (base, or base + each adapter) plans `--samples` plans per held-out
    question through the grammar-constrained plan path; each plan runs on the sim pool and is
@@ -157,7 +157,7 @@ def main() -> None:
     from stiva_tui.runtime.modes import DirectMode, WorkflowMode
     from stiva_tui.sim.pool import pool_config, start_sim
     from stiva_tui.store import Store
-    from stiva_tui.train.preference import VoteTrainOptions, train_from_votes
+    from stiva_tui.train.dpo import VoteTrainOptions, train_from_votes
     from stiva_tui.train.votes import VoteHarvest, read_votes
 
     started = time.monotonic()

@@ -7,7 +7,7 @@ single step over the conductor's plan (one step on alpha); 16 held-out questions
 sampled through the grammar-constrained plan path. Both methods train LoRA (rank 8, every linear
 layer) with TRL, on the CPU:
 
-- dpo: `train_from_votes` (train/preference.py), the pairs as they are;
+- dpo: `train_from_votes` (train/dpo.py), the pairs as they are;
 - grpo: TRL's GRPOTrainer, G = 4 plans sampled per voted question, each rewarded by the votes:
   1 when its models and access lists are a voted winner's for that question, 0 when they are a
   voted loser's, 0.5 otherwise (what a vote can say about a plan no one voted on).
@@ -58,7 +58,7 @@ def main() -> None:
                            "conductor": {"max_steps": 1, "max_reasoning_tokens": 0, "max_subtask_chars": 20}})
     print(f"before: picks beta {picks_beta(model, None, held, workers, 'compact'):.3f}", flush=True)
 
-    from stiva_tui.train.preference import VoteTrainOptions, train_from_votes
+    from stiva_tui.train.dpo import VoteTrainOptions, train_from_votes
 
     t0 = time.monotonic()
     train_from_votes(config, VoteTrainOptions(base=str(model), out=work / "dpo", steps=args.steps, batch=4,

@@ -6,7 +6,7 @@
 `stiva votes` shows how many votes the history holds and how many preference pairs of
 workflows they give, per (chosen system, rejected system), with the reasons pairs are left out
 (train/votes.py says which). `stiva train --from-votes` trains a LoRA adapter on those pairs with
-DPO (train/preference.py); a live view on stderr shows each step, stdout gets the summary.
+DPO (train/dpo.py); a live view on stderr shows each step, stdout gets the summary.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def train_from_votes_command(args: argparse.Namespace, config) -> int:
     from rich.console import Console
 
     from .cli_common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, fail
-    from .train.preference import VoteTrainOptions, train_from_votes
+    from .train.dpo import VoteTrainOptions, train_from_votes
     from .train.trainer import TrainError
 
     if args.suite:

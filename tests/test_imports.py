@@ -20,7 +20,7 @@ CORE = [
     "stiva_tui.cli", "stiva_tui.cli_view", "stiva_tui.cli_common", "stiva_tui.cli_bench",
     "stiva_tui.bench.runner", "stiva_tui.bench.report", "stiva_tui.bench.limiter", "stiva_tui.store.benches",
     "stiva_tui.conductor.fewshot", "stiva_tui.cli_train", "stiva_tui.train.trainer", "stiva_tui.train.rollout",
-    "stiva_tui.cli_votes", "stiva_tui.train.votes", "stiva_tui.train.preference",
+    "stiva_tui.cli_votes", "stiva_tui.train.votes", "stiva_tui.train.dpo",
     "stiva_tui.core.events", "stiva_tui.core.run_state", "stiva_tui.core.trace", "stiva_tui.core.workflow",
     "stiva_tui.engine.executor", "stiva_tui.engine.baselines",
     "stiva_tui.inference.checkpoints", "stiva_tui.inference.embedded", "stiva_tui.inference.generation",

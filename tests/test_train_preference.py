@@ -1,7 +1,7 @@
 """One adapter follows every preference: `stiva train --prefer-levels best,cheap` (issue: the
 conductor follows each question's cost and latency preference).
 
-Two simulated models served by the real simulated pool's HTTP server: `cheap` is right on 70% of
+Two simulated models served by the real simulated pool's HTTP server: `cheap` is right on 30% of
 the questions for 1/30 of the price, `dear` is always right. Each question's plans are sampled under
 a preference drawn for it and stated in its prompt, and rewarded by that preference's weights: under
 `best` the dear model earns more, under `cheap` the cheap one does. A small random-weight model
@@ -39,7 +39,7 @@ def items():
 @pytest.fixture(scope="module")
 def small_model(tmp_path_factory):
     corpus = [f"Compute {a} times {b}." for a in range(2, 40) for b in (3, 7)]
-    corpus += ["Prefer: cheap", "Prefer: best", "Models: 0 cheap ($0.1/$0.4, latency unknown); 1 dear ($3/$15, "
+    corpus += ["Plan for prefer cheap, at most 1 step:", "Plan for prefer best, at most 1 step:", "Models: 0 cheap ($0.1/$0.4, latency unknown); 1 dear ($3/$15, "
                "latency unknown)"] * 20
     return build_random_model(tmp_path_factory.mktemp("prefs") / "model", "tiny", seed=4, corpus=corpus * 4)
 
@@ -77,7 +77,7 @@ def test_one_adapter_learns_to_follow_the_preference_it_is_told(small_model, tmp
     from stiva_tui.train.trainer import TrainOptions, train
 
     suite, train_suite, held = items()
-    models = [SimModel("cheap", {"math": 0.7}, *PRICES["cheap"], latency_s=0.0, words=0),
+    models = [SimModel("cheap", {"math": 0.3}, *PRICES["cheap"], latency_s=0.0, words=0),
               SimModel("dear", {"math": 1.0}, *PRICES["dear"], latency_s=0.0, words=0)]
     with SimServer(models, suite.items, latency_scale=0.0) as server:
         config = parse_config({
@@ -90,11 +90,11 @@ def test_one_adapter_learns_to_follow_the_preference_it_is_told(small_model, tmp
         workers = [WorkerInfo(m.name, "", price_in=m.price_in, price_out=m.price_out) for m in models]
         before = picks_as_told(small_model, None, held, workers)
         out = tmp_path / "adapter"
-        options = TrainOptions(base=str(small_model), out=out, steps=40, group=4, batch=4, lr=5e-3, device="cpu",
+        options = TrainOptions(base=str(small_model), out=out, steps=60, group=4, batch=4, lr=5e-3, device="cpu",
                                seed=0, save_every=100, lora_r=8, lora_targets="all", prompt_style="compact",
                                max_subtask_chars=4, preferences=("best", "cheap"))
         summary = train(config, train_suite, options)
-        assert summary.steps == 40
+        assert summary.steps == 60
         assert json.loads((out / "stiva_adapter.json").read_text())["preferences"] == ["best", "cheap"]
         after = picks_as_told(small_model, str(out), held, workers)
     # untrained, the two levels cannot both be followed: what one gets right the other gets wrong

@@ -290,7 +290,7 @@ def test_votes_for_b_over_the_conductor_teach_the_conductor_to_pick_b(small_mode
     from stiva_tui.config import parse_config
     from stiva_tui.sim.profiles import SimModel
     from stiva_tui.sim.server import SimServer
-    from stiva_tui.train.preference import VoteTrainOptions, train_from_votes
+    from stiva_tui.train.dpo import VoteTrainOptions, train_from_votes
 
     voted, held = questions()
     history = tmp_path / "history.db"
