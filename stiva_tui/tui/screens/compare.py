@@ -57,6 +57,10 @@ class CompareScreen(Screen):
                 tooltip="Show the conductor's workflow tree"),
         *[Binding(str(n), f"vote({n})", f"Vote {n}", show=False, id=f"compare.vote_{n}",
                   tooltip=f"Mark answer {n} as the better one") for n in range(1, MAX_COLUMNS + 1)],
+        Binding("0", "verdict('tie')", "Tie", show=False, id="compare.tie",
+                tooltip="Mark every answer as equally good (no pair to learn from)"),
+        Binding("x", "verdict('all_wrong')", "All wrong", show=False, id="compare.all_wrong",
+                tooltip="Mark every answer as wrong (no winner to learn from)"),
     ]
 
     def __init__(self, runtime: "Runtime", systems: list[str] | None = None, session_id: str | None = None,
@@ -69,6 +73,7 @@ class CompareScreen(Screen):
         self.initial_question = question
         self.requested_systems = list(systems) if systems else None
         self.session_id = session_id
+        self.verdict: tuple[str, str | None] | None = None  # the session's vote: (kind, winner)
         self.question = ""
         self.columns: list[CompareColumn] = []
         self._workers: list[Worker] = []
@@ -146,6 +151,7 @@ class CompareScreen(Screen):
         if started.warning:
             self.notify(started.warning, severity="warning")
         self.session_id = started.session_id
+        self.verdict = None  # a new session: no vote yet
         await self._lay_out(systems, started.run_ids)
         self._workers = [
             self.run_worker(self._run_system(column, question), group="compare-runs",
@@ -223,8 +229,11 @@ class CompareScreen(Screen):
             if entry.system in offered:  # a model no longer in the pool is shown, not offered
                 selection.select(entry.system)
         await self._lay_out([e.system for e in entries], {e.system: e.run_id for e in entries})
+        kind = session.vote_kind
+        self.verdict = (kind, session.winner) if kind is not None else None
         for column, entry in zip(self.columns, entries):
-            column.mark_winner(entry.system == session.winner)
+            column.mark_verdict(kind if kind in ("tie", "all_wrong") else
+                                ("winner" if entry.system == session.winner else None))
             await column.show_trace(entry.trace)
 
     # --- voting, cancelling, the tree ---------------------------------------------------------
@@ -239,6 +248,14 @@ class CompareScreen(Screen):
 
     def vote(self, system: str) -> None:
         """Record `system` as the winner of this session and highlight its column."""
+        self._record("winner", system)
+
+    def action_verdict(self, kind: str) -> None:
+        """A vote with no winner: "tie" or "all_wrong"."""
+        if self.columns:
+            self._record(kind, None)
+
+    def _record(self, kind: str, system: str | None) -> None:
         from ...store import StoreError
 
         store = self.runtime.store
@@ -246,13 +263,20 @@ class CompareScreen(Screen):
             self.notify("This session is not saved, so the vote cannot be kept", severity="warning")
             return
         try:
-            store.record_vote(self.session_id, system)
+            store.record_vote(self.session_id, system, kind=kind)  # type: ignore[arg-type]
         except StoreError as exc:
             self.notify(f"The vote is not saved: {exc}", severity="error")
             return
         for column in self.columns:
-            column.mark_winner(column.system == system)
-        self.notify(f"Marked {system} as the better answer")
+            column.mark_verdict(kind if kind != "winner" else ("winner" if column.system == system else None))
+        said = {"winner": f"{system} as the better answer", "tie": "a tie: every answer as good",
+                "all_wrong": "every answer as wrong"}[kind]
+        before = self.verdict
+        self.verdict = (kind, system)
+        if before is not None and before != self.verdict:
+            self.notify(f"Vote changed from {_verdict_words(before)}: now {said}")
+        else:
+            self.notify(f"Marked {said}")
 
     def action_cancel(self) -> None:
         if self.running:
@@ -288,3 +312,8 @@ class CompareScreen(Screen):
             self.notify("This run has not started yet", severity="warning")
             return
         self.app.push_screen(RunTreeScreen(trace))
+
+
+def _verdict_words(verdict: tuple[str, str | None]) -> str:
+    kind, system = verdict
+    return {"tie": "a tie", "all_wrong": "all wrong"}.get(kind, f"{system} better")

@@ -54,6 +54,8 @@ class CompareColumn(Vertical):
         padding: 0 1;
     }
     CompareColumn.-winner { border: heavy $success; }
+    CompareColumn.-tie { border: heavy $warning; }
+    CompareColumn.-all-wrong { border: heavy $error; }
     CompareColumn > .column-header { height: 1; }
     CompareColumn .column-title { width: 1fr; text-style: bold; text-wrap: nowrap; text-overflow: ellipsis; }
     CompareColumn .column-status { width: auto; max-width: 50%; color: $text-muted; text-wrap: nowrap;
@@ -126,9 +128,17 @@ class CompareColumn(Vertical):
         self.query_one(".column-footer", Static).update(text)
 
     def mark_winner(self, winner: bool) -> None:
-        self.set_class(winner, "-winner")
-        self.query_one(".column-vote", Button).label = (
-            f"Winner ({self.number})" if winner else f"Better ({self.number})")
+        self.mark_verdict("winner" if winner else None)
+
+    def mark_verdict(self, verdict: str | None) -> None:
+        """How the session's vote judged this column: "winner", "tie" (every answer as good),
+        "all_wrong" (none was right), or None (not the winner, or no vote). Told by the border's
+        colour and by the button's words, so it reads without colour too."""
+        self.set_class(verdict == "winner", "-winner")
+        self.set_class(verdict == "tie", "-tie")
+        self.set_class(verdict == "all_wrong", "-all-wrong")
+        words = {"winner": "Winner", "tie": "Tie", "all_wrong": "All wrong"}.get(verdict or "", "Better")
+        self.query_one(".column-vote", Button).label = f"{words} ({self.number})"
 
     async def handle(self, event: ev.Event) -> None:
         """Show one event of this column's run."""
