@@ -40,7 +40,7 @@ def config(fake, **conductor):
 
 def test_levels_numbers_and_nothing_parse_and_anything_else_is_a_clear_error():
     assert parse_preference("cheap") is LEVELS["cheap"] and parse_preference(" Best ") is LEVELS["best"]
-    assert parse_preference("0.4").cost == 0.4 and parse_preference(1).cost == 1.0
+    assert math.isclose(parse_preference("0.4").thrift, 0.4) and parse_preference(1).thrift == 1.0
     assert parse_preference(None) is None and parse_preference("") is None and parse_preference("none") is None
     assert LEVELS["cheap"].cost > LEVELS["balanced"].cost > LEVELS["best"].cost == 0
     assert LEVELS["fast"].latency > max(LEVELS[n].latency for n in ("best", "balanced", "cheap"))
@@ -56,14 +56,20 @@ def test_levels_numbers_and_nothing_parse_and_anything_else_is_a_clear_error():
 
 
 def test_the_reward_weighs_relative_cost_and_latency_by_the_preference():
-    # a right answer on the dearest, slowest plan of its group, and a wrong one on the cheapest, quickest
-    right_dear = dict(base=1.0, relative_cost=1.0, relative_latency=1.0)
-    wrong_cheap = dict(base=0.5, relative_cost=0.02, relative_latency=0.1)
+    right_dear_slow = dict(base=1.0, relative_cost=1.0, relative_latency=1.0)
+    right_cheap_quick = dict(base=1.0, relative_cost=0.03, relative_latency=0.1)
+    wrong_cheap_quick = dict(base=0.5, relative_cost=0.03, relative_latency=0.1)
+    right_cheap_slow = dict(base=1.0, relative_cost=0.03, relative_latency=1.0)
+    right_dear_quick = dict(base=1.0, relative_cost=1.0, relative_latency=0.05)
+    for level in LEVELS.values():  # under every level a right answer beats a wrong one
+        assert level.reward(**right_dear_slow) > level.reward(**wrong_cheap_quick), level
     best, cheap, fast = LEVELS["best"], LEVELS["cheap"], LEVELS["fast"]
-    assert best.reward(**right_dear) > best.reward(**wrong_cheap)
-    assert cheap.reward(**right_dear) < cheap.reward(**wrong_cheap)
-    assert fast.reward(**right_dear) < fast.reward(**wrong_cheap)
-    assert math.isclose(cheap.reward(1.0, 0.5, 0.9), 0.5)  # cheap ignores latency
+    assert best.reward(**right_dear_slow) == best.reward(**right_cheap_quick)  # best: only being right counts
+    assert cheap.reward(**right_cheap_quick) > cheap.reward(**right_dear_slow)
+    assert cheap.reward(**right_cheap_slow) > cheap.reward(**right_dear_quick)  # cheap ignores latency
+    assert fast.reward(**right_dear_quick) > fast.reward(**right_cheap_slow)
+    assert parse_preference("1").cost == LEVELS["cheap"].cost and parse_preference("0").cost == 0
+    assert math.isclose(parse_preference("0.5").thrift, 0.5)
 
 
 def test_a_bad_preference_in_the_config_is_a_config_error_naming_the_key(fake):

@@ -163,18 +163,18 @@ def _example_model(workers: Sequence[WorkerInfo], preference: Preference | None)
     """The model the worked examples use. With no preference, the first one that is not the
     embedded model. With one, the model at the preference's point of the pool's price range:
     `best` the dearest (list prices order a provider's models by capability), `cheap` the
-    cheapest, `balanced` (cost weight 0.3) nearer the dear end; for `fast` (latency weight at
-    least 0.5) the quickest, when every latency is known. A base model copies its examples'
+    cheapest, `balanced` nearer the dear end; for `fast` (latency weighing more than cost) the
+    quickest, when every latency is known. A base model copies its examples'
     model numbers far more than it reads a sentence, so the examples show the wish."""
     real = [i for i, w in enumerate(workers) if not _is_embedded(w)] or list(range(len(workers)))
     if not real:
         return 0
     if preference is None:
         return real[0]
-    if preference.latency >= 0.5 and all(workers[i].latency_s is not None for i in real):
+    if preference.latency > preference.cost and all(workers[i].latency_s is not None for i in real):
         return min(real, key=lambda i: (workers[i].latency_s, i))
     by_price = sorted(real, key=lambda i: (-(workers[i].price_in + workers[i].price_out), i))
-    return by_price[round(preference.cost * (len(by_price) - 1))]
+    return by_price[round(preference.thrift * (len(by_price) - 1))]
 
 
 def _examples(workers: Sequence[WorkerInfo], max_steps: int, preference: Preference | None = None) -> list[_Example]:

@@ -5,15 +5,18 @@ training rewards.
     pref.sentence(workers)                    # the line the conductor prompt gains
     pref.reward(correct_reward, cost / dearest, latency / slowest)
 
-A preference is two weights in [0, 1]: how much a plan's cost counts against its answer, and how
-much its latency does. The named levels:
+A preference is two weights: how much a plan's cost counts against its answer, and how much its
+latency does. The named levels:
 
-    best      cost 0     latency 0     the most accurate answer, whatever it costs
-    balanced  cost 0.3   latency 0.1   pay more only where it makes the answer better
-    cheap     cost 1     latency 0     the cheapest plan that still answers well
-    fast      cost 0.2   latency 1     the quickest answer: few steps in a row, quick models
+    best      cost 0      latency 0      the most accurate answer, whatever it costs
+    balanced  cost 0.2    latency 0.05   pay more only where it makes the answer better
+    cheap     cost 0.45   latency 0      the cheapest plan that still answers well
+    fast      cost 0.05   latency 0.4    the quickest answer: few steps in a row, quick models
 
-A number `x` is the cost weight itself (`0` is `best`, `1` is `cheap`), with no latency weight.
+No level's weights add up to 0.5, the reward of a valid plan with a wrong answer: under every level a right
+answer, however dear or slow, earns more than a wrong one, and among right answers the cheaper (or
+quicker) earns more. A number `x` from 0 to 1 is `x` of the way from `best` to `cheap` (cost
+weight 0.45 x), with no latency weight.
 In training (`stiva train --prefer-levels`), a rollout's reward is the paper's (1 right, 0.5 a valid
 plan with a wrong answer, 0 no plan) minus cost weight x the plan's cost relative to the dearest
 plan of its group, minus latency weight x its time relative to the slowest: each term in [0, 1],
@@ -38,22 +41,27 @@ class PreferenceError(ValueError):
 @dataclass(frozen=True)
 class Preference:
     name: str  # a level, or the number as written ("0.4")
-    cost: float  # weight of the plan's relative cost, 0..1
-    latency: float = 0.0  # weight of the plan's relative latency, 0..1
+    cost: float  # weight of the plan's relative cost, 0..CHEAP_COST
+    latency: float = 0.0  # weight of the plan's relative latency
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def thrift(self) -> float:
+        """How far from `best` (0) to `cheap` (1) the cost weight lies."""
+        return min(1.0, self.cost / CHEAP_COST)
 
     @property
     def wish(self) -> str:
         """What the user prefers, in words (the prompt's sentence without the price list)."""
         if self.name in _WISHES:
             return _WISHES[self.name]
-        if self.cost <= 0.15:
+        if self.thrift <= 0.15:
             return _WISHES["best"]
-        if self.cost >= 0.85:
+        if self.thrift >= 0.85:
             return _WISHES["cheap"]
-        return (f"a balance of accuracy and cost, leaning {'to low cost' if self.cost > 0.5 else 'to accuracy'}: "
+        return (f"a balance of accuracy and cost, leaning {'to low cost' if self.thrift > 0.5 else 'to accuracy'}: "
                 "pay for a dearer model or an extra step only where it makes the answer better")
 
     def sentence(self, workers: Sequence) -> str:
@@ -78,11 +86,13 @@ _WISHES = {
     "fast": "a fast answer: as few steps in a row as possible, on the quickest models that can do them",
 }
 
+CHEAP_COST = 0.45  # below REWARD_VALID (0.5): a right answer always beats a wrong one
+
 LEVELS: dict[str, Preference] = {
     "best": Preference("best", 0.0, 0.0),
-    "balanced": Preference("balanced", 0.3, 0.1),
-    "cheap": Preference("cheap", 1.0, 0.0),
-    "fast": Preference("fast", 0.2, 1.0),
+    "balanced": Preference("balanced", 0.2, 0.05),
+    "cheap": Preference("cheap", CHEAP_COST, 0.0),
+    "fast": Preference("fast", 0.05, 0.4),
 }
 
 # The order a toggle walks: no preference stated, then the levels.
@@ -90,7 +100,7 @@ CYCLE: tuple[str | None, ...] = (None, "best", "balanced", "cheap", "fast")
 
 
 def parse_preference(value: object) -> Preference | None:
-    """A level name, a number in [0, 1] (the cost weight), or None/"" for no preference."""
+    """A level name, a number in [0, 1] (0 best .. 1 cheap), or None/"" for no preference."""
     if value is None or (isinstance(value, str) and not value.strip()) or value == "none":
         return None
     if isinstance(value, Preference):
@@ -111,7 +121,7 @@ def parse_preference(value: object) -> Preference | None:
                                   "1 (cheap)") from None
     if not 0.0 <= number <= 1.0 or number != number:
         raise PreferenceError(f"preference {value!r}: a number must be from 0 (best) to 1 (cheap)")
-    return Preference(text, number, 0.0)
+    return Preference(text, round(number * CHEAP_COST, 6), 0.0)
 
 
 def next_level(current: str | None) -> str | None:
