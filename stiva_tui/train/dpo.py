@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..inference.checkpoints import ADAPTER_MARKER, base_fingerprint, base_identity
-from .trainer import LORA_TARGET_SETS, TrainError, _checkpoint_step, _cut_log, _read_log
+from .trainer import LORA_TARGET_SETS, TrainError, _checkpoint_step, _cut_log, _read_log, output_folder
 from .votes import PairText, VoteHarvest, pair_texts, read_votes
 
 VOTE_PROMPT_STYLES = ("compact", "base")
@@ -173,14 +173,7 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
     if device == "cpu" and options.base != "embedded" and not Path(options.base).expanduser().is_dir():
         raise TrainError(f"training {options.base} needs a CUDA GPU (QLoRA); on the CPU use --base embedded "
                          "or a small model folder")
-    out = Path(options.out).expanduser()
-    checkpoints = out / "checkpoints"
-    from transformers.trainer_utils import get_last_checkpoint
-
-    resume_from = get_last_checkpoint(str(checkpoints)) if options.resume and checkpoints.is_dir() else None
-    if options.resume and resume_from is None:
-        raise TrainError(f"--resume: no checkpoint in {checkpoints} to continue from")
-    out.mkdir(parents=True, exist_ok=True)
+    out, checkpoints, resume_from = output_folder(options.out, options.resume)
 
     from datasets import Dataset
     from peft import LoraConfig

@@ -239,14 +239,7 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
         except SandboxUnavailable as exc:
             raise TrainError(f"{code_items} code items refused: {exc}") from None
         say(f"code rewards run in: {isolation.describe(sandbox)}")
-    out = Path(options.out).expanduser()
-    checkpoints = out / "checkpoints"
-    from transformers.trainer_utils import get_last_checkpoint
-
-    resume_from = get_last_checkpoint(str(checkpoints)) if options.resume and checkpoints.is_dir() else None
-    if options.resume and resume_from is None:
-        raise TrainError(f"--resume: no checkpoint in {checkpoints} to continue from")
-    out.mkdir(parents=True, exist_ok=True)
+    out, checkpoints, resume_from = output_folder(options.out, options.resume)
 
     from datasets import Dataset
     from peft import LoraConfig, get_peft_model
@@ -359,6 +352,20 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
         )
     finally:
         engine.close()
+
+
+def output_folder(out_arg, resume: bool) -> tuple[Path, Path, str | None]:
+    """(the output folder, made; its checkpoints folder; the checkpoint to resume from, when
+    `resume`). TrainError when --resume finds no checkpoint to continue from."""
+    out = Path(out_arg).expanduser()
+    checkpoints = out / "checkpoints"
+    from transformers.trainer_utils import get_last_checkpoint
+
+    resume_from = get_last_checkpoint(str(checkpoints)) if resume and checkpoints.is_dir() else None
+    if resume and resume_from is None:
+        raise TrainError(f"--resume: no checkpoint in {checkpoints} to continue from")
+    out.mkdir(parents=True, exist_ok=True)
+    return out, checkpoints, resume_from
 
 
 def _checkpoint_step(folder: Path) -> int:
