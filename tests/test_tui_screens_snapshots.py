@@ -95,7 +95,16 @@ def _compare_session(store, question: str, winner: str | None, answers=ANSWERS) 
 
 async def _settle(pilot) -> None:
     await pilot.app.workers.wait_for_complete()
+    steady_cursors(pilot)
     await pilot.pause()
+
+
+def steady_cursors(pilot) -> None:
+    """A focused text box's cursor blinks: a snapshot taken in its off phase differs by one cell."""
+    from textual.widgets import TextArea
+
+    for box in pilot.app.screen.query(TextArea):
+        box.cursor_blink = False
 
 
 def test_compare_three_columns_finished(snap_compare, runtime):
