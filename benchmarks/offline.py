@@ -8,7 +8,8 @@ facts, in the bench suite format) runs as a real `stiva ask` would: Runtime -> S
 embedded conductor plans (under its grammar) -> the engine runs the plan on the embedded worker.
 No keys, no network, no GPU. The suite's graders score the answers.
 
-Reported, after the model is loaded: accuracy, the median and p90 seconds per question (plan
+Reported, after the model is loaded: accuracy (also without the arithmetic items, whose answer
+the worker copies from a calculator's note: core/arithmetic.py), the median and p90 seconds per question (plan
 included) and the plan's share, plan steps, answer length in sentences, and every answer that
 echoes a role, a prompt marker or the plan's syntax (the target is none). Saved to offline.json.
 """
@@ -34,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from stiva_tui.bench.graders import grade  # noqa: E402
 from stiva_tui.bench.suite import load_suite  # noqa: E402
 from stiva_tui.config import parse_config  # noqa: E402
+from stiva_tui.core.arithmetic import calculation  # noqa: E402
 from stiva_tui.core.events import StepFinished, WorkflowReady  # noqa: E402
 from stiva_tui.runtime import Runtime  # noqa: E402
 from stiva_tui.runtime.sessions import Ask  # noqa: E402
@@ -93,6 +95,7 @@ async def run(args) -> dict:
                 "subtasks": [s.subtask for s in plan.workflow.steps] if plan else [],
                 "worker_tokens": sum(s.usage.completion_tokens for s in steps),
                 "sentences": sentences(result.answer), "echo": bool(ECHO.search(result.answer)),
+                "calculator": calculation(item.question) is not None,
             }
             rows.append(row)
             mark = "+" if row["correct"] else "-"
@@ -102,11 +105,15 @@ async def run(args) -> dict:
     times = sorted(r["seconds"] for r in rows)
     plan_times = [r["plan_s"] for r in rows if r["plan_s"] is not None]
     correct = sum(r["correct"] for r in rows)
+    # The worker is given a calculator's result for arithmetic: the model's own share is the rest.
+    own = [r for r in rows if not r["calculator"]]
     return {
         "suite": suite.name,
         "questions": len(rows),
         "correct": correct,
         "accuracy": round(correct / len(rows), 3) if rows else None,
+        "calculator_items": len(rows) - len(own),
+        "accuracy_without_calculator_items": round(sum(r["correct"] for r in own) / len(own), 3) if own else None,
         "median_s_per_question": round(statistics.median(times), 2) if times else None,
         "p90_s_per_question": round(times[int(0.9 * (len(times) - 1))], 2) if times else None,
         "median_plan_s": round(statistics.median(plan_times), 2) if plan_times else None,

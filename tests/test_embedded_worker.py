@@ -81,3 +81,41 @@ async def test_cancelling_the_consumer_stops_generation(embedded_loaded):
     task = asyncio.create_task(consume())
     await asyncio.wait_for(first.wait(), 60)
     await cancel_and_expect_idle(task, embedded_loaded, "generation went on after the stream was cancelled")
+
+
+@pytest.mark.model
+def test_a_static_prefix_is_prefilled_once_and_changes_nothing(embedded_loaded):
+    """The few-shot examples' KV cache is kept on the model: the same greedy tokens as a full
+    prefill, the prefix computed once for two cases, and a prefix the prompt does not start with
+    is not used."""
+    from stiva_tui.conductor.fewshot import BASE_WORKER_PREFIX
+    from stiva_tui.inference.generation import generate_sync, render_completion, shared_prefix_len
+
+    tok = embedded_loaded.tokenizer
+    head = tok(BASE_WORKER_PREFIX, add_special_tokens=True)["input_ids"]
+    embedded_loaded.extras.pop("prefix_kv", None)
+    for question in ("What is the capital of France?", "How many legs does a spider have?"):
+        messages = [{"role": "system", "content": BASE_WORKER_PREFIX},
+                    {"role": "user", "content": f"Question: {question}\nAnswer:"}]
+        prompt = tok(render_completion(messages), add_special_tokens=True)["input_ids"]
+        n = shared_prefix_len(head, prompt)
+        assert n == len(head)
+        plain = generate_sync(embedded_loaded, prompt, max_new_tokens=10, stop_strings=["\n"])
+        cached = generate_sync(embedded_loaded, prompt, max_new_tokens=10, stop_strings=["\n"], prefix_tokens=n)
+        assert cached.token_ids == plain.token_ids and cached.text == plain.text
+        assert cached.prompt_tokens == len(prompt)
+    assert list(embedded_loaded.extras["prefix_kv"]) == [tuple(head)]
+    assert shared_prefix_len(head, head[:-1] + [head[-1] + 1] + [5, 6]) == 0
+    assert shared_prefix_len(head, head) == 0  # nothing left to generate from
+
+
+@pytest.mark.model
+def test_end_tokens_are_found_once(embedded_loaded):
+    from stiva_tui.inference.generation import eos_token_ids
+
+    embedded_loaded.extras.pop("eos_ids", None)
+    ids = eos_token_ids(embedded_loaded)
+    tok = embedded_loaded.tokenizer
+    assert tok.eos_token_id in ids and tok.convert_tokens_to_ids("<end_of_turn>") in ids
+    assert tok.unk_token_id not in ids  # Gemma has no <|im_end|>: not mistaken for its unknown id
+    assert embedded_loaded.extras["eos_ids"] == tuple(ids)

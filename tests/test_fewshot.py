@@ -141,3 +141,18 @@ def test_a_later_round_shows_the_previous_answer():
 ])
 def test_simple_questions(question, simple):
     assert is_simple_question(question) is simple
+
+
+def test_arithmetic_gets_a_calculator_note_the_model_copies():
+    """A 270M model cannot add: the sum comes from a calculator, as a note before the answer
+    (and the examples show such a note, so the model copies its result)."""
+    case = base_worker_prompt("What is 20 + 30?", ONE_STEP, 0, {}).messages[-1]["content"]
+    assert case.splitlines() == ["Question: What is 20 + 30?", "Note: calculator: 20 + 30 = 50", "Answer:"]
+    assert "Note: calculator: 14 + 29 = 43\nAnswer: 14 + 29 = 43." in BASE_WORKER_PREFIX
+    # in a longer plan, the step's own task is what is computed
+    chain = parse_workflow('model_id = [0, 0]\nsubtasks = ["Add 2 and 3: 2 + 3.", "Now 4 times 5."]\n'
+                           'access_list = [[], [0]]', 1)
+    case = base_worker_prompt("Two sums", chain, 1, {0: "5"}).messages[-1]["content"]
+    assert "Note: calculator: 4 * 5 = 20" in case.splitlines()
+    # no arithmetic, no note
+    assert "calculator" not in base_worker_prompt("What is the capital of Peru?", ONE_STEP, 0, {}).messages[-1]["content"]

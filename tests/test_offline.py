@@ -47,3 +47,18 @@ def test_offline_ask_plans_and_answers_on_the_embedded_model(model_cache, tmp_pa
     assert not re.search(r"(?i)\b(user|assistant|question|answer|task)\s*:|model_id|access_list", answer), answer
     assert "Paris" in answer, answer  # the model answers this one right, greedily, every time
     assert trace["totals"]["cost_usd"] == 0.0
+
+
+@pytest.mark.model
+def test_the_readme_sum_is_right_offline(model_cache, tmp_path, stiva_home):  # noqa: F811
+    """`stiva ask "What is 17*23?"` with no keys: the 270M model alone writes a wrong product; with
+    the calculator's note in its prompt it answers 391."""
+    env = {**os.environ, "STIVA_HOME": str(stiva_home), "STIVA_MODEL_CACHE": str(model_cache),
+           "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
+    config = tmp_path / "offline.toml"
+    config.write_text("")
+    result = subprocess.run([STIVA, "ask", "What is 17*23?", "--config", str(config), "--json"],
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    trace = json.loads(result.stdout)
+    assert "391" in trace["answer"], trace["answer"]

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..core.arithmetic import calculation
 from ..core.workflow import Workflow
 from ..core.preference import Preference, price_text
 from .base import PlanRequest, WorkerInfo
@@ -36,6 +37,7 @@ Question: How many legs does a cat have?
 Answer: A cat has four legs.
 
 Question: What is 14 + 29?
+Note: calculator: 14 + 29 = 43
 Answer: 14 + 29 = 43.
 
 Question: Who painted the Mona Lisa?
@@ -74,7 +76,8 @@ def base_worker_prompt(
     Sent as two messages that the embedded worker joins as plain text: the static examples
     (`system`) and this case (`user`). The subtask is shown only when the plan has several steps:
     a one-step plan's subtask is the question itself, and a base model answers the question
-    better than a paraphrase of it. Only the steps of the access list are shown, as notes.
+    better than a paraphrase of it. Only the steps of the access list are shown, as notes, and
+    a calculator's note when the task holds arithmetic (`core.arithmetic`).
     """
     step = workflow.steps[index]
     lines: list[str] = []
@@ -85,6 +88,11 @@ def base_worker_prompt(
         note = _one_line(outputs.get(j, ""))[:_NOTE_CHARS]
         if note:
             lines.append(f"Note: {note}")
+    # A 270M model cannot add: the sum it is asked for comes from a calculator, as a note it copies.
+    sums = calculation(step.subtask) if len(workflow.steps) > 1 else None
+    sums = sums or calculation(question)
+    if sums is not None:
+        lines.append(f"Note: {sums.note}")
     if len(workflow.steps) > 1:
         lines.append(f"Task: {_one_line(step.subtask)}")
     lines.append("Answer:")

@@ -35,11 +35,12 @@ from ..inference.generation import (
     generate_batch_sync,
     has_chat_template,
     prompt_ids,
+    shared_prefix_len,
     render_plain,
 )
 from ..inference.progress import Progress
 from .base import ConductorError, DeltaCallback, Plan, PlanRequest
-from .fewshot import base_conductor_prompt
+from .fewshot import base_conductor_prefix, base_conductor_prompt
 from .prompt import GENERATION_PREFIX, compact_conductor_prompt, conductor_messages
 
 # --- the two-phase plan processor ----------------------------------------------------------------
@@ -325,7 +326,17 @@ class HFConductor:
             budget = reasoning_tokens + max_lists_bytes(pool, request.max_steps, self.max_subtask_chars) + 2
         else:  # unconstrained (benchmarks, experiments): a generous but finite length
             budget = reasoning_tokens + request.max_steps * (self.max_subtask_chars // 3 + 24) + 32
-        return _PlanSetup(prompt, processor, budget, eos_id, prefix, pool, allow_empty)
+        return _PlanSetup(prompt, processor, budget, eos_id, prefix, pool, allow_empty,
+                          self._static_prefix_tokens(request, loaded, style, prompt))
+
+    @staticmethod
+    def _static_prefix_tokens(request: PlanRequest, loaded: LoadedModel, style: str, prompt: list[int]) -> int:
+        """How many of the base prompt's first tokens are its static part (intro, models, worked
+        examples), whose KV cache the model keeps between plans; 0 for the other styles."""
+        if style != "base":
+            return 0
+        head = base_conductor_prefix(request.workers, request.max_steps, request.preference)
+        return shared_prefix_len(loaded.tokenizer(head, add_special_tokens=True)["input_ids"], prompt)
 
     def _parse(self, setup: "_PlanSetup", request: PlanRequest, raw: str, loaded: LoadedModel):
         """(the full text, the workflow or None, the first parse error)."""
@@ -388,7 +399,7 @@ class HFConductor:
         try:
             result = await generate_async(
                 loaded, setup.prompt, on_text=on_delta, max_new_tokens=setup.budget, temperature=self.temperature,
-                logits_processors=[setup.processor], eos_ids=[setup.eos_id],
+                logits_processors=[setup.processor], eos_ids=[setup.eos_id], prefix_tokens=setup.prefix_tokens,
             )
         except asyncio.CancelledError:
             raise
@@ -424,6 +435,7 @@ class _PlanSetup:
     prefix: str
     pool: int
     allow_empty: bool
+    prefix_tokens: int = 0  # the prompt's static prefix, whose KV cache is reused
 
 
 @dataclasses.dataclass

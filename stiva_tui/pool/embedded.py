@@ -70,7 +70,7 @@ class EmbeddedWorker:
         stop: Sequence[str] | None = None,
     ) -> AsyncIterator[ChatEvent]:
         from ..inference.errors import ModelError
-        from ..inference.generation import generate_sync, render_completion
+        from ..inference.generation import generate_sync, render_completion, shared_prefix_len
 
         try:
             loaded = await self.load()
@@ -79,6 +79,12 @@ class EmbeddedWorker:
         # A base model: the engine sends it a few-shot completion prompt (conductor.fewshot),
         # which is continued as plain text, never wrapped in chat turns.
         prompt = loaded.tokenizer(render_completion(messages), add_special_tokens=True)["input_ids"]
+        # The first message (the few-shot examples) is the same on every call: its KV cache is
+        # kept on the model, so only the case is prefilled.
+        prefix_tokens = 0
+        if len(messages) > 1:
+            head = loaded.tokenizer(render_completion(messages[:1]), add_special_tokens=True)["input_ids"]
+            prefix_tokens = shared_prefix_len(head, prompt)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         stop_event = threading.Event()
@@ -99,6 +105,7 @@ class EmbeddedWorker:
                     stop_strings=list(stop or ()),
                     stop_event=stop_event,
                     on_text=on_text,
+                    prefix_tokens=prefix_tokens,
                 )
             finally:
                 try:
