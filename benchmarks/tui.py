@@ -10,6 +10,8 @@
    prompt) is measured. Target ≥ 5,000 tokens/s with key latency < 50 ms (p95).
 3. RSS of the idle app after start-up.
 4. typing while the embedded model loads in the background (`--load-only` runs just this).
+5. typing while the embedded model answers: the loaded app asked the offline suite's questions one
+   after another, a key every 50 ms while each runs (`--generating-only` runs just this).
 
 Every figure is the median of three runs (start-up: three fresh processes; streaming: three runs
 of each pace); the single runs are listed beside it.
@@ -246,9 +248,83 @@ async def _during_load() -> dict:
                                "max": round(latencies[-1] * 1000, 1)}}
 
 
+# --- 5. typing while the embedded model answers -------------------------------------------------
+
+
+async def _while_generating(questions: int = 12) -> dict:
+    """The app on the embedded model, loaded: each of the first `questions` of the offline suite
+    asked in turn, and while it runs a key every 50 ms, each timed until it shows in the prompt;
+    the event loop's stalls measured beside it."""
+    from textual import events
+
+    from stiva_tui.bench.suite import load_suite
+    from stiva_tui.config import parse_config
+    from stiva_tui.tui.app import StivaApp
+
+    config = parse_config({"conductor": {"backend": "embedded"}, "discovery": {"enabled": False},
+                           "catalog": False})
+    app = StivaApp(config)
+    latencies: list[float] = []
+    gaps: list[float] = []
+    probing = False
+
+    async def probe() -> None:
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(0.01)
+            if probing:
+                gaps.append(time.perf_counter() - t - 0.01)
+
+    items = load_suite("offline").items[:questions]
+    async with app.run_test(size=SIZE) as pilot:
+        prober = asyncio.create_task(probe())
+        screen = app.chat_screen
+        prompt = screen.query_one("#prompt")
+        started = time.perf_counter()
+        while screen.status_bar.conductor is None and time.perf_counter() - started < 300:
+            await asyncio.sleep(0.05)
+        screen.ask("What is 1 + 1?")  # warm-up: the first generate() builds kernels and caches
+        await screen._run_worker.wait()
+        run_s: list[float] = []
+        for item in items:
+            t0 = time.perf_counter()
+            worker = screen.ask(item.question)
+            probing = True
+            while worker.is_running:
+                before = len(prompt.text)
+                sent = time.perf_counter()
+                prompt.post_message(events.Key("x", "x"))
+                while len(prompt.text) == before:
+                    await asyncio.sleep(0.0005)
+                latencies.append(time.perf_counter() - sent)
+                await asyncio.sleep(0.05)
+            probing = False
+            run_s.append(time.perf_counter() - t0)
+            prompt.clear()
+        prober.cancel()
+        await pilot.pause(0.1)
+    latencies.sort()
+    gaps.sort()
+    return {"questions": len(items), "median_answer_s": round(statistics.median(run_s), 2), "keys": len(latencies),
+            "event_loop_stall_ms": {"p95": round(gaps[round(0.95 * (len(gaps) - 1))] * 1000, 1),
+                                    "max": round(gaps[-1] * 1000, 1),
+                                    "over_100ms": sum(g > 0.1 for g in gaps)},
+            "key_latency_ms": {"median": round(statistics.median(latencies) * 1000, 1),
+                               "p95": round(latencies[round(0.95 * (len(latencies) - 1))] * 1000, 1),
+                               "max": round(latencies[-1] * 1000, 1)}}
+
+
+def while_generating() -> dict:
+    return _in_subprocess("--while-generating")
+
+
 def during_load() -> dict:
-    out = subprocess.run([sys.executable, __file__, "--during-load"], capture_output=True, text=True,
-                         env=os.environ.copy(), timeout=300)
+    return _in_subprocess("--during-load")
+
+
+def _in_subprocess(flag: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, flag], capture_output=True, text=True,
+                         env=os.environ.copy(), timeout=600)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -287,12 +363,17 @@ def main() -> int:
     if "--during-load" in sys.argv:
         print(json.dumps(asyncio.run(_during_load())))
         return 0
-    if "--load-only" in sys.argv:  # just part 4, merged into tui.json
-        existing = json.loads((HERE / "tui.json").read_text()) if (HERE / "tui.json").exists() else {}
-        existing["typing_while_the_embedded_model_loads"] = during_load()
-        print(json.dumps(existing["typing_while_the_embedded_model_loads"], indent=2))
-        (HERE / "tui.json").write_text(json.dumps(existing, indent=2) + "\n")
+    if "--while-generating" in sys.argv:
+        print(json.dumps(asyncio.run(_while_generating())))
         return 0
+    for flag, key, part in (("--load-only", "typing_while_the_embedded_model_loads", during_load),
+                            ("--generating-only", "typing_while_the_embedded_model_answers", while_generating)):
+        if flag in sys.argv:  # just this part, merged into tui.json
+            existing = json.loads((HERE / "tui.json").read_text()) if (HERE / "tui.json").exists() else {}
+            existing[key] = part()
+            print(json.dumps(existing[key], indent=2))
+            (HERE / "tui.json").write_text(json.dumps(existing, indent=2) + "\n")
+            return 0
     os.environ.setdefault("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
     result = {
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
@@ -303,6 +384,7 @@ def main() -> int:
         "streaming": streaming(0.001),
         "streaming_faster": streaming(0.0007),
         "typing_while_the_embedded_model_loads": during_load(),
+        "typing_while_the_embedded_model_answers": while_generating(),
     }
     s = result["startup"]
     paced = [result["streaming"], result["streaming_faster"]]

@@ -152,16 +152,25 @@ async def test_one_model_and_a_short_question_plan_instantly(fake):
     try:
         result = await Engine([only], worker, RemoteConductor(conductor_model, worker)).run(
             "What is the capital of France?", emit=events.append)
+        follow_up = await Engine([only], worker, RemoteConductor(conductor_model, worker)).run(
+            "And of Spain?", emit=events.append, conversation=[
+                {"role": "user", "content": "What is the capital of France?"},
+                {"role": "assistant", "content": "Paris"}])
         long = await Engine([only], worker, RemoteConductor(conductor_model, worker)).run(
             "Explain, in two parts, why the sky is blue and why sunsets are red, with the physics of each "
             "and an everyday example.")
     finally:
         await worker.aclose()
     assert result.answer == "Paris"
-    (ready,) = [e for e in events if isinstance(e, ev.WorkflowReady)]
-    assert ready.note == "one model in the pool: one step" and ready.latency_s == 0.0
+    # the follow-up in a conversation too: its worker reads the earlier turns itself
+    assert follow_up.status == "finished"
+    assert any("capital of France" in str(r.body["messages"]) and "And of Spain?" in str(r.body["messages"])
+               for r in fake.requests_for("only"))
+    ready = [e for e in events if isinstance(e, ev.WorkflowReady)]
+    assert len(ready) == 2
+    assert all(r.note == "one model in the pool: one step" and r.latency_s == 0.0 for r in ready)
     planned = [r.user_text for r in fake.requests_for("cond")]
-    assert planned and all("capital of France" not in text for text in planned)  # only the long one
+    assert planned and all("capital of France" not in text and "Spain" not in text for text in planned)  # only the long one
     assert all("sky is blue" in text for text in planned[:1]) and long.run_id
 
 

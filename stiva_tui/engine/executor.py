@@ -222,8 +222,9 @@ class Engine:
             preference=run.options.preference,
         )
         run.check_budget()
-        if round_ == 1 and len(self.models) == 1 and is_simple_question(run.question) and not conversation:
-            # Nothing to plan: one model, a short question. The plan is known without generating it.
+        if round_ == 1 and len(self.models) == 1 and is_simple_question(run.question):
+            # Nothing to plan: one model, a short question, in a conversation or not (the worker of
+            # a one-step plan reads the conversation itself). The plan is known without generating it.
             note = "one model in the pool: one step"
             plan = Plan(direct_workflow(), f"[Stiva: {note}]", "", Usage(), 0.0)
             run.emit(WorkflowReady(run.id, round_, plan.workflow, plan.reasoning, plan.usage, 0.0, note=note,
