@@ -134,6 +134,26 @@ async def test_compare_default_systems_and_validation(fake):
     await runtime.aclose()
 
 
+async def test_compare_question_box_honours_enter_sends(fake):
+    """With `enter_sends = true`, enter sends the compare question as it sends the chat's, and
+    alt+enter adds a line; the hint under the box says so."""
+    script_fake(fake)
+    config = screens_config(fake.base_url).model_copy(update={"enter_sends": True})
+    runtime = await make_runtime(config)
+    app = Host(lambda: CompareScreen(runtime, systems=["w1"]))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        assert str(screen.query_one("#compare-hint", Static).render()).startswith("enter send · alt+enter new line")
+        screen.query_one("#compare-question", TextArea).focus()
+        await pilot.press(*"two", "alt+enter", *"lines")
+        assert screen.query_one("#compare-question", TextArea).text == "two\nlines"
+        assert screen.columns == []
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: len(screen.columns) == 1 and screen.columns[0].finished)
+        assert screen.question == "two\nlines"
+    await runtime.aclose()
+
+
 async def test_vote_is_stored_and_leaderboard_shows_win_rate(fake):
     from stiva_tui.tui.screens.leaderboard import LeaderboardScreen
 
