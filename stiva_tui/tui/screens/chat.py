@@ -95,7 +95,6 @@ class ChatScreen(Screen):
             self._started.set()
         self._run_worker: Worker | None = None
         self._history: HistorySidebar | None = None  # mounted on first use
-        self._run_only = False  # a stored run outside any conversation is shown (`open_run`)
         self._asked: list[str] = []  # every question asked in this session, for the prompt's history
 
     def compose(self) -> ComposeResult:
@@ -241,10 +240,6 @@ class ChatScreen(Screen):
 
     async def _ask(self, question: str, replaces: int | None = None) -> None:
         self._stop_editing()
-        if self._run_only:  # the run shown is no conversation to continue: start a new one
-            self._run_only = False
-            replaces = None
-            await self.conversation.clear()
         if replaces is not None:
             await self.conversation.truncate(replaces)
         self._asked.append(question)
@@ -416,7 +411,6 @@ class ChatScreen(Screen):
             self.notify("A question is running: Esc cancels it first.", severity="warning")
             return
         self.conversation_id = None
-        self._run_only = False
         self._stop_editing()
         await self.conversation.clear()
         self._refresh_prompt_history()
@@ -454,8 +448,8 @@ class ChatScreen(Screen):
             if self._history is not None:
                 self._history.focus()  # the user is still in the list
 
-    async def load_conversation(self, conversation_id: str, run_id: str | None = None) -> None:
-        """Show a stored conversation: its messages, and the tree of run `run_id` (default: its last)."""
+    async def load_conversation(self, conversation_id: str) -> None:
+        """Show a stored conversation: its messages, and the tree of its last run."""
         if not self._can_show_stored():
             return
         assert self.runtime is not None and self.runtime.store is not None
@@ -464,32 +458,7 @@ class ChatScreen(Screen):
         await self.conversation.show(conversation)
         self._refresh_prompt_history()
         self.conversation_id = conversation.id
-        self._run_only = False
-        runs = conversation.runs
-        shown = next((r for r in runs if r.run_id == run_id), runs[-1] if runs else None)
-        await self._show_tree(shown)
-
-    async def open_run(self, run_id: str) -> None:
-        """Show stored run `run_id` with its tree: in its conversation when it has one, else its
-        question and answer alone (a bench item, a compare column); a question then starts a new chat."""
-        from ...store import NotFoundError
-
-        if not self._can_show_stored():
-            return
-        assert self.runtime is not None and self.runtime.store is not None
-        try:
-            trace = self.runtime.store.get_trace(run_id)
-        except NotFoundError:
-            self.notify(f"Run {run_id} is no longer in the history.", severity="warning")
-            return
-        if trace.conversation_id is not None:
-            await self.load_conversation(trace.conversation_id, run_id)
-        else:
-            await self.conversation.show_run(trace)
-            self.conversation_id = None
-            self._run_only = True
-            await self._show_tree(trace)
-        self.tree.focus()
+        await self._show_tree(conversation.runs[-1] if conversation.runs else None)
 
     def _can_show_stored(self) -> bool:
         if self.running:
