@@ -378,6 +378,31 @@ async def test_keys_screen_adds_replaces_and_removes_a_key(fake, fresh_keyring):
     await runtime.aclose()
 
 
+async def test_a_key_added_in_f5_reaches_the_chat_tree_prices(fake, fresh_keyring):
+    """The chat's tree prices its "≈ instead" line from the pool it was told of: a key added in
+    the keys screen rebuilds the pool, and the tree is told the new one."""
+    from stiva_tui.tui.app import StivaApp
+    from stiva_tui.tui.screens.keys import KeysScreen
+
+    config = screens_config(fake.base_url, catalog=True)
+    runtime = await make_runtime(config)
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        tree = app.chat_screen.tree
+        await wait_until(pilot, lambda: tree.models)
+        assert "openai/gpt-5" not in [m.id for m in tree.models]
+        await pilot.press("f5")
+        await wait_until(pilot, lambda: isinstance(app.screen, KeysScreen))
+        screen = app.screen
+        await app.workers.wait_for_complete()
+        screen.select_provider("openai")
+        screen.query_one("#keys-input", Input).value = "sk-test-0000000000000000AAAA"
+        await pilot.click("#keys-save")
+        await wait_until(pilot, lambda: "openai/gpt-5" in [m.id for m in tree.models])
+        assert [m.id for m in tree.models] == [m.id for m in runtime.models]
+    await runtime.aclose()
+
+
 async def test_keys_screen_asks_for_a_restart_when_the_pool_cannot_refresh(fake, fresh_keyring, monkeypatch):
     from stiva_tui.tui.screens.keys import KeysScreen
 

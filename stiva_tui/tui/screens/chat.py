@@ -167,7 +167,7 @@ class ChatScreen(Screen):
         self.runtime = message.runtime
         self._started.set()
         self.preference = configured_preference(self.runtime)
-        self._know_pool()
+        self.know_pool()
         if self.runtime.conductor_ready:
             self.status_bar.message = ""
         else:
@@ -179,8 +179,9 @@ class ChatScreen(Screen):
         for warning in self.runtime.warnings:  # a model the config names is unavailable right now
             self.notify(warning, title="Config", severity="warning", timeout=15)
 
-    def _know_pool(self) -> None:
-        """The tree's "≈ instead" line needs the pool's prices and MoA's make-up."""
+    def know_pool(self) -> None:
+        """Tell the tree the pool's prices and MoA's make-up (its "≈ instead" line needs them):
+        at start-up, and again whenever the pool is rebuilt."""
         from ...runtime import AskError, MoAMode
 
         self.tree.models = self.runtime.models
@@ -188,6 +189,8 @@ class ChatScreen(Screen):
             self.tree.moa = self.runtime.sessions.moa_parts(MoAMode())
         except AskError:  # MoA cannot run on this pool: no MoA estimate
             self.tree.moa = None
+        if any(m.kind != "embedded" for m in self.runtime.models):
+            self._set_notice("")  # "No API keys found" is no longer true
 
     def action_cycle_preference(self) -> None:
         from ...core.preference import next_level
