@@ -30,7 +30,7 @@ from ..bindings import keys_for
 from ..exporting import export_conversation
 from ..state import load_state, save_state
 from ..live_run import LiveRun
-from ..widgets.answer import AnswerView, answer_header
+from ..widgets.answer import AnswerView, answer_header, stopped_note
 from ..widgets.conversation import ConversationView
 from ..widgets.footer import StivaFooter
 from ..widgets.history import HistorySidebar
@@ -338,15 +338,13 @@ class ChatScreen(Screen):
             return
         totals = state.totals or ev.Totals()
         header = answer_header(sum(len(r.steps) for r in state.rounds), totals.prompt_tokens,
-                               totals.completion_tokens, totals.cost_usd, totals.latency_s, self.frozen)
+                               totals.completion_tokens, totals.cost_usd, totals.latency_s, self.frozen,
+                               state.status)
         if state.status == "finished":
             await answer.set_answer(state.answer, header)
-        elif state.status == "failed":
-            answer.set_header(header + " · failed")
-            await answer.set_note(f"**The run failed:** {state.error}", "failed")
-        else:
-            answer.set_header(header + " · cancelled")
-            await answer.set_note("_Cancelled. The partial run is kept in the history._", "cancelled")
+        else:  # failed or cancelled: as the reopened chat shows it (ConversationView.show)
+            answer.set_header(header)
+            await answer.set_note(stopped_note(state.status, state.error), state.status)
         self.conversation.scroll_end(animate=False)
 
     # --- the tree and the step pane --------------------------------------------------------------
