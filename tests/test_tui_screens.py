@@ -154,6 +154,38 @@ async def test_compare_question_box_honours_enter_sends(fake):
     await runtime.aclose()
 
 
+async def test_compare_marks_chosen_systems_by_shape_and_fits_long_names(fake):
+    """Chosen ● and not chosen ○ read on a monochrome terminal (the box's colour was all that told
+    them apart); a long model id at four columns wraps where it reads well, its full name in the
+    tooltip."""
+    from stiva_tui.tui.widgets.compare_column import fit_title
+
+    script_fake(fake)
+    long_id = "openrouter/qwen/qwen3-235b-a22b"
+    runtime = await make_runtime(screens_config(fake.base_url, extra_models=[
+        {"id": long_id, "provider": "fake", "model": "w1"}]))
+    app = Host(lambda: CompareScreen(runtime, systems=["conductor", "moa", "w1", long_id]))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = app.screen
+        picker = screen.query_one("#compare-systems", SelectionList)
+        lines = [picker.render_line(y).text.strip() for y in range(3)]
+        assert lines == ["▐●▌ conductor (orchestrated)", "▐○▌ conductor-mini (quick)", "▐●▌ Mixture-of-Agents"]
+        picker.deselect("conductor")
+        await pilot.pause()
+        assert picker.render_line(0).text.strip().startswith("▐○▌ conductor")
+        screen.query_one("#compare-question", TextArea).text = "hi"
+        await pilot.press("ctrl+j")
+        await wait_until(pilot, lambda: len(screen.columns) == 3 and all(c.finished for c in screen.columns))
+        await pilot.pause()
+        title = screen.columns[2].query_one(".column-title")
+        assert str(title.render()) == "3  openrouter/qwen/\nqwen3-235b-a22b"
+        assert long_id in str(title.tooltip)
+    await runtime.aclose()
+    assert fit_title("1  conductor", 20) == "1  conductor"
+    assert fit_title("3  anthropic/claude-sonnet-4", 20) == "3  anthropic/\nclaude-sonnet-4"
+    assert fit_title("2  a-very-long-name-without-a-slash-at-all", 16) == "2  a-very-long-\nname-without-a-…"
+
+
 async def test_vote_is_stored_and_leaderboard_shows_win_rate(fake):
     from stiva_tui.tui.screens.leaderboard import LeaderboardScreen
 

@@ -26,6 +26,7 @@ from ..bindings import keys_for
 from ..widgets.compare_column import CompareColumn
 from ..widgets.footer import StivaFooter
 from ..widgets.prompt_input import PromptInput
+from ..widgets.system_picker import SystemPicker
 
 if TYPE_CHECKING:
     from ...runtime import Runtime
@@ -88,7 +89,7 @@ class CompareScreen(Screen):
             with Horizontal(id="compare-input"):
                 yield PromptInput(id="compare-question", placeholder="Ask one question to several systems",
                                   enter_sends=enter_sends)
-                yield SelectionList[str](*self._selections(), id="compare-systems")
+                yield SystemPicker(*self._selections(), id="compare-systems")
             if enter_sends:
                 send = "enter send · alt+enter new line"
             else:

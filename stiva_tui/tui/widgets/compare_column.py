@@ -43,6 +43,25 @@ def format_totals(prompt_tokens: int, completion_tokens: int, cost_usd: float, l
     return " · ".join(parts)
 
 
+def fit_title(text: str, width: int, lines: int = 2) -> str:
+    """`text` on at most `lines` lines of `width`: broken after the last "/" that fits (a provider's
+    prefix), else after a space or "-", else anywhere; "…" ends what still does not fit."""
+    if width <= 1 or len(text) <= width:
+        return text
+    out: list[str] = []
+    rest = text
+    while len(rest) > width and len(out) < lines - 1:
+        cut = rest.rfind("/", 0, width)
+        if cut < width // 3:
+            cut = max(rest.rfind(" ", 0, width), rest.rfind("-", 0, width))
+        cut = cut + 1 if cut > 0 else width
+        out.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+    if len(rest) > width:
+        rest = rest[: width - 1] + "…"
+    return "\n".join([*out, rest])
+
+
 class CompareColumn(Vertical):
     """The answer of one system ("conductor", "moa", a pool model id, ...) to the compared question."""
 
@@ -56,11 +75,14 @@ class CompareColumn(Vertical):
     CompareColumn.-winner { border: heavy $success; }
     CompareColumn.-tie { border: heavy $warning; }
     CompareColumn.-all-wrong { border: heavy $error; }
-    CompareColumn > .column-header { height: 1; }
-    CompareColumn .column-title { width: 1fr; text-style: bold; text-wrap: nowrap; text-overflow: ellipsis; }
-    CompareColumn .column-status { width: auto; max-width: 50%; color: $text-muted; text-wrap: nowrap;
-                                   text-overflow: ellipsis; margin-left: 1; }
-    CompareColumn > .column-subtitle { height: 1; color: $text-muted; text-wrap: nowrap; text-overflow: ellipsis; }
+    /* The name has the column's whole width, on up to two lines: at four columns and more a
+       provider/model id no longer ends in "…" after a few letters (the tooltip has it all). */
+    CompareColumn > .column-title { width: 1fr; height: auto; max-height: 2; text-style: bold;
+                                    text-wrap: wrap; text-overflow: ellipsis; }
+    CompareColumn > .column-meta { height: 1; }
+    CompareColumn .column-status { width: auto; max-width: 60%; text-wrap: nowrap; text-overflow: ellipsis; }
+    CompareColumn .column-subtitle { width: 1fr; color: $text-muted; text-wrap: nowrap; text-overflow: ellipsis;
+                                     margin-left: 2; }
     CompareColumn > .column-body { height: 1fr; }
     CompareColumn > .column-footer { height: auto; color: $text-muted; }
     CompareColumn > .column-actions { height: auto; }
@@ -104,11 +126,13 @@ class CompareColumn(Vertical):
         self._live_cost = 0.0
 
     def compose(self) -> ComposeResult:
-        with Horizontal(classes="column-header"):
-            yield Label(f"{self.number}  {self.title}", classes="column-title", markup=False)
+        title = Label(f"{self.number}  {self.title}", classes="column-title", markup=False)
+        title.tooltip = "\n".join(t for t in (f"{self.number}: {self.system}", self.subtitle) if t)
+        yield title
+        with Horizontal(classes="column-meta"):  # how the run goes, and what runs it
             yield Label(self.status, classes="column-status", markup=False)
-        if self.subtitle:
-            yield Label(self.subtitle, classes="column-subtitle", markup=False)
+            if self.subtitle:
+                yield Label(self.subtitle, classes="column-subtitle", markup=False)
         with VerticalScroll(classes="column-body"):
             yield Markdown("", classes="column-answer")
         yield Static("", classes="column-footer", markup=False)
@@ -116,6 +140,11 @@ class CompareColumn(Vertical):
             yield Button(f"Better ({self.number})", classes="column-vote", compact=True)
             if self.has_tree:
                 yield Button("Tree", classes="column-tree", compact=True)
+
+    def on_resize(self) -> None:
+        """The name broken where it reads well, for the width the column has now."""
+        self.query_one(".column-title", Label).update(fit_title(f"{self.number}  {self.title}",
+                                                                self.content_size.width))
 
     # --- what the screen calls --------------------------------------------------------------------
 
