@@ -57,8 +57,8 @@ async def test_question_shows_live_tree_and_answer(fake, setup):
         text = "\n".join(labels(screen.tree))
         assert "What is 2+2?" in text
         assert "Round 1" in text and "Plan  2 steps" in text
-        assert "✓ 0 w1" in text and "11→6 tok" in text and "$0.000023" in text  # 11*1 + 6*2 per 1M
-        assert "✓ 1 w2  ← 0" in text and "40→5 tok" in text
+        assert "✓ 1 w1" in text and "11→6 tok" in text and "$0.000023" in text  # 11*1 + 6*2 per 1M
+        assert "✓ 2 w2  ← 1" in text and "40→5 tok" in text
         assert "Outline the approach" in text
         answers = list(screen.query(AnswerView))
         assert answers[-1].text == "**4** is the answer."
@@ -192,7 +192,7 @@ async def test_stream_cut_shows_failure_and_fallback_then_keeps_working(fake, se
         text = "\n".join(labels(screen.tree))
         assert "↻ fallback from w1" in text
         assert "✗ w1 attempt 1" in text and "→ w2" in text
-        assert "✓ 0 w2" in text
+        assert "✓ 1 w2" in text
         assert list(screen.query(AnswerView))[-1].text == "fallback answer"
         # Ask again: the app still works.
         script_plan(fake)
@@ -211,7 +211,7 @@ async def test_failed_run_is_shown_and_app_recovers(fake, setup):
         await wait_for(pilot, finished(app, "failed"), what="the failure")
         await pilot.pause(0.1)
         screen = app.chat_screen
-        assert "✗ 0 w1" in "\n".join(labels(screen.tree))
+        assert "✗ 1 w1" in "\n".join(labels(screen.tree))
         assert list(screen.query(AnswerView))[-1].has_class("-failed")
         assert [m.role for m in messages(runtime, screen)] == ["user"]  # no answer recorded
 
@@ -258,7 +258,7 @@ async def test_new_chat_and_reload_from_history(fake, setup):
         assert screen.conversation_id == cid
         assert [a.text for a in screen.query(AnswerView)] == ["stored answer"]
         text = "\n".join(labels(screen.tree))
-        assert "Remember me" in text and "✓ 0 w1" in text and "✓ 1 w2  ← 0" in text
+        assert "Remember me" in text and "✓ 1 w1" in text and "✓ 2 w2  ← 1" in text
         assert screen.live.state.status == "finished" and screen.tree.state is screen.live.state
         # A follow-up continues the reopened conversation, with its earlier turns.
         script_plan(fake)

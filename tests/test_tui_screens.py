@@ -42,9 +42,9 @@ async def test_compare_three_columns_stream_answers_with_totals(fake):
         assert texts["w2"][0] == "Direct answer by w2"
         # conductor: plan (100/30 at 0.5/1.0) + w1 step (30/3 at 1/2) + w2 step (40/6 at 3/6)
         assert texts["conductor"][1].startswith("170→39 tok · $0.00")
-        assert texts["w1"][1].startswith("20→4 tok · $0.00003 · ")
-        assert texts["w2"][1].startswith("20→4 tok · $0.00008 · ")
-        assert all(t[1].endswith(" s") for t in texts.values())
+        assert texts["w1"][1].startswith("20→4 tok · $0.000028 · ")
+        assert texts["w2"][1].startswith("20→4 tok · $0.000084 · ")
+        assert all(t[1].endswith("s") for t in texts.values())
         assert all(t[2] == "finished" for t in texts.values())
         # only the final step streamed into the conductor's column: the draft never shows
         assert "Draft" not in texts["conductor"][0]
@@ -215,7 +215,7 @@ async def test_vote_is_stored_and_leaderboard_shows_win_rate(fake):
         assert rows[0][:5] == ["conductor", "1", "1", "1", "100%"]
         assert {r[0] for r in rows[1:]} == {"w1", "w2"}
         assert all(r[4] == "0%" for r in rows[1:])
-        assert rows[0][5].startswith("$") and rows[0][6].endswith(" s")
+        assert rows[0][5].startswith("$") and rows[0][6].endswith("s")
         # the conductor won over w1 and w2: two preference pairs (train/votes.py)
         pairs = str(app.screen.query_one("#leaderboard-pairs", Static).render())
         assert "2 usable preference pairs from 1 vote" in pairs, pairs
@@ -259,7 +259,7 @@ async def test_compare_session_reopens_after_restart(fake):
         tree = app2.screen.query_one(WorkflowTree)
         assert app2.screen.trace.status == "finished" and len(app2.screen.trace.rounds[0].steps) == 2
         drawn = "\n".join(labels(tree))
-        assert "Reopen me  ✓" in drawn and "✓ 0 w1  " in drawn and "✓ 1 w2  ← 0" in drawn
+        assert "Reopen me  ✓" in drawn and "✓ 1 w1  " in drawn and "✓ 2 w2  ← 1" in drawn
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app2.screen, CompareScreen)

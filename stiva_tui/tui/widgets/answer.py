@@ -7,7 +7,7 @@ from textual.containers import Vertical
 from textual.markup import escape
 from textual.widgets import Markdown, Static
 
-from .. import format as fmt
+from ...core import format as fmt
 
 
 class UserMessage(Static):

@@ -19,27 +19,20 @@ from textual.widgets import Button, Label, Markdown, Static
 from textual.widgets._markdown import MarkdownStream
 
 from ...core import events as ev
+from ...core import format as fmt
 
 if TYPE_CHECKING:
     from ...core.trace import Trace
 
 
-def format_money(cost: float) -> str:
-    if cost <= 0:
-        return "$0"
-    if cost < 0.01:
-        return f"${cost:.5f}"
-    return f"${cost:.4f}"
-
-
 def format_totals(prompt_tokens: int, completion_tokens: int, cost_usd: float, latency_s: float | None,
                   estimated: bool = False) -> str:
-    """'120→45 tok · $0.00021 · 1.50 s' (a '~' marks estimated token counts); short enough for
+    """'120→45 tok · $0.00021 · 1.5s' (a '~' marks estimated token counts); short enough for
     a third of the screen, so it stays on one line."""
     approx = "~" if estimated else ""
-    parts = [f"{approx}{prompt_tokens}→{approx}{completion_tokens} tok", format_money(cost_usd)]
+    parts = [f"{approx}{fmt.tokens(prompt_tokens)}→{approx}{fmt.tokens(completion_tokens)} tok", fmt.money(cost_usd)]
     if latency_s is not None:
-        parts.append(f"{latency_s:.2f} s")
+        parts.append(fmt.seconds(latency_s))
     return " · ".join(parts)
 
 
@@ -181,7 +174,7 @@ class CompareColumn(Vertical):
         elif isinstance(event, ev.WorkflowReady):
             if self._planned:
                 steps = len(event.workflow.steps)
-                self.set_status(f"round {event.round}: {steps} step{'s' if steps != 1 else ''}")
+                self.set_status(f"round {event.round}: {fmt.count(steps, 'step')}")
         elif isinstance(event, ev.StepStarted):
             await self._step_started(event)
         elif isinstance(event, ev.StepDelta):
@@ -194,7 +187,7 @@ class CompareColumn(Vertical):
             self.set_footer(format_totals(*self._live_tokens, self._live_cost, None, event.usage.estimated))
         elif isinstance(event, ev.StepFailed):
             then = f", trying {event.fallback}" if event.fallback else ""
-            self.set_status(f"step {event.index} failed on {event.model}{then}")
+            self.set_status(f"step {fmt.step(event.index)} failed on {event.model}{then}")
         elif isinstance(event, ev.RunFinished):
             await self.show_result("finished", event.answer, event.totals)
         elif isinstance(event, ev.RunFailed):
@@ -204,7 +197,7 @@ class CompareColumn(Vertical):
 
     async def _step_started(self, event: ev.StepStarted) -> None:
         if not event.writes_answer:
-            self.set_status(f"step {event.index}: {event.model}")
+            self.set_status(f"step {fmt.step(event.index)}: {event.model}")
             return
         if self.answer or self._stream is not None:  # a retry, or a later round's answer: start over
             await self._restart_answer()
