@@ -120,8 +120,8 @@ def test_a_failing_provider_exits_non_zero_with_one_line(fake, tmp_path, stiva_h
     result = stiva("ask", "Q", "--config", str(config), home=stiva_home)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
-    # Steps 0 and 1 run at the same time: whichever gives up first names itself.
-    assert lines[-1].startswith(("stiva: step 0", "stiva: step 1")) and "model overloaded" in lines[-1]
+    # Steps 1 and 2 run at the same time: whichever gives up first names itself.
+    assert lines[-1].startswith(("stiva: step 1", "stiva: step 2")) and "model overloaded" in lines[-1]
 
 
 def test_bad_config_is_a_one_line_error(tmp_path, stiva_home):
@@ -262,7 +262,7 @@ def test_a_reply_that_is_no_chat_completion_fails_the_step_then_falls_back(fake,
     # direct:MODEL means that model: it fails, and no other model answers instead
     result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", home=stiva_home)
     assert result.returncode == 1 and result.stdout == ""
-    assert result.stderr.splitlines()[-1].startswith("stiva: step 0 (round 1) failed: ")
+    assert result.stderr.splitlines()[-1].startswith("stiva: step 1 (round 1) failed: ")
     assert "the reply is no chat completion" in result.stderr and not fake.requests_for("w2")
     # a planned step moves on to the fallbacks, and the human output says whose answer it is
     fake.script("cond", Reply('model_id = [1]\nsubtasks = ["Answer the question."]\naccess_list = [[]]'))
