@@ -30,6 +30,8 @@ from .cli_common import (  # noqa: F401 - re-exported: the exit codes are the co
     stop_on_signals,
 )
 
+from .core import format as fmt
+
 # asyncio and everything else load inside the commands: `stiva --help` stays fast, and a ctrl+c
 # right after start lands in main(), which answers it with one line.
 
@@ -382,7 +384,8 @@ async def _ask(args, runtime, question: str) -> int:
         if view is None:  # the live view's last frame already ends on the same totals
             t = result.totals
             console.print(f"[dim]{t.prompt_tokens:,} in · {t.completion_tokens:,} out"
-                          f"{' (estimated)' if t.estimated else ''} · ${t.cost_usd:.4f} · {t.latency_s:.1f}s[/]")
+                          f"{' (estimated)' if t.estimated else ''} · {fmt.money(t.cost_usd)} · "
+                          f"{fmt.seconds(t.latency_s)}[/]")
     if outcome.conversation_id and not args.json:
         console.print(f"[dim]conversation {outcome.conversation_id} · continue it with "
                       f"stiva ask --continue {outcome.conversation_id} \"...\"[/]", highlight=False, soft_wrap=True)
@@ -399,8 +402,8 @@ def _fallback_notes(runtime, run_id: str) -> list[str]:
         trace = runtime.store.get_trace(run_id)
     except Exception:  # noqa: BLE001 - the history may be unwritable: the answer stands
         return []
-    # steps numbered from 0, as the live view, the tree and the plan's access lists number them
-    return [f"step {step.index} of round {round_.round} was answered by {step.model}: "
+    # steps numbered from 1, as the live view and the tree number them
+    return [f"step {fmt.step(step.index)} of round {round_.round} was answered by {step.model}: "
             f"{step.first_model} failed" for round_ in trace.rounds for step in round_.steps
             if step.status == "finished" and step.on_fallback]
 
@@ -569,7 +572,7 @@ def _print_runs(runs) -> None:
                          ratio=1 if name == "question" else None)
     for r in runs:
         table.add_row(r.run_id, r.created_at[:16].replace("T", " "), r.source, r.status,
-                      f"{r.prompt_tokens:,}→{r.completion_tokens:,}", f"${r.cost_usd:.4f}",
+                      f"{r.prompt_tokens:,}→{r.completion_tokens:,}", fmt.money(r.cost_usd),
                       printable(" ".join(r.question.split())))
     console.print(table if runs else "no runs yet", highlight=False)
 

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .core import format as fmt
+
 
 def add_parser(sub, common) -> None:
     bench = sub.add_parser(
@@ -232,14 +234,14 @@ def print_table(report: dict) -> None:
 
     pool = f" · {report['pool'].upper()}" if report.get("pool") else ""
     table = Table(title=f"{report['suite']} · bench {report['bench_id']}{pool}", title_justify="left")
-    for column in ("system", "n", "accuracy", "95% CI", "errors", "tokens/q", "cost/q", "p50 s", "p95 s"):
+    for column in ("system", "n", "accuracy", "95% CI", "errors", "tokens/q", "cost/q", "p50", "p95"):
         table.add_column(column, justify="left" if column == "system" else "right")
     for row in report["systems"]:
         lo, hi = row["ci95"]
         accuracy = "—" if row["accuracy"] is None else f"{row['accuracy']:.1%}"
         table.add_row(row["system"], str(row["n"]), accuracy, f"{lo:.2f}–{hi:.2f}", str(row["errors"]),
-                      f"{row['tokens_per_question']:,.0f}", f"${row['cost_per_question']:.5f}",
-                      f"{row['latency_p50_s']:.1f}", f"{row['latency_p95_s']:.1f}")
+                      f"{row['tokens_per_question']:,.0f}", fmt.money(row["cost_per_question"]),
+                      fmt.seconds(row["latency_p50_s"]), fmt.seconds(row["latency_p95_s"]))
     from .cli_common import stdout_console
 
     console = stdout_console(soft_wrap=True)  # piped to a file, nothing is cut to 80 columns
@@ -262,8 +264,8 @@ def listing(config=None) -> str:
     from .sandbox import describe_isolation
 
     lines = ["Suite formats (FORMAT:PATH, PATH a local file or a Hugging Face dataset id):"]
-    for fmt in list_formats():
-        lines.append(f"  {fmt.name:<15} {fmt.description}")
+    for suite_format in list_formats():
+        lines.append(f"  {suite_format.name:<15} {suite_format.description}")
     lines += ["", "Built-in suites:"]
     for info in list_builtins():
         lines.append(f"  {info.name:<15} {info.items:>4} items  {info.description}")
@@ -307,8 +309,8 @@ class ProgressView:
 
         eta = progress.eta_s
         elapsed = time.monotonic() - progress.started
-        caption = (f"{progress.done}/{progress.total} items · {elapsed:.0f}s · "
-                   f"ETA {'—' if eta is None else f'{eta:.0f}s'} · spent ${progress.spent_usd:.4f}")
+        caption = (f"{progress.done}/{progress.total} items · {fmt.seconds(elapsed)} · "
+                   f"ETA {'—' if eta is None else fmt.seconds(eta)} · spent {fmt.money(progress.spent_usd)}")
         if progress.resumed:
             caption += f" · {progress.resumed} resumed"
         if progress.throttled:
@@ -321,7 +323,7 @@ class ProgressView:
         for s in progress.systems.values():
             accuracy = "—" if s.accuracy is None else f"{s.accuracy:.1%}"
             table.add_row(s.system, f"{s.done}/{s.total}", accuracy, str(s.errors), f"{s.tokens:,}",
-                          f"${s.cost_usd + s.judge_cost_usd:.4f}")
+                          fmt.money(s.cost_usd + s.judge_cost_usd))
         # below the table, not as its caption: a caption wraps at the table's width
         lines = [table, Text(caption, style="dim")]
         if progress.stage:

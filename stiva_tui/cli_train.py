@@ -18,6 +18,8 @@ import os
 import signal
 from pathlib import Path
 
+from .core import format as fmt
+
 SPARKS = "▁▂▃▄▅▆▇█"
 
 
@@ -132,7 +134,8 @@ def train_command(args: argparse.Namespace, config) -> int:
     else:
         first = "—" if summary.reward_first is None else f"{summary.reward_first:.3f}"
         last = "—" if summary.reward_last is None else f"{summary.reward_last:.3f}"
-        print(f"{summary.steps} steps · reward {first} → {last} · ${summary.cost_usd:.4f} · adapter {summary.adapter}")
+        print(f"{fmt.count(summary.steps, 'step')} · reward {first} → {last} · {fmt.money(summary.cost_usd)} · "
+              f"adapter {summary.adapter}")
         from rich.markup import escape
 
         console.print("[dim]" + escape(f"use it: [conductor] adapter = \"{summary.adapter}\"; compare: stiva bench "
@@ -148,7 +151,7 @@ def _print_step(report) -> None:
     import sys
 
     print(f"step {report.step}: reward {report.reward_mean:.3f} ± {report.reward_std:.3f} · loss {report.loss:.4f} · "
-          f"valid {report.valid_plan_rate:.0%} · ${report.spent_usd:.4f}", file=sys.stderr, flush=True)
+          f"valid {report.valid_plan_rate:.0%} · {fmt.money(report.spent_usd)}", file=sys.stderr, flush=True)
 
 
 def sparkline(values, width: int = 60) -> str:
@@ -203,9 +206,9 @@ class TrainView:
                               f"{report.valid_plan_rate:.0%} · steps/plan {report.mean_plan_steps:.2f}"))
             lines.append(Text(f"reward  {sparkline(self.rewards)}  (first {self.rewards[0]:.3f}, "
                               f"best {max(self.rewards):.3f})"))
-            lines.append(Text(f"spent ${report.spent_usd:.4f} · this step {report.tokens:,} tokens ${report.cost_usd:.4f} · "
-                              f"generate {report.generate_s:.1f}s rollouts {report.rollout_s:.1f}s "
-                              f"update {report.update_s:.1f}s"))
+            lines.append(Text(f"spent {fmt.money(report.spent_usd)} · this step {report.tokens:,} tokens "
+                              f"{fmt.money(report.cost_usd)} · generate {fmt.seconds(report.generate_s)} rollouts "
+                              f"{fmt.seconds(report.rollout_s)} update {fmt.seconds(report.update_s)}"))
             if report.picks:
                 total = sum(report.picks.values())
                 lines.append(Text("models  " + "  ".join(f"{m} {n / total:.0%}" for m, n in

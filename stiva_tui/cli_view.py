@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .core import events as ev
+from .core import format as fmt
 from .core.run_state import RunState, StepState
 
 # Terminal escape sequences (CSI, OSC, and two-byte ones), then any other control character but
@@ -87,13 +88,13 @@ def _row(step: StepState) -> tuple:
         elapsed = time.monotonic() - step.started_at
     out = str(step.completion_tokens) if done else (f"~{step.streamed_chars // 4}" if step.streamed_chars else "")
     return (
-        f"R{step.round}", str(step.index), printable(step.model or "?"), printable(step.subtask.replace("\n", " ")),
-        "all" if step.access_all else (",".join(map(str, step.access)) or "—"),
+        f"R{step.round}", fmt.step(step.index), printable(step.model or "?"), printable(step.subtask.replace("\n", " ")),
+        fmt.reads(step.index, step.access, step.access_all).removeprefix("← ") or "—",
         Text(step.status + (" (fallback)" if done and step.on_fallback else ""),
              style=STATUS_STYLE.get(step.status, "")),
         str(step.prompt_tokens) if done else "", out,
-        f"${step.cost_usd:.4f}" if done else "",
-        f"{elapsed:.1f}s" if elapsed is not None else "",
+        fmt.money(step.cost_usd) if done else "",
+        fmt.seconds(elapsed),
     )
 
 
@@ -102,8 +103,8 @@ def _footer(state: RunState) -> str:
         return "planning"
     if state.totals is None:
         last = state.rounds[-1]
-        steps = f"{len(last.steps)} step{'' if len(last.steps) == 1 else 's'}"
+        steps = fmt.count(len(last.steps), "step")
         return f"round {last.round}: " + ("planning" if last.planning else f"{steps} running")
     t = state.totals
     return (f"{state.status} · {t.prompt_tokens:,} in · {t.completion_tokens:,} out · "
-            f"${t.cost_usd:.4f} · {t.latency_s:.1f}s")
+            f"{fmt.money(t.cost_usd)} · {fmt.seconds(t.latency_s)}")

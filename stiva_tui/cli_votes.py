@@ -16,6 +16,8 @@ import json
 import sys
 from pathlib import Path
 
+from .core import format as fmt
+
 
 def add_parser(sub, common) -> None:
     votes = sub.add_parser(
@@ -100,7 +102,7 @@ def train_from_votes_command(args: argparse.Namespace, config) -> int:
         if args.json:
             return
         print(f"step {report.step}/{args.steps}: loss {report.loss:.4f} · chosen above rejected "
-              f"{report.accuracy:.0%} · margin {report.margin:+.3f} · {report.seconds:.1f}s", file=sys.stderr,
+              f"{report.accuracy:.0%} · margin {report.margin:+.3f} · {fmt.seconds(report.seconds)}", file=sys.stderr,
               flush=True)
 
     def stage(message: str) -> None:
@@ -128,7 +130,8 @@ def train_from_votes_command(args: argparse.Namespace, config) -> int:
         first = "—" if summary.loss_first is None else f"{summary.loss_first:.4f}"
         last = "—" if summary.loss_last is None else f"{summary.loss_last:.4f}"
         skipped = f" ({', '.join(f'{k} {v}' for k, v in summary.skipped.items())} left out)" if summary.skipped else ""
-        print(f"{summary.steps} steps on {summary.pairs} pairs from {summary.votes} votes{skipped} · "
+        print(f"{fmt.count(summary.steps, 'step')} on {fmt.count(summary.pairs, 'pair')} from "
+              f"{fmt.count(summary.votes, 'vote')}{skipped} · "
               f"DPO loss {first} → {last} · adapter {summary.adapter}")
         from rich.markup import escape
 

@@ -136,6 +136,8 @@ class SandboxConfig(_Strict):
 
 
 class DiscoveryConfig(_Strict):
+    # Look for local servers on their default ports, and check that the local endpoints the
+    # config names answer (a dead one is shown as unreachable); each probe waits `timeout_s`.
     enabled: bool = True
     timeout_s: float = Field(0.3, gt=0, le=10)
 

@@ -120,8 +120,8 @@ def test_a_failing_provider_exits_non_zero_with_one_line(fake, tmp_path, stiva_h
     result = stiva("ask", "Q", "--config", str(config), home=stiva_home)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
-    # Steps 0 and 1 run at the same time: whichever gives up first names itself.
-    assert lines[-1].startswith(("stiva: step 0", "stiva: step 1")) and "model overloaded" in lines[-1]
+    # Steps 1 and 2 run at the same time: whichever gives up first names itself.
+    assert lines[-1].startswith(("stiva: step 1", "stiva: step 2")) and "model overloaded" in lines[-1]
 
 
 def test_bad_config_is_a_one_line_error(tmp_path, stiva_home):
@@ -262,7 +262,7 @@ def test_a_reply_that_is_no_chat_completion_fails_the_step_then_falls_back(fake,
     # direct:MODEL means that model: it fails, and no other model answers instead
     result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", home=stiva_home)
     assert result.returncode == 1 and result.stdout == ""
-    assert result.stderr.splitlines()[-1].startswith("stiva: step 0 (round 1) failed: ")
+    assert result.stderr.splitlines()[-1].startswith("stiva: step 1 (round 1) failed: ")
     assert "the reply is no chat completion" in result.stderr and not fake.requests_for("w2")
     # a planned step moves on to the fallbacks, and the human output says whose answer it is
     fake.script("cond", Reply('model_id = [1]\nsubtasks = ["Answer the question."]\naccess_list = [[]]'))
@@ -277,7 +277,7 @@ def test_a_reply_that_is_no_chat_completion_fails_the_step_then_falls_back(fake,
     fake.script("cond", Reply('model_id = [1]\nsubtasks = ["Answer the question."]\naccess_list = [[]]'))
     human = stiva("ask", "Q", "--config", str(config), home=stiva_home)
     assert human.returncode == 0 and human.stdout.strip() == "the fallback's answer"
-    assert "fallback: step 0 of round 1 was answered by w2: w1 failed" in human.stderr
+    assert "fallback: step 1 of round 1 was answered by w2: w1 failed" in human.stderr
 
 
 @pytest.mark.parametrize("content", [b'theme = "caf\xe9"\n', b"keymap = " + b"[" * 5000 + b"]" * 5000 + b"\n",
@@ -460,7 +460,7 @@ def test_any_printed_id_and_any_unique_start_of_one_works_in_history_show(config
     run_id = json.loads(stiva("history", "--json", home=stiva_home).stdout)[0]["id"]
     by_prefix = stiva("history", "show", run_id[:8], home=stiva_home)
     assert by_prefix.returncode == 0, by_prefix.stderr
-    assert "Plan, round 1" in by_prefix.stdout and "Step 0" in by_prefix.stdout  # the plan, with subtasks
+    assert "Plan, round 1" in by_prefix.stdout and "Step 1" in by_prefix.stdout  # the plan, with subtasks
     assert "Draft an answer." in by_prefix.stdout or "w1" in by_prefix.stdout
     conversation = stiva("history", "show", conversation_id, home=stiva_home)
     assert conversation.returncode == 0, conversation.stderr

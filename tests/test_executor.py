@@ -107,7 +107,7 @@ async def test_when_no_fallback_works_the_run_fails_naming_step_and_provider(fak
                               options=RunOptions(retries=0, fallbacks=("cond",), max_fallbacks=1))
     await worker.aclose()
     assert result.status == "failed"
-    assert "step 1" in result.error and "cond" in result.error and "down" in result.error
+    assert "step 2" in result.error and "cond" in result.error and "down" in result.error  # numbered from 1
     failed = [e for e in events if isinstance(e, ev.StepFailed)]
     assert [(e.model, e.fallback) for e in failed] == [("w1", "cond"), ("cond", None)]
     assert "context length exceeded" in failed[0].error

@@ -305,3 +305,44 @@ def test_models_table_lists_everything():
     for model in pool:
         assert model.id in text
     assert "disabled in config" in text and "no key needed" in text
+
+
+# --- a local endpoint the config names ---------------------------------------------------------
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+async def test_a_dead_local_endpoint_is_unreachable_and_a_live_one_available(fake_vllm, closed_port):
+    """An Ollama / LM Studio URL in the config with nothing listening is not shown as available."""
+    config = parse_config({
+        "discovery": {"timeout_s": 2.0},
+        "catalog": False,
+        "providers": [{"name": "ollama-here", "base_url": f"http://127.0.0.1:{closed_port}/v1"},
+                      {"name": "lab", "base_url": f"http://localhost:{fake_vllm}/v1"}],
+        "models": [{"id": "dead", "provider": "ollama-here", "model": "llama3.2"},
+                   {"id": "live", "provider": "lab", "model": "Qwen/Qwen3-8B"}],
+    })
+    pool = await build_pool(config, discovery_ports={})
+    dead = pool["dead"]
+    assert not dead.available
+    assert dead.reason == f"unreachable: connection refused at http://127.0.0.1:{closed_port}/v1"
+    assert (pool["live"].available, pool["live"].reason) == (True, "no key needed")
+    assert [m.id for m in pool.available()] == ["live", EMBEDDED]
+    # discovery off: the config is taken as written, and no local port is touched
+    assert (await build_pool(config, discover=False))["dead"].available
+
+
+async def test_unreachable_connects_once_to_each_endpoint(fake_vllm, closed_port):
+    from stiva_tui.pool.discovery import unreachable
+
+    live, dead = f"http://127.0.0.1:{fake_vllm}/v1", f"http://127.0.0.1:{closed_port}/v1"
+    assert await unreachable([live, dead, dead], timeout_s=2.0) == {dead: "connection refused"}
+    assert await unreachable([], timeout_s=2.0) == {}

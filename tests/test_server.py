@@ -407,7 +407,7 @@ def test_provider_failure_is_502_naming_the_step(server, fake):
     with pytest.raises(openai.APIStatusError) as caught:
         client.chat.completions.create(model="w1", messages=USER)
     assert caught.value.status_code == 502
-    assert "step 0" in caught.value.message and "upstream exploded" in caught.value.message
+    assert "step 1" in caught.value.message and "upstream exploded" in caught.value.message
     # Streaming: it fails before any text, so the status code is still a real one.
     with pytest.raises(openai.APIStatusError) as caught:
         list(client.chat.completions.create(model="w1", messages=USER, stream=True))

@@ -789,7 +789,7 @@ def test_exports(store: Store):
     assert "- System: conductor (conductor: local `Qwen/Qwen2.5-7B`, 300 in / 60 out tokens)" in md
     assert "Round 1 (dag, 3 steps): model-c → model-b (fallback from model-a) → model-b" in md
     assert "Round 2: kept the previous answer" in md
-    assert "Totals: 380 in / 95 out tokens · $0.0060 · 8.0 s" in md
+    assert "Totals: 380 in / 95 out tokens · $0.006 · 8.0s" in md
     data = conversation_json(store, cid)
     assert (data["format"], data["version"], data["id"], data["title"]) == ("stiva-conversation", 1, cid, "Arithmetic")
     assert data["runs"][0]["rounds"] == EXPECTED_ROUNDS
@@ -818,7 +818,7 @@ def test_export_of_a_stopped_run_shows_its_partial_output(store: Store):
     assert "Round 1 (chain, 2 steps): model-a (cancelled) → ? (cancelled)" in md
     trace = store.get_trace("x")
     assert workflow_summary(trace) == ["Round 1 (chain, 2 steps): model-a (cancelled) → ? (cancelled)"]
-    assert totals_line(trace.totals) == "~5 in / ~3 out tokens · $0.0005 · 1.2 s"
+    assert totals_line(trace.totals) == "~5 in / ~3 out tokens · $0.0005 · 1.2s"
 
 
 def test_no_api_key_in_database_or_exports(db_path: Path, monkeypatch):

@@ -267,7 +267,7 @@ async def test_f12_opens_benches_and_an_item_opens_its_run_on_a_screen_esc_leave
                            what="the run's screen")
             run_screen = app.screen
             tree = "\n".join(labels(run_screen.query_one("#run-tree")))
-            assert "What is 2+3?" in tree and "0 w1" in tree and "1 w2" in tree
+            assert "What is 2+3?" in tree and "1 w1" in tree and "2 w2" in tree
             assert run_screen.query_one("#run-conversation").last_answer == "The answer is 5."
             assert run_screen.focused is run_screen.query_one("#run-tree")
             assert chat.conversation.questions == ["A chat in progress"]

@@ -57,8 +57,8 @@ async def test_question_shows_live_tree_and_answer(fake, setup):
         text = "\n".join(labels(screen.tree))
         assert "What is 2+2?" in text
         assert "Round 1" in text and "Plan  2 steps" in text
-        assert "✓ 0 w1" in text and "11→6 tok" in text and "$0.000023" in text  # 11*1 + 6*2 per 1M
-        assert "✓ 1 w2  ← 0" in text and "40→5 tok" in text
+        assert "✓ 1 w1" in text and "11→6 tok" in text and "$0.000023" in text  # 11*1 + 6*2 per 1M
+        assert "✓ 2 w2  ← 1" in text and "40→5 tok" in text
         assert "Outline the approach" in text
         answers = list(screen.query(AnswerView))
         assert answers[-1].text == "**4** is the answer."
@@ -128,6 +128,56 @@ async def test_escape_cancels_and_the_run_stays_in_history(fake, setup):
         assert len(runtime.store.get_conversation(cid).runs) == 2
 
 
+def _answers(screen) -> list[tuple[str, bool, str]]:
+    """Each answer block shown: its header, whether it is marked cancelled, its Markdown."""
+    from textual.widgets import Markdown
+
+    return [(a._header, a.has_class("-cancelled"), a.query_one(Markdown).source) for a in screen.query(AnswerView)]
+
+
+@pytest.mark.parametrize("when", ["planning", "mid-way"])
+async def test_a_cancelled_turn_shows_as_cancelled_and_reopens_as_it_was(fake, setup, when):
+    """Cancelled while the conductor plans, the plan is no finished plan of "0 steps"; cancelled
+    mid-way, its steps are cancelled. Reopened from the history, the chat shows the cancelled
+    block as it was shown live, under its question."""
+    if when == "planning":
+        script_plan(fake, chunk_delay_s=0.05)
+    else:
+        script_plan(fake)
+        fake.default("w1", Reply(" ".join(["slow"] * 400), chunk_delay_s=0.02))
+    config, runtime = await setup()
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        await ask(pilot, "A long one")
+        screen = app.chat_screen
+        state = screen.live.state
+        if when == "planning":
+            await wait_for(pilot, lambda: state.rounds and len(state.rounds[0].conductor_text) > 5, what="planning")
+        else:
+            await wait_for(pilot, lambda: state.rounds and state.rounds[0].steps
+                           and state.step(1, 0).streamed_chars > 20, what="step 0 streaming")
+        await pilot.press("escape")
+        await wait_for(pilot, finished(app, "cancelled"), what="the cancel")
+        await pilot.pause(0.1)
+        live = _answers(screen)
+        (header, cancelled, note) = live[-1]
+        assert cancelled and note.startswith("_Cancelled.") and header.endswith(" · cancelled")
+        assert "0 steps" not in header and "0 steps" not in "\n".join(labels(screen.tree))
+        if when == "planning":
+            assert header.startswith("Stiva · no plan · ")
+        else:
+            assert header.startswith("Stiva · 2 steps · ")
+        live_tree = labels(screen.tree)
+        cid = screen.conversation_id
+        await pilot.press("ctrl+n")
+        await pilot.pause(0.1)
+        await screen.load_conversation(cid)
+        await pilot.pause(0.1)
+        assert screen.conversation.questions == ["A long one"]
+        assert _answers(screen) == live
+        assert labels(screen.tree)[:3] == live_tree[:3]
+
+
 async def test_stream_cut_shows_failure_and_fallback_then_keeps_working(fake, setup):
     script_plan(fake)
     fake.script("w1", Reply("this stream will be cut off half way through", fault="cut"))
@@ -142,7 +192,7 @@ async def test_stream_cut_shows_failure_and_fallback_then_keeps_working(fake, se
         text = "\n".join(labels(screen.tree))
         assert "↻ fallback from w1" in text
         assert "✗ w1 attempt 1" in text and "→ w2" in text
-        assert "✓ 0 w2" in text
+        assert "✓ 1 w2" in text
         assert list(screen.query(AnswerView))[-1].text == "fallback answer"
         # Ask again: the app still works.
         script_plan(fake)
@@ -161,7 +211,7 @@ async def test_failed_run_is_shown_and_app_recovers(fake, setup):
         await wait_for(pilot, finished(app, "failed"), what="the failure")
         await pilot.pause(0.1)
         screen = app.chat_screen
-        assert "✗ 0 w1" in "\n".join(labels(screen.tree))
+        assert "✗ 1 w1" in "\n".join(labels(screen.tree))
         assert list(screen.query(AnswerView))[-1].has_class("-failed")
         assert [m.role for m in messages(runtime, screen)] == ["user"]  # no answer recorded
 
@@ -208,7 +258,7 @@ async def test_new_chat_and_reload_from_history(fake, setup):
         assert screen.conversation_id == cid
         assert [a.text for a in screen.query(AnswerView)] == ["stored answer"]
         text = "\n".join(labels(screen.tree))
-        assert "Remember me" in text and "✓ 0 w1" in text and "✓ 1 w2  ← 0" in text
+        assert "Remember me" in text and "✓ 1 w1" in text and "✓ 2 w2  ← 1" in text
         assert screen.live.state.status == "finished" and screen.tree.state is screen.live.state
         # A follow-up continues the reopened conversation, with its earlier turns.
         script_plan(fake)

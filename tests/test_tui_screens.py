@@ -42,9 +42,9 @@ async def test_compare_three_columns_stream_answers_with_totals(fake):
         assert texts["w2"][0] == "Direct answer by w2"
         # conductor: plan (100/30 at 0.5/1.0) + w1 step (30/3 at 1/2) + w2 step (40/6 at 3/6)
         assert texts["conductor"][1].startswith("170→39 tok · $0.00")
-        assert texts["w1"][1].startswith("20→4 tok · $0.00003 · ")
-        assert texts["w2"][1].startswith("20→4 tok · $0.00008 · ")
-        assert all(t[1].endswith(" s") for t in texts.values())
+        assert texts["w1"][1].startswith("20→4 tok · $0.000028 · ")
+        assert texts["w2"][1].startswith("20→4 tok · $0.000084 · ")
+        assert all(t[1].endswith("s") for t in texts.values())
         assert all(t[2] == "finished" for t in texts.values())
         # only the final step streamed into the conductor's column: the draft never shows
         assert "Draft" not in texts["conductor"][0]
@@ -134,6 +134,58 @@ async def test_compare_default_systems_and_validation(fake):
     await runtime.aclose()
 
 
+async def test_compare_question_box_honours_enter_sends(fake):
+    """With `enter_sends = true`, enter sends the compare question as it sends the chat's, and
+    alt+enter adds a line; the hint under the box says so."""
+    script_fake(fake)
+    config = screens_config(fake.base_url).model_copy(update={"enter_sends": True})
+    runtime = await make_runtime(config)
+    app = Host(lambda: CompareScreen(runtime, systems=["w1"]))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        assert str(screen.query_one("#compare-hint", Static).render()).startswith("enter send · alt+enter new line")
+        screen.query_one("#compare-question", TextArea).focus()
+        await pilot.press(*"two", "alt+enter", *"lines")
+        assert screen.query_one("#compare-question", TextArea).text == "two\nlines"
+        assert screen.columns == []
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: len(screen.columns) == 1 and screen.columns[0].finished)
+        assert screen.question == "two\nlines"
+    await runtime.aclose()
+
+
+async def test_compare_marks_chosen_systems_by_shape_and_fits_long_names(fake):
+    """Chosen ● and not chosen ○ read on a monochrome terminal (the box's colour was all that told
+    them apart); a long model id at four columns wraps where it reads well, its full name in the
+    tooltip."""
+    from stiva_tui.tui.widgets.compare_column import fit_title
+
+    script_fake(fake)
+    long_id = "openrouter/qwen/qwen3-235b-a22b"
+    runtime = await make_runtime(screens_config(fake.base_url, extra_models=[
+        {"id": long_id, "provider": "fake", "model": "w1"}]))
+    app = Host(lambda: CompareScreen(runtime, systems=["conductor", "moa", "w1", long_id]))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = app.screen
+        picker = screen.query_one("#compare-systems", SelectionList)
+        lines = [picker.render_line(y).text.strip() for y in range(3)]
+        assert lines == ["▐●▌ conductor (orchestrated)", "▐○▌ conductor-mini (quick)", "▐●▌ Mixture-of-Agents"]
+        picker.deselect("conductor")
+        await pilot.pause()
+        assert picker.render_line(0).text.strip().startswith("▐○▌ conductor")
+        screen.query_one("#compare-question", TextArea).text = "hi"
+        await pilot.press("ctrl+j")
+        await wait_until(pilot, lambda: len(screen.columns) == 3 and all(c.finished for c in screen.columns))
+        await pilot.pause()
+        title = screen.columns[2].query_one(".column-title")
+        assert str(title.render()) == "3  openrouter/qwen/\nqwen3-235b-a22b"
+        assert long_id in str(title.tooltip)
+    await runtime.aclose()
+    assert fit_title("1  conductor", 20) == "1  conductor"
+    assert fit_title("3  anthropic/claude-sonnet-4", 20) == "3  anthropic/\nclaude-sonnet-4"
+    assert fit_title("2  a-very-long-name-without-a-slash-at-all", 16) == "2  a-very-long-\nname-without-a-…"
+
+
 async def test_vote_is_stored_and_leaderboard_shows_win_rate(fake):
     from stiva_tui.tui.screens.leaderboard import LeaderboardScreen
 
@@ -163,7 +215,7 @@ async def test_vote_is_stored_and_leaderboard_shows_win_rate(fake):
         assert rows[0][:5] == ["conductor", "1", "1", "1", "100%"]
         assert {r[0] for r in rows[1:]} == {"w1", "w2"}
         assert all(r[4] == "0%" for r in rows[1:])
-        assert rows[0][5].startswith("$") and rows[0][6].endswith(" s")
+        assert rows[0][5].startswith("$") and rows[0][6].endswith("s")
         # the conductor won over w1 and w2: two preference pairs (train/votes.py)
         pairs = str(app.screen.query_one("#leaderboard-pairs", Static).render())
         assert "2 usable preference pairs from 1 vote" in pairs, pairs
@@ -207,7 +259,7 @@ async def test_compare_session_reopens_after_restart(fake):
         tree = app2.screen.query_one(WorkflowTree)
         assert app2.screen.trace.status == "finished" and len(app2.screen.trace.rounds[0].steps) == 2
         drawn = "\n".join(labels(tree))
-        assert "Reopen me  ✓" in drawn and "✓ 0 w1  " in drawn and "✓ 1 w2  ← 0" in drawn
+        assert "Reopen me  ✓" in drawn and "✓ 1 w1  " in drawn and "✓ 2 w2  ← 1" in drawn
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app2.screen, CompareScreen)
@@ -355,6 +407,31 @@ async def test_keys_screen_adds_replaces_and_removes_a_key(fake, fresh_keyring):
         assert keyring.get_password("stiva", "openai") is None
         assert _key_cell(screen, "openai") == "no key"
         assert not runtime.pool["openai/gpt-5"].available
+    await runtime.aclose()
+
+
+async def test_a_key_added_in_f5_reaches_the_chat_tree_prices(fake, fresh_keyring):
+    """The chat's tree prices its "≈ instead" line from the pool it was told of: a key added in
+    the keys screen rebuilds the pool, and the tree is told the new one."""
+    from stiva_tui.tui.app import StivaApp
+    from stiva_tui.tui.screens.keys import KeysScreen
+
+    config = screens_config(fake.base_url, catalog=True)
+    runtime = await make_runtime(config)
+    app = StivaApp(config, runtime=runtime)
+    async with app.run_test(size=SIZE) as pilot:
+        tree = app.chat_screen.tree
+        await wait_until(pilot, lambda: tree.models)
+        assert "openai/gpt-5" not in [m.id for m in tree.models]
+        await pilot.press("f5")
+        await wait_until(pilot, lambda: isinstance(app.screen, KeysScreen))
+        screen = app.screen
+        await app.workers.wait_for_complete()
+        screen.select_provider("openai")
+        screen.query_one("#keys-input", Input).value = "sk-test-0000000000000000AAAA"
+        await pilot.click("#keys-save")
+        await wait_until(pilot, lambda: "openai/gpt-5" in [m.id for m in tree.models])
+        assert [m.id for m in tree.models] == [m.id for m in runtime.models]
     await runtime.aclose()
 
 

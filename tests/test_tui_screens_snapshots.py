@@ -115,6 +115,24 @@ def test_compare_three_columns_finished(snap_compare, runtime):
     assert snap_compare(app, terminal_size=SIZE, run_before=_settle)
 
 
+FOUR_ANSWERS = {
+    "conductor": ("**Paris**.", ev.Totals(812, 96, 0.00142, 3.21)),
+    "moa": ("Paris, the capital.", ev.Totals(300, 40, 0.0009, 2.5)),
+    "anthropic/claude-sonnet-4": ("Paris.", ev.Totals(24, 2, 0.000028, 0.48)),
+    "openrouter/qwen/qwen3-235b-a22b": ("It is *Paris*.", ev.Totals(24, 9, 0.000207, 1.07)),
+}
+
+
+def test_compare_four_columns_at_100_columns(snap_compare, runtime):
+    """Four columns at 100 columns: long names wrap onto a second line instead of ending in "…",
+    and the system list marks chosen (●) and not chosen (○) systems by shape, not only colour."""
+    from stiva_tui.tui.screens.compare import CompareScreen
+
+    session = _compare_session(runtime.store, "What is the capital of France?", winner=None, answers=FOUR_ANSWERS)
+    app = Host(lambda: CompareScreen(runtime, session_id=session))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=_settle)
+
+
 def test_leaderboard(snap_compare, runtime):
     from stiva_tui.tui.screens.leaderboard import LeaderboardScreen
 

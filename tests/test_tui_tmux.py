@@ -101,7 +101,7 @@ def test_real_stiva_answers_in_tmux(fake, tmp_path, stiva_home):
         tmux.send("C-j")
         screen = tmux.wait_for("The answer is forty-two.", "w1", "w2", "$0.0", "✓", timeout=30)
         assert "What is the meaning of life?" in screen
-        assert "← 0" in screen  # step 1 reads step 0
+        assert "← 1" in screen  # step 2 reads step 1
         tmux.send("C-q")
         assert tmux.wait_exit(timeout=10), "stiva did not quit on ctrl+q"
         # The run is in the history database the app wrote.
@@ -148,7 +148,7 @@ def test_real_stiva_bench_shows_live_progress_in_a_terminal(fake, tmp_path, stiv
     tmux = Tmux(tmp_path)
     tmux.start(command)
     try:
-        screen = tmux.wait_for("p95 s", "report in", timeout=60)  # the final table
+        screen = tmux.wait_for("p95", "report in", timeout=60)  # the final table
         assert "30/30 items" in screen and f"{done} resumed" in screen, screen
         assert "100.0%" in screen
     finally:

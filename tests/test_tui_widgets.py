@@ -87,9 +87,9 @@ async def test_workflow_tree_draws_the_state_it_is_given():
         drawn = labels(tree)
         assert drawn[0] == DEMO_QUESTION  # running: no mark after the question
         assert "✓ Plan  3 steps  312→41 tok  0.8s" in drawn
-        assert "✓ 0 w1  58→24 tok  $0.000106  1.2s  List the caching options in the standard library" in drawn
-        assert any(line.startswith("⠋ 1 w1 ↻ fallback from w2  ~") for line in drawn)
-        assert "○ 2 w1  ← 0,1  Combine both into a final answer with code" in drawn
+        assert "✓ 1 w1  58→24 tok  $0.000106  1.2s  List the caching options in the standard library" in drawn
+        assert any(line.startswith("⠋ 2 w1 ↻ fallback from w2  ~") for line in drawn)
+        assert "○ 3 w1  ← 1,2  Combine both into a final answer with code" in drawn
         assert "✗ w2 attempt 1: fake: stream ended before the answer was complete  → w1" in drawn
 
         # It draws, it never folds: the owner applies the rest and says what changed.
@@ -97,11 +97,11 @@ async def test_workflow_tree_draws_the_state_it_is_given():
         changed = set()
         for event in rest:
             changed.update(state.apply(event))
-        assert "✓ 2 w1" not in "\n".join(labels(tree))
+        assert "✓ 3 w1" not in "\n".join(labels(tree))
         tree.redraw(changed)
         drawn = labels(tree)
         assert drawn[0] == f"{DEMO_QUESTION}  ✓"
-        assert "✓ 2 w1  ← 0,1  190→96 tok  $0.000382  1.9s  Combine both into a final answer with code" in drawn
+        assert "✓ 3 w1  ← 1,2  190→96 tok  $0.000382  1.9s  Combine both into a final answer with code" in drawn
 
         # A new frame turns the spinner of a running step.
         running = RunState(question="q")
@@ -147,8 +147,8 @@ async def test_a_stored_run_is_drawn_by_the_same_tree(tmp_path):
         await pilot.pause()
         drawn = labels(app.screen.query_one(WorkflowTree))
         assert drawn[0] == f"{DEMO_QUESTION}  ✓"
-        assert any(line.startswith("✓ 1 w1 ↻ fallback from w2  61→33 tok") for line in drawn)
-        assert any(line.startswith("✓ 2 w1  ← 0,1  190→96 tok") for line in drawn)
+        assert any(line.startswith("✓ 2 w1 ↻ fallback from w2  61→33 tok") for line in drawn)
+        assert any(line.startswith("✓ 3 w1  ← 1,2  190→96 tok") for line in drawn)
 
 
 # --- the step pane --------------------------------------------------------------------------------
@@ -173,7 +173,7 @@ async def test_step_detail_streams_only_new_text_then_sets_the_whole_output(monk
     async with One(detail).run_test(size=SIZE) as pilot:
         await detail.show(state, key)
         header = str(detail.query_one("#detail-header", Static).render())
-        assert header.startswith("Step 0 · w1 · running · ← the question only")
+        assert header.startswith("Step 1 · w1 · running · ← the question only")
         assert "Subtask: List the caching options" in header
         assert "Waiting for the first tokens" in detail.query_one(Markdown).source
         for piece in ("- `functools", ".lru_cache`\n", "- `functools.cache`"):
@@ -280,7 +280,7 @@ async def test_compare_column_streams_the_step_that_writes_the_answer():
         await pilot.pause()
         assert column.finished and column.status == "finished"
         assert column.query_one(".column-answer", Markdown).source == "second answer"
-        assert str(column.query_one(".column-footer", Static).render()) == "27→14 tok · $0.00300 · 1.50 s"
+        assert str(column.query_one(".column-footer", Static).render()) == "27→14 tok · $0.003 · 1.5s"
         assert str(column.query_one(".column-subtitle").render()) == "remote: cond"
         assert column.query(".column-tree")
 

@@ -36,6 +36,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from ..core import format as fmt
 from ..core.trace import Trace
 from ..store.records import BenchItemRecord
 from .derived import DERIVED, aiq, derived_records, frontier, random_expectation
@@ -295,12 +296,12 @@ def terminal_frontier(report: dict[str, Any], width: int = 48, height: int = 12)
         y = height - 1 - round((row["accuracy"] or 0.0) * (height - 1))
         grid[y][x] = mark if grid[y][x] == " " else "+"
         legend.append(f"{mark} {row['system']}: accuracy {_fmt(row['accuracy'])}, "
-                      f"${row['cost_per_question']:.6f}/q")
+                      f"{fmt.money(row['cost_per_question'])}/q")
     lines = []
     for j, cells in enumerate(grid):
         label = f"{1 - j / (height - 1):4.2f}" if j in (0, height // 2, height - 1) else "    "
         lines.append(f"{label} |" + "".join(cells))
     lines.append("     +" + "-" * width)
-    left, right = f"${lo_cost:.6f}/q", f"${hi_cost:.6f}/q"
+    left, right = f"{fmt.money(lo_cost)}/q", f"{fmt.money(hi_cost)}/q"
     lines.append("      " + left + " " * max(1, width - len(left) - len(right)) + right)  # ends under the axis
     return "\n".join(lines + [""] + legend)

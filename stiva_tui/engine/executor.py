@@ -94,8 +94,8 @@ class StepError(Exception):
 
     def __init__(self, round_: int, index: int, message: str):
         self.round = round_
-        self.index = index
-        super().__init__(f"step {index} (round {round_}) failed: {message}")
+        self.index = index  # 0-based, as in the plan; the message numbers steps from 1, as every view does
+        super().__init__(f"step {index + 1} (round {round_}) failed: {message}")
 
 
 class Engine:

@@ -4,6 +4,10 @@ Every known server is probed concurrently with one `httpx.AsyncClient`, each pro
 deadline of `timeout_s` (so a port that accepts and never answers costs at most that long), and a
 port with nothing listening fails at once (connection refused). A reply counts only when it has
 the shape of a model list, so an unrelated web app on port 8000 or 8080 is not taken for vLLM.
+
+`unreachable(urls)` checks the loopback endpoints the config names (an Ollama or LM Studio URL)
+with one TCP connect each, under the same kind of deadline: the pool shows a dead one as
+unreachable instead of available.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -183,3 +188,35 @@ async def discover_models(
     """The models of every discovered local server, as pool models (price 0)."""
     servers = await discover_servers(ports=ports, timeout_s=timeout_s, host=host)
     return [model for server in servers for model in server.pool_models()]
+
+
+async def unreachable(urls: Iterable[str], *, timeout_s: float = 0.3) -> dict[str, str]:
+    """Of `urls` (local endpoints), each that nothing answers at, with why ("connection refused",
+    "no answer in 0.3 s"). One TCP connect per distinct host and port, all at once, each cut off
+    after `timeout_s`."""
+    urls = list(dict.fromkeys(urls))
+
+    async def why(url: str) -> str | None:
+        parts = urlsplit(url)
+        host = parts.hostname or DEFAULT_HOST
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            return "no port in its URL"
+        try:
+            _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        except (asyncio.TimeoutError, TimeoutError):
+            return f"no answer in {timeout_s:g} s"
+        except ConnectionRefusedError:
+            return "connection refused"
+        except OSError as exc:
+            return exc.strerror or type(exc).__name__
+        writer.close()
+        try:
+            await writer.wait_closed()
+        except OSError:
+            pass
+        return None
+
+    reasons = await asyncio.gather(*(why(url) for url in urls))
+    return {url: reason for url, reason in zip(urls, reasons) if reason is not None}

@@ -3,8 +3,11 @@
 Order: the config's [[models]]; then the built-in catalog (when `config.catalog`), models of
 providers with a key first, then those without one (kept, unavailable, so the user sees what a key
 would add); then models of discovered local servers; then the embedded model, always last and
-there unless the config says `embedded_worker = false`, so the app works offline. `Pool.available()` keeps that order and is what the
-conductor is shown, numbered from 0.
+there unless the config says `embedded_worker = false`, so the app works offline.
+`Pool.available()` keeps that order and is what the conductor is shown, numbered from 0.
+
+With discovery on, the local endpoints the config names are probed too: the models of one that
+nothing answers at are unavailable ("unreachable: connection refused at http://127.0.0.1:11434/v1").
 """
 
 from __future__ import annotations
@@ -169,11 +172,14 @@ def _needed_providers(config: Config, providers: Mapping[str, _Provider]) -> lis
 
 
 def _assemble(config: Config, providers: Mapping[str, _Provider], keys: Mapping[str, _KeyState],
-              discovered: Iterable[PoolModel], embedded: PoolModel) -> Pool:
+              discovered: Iterable[PoolModel], embedded: PoolModel,
+              dead: Mapping[str, str] | None = None) -> Pool:
+    """`dead`: the local base URLs nothing answers at, with why; their models are unavailable."""
     from ..catalog import load_catalog
 
     models: list[PoolModel] = []
     taken: set[str] = set()
+    dead = dead or {}
 
     for entry in config.models:
         provider = providers.get(entry.provider)
@@ -182,6 +188,8 @@ def _assemble(config: Config, providers: Mapping[str, _Provider], keys: Mapping[
             continue
         state = keys[provider.name]
         available, reason = state.available, state.reason
+        if available and provider.base_url in dead:
+            available, reason = False, f"unreachable: {dead[provider.base_url]} at {provider.base_url}"
         if not entry.enabled:
             available, reason = False, "disabled in config"
         models.append(PoolModel(
@@ -199,16 +207,19 @@ def _assemble(config: Config, providers: Mapping[str, _Provider], keys: Mapping[
         for cat in load_catalog().providers:
             provider = providers[cat.name]
             state = keys[cat.name]
+            available, reason = state.available, state.reason
+            if available and provider.base_url in dead:  # a catalog provider moved to this machine
+                available, reason = False, f"unreachable: {dead[provider.base_url]} at {provider.base_url}"
             for m in cat.models:
                 if m.id in taken:
                     continue
                 model = PoolModel(
                     id=m.id, provider=cat.name, model=m.model, base_url=provider.base_url,
                     price_in=m.price_in, price_out=m.price_out, description=m.description,
-                    kind="openai", available=state.available, reason=state.reason,
+                    kind="openai", available=available, reason=reason,
                     source="catalog", api_key=state.key, headers=provider.headers, planner=m.planner,
                 )
-                (keyed if state.available else keyless).append(model)
+                (keyed if available else keyless).append(model)
                 taken.add(m.id)
         models += keyed + keyless
 
@@ -243,7 +254,7 @@ async def build_pool(config: Config, *, discover: bool | None = None,
                      discovery_ports: Mapping[str, int | None] | None = None) -> Pool:
     """Build the pool for `config`. `discover` None follows `config.discovery.enabled`;
     `discovery_ports` overrides where local servers are looked for (see discovery)."""
-    from .discovery import discover_models
+    from .discovery import discover_models, unreachable
 
     do_discover = config.discovery.enabled if discover is None else discover
     providers = _providers(config)
@@ -254,9 +265,14 @@ async def build_pool(config: Config, *, discover: bool | None = None,
         discovery_task = asyncio.ensure_future(
             discover_models(ports=discovery_ports, timeout_s=config.discovery.timeout_s)
         )
+    # A local server the config names (Ollama, LM Studio) may not be running: one connect each,
+    # with discovery (discovery off trusts the config as written, and touches no local port).
+    local_urls = [p.base_url for p in needed if is_loopback_url(p.base_url)] if do_discover else []
+    probe_task = asyncio.ensure_future(unreachable(local_urls, timeout_s=config.discovery.timeout_s))
     try:
         # Keyring backends may block (D-Bus): resolve keys in a thread while discovery runs.
         keys = await asyncio.to_thread(_resolve_keys, needed)
+        dead = await probe_task
         discovered: list[PoolModel] = []
         if discovery_task is not None:
             try:
@@ -264,9 +280,10 @@ async def build_pool(config: Config, *, discover: bool | None = None,
             except Exception as exc:  # discovery is best effort
                 log.warning("discovery of local servers failed: %s", exc)
     finally:
-        if discovery_task is not None and not discovery_task.done():
-            discovery_task.cancel()
-    return _assemble(config, providers, keys, discovered, embedded_pool_model())
+        for task in (discovery_task, probe_task):
+            if task is not None and not task.done():
+                task.cancel()
+    return _assemble(config, providers, keys, discovered, embedded_pool_model(), dead)
 
 
 def build_pool_sync(config: Config, *, discover: bool | None = None,

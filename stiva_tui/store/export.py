@@ -5,6 +5,7 @@ Both are built only from what the store holds, which never includes an API key.
 
 from __future__ import annotations
 
+from ..core import format as fmt
 from ..core.trace import Trace, TraceConductor, TraceTotals
 from .db import Store
 
@@ -53,17 +54,16 @@ def workflow_summary(trace: Trace) -> list[str]:
             elif s.first_model != s.model:
                 label += f" (fallback from {s.first_model})"
             parts.append(label)
-        count = f"{len(r.steps)} step{'s' if len(r.steps) != 1 else ''}"
-        out.append(f"Round {r.round} ({r.shape()}, {count}): " + " → ".join(parts))
+        out.append(f"Round {r.round} ({r.shape()}, {fmt.count(len(r.steps), 'step')}): " + " → ".join(parts))
     return out
 
 
 def totals_line(totals: TraceTotals) -> str:
-    """'1,234 in / 567 out tokens · $0.0123 · 4.2 s' (with '~' when the tokens were estimated)."""
+    """'1,234 in / 567 out tokens · $0.012 · 4.2s' (with '~' when the tokens were estimated)."""
     approx = "~" if totals.estimated else ""
     return (
         f"{approx}{totals.prompt_tokens:,} in / {approx}{totals.completion_tokens:,} out tokens"
-        f" · ${totals.cost_usd:.4f} · {totals.latency_s:.1f} s"
+        f" · {fmt.money(totals.cost_usd)} · {fmt.seconds(totals.latency_s)}"
     )
 
 
@@ -77,8 +77,8 @@ def run_markdown(trace: Trace, *, plan: bool = False) -> str:
 
 
 def plan_lines(trace: Trace) -> list[str]:
-    """The plan of each round as Markdown: one line per step, numbered from 0 as the tree and the
-    paper's access lists number them."""
+    """The plan of each round as Markdown: one line per step, numbered from 1 as the tree numbers
+    them (the plan's own access lists count from 0)."""
     out: list[str] = []
     for r in trace.rounds:
         if not r.steps:
@@ -86,8 +86,8 @@ def plan_lines(trace: Trace) -> list[str]:
         out += [f"**Plan, round {r.round}**" + (f" (made under the preference *{r.preference}*)" if r.preference else ""),
                 ""]
         for s in r.steps:
-            reads = "steps " + ", ".join(str(j) for j in s.access) if s.access else "the question only"
-            out.append(f"- Step {s.index} · `{s.model or '?'}` · reads {reads} · {s.status}: "
+            reads = "steps " + ", ".join(fmt.step(j) for j in s.access) if s.access else "the question only"
+            out.append(f"- Step {fmt.step(s.index)} · `{s.model or '?'}` · reads {reads} · {s.status}: "
                        f"{_one_line(s.subtask, 200) or '(no subtask)'}")
         out.append("")
     return out

@@ -234,6 +234,12 @@ class StivaApp(App):
 
         self.push_screen(RunScreen(self.runtime.store if self.runtime is not None else None, message.run_id))
 
+    @on(msg.PoolChanged)
+    def _pool_changed(self, message: msg.PoolChanged) -> None:
+        """A key was added or removed: the chat's tree learns the new pool's prices."""
+        if self._chat is not None and self._chat.runtime is not None:
+            self._chat.know_pool()
+
     def _can_open(self, screen: "type[Screen]") -> bool:
         """Whether a new `screen` may open: Stiva has started and it is not the one shown."""
         if self.runtime is None:

@@ -11,7 +11,8 @@ bar; they do not bubble back up to the app):
 A question then ends with `RunEnded` (from the chat screen, bubbling up to the app).
 
 Requests from other screens, bubbling up to the app: `OpenCompare(session_id)` (compare mode,
-on a saved session), `OpenRun(run_id)` (a stored run, on a screen of its own).
+on a saved session), `OpenRun(run_id)` (a stored run, on a screen of its own). News from other
+screens: `PoolChanged()` (the keys screen rebuilt the pool; the app tells the chat screen).
 """
 
 from __future__ import annotations
@@ -86,3 +87,8 @@ class OpenRun(Message):
     over the screen that asked; esc goes back."""
 
     run_id: str
+
+
+@dataclass
+class PoolChanged(Message):
+    """The pool was rebuilt (a key added or removed): its models, prices and MoA may differ now."""

@@ -25,7 +25,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, DataTable, Static
 
-from .. import format as fmt
+from ..text import one_line
 from ..widgets.bench_report import STATUS_STYLES, BenchReport, BenchReportView
 from ..widgets.footer import StivaFooter
 
@@ -255,8 +255,8 @@ def bench_cells(bench: BenchSummary) -> list:
     """The list's cells of one bench (Text: a DataTable reads a str as markup)."""
     record = bench.record
     return [
-        Text(fmt.one_line(record.suite, SUITE_CHARS), style="bold"),
-        Text(fmt.one_line(", ".join(record.systems), SYSTEMS_CHARS)),
+        Text(one_line(record.suite, SUITE_CHARS), style="bold"),
+        Text(one_line(", ".join(record.systems), SYSTEMS_CHARS)),
         Text(record.status, style=STATUS_STYLES.get(record.status, "")),
         Text(f"{bench.done}/{bench.total}", justify="right"),
         Text(record.updated_at[:16].replace("T", " "), style="dim"),

@@ -30,7 +30,7 @@ from ..bindings import keys_for
 from ..exporting import export_conversation
 from ..state import load_state, save_state
 from ..live_run import LiveRun
-from ..widgets.answer import AnswerView, answer_header
+from ..widgets.answer import AnswerView, answer_header, stopped_note
 from ..widgets.conversation import ConversationView
 from ..widgets.footer import StivaFooter
 from ..widgets.history import HistorySidebar
@@ -95,7 +95,6 @@ class ChatScreen(Screen):
             self._started.set()
         self._run_worker: Worker | None = None
         self._history: HistorySidebar | None = None  # mounted on first use
-        self._run_only = False  # a stored run outside any conversation is shown (`open_run`)
         self._asked: list[str] = []  # every question asked in this session, for the prompt's history
 
     def compose(self) -> ComposeResult:
@@ -168,7 +167,7 @@ class ChatScreen(Screen):
         self.runtime = message.runtime
         self._started.set()
         self.preference = configured_preference(self.runtime)
-        self._know_pool()
+        self.know_pool()
         if self.runtime.conductor_ready:
             self.status_bar.message = ""
         else:
@@ -180,8 +179,9 @@ class ChatScreen(Screen):
         for warning in self.runtime.warnings:  # a model the config names is unavailable right now
             self.notify(warning, title="Config", severity="warning", timeout=15)
 
-    def _know_pool(self) -> None:
-        """The tree's "≈ instead" line needs the pool's prices and MoA's make-up."""
+    def know_pool(self) -> None:
+        """Tell the tree the pool's prices and MoA's make-up (its "≈ instead" line needs them):
+        at start-up, and again whenever the pool is rebuilt."""
         from ...runtime import AskError, MoAMode
 
         self.tree.models = self.runtime.models
@@ -189,6 +189,8 @@ class ChatScreen(Screen):
             self.tree.moa = self.runtime.sessions.moa_parts(MoAMode())
         except AskError:  # MoA cannot run on this pool: no MoA estimate
             self.tree.moa = None
+        if any(m.kind != "embedded" for m in self.runtime.models):
+            self._set_notice("")  # "No API keys found" is no longer true
 
     def action_cycle_preference(self) -> None:
         from ...core.preference import next_level
@@ -241,10 +243,6 @@ class ChatScreen(Screen):
 
     async def _ask(self, question: str, replaces: int | None = None) -> None:
         self._stop_editing()
-        if self._run_only:  # the run shown is no conversation to continue: start a new one
-            self._run_only = False
-            replaces = None
-            await self.conversation.clear()
         if replaces is not None:
             await self.conversation.truncate(replaces)
         self._asked.append(question)
@@ -340,15 +338,13 @@ class ChatScreen(Screen):
             return
         totals = state.totals or ev.Totals()
         header = answer_header(sum(len(r.steps) for r in state.rounds), totals.prompt_tokens,
-                               totals.completion_tokens, totals.cost_usd, totals.latency_s, self.frozen)
+                               totals.completion_tokens, totals.cost_usd, totals.latency_s, self.frozen,
+                               state.status)
         if state.status == "finished":
             await answer.set_answer(state.answer, header)
-        elif state.status == "failed":
-            answer.set_header(header + " · failed")
-            await answer.set_note(f"**The run failed:** {state.error}", "failed")
-        else:
-            answer.set_header(header + " · cancelled")
-            await answer.set_note("_Cancelled. The partial run is kept in the history._", "cancelled")
+        else:  # failed or cancelled: as the reopened chat shows it (ConversationView.show)
+            answer.set_header(header)
+            await answer.set_note(stopped_note(state.status, state.error), state.status)
         self.conversation.scroll_end(animate=False)
 
     # --- the tree and the step pane --------------------------------------------------------------
@@ -416,7 +412,6 @@ class ChatScreen(Screen):
             self.notify("A question is running: Esc cancels it first.", severity="warning")
             return
         self.conversation_id = None
-        self._run_only = False
         self._stop_editing()
         await self.conversation.clear()
         self._refresh_prompt_history()
@@ -454,8 +449,8 @@ class ChatScreen(Screen):
             if self._history is not None:
                 self._history.focus()  # the user is still in the list
 
-    async def load_conversation(self, conversation_id: str, run_id: str | None = None) -> None:
-        """Show a stored conversation: its messages, and the tree of run `run_id` (default: its last)."""
+    async def load_conversation(self, conversation_id: str) -> None:
+        """Show a stored conversation: its messages, and the tree of its last run."""
         if not self._can_show_stored():
             return
         assert self.runtime is not None and self.runtime.store is not None
@@ -464,32 +459,7 @@ class ChatScreen(Screen):
         await self.conversation.show(conversation)
         self._refresh_prompt_history()
         self.conversation_id = conversation.id
-        self._run_only = False
-        runs = conversation.runs
-        shown = next((r for r in runs if r.run_id == run_id), runs[-1] if runs else None)
-        await self._show_tree(shown)
-
-    async def open_run(self, run_id: str) -> None:
-        """Show stored run `run_id` with its tree: in its conversation when it has one, else its
-        question and answer alone (a bench item, a compare column); a question then starts a new chat."""
-        from ...store import NotFoundError
-
-        if not self._can_show_stored():
-            return
-        assert self.runtime is not None and self.runtime.store is not None
-        try:
-            trace = self.runtime.store.get_trace(run_id)
-        except NotFoundError:
-            self.notify(f"Run {run_id} is no longer in the history.", severity="warning")
-            return
-        if trace.conversation_id is not None:
-            await self.load_conversation(trace.conversation_id, run_id)
-        else:
-            await self.conversation.show_run(trace)
-            self.conversation_id = None
-            self._run_only = True
-            await self._show_tree(trace)
-        self.tree.focus()
+        await self._show_tree(conversation.runs[-1] if conversation.runs else None)
 
     def _can_show_stored(self) -> bool:
         if self.running:

@@ -18,13 +18,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import SelectionList, Static, TextArea
+from textual.widgets import SelectionList, Static
 from textual.widgets.selection_list import Selection
 from textual.worker import Worker
 
 from ..bindings import keys_for
 from ..widgets.compare_column import CompareColumn
 from ..widgets.footer import StivaFooter
+from ..widgets.prompt_input import PromptInput
+from ..widgets.system_picker import SystemPicker
 
 if TYPE_CHECKING:
     from ...runtime import Runtime
@@ -81,13 +83,19 @@ class CompareScreen(Screen):
     # --- layout -------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
+        # The chat prompt's widget: enter sends here too when the config's `enter_sends` says so.
+        enter_sends = self.runtime.config.enter_sends
         with Vertical(id="compare-top"):
             with Horizontal(id="compare-input"):
-                yield TextArea(id="compare-question", placeholder="Ask one question to several systems")
-                yield SelectionList[str](*self._selections(), id="compare-systems")
-            send = " or ".join((keys_for(self.app, "compare.send", COMPARE_SEND_KEYS),
-                                keys_for(self.app, "compare.send_alt", "alt+enter")))
-            yield Static(f"{send} send · 1..9 mark the better answer · esc cancel", id="compare-hint", markup=False)
+                yield PromptInput(id="compare-question", placeholder="Ask one question to several systems",
+                                  enter_sends=enter_sends)
+                yield SystemPicker(*self._selections(), id="compare-systems")
+            if enter_sends:
+                send = "enter send · alt+enter new line"
+            else:
+                send = " or ".join((keys_for(self.app, "compare.send", COMPARE_SEND_KEYS),
+                                    keys_for(self.app, "compare.send_alt", "alt+enter"))) + " send"
+            yield Static(f"{send} · 1..9 mark the better answer · esc cancel", id="compare-hint", markup=False)
         yield Horizontal(id="compare-columns")
         yield StivaFooter()
 
@@ -113,7 +121,7 @@ class CompareScreen(Screen):
         if self.session_id is not None:
             await self._reopen(self.session_id)
         else:
-            box = self.query_one("#compare-question", TextArea)
+            box = self.query_one("#compare-question", PromptInput)
             if self.initial_question:  # carried over from the chat: ctrl+j sends it at once
                 box.text = self.initial_question
                 box.move_cursor(box.document.end)
@@ -130,8 +138,13 @@ class CompareScreen(Screen):
         selected = set(self.query_one("#compare-systems", SelectionList).selected)
         return [s for s in self._systems() if s in selected]
 
+    @on(PromptInput.Submitted)
+    async def _submitted(self, message: PromptInput.Submitted) -> None:
+        message.stop()
+        await self.action_send()
+
     async def action_send(self) -> None:
-        question = self.query_one("#compare-question", TextArea).text.strip()
+        question = self.query_one("#compare-question", PromptInput).text.strip()
         systems = self.chosen_systems()
         if self.running:
             self.notify("Answers are still coming: esc cancels them", severity="warning")
@@ -220,7 +233,7 @@ class CompareScreen(Screen):
             self.notify(f"Cannot reopen the compare session: {exc}", severity="error")
             return
         self.question = session.question
-        self.query_one("#compare-question", TextArea).text = session.question
+        self.query_one("#compare-question", PromptInput).text = session.question
         entries = session.entries[:MAX_COLUMNS]
         selection = self.query_one("#compare-systems", SelectionList)
         selection.deselect_all()

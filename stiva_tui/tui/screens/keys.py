@@ -22,6 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
 from ... import secrets
+from .. import messages as msg
 from ..widgets.footer import StivaFooter
 
 if TYPE_CHECKING:
@@ -232,6 +233,7 @@ class KeysScreen(Screen):
         except Exception as exc:
             self.notify(f"The pool could not be refreshed: {exc}", severity="error")
             return False
+        self.post_message(msg.PoolChanged())  # the chat's tree prices its "≈ instead" line with it
         return True
 
     def action_back(self) -> None:

@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from ..widgets.compare_column import format_money
+from ...core import format as fmt
 from ..widgets.footer import StivaFooter
 
 if TYPE_CHECKING:
@@ -75,8 +75,8 @@ def pairs_line(store) -> str:
     if not harvest.voted:
         return "Training signal: no votes yet"
     pairs = len(harvest.pairs)
-    line = (f"Training signal: {pairs} usable preference pair{'s' if pairs != 1 else ''} from {harvest.voted} "
-            f"vote{'s' if harvest.voted != 1 else ''}")
+    line = (f"Training signal: {fmt.count(pairs, 'usable preference pair')} from "
+            f"{fmt.count(harvest.voted, 'vote')}")
     return line + (" — stiva train --from-votes" if pairs else "")
 
 
@@ -85,7 +85,7 @@ def leaderboard_cells(row: "LeaderboardRow") -> list:
     cost, latency = row.avg_cost_usd, row.avg_latency_s
     values = [
         str(row.sessions), str(row.votes), str(row.wins), f"{row.win_rate:.0%}",
-        format_money(cost) if cost is not None else "–",
-        f"{latency:.2f} s" if latency is not None else "–",
+        fmt.money(cost) if cost is not None else "–",
+        fmt.seconds(latency) if latency is not None else "–",
     ]
     return [row.system, *(Text(v, justify="right") for v in values)]

@@ -7,7 +7,7 @@ from textual.containers import Vertical
 from textual.markup import escape
 from textual.widgets import Markdown, Static
 
-from .. import format as fmt
+from ...core import format as fmt
 
 
 class UserMessage(Static):
@@ -29,19 +29,22 @@ class AnswerView(Vertical):
     DEFAULT_CSS = """
     AnswerView { height: auto; margin: 1 0 0 0; border-left: thick $success; padding: 0 0 0 1; }
     AnswerView.-failed { border-left: thick $error; }
-    AnswerView.-cancelled { border-left: thick $warning; }
+    AnswerView.-cancelled, AnswerView.-interrupted { border-left: thick $warning; }
     AnswerView > .answer-header { color: $text-muted; }
     AnswerView > Markdown { margin: 0; padding: 0; }
     """
 
-    def __init__(self, text: str = "", header: str = "Stiva · working…"):
-        super().__init__()
+    def __init__(self, text: str = "", header: str = "Stiva · working…", *, note: str = "", kind: str = ""):
+        """`text`: the answer; or `note` (Markdown) in its place, marked as `kind` ("cancelled",
+        "failed", "interrupted"): a stored run that gave no answer, shown as it ended."""
+        super().__init__(classes=f"-{kind}" if kind else None)
         self.text = text
         self._header = header
+        self._note = note
 
     def compose(self) -> ComposeResult:
         yield Static(self._header, classes="answer-header")
-        yield Markdown(self.text or "_Working…_")
+        yield Markdown(self.text or self._note or "_Working…_")
 
     def set_header(self, text: str) -> None:
         self._header = text
@@ -62,9 +65,23 @@ class AnswerView(Vertical):
 
 
 def answer_header(steps: int, prompt_tokens: int, completion_tokens: int, cost_usd: float,
-                  seconds: float | None, frozen: bool = False) -> str:
-    parts = [f"Stiva · {steps} step{'s' if steps != 1 else ''}",
-             f"{fmt.tokens(prompt_tokens)}→{fmt.tokens(completion_tokens)} tok", fmt.money(cost_usd)]
+                  seconds: float | None, frozen: bool = False, status: str = "finished") -> str:
+    """"Stiva · 2 steps · 307→28 tok · $0.000023 · 1.7s", then how it ended unless it finished; a
+    run stopped before its plan was written has no steps to count ("no plan")."""
+    planned = fmt.count(steps, "step") if steps or status == "finished" else "no plan"
+    parts = [f"Stiva · {planned}", f"{fmt.tokens(prompt_tokens)}→{fmt.tokens(completion_tokens)} tok",
+             fmt.money(cost_usd)]
     if seconds is not None and not frozen:
         parts.append(fmt.seconds(seconds))
+    if status != "finished":
+        parts.append(status)
     return " · ".join(parts)
+
+
+def stopped_note(status: str, error: str = "") -> str:
+    """What stands in place of the answer of a run that gave none (Markdown)."""
+    if status == "failed":
+        return f"**The run failed:** {error}"
+    if status == "interrupted":
+        return "_Interrupted: Stiva stopped before the run ended. The partial run is kept in the history._"
+    return "_Cancelled. The partial run is kept in the history._"

@@ -18,7 +18,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static, TabbedContent, TabPane
 
-from .. import format as fmt
+from ...core import format as fmt
+from ..text import one_line
 from .. import messages as msg
 
 if TYPE_CHECKING:
@@ -207,8 +208,8 @@ def item_cells(item: dict[str, Any]) -> list:
         result = Text("! error", style="red")
     else:
         result = Text("✓ right", style="green") if item["correct"] else Text("✗ wrong", style="yellow")
-    shown = fmt.one_line(item.get("extracted") or "", EXTRACTED_CHARS)
+    shown = one_line(item.get("extracted") or "", EXTRACTED_CHARS)
     why = "" if item["correct"] else (item.get("failure") or item.get("error") or "")
     # Text, not str: a DataTable reads a str as markup, and answers hold brackets.
     return [Text(item["id"]), Text(item["system"]), result, Text(shown),
-            Text(fmt.seconds(item.get("latency_s")), justify="right"), Text(fmt.one_line(why, EXTRACTED_CHARS))]
+            Text(fmt.seconds(item.get("latency_s")), justify="right"), Text(one_line(why, EXTRACTED_CHARS))]

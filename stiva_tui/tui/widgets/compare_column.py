@@ -19,28 +19,40 @@ from textual.widgets import Button, Label, Markdown, Static
 from textual.widgets._markdown import MarkdownStream
 
 from ...core import events as ev
+from ...core import format as fmt
 
 if TYPE_CHECKING:
     from ...core.trace import Trace
 
 
-def format_money(cost: float) -> str:
-    if cost <= 0:
-        return "$0"
-    if cost < 0.01:
-        return f"${cost:.5f}"
-    return f"${cost:.4f}"
-
-
 def format_totals(prompt_tokens: int, completion_tokens: int, cost_usd: float, latency_s: float | None,
                   estimated: bool = False) -> str:
-    """'120→45 tok · $0.00021 · 1.50 s' (a '~' marks estimated token counts); short enough for
+    """'120→45 tok · $0.00021 · 1.5s' (a '~' marks estimated token counts); short enough for
     a third of the screen, so it stays on one line."""
     approx = "~" if estimated else ""
-    parts = [f"{approx}{prompt_tokens}→{approx}{completion_tokens} tok", format_money(cost_usd)]
+    parts = [f"{approx}{fmt.tokens(prompt_tokens)}→{approx}{fmt.tokens(completion_tokens)} tok", fmt.money(cost_usd)]
     if latency_s is not None:
-        parts.append(f"{latency_s:.2f} s")
+        parts.append(fmt.seconds(latency_s))
     return " · ".join(parts)
+
+
+def fit_title(text: str, width: int, lines: int = 2) -> str:
+    """`text` on at most `lines` lines of `width`: broken after the last "/" that fits (a provider's
+    prefix), else after a space or "-", else anywhere; "…" ends what still does not fit."""
+    if width <= 1 or len(text) <= width:
+        return text
+    out: list[str] = []
+    rest = text
+    while len(rest) > width and len(out) < lines - 1:
+        cut = rest.rfind("/", 0, width)
+        if cut < width // 3:
+            cut = max(rest.rfind(" ", 0, width), rest.rfind("-", 0, width))
+        cut = cut + 1 if cut > 0 else width
+        out.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+    if len(rest) > width:
+        rest = rest[: width - 1] + "…"
+    return "\n".join([*out, rest])
 
 
 class CompareColumn(Vertical):
@@ -56,11 +68,14 @@ class CompareColumn(Vertical):
     CompareColumn.-winner { border: heavy $success; }
     CompareColumn.-tie { border: heavy $warning; }
     CompareColumn.-all-wrong { border: heavy $error; }
-    CompareColumn > .column-header { height: 1; }
-    CompareColumn .column-title { width: 1fr; text-style: bold; text-wrap: nowrap; text-overflow: ellipsis; }
-    CompareColumn .column-status { width: auto; max-width: 50%; color: $text-muted; text-wrap: nowrap;
-                                   text-overflow: ellipsis; margin-left: 1; }
-    CompareColumn > .column-subtitle { height: 1; color: $text-muted; text-wrap: nowrap; text-overflow: ellipsis; }
+    /* The name has the column's whole width, on up to two lines: at four columns and more a
+       provider/model id no longer ends in "…" after a few letters (the tooltip has it all). */
+    CompareColumn > .column-title { width: 1fr; height: auto; max-height: 2; text-style: bold;
+                                    text-wrap: wrap; text-overflow: ellipsis; }
+    CompareColumn > .column-meta { height: 1; }
+    CompareColumn .column-status { width: auto; max-width: 60%; text-wrap: nowrap; text-overflow: ellipsis; }
+    CompareColumn .column-subtitle { width: 1fr; color: $text-muted; text-wrap: nowrap; text-overflow: ellipsis;
+                                     margin-left: 2; }
     CompareColumn > .column-body { height: 1fr; }
     CompareColumn > .column-footer { height: auto; color: $text-muted; }
     CompareColumn > .column-actions { height: auto; }
@@ -104,11 +119,13 @@ class CompareColumn(Vertical):
         self._live_cost = 0.0
 
     def compose(self) -> ComposeResult:
-        with Horizontal(classes="column-header"):
-            yield Label(f"{self.number}  {self.title}", classes="column-title", markup=False)
+        title = Label(f"{self.number}  {self.title}", classes="column-title", markup=False)
+        title.tooltip = "\n".join(t for t in (f"{self.number}: {self.system}", self.subtitle) if t)
+        yield title
+        with Horizontal(classes="column-meta"):  # how the run goes, and what runs it
             yield Label(self.status, classes="column-status", markup=False)
-        if self.subtitle:
-            yield Label(self.subtitle, classes="column-subtitle", markup=False)
+            if self.subtitle:
+                yield Label(self.subtitle, classes="column-subtitle", markup=False)
         with VerticalScroll(classes="column-body"):
             yield Markdown("", classes="column-answer")
         yield Static("", classes="column-footer", markup=False)
@@ -116,6 +133,11 @@ class CompareColumn(Vertical):
             yield Button(f"Better ({self.number})", classes="column-vote", compact=True)
             if self.has_tree:
                 yield Button("Tree", classes="column-tree", compact=True)
+
+    def on_resize(self) -> None:
+        """The name broken where it reads well, for the width the column has now."""
+        self.query_one(".column-title", Label).update(fit_title(f"{self.number}  {self.title}",
+                                                                self.content_size.width))
 
     # --- what the screen calls --------------------------------------------------------------------
 
@@ -152,7 +174,7 @@ class CompareColumn(Vertical):
         elif isinstance(event, ev.WorkflowReady):
             if self._planned:
                 steps = len(event.workflow.steps)
-                self.set_status(f"round {event.round}: {steps} step{'s' if steps != 1 else ''}")
+                self.set_status(f"round {event.round}: {fmt.count(steps, 'step')}")
         elif isinstance(event, ev.StepStarted):
             await self._step_started(event)
         elif isinstance(event, ev.StepDelta):
@@ -165,7 +187,7 @@ class CompareColumn(Vertical):
             self.set_footer(format_totals(*self._live_tokens, self._live_cost, None, event.usage.estimated))
         elif isinstance(event, ev.StepFailed):
             then = f", trying {event.fallback}" if event.fallback else ""
-            self.set_status(f"step {event.index} failed on {event.model}{then}")
+            self.set_status(f"step {fmt.step(event.index)} failed on {event.model}{then}")
         elif isinstance(event, ev.RunFinished):
             await self.show_result("finished", event.answer, event.totals)
         elif isinstance(event, ev.RunFailed):
@@ -175,7 +197,7 @@ class CompareColumn(Vertical):
 
     async def _step_started(self, event: ev.StepStarted) -> None:
         if not event.writes_answer:
-            self.set_status(f"step {event.index}: {event.model}")
+            self.set_status(f"step {fmt.step(event.index)}: {event.model}")
             return
         if self.answer or self._stream is not None:  # a retry, or a later round's answer: start over
             await self._restart_answer()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from textual.containers import VerticalScroll
 
-from .answer import AnswerView, UserMessage, answer_header
+from .answer import AnswerView, UserMessage, answer_header, stopped_note
 
 if TYPE_CHECKING:
     from ...core.trace import Trace
@@ -33,9 +33,16 @@ class ConversationView(VerticalScroll):
     async def show(self, conversation: "Conversation") -> None:
         """Replace what is shown with a stored conversation's messages."""
         traces = {trace.run_id: trace for trace in conversation.runs}
-        widgets = [UserMessage(m.content) if m.role == "user"
-                   else AnswerView(m.content, trace_header(traces.get(m.run_id or "")))
-                   for m in conversation.messages if m.role in ("user", "assistant")]
+        answered = {m.run_id for m in conversation.messages if m.role == "assistant"}
+        widgets: list = []
+        for m in conversation.messages:
+            if m.role == "assistant":
+                widgets.append(AnswerView(m.content, trace_header(traces.get(m.run_id or ""))))
+            elif m.role == "user":
+                widgets.append(UserMessage(m.content))
+                trace = traces.get(m.run_id or "")
+                if trace is not None and m.run_id not in answered:  # a run that gave no answer
+                    widgets.append(stopped_answer(trace))
         await self.remove_children()
         await self.mount_all(widgets)
         self.scroll_end(animate=False)
@@ -83,8 +90,24 @@ class ConversationView(VerticalScroll):
 
 
 def trace_header(trace: "Trace | None") -> str:
-    """The header of a stored answer: its run's steps, tokens, cost and time."""
+    """The header of a stored answer: its run's steps (as planned), tokens, cost, time and, unless
+    it finished, how it ended; as the live run's header said it."""
     if trace is None:
         return "Stiva"
     t = trace.totals
-    return answer_header(trace.step_count, t.prompt_tokens, t.completion_tokens, t.cost_usd, t.latency_s)
+    steps = sum(len(r.workflow.access_list) if r.workflow is not None else len(r.steps) for r in trace.rounds)
+    return answer_header(steps, t.prompt_tokens, t.completion_tokens, t.cost_usd, t.latency_s,
+                         status=_ended(trace))
+
+
+def stopped_answer(trace: "Trace") -> AnswerView:
+    """The answer block of a stored run that gave no answer (cancelled, failed, interrupted)."""
+    status = _ended(trace)
+    if status == "finished":  # its answer message was not written: the run has it
+        return AnswerView(trace.answer or "", trace_header(trace))
+    return AnswerView(header=trace_header(trace), note=stopped_note(status, trace.error or ""), kind=status)
+
+
+def _ended(trace: "Trace") -> str:
+    # A run still "running" in the history is one this process never saw end.
+    return "interrupted" if trace.status == "running" else trace.status

@@ -17,7 +17,8 @@ from textual.containers import VerticalScroll
 from textual.markup import escape
 from textual.widgets import Markdown, Static
 
-from .. import format as fmt
+from ...core import format as fmt
+from ..text import one_line
 from ...core.run_state import Key, RunState
 
 PLACEHOLDER = "_Select a step in the tree to read its subtask and output._"
@@ -127,15 +128,15 @@ def _header(state: RunState, key: Key) -> str:
         status = "planning…" if r.planning else fmt.count(len(r.steps), "step")
         return f"[b]Plan, round {r.round} [/b]· {who} · {status}"
     s = state.step(key[1], key[2])
-    reads = fmt.access_text(s.access, s.access_all) or "← the question only"
+    reads = fmt.reads(s.index, s.access, s.access_all) or "← the question only"
     # A space closes a styled run rather than opening the next (see tui/screenshot.py).
-    lines = [f"[b]Step {s.index} [/b]· {escape(s.model or '…')} · {s.status} · {reads}"]
+    lines = [f"[b]Step {fmt.step(s.index)} [/b]· {escape(s.model or '…')} · {s.status} · {reads}"]
     if s.status == "finished":
         lines.append(f"{s.prompt_tokens}→{s.completion_tokens} tok · {fmt.money(s.cost_usd)} · "
                      f"{fmt.seconds(s.latency_s)}")
     for f in s.failures:
         to = f" → {escape(f.fallback)}" if f.fallback else ""
-        lines.append(f"[$error]✗ {escape(f.model)} attempt {f.attempt}: [/]{escape(fmt.one_line(f.error, 120))}{to}")
+        lines.append(f"[$error]✗ {escape(f.model)} attempt {f.attempt}: [/]{escape(one_line(f.error, 120))}{to}")
     lines.append(f"[i]Subtask: [/i]{escape(s.subtask)}")
     return "\n".join(lines)
 
@@ -151,7 +152,7 @@ def _empty_text(state: RunState, key: Key) -> str:
         return "_The conductor is writing its plan…_" if state.round(key[1]).planning else "_(no reasoning)_"
     s = state.step(key[1], key[2])
     if s.status == "waiting":
-        reads = fmt.access_text(s.access, s.access_all).removeprefix("← ")
+        reads = fmt.reads(s.index, s.access, s.access_all).removeprefix("← ")
         return f"_Waiting for step(s) {reads}…_" if reads else "_Waiting to start…_"
     if s.status == "running":
         return "_Waiting for the first tokens…_"

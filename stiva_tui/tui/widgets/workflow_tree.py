@@ -20,7 +20,8 @@ from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from .. import format as fmt
+from ...core import format as fmt
+from ..text import one_line
 from ...core.run_state import Key, RoundState, RunState, StepState
 from ...engine.estimate import counterfactuals, reason_line
 
@@ -143,7 +144,7 @@ class WorkflowTree(Tree[Key]):
                 then = ("→ retry", "$warning") if failure.fallback else ("", "")
             node.add_leaf(styled([("✗", "bold $error", " "), (failure.model, "bold", " "),
                                   (f"attempt {failure.attempt}:", "dim", " "),
-                                  (fmt.one_line(failure.error, 60), ""), then]), data=key)
+                                  (one_line(failure.error, 60), ""), then]), data=key)
 
     def _relabel_estimate(self) -> None:
         """Under a finished conductor run: what one call to the cheapest model and MoA would have
@@ -182,7 +183,7 @@ class WorkflowTree(Tree[Key]):
 
     def _question_label(self) -> Text:
         state = self.state
-        question = fmt.one_line(state.question, 70) if state.question else "No question yet"
+        question = one_line(state.question, 70) if state.question else "No question yet"
         return styled([(question, "bold"), RUN_SUFFIX.get(state.status, ("", ""))])
 
     def _plan_label(self, r: RoundState) -> Text:
@@ -196,25 +197,25 @@ class WorkflowTree(Tree[Key]):
             status = self.state.status
             return styled([(STATUS_ICON[status], STATUS_STYLE[status], " "), ("Plan", "bold"),
                            (f"{status} before a plan was written", STATUS_STYLE[status])])
-        what = "keep the previous answer" if r.keep_previous else f"{steps} step{'s' if steps != 1 else ''}"
+        what = "keep the previous answer" if r.keep_previous else fmt.count(steps, "step")
         tokens = (f"{fmt.tokens(r.prompt_tokens)}→{fmt.tokens(r.completion_tokens)} tok"
                   if r.prompt_tokens or r.completion_tokens else "")
         seconds = fmt.seconds(r.latency_s) if r.latency_s is not None and not self.frozen else ""
-        note = [(fmt.one_line(r.note, 60), "$warning")] if r.note else []
+        note = [(one_line(r.note, 60), "$warning")] if r.note else []
         prefer = [(f"prefer {r.preference}", "$accent")] if r.preference else []
         return styled([("✓", "bold $success", " "), ("Plan", "bold"), (what, ""), *prefer, *note, (tokens, "dim"),
                        (seconds, "dim")])
 
     def _step_label(self, s: StepState) -> Text:
         icon = self._spinner() if s.status == "running" else STATUS_ICON.get(s.status, "?")
-        parts: list[Part] = [(icon, STATUS_STYLE.get(s.status, ""), " "), (str(s.index), "bold", " ")]
+        parts: list[Part] = [(icon, STATUS_STYLE.get(s.status, ""), " "), (fmt.step(s.index), "bold", " ")]
         if s.on_fallback:
             parts += [(s.model, "bold $secondary", " "), (f"↻ fallback from {s.first_model}", "$warning")]
         elif s.failures and s.status != "failed":
             parts += [(s.model, "bold $secondary", " "), (f"↻ retry {s.attempt}", "$warning")]
         else:
             parts.append((s.model, "bold $secondary") if s.model else ("…", "dim"))
-        parts.append((fmt.access_text(s.access, s.access_all), "$accent"))
+        parts.append((fmt.reads(s.index, s.access, s.access_all), "$accent"))
         if s.status == "running":
             parts.append((f"~{fmt.tokens(s.streamed_chars // 4)} tok", "dim"))
         elif s.status == "finished":
@@ -223,7 +224,7 @@ class WorkflowTree(Tree[Key]):
                       (fmt.seconds(s.latency_s) if s.latency_s is not None else "", "dim")]
         elif s.status in ("failed", "cancelled", "interrupted"):
             parts.append((s.status, "$error" if s.status == "failed" else "$warning"))
-        parts.append((fmt.one_line(s.subtask, 48), "italic dim"))
+        parts.append((one_line(s.subtask, 48), "italic dim"))
         return styled(parts)
 
 
