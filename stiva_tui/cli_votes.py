@@ -89,6 +89,16 @@ def train_from_votes_command(args: argparse.Namespace, config) -> int:
                     "(stiva train SUITE ...)", EXIT_USAGE)
     if args.beta is not None and args.beta <= 0:
         return fail("--beta must be above 0", EXIT_USAGE)
+    # Options of GRPO's rollouts that DPO on the votes has no use for: said, not silently dropped.
+    ignored = [flag for flag, given in (
+        ("--split", args.split), ("--group", args.group != 4), ("--cost-weight", args.cost_weight),
+        ("--budget-usd", args.budget_usd is not None), ("--shuffle-pool", args.shuffle_pool),
+        ("--prefer-levels", args.prefer_levels.strip()), ("--temperature", args.temperature != 1.0),
+        ("--unsafe-code", args.unsafe_code)) if given]
+    if ignored:
+        return fail(f"{', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} for training on a suite (GRPO), "
+                    f"not on the votes (DPO): leave {'it' if len(ignored) == 1 else 'them'} out with --from-votes",
+                    EXIT_USAGE)
     console = Console(stderr=True)
     stop: list[str] = []
 

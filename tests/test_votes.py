@@ -234,6 +234,13 @@ def test_train_from_votes_says_what_is_missing(stiva_home):
     assert mixed.returncode == 2 and "votes alone" in mixed.stderr
     none = stiva("train", "--base", "embedded", "--out", "x", home=stiva_home)
     assert none.returncode == 2 and "--from-votes" in none.stderr
+    # GRPO's options are said to be of no use here, not silently dropped
+    levels = stiva("train", "--from-votes", "--prefer-levels", "best,cheap", "--base", "embedded", "--out", "x",
+                   home=stiva_home)
+    assert levels.returncode == 2 and "--prefer-levels is for training on a suite" in levels.stderr
+    several = stiva("train", "--from-votes", "--group", "8", "--cost-weight", "0.3", "--base", "embedded", "--out",
+                    "x", home=stiva_home)
+    assert several.returncode == 2 and "--group, --cost-weight are for training on a suite" in several.stderr
 
 
 # --- learning from the votes ----------------------------------------------------------------------
