@@ -222,3 +222,14 @@ async def test_presets_bound_the_conductor(runtime, fake):
     assert outcome.result.failure == "conductor"
     assert "at most 2 steps" in json.dumps(fake.requests_for("cond")[0].messages)
     assert runtime.store.get_trace(outcome.result.run_id).system == "conductor-mini"
+
+
+def test_conductor_base_is_the_conductor_without_its_adapter():
+    from stiva_tui.runtime import ConductorMode, ConductorVariant, mode_for_system
+
+    mode = mode_for_system("conductor:base")
+    assert mode == ConductorMode(variant=ConductorVariant(base=True)) and mode.system == "conductor:base"
+    mini = mode_for_system("conductor-mini:base")
+    assert mini.preset == "conductor-mini" and mini.system == "conductor-mini:base"
+    assert mode_for_system("conductor").system == "conductor"
+    assert mode_for_system("llama3:base").system == "direct:llama3:base"  # a pool model's id stays one

@@ -762,6 +762,28 @@ def test_a_vote_can_be_a_tie_or_all_wrong_and_old_calls_still_name_a_winner(stor
     assert (board["conductor"].votes, board["conductor"].wins) == (1, 0)  # a vote no system won
 
 
+def test_a_trained_adapter_has_its_own_row_beside_its_base(store: Store):
+    """The same system name under two conductors: the configured one with its adapter and
+    "conductor:base" without it, and older "conductor" runs from before the adapter."""
+    recorder = Recorder(store)
+    adapter = "/home/u/adapters/votes-1"
+    for n, (system, with_adapter, winner) in enumerate([("conductor", True, True), ("conductor", True, True),
+                                                       ("conductor", False, False)]):
+        sid = store.create_compare_session(f"q{n}")
+        for name, rid, adapt in ((system, f"c{n}", adapter if with_adapter else None),
+                                 ("conductor:base", f"b{n}", None)):
+            recorder(ev.RunStarted(rid, "q", "conductor", system=name, conductor_adapter=adapt))
+            recorder(ev.RunFinished(rid, "a", Totals(10, 10, 0.01, 1.0)))
+            store.add_compare_entry(sid, name, rid)
+        store.record_vote(sid, system if winner else "conductor:base")
+    board = {row.label: row for row in store.leaderboard()}
+    assert set(board) == {"conductor + adapter votes-1", "conductor", "conductor:base"}
+    trained, old, base = board["conductor + adapter votes-1"], board["conductor"], board["conductor:base"]
+    assert (trained.sessions, trained.votes, trained.wins, trained.adapter) == (2, 2, 2, adapter)
+    assert (old.sessions, old.wins, old.adapter) == (1, 0, None)
+    assert (base.sessions, base.votes, base.wins) == (3, 3, 1)
+
+
 def test_compare_entry_without_a_run_has_no_trace(store: Store):
     sid = store.create_compare_session("q")
     store.add_compare_entry(sid, "conductor", None)

@@ -134,6 +134,40 @@ async def test_compare_default_systems_and_validation(fake):
     await runtime.aclose()
 
 
+async def test_a_trained_adapter_is_compared_beside_its_base(fake, tmp_path):
+    """With [conductor] adapter set, compare offers "conductor:base" (the conductor without it) and
+    picks it by default; each column says which it is, and both run and are kept by those names."""
+    script_fake(fake)
+    config = screens_config(fake.base_url)
+    adapter = tmp_path / "votes-1"
+    config = config.model_copy(update={"conductor": config.conductor.model_copy(update={"adapter": str(adapter)})})
+    runtime = await make_runtime(config)
+    from stiva_tui.runtime import ConductorVariant
+
+    assert runtime.conductor_config(ConductorVariant(base=True)).adapter is None
+    assert runtime.conductor_config().adapter == str(adapter)
+    app = Host(lambda: CompareScreen(runtime))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        assert screen.chosen_systems() == ["conductor", "conductor:base", "w1", "w2"]
+        screen.query_one("#compare-question", TextArea).text = "What is 2+2?"
+        await pilot.press("ctrl+j")
+        await wait_until(pilot, lambda: len(screen.columns) == 4 and all(c.finished for c in screen.columns))
+        by = {c.system: c for c in screen.columns}
+        assert by["conductor"].subtitle.endswith("adapter votes-1")
+        assert by["conductor:base"].subtitle.endswith("no adapter")
+        assert by["conductor:base"].status == "finished"
+        session = runtime.store.get_compare_session(screen.session_id)
+        assert [e.system for e in session.entries] == ["conductor", "conductor:base", "w1", "w2"]
+        assert session.entries[1].trace.system == "conductor:base"
+    await runtime.aclose()
+    plain = await make_runtime(screens_config(fake.base_url))
+    app = Host(lambda: CompareScreen(plain))
+    async with app.run_test(size=SIZE):
+        assert "conductor:base" not in app.screen._systems()  # no adapter, no base to set it beside
+    await plain.aclose()
+
+
 async def test_compare_question_box_honours_enter_sends(fake):
     """With `enter_sends = true`, enter sends the compare question as it sends the chat's, and
     alt+enter adds a line; the hint under the box says so."""

@@ -7,7 +7,9 @@
 - `WorkflowMode`: a given workflow, run without planning (training rollouts, replays).
 
 Compare mode names its columns by *system*: "conductor", a preset such as "conductor-mini",
-"moa", or a pool model id; `mode_for_system` turns one into a mode.
+"moa", or a pool model id; `mode_for_system` turns one into a mode. "conductor:base" (and
+"conductor-mini:base") is the conductor without the configured LoRA adapter: a trained adapter
+compared, and voted on, beside its base.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ PRESETS: dict[str, Preset] = {
 }
 
 MOA_SYSTEM = "moa"
+# A conductor system's name with this suffix: the same conductor without [conductor] adapter.
+BASE_SUFFIX = ":base"
 
 
 @dataclass(frozen=True)
@@ -44,11 +48,14 @@ class ConductorVariant:
     backend: str | None = None
     model: str | None = None
     adapter: str | None = None
+    base: bool = False  # without the configured adapter: the base the adapter was trained from
 
     def label(self) -> str:
         parts = [p for p in (self.backend, self.model) if p]
         if self.adapter:
             parts.append(f"+{self.adapter}")
+        elif self.base:
+            parts.append("base")
         return ":".join(parts) or "default"
 
 
@@ -60,7 +67,8 @@ class ConductorMode:
 
     @property
     def system(self) -> str:
-        return self.preset or "conductor"
+        name = self.preset or "conductor"
+        return name + BASE_SUFFIX if self.variant is not None and self.variant.base else name
 
 
 @dataclass(frozen=True)
@@ -101,7 +109,11 @@ Mode = Union[ConductorMode, DirectMode, MoAMode, WorkflowMode]
 
 
 def mode_for_system(system: str) -> Mode:
-    """The mode of a compare-mode column: "conductor", a preset, "moa", or a pool model id."""
+    """The mode of a compare-mode column: "conductor", a preset, either with ":base", "moa", or a
+    pool model id."""
+    name = system.removesuffix(BASE_SUFFIX)
+    if name != system and (name == "conductor" or name in PRESETS):
+        return ConductorMode(preset=None if name == "conductor" else name, variant=ConductorVariant(base=True))
     if system == "conductor":
         return ConductorMode()
     if system in PRESETS:

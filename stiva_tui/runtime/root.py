@@ -115,6 +115,8 @@ class Runtime:
         if variant is not None:
             changes = {k: v for k, v in (("backend", variant.backend), ("model", variant.model),
                                          ("adapter", variant.adapter)) if v is not None}
+            if variant.base:
+                changes["adapter"] = None
             config = config.model_copy(update=changes)
         return config
 

@@ -115,11 +115,12 @@ class CompareSessions:
         return CompareSession(**dict(row), entries=entries)
 
     def leaderboard(self: "Store") -> list[LeaderboardRow]:
-        """One row per system ever compared, best first: by win rate, then wins, then name. A tie
-        or an "all wrong" vote counts as a vote that no system won."""
+        """One row per system ever compared, and per conductor adapter it ran with (a trained
+        adapter's row beside its base's), best first: by win rate, then wins, then name. A tie or
+        an "all wrong" vote counts as a vote that no system won."""
         rows = self.query(
             """
-            SELECT e.system AS system,
+            SELECT e.system AS system, r.conductor_adapter AS adapter,
                    COUNT(DISTINCT e.session_id) AS sessions,
                    COUNT(DISTINCT v.session_id) AS votes,
                    COUNT(DISTINCT CASE WHEN v.winner = e.system THEN v.session_id END) AS wins,
@@ -128,7 +129,7 @@ class CompareSessions:
             FROM compare_entries e
             LEFT JOIN votes v ON v.session_id = e.session_id
             LEFT JOIN runs r ON r.id = e.run_id
-            GROUP BY e.system
+            GROUP BY e.system, r.conductor_adapter
             """
         )
         board = [LeaderboardRow(**dict(r), win_rate=r["wins"] / r["votes"] if r["votes"] else 0.0) for r in rows]

@@ -4,6 +4,7 @@ their JSON form (the conversation export is exactly that)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -132,6 +133,12 @@ class LeaderboardRow(_Record):
     win_rate: float
     avg_cost_usd: float | None = None
     avg_latency_s: float | None = None
+    adapter: str | None = None  # the conductor's LoRA adapter in these runs (None: the base or no conductor)
+
+    @property
+    def label(self) -> str:
+        """The system, and the adapter's folder name when it ran with one."""
+        return self.system if not self.adapter else f"{self.system} + adapter {Path(self.adapter).name}"
 
 
 class BenchRecord(_Record):

@@ -39,7 +39,7 @@ from ..core.trace import Trace
 from ..core.workflow import Step, Workflow
 
 DIRECT_SUBTASK = "Answer the question."
-CONDUCTOR_SYSTEMS = ("conductor", "conductor-mini")
+CONDUCTOR_SYSTEMS = ("conductor", "conductor-mini", "conductor:base", "conductor-mini:base")
 MOA_SYSTEMS = ("moa", "self-moa")
 # Systems with no plan of their own: bench's derived `oracle` and `random`, and a replayed `workflow`
 NO_PLAN_SYSTEMS = ("oracle", "random", "workflow")

@@ -11,6 +11,7 @@ answer (keys 1..N, or the column's button); a saved session reopens with
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import on
@@ -22,6 +23,7 @@ from textual.widgets import SelectionList, Static
 from textual.widgets.selection_list import Selection
 from textual.worker import Worker
 
+from ...runtime.modes import BASE_SUFFIX
 from ..bindings import keys_for
 from ..widgets.compare_column import CompareColumn
 from ..widgets.footer import StivaFooter
@@ -36,8 +38,11 @@ CONDUCTOR = "conductor"
 MOA = "moa"
 # Systems that are not a single pool model, as the selection list names them.
 COMPARE_SEND_KEYS = "ctrl+j"
+# Offered only when [conductor] adapter is set: the same conductor without it, beside it.
+CONDUCTOR_BASE = "conductor" + BASE_SUFFIX
 SYSTEM_TITLES = {
     "conductor": "conductor (orchestrated)",
+    CONDUCTOR_BASE: "conductor, base (without the adapter)",
     "conductor-mini": "conductor-mini (quick)",
     "moa": "Mixture-of-Agents",
 }
@@ -101,10 +106,13 @@ class CompareScreen(Screen):
 
     def _systems(self) -> list[str]:
         """Every system offered, in list order: the conductors, MoA, then the pool's models."""
-        return [*SYSTEM_TITLES, *(m.id for m in self.runtime.models)]
+        adapter = self.runtime.conductor_config().adapter
+        return [*(s for s in SYSTEM_TITLES if s != CONDUCTOR_BASE or adapter), *(m.id for m in self.runtime.models)]
 
     def _selections(self) -> list[Selection[str]]:
-        wanted = self.requested_systems or [CONDUCTOR, *self._default_models()]
+        # A trained adapter is compared beside its base by default.
+        base = [CONDUCTOR_BASE] if self.runtime.conductor_config().adapter else []
+        wanted = self.requested_systems or [CONDUCTOR, *base, *self._default_models()]
         return [Selection(SYSTEM_TITLES.get(s, s), s, s in wanted) for s in self._systems()]
 
     def _default_models(self) -> list[str]:
@@ -191,10 +199,11 @@ class CompareScreen(Screen):
         if system not in SYSTEM_TITLES:
             return ""
         conductor = self.runtime.conductor
-        if conductor is not None:
-            return f"{conductor.backend}: {conductor.model}"
         cfg = self.runtime.conductor_config()
-        return f"{cfg.backend}: {cfg.model}"
+        who = f"{conductor.backend}: {conductor.model}" if conductor is not None else f"{cfg.backend}: {cfg.model}"
+        if cfg.adapter:
+            who += " · no adapter" if system.endswith(BASE_SUFFIX) else f" · adapter {Path(cfg.adapter).name}"
+        return who
 
     async def _run_system(self, column: CompareColumn, question: str) -> None:
         """Run one system and feed its events to its column (a worker; cancelled by esc)."""

@@ -54,7 +54,7 @@ class LeaderboardScreen(Screen):
         store = self.runtime.store
         rows = store.leaderboard() if store is not None else []
         for row in sorted(rows, key=lambda r: (-r.win_rate, -r.wins, r.system)):
-            table.add_row(*leaderboard_cells(row), key=row.system)
+            table.add_row(*leaderboard_cells(row), key=row.label)
         self.query_one("#leaderboard-pairs", Static).update(pairs_line(store))
         empty = self.query_one("#leaderboard-empty", Static)
         empty.update("" if rows else "No compare sessions yet: open compare mode and mark the better answer.")
@@ -88,4 +88,4 @@ def leaderboard_cells(row: "LeaderboardRow") -> list:
         fmt.money(cost) if cost is not None else "–",
         fmt.seconds(latency) if latency is not None else "–",
     ]
-    return [row.system, *(Text(v, justify="right") for v in values)]
+    return [row.label, *(Text(v, justify="right") for v in values)]
