@@ -290,7 +290,10 @@ def _prefix_cache(loaded: LoadedModel, prompt: Sequence[int], prefix_tokens: int
         cache = DynamicCache(config=loaded.model.config)
         ids = _prompt_rows(loaded, key, 1)
         with torch.inference_mode():
-            loaded.model(input_ids=ids, attention_mask=torch.ones_like(ids), cache=cache, use_cache=True)
+            # logits for the last position only: the full 262k-wide logits of every prefix token
+            # would cost more than the prefix itself
+            loaded.model(input_ids=ids, attention_mask=torch.ones_like(ids), cache=cache, use_cache=True,
+                         logits_to_keep=1)
         while len(slots) >= _PREFIX_KV_SLOTS:
             slots.pop(next(iter(slots)))
     slots[key] = cache  # most recently used last
