@@ -69,7 +69,7 @@ async def test_the_tree_says_the_preference_the_reason_and_what_else_would_have_
         assert why.startswith("why Two independent drafts, then a merge: the stdlib options from w1")
         assert why.endswith("…") and len(why) <= 4 + 100  # one line: the reasoning, shortened
         (estimate,) = [line for line in text if line.startswith("≈ instead")]
-        assert estimate == "≈ instead  w1 alone $0.00025  MoA 2×2 $0.00321  estimated", estimate
+        assert estimate == "≈ instead  w1 alone $0.00025  MoA 2×2 $0.0032  estimated", estimate
     # with no pool known (a tree alone), no estimate is made up
     bare = WorkflowTree(finished_demo(""))
     async with Host(None, body=lambda: [bare]).run_test(size=SIZE) as pilot:

@@ -87,7 +87,7 @@ async def test_workflow_tree_draws_the_state_it_is_given():
         drawn = labels(tree)
         assert drawn[0] == DEMO_QUESTION  # running: no mark after the question
         assert "✓ Plan  3 steps  312→41 tok  0.8s" in drawn
-        assert "✓ 1 w1  58→24 tok  $0.000106  1.2s  List the caching options in the standard library" in drawn
+        assert "✓ 1 w1  58→24 tok  $0.00011  1.2s  List the caching options in the standard library" in drawn
         assert any(line.startswith("⠋ 2 w1 ↻ fallback from w2  ~") for line in drawn)
         assert "○ 3 w1  ← 1,2  Combine both into a final answer with code" in drawn
         assert "✗ w2 attempt 1: fake: stream ended before the answer was complete  → w1" in drawn
@@ -101,7 +101,7 @@ async def test_workflow_tree_draws_the_state_it_is_given():
         tree.redraw(changed)
         drawn = labels(tree)
         assert drawn[0] == f"{DEMO_QUESTION}  ✓"
-        assert "✓ 3 w1  ← 1,2  190→96 tok  $0.000382  1.9s  Combine both into a final answer with code" in drawn
+        assert "✓ 3 w1  ← 1,2  190→96 tok  $0.00038  1.9s  Combine both into a final answer with code" in drawn
 
         # A new frame turns the spinner of a running step.
         running = RunState(question="q")
@@ -188,7 +188,7 @@ async def test_step_detail_streams_only_new_text_then_sets_the_whole_output(monk
         await pilot.pause()
         assert detail._stream is None and detail.text == output
         assert detail.query_one(Markdown).source == output
-        assert "58→24 tok · $0.000106 · 1.2s" in str(detail.query_one("#detail-header", Static).render())
+        assert "58→24 tok · $0.00011 · 1.2s" in str(detail.query_one("#detail-header", Static).render())
 
 
 # --- the status bar -------------------------------------------------------------------------------

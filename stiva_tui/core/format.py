@@ -7,18 +7,23 @@ reads them; the plan format and the stored traces number them from 0), `1 step` 
 
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
 
 def money(usd: float | None) -> str:
-    """$1.23 / $0.123 / $0.000013 (small costs keep their significant digits); nothing is $0.00."""
+    """$1.23 / $0.123 / $0.0094 / $0.000013: cents from a dollar on, else two significant digits
+    (three from a cent on); nothing is $0.00."""
     if not usd:
         return "$0.00"
+    if usd < 0:
+        return "-" + money(-usd)
     if usd >= 1:
         return f"${usd:,.2f}"
     if usd >= 0.01:
         return f"${usd:.3f}"
-    text = f"{usd:.6f}".rstrip("0")
+    decimals = min(10, 1 - math.floor(math.log10(usd)))
+    text = f"{usd:.{decimals}f}".rstrip("0")
     return "$" + (text if not text.endswith(".") else text + "0")
 
 
