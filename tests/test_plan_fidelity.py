@@ -116,7 +116,7 @@ async def test_a_copied_example_subtask_never_reaches_a_worker_and_the_answer_co
         await worker.aclose()
     assert result.status == "finished" and result.answer == "Paris"
     (ready,) = [e for e in events if isinstance(e, ev.WorkflowReady)]
-    assert ready.note.startswith("plan replaced by one step on strong: step 0's subtask is copied")
+    assert ready.note.startswith("plan replaced by one step on strong: step 1's subtask is copied")
     assert [s.model for s in ready.workflow.steps] == [2] and "[Stiva: plan replaced" in ready.reasoning
     assert not fake.requests_for("cheap")
     (asked,) = fake.requests_for("strong")

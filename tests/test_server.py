@@ -201,6 +201,17 @@ def test_conductor_mini_streams_the_answer_with_usage(server, fake):
     assert "rough draft" not in text
 
 
+def test_the_stream_says_each_step_as_it_starts_numbered_from_1(server, fake):
+    """The SSE comments that keep proxies from timing out name the steps as people count them."""
+    script_mini(fake)
+    with httpx.stream("POST", server.url + "/v1/chat/completions", timeout=10,
+                      headers={"authorization": f"Bearer {TOKEN}"},
+                      json={"model": "conductor-mini", "messages": USER, "stream": True}) as response:
+        comments = [line for line in response.iter_lines() if line.startswith(":")]
+    assert ": stiva step 1 started on w1" in comments and ": stiva step 2 started on w2" in comments, comments
+    assert not any("step 0" in c for c in comments)
+
+
 def test_a_requests_preference_reaches_the_conductor_and_is_kept_with_the_plan(server, fake):
     script_mini(fake)
     reply = server.client().chat.completions.create(

@@ -48,7 +48,7 @@ def starts_with_a_space(label: Text) -> list[str]:
 async def test_the_plan_line_says_when_stiva_replaced_the_plan(tmp_path):
     from stiva_tui.tui.widgets.workflow_tree import WorkflowTree
 
-    note = "plan replaced by one step on strong: step 0's subtask is copied from the planner's own examples"
+    note = "plan replaced by one step on strong: step 1's subtask is copied from the planner's own examples"
     workflow = Workflow((Step(0, "Answer the question.", ()),))
     state = state_of([ev.RunStarted("r", "What is the capital of France?", "conductor", "remote", "cond", ""),
                       ev.RoundStarted("r", 1),
@@ -57,7 +57,7 @@ async def test_the_plan_line_says_when_stiva_replaced_the_plan(tmp_path):
     async with One(tree).run_test(size=SIZE) as pilot:
         await pilot.pause()
         (plan_line,) = [line for line in labels(tree) if line.startswith("✓ Plan")]
-        assert plan_line.startswith("✓ Plan  1 step  plan replaced by one step on strong: step 0's")
+        assert plan_line.startswith("✓ Plan  1 step  plan replaced by one step on strong: step 1's")
         assert "40→10 tok" in plan_line
         pilot.app.save_screenshot(str(tmp_path / "replaced.svg"))
 

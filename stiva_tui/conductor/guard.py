@@ -59,14 +59,14 @@ def degenerate(workflow: Workflow, question: str, conversation: Sequence[dict] =
     for index, step in enumerate(workflow.steps):
         subtask = step.subtask.strip()
         if not subtask:
-            return f"step {index}'s subtask is empty"
+            return f"step {index + 1}'s subtask is empty"
         for example_question, example in example_subtasks():
             if (_WORD.findall(subtask.lower()) == _WORD.findall(example.lower())
                     and " ".join(_WORD.findall(example_question.lower())) != normalized_question
                     and not (_words(example) - _GENERIC) <= asked):
-                return f"step {index}'s subtask is copied from the planner's own examples: {subtask!r}"
+                return f"step {index + 1}'s subtask is copied from the planner's own examples: {subtask!r}"
         specific = _words(subtask) - _GENERIC
         # three specific words or more, none of them asked about (a question of no words is skipped)
         if asked - _GENERIC and len(specific) >= 3 and not specific & asked:
-            return f"step {index}'s subtask shares nothing with the question: {subtask!r}"
+            return f"step {index + 1}'s subtask shares nothing with the question: {subtask!r}"
     return None

@@ -381,7 +381,7 @@ class _SSE:
         if isinstance(event, WorkflowReady):
             blocks.append(f": stiva round {event.round}: {len(event.workflow.steps)} step(s)\n\n")
         elif isinstance(event, StepStarted):
-            blocks.append(f": stiva step {event.index} started on {event.model}\n\n")
+            blocks.append(f": stiva step {event.index + 1} started on {event.model}\n\n")
         text = self.stop.feed(text) if text else ""
         if isinstance(event, RunFinished):
             text += self.stop.flush()
