@@ -123,6 +123,12 @@ def test_the_base_models_prompt_states_it_and_its_examples_show_it():
     assert "Question: What is 12 times 3?\nmodel_id = [2]" in prompt("fast")
     workers[1] = WorkerInfo("mid", "", price_in=0.3, price_out=1.2, latency_s=0.1)
     assert "Question: What is 12 times 3?\nmodel_id = [1]" in prompt("fast")
+    # a chain's second step is the neighbour in that order, never the dearest for a thrifty wish;
+    # under `cheap` every example is one step (a second step is a second bill)
+    chain = "Question: Write a short poem about the sea, then check that it rhymes.\nmodel_id = "
+    assert chain + "[1, 3]" in prompt("balanced") and chain + "[2, 1]" in prompt("best")
+    assert chain not in prompt("cheap") and chain in prompt("0.9")
+    assert chain + "[1, 0]" in prompt(None)  # no preference: as before
 
 
 # --- a run -----------------------------------------------------------------------------------------

@@ -167,34 +167,43 @@ class _Example:
                 f"access_list = [{', '.join(self.access)}]")
 
 
-def _example_model(workers: Sequence[WorkerInfo], preference: Preference | None) -> int:
-    """The model the worked examples use. With no preference, the first one that is not the
-    embedded model. With one, the model at the preference's point of the pool's price range:
-    `best` the dearest (list prices order a provider's models by capability), `cheap` the
-    cheapest, `balanced` nearer the dear end; for `fast` (latency weighing more than cost) the
-    quickest, when every latency is known. A base model copies its examples'
-    model numbers far more than it reads a sentence, so the examples show the wish."""
+def _example_models(workers: Sequence[WorkerInfo], preference: Preference | None) -> tuple[int, int]:
+    """The models the worked examples use: the one every example starts on, and the second step's.
+
+    With no preference, the first model that is not the embedded one, then the next model. With
+    one, the model at the preference's point of the pool's price range: `best` the dearest (list
+    prices order a provider's models by capability), `cheap` the cheapest, `balanced` nearer the
+    dear end; for `fast` (latency weighing more than cost) the quickest, when every latency is
+    known; and as the second step's, its neighbour in that order (the next cheapest for `cheap`),
+    never a model far dearer than the wish. A base model copies its examples' model numbers far
+    more than it reads a sentence, so the examples show the wish."""
     real = [i for i, w in enumerate(workers) if not _is_embedded(w)] or list(range(len(workers)))
     if not real:
-        return 0
+        return 0, 0
     if preference is None:
-        return real[0]
+        first = real[0]
+        return first, next((i for i in range(len(workers)) if i != first), first)
     if preference.latency > preference.cost and all(workers[i].latency_s is not None for i in real):
-        return min(real, key=lambda i: (workers[i].latency_s, i))
-    by_price = sorted(real, key=lambda i: (-(workers[i].price_in + workers[i].price_out), i))
-    return by_price[round(preference.thrift * (len(by_price) - 1))]
+        order = sorted(real, key=lambda i: (workers[i].latency_s, i))
+        at = 0
+    else:
+        order = sorted(real, key=lambda i: (-(workers[i].price_in + workers[i].price_out), i))
+        at = round(preference.thrift * (len(order) - 1))
+    if len(order) == 1:
+        return order[0], order[0]
+    return order[at], order[at + 1] if at + 1 < len(order) else order[at - 1]
 
 
 def _examples(workers: Sequence[WorkerInfo], max_steps: int, preference: Preference | None = None) -> list[_Example]:
-    """Worked examples that fit this pool and step limit (model numbers that exist)."""
-    strong = _example_model(workers, preference)
-    other = next((i for i, w in enumerate(workers) if i != strong), strong)
+    """Worked examples that fit this pool and step limit (model numbers that exist). Under the
+    `cheap` level every example is one step: a second step is a second bill."""
+    strong, other = _example_models(workers, preference)
     examples = [
         _Example("What is the capital of Italy?", (strong,), ("Name the capital of Italy.",), ("[]",)),
         _Example("How many legs does a spider have?", (strong,),
                  ("Say how many legs a spider has.",), ("[]",)),
     ]
-    if max_steps >= 2:
+    if max_steps >= 2 and (preference is None or preference.thrift < 1.0):
         examples.append(_Example(
             "Write a short poem about the sea, then check that it rhymes.", (strong, other),
             ("Write a short poem about the sea.", "Check that the poem of step 0 rhymes and give the final poem."),
