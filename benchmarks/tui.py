@@ -195,18 +195,44 @@ async def _streaming(base_url: str) -> dict:
 # --- 4. typing while the embedded model loads ---------------------------------------------------------
 
 
+def _embedded_app():
+    """The real app on the embedded conductor (already converted), no discovery, no catalog."""
+    from stiva_tui.config import parse_config
+    from stiva_tui.tui.app import StivaApp
+
+    return StivaApp(parse_config({"conductor": {"backend": "embedded"}, "discovery": {"enabled": False},
+                                  "catalog": False}))
+
+
+async def _type_one_key(prompt, latencies: list[float]) -> None:
+    """One key posted to the prompt, timed until it shows there; then 50 ms to the next."""
+    from textual import events
+
+    before = len(prompt.text)
+    sent = time.perf_counter()
+    prompt.post_message(events.Key("x", "x"))
+    while len(prompt.text) == before:
+        await asyncio.sleep(0.0005)
+    latencies.append(time.perf_counter() - sent)
+    await asyncio.sleep(0.05)
+
+
+def _typing_figures(latencies: list[float], gaps: list[float]) -> dict:
+    latencies, gaps = sorted(latencies), sorted(gaps)
+    return {"keys": len(latencies),
+            "event_loop_stall_ms": {"p95": round(gaps[round(0.95 * (len(gaps) - 1))] * 1000, 1),
+                                    "max": round(gaps[-1] * 1000, 1),
+                                    "over_100ms": sum(g > 0.1 for g in gaps)},
+            "key_latency_ms": {"median": round(statistics.median(latencies) * 1000, 1),
+                               "p95": round(latencies[round(0.95 * (len(latencies) - 1))] * 1000, 1),
+                               "max": round(latencies[-1] * 1000, 1)}}
+
+
 async def _during_load() -> dict:
     """The app with the embedded conductor (already converted), a key every 50 ms from the first
     frame until the model is loaded: how long each takes to show up in the prompt. The tokenizer
     load is one long call into Rust that holds the GIL."""
-    from textual import events
-
-    from stiva_tui.config import parse_config
-    from stiva_tui.tui.app import StivaApp
-
-    config = parse_config({"conductor": {"backend": "embedded"}, "discovery": {"enabled": False},
-                           "catalog": False})
-    app = StivaApp(config)
+    app = _embedded_app()
     latencies: list[float] = []
     # A key typed while the loop is stalled waits for the stall: the stalls themselves are the
     # honest figure (keys sent from this loop are only sent once a stall is over).
@@ -226,26 +252,12 @@ async def _during_load() -> dict:
             await asyncio.sleep(0.001)
         started = time.perf_counter()
         while app.chat_screen.status_bar.conductor is None and time.perf_counter() - started < 120:
-            before = len(prompt.text)
-            sent = time.perf_counter()
-            prompt.post_message(events.Key("x", "x"))
-            while len(prompt.text) == before:
-                await asyncio.sleep(0.0005)
-            latencies.append(time.perf_counter() - sent)
-            await asyncio.sleep(0.05)
+            await _type_one_key(prompt, latencies)
         load_s = time.perf_counter() - started
         probing = False
         await prober
         await pilot.pause(0.1)
-    latencies.sort()
-    gaps.sort()
-    return {"load_s": round(load_s, 2), "keys": len(latencies),
-            "event_loop_stall_ms": {"p95": round(gaps[round(0.95 * (len(gaps) - 1))] * 1000, 1),
-                                    "max": round(gaps[-1] * 1000, 1),
-                                    "over_100ms": sum(g > 0.1 for g in gaps)},
-            "key_latency_ms": {"median": round(statistics.median(latencies) * 1000, 1),
-                               "p95": round(latencies[round(0.95 * (len(latencies) - 1))] * 1000, 1),
-                               "max": round(latencies[-1] * 1000, 1)}}
+    return {"load_s": round(load_s, 2), **_typing_figures(latencies, gaps)}
 
 
 # --- 5. typing while the embedded model answers -------------------------------------------------
@@ -255,15 +267,9 @@ async def _while_generating(questions: int = 12) -> dict:
     """The app on the embedded model, loaded: each of the first `questions` of the offline suite
     asked in turn, and while it runs a key every 50 ms, each timed until it shows in the prompt;
     the event loop's stalls measured beside it."""
-    from textual import events
-
     from stiva_tui.bench.suite import load_suite
-    from stiva_tui.config import parse_config
-    from stiva_tui.tui.app import StivaApp
 
-    config = parse_config({"conductor": {"backend": "embedded"}, "discovery": {"enabled": False},
-                           "catalog": False})
-    app = StivaApp(config)
+    app = _embedded_app()
     latencies: list[float] = []
     gaps: list[float] = []
     probing = False
@@ -283,35 +289,21 @@ async def _while_generating(questions: int = 12) -> dict:
         started = time.perf_counter()
         while screen.status_bar.conductor is None and time.perf_counter() - started < 300:
             await asyncio.sleep(0.05)
-        screen.ask("What is 1 + 1?")  # warm-up: the first generate() builds kernels and caches
-        await screen._run_worker.wait()
+        await screen.ask("What is 1 + 1?").wait()  # warm-up: the first generate() builds kernels and caches
         run_s: list[float] = []
         for item in items:
             t0 = time.perf_counter()
             worker = screen.ask(item.question)
             probing = True
             while worker.is_running:
-                before = len(prompt.text)
-                sent = time.perf_counter()
-                prompt.post_message(events.Key("x", "x"))
-                while len(prompt.text) == before:
-                    await asyncio.sleep(0.0005)
-                latencies.append(time.perf_counter() - sent)
-                await asyncio.sleep(0.05)
+                await _type_one_key(prompt, latencies)
             probing = False
             run_s.append(time.perf_counter() - t0)
             prompt.clear()
         prober.cancel()
         await pilot.pause(0.1)
-    latencies.sort()
-    gaps.sort()
-    return {"questions": len(items), "median_answer_s": round(statistics.median(run_s), 2), "keys": len(latencies),
-            "event_loop_stall_ms": {"p95": round(gaps[round(0.95 * (len(gaps) - 1))] * 1000, 1),
-                                    "max": round(gaps[-1] * 1000, 1),
-                                    "over_100ms": sum(g > 0.1 for g in gaps)},
-            "key_latency_ms": {"median": round(statistics.median(latencies) * 1000, 1),
-                               "p95": round(latencies[round(0.95 * (len(latencies) - 1))] * 1000, 1),
-                               "max": round(latencies[-1] * 1000, 1)}}
+    return {"questions": len(items), "median_answer_s": round(statistics.median(run_s), 2),
+            **_typing_figures(latencies, gaps)}
 
 
 def while_generating() -> dict:
