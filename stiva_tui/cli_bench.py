@@ -37,6 +37,9 @@ def add_parser(sub, common) -> None:
     bench.add_argument("--budget-usd", type=float, help="stop cleanly once this invocation has spent this much")
     bench.add_argument("--out", metavar="DIR", help="where the report files go (default: the data dir)")
     bench.add_argument("--fresh", action="store_true", help="start over instead of continuing the same bench")
+    bench.add_argument("--answer-cache", action="store_true",
+                       help="reuse the answers already paid for: a model sent the same prompt under the same "
+                            "sampling gets its recorded answer, with its recorded tokens, cost and latency")
     bench.add_argument("--json", action="store_true", help="print the report as one JSON object")
     bench.add_argument("--list", action="store_true", help="list the suite formats, the built-in suites and the sandbox")
     bench.add_argument("--unsafe-code", action="store_true",
@@ -80,10 +83,15 @@ async def bench(args: argparse.Namespace, config) -> int:
     code = 0
     fault: Exception | None = None  # the history failed under the bench: said once, at the end
     held_back = HistoryFaultsHeldBack()
+    answer_cache = None
+    if args.answer_cache:
+        from .pool.answer_cache import AnswerCache
+
+        answer_cache = AnswerCache.open()
     try:
         runner = BenchRunner(runtime, suite, systems, concurrency=args.concurrency, budget_usd=args.budget_usd,
                              limit=args.limit, fresh=args.fresh, on_progress=view.update if view else None,
-                             unsafe_code=args.unsafe_code)
+                             unsafe_code=args.unsafe_code, answer_cache=answer_cache)
         runner.check()
         if runner.sandbox.unsafe and runner.sandbox_line:
             console.print("[bold red]--unsafe-code:[/] model-written code runs WITHOUT isolation: it can read and "
@@ -114,10 +122,14 @@ async def bench(args: argparse.Namespace, config) -> int:
         fault, code = fault or exc, EXIT_FAILED
     finally:
         await _close(runtime, held_back)
+        if answer_cache is not None:
+            answer_cache.close()
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print_table(report)
+    if runner.caching is not None:
+        console.print(cache_line(runner.caching), highlight=False)
     if out is not None:
         console.print(f"[dim]bench {report['bench_id']} · report in {out}[/]", highlight=False, soft_wrap=True)
     if fault is not None:
@@ -202,17 +214,31 @@ def build_bench_report(runner, records, status: str, reason: str | None) -> dict
     report = build_report(runner.suite.name, runner.bench_id, [s.name for s in runner.systems],
                           [item.id for item in runner.items], records, status=status, stop_reason=reason)
     report["sandbox"] = runner.sandbox_line
+    if runner.caching is not None:
+        cache = runner.caching
+        report["answer_cache"] = {"reused": cache.hits, "asked": cache.misses, "saved_usd": round(cache.saved_usd, 10),
+                                  "off": cache.cache.failed if cache.cache is not None else None}
     report["pool"] = runtime_pool_label(runner.runtime)
     return report
 
 
-def runtime_pool_label(runtime) -> str | None:
-    """"simulated pool" when the sim: models answer (every table, report and plot says so)."""
-    if getattr(runtime, "simulated", False):
-        from .sim import SIM_LABEL
+def cache_line(caching) -> str:
+    """What the answer cache did, in one line (bench and train)."""
+    from .core.format import count, money
 
-        return SIM_LABEL
-    return None
+    off = caching.cache.failed if caching.cache is not None else None
+    if off:
+        return f"[yellow]answer cache off:[/] it {off}; every answer was asked"
+    return (f"[dim]answer cache: {count(caching.hits, 'answer')} reused "
+            f"({money(caching.saved_usd)} not paid again), {caching.misses} asked[/]")
+
+
+def runtime_pool_label(runtime) -> str | None:
+    """"simulated pool" when the sim: models answer, "replayed pool (bench ID)" for a replay
+    (every table, report and plot says so)."""
+    from .sim.pool import pool_label
+
+    return pool_label(runtime.config)
 
 
 def replace_file(path: Path, data: bytes) -> None:

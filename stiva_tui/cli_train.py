@@ -34,6 +34,9 @@ def add_parser(sub, common) -> None:
     train.add_argument("--from-votes", action="store_true",
                        help="train on the compare-mode votes instead (DPO: each vote's winning plan over the "
                             "others'; see stiva votes)")
+    train.add_argument("--bench", action="append", default=[], metavar="ID",
+                       help="with --from-votes: add a graded bench's items as pairs too (right over wrong, the "
+                            "cheaper right over the dearer), so votes and a graded suite train one adapter; repeatable")
     train.add_argument("--beta", type=float, help="with --from-votes: DPO's beta, how far the adapter may move "
                                                   "from its base (default 0.1)")
     train.add_argument("--split", metavar="NAME", help="only the items whose meta.split is NAME (skills: train)")
@@ -65,6 +68,11 @@ def add_parser(sub, common) -> None:
                        help="comma-separated preferences (best,balanced,cheap,fast or numbers 0..1): each question's "
                             "plans are sampled under one of them, stated in the prompt, and rewarded by its cost and "
                             "latency weights, so one adapter follows every level (replaces --cost-weight)")
+    train.add_argument("--no-answer-cache", dest="answer_cache", action="store_false",
+                       help="ask every call again, instead of reusing the answers already paid for (a model sent "
+                            "the same prompt under the same sampling, in any training or --answer-cache bench)")
+    train.add_argument("--rollout-concurrency", type=int, default=8, metavar="N",
+                       help="at most N calls at once to each provider (default 8; a 429 halves it for a while)")
     train.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the plans (default 1)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--unsafe-code", action="store_true",
@@ -81,6 +89,9 @@ def train_command(args: argparse.Namespace, config) -> int:
 
     if args.save_every < 1:
         return fail("--save-every must be at least 1", EXIT_USAGE)
+    if args.bench and not args.from_votes:
+        return fail("--bench adds a graded bench's pairs to --from-votes (DPO); to train on a suite, name it: "
+                    "stiva train SUITE ...", EXIT_USAGE)
     if args.from_votes:
         from .cli_votes import train_from_votes_command
 
@@ -114,6 +125,7 @@ def train_command(args: argparse.Namespace, config) -> int:
                            lora_r=args.lora_r, lora_targets=args.lora_targets, prompt_style=args.prompt_style,
                            max_steps_per_plan=args.plan_steps, max_subtask_chars=args.subtask_chars,
                            shuffle_pool=args.shuffle_pool, temperature=args.temperature,
+                           answer_cache=args.answer_cache, rollout_concurrency=args.rollout_concurrency,
                            preferences=tuple(p.strip() for p in args.prefer_levels.split(",") if p.strip()))
     try:
         if view:
@@ -136,6 +148,9 @@ def train_command(args: argparse.Namespace, config) -> int:
         last = "—" if summary.reward_last is None else f"{summary.reward_last:.3f}"
         print(f"{fmt.count(summary.steps, 'step')} · reward {first} → {last} · {fmt.money(summary.cost_usd)} · "
               f"adapter {summary.adapter}")
+        if summary.answers_reused:
+            console.print(f"[dim]answer cache: {fmt.count(summary.answers_reused, 'answer')} reused, "
+                          f"{fmt.money(summary.saved_usd)} not paid again[/]", highlight=False)
         from rich.markup import escape
 
         console.print("[dim]" + escape(f"use it: [conductor] adapter = \"{summary.adapter}\"; compare: stiva bench "

@@ -85,8 +85,9 @@ def train_from_votes_command(args: argparse.Namespace, config) -> int:
     from .train.trainer import TrainError
 
     if args.suite:
-        return fail("--from-votes trains on the votes alone for now: train on the suite in a run of its own "
-                    "(stiva train SUITE ...)", EXIT_USAGE)
+        return fail("--from-votes trains on pairs: add a graded suite as a bench of it (stiva bench SUITE --systems "
+                    "...), then --bench ID; or train on the suite in a run of its own (stiva train SUITE ...)",
+                    EXIT_USAGE)
     if args.beta is not None and args.beta <= 0:
         return fail("--beta must be above 0", EXIT_USAGE)
     # Options of GRPO's rollouts that DPO on the votes has no use for: said, not silently dropped.
@@ -123,7 +124,8 @@ def train_from_votes_command(args: argparse.Namespace, config) -> int:
         base=args.base, out=Path(args.out), steps=args.steps, batch=args.batch,
         lr=args.lr, beta=args.beta if args.beta is not None else 0.1, resume=args.resume, seed=args.seed,
         lora_r=args.lora_r, lora_targets=args.lora_targets, prompt_style=args.prompt_style,
-        max_steps_per_plan=args.plan_steps, max_subtask_chars=args.subtask_chars, save_every=args.save_every)
+        max_steps_per_plan=args.plan_steps, max_subtask_chars=args.subtask_chars, save_every=args.save_every,
+        benches=tuple(args.bench))
     previous = signal.signal(signal.SIGINT, on_signal)
     try:
         summary = train_from_votes(config, options, on_step=on_step, progress=stage,
@@ -140,8 +142,9 @@ def train_from_votes_command(args: argparse.Namespace, config) -> int:
         first = "—" if summary.loss_first is None else f"{summary.loss_first:.4f}"
         last = "—" if summary.loss_last is None else f"{summary.loss_last:.4f}"
         skipped = f" ({', '.join(f'{k} {v}' for k, v in summary.skipped.items())} left out)" if summary.skipped else ""
+        graded = f" and {fmt.count(summary.graded, 'graded pair')}" if summary.graded else ""
         print(f"{fmt.count(summary.steps, 'step')} on {fmt.count(summary.pairs, 'pair')} from "
-              f"{fmt.count(summary.votes, 'vote')}{skipped} · "
+              f"{fmt.count(summary.votes, 'vote')}{graded}{skipped} · "
               f"DPO loss {first} → {last} · adapter {summary.adapter}")
         from rich.markup import escape
 

@@ -167,6 +167,7 @@ class ServeConfig(_Strict):
 
 
 SIM_PROVIDER = "stiva-sim"  # the provider the simulated pool's server is added to the config as
+REPLAY_PROVIDER = "stiva-replay"  # the same for a replayed bench (`--pool replay:BENCH_ID`)
 
 
 class SimConfig(_Strict):
@@ -177,6 +178,9 @@ class SimConfig(_Strict):
     latency_scale: float = Field(1.0, ge=0, le=100)  # times each model's latency (0: answer at once)
     # The suites whose questions the simulated models know (built-in names or files).
     suites: list[str] = Field(default_factory=lambda: ["skills"], min_length=1)
+    # A bench id (or a unique prefix): serve that bench's recorded direct answers instead of the
+    # profiles' models (`--pool replay:BENCH_ID`, stiva_tui/sim/replay.py)
+    replay: str | None = None
 
 
 class Config(_Strict):

@@ -288,8 +288,18 @@ def test_train_command_json_summary(tiny_model, fake, tmp_path, stiva_home):
     # no library chatter a user can do nothing about (bitsandbytes' kernels, tqdm, FutureWarnings)
     assert "kernels" not in result.stderr and "Warning" not in result.stderr and "it/s" not in result.stderr, \
         result.stderr[-2000:]
-    assert set(summary) == {"steps", "reward_first", "reward_last", "adapter", "cost_usd"}
+    assert set(summary) == {"steps", "reward_first", "reward_last", "adapter", "cost_usd", "answers_reused", "saved_usd"}
     assert summary["steps"] == 2 and summary["adapter"] == str(out) and summary["cost_usd"] > 0
+    assert summary["answers_reused"] == 0  # a new STIVA_HOME: nothing was paid for before
+    # the same training again into another folder (no rollouts.jsonl): the same seed samples the
+    # same plans, whose calls the answer cache has; they are not paid for again
+    again = subprocess.run([STIVA, "train", str(suite), "--base", str(tiny_model), "--out", str(tmp_path / "again"),
+                            "--steps", "2", "--group", "2", "--batch", "1", "--config", str(config), "--json"],
+                           capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    second = json.loads(again.stdout)
+    assert second["answers_reused"] > 0 and second["cost_usd"] < summary["cost_usd"], (summary, second)
+    assert second["saved_usd"] > 0
     # --save-every 1: a checkpoint after each step (the default would keep none of 2 steps)
     assert sorted(p.name for p in (out / "checkpoints").iterdir() if p.name.startswith("checkpoint-")) == \
         ["checkpoint-1", "checkpoint-2"]
@@ -331,8 +341,11 @@ async def test_a_grader_that_breaks_scores_the_rollout_and_training_goes_on(fake
     class Engine:  # the slice of EngineLoop a rollout uses
         pass
 
+    from stiva_tui.pool.answer_cache import CachingWorker
+
     engine = Engine()
     engine.runtime = runtime
+    engine.caching = runtime.worker = CachingWorker(runtime.worker, None)  # counts what is paid
     try:
         rollouts = rollout_module.Rollouts(engine, None, suite_of(1).items, None, cache_path=tmp_path / "cache.jsonl")
 

@@ -21,6 +21,7 @@ from stiva_tui.bench.suite import parse_suite
 from stiva_tui.config import parse_config
 from stiva_tui.sim.profiles import SimModel
 from stiva_tui.sim.server import SimServer
+from train_helpers import StubTrainer
 
 PRICES = {"cheap": (0.1, 0.4), "dear": (3.0, 15.0)}
 
@@ -89,22 +90,8 @@ def test_each_questions_plans_are_told_one_drawn_preference_and_rewarded_by_it(t
             rollouts = Rollouts(engine, conductor, train_suite.items, tokenizer=None, cache_path=tmp_path / "c.jsonl",
                                 preferences=(LEVELS["cheap"], LEVELS["fast"]), seed=3)
 
-            class Trainer:  # what Rollouts reads of TRL's trainer
-                class model:
-                    training = False
-
-                    @staticmethod
-                    def eval():
-                        return None
-
-                    @staticmethod
-                    def parameters():
-                        import torch
-
-                        return iter([torch.zeros(1)])
-
             ids = [item.id for item in train_suite.items[:6] for _ in range(4)]
-            out = rollouts(ids, Trainer)
+            out = rollouts(ids, StubTrainer)
         finally:
             engine.close()
     told = [r.preference.name for r in conductor.requests]

@@ -17,6 +17,7 @@ from stiva_tui.bench.suite import parse_suite
 from stiva_tui.config import parse_config
 from stiva_tui.sim.profiles import SimModel
 from stiva_tui.sim.server import SimServer
+from train_helpers import StubTrainer
 
 COUNTRIES = ["France", "Japan", "Canada", "Peru", "Spain", "Italy", "Kenya", "Norway", "Chile", "Egypt", "India",
              "Ghana", "Nepal", "Cuba", "Iran", "Laos", "Mali", "Oman", "Chad", "Fiji"]
@@ -131,22 +132,8 @@ def test_a_shuffled_pool_makes_a_first_model_conductor_try_every_model(shuffle, 
             rollouts = Rollouts(engine, conductor, train_suite.items, tokenizer=None, cache_path=tmp_path / "c.jsonl",
                                 shuffle_pool=shuffle, seed=1)
 
-            class Trainer:  # what Rollouts reads of TRL's trainer
-                class model:
-                    training = False
-
-                    @staticmethod
-                    def eval():
-                        return None
-
-                    @staticmethod
-                    def parameters():
-                        import torch
-
-                        return iter([torch.zeros(1)])
-
             ids = [item.id for item in train_suite.items[:4] for _ in range(6)]
-            rollouts(ids, Trainer)
+            rollouts(ids, StubTrainer)
             picks = rollouts.take_stats().picks
         finally:
             engine.close()

@@ -226,12 +226,41 @@ def test_a_damaged_history_is_one_clear_error(stiva_home, damage):
     assert again.returncode != 0 and len(again.stderr.strip().splitlines()) == 1, again.stderr
 
 
+def test_a_graded_bench_gives_pairs_right_over_wrong_and_the_cheaper_right_over_the_dearer(fake, tmp_path,
+                                                                                             stiva_home):
+    """`--bench ID`: a real bench's graded items as pairs, by the rule of a voter who knows the answers."""
+    from test_bench_runner import script_pool, write_config, write_suite
+
+    script_pool(fake)
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    suite = write_suite(tmp_path / "s.jsonl", 3)
+    done = stiva("bench", str(suite), "--systems", "direct:right,direct:wrong,conductor", "--config", str(config),
+                 "--json", home=stiva_home)
+    assert done.returncode == 0, done.stderr
+    bench_id = json.loads(done.stdout)["bench_id"]
+    with Store.open() as store:
+        pairs, left = V.graded_pairs(store, store.resolve_bench(bench_id[:5]))
+    got = sorted((p.session_id.rsplit(":", 1)[1], p.chosen_system, p.rejected_system) for p in pairs)
+    # right over wrong; the conductor (right, but it also paid for its plan) over wrong, and
+    # direct:right (right and cheaper) over the conductor; two wrong or equal ones give nothing
+    assert got == sorted((f"add-{i}", a, b) for i in (1, 2, 3) for a, b in (
+        ("direct:right", "direct:wrong"), ("conductor", "direct:wrong"), ("direct:right", "conductor")))
+    assert left == []
+    first = next(p for p in pairs if p.chosen_system == "conductor")
+    assert first.question.startswith("What is ") and first.chosen.models == ("right",)
+    assert first.chosen.subtasks == ("Add the two numbers.",) and first.rejected.models == ("wrong",)
+
+
 def test_train_from_votes_says_what_is_missing(stiva_home):
     result = stiva("train", "--from-votes", "--base", "embedded", "--out", str(stiva_home / "a"), home=stiva_home)
     assert result.returncode == 2
     assert "no usable preference pairs (0 votes)" in result.stderr and "stiva votes" in result.stderr
     mixed = stiva("train", "skills", "--from-votes", "--base", "embedded", "--out", "x", home=stiva_home)
-    assert mixed.returncode == 2 and "votes alone" in mixed.stderr
+    assert mixed.returncode == 2 and "--bench ID" in mixed.stderr
+    lone = stiva("train", "skills", "--bench", "abcd", "--base", "embedded", "--out", "x", home=stiva_home)
+    assert lone.returncode == 2 and "--bench adds a graded bench" in lone.stderr
+    unknown = stiva("train", "--from-votes", "--bench", "abcdef", "--base", "embedded", "--out", "x", home=stiva_home)
+    assert unknown.returncode == 2 and "--bench abcdef: no bench abcdef" in unknown.stderr, unknown.stderr
     none = stiva("train", "--base", "embedded", "--out", "x", home=stiva_home)
     assert none.returncode == 2 and "--from-votes" in none.stderr
     # GRPO's options are said to be of no use here, not silently dropped
@@ -350,16 +379,24 @@ def test_stiva_train_from_votes_writes_an_adapter_for_the_pool(small_model, stiv
         # a model the pool does not have: left out when training, said so in the summary
         c = record_plan_run(store, "gone", "q", "conductor", [("retired-model", "Solve it", ())])
         session(store, "q", {"conductor": c, "sim:calc": None}, "sim:calc")
+    # and a graded bench mixed in (--bench): calc, right and cheap, over the dear generalist
+    bench = stiva("--pool", "sim", "bench", "skills", "--split", "train", "--limit", "4", "--systems",
+                  "direct:sim:calc,direct:sim:generalist", "--json", home=stiva_home)
+    assert bench.returncode == 0, bench.stderr
+    bench_id = json.loads(bench.stdout)["bench_id"]
     out = stiva_home / "taste"
-    result = stiva("--pool", "sim", "train", "--from-votes", "--base", str(small_model), "--out", str(out),
-                   "--steps", "2", "--batch", "2", "--lora-r", "2", "--subtask-chars", "4", "--json",
-                   home=stiva_home, timeout=600)
+    result = stiva("--pool", "sim", "train", "--from-votes", "--bench", bench_id, "--base", str(small_model),
+                   "--out", str(out), "--steps", "2", "--batch", "2", "--lora-r", "2", "--subtask-chars", "4",
+                   "--json", home=stiva_home, timeout=600)
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
-    assert (summary["steps"], summary["pairs"], summary["votes"]) == (2, 6, 7)
+    graded = summary["graded_pairs"]
+    assert 1 <= graded <= 4, summary
+    assert (summary["steps"], summary["pairs"], summary["votes"]) == (2, 6 + graded, 7)
     assert summary["skipped"] == {V.NOT_IN_POOL: 1}
     marker = json.loads((out / "stiva_adapter.json").read_text())
-    assert (marker["suite"], marker["prompt_style"], marker["pairs"]) == ("votes", "compact", 6)
+    assert (marker["suite"], marker["prompt_style"], marker["pairs"]) == ("votes", "compact", 6 + graded)
+    assert marker["benches"] == [bench_id]
     pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
     assert pairs[0]["chosen"].startswith("\nmodel_id = [0]")  # sim:calc is the sim pool's first model
     assert len((out / "train_log.jsonl").read_text().splitlines()) == 2

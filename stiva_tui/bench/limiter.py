@@ -25,9 +25,9 @@ import logging
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Iterable, Sequence
+from typing import Any, AsyncIterator, Sequence
 
-from ..pool.types import ChatEvent, PoolModel, ProviderError, TextDelta
+from ..pool.types import ChatEvent, PoolModel, ProviderError, TextDelta, WorkerWrapper
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class _Window:
             self.changed.notify_all()
 
 
-class LimitedWorker:
+class LimitedWorker(WorkerWrapper):
     """The `Worker` protocol, with a per-provider window that 429s shrink."""
 
     def __init__(self, worker: Any, limit: int = 8, *, max_waits: int = 8, base_wait_s: float = 1.0,
@@ -120,14 +120,6 @@ class LimitedWorker:
     def throttled(self) -> dict[str, int]:
         """429s seen so far, by provider (for the progress view)."""
         return {name: w.throttled for name, w in self._windows.items() if w.throttled}
-
-    def know_secrets(self, models: Iterable[PoolModel]) -> None:
-        know = getattr(self.worker, "know_secrets", None)
-        if know is not None:
-            know(models)
-
-    async def aclose(self) -> None:
-        await self.worker.aclose()
 
     async def stream_chat(self, model: PoolModel, messages: Sequence[dict], **kwargs: Any) -> AsyncIterator[ChatEvent]:
         window = self.window(model.provider)

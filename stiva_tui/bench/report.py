@@ -3,7 +3,8 @@
 `build_report(...)` gives the one JSON object `stiva bench --json` prints (and `report.json`):
 
     {"suite", "bench_id", "status", "stop_reason", "sandbox" (how code items ran; None without them),
-     "pool" ("simulated pool" when the sim: models answered; else None),
+     "pool" ("simulated pool" when the sim: models answered, "replayed pool (bench ID)" for
+     `--pool replay:ID`; else None),
      "systems": [{"system", "n", "correct", "errors", "accuracy", "ci95", "tokens_per_question",
                   "cost_per_question", "judge_cost_usd", "latency_p50_s", "latency_p95_s",
                   "queue_wait_p50_s", "queue_wait_p95_s"} (+ "expected_accuracy" for random)],
@@ -196,7 +197,10 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 def report_markdown(report: dict[str, Any], mixes: dict[str, tuple[Counter, Counter]] | None = None) -> str:
     """The report as Markdown: the table, then the conductor systems' plan mix."""
     lines = [f"# Bench `{report['bench_id']}` on `{report['suite']}`", ""]
-    if report.get("pool"):
+    if str(report.get("pool") or "").startswith("replayed"):
+        lines += [f"**{report['pool'].upper()}:** every answer here is a real model's answer recorded by that bench, "
+                  "replayed: a step that read other steps' drafts got the same answer as without them.", ""]
+    elif report.get("pool"):
         lines += [f"**{report['pool'].upper()}:** every figure here comes from simulated models whose strengths are "
                   "set by their profiles, not from real language models.", ""]
     if report.get("status") != "finished":

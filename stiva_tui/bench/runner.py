@@ -135,7 +135,8 @@ ProgressCallback = Callable[[BenchProgress], None]
 class BenchRunner:
     def __init__(self, runtime, suite: Suite, systems: Sequence[System], *, concurrency: int = 4,
                  budget_usd: float | None = None, limit: int | None = None, fresh: bool = False,
-                 on_progress: ProgressCallback | None = None, unsafe_code: bool = False):
+                 on_progress: ProgressCallback | None = None, unsafe_code: bool = False,
+                 answer_cache=None):
         if runtime.store is None:
             raise BenchError("a bench needs the history store (it keeps the results and resumes from them)")
         self.runtime = runtime
@@ -162,6 +163,10 @@ class BenchRunner:
         self._stop: str | None = None
         self._tasks: set[asyncio.Task] = set()
         self._limited: LimitedWorker | None = None
+        # `--answer-cache` (pool/answer_cache.py): an AnswerCache, in front of the limiter, so a
+        # reused answer takes no provider slot; it replays the recorded latency (true figures)
+        self.answer_cache = answer_cache
+        self.caching = None  # the CachingWorker while running, for its counts
         self.unsaved: list[BenchItemRecord] = []  # graded by this invocation, but the history failed
         # every item record known: found in the history at the start, then each one finished
         self.known: dict[tuple[str, str], BenchItemRecord] = {}
@@ -232,6 +237,10 @@ class BenchRunner:
         self._limited = LimitedWorker(self.runtime.worker, self.concurrency)
         original = self.runtime.worker
         self.runtime.worker = self._limited
+        if self.answer_cache is not None:
+            from ..pool.answer_cache import CachingWorker
+
+            self.caching = self.runtime.worker = CachingWorker(self._limited, self.answer_cache, replay_latency=True)
         self._emit()
         try:
             workers = [asyncio.create_task(self._work(queue), name=f"bench-{i}")
@@ -274,7 +283,9 @@ class BenchRunner:
             self._save(record)
             self._count(record)
             self.progress.asked += 1
-            self.progress.spent_usd += record.cost_usd + record.judge_cost_usd
+            # what was paid: with the answer cache, only the calls that reached a provider
+            self.progress.spent_usd = (self.caching.paid_usd if self.caching is not None
+                                       else self.progress.spent_usd + record.cost_usd + record.judge_cost_usd)
             if self.budget_usd is not None and self.progress.spent_usd >= self.budget_usd:
                 self._stop = f"budget: ${self.progress.spent_usd:.4f} spent of ${self.budget_usd:.4f}"
                 self.progress.stopped = self._stop

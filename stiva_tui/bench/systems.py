@@ -80,7 +80,7 @@ def parse_system(spec: str) -> System:
     kind, colon, rest = name.partition(":")
     if colon and kind == SELF_MOA and rest.strip():
         model = rest.strip()
-        return System(name, MoAMode((model,) * SELF_MOA_SAMPLES, model, layers=1, samples=True))
+        return System(name, self_moa_mode(model))
     if colon and kind == "direct" and rest.strip():
         return System(f"direct:{rest.strip()}", DirectMode(rest.strip()), {})
     if colon and kind == "adapter" and rest.strip():
@@ -131,7 +131,7 @@ def resolve_systems(systems: Sequence[System], models: Sequence[Any], moa_aggreg
             if not hosted and not moa_aggregator:
                 raise SystemError("self-moa: the pool has no model")
             model = moa_aggregator or max(hosted, key=lambda m: (m.price_in + m.price_out, m.id)).id
-            mode = MoAMode((model,) * SELF_MOA_SAMPLES, model, layers=1, samples=True)
+            mode = self_moa_mode(model)
             out.append(System(SELF_MOA, mode))
         else:
             out.append(system)
@@ -141,3 +141,8 @@ def resolve_systems(systems: Sequence[System], models: Sequence[Any], moa_aggreg
             raise SystemError(f"{system.name} is computed from the direct runs: add two or more direct:MODEL "
                               "systems, or direct:* for every pool model")
     return out
+
+
+def self_moa_mode(model: str) -> MoAMode:
+    """Self-MoA on `model`: its numbered samples, aggregated by itself, in one layer."""
+    return MoAMode((model,) * SELF_MOA_SAMPLES, model, layers=1, samples=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Iterable, Literal, Protocol, Sequence
+from typing import Any, AsyncIterator, Iterable, Literal, Protocol, Sequence
 
 from ..core.usage import Usage
 
@@ -88,6 +88,21 @@ class PoolModel:
             "kind": self.kind, "enabled": self.enabled, "available": self.available,
             "reason": self.reason, "source": self.source, "planner": self.planner,
         }
+
+
+class WorkerWrapper:
+    """A worker in front of another (`self.worker`): the secrets to mask and the closing are
+    the inner one's. Subclasses add `stream_chat`."""
+
+    worker: Any
+
+    def know_secrets(self, models: Iterable[PoolModel]) -> None:
+        know = getattr(self.worker, "know_secrets", None)
+        if know is not None:
+            know(models)
+
+    async def aclose(self) -> None:
+        await self.worker.aclose()
 
 
 class Worker(Protocol):

@@ -108,11 +108,17 @@ class WorkflowMode:
 Mode = Union[ConductorMode, DirectMode, MoAMode, WorkflowMode]
 
 
+def is_conductor_system(system: str) -> bool:
+    """Whether `system` names a conductor run: "conductor", a preset, either with ":base"."""
+    name = system.removesuffix(BASE_SUFFIX)
+    return name in PRESETS
+
+
 def mode_for_system(system: str) -> Mode:
     """The mode of a compare-mode column: "conductor", a preset, either with ":base", "moa", or a
     pool model id."""
     name = system.removesuffix(BASE_SUFFIX)
-    if name != system and (name == "conductor" or name in PRESETS):
+    if name != system and is_conductor_system(system):
         return ConductorMode(preset=None if name == "conductor" else name, variant=ConductorVariant(base=True))
     if system == "conductor":
         return ConductorMode()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..conductor.base import Conductor, ConductorError
-from ..config import SIM_PROVIDER, Config, ConductorConfig, ConfigError, with_conductor_override
+from ..config import REPLAY_PROVIDER, SIM_PROVIDER, Config, ConductorConfig, ConfigError, with_conductor_override
 from ..core.preference import parse_preference
 from ..core.words import Source
 from ..engine.executor import Engine, RunOptions
@@ -65,7 +65,7 @@ class Runtime:
         """Build the pool (and discover local servers) and open the history; loads no model. A
         [sim] config must come with its server started (`stiva_tui.sim.pool.start_sim`, which the
         command line does): the simulated pool is a server of its own, above the runtime."""
-        if config.sim is not None and not any(p.name == SIM_PROVIDER for p in config.providers):
+        if config.sim is not None and not any(p.name in (SIM_PROVIDER, REPLAY_PROVIDER) for p in config.providers):
             raise StartupError("config: [sim] is set but the simulated pool is not running: start it with "
                                "stiva_tui.sim.pool.start_sim(config) (the stiva command does)")
         pool = await build_pool(config, discover=discover)
@@ -219,7 +219,7 @@ class Runtime:
 
     @property
     def simulated(self) -> bool:
-        """Whether the pool is the simulated one: every figure from it says so."""
+        """Whether the pool is the simulated (or a replayed) one: every figure from it says so."""
         return self.config.sim is not None
 
     async def aclose(self) -> None:

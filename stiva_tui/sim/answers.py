@@ -50,6 +50,9 @@ class SimAnswer:
     chance: float = 0.0  # p' of the rule
     drafts_right: int = 0
     drafts_wrong: int = 0
+    # A replayed answer's own figures (sim/replay.py); None: the server's (text length, profile)
+    completion_tokens: int | None = None
+    latency_s: float | None = None
 
 
 def prompt_text(messages: Sequence[dict]) -> str:

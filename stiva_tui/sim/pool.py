@@ -5,31 +5,42 @@
     ...
     server.stop()
 
-With `--pool sim` the pool is the simulated models only, and an `auto` conductor is the embedded
-one (a `sim:` model answers questions; it cannot plan).
+With `--pool sim` the pool is the simulated models only, and an `auto` or `remote` conductor is
+the embedded one (a `sim:` model answers questions; it cannot plan, and the configured remote
+conductor's model is not in this pool). `--pool replay:BENCH_ID` is the same with a
+bench's recorded answers of real models as the pool (sim/replay.py).
 """
 
 from __future__ import annotations
 
-from ..config import SIM_PROVIDER, Config, ConfigError, ModelConfig, ProviderConfig, SimConfig
-from .profiles import default_models
+from ..config import DEFAULT_LOCAL_MODEL, SIM_PROVIDER, Config, ConfigError, ModelConfig, ProviderConfig, SimConfig
+from .profiles import SIM_LABEL, default_models
 from .server import SimServer
 
-POOLS = ("sim",)
+POOLS = ("sim", "replay:BENCH_ID")
 PROVIDER = SIM_PROVIDER
 
 
 def pool_config(config: Config, name: str) -> Config:
     """`config` with its pool replaced by the named one (`--pool`)."""
-    if name not in POOLS:
-        raise ConfigError(f"unknown pool {name!r}: use {', '.join(POOLS)}")
+    replay = name.removeprefix("replay:").strip() if name.startswith("replay:") else None
+    if name != "sim" and not replay:
+        raise ConfigError(f"--pool {name!r}: use {' or '.join(POOLS)}")
     conductor = config.conductor
-    if conductor.backend == "auto":
-        conductor = conductor.model_copy(update={"backend": "embedded"})
+    if conductor.backend in ("auto", "remote"):  # a remote conductor's model is not in this pool
+        conductor = conductor.model_copy(update={"backend": "embedded", "model": DEFAULT_LOCAL_MODEL})
+    sim = (config.sim or SimConfig()).model_copy(update={"replay": replay})
     return config.model_copy(update={
-        "sim": config.sim or SimConfig(), "catalog": False, "embedded_worker": False, "providers": [], "models": [],
+        "sim": sim, "catalog": False, "embedded_worker": False, "providers": [], "models": [],
         "discovery": config.discovery.model_copy(update={"enabled": False}), "conductor": conductor,
     })
+
+
+def pool_label(config: Config) -> str | None:
+    """"simulated pool", "replayed pool (bench ID)", or None for a pool of real models."""
+    if config.sim is None:
+        return None
+    return f"replayed pool (bench {config.sim.replay})" if config.sim.replay else SIM_LABEL
 
 
 def start_sim(config: Config) -> tuple[Config, SimServer]:
@@ -38,6 +49,8 @@ def start_sim(config: Config) -> tuple[Config, SimServer]:
     from ..bench.suite import SuiteError, load_suite
 
     assert config.sim is not None
+    if config.sim.replay:
+        return _start_replay(config)
     items = []
     for spec in config.sim.suites:
         try:
@@ -46,12 +59,36 @@ def start_sim(config: Config) -> tuple[Config, SimServer]:
             raise ConfigError(f"sim.suites: {exc}") from None
     models = default_models()
     server = SimServer(models, items, seed=config.sim.seed, latency_scale=config.sim.latency_scale).start()
-    provider = ProviderConfig(name=PROVIDER, base_url=server.base_url)
-    entries = [ModelConfig(id=m.pool_id, provider=PROVIDER, model=m.name, price_in=m.price_in, price_out=m.price_out,
+    return _with_models(config, server, PROVIDER, models), server
+
+
+def _start_replay(config: Config) -> tuple[Config, SimServer]:
+    from ..config import REPLAY_PROVIDER
+    from ..store import Store, StoreError
+    from .replay import ReplayError, load_replay
+
+    assert config.sim is not None and config.sim.replay
+    try:
+        store = Store.open()
+    except StoreError as exc:
+        raise ConfigError(f"--pool replay:{config.sim.replay}: {exc}") from None
+    try:
+        bench_id, models, answerer = load_replay(store, config.sim.replay)
+    except ReplayError as exc:
+        raise ConfigError(str(exc)) from None
+    finally:
+        store.close()
+    config = config.model_copy(update={"sim": config.sim.model_copy(update={"replay": bench_id})})  # the whole id
+    server = SimServer(models, (), latency_scale=config.sim.latency_scale, answerer=answerer).start()
+    return _with_models(config, server, REPLAY_PROVIDER, models), server
+
+
+def _with_models(config: Config, server: SimServer, provider_name: str, models) -> Config:
+    provider = ProviderConfig(name=provider_name, base_url=server.base_url)
+    entries = [ModelConfig(id=m.pool_id, provider=provider_name, model=m.name, price_in=m.price_in, price_out=m.price_out,
                            description=m.description, latency_s=m.latency_s) for m in models]
     taken = {m.id for m in entries}
-    updated = config.model_copy(update={
-        "providers": [p for p in config.providers if p.name != PROVIDER] + [provider],
+    return config.model_copy(update={
+        "providers": [p for p in config.providers if p.name != provider_name] + [provider],
         "models": [m for m in config.models if m.id not in taken] + entries,
     })
-    return updated, server

@@ -25,10 +25,11 @@ class SimModel:
     latency_s: float = 0.2  # seconds for a whole answer (times the server's latency scale)
     words: int = 20  # words of working before the answer
     description: str = ""
+    prefix: str = SIM_PREFIX  # of the pool id ("replay:" for a replayed bench's models)
 
     @property
     def pool_id(self) -> str:
-        return SIM_PREFIX + self.name
+        return self.prefix + self.name
 
     def skill(self, domain: str | None) -> float:
         return self.skills.get(domain or "", DEFAULT_SKILL)

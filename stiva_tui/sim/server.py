@@ -31,9 +31,10 @@ def _tokens(text: str) -> int:
 
 class SimServer:
     def __init__(self, models: Sequence[SimModel], items: Iterable[SuiteItem], *, seed: int = 0,
-                 latency_scale: float = 1.0, host: str = "127.0.0.1"):
+                 latency_scale: float = 1.0, host: str = "127.0.0.1", answerer=None):
         self.models = {m.name: m for m in models}
-        self.answerer = Answerer(items, seed)
+        # anything with .answer(model, messages) -> SimAnswer: the profiles' rule, or a replay
+        self.answerer = answerer if answerer is not None else Answerer(items, seed)
         self.latency_scale = latency_scale
         self.host = host
         self.calls = 0
@@ -83,9 +84,9 @@ class SimServer:
             self.calls += 1
             self.answers.append((model.name, answer))
             usage = {"prompt_tokens": sum(_tokens(str(m.get("content", ""))) for m in messages if isinstance(m, dict)),
-                     "completion_tokens": _tokens(answer.text)}
+                     "completion_tokens": answer.completion_tokens or _tokens(answer.text)}
             usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-            latency = model.latency_s * self.latency_scale
+            latency = (model.latency_s if answer.latency_s is None else answer.latency_s) * self.latency_scale
             ident = f"chatcmpl-sim-{self.calls}"
             if not body.get("stream"):
                 await asyncio.sleep(latency)

@@ -101,6 +101,24 @@ class Benches:
             raise NotFoundError(f"no bench {bench_id}")
         return _bench(row)
 
+    def resolve_bench(self: "Store", text: str) -> str:
+        """The whole bench id for an id or a unique prefix of 4 characters or more (NotFoundError
+        says why not: too short, nothing starts so, or several benches do)."""
+        key = text.strip().lower()
+        if len(key) < 4:
+            raise NotFoundError(f"{text!r}: give a bench's id (4 characters or more), as `stiva bench` prints it "
+                                "and the app's bench screen shows it")
+        rows = self.query("SELECT id FROM bench_runs WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
+                          (key, key + "\U0010ffff"))
+        ids = [row["id"] for row in rows]
+        if key in ids:
+            return key
+        if not ids:
+            raise NotFoundError(f"no bench {text} in the history")
+        if len(ids) > 1:
+            raise NotFoundError(f"{text} is the start of several benches ({', '.join(ids)}): give more characters")
+        return ids[0]
+
     def list_benches(self: "Store", limit: int = 100) -> list[BenchRecord]:
         rows = self.query("SELECT * FROM bench_runs ORDER BY updated_at DESC LIMIT ?", (limit,))
         return [_bench(row) for row in rows]

@@ -62,6 +62,8 @@ class VoteTrainOptions:
     save_every: int = 10
     device: str | None = None
     history: Path | None = None  # the history database (default: the app's)
+    # Graded benches whose items join the votes as pairs (votes.graded_pairs): ids or prefixes
+    benches: tuple[str, ...] = ()
 
 
 @dataclass
@@ -93,9 +95,11 @@ class VoteTrainSummary:
     adapter: str
     skipped: dict[str, int] = field(default_factory=dict)
     stopped: str | None = None
+    graded: int = 0  # pairs read from graded benches (before the pool's filter)
 
     def as_json(self) -> dict[str, Any]:
-        return {"steps": self.steps, "pairs": self.pairs, "votes": self.votes, "loss_first": self.loss_first,
+        return {"steps": self.steps, "pairs": self.pairs, "votes": self.votes, "graded_pairs": self.graded,
+                "loss_first": self.loss_first,
                 "loss_last": self.loss_last, "accuracy_last": self.accuracy_last, "adapter": self.adapter,
                 "skipped": self.skipped, "cost_usd": 0.0}
 
@@ -125,12 +129,24 @@ def _pool_workers(config) -> list[Any]:
         engine.close()
 
 
-def _read_history(path: Path | None) -> VoteHarvest:
-    from ..store import Store, StoreError
+def _read_history(path: Path | None, benches: Sequence[str] = ()) -> VoteHarvest:
+    """The votes' pairs, and each graded bench's (`--bench`)."""
+    from ..store import NotFoundError, Store, StoreError
+    from .votes import graded_pairs
 
     try:
         with Store.open(path, reads_only=True) as store:
-            return read_votes(store)
+            harvest = read_votes(store)
+            for text in benches:
+                try:
+                    bench_id = store.resolve_bench(text)
+                except NotFoundError as exc:
+                    raise TrainError(f"--bench {text}: {exc}") from None
+                pairs, left = graded_pairs(store, bench_id)
+                harvest.pairs += pairs
+                harvest.left_out += left
+                harvest.graded += len(pairs)
+            return harvest
     except StoreError as exc:
         raise TrainError(f"cannot read the votes: {exc}") from None
 
@@ -144,10 +160,11 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
         raise TrainError("--steps and --batch must be at least 1, and --beta above 0")
     if options.lora_targets not in LORA_TARGET_SETS or options.lora_r < 1:
         raise TrainError(f"--lora-targets must be {' or '.join(LORA_TARGET_SETS)}, and --lora-r at least 1")
-    harvest = harvest if harvest is not None else _read_history(options.history)
+    harvest = harvest if harvest is not None else _read_history(options.history, options.benches)
     if not harvest.pairs:
-        raise TrainError(f"the history holds no usable preference pairs ({harvest.voted} votes): vote in compare "
-                         "mode (the winner against another system), and see `stiva votes`")
+        raise TrainError(f"the history holds no usable preference pairs ({harvest.voted} votes"
+                         f"{', and the benches give none' if options.benches else ''}): vote in compare mode (the "
+                         "winner against another system), see `stiva votes`, or add a graded bench with --bench ID")
     max_steps = options.max_steps_per_plan or config.conductor.max_steps
     chars = options.max_subtask_chars or config.conductor.max_subtask_chars
     if options.base == "embedded":
@@ -261,6 +278,7 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
         "base": options.base, "label": label, "identity": base_identity(folder),
         "fingerprint": base_fingerprint(model.config), "suite": "votes", "steps": steps,
         "trained_on": "votes", "pairs": len(rows), "prompt_style": style,
+        **({"benches": list(options.benches)} if options.benches else {}),
         **({"max_subtask_chars": conductor.max_subtask_chars} if options.max_subtask_chars else {}),
     }, indent=2) + "\n")
     logged = _read_log(log_path)
@@ -268,7 +286,7 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
         steps=steps, pairs=len(rows), votes=harvest.votes.get("winner", 0),
         loss_first=logged[0]["loss"] if logged else None, loss_last=logged[-1]["loss"] if logged else None,
         accuracy_last=logged[-1]["accuracy"] if logged else None, adapter=str(out),
-        skipped=dict(sorted(skipped.items())), stopped=state["stopped"])
+        skipped=dict(sorted(skipped.items())), stopped=state["stopped"], graded=harvest.graded)
 
 
 def _tokenized(pair: PairText, conductor, loaded, workers, max_steps: int, eos_id: int) -> dict[str, list[int]]:

@@ -20,8 +20,15 @@
    one adapter learns every level.
 
 Runs of identical (question, plan) pairs are cached in `DIR/rollouts.jsonl`, so repeats cost
-nothing (and a resumed training run reuses them). What the runs cost is kept in `DIR/spend.json`
-after each paid run, so that a resumed training's budget counts what was spent before it.
+nothing (and a resumed training run reuses them). Below that, every call to a pool model goes
+through the answer cache (pool/answer_cache.py; off with `--no-answer-cache`): a step sent the same
+prompt as any earlier call, in this training or another, or a bench with `--answer-cache`, gets
+that answer again without paying for it, and identical calls at once are paid once. Its reward
+is as if paid (the recorded tokens and cost). Each provider takes at most `--rollout-concurrency`
+calls at once (the bench's limiter, bench/limiter.py: a 429 halves that window), so one step
+cannot burst hundreds of calls. What the calls that reached a provider cost is kept in
+`DIR/spend.json` after each run, so that a resumed training's budget counts what was spent
+before it; reused answers are not spent.
 
 The engine is async and the trainer is not: the runtime lives on an event loop in a thread of
 its own (`EngineLoop`).
@@ -56,9 +63,14 @@ REWARD_CORRECT = 1.0
 
 
 class EngineLoop:
-    """A Runtime on an event loop of its own thread, for synchronous callers (the trainer)."""
+    """A Runtime on an event loop of its own thread, for synchronous callers (the trainer). Its
+    worker is wrapped: at most `concurrency` calls at once per provider, then the answer cache
+    (`answer_cache`; None caches nothing). `caching` counts what was paid and what was reused."""
 
-    def __init__(self, config, *, discover: bool | None = None):
+    def __init__(self, config, *, discover: bool | None = None, answer_cache=None, concurrency: int = 8,
+                 replay_latency: bool = False):
+        from ..bench.limiter import LimitedWorker
+        from ..pool.answer_cache import CachingWorker
         from ..runtime import Runtime
 
         self.loop = asyncio.new_event_loop()
@@ -69,6 +81,9 @@ class EngineLoop:
         except BaseException:
             self._stop()
             raise
+        self.limited = LimitedWorker(self.runtime.worker, concurrency)
+        self.caching = CachingWorker(self.limited, answer_cache, replay_latency=replay_latency)
+        self.runtime.worker = self.caching
 
     def call(self, coro, timeout: float | None = None):
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
@@ -78,6 +93,8 @@ class EngineLoop:
             self.call(self.runtime.aclose(), timeout=60)
         finally:
             self._stop()
+            if self.caching.cache is not None:
+                self.caching.cache.close()
 
     def _stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -113,6 +130,7 @@ class StepStats:
     rewards: list[float] = field(default_factory=list)
     samples: list[str] = field(default_factory=list)  # a few plans, for the live view
     picks: dict[str, int] = field(default_factory=dict)  # steps per pool model
+    reused: int = 0  # worker answers the answer cache gave back (not paid again)
     generate_s: float = 0.0
     rollout_s: float = 0.0
 
@@ -147,6 +165,7 @@ class Rollouts:
         self.cache: dict[str, RolloutResult] = _read_cache(cache_path)
         self.spend_path = spend_path  # spend.json: the spend so far, carried across resumes
         self.spent_usd = read_spend(spend_path) if spend_path is not None else 0.0
+        self._spent_before = self.spent_usd  # what earlier invocations spent; this one's is counted by the worker
         self.current = StepStats()
         self._lock = threading.Lock()
 
@@ -187,11 +206,16 @@ class Rollouts:
         if was_training:
             model.train()
         generated = time.monotonic()
+        caching = self.engine.caching
+        paid_usd, paid_tokens, reused = caching.paid_usd, caching.paid_tokens, caching.hits
         results = self.engine.call(self._run_all(sampled))
         rewards = self._rewards(sampled, results, drawn)
         stats = self.current
         stats.generate_s += generated - started
         stats.rollout_s += time.monotonic() - generated
+        stats.tokens += caching.paid_tokens - paid_tokens  # what this step's calls paid for
+        stats.cost_usd += caching.paid_usd - paid_usd
+        stats.reused += caching.hits - reused
         for (item, plan, _), result, reward in zip(sampled, results, rewards):
             stats.plans += 1
             stats.valid += int(result.valid)
@@ -199,9 +223,6 @@ class Rollouts:
             stats.rewards.append(reward)
             for model_id in result.models:
                 stats.picks[model_id] = stats.picks.get(model_id, 0) + 1
-            if not result.cached:
-                stats.tokens += result.tokens
-                stats.cost_usd += result.cost_usd
             if len(stats.samples) < 6:
                 mark = "✓" if result.correct else ("·" if result.valid else "✗")
                 stats.samples.append(f"{mark} {item.id}: {' '.join(plan.text.split())[:160]}")
@@ -239,6 +260,7 @@ class Rollouts:
             outcome = await runtime.sessions.ask(Ask(question_text(item), mode=mode, source="train",
                                                      in_conversation=False))
         except Exception as exc:  # noqa: BLE001 - e.g. a model gone from the pool: the plan's run failed
+            self._paid()  # what its calls cost before it failed
             return RolloutResult(valid=True, steps=steps, models=models, error=f"{type(exc).__name__}: {exc}")
         result = outcome.result
         totals = result.totals
@@ -254,16 +276,20 @@ class Rollouts:
                                 tokens=totals.prompt_tokens + totals.completion_tokens, cost_usd=totals.cost_usd,
                                 answer=result.answer, error=result.error or grader_error, run_id=result.run_id,
                                 latency_s=totals.latency_s)
-        self._paid(rollout.cost_usd)
+        self._paid()
         if result.status == "finished" and grader_error is None:  # a failed run (a provider fault) is not cached: it may work next time
             self.cache[key] = rollout
             _append_cache(self.cache_path, key, rollout)
         return rollout
 
-    def _paid(self, cost_usd: float) -> None:
-        self.spent_usd += cost_usd
-        if self.spend_path is not None and cost_usd:
-            _write_spend(self.spend_path, self.spent_usd)
+    def _paid(self) -> None:
+        """After a run: the spend is what every call that reached a provider cost (reused
+        answers are not paid again), on top of what earlier invocations of this training spent."""
+        spent = self._spent_before + self.engine.caching.paid_usd
+        if spent != self.spent_usd:
+            self.spent_usd = spent
+            if self.spend_path is not None:
+                _write_spend(self.spend_path, self.spent_usd)
 
     def _rewards(self, sampled, results: list[RolloutResult], drawn: Sequence[Preference | None] = ()) -> list[float]:
         base = [REWARD_CORRECT if r.correct else (REWARD_VALID if r.valid else REWARD_INVALID) for r in results]

@@ -85,6 +85,9 @@ class TrainOptions:
     # one adapter for every level. Empty: no preference in the prompt, the reward's cost_weight only.
     preferences: tuple[str, ...] = ()
     device: str | None = None  # None: CUDA when there is one, else the CPU
+    # Worker answers already paid for are reused (pool/answer_cache.py; --no-answer-cache)
+    answer_cache: bool = True
+    rollout_concurrency: int = 8  # calls at once per provider (--rollout-concurrency)
 
 
 @dataclass
@@ -120,10 +123,13 @@ class TrainSummary:
     adapter: str
     cost_usd: float
     stopped: str | None = None
+    answers_reused: int = 0  # by this invocation, from the answer cache
+    saved_usd: float = 0.0  # what those would have cost
 
     def as_json(self) -> dict[str, Any]:
         return {"steps": self.steps, "reward_first": self.reward_first, "reward_last": self.reward_last,
-                "adapter": self.adapter, "cost_usd": self.cost_usd}
+                "adapter": self.adapter, "cost_usd": self.cost_usd, "answers_reused": self.answers_reused,
+                "saved_usd": self.saved_usd}
 
 
 def _conductor_for(base: str, config, options: TrainOptions, device: str):
@@ -197,6 +203,8 @@ def train(config, suite: Suite, options: TrainOptions, *, on_step: Callable[[Ste
 
 def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, should_stop) -> TrainSummary:
     say = progress or (lambda message: None)
+    if options.rollout_concurrency < 1:
+        raise TrainError("--rollout-concurrency must be at least 1")
     if options.steps < 1 or options.group < 2 or options.batch < 1:
         raise TrainError("--steps and --batch must be at least 1, and --group at least 2 (GRPO compares plans)")
     if options.prompt_style not in (None, "compact", "chat", "plain", "base"):
@@ -252,7 +260,12 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
         r=options.lora_r, lora_alpha=options.lora_alpha or 2 * options.lora_r, lora_dropout=0.0,
         target_modules=LORA_TARGET_SETS[options.lora_targets], task_type="CAUSAL_LM"))
     say("starting the engine for rollouts")
-    engine = EngineLoop(config)
+    from ..pool.answer_cache import AnswerCache
+
+    engine = EngineLoop(config, answer_cache=AnswerCache.open() if options.answer_cache else None,
+                        concurrency=options.rollout_concurrency,
+                        # a reused answer takes its recorded time when the reward weighs latency
+                        replay_latency=any(p is not None and p.latency > 0 for p in preferences))
     try:
         if not engine.runtime.models:
             raise TrainError("the pool has no available model to run plans on: add a provider key or a [[models]] entry")
@@ -348,7 +361,8 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
             reward_first=logged[0]["reward_mean"] if logged else None,
             reward_last=logged[-1]["reward_mean"] if logged else None,
             adapter=str(out), cost_usd=round(rollouts.spent_usd, 8),  # every invocation's, the killed ones too
-            stopped=state["stopped"],
+            stopped=state["stopped"], answers_reused=engine.caching.hits,
+            saved_usd=round(engine.caching.saved_usd, 8),
         )
     finally:
         engine.close()

@@ -22,6 +22,12 @@ What a vote yields:
   module cannot read a plan for (`oracle`, `random`, `workflow`), an entry whose run was never written or is deleted (no
   trace), a trace with no plan or no step models, or two plans that are the same.
 
+A graded bench gives pairs too (`graded_pairs`, `stiva train --from-votes --bench ID`), by the
+rule of a voter who knows the answers: on each item, every system that was right is preferred over
+every system that was wrong, and of two right ones the cheaper is preferred over the dearer; two
+wrong ones, or two right ones at the same cost, give none. So the user's own votes and a graded
+suite train one adapter in one run.
+
 `pair_texts` then renders a pair for one training pool and step limit (a model outside the pool
 or a plan over the limit leaves it out there), in the exact text the plan grammar writes.
 
@@ -37,9 +43,9 @@ from typing import Any, Iterable, Sequence
 
 from ..core.trace import Trace
 from ..core.workflow import Step, Workflow
+from ..runtime.modes import is_conductor_system
 
 DIRECT_SUBTASK = "Answer the question."
-CONDUCTOR_SYSTEMS = ("conductor", "conductor-mini", "conductor:base", "conductor-mini:base")
 MOA_SYSTEMS = ("moa", "self-moa")
 # Systems with no plan of their own: bench's derived `oracle` and `random`, and a replayed `workflow`
 NO_PLAN_SYSTEMS = ("oracle", "random", "workflow")
@@ -113,6 +119,7 @@ class VoteHarvest:
     votes: Counter = field(default_factory=Counter)  # vote kind -> sessions
     pairs: list[VotePair] = field(default_factory=list)
     left_out: list[LeftOut] = field(default_factory=list)
+    graded: int = 0  # of `pairs`, those from graded benches (the rest are the votes')
 
     @property
     def voted(self) -> int:
@@ -165,7 +172,7 @@ def system_plan(system: str, trace: Trace | None) -> NamedPlan | str:
     kind, colon, rest = name.partition(":")
     if kind == "direct" and colon and rest.strip():
         return NamedPlan((rest.strip(),), (DIRECT_SUBTASK,), ((),))
-    if name in CONDUCTOR_SYSTEMS or name in MOA_SYSTEMS or (colon and kind in ("adapter", "self-moa")):
+    if is_conductor_system(name) or name in MOA_SYSTEMS or (colon and kind in ("adapter", "self-moa")):
         return NO_TRACE if trace is None else trace_plan(trace)
     if not name or name in NO_PLAN_SYSTEMS:
         return UNKNOWN_SYSTEM
@@ -241,6 +248,44 @@ def read_votes(store, limit: int = 100_000) -> VoteHarvest:
         harvest.pairs += pairs
         harvest.left_out += left
     return harvest
+
+
+def graded_pairs(store, bench_id: str) -> tuple[list[VotePair], list[LeftOut]]:
+    """The pairs a graded bench gives (see the module's docstring): right over wrong, then the
+    cheaper right over the dearer. `bench_id` is a whole id (`store.resolve_bench`)."""
+    by_item: dict[str, list] = {}
+    for record in store.bench_items(bench_id):
+        if record.status == "graded":
+            by_item.setdefault(record.item_id, []).append(record)
+    pairs: list[VotePair] = []
+    left: list[LeftOut] = []
+    traces: dict[str, Trace | None] = {}
+
+    def trace(record) -> Trace | None:
+        if record.run_id and record.run_id not in traces:
+            try:
+                traces[record.run_id] = store.get_trace(record.run_id)
+            except Exception:  # noqa: BLE001 - a deleted run: no trace, said as such
+                traces[record.run_id] = None
+        return traces.get(record.run_id or "")
+
+    for item_id, records in by_item.items():
+        source = f"bench:{bench_id}:{item_id}"
+        question = next((t.question for t in map(trace, records) if t is not None and t.question), "")
+        for a in records:
+            for b in records:
+                if not ((a.correct and not b.correct) or (a.correct and b.correct and a.cost_usd < b.cost_usd)):
+                    continue
+                chosen, rejected = system_plan(a.system, trace(a)), system_plan(b.system, trace(b))
+                if isinstance(chosen, str) or isinstance(rejected, str):
+                    left.append(LeftOut(source, a.system, b.system, str(chosen if isinstance(chosen, str) else rejected)))
+                elif not question:
+                    left.append(LeftOut(source, a.system, b.system, NO_TRACE))
+                elif _same(chosen, rejected):
+                    left.append(LeftOut(source, a.system, b.system, SAME_PLAN))
+                else:
+                    pairs.append(VotePair(source, question, a.system, b.system, chosen, rejected))
+    return pairs, left
 
 
 def usable_pairs(store) -> int:

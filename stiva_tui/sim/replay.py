@@ -1,0 +1,113 @@
+"""`--pool replay:BENCH_ID`: a bench's recorded answers of real models, served as a pool.
+
+Routing research trains and checks routers on cached model outputs (RouterBench); this is the
+same for Stiva: bench the models once for real (`stiva bench SUITE --systems 'direct:*'`), then
+train or bench a conductor on their answers without paying for a single call again:
+
+    stiva train SUITE --pool replay:3f2a9c --base embedded --out adapter/
+
+- **The models** are the bench's `direct:` systems, as `replay:MODEL` (for `direct:openai/gpt-4o`,
+  `replay:openai/gpt-4o`), served by the simulated pool's server over the real OpenAI wire format on
+  127.0.0.1, so everything above the HTTP client is the real path.
+- **An answer:** a call whose prompt holds the question of a recorded item (found by its text,
+  the longest question first) gets that model's recorded answer to it, whatever else the prompt
+  says: what a model would have written after reading other steps' drafts, or under another
+  subtask, is not known, so a replay cannot reward a chain for what its second step read. A
+  prompt with no recorded question, or an item the model failed on, gets a plain "no answer"
+  that is graded wrong.
+- **Usage and cost:** the recorded answer's completion tokens; prompt tokens estimated from what
+  was sent (about four characters a token). Each model's price is its recorded cost per token in
+  that bench (both ways: the bench keeps each item's total cost, not its split).
+- **Latency:** the recorded answer's, times `[sim] latency_scale`.
+
+Every report made on it says "replayed pool" and names the bench.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .answers import SimAnswer, prompt_text, _DRAFT
+from .profiles import SimModel
+
+REPLAY_PREFIX = "replay:"
+NO_ANSWER = "No recorded answer: this question was not in the replayed bench for this model."
+
+
+class ReplayError(Exception):
+    """The bench cannot be replayed; the message says why."""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    text: str
+    correct: bool
+    completion_tokens: int
+    latency_s: float
+
+
+class ReplayAnswerer:
+    """The recorded answers: {question: {model name: Recorded}} (the `Answerer` protocol)."""
+
+    def __init__(self, answers: dict[str, dict[str, Recorded]], item_ids: dict[str, str]):
+        self.answers = answers
+        self.item_ids = item_ids  # question -> its item id
+        self.questions = sorted(answers, key=lambda q: -len(q))
+
+    def find(self, text: str) -> str | None:
+        for question in self.questions:
+            if question and question in text:
+                return question
+        return None
+
+    def answer(self, model: SimModel, messages: Sequence[dict]) -> SimAnswer:
+        task = _DRAFT.sub("<draft>", prompt_text(messages))
+        question = self.find(task)
+        recorded = self.answers.get(question or "", {}).get(model.name)
+        if question is None or recorded is None:
+            return SimAnswer(NO_ANSWER, False, self.item_ids.get(question or ""))
+        return SimAnswer(recorded.text, recorded.correct, self.item_ids[question],
+                         completion_tokens=recorded.completion_tokens, latency_s=recorded.latency_s)
+
+
+def load_replay(store, bench_text: str) -> tuple[str, list[SimModel], ReplayAnswerer]:
+    """(bench id, the replay models, their answerer) from the history (ReplayError if unusable)."""
+    from ..store import NotFoundError
+
+    try:
+        bench_id = store.resolve_bench(bench_text)
+    except NotFoundError as exc:
+        raise ReplayError(f"--pool replay:{bench_text}: {exc}") from None
+    records = [r for r in store.bench_items(bench_id) if r.system.startswith("direct:") and r.status == "graded"]
+    if not records:
+        raise ReplayError(f"--pool replay:{bench_text}: bench {bench_id} has no graded direct: answers to replay; "
+                          "bench the models first: stiva bench SUITE --systems 'direct:*'")
+    run_ids = [r.run_id for r in records if r.run_id]
+    questions: dict[str, str] = {}
+    for start in range(0, len(run_ids), 500):
+        chunk = run_ids[start:start + 500]
+        rows = store.query(f"SELECT id, question FROM runs WHERE id IN ({', '.join('?' * len(chunk))})", tuple(chunk))
+        questions.update({row["id"]: row["question"] for row in rows})
+    answers: dict[str, dict[str, Recorded]] = {}
+    item_ids: dict[str, str] = {}
+    spent: dict[str, tuple[float, int]] = {}
+    for record in records:
+        question = questions.get(record.run_id or "", "").strip()
+        if not question:
+            continue
+        name = record.system.removeprefix("direct:")
+        answers.setdefault(question, {})[name] = Recorded(record.answer, record.correct, record.completion_tokens,
+                                                          record.latency_s)
+        item_ids[question] = record.item_id
+        cost, tokens = spent.get(name, (0.0, 0))
+        spent[name] = (cost + record.cost_usd, tokens + record.prompt_tokens + record.completion_tokens)
+    if not answers:
+        raise ReplayError(f"--pool replay:{bench_text}: the runs of bench {bench_id} are gone from the history")
+    models = []
+    for name, (cost, tokens) in sorted(spent.items()):
+        price = cost / tokens * 1e6 if tokens else 0.0
+        latencies = sorted(a[name].latency_s for a in answers.values() if name in a)
+        models.append(SimModel(name, {}, price, price, latencies[len(latencies) // 2] if latencies else 0.0, 0,
+                               f"replayed: {name}'s answers from bench {bench_id}", prefix=REPLAY_PREFIX))
+    return bench_id, models, ReplayAnswerer(answers, item_ids)
