@@ -6,7 +6,7 @@ train or bench a conductor on their answers without paying for a single call aga
 
     stiva train SUITE --pool replay:3f2a9c --base embedded --out adapter/
 
-- **The models** are the bench's `direct:` systems, as `replay:MODEL` (for `direct:openai/gpt-4o`,
+- **The models** are the bench's `direct:` systems, in its order, as `replay:MODEL` (for `direct:openai/gpt-4o`,
   `replay:openai/gpt-4o`), served by the simulated pool's server over the real OpenAI wire format on
   127.0.0.1, so everything above the HTTP client is the real path.
 - **An answer:** a call whose prompt holds the question of a recorded item (found by its text,
@@ -105,7 +105,9 @@ def load_replay(store, bench_text: str) -> tuple[str, list[SimModel], ReplayAnsw
     if not answers:
         raise ReplayError(f"--pool replay:{bench_text}: the runs of bench {bench_id} are gone from the history")
     models = []
-    for name, (cost, tokens) in sorted(spent.items()):
+    order = [s.removeprefix("direct:") for s in store.get_bench(bench_id).systems if s.startswith("direct:")]
+    for name, (cost, tokens) in sorted(spent.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order
+                                                                       else len(order), kv[0])):
         price = cost / tokens * 1e6 if tokens else 0.0
         latencies = sorted(a[name].latency_s for a in answers.values() if name in a)
         models.append(SimModel(name, {}, price, price, latencies[len(latencies) // 2] if latencies else 0.0, 0,
