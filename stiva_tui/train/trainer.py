@@ -109,7 +109,9 @@ class StepReport:
     def log_line(self) -> dict[str, Any]:
         return {"step": self.step, "reward_mean": self.reward_mean, "reward_std": self.reward_std,
                 "loss": self.loss, "valid_plan_rate": self.valid_plan_rate, "mean_plan_steps": self.mean_plan_steps,
-                "tokens": self.tokens, "cost_usd": self.cost_usd}
+                "tokens": self.tokens, "cost_usd": self.cost_usd,
+                # where the step's time went (benchmarks/train_step.py reads them)
+                "generate_s": self.generate_s, "rollout_s": self.rollout_s, "update_s": self.update_s}
 
 
 @dataclass
