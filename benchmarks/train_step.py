@@ -1,7 +1,7 @@
 """Seconds per `stiva train` step on the CPU, and where they go (run by hand; prints and saves
 train_step.json).
 
-    .venv/bin/python benchmarks/train_step.py                 # 3 steps, batched vs one-by-one
+    .venv/bin/python benchmarks/train_step.py                 # 3 steps, before vs after
     .venv/bin/python benchmarks/train_step.py --steps 4
 
 The embedded Gemma-3 270M learns the built-in `skills` suite (train split) on the simulated pool,
@@ -10,9 +10,11 @@ with the options of the learning run (benchmarks/learning.py): --prompt compact 
 embedded model's converted weights are shared with the usual cache). Each configuration runs in
 a process of its own, one after the other, so that their ratio is from one run of this machine:
 
-- "unbatched": STIVA_TRAIN_UNBATCHED=1, the step's 8 plans (each under its own order of the
-  pool, so its own prompt) sampled one generation each, as before;
-- "batched": the 8 plans in one left-padded generation (the default).
+- "before": STIVA_TRAIN_UNBATCHED=1 (the step's 8 plans, each under its own order of the pool, so
+  its own prompt, sampled one generation each) and STIVA_TRAIN_ALL_POSITIONS=1 (TRL's fused LM
+  head projects every position of the batch, prompts and padding too, as it does without Triton);
+- "after": the defaults: the 8 plans in one left-padded generation, and the head projects the
+  completions' positions only (train/trainer.py, _score_valid_positions_only).
 
 Per step (train_log.jsonl): generate_s (sampling the plans under the grammar), rollout_s (running
 them on the simulated pool, grading), update_s (the rest of the step: TRL's loss, forward and
@@ -74,14 +76,14 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--group", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--only", choices=["batched", "unbatched"], help="one configuration only")
+    parser.add_argument("--only", choices=["before", "after"], help="one configuration only")
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
 
     import torch
 
     work = Path(tempfile.mkdtemp(prefix="stiva-train-step-"))
-    configs = {"unbatched": {"STIVA_TRAIN_UNBATCHED": "1"}, "batched": {}}
+    configs = {"before": {"STIVA_TRAIN_UNBATCHED": "1", "STIVA_TRAIN_ALL_POSITIONS": "1"}, "after": {}}
     runs = [one_run(name, env, args, work) for name, env in configs.items() if args.only in (None, name)]
     result = {
         "what": "seconds per `stiva train skills --pool sim --base embedded --prompt compact --shuffle-pool "
@@ -91,9 +93,9 @@ def main() -> None:
     }
     by_name = {r["name"]: r["median"] for r in runs}
     if len(by_name) == 2:
-        before, after = by_name["unbatched"], by_name["batched"]
+        before, after = by_name["before"], by_name["after"]
         result["speedup"] = {k: round(before[k] / after[k], 2) if after[k] else None for k in (*PARTS, "step_s")}
-        print("speedup (unbatched / batched):", result["speedup"])
+        print("speedup (before / after):", result["speedup"])
     if not args.no_save:
         (HERE / "train_step.json").write_text(json.dumps(result, indent=2) + "\n")
         print(f"saved {HERE / 'train_step.json'}")
