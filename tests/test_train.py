@@ -20,7 +20,8 @@ from stiva_tui.bench.suite import parse_suite
 from stiva_tui.config import parse_config
 
 STIVA = str(Path(sys.executable).parent / "stiva")
-LOG_FIELDS = {"step", "reward_mean", "reward_std", "loss", "valid_plan_rate", "mean_plan_steps", "tokens", "cost_usd"}
+LOG_FIELDS = {"step", "reward_mean", "reward_std", "loss", "valid_plan_rate", "mean_plan_steps", "tokens", "cost_usd",
+              "generate_s", "rollout_s", "update_s"}
 
 
 def pool_config(fake, names, **conductor):
