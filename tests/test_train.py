@@ -357,7 +357,8 @@ def test_the_fused_head_scores_only_the_valid_positions_with_the_same_logprobs(m
 
     from stiva_tui.train import trainer as trainer_module
 
-    monkeypatch.setattr(trl_utils, "_use_triton", trl_utils._use_triton)  # undone after the test
+    # TRL's own (an earlier train() in this process patched it); undone after the test
+    monkeypatch.setattr(trl_utils, "_use_triton", getattr(trl_utils._use_triton, "_original", trl_utils._use_triton))
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2)
