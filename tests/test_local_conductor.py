@@ -384,3 +384,40 @@ def test_random_seed_independence_of_grammar_bound():
                    + ", ".join(["[" + ", ".join(str(j) for j in range(i)) + "]" if i else '"all"' for i in range(steps)])
                    + "]\n")
         assert len(longest.encode()) <= max_lists_bytes(pool, steps, chars)
+
+
+@pytest.mark.model
+def test_batched_plans_of_different_prompts_match_one_by_one(embedded_loaded):
+    """`sample_each_sync` (the plans of a training step, each under its own order of the pool, in
+    one left-padded batch) writes, greedily, the plans that one generation per prompt writes, with
+    the same log-probabilities: the padding changes nothing a row sees."""
+    import torch
+
+    from stiva_tui.conductor.embedded import EmbeddedConductor
+    from stiva_tui.inference.checkpoints import LoadedModel
+
+    # in fp32, as `stiva train` holds it (in bf16 a batch's other shapes round differently)
+    model = type(embedded_loaded.model)(embedded_loaded.model.config)
+    model.load_state_dict({k: v.float() for k, v in embedded_loaded.model.state_dict().items()})
+    model = model.float().eval()
+    model.generation_config = embedded_loaded.model.generation_config
+    loaded = LoadedModel(model=model, tokenizer=embedded_loaded.tokenizer, spec=embedded_loaded.spec, device="cpu",
+                         quantization=None, load_s=0.0, memory_bytes=0)
+    assert next(model.parameters()).dtype == torch.float32
+    conductor = EmbeddedConductor(max_subtask_chars=40, prompt_style="compact")
+    rng = random.Random(3)
+    requests = []
+    for i in range(5):  # prompts of different lengths: the pools differ in size and order
+        workers = rng.sample(WORKERS, 2 + i % 4)
+        requests.append(PlanRequest(QUESTIONS[(5 * i) % len(QUESTIONS)], workers, max_steps=2))
+    assert len({len(conductor.prompt_ids(r, loaded)) for r in requests}) > 1
+    batched = conductor.sample_each_sync(requests, loaded, temperature=0.0)
+    alone = [conductor.sample_many_sync(r, loaded, 1, 0.0)[0] for r in requests]
+    for b, a in zip(batched, alone):
+        assert b.prompt_ids == a.prompt_ids
+        assert b.completion_ids == a.completion_ids and b.text == a.text
+        assert b.workflow == a.workflow and b.workflow is not None
+        assert b.logprobs == pytest.approx(a.logprobs, abs=1e-3)
+    # sampled: every row still parses under its own pool's grammar
+    for request, plan in zip(requests, conductor.sample_each_sync(requests, loaded, temperature=1.0)):
+        assert plan.workflow is not None and all(s.model < len(request.workers) for s in plan.workflow.steps)

@@ -20,7 +20,8 @@ from stiva_tui.bench.suite import parse_suite
 from stiva_tui.config import parse_config
 
 STIVA = str(Path(sys.executable).parent / "stiva")
-LOG_FIELDS = {"step", "reward_mean", "reward_std", "loss", "valid_plan_rate", "mean_plan_steps", "tokens", "cost_usd"}
+LOG_FIELDS = {"step", "reward_mean", "reward_std", "loss", "valid_plan_rate", "mean_plan_steps", "tokens", "cost_usd",
+              "generate_s", "rollout_s", "update_s"}
 
 
 def pool_config(fake, names, **conductor):
@@ -357,3 +358,47 @@ async def test_a_grader_that_breaks_scores_the_rollout_and_training_goes_on(fake
         await runtime.aclose()
     assert result.valid and not result.correct and "grader: RecursionError" in result.error
     assert not (tmp_path / "cache.jsonl").exists() or "q0" not in (tmp_path / "cache.jsonl").read_text()
+
+
+def test_the_fused_head_scores_only_the_valid_positions_with_the_same_logprobs(monkeypatch):
+    """On the CPU, TRL's fused LM head projects every position (prompt, padding) through the head;
+    `_score_valid_positions_only` makes it project the completion's only: the same log-probabilities
+    and gradients, less work."""
+    import torch
+    import trl.trainer.utils as trl_utils
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from stiva_tui.train import trainer as trainer_module
+
+    # TRL's own (an earlier train() in this process patched it); undone after the test
+    monkeypatch.setattr(trl_utils, "_use_triton", getattr(trl_utils._use_triton, "_original", trl_utils._use_triton))
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2)
+    model = LlamaForCausalLM(config)
+    trl_utils.add_fused_lm_head(model, outputs=("log_probs", "entropy"))
+    ids = torch.randint(0, 300, (3, 12))
+    mask = torch.ones_like(ids)
+    mask[0, :4] = 0  # left padding
+    labels = ids.masked_fill(mask == 0, -100)
+    labels[:, :7] = -100  # the prompt
+    labels[2, 10:] = -100  # after a plan's end
+
+    def run():
+        model.zero_grad()
+        out = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+        (out.log_probs.sum() + out.entropy.sum()).backward()
+        return out.log_probs.detach(), out.entropy.detach(), model.model.layers[0].mlp.up_proj.weight.grad.clone()
+
+    seen: list[int] = []
+    kernel = trl_utils._ChunkedLogProbFunction.apply
+    monkeypatch.setattr(trl_utils._ChunkedLogProbFunction, "apply",
+                        lambda hidden, *rest: (seen.append(hidden.shape[0]), kernel(hidden, *rest))[1])
+    before = run()
+    monkeypatch.delenv("STIVA_TRAIN_ALL_POSITIONS", raising=False)
+    assert trainer_module._score_valid_positions_only()
+    assert trainer_module._score_valid_positions_only()  # patched once
+    after = run()
+    assert seen == [3 * 11, int((labels[:, 1:] != -100).sum())]
+    for b, a in zip(before, after):
+        assert torch.allclose(b, a, atol=1e-5)

@@ -373,19 +373,41 @@ def generate_batch_sync(
 ) -> list[list[int]]:
     """`n` samples of one prompt in one `generate()` (no streaming): each row's new token ids, up
     to and including its end token. Blocking; serialised by the model's lock like generate_sync."""
+    return generate_rows_sync(loaded, [prompt] * n, max_new_tokens=max_new_tokens, temperature=temperature,
+                              logits_processors=logits_processors, eos_ids=eos_ids)
+
+
+def generate_rows_sync(
+    loaded: LoadedModel,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    logits_processors: Sequence[Any] = (),
+    eos_ids: Sequence[int] | None = None,
+) -> list[list[int]]:
+    """One sample of each prompt, all in one `generate()`: prompts of different lengths are padded
+    on the left (masked out; positions come from the attention mask), so each row is sampled as it
+    would be alone, and the model's weights are read once per token for the whole batch instead of
+    once per row (on a CPU the 262k-wide lm_head makes that most of a token's time). Each row's new
+    token ids, up to and including its end token. Blocking; serialised by the model's lock."""
     import torch
     from transformers import LogitsProcessorList
 
     eos = list(eos_ids) if eos_ids is not None else eos_token_ids(loaded)
     gen_config = _generation_config(loaded, max_new_tokens, temperature, eos)
-    input_ids = _prompt_rows(loaded, prompt, n)
+    width = max(len(p) for p in prompts)
+    pad = gen_config.pad_token_id if gen_config.pad_token_id is not None else 0
+    device = "cuda" if loaded.device == "cuda" else "cpu"
+    input_ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], dtype=torch.long, device=device)
+    attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], dtype=torch.long,
+                             device=device)
     with loaded.lock, torch.inference_mode():
-        out = loaded.model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
-                                    generation_config=gen_config,
+        out = loaded.model.generate(input_ids=input_ids, attention_mask=attention, generation_config=gen_config,
                                     logits_processor=LogitsProcessorList(list(logits_processors)))
     rows = []
     ends = set(eos)
-    for row in out[:, len(prompt):].tolist():
+    for row in out[:, width:].tolist():
         cut = next((i for i, token in enumerate(row) if token in ends), None)
         rows.append(row if cut is None else row[: cut + 1])
     return rows

@@ -158,6 +158,9 @@ class Rollouts:
         # a model by its name and description, not by its place in the list.
         self.shuffle_pool = shuffle_pool
         self.decisions_only = decisions_only  # the loss on the tokens the plan chose only (env_mask)
+        # with shuffle_pool, the step's plans (each its own prompt) sampled in one left-padded batch;
+        # STIVA_TRAIN_UNBATCHED=1 samples them one by one, as before (benchmarks/train_step.py)
+        self.batch_prompts = os.environ.get("STIVA_TRAIN_UNBATCHED", "") not in ("1", "true", "yes")
         self._rng = random.Random(seed)
         self.max_steps = max_steps or runtime.config.conductor.max_steps
         self.cache_path = cache_path
@@ -186,6 +189,7 @@ class Rollouts:
         sampled = []
         # TRL repeats each question G times in a row: each run of one question is one batch
         drawn: list[Preference | None] = []  # the preference of each sampled plan (one per question's group)
+        shuffled: list[tuple[SuiteItem, PlanRequest, list]] = []  # with shuffle_pool: (item, request, pool order)
         for item_id, count in _runs(_item_id(p) for p in prompts):
             item = self.items[item_id]
             preference = self._rng.choice(self.preferences) if self.preferences else None
@@ -196,13 +200,20 @@ class Rollouts:
                 for plan in self.conductor.sample_many_sync(request, loaded, count, self.temperature):
                     sampled.append((item, plan, self.models))
                 continue
-            for _ in range(count):  # its own order each: one generation per plan
+            for _ in range(count):  # its own order each: its own prompt per plan
                 order = self._rng.sample(range(len(self.models)), len(self.models))
                 models = [self.models[i] for i in order]
                 request = PlanRequest(question_text(item), [self.workers[i] for i in order], max_steps=self.max_steps,
                                       preference=preference)
-                (plan,) = self.conductor.sample_many_sync(request, loaded, 1, self.temperature)
-                sampled.append((item, plan, models))
+                shuffled.append((item, request, models))
+        if shuffled:
+            each = getattr(self.conductor, "sample_each_sync", None)
+            if each is not None and self.batch_prompts:  # the step's plans in one batched generation
+                plans = each([request for _, request, _ in shuffled], loaded, self.temperature)
+            else:  # one generation per plan
+                plans = [self.conductor.sample_many_sync(request, loaded, 1, self.temperature)[0]
+                         for _, request, _ in shuffled]
+            sampled += [(item, plan, models) for (item, _, models), plan in zip(shuffled, plans)]
         if was_training:
             model.train()
         generated = time.monotonic()

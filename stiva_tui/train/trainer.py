@@ -112,7 +112,9 @@ class StepReport:
     def log_line(self) -> dict[str, Any]:
         return {"step": self.step, "reward_mean": self.reward_mean, "reward_std": self.reward_std,
                 "loss": self.loss, "valid_plan_rate": self.valid_plan_rate, "mean_plan_steps": self.mean_plan_steps,
-                "tokens": self.tokens, "cost_usd": self.cost_usd}
+                "tokens": self.tokens, "cost_usd": self.cost_usd,
+                # where the step's time went (benchmarks/train_step.py reads them)
+                "generate_s": self.generate_s, "rollout_s": self.rollout_s, "update_s": self.update_s}
 
 
 @dataclass
@@ -188,6 +190,34 @@ def _load_for_training(base: str, device: str, progress: Callable[[str], None]):
     return model, tokenizer, label, folder
 
 
+def _score_valid_positions_only() -> bool:
+    """TRL's fused LM head (trl.trainer.utils.add_fused_lm_head) projects every position of the
+    batch through the 262k-wide head, forward and backward, on devices without Triton (the CPU):
+    it would rather not recompile for each batch's count of valid positions on Neuron. The
+    positions it then zeroes are the prompts, the padding and everything after a plan's end: on
+    the CPU most of the batch. Here it scores only the valid positions, as it does on CUDA: the
+    same log-probabilities, a fraction of the work (the head's kernel still runs in plain torch).
+    STIVA_TRAIN_ALL_POSITIONS=1 leaves TRL as it is (benchmarks/train_step.py). True when patched."""
+    if os.environ.get("STIVA_TRAIN_ALL_POSITIONS", "") in ("1", "true", "yes"):
+        return False
+    try:
+        import trl.trainer.utils as trl_utils
+    except ImportError:
+        return False
+    original = getattr(trl_utils, "_use_triton", None)
+    if original is None or getattr(original, "_stiva", False):
+        return original is not None
+    # in trl.trainer.utils this name decides only that (the kernel's own module keeps its own)
+
+    def compact_everywhere(device) -> bool:
+        return True
+
+    compact_everywhere._stiva = True  # type: ignore[attr-defined]
+    compact_everywhere._original = original  # type: ignore[attr-defined]
+    trl_utils._use_triton = compact_everywhere
+    return True
+
+
 def train(config, suite: Suite, options: TrainOptions, *, on_step: Callable[[StepReport], None] | None = None,
           progress: Callable[[str], None] | None = None,
           should_stop: Callable[[], str | None] | None = None) -> TrainSummary:
@@ -254,6 +284,7 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
     from transformers import TrainerCallback, set_seed
     from trl import GRPOConfig, GRPOTrainer
 
+    _score_valid_positions_only()
     set_seed(options.seed)
     model, tokenizer, label, folder = _load_for_training(options.base, device, say)
     peft_model = get_peft_model(model, LoraConfig(
