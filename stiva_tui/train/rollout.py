@@ -267,9 +267,13 @@ class Rollouts:
         mode = WorkflowMode(plan.workflow, tuple(m.id for m in pool))
         steps = len(plan.workflow.steps)
         models = [pool[s.model].id for s in plan.workflow.steps]
+        from ..bench.limiter import ItemClock, item_clock
+
+        clock = ItemClock()  # the time this run's calls queued for the provider cap: not the plan's latency
         try:
-            outcome = await runtime.sessions.ask(Ask(question_text(item), mode=mode, source="train",
-                                                     in_conversation=False))
+            with item_clock(clock):
+                outcome = await runtime.sessions.ask(Ask(question_text(item), mode=mode, source="train",
+                                                         in_conversation=False))
         except Exception as exc:  # noqa: BLE001 - e.g. a model gone from the pool: the plan's run failed
             self._paid()  # what its calls cost before it failed
             return RolloutResult(valid=True, steps=steps, models=models, error=f"{type(exc).__name__}: {exc}")
@@ -286,7 +290,7 @@ class Rollouts:
         rollout = RolloutResult(valid=True, correct=correct, steps=steps, models=models,
                                 tokens=totals.prompt_tokens + totals.completion_tokens, cost_usd=totals.cost_usd,
                                 answer=result.answer, error=result.error or grader_error, run_id=result.run_id,
-                                latency_s=totals.latency_s)
+                                latency_s=max(0.0, totals.latency_s - clock.queued_s))
         self._paid()
         if result.status == "finished" and grader_error is None:  # a failed run (a provider fault) is not cached: it may work next time
             self.cache[key] = rollout
