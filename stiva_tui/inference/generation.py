@@ -236,8 +236,12 @@ def eos_token_ids(loaded: LoadedModel) -> list[int]:
 
 
 def _generation_config(loaded: LoadedModel, max_new_tokens: int, temperature: float, eos: Sequence[int]) -> Any:
-    """Greedy at temperature 0, plain sampling otherwise (no top-k/top-p: the grammar's mask and
-    the model's distribution are what is sampled from); padding with the pad token, else an end token."""
+    """Greedy at temperature 0, plain sampling otherwise: the grammar's mask and the model's whole
+    distribution are what is sampled from, the distribution whose log-probs training scores.
+    top_k=0 and top_p=1.0 are explicit, since transformers fills a None from the checkpoint's
+    generation_config and then from its global defaults (top_k=50), which would sample from a
+    truncated distribution that the log-probs do not describe. Padding with the pad token, else an
+    end token."""
     from transformers import GenerationConfig
 
     pad = loaded.tokenizer.pad_token_id
@@ -245,8 +249,8 @@ def _generation_config(loaded: LoadedModel, max_new_tokens: int, temperature: fl
         max_new_tokens=max(1, int(max_new_tokens)),
         do_sample=temperature > 0,
         temperature=temperature if temperature > 0 else None,
-        top_k=None,
-        top_p=None,
+        top_k=0 if temperature > 0 else None,
+        top_p=1.0 if temperature > 0 else None,
         eos_token_id=list(eos) or None,
         pad_token_id=pad if pad is not None else (eos[0] if eos else None),
     )
