@@ -222,7 +222,9 @@ class TrainView:
             lines.append(Text(f"reward  {sparkline(self.rewards)}  (first {self.rewards[0]:.3f}, "
                               f"best {max(self.rewards):.3f})"))
             lines.append(Text(f"spent {fmt.money(report.spent_usd)} · this step {report.tokens:,} tokens "
-                              f"{fmt.money(report.cost_usd)} · generate {fmt.seconds(report.generate_s)} rollouts "
+                              f"{fmt.money(report.cost_usd)}"
+                              + (f" · {fmt.count(report.reused, 'answer')} reused" if report.reused else "")
+                              + f" · generate {fmt.seconds(report.generate_s)} rollouts "
                               f"{fmt.seconds(report.rollout_s)} update {fmt.seconds(report.update_s)}"))
             if report.picks:
                 total = sum(report.picks.values())

@@ -21,7 +21,7 @@ from stiva_tui.config import parse_config
 
 STIVA = str(Path(sys.executable).parent / "stiva")
 LOG_FIELDS = {"step", "reward_mean", "reward_std", "loss", "valid_plan_rate", "mean_plan_steps", "tokens", "cost_usd",
-              "generate_s", "rollout_s", "update_s"}
+              "generate_s", "rollout_s", "update_s", "answers_reused"}
 
 
 def pool_config(fake, names, **conductor):
@@ -301,6 +301,11 @@ def test_train_command_json_summary(tiny_model, fake, tmp_path, stiva_home):
     second = json.loads(again.stdout)
     assert second["answers_reused"] > 0 and second["cost_usd"] < summary["cost_usd"], (summary, second)
     assert second["saved_usd"] > 0
+    # each step's line says how many of its answers were reused; they add up to the summary's
+    first_log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    again_log = [json.loads(line) for line in (tmp_path / "again" / "train_log.jsonl").read_text().splitlines()]
+    assert [r["answers_reused"] for r in first_log] == [0, 0]
+    assert sum(r["answers_reused"] for r in again_log) == second["answers_reused"]
     # --save-every 1: a checkpoint after each step (the default would keep none of 2 steps)
     assert sorted(p.name for p in (out / "checkpoints").iterdir() if p.name.startswith("checkpoint-")) == \
         ["checkpoint-1", "checkpoint-2"]
@@ -402,3 +407,27 @@ def test_the_fused_head_scores_only_the_valid_positions_with_the_same_logprobs(m
     assert seen == [3 * 11, int((labels[:, 1:] != -100).sum())]
     for b, a in zip(before, after):
         assert torch.allclose(b, a, atol=1e-5)
+
+
+def test_the_live_view_shows_a_steps_reused_answers():
+    """The train live view's spend line says how many of the step's worker answers came from the
+    answer cache; a step that reused none says nothing about it."""
+    from rich.console import Console
+
+    from stiva_tui.cli_train import TrainView
+    from stiva_tui.train.trainer import StepReport
+
+    console = Console(record=True, width=160, force_terminal=False)
+    view = TrainView(console, steps=4)
+
+    def shown(reused: int) -> str:
+        view.rewards.clear()
+        view.step(StepReport(step=1, reward_mean=0.5, reward_std=0.1, loss=0.01, valid_plan_rate=1.0,
+                             mean_plan_steps=1.0, tokens=120, cost_usd=0.0001, picks={"a": 3, "b": 1},
+                             spent_usd=0.0002, reused=reused))
+        console.print(view.render())
+        return console.export_text()
+
+    assert "3 answers reused" in shown(3)
+    assert "reused" not in shown(0)
+    assert "models  a 75%  b 25%" in shown(0)

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..bench.graders import grade_async
+from ..bench.limiter import ItemClock, item_clock
 from ..bench.suite import SuiteItem, question_text
 from ..conductor.base import PlanRequest, WorkerInfo
 from ..core.preference import Preference
@@ -267,7 +268,6 @@ class Rollouts:
         mode = WorkflowMode(plan.workflow, tuple(m.id for m in pool))
         steps = len(plan.workflow.steps)
         models = [pool[s.model].id for s in plan.workflow.steps]
-        from ..bench.limiter import ItemClock, item_clock
 
         clock = ItemClock()  # the time this run's calls queued for the provider cap: not the plan's latency
         try:

@@ -108,13 +108,15 @@ class StepReport:
     generate_s: float = 0.0
     rollout_s: float = 0.0
     update_s: float = 0.0
+    reused: int = 0  # worker answers the answer cache gave back this step (not paid again)
 
     def log_line(self) -> dict[str, Any]:
         return {"step": self.step, "reward_mean": self.reward_mean, "reward_std": self.reward_std,
                 "loss": self.loss, "valid_plan_rate": self.valid_plan_rate, "mean_plan_steps": self.mean_plan_steps,
                 "tokens": self.tokens, "cost_usd": self.cost_usd,
                 # where the step's time went (benchmarks/train_step.py reads them)
-                "generate_s": self.generate_s, "rollout_s": self.rollout_s, "update_s": self.update_s}
+                "generate_s": self.generate_s, "rollout_s": self.rollout_s, "update_s": self.update_s,
+                "answers_reused": self.reused}
 
 
 @dataclass
@@ -351,7 +353,7 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
                     mean_plan_steps=round(stats.steps / stats.valid, 3) if stats.valid else 0.0,
                     tokens=stats.tokens, cost_usd=round(stats.cost_usd, 8), samples=stats.samples, picks=stats.picks,
                     spent_usd=round(rollouts.spent_usd, 8), generate_s=round(stats.generate_s, 3),
-                    rollout_s=round(stats.rollout_s, 3),
+                    rollout_s=round(stats.rollout_s, 3), reused=stats.reused,
                     update_s=round(max(0.0, elapsed - stats.generate_s - stats.rollout_s), 3))
                 reports.append(report)
                 with log_path.open("a", encoding="utf-8") as f:
