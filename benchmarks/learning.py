@@ -1,7 +1,7 @@
 """The paper's claim in miniature, run by hand (saves benchmarks/learning.json and learning.png):
 
     .venv/bin/python benchmarks/learning.py                   # train, then bench everything held out
-    .venv/bin/python benchmarks/learning.py --steps 80 --lr 3e-4
+    .venv/bin/python benchmarks/learning.py --steps 80 --lr 3e-4 --shuffle-pool
 
 Everything on the SIMULATED POOL (stiva_tui/sim: five sim: models whose strengths are set by their
 profiles) and the built-in `skills` suite, through the real commands in a fresh STIVA_HOME (the
@@ -45,6 +45,10 @@ def main() -> None:
     parser.add_argument("--subtask-chars", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--shuffle-pool", action=argparse.BooleanOptionalAction, default=False,
+                        help="train with the pool listed in a new order for each question, so the adapter must "
+                             "read the listing, not learn positions (off: the bench lists the pool in the config's "
+                             "order, as training did)")
     parser.add_argument("--no-save", action="store_true")
     parser.add_argument("--adapter", metavar="DIR", help="bench this adapter (and its train_log.jsonl) instead of "
                                                          "training one: a training stopped early with ctrl+c")
@@ -66,7 +70,8 @@ def main() -> None:
              "--steps", str(args.steps), "--group", str(args.group), "--batch", str(args.batch), "--lr", str(args.lr),
              "--lora-r", str(args.lora_r), "--lora-targets", "all", "--prompt", "compact",
              "--subtask-chars", str(args.subtask_chars), "--seed", str(args.seed), "--save-every", str(args.steps),
-             "--shuffle-pool", "--temperature", str(args.temperature), "--json"], env, "training")
+             *(["--shuffle-pool"] if args.shuffle_pool else []), "--temperature", str(args.temperature), "--json"],
+            env, "training")
     train_s = time.monotonic() - started
     log = [json.loads(line) for line in (adapter / "train_log.jsonl").read_text().splitlines() if line.strip()]
     started = time.monotonic()
@@ -94,7 +99,7 @@ def main() -> None:
         "best_single": best_name, "goals": goals, "frontier": report["frontier"],
         "training": {"steps": len(log), "train_s": None if args.adapter else round(train_s, 1), "group": args.group, "batch": args.batch,
                      "lr": args.lr, "lora_r": args.lora_r, "lora_targets": "all", "prompt": "compact",
-                     "subtask_chars": args.subtask_chars, "shuffle_pool": True, "temperature": args.temperature,
+                     "subtask_chars": args.subtask_chars, "shuffle_pool": args.shuffle_pool, "temperature": args.temperature,
                      "reward_first5": _mean([r["reward_mean"] for r in log[:5]]),
                      "reward_last5": _mean([r["reward_mean"] for r in log[-5:]]),
                      "rollout_cost_usd": round(sum(r.get("cost_usd", 0.0) for r in log), 6),
