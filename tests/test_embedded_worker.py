@@ -123,7 +123,7 @@ def test_end_tokens_are_found_once(embedded_loaded):
 
 @pytest.mark.model
 def test_sampling_draws_from_the_whole_distribution(embedded_loaded):
-    """Sampling is from the distribution whose log-probs training scores: no top-k of 50 slipped in
+    """Training's sampler draws from the distribution whose log-probs it scores: no top-k of 50 slipped in
     from transformers' defaults. A processor makes the next token nearly uniform over 1,000 tokens
     (distinct scores, so a top-k has no ties to keep); 300 draws then give far more than 50
     distinct tokens (about 250 expected), and top-k 50 would cap them at 50."""
