@@ -119,27 +119,3 @@ def test_end_tokens_are_found_once(embedded_loaded):
     assert tok.eos_token_id in ids and tok.convert_tokens_to_ids("<end_of_turn>") in ids
     assert tok.unk_token_id not in ids  # Gemma has no <|im_end|>: not mistaken for its unknown id
     assert embedded_loaded.extras["eos_ids"] == tuple(ids)
-
-
-@pytest.mark.model
-def test_sampling_draws_from_the_whole_distribution(embedded_loaded):
-    """Training's sampler draws from the distribution whose log-probs it scores: no top-k of 50 slipped in
-    from transformers' defaults. A processor makes the next token nearly uniform over 1,000 tokens
-    (distinct scores, so a top-k has no ties to keep); 300 draws then give far more than 50
-    distinct tokens (about 250 expected), and top-k 50 would cap them at 50."""
-    import torch
-
-    from stiva_tui.inference.generation import generate_batch_sync
-
-    class Uniform:
-        def __call__(self, input_ids, scores):
-            flat = torch.full_like(scores, float("-inf"))
-            flat[:, 1000:2000] = torch.linspace(0.0, -0.5, 1000)
-            return flat
-
-    prompt = embedded_loaded.tokenizer("The", add_special_tokens=True)["input_ids"]
-    rows = generate_batch_sync(embedded_loaded, prompt, 300, max_new_tokens=1, temperature=1.0,
-                               logits_processors=[Uniform()], eos_ids=[0])
-    firsts = {row[0] for row in rows}
-    assert all(1000 <= t < 2000 for t in firsts)
-    assert len(firsts) > 150

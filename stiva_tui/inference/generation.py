@@ -235,26 +235,18 @@ def eos_token_ids(loaded: LoadedModel) -> list[int]:
     return found
 
 
-def _generation_config(loaded: LoadedModel, max_new_tokens: int, temperature: float, eos: Sequence[int],
-                       whole_distribution: bool = False) -> Any:
-    """Greedy at temperature 0, sampling otherwise; padding with the pad token, else an end token.
-
-    `whole_distribution`: sample from the grammar-masked distribution itself, the one whose
-    log-probs training scores (top_k=0, top_p=1.0 spelled out: transformers fills a None from the
-    checkpoint's generation_config and then from its global defaults, top_k=50, which would draw
-    plans from a truncated distribution the log-probs do not describe). Without it, a sampled
-    answer keeps the checkpoint's or the library's usual truncation, which is what a chat answer
-    at a user's temperature should get."""
+def _generation_config(loaded: LoadedModel, max_new_tokens: int, temperature: float, eos: Sequence[int]) -> Any:
+    """Greedy at temperature 0, plain sampling otherwise (no top-k/top-p: the grammar's mask and
+    the model's distribution are what is sampled from); padding with the pad token, else an end token."""
     from transformers import GenerationConfig
 
     pad = loaded.tokenizer.pad_token_id
-    whole = whole_distribution and temperature > 0
     return GenerationConfig(
         max_new_tokens=max(1, int(max_new_tokens)),
         do_sample=temperature > 0,
         temperature=temperature if temperature > 0 else None,
-        top_k=0 if whole else None,
-        top_p=1.0 if whole else None,
+        top_k=None,
+        top_p=None,
         eos_token_id=list(eos) or None,
         pad_token_id=pad if pad is not None else (eos[0] if eos else None),
     )
@@ -394,8 +386,7 @@ def generate_rows_sync(
     logits_processors: Sequence[Any] = (),
     eos_ids: Sequence[int] | None = None,
 ) -> list[list[int]]:
-    """One sample of each prompt, all in one `generate()`, drawn from the whole (masked)
-    distribution, as training's log-probs score it: prompts of different lengths are padded
+    """One sample of each prompt, all in one `generate()`: prompts of different lengths are padded
     on the left (masked out; positions come from the attention mask), so each row is sampled as it
     would be alone, and the model's weights are read once per token for the whole batch instead of
     once per row (on a CPU the 262k-wide lm_head makes that most of a token's time). Each row's new
@@ -404,7 +395,7 @@ def generate_rows_sync(
     from transformers import LogitsProcessorList
 
     eos = list(eos_ids) if eos_ids is not None else eos_token_ids(loaded)
-    gen_config = _generation_config(loaded, max_new_tokens, temperature, eos, whole_distribution=True)
+    gen_config = _generation_config(loaded, max_new_tokens, temperature, eos)
     width = max(len(p) for p in prompts)
     pad = gen_config.pad_token_id if gen_config.pad_token_id is not None else 0
     device = "cuda" if loaded.device == "cuda" else "cpu"
