@@ -97,6 +97,7 @@ async def test_ctrl_o_sets_the_next_questions_preference_shown_in_the_status_bar
             bar = screen.status_bar.query_one("#status-prefer")
             await wait_for(pilot, lambda: screen.preference == "best", what="the config's preference")
             assert "prefer best" in str(bar.render()) and bar.display
+            assert not screen.status_bar.query_one("#status-pool").display  # real models: no pool label
             await pilot.press("ctrl+f")
             await pilot.press("ctrl+f")  # best -> balanced -> cheap
             await pilot.pause()
@@ -115,3 +116,29 @@ async def test_ctrl_o_sets_the_next_questions_preference_shown_in_the_status_bar
             assert screen.preference is None and not bar.display
     finally:
         await runtime.aclose()
+
+
+async def test_a_simulated_pool_is_labelled_in_the_status_bar(stiva_home):
+    """`stiva --pool sim`: the status bar says SIMULATED POOL in the app, as every report does (a
+    replayed bench's label is pool_label's, tested with the replay); a pool of real models shows no
+    such label (the test above)."""
+    from stiva_tui.config import parse_config
+    from stiva_tui.sim.pool import pool_config, start_sim
+
+    config = pool_config(parse_config({}), "sim")
+    # a sim: model cannot plan, but nothing is asked here: a remote conductor loads nothing
+    config = config.model_copy(update={"conductor": config.conductor.model_copy(
+        update={"backend": "remote", "model": "sim:calc"})})
+    config, server = start_sim(config)
+    try:
+        runtime = await make_runtime(config, load_conductor=False)
+        try:
+            app = StivaApp(config, runtime=runtime)
+            async with app.run_test(size=SIZE) as pilot:
+                bar = app.chat_screen.status_bar.query_one("#status-pool")
+                await wait_for(pilot, lambda: bar.display, what="the pool's label")
+                assert str(bar.render()) == "SIMULATED POOL"
+        finally:
+            await runtime.aclose()
+    finally:
+        server.stop()

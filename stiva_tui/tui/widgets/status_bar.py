@@ -69,6 +69,7 @@ class StatusBar(Horizontal):
     StatusBar { height: 1; background: $panel; color: $text-muted; padding: 0 1; }
     StatusBar > #status-totals { width: auto; margin-right: 2; color: $text; }
     StatusBar > #status-prefer { width: auto; margin-right: 2; color: $accent; text-style: bold; }
+    StatusBar > #status-pool { width: auto; margin-right: 2; color: $warning; text-style: bold; }
     StatusBar > #status-conductor { width: 1fr; }
     StatusBar > #status-load { width: auto; margin-right: 1; }
     StatusBar > ProgressBar { width: 30; }
@@ -88,10 +89,13 @@ class StatusBar(Horizontal):
     """Whether the load message and the progress bar (with its percent and ETA) show."""
     prefer: reactive[str] = reactive("")
     """The next question's cost and latency preference ("cheap"); "" for none (not shown)."""
+    pool_label: reactive[str] = reactive("")
+    """"simulated pool" or "replayed pool (bench ID)" when the pool is not real models; "" for none."""
 
     def compose(self) -> ComposeResult:
         yield Static("no run yet", id="status-totals", markup=False)
         yield Static("", id="status-prefer", classes="-hidden", markup=False)
+        yield Static("", id="status-pool", classes="-hidden", markup=False)
         yield Static("", id="status-conductor")
         yield Static("", id="status-load", classes="-hidden", markup=False)
         yield ProgressBar(total=1.0, show_eta=True, show_percentage=True, id="status-progress",
@@ -131,6 +135,15 @@ class StatusBar(Horizontal):
         if self.is_mounted:
             self._draw_prefer()
 
+    def watch_pool_label(self) -> None:
+        if self.is_mounted:
+            self._draw_pool()
+
+    def _draw_pool(self) -> None:
+        label = self.query_one("#status-pool", Static)
+        label.update(self.pool_label.upper())
+        label.set_class(not self.pool_label, "-hidden")
+
     def _draw_prefer(self) -> None:
         label = self.query_one("#status-prefer", Static)
         label.update(f"prefer {self.prefer}")
@@ -141,6 +154,7 @@ class StatusBar(Horizontal):
         self._draw_conductor()
         self._draw_load()
         self._draw_prefer()
+        self._draw_pool()
 
     def _draw_figures(self) -> None:
         figures = self.figures
