@@ -141,7 +141,8 @@ class StatusBar(Horizontal):
 
     def _draw_pool(self) -> None:
         label = self.query_one("#status-pool", Static)
-        label.update(self.pool_label.upper())
+        kind, sep, which = self.pool_label.partition(" (")  # "replayed pool (bench ID)": the kind in capitals
+        label.update(kind.upper() + sep + which)
         label.set_class(not self.pool_label, "-hidden")
 
     def _draw_prefer(self) -> None:
