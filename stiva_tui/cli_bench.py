@@ -223,7 +223,7 @@ def build_bench_report(runner, records, status: str, reason: str | None) -> dict
 
 
 def cache_line(caching) -> str:
-    """What the answer cache did, in one line (bench and train)."""
+    """What the answer cache did, in one line, under the bench's table."""
     from .core.format import count, money
 
     off = caching.cache.failed if caching.cache is not None else None

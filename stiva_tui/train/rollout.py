@@ -48,11 +48,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..bench.graders import grade_async
-from ..bench.limiter import ItemClock, item_clock
+from ..bench.limiter import ItemClock, LimitedWorker, item_clock
 from ..bench.suite import SuiteItem, question_text
 from ..conductor.base import PlanRequest, WorkerInfo
 from ..core.preference import Preference
 from ..inference.checkpoints import LoadedModel
+from ..pool.answer_cache import CachingWorker
 from ..runtime.modes import WorkflowMode
 from ..runtime.sessions import Ask
 
@@ -70,8 +71,6 @@ class EngineLoop:
 
     def __init__(self, config, *, discover: bool | None = None, answer_cache=None, concurrency: int = 8,
                  replay_latency: bool = False):
-        from ..bench.limiter import LimitedWorker
-        from ..pool.answer_cache import CachingWorker
         from ..runtime import Runtime
 
         self.loop = asyncio.new_event_loop()

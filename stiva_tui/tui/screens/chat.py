@@ -168,7 +168,7 @@ class ChatScreen(Screen):
         self._started.set()
         self.preference = configured_preference(self.runtime)
         self.know_pool()
-        if self.runtime.config.sim is not None:  # a simulated or replayed pool: say so on every screen of it
+        if self.runtime.simulated:  # a simulated or replayed pool: say so on every screen of it
             from ...sim.pool import pool_label
 
             self.status_bar.pool_label = pool_label(self.runtime.config) or ""
