@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import platform
 import random
@@ -46,13 +45,10 @@ sys.path.insert(0, str(ROOT / "tests"))  # model_builders: the tiny random condu
 
 
 def interval(successes: int, n: int) -> list[float]:
-    """Wilson's 95% interval of a rate."""
-    if n == 0:
-        return [0.0, 0.0]
-    p, z = successes / n, 1.96
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
+    """Wilson's 95% interval of a rate (the bench report's own)."""
+    from stiva_tui.bench.report import wilson
+
+    return [round(v, 4) for v in wilson(successes, n)] if n else [0.0, 0.0]
 
 
 class Pool:

@@ -504,3 +504,38 @@ def test_auto_falling_back_to_the_embedded_conductor_keeps_only_an_adapter_made_
         (folder / "stiva_adapter.json").write_text(json.dumps({"base": base}))
         conductor = EmbeddedConductor.from_config(ConductorConfig(backend="auto", adapter=str(folder)))
         assert (conductor.adapter == str(folder)) is kept
+
+
+def test_the_bootstrap_interval_of_a_skewed_cost_stays_inside_what_costs_can_be():
+    import statistics
+
+    from stiva_tui.bench.report import bootstrap_mean
+
+    costs = [0.0] * 22 + [0.001, 0.0012]  # a free model answered most questions, a dear one two
+    mean = statistics.fmean(costs)
+    normal_low = mean - 1.96 * statistics.stdev(costs) / len(costs) ** 0.5
+    assert normal_low < 0  # what preferences.json printed before: a cost interval below zero
+    got, low, high = bootstrap_mean(costs)
+    assert got == pytest.approx(mean) and 0.0 <= low < mean < high <= max(costs)
+    assert bootstrap_mean(costs) == (got, low, high)  # seeded: a report is reproduced exactly
+    assert bootstrap_mean([]) == (0.0, 0.0, 0.0) and bootstrap_mean([0.5]) == (0.5, 0.5, 0.5)
+
+
+def test_the_paired_bootstrap_sees_a_difference_that_overlapping_intervals_hide():
+    import random
+
+    from stiva_tui.bench.report import bootstrap_difference, bootstrap_mean
+
+    rng = random.Random(3)
+    a = [rng.uniform(0.0, 1.0) for _ in range(40)]  # questions differ far more than the systems do
+    b = [x + 0.02 for x in a]
+    _, a_low, a_high = bootstrap_mean(a)
+    _, b_low, b_high = bootstrap_mean(b)
+    assert b_low < a_high  # each mean's interval overlaps the other's: no verdict that way
+    diff, low, high = bootstrap_difference(list(zip(a, b)))
+    assert diff == pytest.approx(0.02) and low > 0 and high < 0.03
+    # and it does not invent one: the same values, shuffled against each other, straddle zero
+    shuffled = b[:]
+    random.Random(4).shuffle(shuffled)
+    _, low, high = bootstrap_difference(list(zip(a, [x - 0.02 for x in shuffled])))
+    assert low < 0 < high
