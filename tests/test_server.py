@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import stat
+import sys
 import threading
 import time
 
@@ -20,7 +21,7 @@ from fakeprovider import Reply
 
 from stiva_tui import secrets
 from stiva_tui.config import parse_config
-from stiva_tui.server.app import create_app, serve
+from stiva_tui.server.app import create_app, event_loop_factory, serve
 from stiva_tui.server.auth import is_loopback_host, load_or_create_token, token_file
 from stiva_tui.server.connections import guarded_server
 
@@ -48,7 +49,8 @@ def make_config(fake, **overrides):
 
 
 class Served:
-    """A real uvicorn server over a real Runtime, in a background thread with its own loop."""
+    """A real uvicorn server over a real Runtime, in a background thread with its own loop (the
+    kind `stiva serve` runs on: uvloop's where it is installed)."""
 
     def __init__(self, config, token: str | None = TOKEN, **app_options):
         self.config = config
@@ -63,7 +65,8 @@ class Served:
 
     def _main(self) -> None:
         try:
-            asyncio.run(self._serve())
+            with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+                runner.run(self._serve())
         except BaseException as exc:  # reported by start()
             self._error = exc
 
@@ -483,6 +486,21 @@ def test_no_auth_refuses_a_rebound_host_and_cross_origin_browsers(start, fake):
                                                              "Authorization": f"Bearer {TOKEN}"}).status_code == 200
 
 
+def test_stiva_serve_runs_on_uvloop_where_it_is_installed(fake, monkeypatch):
+    import stiva_tui.server.app as app_module
+
+    seen = []
+
+    async def fake_serve(*args):
+        seen.append(type(asyncio.get_running_loop()).__module__)
+        return 0
+
+    monkeypatch.setattr(app_module, "_serve", fake_serve)
+    assert app_module.serve(make_config(fake), host="127.0.0.1", port=1, no_auth=True) == 0
+    expected = "asyncio" if sys.platform == "win32" else "uvloop"  # a dependency off Windows
+    assert seen and seen[0].split(".")[0] == expected
+
+
 def test_no_auth_is_refused_off_loopback(fake, capsys):
     config = make_config(fake)
     assert serve(config, host="0.0.0.0", port=1, no_auth=True) == 2
@@ -688,7 +706,6 @@ def test_a_half_sent_request_gets_408_within_the_header_timeout(start):
     drip = _connect(server)
     started = time.monotonic()
     head = PARTIAL_HEAD * 20
-    dripped = b""
     for byte in head:
         try:
             drip.sendall(bytes([byte]))

@@ -19,8 +19,9 @@ gives each connection one deadline, for the phase it is in:
 A deadline counts from the start of its phase, never from the last byte, so a client that drips
 one byte a second cannot stretch it (slowloris).
 
-`Acceptor` takes the listening socket over from asyncio, so that the cap holds where descriptors
-are taken. At most `max_connections` are open at once, fewer when the file limit (`ulimit -n`) has
+`Acceptor` accepts on the listening socket itself (uvicorn makes no server of it), so that the cap
+holds where descriptors are taken: on asyncio's selector loop and on uvloop's alike (both watch a
+descriptor with `add_reader`; on Windows' proactor loop, which cannot, uvicorn accepts unguarded). At most `max_connections` are open at once, fewer when the file limit (`ulimit -n`) has
 no room for them beside the server's own files and upstream calls. At the cap, the connection
 that has waited longest for its head is closed to make room (once it has waited `GRACE_S`: a burst
 of real clients never evicts itself), else the oldest idle keep-alive one; when there is none,
@@ -192,14 +193,22 @@ class Acceptor:
         self._resume: asyncio.TimerHandle | None = None
         self._backoff_until = float("-inf")  # out of descriptors: no accepting before this
 
-    def start(self) -> None:
+    def start(self) -> "Acceptor":
         self.guard.on_room = self.wake
         self._listen()
+        return self
+
+    def close(self) -> None:
+        """The server shuts down: accept no more, and close the listening socket."""
+        self._pause(None)
+        if self._resume is not None:
+            self._resume.cancel()
+            self._resume = None
+        self.sock.close()
 
     def _listen(self) -> None:
         if self.paused and self.sock.fileno() != -1:  # -1: closed, the server is shutting down
             self.paused = False
-            # Replaces asyncio's own reader of this socket (from create_server).
             self.loop.add_reader(self.sock.fileno(), self._ready)
 
     def wake(self) -> None:
@@ -210,7 +219,8 @@ class Acceptor:
     def _pause(self, for_s: float | None) -> None:
         if not self.paused:
             self.paused = True
-            self.loop.remove_reader(self.sock.fileno())
+            if self.sock.fileno() != -1:
+                self.loop.remove_reader(self.sock.fileno())
         if for_s is not None and self._resume is None:
             self._resume = self.loop.call_later(for_s, self._resumed)
 
@@ -413,21 +423,41 @@ class GuardedServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, connections: Connections):
         super().__init__(config)
         self.connections = connections
+        self.acceptors: list[Acceptor] = []
 
     async def startup(self, sockets: Any = None) -> None:
         own = sockets is None
+        guarded = own and can_watch_sockets(asyncio.get_running_loop())
         if own:  # bound here, uvicorn's way (it logs and exits when it cannot bind)
             sockets = [self.config.bind_socket()]
-        await super().startup(sockets)
-        loop = asyncio.get_running_loop()
-        if own and self.started and isinstance(loop, asyncio.SelectorEventLoop):  # add_reader works there
+        # Guarded, uvicorn serves no socket itself (`[]`): the acceptors below do.
+        await super().startup([] if guarded else sockets)
+        if guarded and self.started:
 
             def factory() -> asyncio.Protocol:
                 return self.config.http_protocol_class(config=self.config, server_state=self.server_state,
                                                        app_state=self.lifespan.state)
 
+            loop = asyncio.get_running_loop()
+            for sock in sockets:  # bound, not yet listening (create_server would call this)
+                sock.setblocking(False)
+                sock.listen(self.config.backlog)
+            self.acceptors = [Acceptor(loop, sock, factory, self.connections).start() for sock in sockets]
+        elif guarded:  # the lifespan failed after the bind: nothing will accept on these
             for sock in sockets:
-                Acceptor(loop, sock, factory, self.connections).start()
+                sock.close()
+
+    async def shutdown(self, sockets: Any = None) -> None:
+        for acceptor in self.acceptors:  # stop accepting, as uvicorn's own servers do first
+            acceptor.close()
+        self.acceptors = []
+        await super().shutdown(sockets)
+
+
+def can_watch_sockets(loop: asyncio.AbstractEventLoop) -> bool:
+    """Can `loop` watch a descriptor with add_reader? asyncio's selector loop and uvloop's can;
+    Windows' proactor loop cannot."""
+    return isinstance(loop, asyncio.SelectorEventLoop) or type(loop).__module__.split(".")[0] == "uvloop"
 
 
 def guarded_server(app: Any, serve: Any, *, host: str, port: int, **options: Any) -> GuardedServer:
