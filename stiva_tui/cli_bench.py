@@ -224,13 +224,12 @@ def build_bench_report(runner, records, status: str, reason: str | None) -> dict
 
 def cache_line(caching) -> str:
     """What the answer cache did, in one line, under the bench's table."""
-    from .core.format import count, money
+    from .core.format import reused
 
     off = caching.cache.failed if caching.cache is not None else None
     if off:
         return f"[yellow]answer cache off:[/] it {off}; every answer was asked"
-    return (f"[dim]answer cache: {count(caching.hits, 'answer')} reused "
-            f"({money(caching.saved_usd)} not paid again), {caching.misses} asked[/]")
+    return f"[dim]answer cache: {reused(caching.hits, caching.saved_usd)}, {caching.misses} asked[/]"
 
 
 def runtime_pool_label(runtime) -> str | None:

@@ -149,8 +149,8 @@ def train_command(args: argparse.Namespace, config) -> int:
         print(f"{fmt.count(summary.steps, 'step')} · reward {first} → {last} · {fmt.money(summary.cost_usd)} · "
               f"adapter {summary.adapter}")
         if summary.answers_reused:
-            console.print(f"[dim]answer cache: {fmt.count(summary.answers_reused, 'answer')} reused, "
-                          f"{fmt.money(summary.saved_usd)} not paid again[/]", highlight=False)
+            console.print(f"[dim]answer cache: {fmt.reused(summary.answers_reused, summary.saved_usd)}[/]",
+                          highlight=False)
         from rich.markup import escape
 
         console.print("[dim]" + escape(f"use it: [conductor] adapter = \"{summary.adapter}\"; compare: stiva bench "

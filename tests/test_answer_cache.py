@@ -155,7 +155,7 @@ def test_a_bench_with_answer_cache_asks_nothing_again_and_keeps_its_figures(fake
     assert two["answer_cache"]["saved_usd"] == pytest.approx(4 * ((10 + 2 * 2) + (12 * 3 + 3 * 5)) / 1e6)
     keep = ("system", "n", "correct", "accuracy", "tokens_per_question", "cost_per_question")
     assert [{k: row[k] for k in keep} for row in one["systems"]] == [{k: row[k] for k in keep} for row in two["systems"]]
-    assert "answer cache: 8 answers reused" in second.stderr
+    assert "answer cache: 8 answers reused ($0.00026 not paid again), 0 asked" in second.stderr
     # without the flag nothing is reused
     third = stiva(*args[:-1], "--fresh", home=stiva_home)
     assert third.returncode == 0, third.stderr

@@ -51,6 +51,11 @@ def count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+def reused(answers: int, saved_usd: float) -> str:
+    """What the answer cache gave back: "3 answers reused ($0.0012 not paid again)"."""
+    return f"{count(answers, 'answer')} reused ({money(saved_usd)} not paid again)"
+
+
 def step(index: int) -> str:
     """The number a person reads for the step at 0-based `index`: "1" for the first."""
     return str(index + 1)
