@@ -777,6 +777,18 @@ def test_a_kept_alive_connection_answers_without_waiting_for_delayed_acks(server
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
 
 
+def test_a_stopped_server_closes_its_listening_socket(start):
+    # the guarded acceptor owns the socket (uvicorn makes no server of it): it must close it too
+    server = start()
+    with httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {TOKEN}"}) as client:
+        assert client.get("/v1/models").status_code == 200
+    assert server.server.acceptors  # the guard accepts on this loop
+    server.stop()
+    assert not server._thread.is_alive()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=2).close()
+
+
 def test_at_the_connection_cap_new_clients_wait_for_a_connection_to_end(start, fake):
     server = start(serve={"max_connections": 2})
     fake.default("w1", Reply("slow", latency_s=0.8))
