@@ -97,7 +97,12 @@ def main() -> None:
                                                             if "expected_accuracy" in r else {})
                     for r in report["systems"]],
         "best_single": best_name, "goals": goals, "frontier": report["frontier"],
-        "training": {"steps": len(log), "train_s": None if args.adapter else round(train_s, 1), "group": args.group, "batch": args.batch,
+        "training": {"steps": len(log), "train_s": None if args.adapter else round(train_s, 1),
+                     # what the steps themselves took (generation, rollouts, update), from the log:
+                     # there also for an --adapter trained earlier, or stopped before its --steps
+                     "step_s_total": round(sum(r.get("generate_s", 0.0) + r.get("rollout_s", 0.0)
+                                               + r.get("update_s", 0.0) for r in log), 1),
+                     "group": args.group, "batch": args.batch,
                      "lr": args.lr, "lora_r": args.lora_r, "lora_targets": "all", "prompt": "compact",
                      "subtask_chars": args.subtask_chars, "shuffle_pool": args.shuffle_pool, "temperature": args.temperature,
                      "reward_first5": _mean([r["reward_mean"] for r in log[:5]]),
