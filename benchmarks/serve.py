@@ -69,14 +69,15 @@ def run_upstream(port: int, latency: float, ready) -> None:
         time.sleep(3600)
 
 
-def run_server(port: int, upstream: str, home: str, max_runs: int, nofile: int | None = None) -> None:
+def run_server(port: int, upstream: str, home: str, max_runs: int, nofile: int | None = None,
+               loop: str = "uvloop") -> None:
     os.environ["STIVA_HOME"] = home
     if nofile is not None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
     from stiva_tui.config import parse_config
     from stiva_tui.runtime import Runtime
-    from stiva_tui.server.app import create_app
+    from stiva_tui.server.app import create_app, event_loop_factory
     from stiva_tui.server.connections import guarded_server
 
     config = parse_config({
@@ -97,7 +98,10 @@ def run_server(port: int, upstream: str, home: str, max_runs: int, nofile: int |
         finally:
             await runtime.aclose()
 
-    asyncio.run(main())
+    # On the loop `stiva serve` runs on (uvloop's, where installed), or asyncio's own to compare.
+    factory = event_loop_factory() if loop == "uvloop" else None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(main())
 
 
 async def wait_up(url: str) -> None:
@@ -217,14 +221,15 @@ def run_stallers(port: int, count: int, stop, opened) -> None:
     asyncio.run(main())
 
 
-async def stalled_case(ctx, upstream: str, home: str, nofile: int | None, requests: int, stalled: int) -> dict:
+async def stalled_case(ctx, upstream: str, home: str, nofile: int | None, requests: int, stalled: int,
+                       loop: str) -> dict:
     """One real client, a new connection per request, with none and then `stalled` stalled
     connections open against a server of its own."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     home = tempfile.mkdtemp(dir=home)  # a history of its own
     # Two runs at once suit one client, and leave the most descriptors to connections.
-    server = ctx.Process(target=run_server, args=(port, upstream, home, 2, nofile), daemon=True)
+    server = ctx.Process(target=run_server, args=(port, upstream, home, 2, nofile, loop), daemon=True)
     server.start()
     row: dict = {"file_limit": nofile or resource.getrlimit(resource.RLIMIT_NOFILE)[0]}
     try:
@@ -264,7 +269,7 @@ async def bench(args) -> dict:
     processes[0].start()
     ready.wait(30)
     with tempfile.TemporaryDirectory() as home:
-        processes.append(ctx.Process(target=run_server, args=(srv_port, upstream, home, max(args.clients)),
+        processes.append(ctx.Process(target=run_server, args=(srv_port, upstream, home, max(args.clients), None, args.loop),
                                      daemon=True))
         processes[1].start()
         try:
@@ -298,7 +303,7 @@ async def bench(args) -> dict:
                 repeats[str(clients)] = {"added_p50_ms": added, "median_added_p50_ms": statistics.median(added),
                                          "server_cpu_ms_per_request": [r["server_cpu_ms_per_request"] for r in rows]}
             print("stalled connections:", flush=True)
-            stalled = [await stalled_case(ctx, upstream, home, nofile, args.stalled_requests, args.stalled)
+            stalled = [await stalled_case(ctx, upstream, home, nofile, args.stalled_requests, args.stalled, args.loop)
                        for nofile in (None, 160)]
         finally:
             for process in processes:
@@ -312,6 +317,7 @@ async def bench(args) -> dict:
                     "load_average_1min": [load_at_start, round(os.getloadavg()[0], 2)]},
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "max_concurrent_runs": max(args.clients),
+        "event_loop": args.loop,
         "results": results,
         "target": "added p50 < 5 ms at 16 clients; no errors at 64",
         "repeats": repeats,
@@ -335,6 +341,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs of the 1- and 16-client levels")
     parser.add_argument("--stalled", type=int, default=200, help="stalled connections in the stalled case")
     parser.add_argument("--stalled-requests", type=int, default=40, help="requests of the client there")
+    parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop",
+                        help="the server's event loop: uvloop's, as `stiva serve` runs, or asyncio's own")
     parser.add_argument("--out", type=Path, default=HERE / "serve.json")
     args = parser.parse_args()
     figures = asyncio.run(bench(args))
