@@ -16,7 +16,8 @@ a percentile-bootstrap 95% interval of the mean: the costs are skewed, mostly ze
 interval would run below zero). The ordering the issue asks for: cost(cheap) < cost(balanced) <
 cost(best), best the most accurate, fast the quickest, each checked as a paired bootstrap over the
 questions both levels answered (the difference's 95% interval wholly past zero). The per-question
-rows are saved too, so the figures can be checked again without rerunning. The figures are reported as measured, met or not.
+rows are saved too, so the figures can be checked again without rerunning. The figures are
+reported as measured, met or not.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def above(items: list[dict], prefix: str, low: str, high: str, field: str) -> di
 
 
 def ordering(items: list[dict], prefix: str, levels: dict[str, dict]) -> dict[str, dict]:
-    """The promises, each a paired bootstrap over the questions every level answered: the
+    """The promises, each a paired bootstrap over the questions both levels answered: the
     difference's 95% interval must lie wholly on the promised side of zero."""
     if not all(level in levels for level in ("best", "balanced", "cheap")):
         return {}
@@ -90,6 +91,12 @@ def ordering(items: list[dict], prefix: str, levels: dict[str, dict]) -> dict[st
             if level != "fast":
                 out[f"fast_is_quicker_than_{level}"] = above(items, prefix, "fast", level, "latency_s")
     return out
+
+
+def short_system(system: str) -> str:
+    """"conductor@cheap" as it is; "adapter:/a/path@cheap" as "adapter@cheap"."""
+    kind, level = system.rsplit("@", 1)
+    return f"{kind.split(':', 1)[0]}@{level}"
 
 
 def main() -> None:
@@ -134,9 +141,9 @@ def main() -> None:
         figures["trained"] = levels_of(report["items"], f"adapter:{adapter}")
         figures["trained_ordering"] = ordering(report["items"], f"adapter:{adapter}", figures["trained"])
         figures["training"] = {"steps": args.train, "train_s": train_s, "adapter": str(adapter)}
-    figures["items"] = [{"system": r["system"].split("@")[0].split(":")[0] + "@" + r["system"].split("@")[-1],
-                         "id": r["id"], "correct": bool(r["correct"]), "cost_usd": r["cost_usd"],
-                         "latency_s": r["latency_s"]} for r in report["items"] if "@" in r["system"]]
+    figures["items"] = [{"system": short_system(r["system"]), "id": r["id"], "correct": bool(r["correct"]),
+                         "cost_usd": r["cost_usd"], "latency_s": r["latency_s"]}
+                        for r in report["items"] if "@" in r["system"]]
     figures |= {"bench_s": bench_s, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
                 "when": time.strftime("%Y-%m-%d %H:%M:%S")}
     for kind in ("prompted", "trained"):

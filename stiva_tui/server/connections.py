@@ -21,8 +21,8 @@ one byte a second cannot stretch it (slowloris).
 
 `Acceptor` accepts on the listening socket itself (uvicorn makes no server of it), so that the cap
 holds where descriptors are taken: on asyncio's selector loop and on uvloop's alike (both watch a
-descriptor with `add_reader`; on Windows' proactor loop, which cannot, uvicorn accepts unguarded). At most `max_connections` are open at once, fewer when the file limit (`ulimit -n`) has
-no room for them beside the server's own files and upstream calls. At the cap, the connection
+descriptor with `add_reader`; on Windows' proactor loop, which cannot, uvicorn accepts unguarded).
+At most `max_connections` are open at once, fewer when the file limit (`ulimit -n`) has no room for them beside the server's own files and upstream calls. At the cap, the connection
 that has waited longest for its head is closed to make room (once it has waited `GRACE_S`: a burst
 of real clients never evicts itself), else the oldest idle keep-alive one; when there is none,
 accepting pauses and new clients wait in the listen backlog until a connection ends or goes idle.
@@ -443,9 +443,6 @@ class GuardedServer(uvicorn.Server):
                 sock.setblocking(False)
                 sock.listen(self.config.backlog)
             self.acceptors = [Acceptor(loop, sock, factory, self.connections).start() for sock in sockets]
-        elif guarded:  # the lifespan failed after the bind: nothing will accept on these
-            for sock in sockets:
-                sock.close()
 
     async def shutdown(self, sockets: Any = None) -> None:
         for acceptor in self.acceptors:  # stop accepting, as uvicorn's own servers do first
