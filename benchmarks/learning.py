@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/learning.py                   # train, then bench everything held out
     .venv/bin/python benchmarks/learning.py --steps 80 --lr 3e-4 --shuffle-pool
+    .venv/bin/python benchmarks/learning.py --method graded-dpo --steps 16 --batch 8 --lr 5e-4
 
 Everything on the SIMULATED POOL (stiva_tui/sim: five sim: models whose strengths are set by their
 profiles) and the built-in `skills` suite, through the real commands in a fresh STIVA_HOME (the
@@ -9,6 +10,10 @@ embedded model's converted weights are shared with the usual cache, not converte
 
 1. `stiva train skills --pool sim --split train --base embedded --prompt compact ...`: GRPO on the
    CPU, the embedded Gemma-3 270M as the conductor, every rollout a real run on the sim pool;
+   Or, with `--method graded-dpo`, the way routers are trained from labelled outcomes (RouteLLM):
+   `stiva bench skills --pool sim --split train --systems direct:*` grades every single model on
+   the train split, and `stiva train --from-votes --bench ID` learns its pairs with DPO (right
+   over wrong, the cheaper right over the dearer): no sampling, no rollouts;
 2. `stiva bench skills --pool sim --split heldout --systems conductor,adapter:DIR,moa,self-moa,
    direct:*,oracle,random`: the prompted conductor, the trained adapter, both MoAs, every single
    model and the routing bounds, on the 80 held-out questions.
@@ -37,6 +42,9 @@ from stiva_cli import run  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--method", choices=["grpo", "graded-dpo"], default="grpo",
+                        help="grpo: sampled plans, run and graded (the default); graded-dpo: DPO on the pairs of a "
+                             "graded bench of every single model on the train split")
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--group", type=int, default=4)
     parser.add_argument("--batch", type=int, default=4)
@@ -50,6 +58,7 @@ def main() -> None:
                              "read the listing, not learn positions (off: the bench lists the pool in the config's "
                              "order, as training did)")
     parser.add_argument("--no-save", action="store_true")
+    parser.add_argument("--name", default="learning", help="save benchmarks/NAME.json and NAME.png (default learning)")
     parser.add_argument("--adapter", metavar="DIR", help="bench this adapter (and its train_log.jsonl) instead of "
                                                          "training one: a training stopped early with ctrl+c")
     args = parser.parse_args()
@@ -65,7 +74,21 @@ def main() -> None:
            "STIVA_MODEL_CACHE": str(paths.model_cache_dir())}
     adapter = Path(args.adapter).resolve() if args.adapter else work / "adapter"
     started = time.monotonic()
-    if not args.adapter:
+    train_bench = None
+    if args.adapter and args.method == "graded-dpo":  # the bench it learned from, as its marker names it
+        marker = json.loads((adapter / "stiva_adapter.json").read_text())
+        train_bench = {"bench_id": (marker.get("benches") or [None])[0]}
+    if not args.adapter and args.method == "graded-dpo":
+        graded = json.loads(run(["bench", "skills", "--pool", "sim", "--split", "train", "--systems", "direct:*",
+                                 "--concurrency", "4", "--json"], env, "graded bench of the train split").stdout)
+        train_bench = {"bench_id": graded["bench_id"], "items": graded["systems"][0]["n"],
+                       "accuracy": {r["system"]: r["accuracy"] for r in graded["systems"]}}
+        run(["train", "--from-votes", "--pool", "sim", "--bench", graded["bench_id"], "--base", "embedded",
+             "--out", str(adapter), "--steps", str(args.steps), "--batch", str(args.batch), "--lr", str(args.lr),
+             "--lora-r", str(args.lora_r), "--lora-targets", "all", "--plan-steps", "1",
+             "--subtask-chars", str(args.subtask_chars), "--seed", str(args.seed), "--save-every", str(args.steps),
+             "--json"], env, "training (DPO on the graded pairs)")
+    elif not args.adapter:
         run(["train", "skills", "--pool", "sim", "--split", "train", "--base", "embedded", "--out", str(adapter),
              "--steps", str(args.steps), "--group", str(args.group), "--batch", str(args.batch), "--lr", str(args.lr),
              "--lora-r", str(args.lora_r), "--lora-targets", "all", "--prompt", "compact",
@@ -97,18 +120,22 @@ def main() -> None:
                                                             if "expected_accuracy" in r else {})
                     for r in report["systems"]],
         "best_single": best_name, "goals": goals, "frontier": report["frontier"],
-        "training": {"steps": len(log), "train_s": None if args.adapter else round(train_s, 1),
-                     # what the steps themselves took (generation, rollouts, update), from the log:
-                     # there also for an --adapter trained earlier, or stopped before its --steps
-                     "step_s_total": round(sum(r.get("generate_s", 0.0) + r.get("rollout_s", 0.0)
-                                               + r.get("update_s", 0.0) for r in log), 1),
-                     "group": args.group, "batch": args.batch,
-                     "lr": args.lr, "lora_r": args.lora_r, "lora_targets": "all", "prompt": "compact",
-                     "subtask_chars": args.subtask_chars, "shuffle_pool": args.shuffle_pool, "temperature": args.temperature,
-                     "reward_first5": _mean([r["reward_mean"] for r in log[:5]]),
-                     "reward_last5": _mean([r["reward_mean"] for r in log[-5:]]),
-                     "rollout_cost_usd": round(sum(r.get("cost_usd", 0.0) for r in log), 6),
-                     "reward_curve": [round(r["reward_mean"], 4) for r in log]},
+        "training": {"method": args.method, "steps": len(log), "train_s": None if args.adapter else round(train_s, 1),
+                     # what the steps themselves took, from the log: there also for an --adapter trained
+                     # earlier, or stopped before its --steps
+                     "step_s_total": _step_seconds(log),
+                     "batch": args.batch, "lr": args.lr, "lora_r": args.lora_r, "lora_targets": "all",
+                     "subtask_chars": args.subtask_chars}
+        | ({"group": args.group, "prompt": "compact", "shuffle_pool": args.shuffle_pool,
+            "temperature": args.temperature,
+            "reward_first5": _mean([r["reward_mean"] for r in log[:5]]),
+            "reward_last5": _mean([r["reward_mean"] for r in log[-5:]]),
+            "rollout_cost_usd": round(sum(r.get("cost_usd", 0.0) for r in log), 6),
+            "reward_curve": [round(r["reward_mean"], 4) for r in log]} if args.method == "grpo" else
+           {"plan_steps": 1, "train_bench": train_bench,
+            "pairs": _count_lines(adapter / "pairs.jsonl"),
+            "loss_first5": _mean([r["loss"] for r in log[:5]]), "loss_last5": _mean([r["loss"] for r in log[-5:]]),
+            "loss_curve": [round(r["loss"], 4) for r in log]}),
         "bench_s": round(bench_s, 1), "bench_id": report["bench_id"],
         "machine": f"{platform.machine()}, {os.cpu_count()} cores", "when": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
@@ -117,12 +144,25 @@ def main() -> None:
               f"  cost/q ${row['cost_per_question']:.6f}")
     print("  goals: " + ", ".join(f"{k}={'yes' if v else 'NO'}" for k, v in goals.items()))
     if not args.no_save:
-        (HERE / "learning.json").write_text(json.dumps(figures, indent=2) + "\n")
+        (HERE / f"{args.name}.json").write_text(json.dumps(figures, indent=2) + "\n")
         frontier = home / "data" / "bench" / report["bench_id"] / "frontier.png"
         if frontier.exists():
-            shutil.copyfile(frontier, HERE / "learning.png")
-        print(f"saved {HERE / 'learning.json'}")
+            shutil.copyfile(frontier, HERE / f"{args.name}.png")
+        print(f"saved {HERE / (args.name + '.json')}")
     shutil.rmtree(work, ignore_errors=True)
+
+
+def _step_seconds(log: list[dict]) -> float | None:
+    """The steps' own seconds from the train log (GRPO's three stages, DPO's one), None where the
+    log holds none (a DPO log written before its steps were timed)."""
+    keys = ("generate_s", "rollout_s", "update_s", "seconds")
+    if not any(k in r for r in log for k in keys):
+        return None
+    return round(sum(r.get(k, 0.0) for r in log for k in keys), 1)
+
+
+def _count_lines(path: Path) -> int | None:
+    return sum(1 for line in path.read_text().splitlines() if line.strip()) if path.exists() else None
 
 
 def _mean(values: list[float]) -> float | None:

@@ -399,4 +399,6 @@ def test_stiva_train_from_votes_writes_an_adapter_for_the_pool(small_model, stiv
     assert marker["benches"] == [bench_id]
     pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
     assert pairs[0]["chosen"].startswith("\nmodel_id = [0]")  # sim:calc is the sim pool's first model
-    assert len((out / "train_log.jsonl").read_text().splitlines()) == 2
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in log] == [1, 2]
+    assert all(row["seconds"] > 0 for row in log), log  # each step's own time, for benchmarks/learning.py

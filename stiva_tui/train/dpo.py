@@ -81,7 +81,7 @@ class VoteStepReport:
 
     def log_line(self) -> dict[str, Any]:
         return {"step": self.step, "loss": self.loss, "accuracy": self.accuracy, "margin": self.margin,
-                "chosen_logp": self.chosen_logp, "rejected_logp": self.rejected_logp}
+                "chosen_logp": self.chosen_logp, "rejected_logp": self.rejected_logp, "seconds": self.seconds}
 
 
 @dataclass
