@@ -74,15 +74,11 @@ def main() -> None:
            "STIVA_MODEL_CACHE": str(paths.model_cache_dir())}
     adapter = Path(args.adapter).resolve() if args.adapter else work / "adapter"
     started = time.monotonic()
-    train_bench = None
-    if args.adapter and args.method == "graded-dpo":  # the bench it learned from, as its marker names it
-        marker = json.loads((adapter / "stiva_adapter.json").read_text())
-        train_bench = {"bench_id": (marker.get("benches") or [None])[0]}
+    graded_accuracy = None  # the train split's grades, when this run made them
     if not args.adapter and args.method == "graded-dpo":
         graded = json.loads(run(["bench", "skills", "--pool", "sim", "--split", "train", "--systems", "direct:*",
                                  "--concurrency", "4", "--json"], env, "graded bench of the train split").stdout)
-        train_bench = {"bench_id": graded["bench_id"], "items": graded["systems"][0]["n"],
-                       "accuracy": {r["system"]: r["accuracy"] for r in graded["systems"]}}
+        graded_accuracy = {r["system"]: r["accuracy"] for r in graded["systems"]}
         run(["train", "--from-votes", "--pool", "sim", "--bench", graded["bench_id"], "--base", "embedded",
              "--out", str(adapter), "--steps", str(args.steps), "--batch", str(args.batch), "--lr", str(args.lr),
              "--lora-r", str(args.lora_r), "--lora-targets", "all", "--plan-steps", "1",
@@ -97,6 +93,7 @@ def main() -> None:
             env, "training")
     train_s = time.monotonic() - started
     log = [json.loads(line) for line in (adapter / "train_log.jsonl").read_text().splitlines() if line.strip()]
+    marker = json.loads((adapter / "stiva_adapter.json").read_text())  # what the trainer wrote of the run
     started = time.monotonic()
     bench = run(["bench", "skills", "--pool", "sim", "--split", "heldout", "--concurrency", "4", "--json",
                  "--systems", f"conductor,adapter:{adapter},moa,self-moa,direct:*,oracle,random"], env, "bench")
@@ -132,8 +129,9 @@ def main() -> None:
             "reward_last5": _mean([r["reward_mean"] for r in log[-5:]]),
             "rollout_cost_usd": round(sum(r.get("cost_usd", 0.0) for r in log), 6),
             "reward_curve": [round(r["reward_mean"], 4) for r in log]} if args.method == "grpo" else
-           {"plan_steps": 1, "train_bench": train_bench,
-            "pairs": _count_lines(adapter / "pairs.jsonl"),
+           {"plan_steps": 1, "train_bench": {"bench_id": (marker.get("benches") or [None])[0],
+                                              "accuracy": graded_accuracy},
+            "pairs": marker.get("pairs"),
             "loss_first5": _mean([r["loss"] for r in log[:5]]), "loss_last5": _mean([r["loss"] for r in log[-5:]]),
             "loss_curve": [round(r["loss"], 4) for r in log]}),
         "bench_s": round(bench_s, 1), "bench_id": report["bench_id"],
@@ -159,10 +157,6 @@ def _step_seconds(log: list[dict]) -> float | None:
     if not any(k in r for r in log for k in keys):
         return None
     return round(sum(r.get(k, 0.0) for r in log for k in keys), 1)
-
-
-def _count_lines(path: Path) -> int | None:
-    return sum(1 for line in path.read_text().splitlines() if line.strip()) if path.exists() else None
 
 
 def _mean(values: list[float]) -> float | None:
