@@ -421,3 +421,37 @@ def test_batched_plans_of_different_prompts_match_one_by_one(embedded_loaded):
     # sampled: every row still parses under its own pool's grammar
     for request, plan in zip(requests, conductor.sample_each_sync(requests, loaded, temperature=1.0)):
         assert plan.workflow is not None and all(s.model < len(request.workers) for s in plan.workflow.steps)
+
+
+def test_an_adapter_plans_under_the_step_limit_it_was_trained_under(tmp_path):
+    """`stiva train --plan-steps 1` writes the limit beside the adapter; the conductor that loads
+    the adapter plans under it (the same prompt and grammar as in training), not under the
+    config's larger max_steps, and keeps its own smaller cap where that is smaller."""
+    from stiva_tui.conductor.embedded import EmbeddedConductor
+    from stiva_tui.conductor.local import HFConductor
+    from stiva_tui.inference.checkpoints import ModelSpec
+
+    hard = ("Write a Python function that merges two sorted lists, then explain its running time in detail\n"
+            "and review it for bugs and edge cases.")  # not a simple question: the embedded cap of two applies
+    request = PlanRequest(hard, WORKERS[:3], max_steps=5)
+    trained = tmp_path / "one-step"
+    trained.mkdir()
+    (trained / "stiva_adapter.json").write_text(json.dumps({"base": "embedded", "prompt_style": "compact",
+                                                            "max_steps_per_plan": 1}))
+    wide = tmp_path / "three-steps"
+    wide.mkdir()
+    (wide / "stiva_adapter.json").write_text(json.dumps({"base": "embedded", "max_steps_per_plan": 3}))
+    unmarked = tmp_path / "no-limit"
+    unmarked.mkdir()
+    (unmarked / "stiva_adapter.json").write_text(json.dumps({"base": "embedded", "max_steps_per_plan": True}))
+
+    local = HFConductor(ModelSpec(source="some/model", adapter=str(trained)))
+    assert local.step_limit(request) == 1 and local.limited(request).max_steps == 1
+    assert local.prompt_style == "compact"
+    assert HFConductor(ModelSpec(source="some/model", adapter=str(wide))).step_limit(request) == 3
+    assert HFConductor(ModelSpec(source="some/model", adapter=str(unmarked))).step_limit(request) == 5
+    assert HFConductor(ModelSpec(source="some/model")).step_limit(request) == 5
+    # the embedded conductor's own cap of two stays the smaller one
+    assert EmbeddedConductor(adapter=str(trained)).step_limit(request) == 1
+    assert EmbeddedConductor(adapter=str(wide)).step_limit(request) == 2
+    assert EmbeddedConductor.max_steps_cap == 2  # an instance's trained limit never changes the class's

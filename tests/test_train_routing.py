@@ -87,10 +87,11 @@ def test_the_conductor_learns_to_send_each_domain_to_its_model(small_model, tmp_
         # the compact prompt (~60 tokens, not ~1,300), LoRA on every linear layer, short subtasks
         options = TrainOptions(base=str(small_model), out=out, steps=40, group=4, batch=4, lr=5e-3, device="cpu",
                                seed=0, save_every=100, lora_r=8, lora_targets="all", prompt_style="compact",
-                               max_subtask_chars=4)
+                               max_subtask_chars=4, max_steps_per_plan=1)
         summary = train(config, train_suite, options)
         assert summary.steps == 40
-        assert json.loads((out / "stiva_adapter.json").read_text())["prompt_style"] == "compact"
+        marker = json.loads((out / "stiva_adapter.json").read_text())
+        assert (marker["prompt_style"], marker["max_steps_per_plan"]) == ("compact", 1)
         after = routed_right(small_model, str(out), held, workers)  # the adapter brings its prompt style
     assert before < 0.6, before
     assert after >= 0.8, (before, after)

@@ -387,7 +387,7 @@ def test_stiva_train_from_votes_writes_an_adapter_for_the_pool(small_model, stiv
     out = stiva_home / "taste"
     result = stiva("--pool", "sim", "train", "--from-votes", "--bench", bench_id, "--base", str(small_model),
                    "--out", str(out), "--steps", "2", "--batch", "2", "--lora-r", "2", "--subtask-chars", "4",
-                   "--json", home=stiva_home, timeout=600)
+                   "--plan-steps", "1", "--json", home=stiva_home, timeout=600)
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     graded = summary["graded_pairs"]
@@ -397,6 +397,7 @@ def test_stiva_train_from_votes_writes_an_adapter_for_the_pool(small_model, stiv
     marker = json.loads((out / "stiva_adapter.json").read_text())
     assert (marker["suite"], marker["prompt_style"], marker["pairs"]) == ("votes", "compact", 6 + graded)
     assert marker["benches"] == [bench_id]
+    assert marker["max_steps_per_plan"] == 1  # the adapter plans under it (test_local_conductor)
     pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
     assert pairs[0]["chosen"].startswith("\nmodel_id = [0]")  # sim:calc is the sim pool's first model
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]

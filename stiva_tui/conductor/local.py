@@ -229,10 +229,12 @@ class HFConductor:
         self.model = model_label or spec.label or spec.source
         self.adapter = spec.adapter
         self.max_reasoning_tokens = max_reasoning_tokens
-        # an adapter plans under the prompt and subtask bound it was trained under (`stiva train
-        # --prompt compact --subtask-chars N`)
-        trained_style, trained_chars = adapter_plan_format(spec.adapter)
+        # an adapter plans under the prompt, subtask bound and step limit it was trained under
+        # (`stiva train --prompt compact --subtask-chars N --plan-steps K`): the same prompt text
+        trained_style, trained_chars, trained_steps = adapter_plan_format(spec.adapter)
         self.max_subtask_chars = min(max_subtask_chars, trained_chars or max_subtask_chars)
+        if trained_steps is not None:
+            self.max_steps_cap = min(self.max_steps_cap or trained_steps, trained_steps)
         self.temperature = temperature
         self.grammar = grammar
         self.prompt_style = trained_style or prompt_style

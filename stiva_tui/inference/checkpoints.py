@@ -322,14 +322,19 @@ def adapter_base(adapter: str | None) -> str | None:
     return base if isinstance(base, str) and base else None
 
 
-def adapter_plan_format(adapter: str | None) -> tuple[str | None, int | None]:
-    """(prompt style, subtask bound) `stiva train` trained `adapter` under, recorded beside it: a
-    trained adapter plans as it learnt to. (None, None) for what was not recorded."""
+def adapter_plan_format(adapter: str | None) -> tuple[str | None, int | None, int | None]:
+    """(prompt style, subtask bound, plan step limit) `stiva train` trained `adapter` under,
+    recorded beside it: a trained adapter plans as it learnt to. None for what was not recorded."""
     trained = _adapter_marker(Path(adapter).expanduser()) if adapter else None
     style = trained.get("prompt_style") if trained else None
     chars = trained.get("max_subtask_chars") if trained else None
+    steps = trained.get("max_steps_per_plan") if trained else None
     return (style if style in ("chat", "plain", "base", "compact") else None,
-            chars if isinstance(chars, int) and not isinstance(chars, bool) and chars >= 1 else None)
+            chars if _positive_int(chars) else None, steps if _positive_int(steps) else None)
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def base_identity(source: str) -> str:

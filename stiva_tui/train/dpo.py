@@ -280,6 +280,7 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
         "trained_on": "votes", "pairs": len(rows), "prompt_style": style,
         **({"benches": list(options.benches)} if options.benches else {}),
         **({"max_subtask_chars": conductor.max_subtask_chars} if options.max_subtask_chars else {}),
+        **({"max_steps_per_plan": options.max_steps_per_plan} if options.max_steps_per_plan else {}),
     }, indent=2) + "\n")
     logged = _read_log(log_path)
     return VoteTrainSummary(

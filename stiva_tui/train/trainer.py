@@ -386,6 +386,7 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
             "suite": suite.name, "steps": int(trainer.state.global_step),
             **({"prompt_style": options.prompt_style} if options.prompt_style else {}),
             **({"max_subtask_chars": conductor.max_subtask_chars} if options.max_subtask_chars else {}),
+            **({"max_steps_per_plan": options.max_steps_per_plan} if options.max_steps_per_plan else {}),
             **({"preferences": [str(p) for p in preferences]} if preferences else {}),
         }, indent=2) + "\n")
         logged = _read_log(log_path)
