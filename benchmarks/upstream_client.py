@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import multiprocessing
 import platform
@@ -35,6 +36,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
+
+from serve import free_port  # noqa: E402 - beside this file
 
 TEXT = "The answer is forty-two, as the draft said, checked twice."
 MESSAGES = [{"role": "user", "content": "What is six times seven?"}]
@@ -119,18 +122,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
 
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Event()
     upstream = ctx.Process(target=run_upstream, args=(port, ready), daemon=True)
     upstream.start()
     ready.wait(30)
     base = f"http://127.0.0.1:{port}"
-    names = [n for n in CLIENTS if n != "aiohttp" or _has("aiohttp")]
+    names = [n for n in CLIENTS if n != "aiohttp" or importlib.util.find_spec("aiohttp") is not None]
     rounds: dict[str, list[dict]] = {n: [] for n in names}
     try:
         for _ in range(args.rounds):  # interleaved, so a busy moment of the machine hits all alike
@@ -156,12 +155,6 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d %H:%M:%S"), "results": results,
     }
     (HERE / "upstream_client.json").write_text(json.dumps(out, indent=1) + "\n")
-
-
-def _has(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
 
 
 if __name__ == "__main__":
