@@ -110,7 +110,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="stiva-prefs-"))
     home = work / "home"
     home.mkdir()
-    (home / "config.toml").write_text("[sim]\nlatency_scale = 1.0\n")  # latency is a figure here: keep the profiles'
+    (home / "config").mkdir()
+    (home / "config" / "config.toml").write_text("[sim]\nlatency_scale = 1.0\n")  # latency is a figure here: keep the profiles'
     from stiva_tui import paths
 
     env = {**os.environ, "STIVA_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",

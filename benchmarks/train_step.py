@@ -45,7 +45,8 @@ def one_run(name: str, extra_env: dict, args, work: Path) -> dict:
 
     home = work / f"home-{name}"
     home.mkdir()
-    (home / "config.toml").write_text("[sim]\nlatency_scale = 0.0\n")
+    (home / "config").mkdir()
+    (home / "config" / "config.toml").write_text("[sim]\nlatency_scale = 0.0\n")
     out = work / f"out-{name}"
     env = {**os.environ, "STIVA_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "STIVA_MODEL_CACHE": str(paths.model_cache_dir()), "PYTHONPATH": str(ROOT), **extra_env}

@@ -143,8 +143,8 @@ def _bench(home: Path, *args: str) -> tuple[int, dict, str]:
 
 def test_bench_on_the_simulated_pool_with_every_baseline(tmp_path):
     home = tmp_path / "home"
-    home.mkdir()
-    (home / "config.toml").write_text("[sim]\nlatency_scale = 0.0\n")
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "config.toml").write_text("[sim]\nlatency_scale = 0.0\n")  # where STIVA_HOME's config is
     code, report, err = _bench(home, "--split", "heldout", "--limit", "24", "--concurrency", "8",
                                "--systems", "direct:*,self-moa,oracle,random")
     assert code == 0, err
@@ -165,6 +165,8 @@ def test_bench_on_the_simulated_pool_with_every_baseline(tmp_path):
     code, again, err = _bench(home, "--split", "heldout", "--limit", "24", "--concurrency", "8",
                               "--systems", "direct:*,self-moa,oracle,random", "--fresh")
     assert code == 0, err
+    # the same bench, although its server listens on another port: a sim bench can resume and --fresh redoes it
+    assert again["bench_id"] == report["bench_id"]
     assert [(i["id"], i["system"], i["correct"], i["answer"]) for i in again["items"]] == \
         [(i["id"], i["system"], i["correct"], i["answer"]) for i in report["items"]]
     folder = home / "data" / "bench" / report["bench_id"]

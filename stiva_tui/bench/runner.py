@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from ..config import REPLAY_PROVIDER, SIM_PROVIDER
 from ..core.usage import Usage
 from ..pool.types import TextDelta, UsageReport
 from ..runtime.sessions import Ask, AskError
@@ -62,12 +63,19 @@ class BenchBusy(BenchError):
 
 # Config fields that change nothing about the answers: left out of the bench's key.
 _NOT_MEASURED = {"theme", "keymap", "serve", "discovery", "sandbox"}
+# Providers stiva serves itself on a free port (the simulated and replayed pools): their address
+# changes with every process, so it is left out of the key, or a bench of them could never resume.
+_OWN_SERVERS = {SIM_PROVIDER, REPLAY_PROVIDER}
 
 
 def bench_key(suite: Suite, systems: Sequence[System], config, pool_ids: Sequence[str]) -> tuple[str, str]:
     """(bench id, config hash): what the bench measures, fingerprinted. The same suite content,
     systems and config (and the same available models) give the same id."""
-    config_json = json.dumps(config.model_dump(mode="json", exclude=_NOT_MEASURED), sort_keys=True)
+    dump = config.model_dump(mode="json", exclude=_NOT_MEASURED)
+    for provider in dump.get("providers") or []:
+        if provider.get("name") in _OWN_SERVERS:  # the port of this process's own server: not what is measured
+            provider.pop("base_url", None)
+    config_json = json.dumps(dump, sort_keys=True)
     config_hash = hashlib.sha256((config_json + "\n" + ",".join(pool_ids)).encode()).hexdigest()[:16]
     key = "\n".join([suite.content_hash, ",".join(s.name for s in systems), config_hash])
     return hashlib.sha256(key.encode()).hexdigest()[:12], config_hash
