@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/learning.py                   # train, then bench everything held out
     .venv/bin/python benchmarks/learning.py --steps 80 --lr 3e-4 --shuffle-pool
     .venv/bin/python benchmarks/learning.py --method graded-dpo --steps 16 --batch 8 --lr 5e-4
+    .venv/bin/python benchmarks/learning.py --method graded-dpo --graded-seeds 8 --bench-pairs best
 
 Everything on the SIMULATED POOL (stiva_tui/sim: five sim: models whose strengths are set by their
 profiles) and the built-in `skills` suite, through the real commands in a fresh STIVA_HOME (the
@@ -13,7 +14,10 @@ embedded model's converted weights are shared with the usual cache, not converte
    Or, with `--method graded-dpo`, the way routers are trained from labelled outcomes (RouteLLM):
    `stiva bench skills --pool sim --split train --systems direct:*` grades every single model on
    the train split, and `stiva train --from-votes --bench ID` learns its pairs with DPO (right
-   over wrong, the cheaper right over the dearer): no sampling, no rollouts;
+   over wrong, the cheaper right over the dearer): no sampling, no rollouts. `--graded-seeds K`
+   grades the train split K times, under sim seeds 0..K-1 (K samples of every model per question,
+   as a real pool graded K times at a temperature), and the pairs follow each item's mean grade;
+   `--bench-pairs best` keeps only each question's best model over the others;
 2. `stiva bench skills --pool sim --split heldout --systems conductor,adapter:DIR,moa,self-moa,
    direct:*,oracle,random`: the prompted conductor, the trained adapter, both MoAs, every single
    model and the routing bounds, on the 80 held-out questions.
@@ -57,6 +61,11 @@ def main() -> None:
                         help="train with the pool listed in a new order for each question, so the adapter must "
                              "read the listing, not learn positions (off: the bench lists the pool in the config's "
                              "order, as training did)")
+    parser.add_argument("--graded-seeds", type=int, default=1, metavar="K",
+                        help="graded-dpo: grade the train split under sim seeds 0..K-1 and pool the benches "
+                             "(pairs by mean grade; default 1: one sample per model)")
+    parser.add_argument("--bench-pairs", choices=["all", "best"], default="all",
+                        help="graded-dpo: every pair of the rule, or only each question's best model over the rest")
     parser.add_argument("--no-save", action="store_true")
     parser.add_argument("--name", default="learning", help="save benchmarks/NAME.json and NAME.png (default learning)")
     parser.add_argument("--adapter", metavar="DIR", help="bench this adapter (and its train_log.jsonl) instead of "
@@ -66,7 +75,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="stiva-learning-"))
     home = work / "home"
     home.mkdir()
-    (home / "config.toml").write_text("[sim]\nlatency_scale = 0.0\n")
+    config = home / "config" / "config.toml"  # STIVA_HOME's config (paths.config_file)
+    config.parent.mkdir()
+    config.write_text("[sim]\nlatency_scale = 0.0\n")
     from stiva_tui import paths
 
     env = {**os.environ, "STIVA_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -76,10 +87,17 @@ def main() -> None:
     started = time.monotonic()
     graded_accuracy = None  # the train split's grades, when this run made them
     if not args.adapter and args.method == "graded-dpo":
-        graded = json.loads(run(["bench", "skills", "--pool", "sim", "--split", "train", "--systems", "direct:*",
-                                 "--concurrency", "4", "--json"], env, "graded bench of the train split").stdout)
-        graded_accuracy = {r["system"]: r["accuracy"] for r in graded["systems"]}
-        run(["train", "--from-votes", "--pool", "sim", "--bench", graded["bench_id"], "--base", "embedded",
+        benches = []
+        for seed in range(args.graded_seeds):  # the held-out bench below runs under seed 0, as before
+            config.write_text(f"[sim]\nseed = {seed}\nlatency_scale = 0.0\n")
+            benches.append(json.loads(run(["bench", "skills", "--pool", "sim", "--split", "train", "--systems",
+                                           "direct:*", "--concurrency", "4", "--json"], env,
+                                          f"graded bench of the train split (sim seed {seed})").stdout))
+        config.write_text("[sim]\nlatency_scale = 0.0\n")
+        graded_accuracy = {r["system"]: _mean([r2["accuracy"] for b in benches for r2 in b["systems"]
+                                                if r2["system"] == r["system"]]) for r in benches[0]["systems"]}
+        run(["train", "--from-votes", "--pool", "sim", *[a for b in benches for a in ("--bench", b["bench_id"])],
+             "--bench-pairs", args.bench_pairs, "--base", "embedded",
              "--out", str(adapter), "--steps", str(args.steps), "--batch", str(args.batch), "--lr", str(args.lr),
              "--lora-r", str(args.lora_r), "--lora-targets", "all", "--plan-steps", "1",
              "--subtask-chars", str(args.subtask_chars), "--seed", str(args.seed), "--save-every", str(args.steps),
@@ -129,8 +147,10 @@ def main() -> None:
             "reward_last5": _mean([r["reward_mean"] for r in log[-5:]]),
             "rollout_cost_usd": round(sum(r.get("cost_usd", 0.0) for r in log), 6),
             "reward_curve": [round(r["reward_mean"], 4) for r in log]} if args.method == "grpo" else
-           {"plan_steps": 1, "train_bench": {"bench_id": (marker.get("benches") or [None])[0],
-                                              "accuracy": graded_accuracy},
+           {"plan_steps": marker.get("max_steps_per_plan"),
+            "train_benches": {"bench_ids": marker.get("benches"), "sim_seeds": len(marker.get("benches") or []),
+                              "pairs_rule": marker.get("bench_pairs", "all"),
+                              "accuracy": graded_accuracy},  # mean over the seeds
             "pairs": marker.get("pairs"),
             "loss_first5": _mean([r["loss"] for r in log[:5]]), "loss_last5": _mean([r["loss"] for r in log[-5:]]),
             "loss_curve": [round(r["loss"], 4) for r in log]}),

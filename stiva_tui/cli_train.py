@@ -36,7 +36,12 @@ def add_parser(sub, common) -> None:
                             "others'; see stiva votes)")
     train.add_argument("--bench", action="append", default=[], metavar="ID",
                        help="with --from-votes: add a graded bench's items as pairs too (right over wrong, the "
-                            "cheaper right over the dearer), so votes and a graded suite train one adapter; repeatable")
+                            "cheaper right over the dearer), so votes and a graded suite train one adapter; "
+                            "repeatable: benches of one suite graded again (another sim seed, a temperature) are "
+                            "pooled by item and compared by mean grade")
+    train.add_argument("--bench-pairs", choices=["all", "best"], default="all",
+                       help="with --bench: every pair the rule gives (default), or only each item's best system "
+                            "over every other: one consistent pick per question")
     train.add_argument("--beta", type=float, help="with --from-votes: DPO's beta, how far the adapter may move "
                                                   "from its base (default 0.1)")
     train.add_argument("--split", metavar="NAME", help="only the items whose meta.split is NAME (skills: train)")
@@ -89,6 +94,8 @@ def train_command(args: argparse.Namespace, config) -> int:
 
     if args.save_every < 1:
         return fail("--save-every must be at least 1", EXIT_USAGE)
+    if args.bench_pairs != "all" and not args.bench:
+        return fail("--bench-pairs says which pairs the graded benches give: add --bench ID", EXIT_USAGE)
     if args.bench and not args.from_votes:
         return fail("--bench adds a graded bench's pairs to --from-votes (DPO); to train on a suite, name it: "
                     "stiva train SUITE ...", EXIT_USAGE)

@@ -125,7 +125,7 @@ def train_from_votes_command(args: argparse.Namespace, config) -> int:
         lr=args.lr, beta=args.beta if args.beta is not None else 0.1, resume=args.resume, seed=args.seed,
         lora_r=args.lora_r, lora_targets=args.lora_targets, prompt_style=args.prompt_style,
         max_steps_per_plan=args.plan_steps, max_subtask_chars=args.subtask_chars, save_every=args.save_every,
-        benches=tuple(args.bench))
+        benches=tuple(args.bench), bench_pairs=args.bench_pairs)
     previous = signal.signal(signal.SIGINT, on_signal)
     try:
         summary = train_from_votes(config, options, on_step=on_step, progress=stage,

@@ -251,6 +251,58 @@ def test_a_graded_bench_gives_pairs_right_over_wrong_and_the_cheaper_right_over_
     assert first.chosen.subtasks == ("Add the two numbers.",) and first.rejected.models == ("wrong",)
 
 
+def test_benches_of_one_suite_graded_again_are_pooled_by_mean_grade(tmp_path, stiva_home):
+    """Three benches of the same items under three sim seeds: one sample each disagrees (a pair and
+    its reverse), the pooled pairs follow the mean grade (then the mean cost) and never contradict,
+    and `best_only` keeps each item's best system over the others."""
+    systems = ["direct:sim:calc", "direct:sim:quiz", "direct:sim:generalist"]
+    ids = []
+    for seed in (0, 1, 2):
+        config = tmp_path / f"seed{seed}.toml"
+        config.write_text(f"[sim]\nseed = {seed}\nlatency_scale = 0.0\n")
+        done = stiva("--pool", "sim", "--config", str(config), "bench", "skills", "--split", "train", "--limit", "16",
+                     "--systems", ",".join(systems), "--json", home=stiva_home)
+        assert done.returncode == 0, done.stderr
+        ids.append(json.loads(done.stdout)["bench_id"])
+    assert len(set(ids)) == 3  # the seed is part of what a bench measures
+    with Store.open() as store:
+        records = [r for b in ids for r in store.bench_items(b)]
+        pooled, left = V.graded_pairs(store, *ids)
+        best, _ = V.graded_pairs(store, *ids, best_only=True)
+        singles = {key for b in ids for key in map(_pair_key, V.graded_pairs(store, b)[0])}
+    assert left == []
+    grades: dict[tuple[str, str], list[bool]] = {}
+    costs: dict[tuple[str, str], list[float]] = {}
+    for r in records:
+        grades.setdefault((r.item_id, r.system), []).append(r.correct)
+        costs.setdefault((r.item_id, r.system), []).append(r.cost_usd)
+    assert {len(g) for g in grades.values()} == {3}
+    grade = {k: sum(g) / 3 for k, g in grades.items()}
+    cost = {k: sum(c) / 3 for k, c in costs.items()}
+    items = {item for item, _ in grades}
+
+    def over(i, a, b):
+        return grade[i, a] > grade[i, b] or (grade[i, a] == grade[i, b] > 0 and cost[i, a] < cost[i, b])
+
+    expected = {(i, a, b) for i in items for a in systems for b in systems if over(i, a, b)}
+    assert any((i, b, a) in singles for i, a, b in singles), "the seeds never disagree: the test shows nothing"
+    got = [_pair_key(p) for p in pooled]
+    assert sorted(got) == sorted(expected)
+    assert not any((i, b, a) in expected for i, a, b in expected)
+    tops = {(i, a, b) for i, a, b in expected if not any((i, c, a) in expected for c in systems)}
+    assert sorted(map(_pair_key, best)) == sorted(tops) and 0 < len(tops) < len(expected)
+    # each question names one best system at most (two equal at the top give no pair between them)
+    for i in items:
+        assert len({a for j, a, _ in tops if j == i}) <= 1
+    first = best[0]
+    assert first.chosen.models == (first.chosen_system.removeprefix("direct:"),)
+    assert first.session_id.startswith(f"bench:{'+'.join(ids)}:")
+
+
+def _pair_key(pair) -> tuple[str, str, str]:
+    return pair.session_id.rsplit(":", 1)[1], pair.chosen_system, pair.rejected_system
+
+
 def test_train_from_votes_says_what_is_missing(stiva_home):
     result = stiva("train", "--from-votes", "--base", "embedded", "--out", str(stiva_home / "a"), home=stiva_home)
     assert result.returncode == 2
@@ -259,6 +311,8 @@ def test_train_from_votes_says_what_is_missing(stiva_home):
     assert mixed.returncode == 2 and "--bench ID" in mixed.stderr
     lone = stiva("train", "skills", "--bench", "abcd", "--base", "embedded", "--out", "x", home=stiva_home)
     assert lone.returncode == 2 and "--bench adds a graded bench" in lone.stderr
+    pick = stiva("train", "--from-votes", "--bench-pairs", "best", "--base", "embedded", "--out", "x", home=stiva_home)
+    assert pick.returncode == 2 and "--bench-pairs says which pairs" in pick.stderr, pick.stderr
     unknown = stiva("train", "--from-votes", "--bench", "abcdef", "--base", "embedded", "--out", "x", home=stiva_home)
     assert unknown.returncode == 2 and "--bench abcdef: no bench abcdef" in unknown.stderr, unknown.stderr
     none = stiva("train", "--base", "embedded", "--out", "x", home=stiva_home)
@@ -386,8 +440,8 @@ def test_stiva_train_from_votes_writes_an_adapter_for_the_pool(small_model, stiv
     bench_id = json.loads(bench.stdout)["bench_id"]
     out = stiva_home / "taste"
     result = stiva("--pool", "sim", "train", "--from-votes", "--bench", bench_id, "--base", str(small_model),
-                   "--out", str(out), "--steps", "2", "--batch", "2", "--lora-r", "2", "--subtask-chars", "4",
-                   "--plan-steps", "1", "--json", home=stiva_home, timeout=600)
+                   "--bench-pairs", "best", "--out", str(out), "--steps", "2", "--batch", "2", "--lora-r", "2",
+                   "--subtask-chars", "4", "--plan-steps", "1", "--json", home=stiva_home, timeout=600)
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     graded = summary["graded_pairs"]
@@ -396,7 +450,7 @@ def test_stiva_train_from_votes_writes_an_adapter_for_the_pool(small_model, stiv
     assert summary["skipped"] == {V.NOT_IN_POOL: 1}
     marker = json.loads((out / "stiva_adapter.json").read_text())
     assert (marker["suite"], marker["prompt_style"], marker["pairs"]) == ("votes", "compact", 6 + graded)
-    assert marker["benches"] == [bench_id]
+    assert marker["benches"] == [bench_id] and marker["bench_pairs"] == "best"
     assert marker["max_steps_per_plan"] == 1  # the adapter plans under it (test_local_conductor)
     pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
     assert pairs[0]["chosen"].startswith("\nmodel_id = [0]")  # sim:calc is the sim pool's first model

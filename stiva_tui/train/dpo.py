@@ -64,6 +64,7 @@ class VoteTrainOptions:
     history: Path | None = None  # the history database (default: the app's)
     # Graded benches whose items join the votes as pairs (votes.graded_pairs): ids or prefixes
     benches: tuple[str, ...] = ()
+    bench_pairs: str = "all"  # "best": only each item's best system over the others (votes.graded_pairs)
 
 
 @dataclass
@@ -129,20 +130,22 @@ def _pool_workers(config) -> list[Any]:
         engine.close()
 
 
-def _read_history(path: Path | None, benches: Sequence[str] = ()) -> VoteHarvest:
-    """The votes' pairs, and each graded bench's (`--bench`)."""
+def _read_history(path: Path | None, benches: Sequence[str] = (), best_only: bool = False) -> VoteHarvest:
+    """The votes' pairs, and the graded benches' (`--bench`, pooled; `--bench-pairs best`: `best_only`)."""
     from ..store import NotFoundError, Store, StoreError
     from .votes import graded_pairs
 
     try:
         with Store.open(path, reads_only=True) as store:
             harvest = read_votes(store)
+            ids = []
             for text in benches:
                 try:
-                    bench_id = store.resolve_bench(text)
+                    ids.append(store.resolve_bench(text))
                 except NotFoundError as exc:
                     raise TrainError(f"--bench {text}: {exc}") from None
-                pairs, left = graded_pairs(store, bench_id)
+            if ids:  # pooled: one suite graded several times is compared by mean grade
+                pairs, left = graded_pairs(store, *dict.fromkeys(ids), best_only=best_only)
                 harvest.pairs += pairs
                 harvest.left_out += left
                 harvest.graded += len(pairs)
@@ -160,7 +163,8 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
         raise TrainError("--steps and --batch must be at least 1, and --beta above 0")
     if options.lora_targets not in LORA_TARGET_SETS or options.lora_r < 1:
         raise TrainError(f"--lora-targets must be {' or '.join(LORA_TARGET_SETS)}, and --lora-r at least 1")
-    harvest = harvest if harvest is not None else _read_history(options.history, options.benches)
+    best_only = options.bench_pairs == "best"
+    harvest = harvest if harvest is not None else _read_history(options.history, options.benches, best_only)
     if not harvest.pairs:
         raise TrainError(f"the history holds no usable preference pairs ({harvest.voted} votes"
                          f"{', and the benches give none' if options.benches else ''}): vote in compare mode (the "
@@ -278,7 +282,7 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
         "base": options.base, "label": label, "identity": base_identity(folder),
         "fingerprint": base_fingerprint(model.config), "suite": "votes", "steps": steps,
         "trained_on": "votes", "pairs": len(rows), "prompt_style": style,
-        **({"benches": list(options.benches)} if options.benches else {}),
+        **({"benches": list(options.benches), "bench_pairs": options.bench_pairs} if options.benches else {}),
         **({"max_subtask_chars": conductor.max_subtask_chars} if options.max_subtask_chars else {}),
         **({"max_steps_per_plan": options.max_steps_per_plan} if options.max_steps_per_plan else {}),
     }, indent=2) + "\n")

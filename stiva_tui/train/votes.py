@@ -26,7 +26,10 @@ A graded bench gives pairs too (`graded_pairs`, `stiva train --from-votes --benc
 rule of a voter who knows the answers: on each item, every system that was right is preferred over
 every system that was wrong, and of two right ones the cheaper is preferred over the dearer; two
 wrong ones, or two right ones at the same cost, give none. So the user's own votes and a graded
-suite train one adapter in one run.
+suite train one adapter in one run. Several benches of one suite (graded again under other
+sampling: a simulated pool's other seeds, a real pool at a temperature) are pooled by item and
+compared by mean grade, which de-noises what one sample per model says; `best_only` keeps only
+each item's best system over the others.
 
 `pair_texts` then renders a pair for one training pool and step limit (a model outside the pool
 or a plan over the limit leaves it out there), in the exact text the plan grammar writes.
@@ -39,6 +42,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Iterable, Sequence
 
 from ..core.trace import Trace
@@ -250,15 +254,18 @@ def read_votes(store, limit: int = 100_000) -> VoteHarvest:
     return harvest
 
 
-def graded_pairs(store, bench_id: str) -> tuple[list[VotePair], list[LeftOut]]:
-    """The pairs a graded bench gives (see the module's docstring): right over wrong, then the
-    cheaper right over the dearer. `bench_id` is a whole id (`store.resolve_bench`)."""
-    by_item: dict[str, list] = {}
-    for record in store.bench_items(bench_id):
-        if record.status == "graded":
-            by_item.setdefault(record.item_id, []).append(record)
-    pairs: list[VotePair] = []
-    left: list[LeftOut] = []
+def graded_pairs(store, *bench_ids: str, best_only: bool = False) -> tuple[list[VotePair], list[LeftOut]]:
+    """The pairs graded benches give (see the module's docstring): right over wrong, then the
+    cheaper right over the dearer. Each of `bench_ids` is a whole id (`store.resolve_bench`).
+
+    Several benches of one suite (the same items graded again, under other sampling) are pooled:
+    an item's question, answered by one system with one plan, is one arm with a mean grade over
+    its samples and a mean cost, and `a` is preferred over `b` when its mean grade is higher, or
+    equal and above 0 at a lower cost. One sample each is the single bench's rule. With
+    `best_only`, only the item's best arms (none preferred over them) are chosen, each over every
+    arm below it: one consistent pick per question rather than every ordering of the others,
+    whose single samples are mostly noise."""
+    items: dict[tuple[str, str], dict[tuple[str, NamedPlan | str], _Arm]] = {}
     traces: dict[str, Trace | None] = {}
 
     def trace(record) -> Trace | None:
@@ -269,23 +276,61 @@ def graded_pairs(store, bench_id: str) -> tuple[list[VotePair], list[LeftOut]]:
                 traces[record.run_id] = None
         return traces.get(record.run_id or "")
 
-    for item_id, records in by_item.items():
-        source = f"bench:{bench_id}:{item_id}"
-        question = next((t.question for t in map(trace, records) if t is not None and t.question), "")
-        for a in records:
-            for b in records:
-                if not ((a.correct and not b.correct) or (a.correct and b.correct and a.cost_usd < b.cost_usd)):
+    for bench_id in bench_ids:
+        by_item: dict[str, list] = {}
+        for record in store.bench_items(bench_id):
+            if record.status == "graded":
+                by_item.setdefault(record.item_id, []).append(record)
+        for item_id, records in by_item.items():
+            question = next((t.question for t in map(trace, records) if t is not None and t.question), "")
+            arms = items.setdefault((item_id, question), {})
+            for record in records:
+                plan = system_plan(record.system, trace(record))
+                arm = arms.setdefault((record.system, plan), _Arm(record.system, plan))
+                arm.grades.append(bool(record.correct))
+                arm.costs.append(record.cost_usd)
+
+    source_ids = "+".join(bench_ids)
+    pairs: list[VotePair] = []
+    left: list[LeftOut] = []
+    for (item_id, question), by_arm in items.items():
+        source = f"bench:{source_ids}:{item_id}"
+        arms = list(by_arm.values())
+        tops = [a for a in arms if not any(b.preferred_over(a) for b in arms)] if best_only else arms
+        for a in tops:
+            for b in arms:
+                if not a.preferred_over(b):
                     continue
-                chosen, rejected = system_plan(a.system, trace(a)), system_plan(b.system, trace(b))
-                if isinstance(chosen, str) or isinstance(rejected, str):
-                    left.append(LeftOut(source, a.system, b.system, str(chosen if isinstance(chosen, str) else rejected)))
+                if isinstance(a.plan, str) or isinstance(b.plan, str):
+                    left.append(LeftOut(source, a.system, b.system, a.plan if isinstance(a.plan, str) else str(b.plan)))
                 elif not question:
                     left.append(LeftOut(source, a.system, b.system, NO_TRACE))
-                elif _same(chosen, rejected):
+                elif _same(a.plan, b.plan):
                     left.append(LeftOut(source, a.system, b.system, SAME_PLAN))
                 else:
-                    pairs.append(VotePair(source, question, a.system, b.system, chosen, rejected))
+                    pairs.append(VotePair(source, question, a.system, b.system, a.plan, b.plan))
     return pairs, left
+
+
+@dataclass
+class _Arm:
+    """One system's plan on one item of graded benches: its grades and costs, one per sample."""
+
+    system: str
+    plan: NamedPlan | str  # a reason string: no plan can be rebuilt
+    grades: list[bool] = field(default_factory=list)
+    costs: list[float] = field(default_factory=list)
+
+    @property
+    def grade(self) -> Fraction:
+        return Fraction(sum(self.grades), len(self.grades))
+
+    @property
+    def cost(self) -> float:
+        return sum(self.costs) / len(self.costs)
+
+    def preferred_over(self, other: "_Arm") -> bool:
+        return self.grade > other.grade or (self.grade == other.grade > 0 and self.cost < other.cost)
 
 
 def usable_pairs(store) -> int:
