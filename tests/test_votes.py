@@ -373,7 +373,7 @@ def picks_beta(model_dir, adapter, held, workers, prompt_style="auto") -> float:
     return beta / total
 
 
-def test_votes_for_b_over_the_conductor_teach_the_conductor_to_pick_b(small_model, tmp_path, stiva_home):
+def test_votes_for_b_over_the_conductor_teach_the_conductor_to_pick_b(small_model, tmp_path, stiva_home, monkeypatch):
     from stiva_tui.bench.suite import parse_suite
     from stiva_tui.bench.systems import parse_system
     from stiva_tui.conductor.base import WorkerInfo
@@ -406,6 +406,7 @@ def test_votes_for_b_over_the_conductor_teach_the_conductor_to_pick_b(small_mode
         before = picks_beta(small_model, None, held, workers, "compact")
         out = tmp_path / "adapter"
         steps = []
+        rows = watch_the_fused_head(monkeypatch)
         summary = train_from_votes(config, VoteTrainOptions(
             base=str(small_model), out=out, steps=20, batch=4, lr=5e-3, device="cpu", lora_r=8, lora_targets="all",
             prompt_style="compact", max_subtask_chars=4, save_every=100, history=history), on_step=steps.append)
@@ -421,6 +422,30 @@ def test_votes_for_b_over_the_conductor_teach_the_conductor_to_pick_b(small_mode
     after = picks_beta(small_model, str(out), held, workers)  # the adapter brings its prompt style
     assert before < 0.7, before
     assert after >= 0.8, (before, after)
+    # the LM head projected the plans' positions only (chosen and rejected, of 4 pairs), never the
+    # prompts': each pass (the policy's and the reference's) is at most 8 completions long
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(small_model)
+    pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
+    completion = max(len(tok(p[k], add_special_tokens=False)["input_ids"]) + 1 for p in pairs
+                     for k in ("chosen", "rejected"))
+    prompt = min(len(tok(f"Question: {p['question']}", add_special_tokens=False)["input_ids"]) for p in pairs)
+    assert rows and max(rows) <= 8 * completion < 8 * (prompt + completion), (rows[:4], completion, prompt)
+
+
+def watch_the_fused_head(monkeypatch) -> list[int]:
+    """The rows each pass of TRL's fused LM head projects, from TRL's own head on (an earlier
+    training in this process patched it)."""
+    import trl.trainer.utils as trl_utils
+
+    monkeypatch.setattr(trl_utils, "_use_triton", getattr(trl_utils._use_triton, "_original", trl_utils._use_triton))
+    monkeypatch.delenv("STIVA_TRAIN_ALL_POSITIONS", raising=False)
+    rows: list[int] = []
+    kernel = trl_utils._ChunkedLogProbFunction.apply
+    monkeypatch.setattr(trl_utils._ChunkedLogProbFunction, "apply",
+                        lambda hidden, *rest: (rows.append(hidden.shape[0]), kernel(hidden, *rest))[1])
+    return rows
 
 
 def test_stiva_train_from_votes_writes_an_adapter_for_the_pool(small_model, stiva_home):

@@ -203,9 +203,12 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
 
     from ..inference.checkpoints import LoadedModel
     from ..inference.generation import eos_token_ids
-    from .trainer import TrainOptions, _conductor_for, _load_for_training
+    from .trainer import TrainOptions, _conductor_for, _load_for_training, _score_valid_positions_only
 
     set_seed(options.seed)
+    # the pair's prompt is most of each sequence: project the plans' positions only through the
+    # 262k-wide head, as GRPO does (benchmarks/dpo_step.json)
+    _score_valid_positions_only()
     model, tokenizer, label, folder = _load_for_training(options.base, device, say)
     conductor = _conductor_for(options.base, config, TrainOptions(
         base=options.base, out=out, prompt_style=style, max_subtask_chars=chars), device)

@@ -1,0 +1,101 @@
+"""Seconds per `stiva train --from-votes` (DPO) step on the CPU, with and without scoring only the
+plans' positions through the LM head (run by hand; prints and saves dpo_step.json).
+
+    .venv/bin/python benchmarks/dpo_step.py                 # 4 steps of 8 pairs, before vs after
+    .venv/bin/python benchmarks/dpo_step.py --steps 6 --batch 8
+
+The embedded Gemma-3 270M learns graded pairs of the built-in `skills` suite on the SIMULATED
+POOL, with the options of `benchmarks/learning.py --method graded-dpo`: a bench of every single
+model on the train split (`direct:*`), then `stiva train --from-votes --bench ID --bench-pairs
+best --prompt compact --lora-targets all --lora-r 8 --plan-steps 1`, through the real command in a
+fresh STIVA_HOME (the embedded model's converted weights are shared with the usual cache). Each
+configuration runs in a process of its own, one after the other, so that their ratio is from one
+run of this machine:
+
+- "before": STIVA_TRAIN_ALL_POSITIONS=1: TRL's fused LM head projects every position of the
+  batch (prompts and padding too) through Gemma's 262k-wide head, as it does without Triton;
+- "after": the default: the plans' positions only (train/trainer.py, _score_valid_positions_only),
+  for the policy's pass and the reference's.
+
+The seconds are train_log.jsonl's per step (forward and backward of 2 x batch sequences, the
+reference pass, the optimiser); medians over the steps after the first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+
+def stiva(args: list[str], env: dict, what: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "stiva_tui.cli", *args], env=env, cwd=ROOT, capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{what}: exit {done.returncode}\n{done.stderr[-3000:]}")
+    return done
+
+
+def one_run(name: str, extra_env: dict, bench_id: str, env: dict, args, work: Path) -> dict:
+    out = work / f"out-{name}"
+    started = time.monotonic()
+    stiva(["--pool", "sim", "train", "--from-votes", "--bench", bench_id, "--bench-pairs", "best", "--base",
+           "embedded", "--out", str(out), "--steps", str(args.steps), "--batch", str(args.batch), "--lr", "5e-4",
+           "--lora-r", "8", "--lora-targets", "all", "--plan-steps", "1", "--subtask-chars", "16",
+           "--save-every", str(args.steps), "--seed", str(args.seed), "--json"], {**env, **extra_env}, name)
+    wall = time.monotonic() - started
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines() if line.strip()]
+    steps = [{k: row[k] for k in ("step", "seconds", "loss")} for row in log]
+    median = round(statistics.median(r["seconds"] for r in (steps[1:] or steps)), 3)
+    print(f"{name}: {median:.1f} s a step; wall {wall:.0f} s", flush=True)
+    return {"name": name, "env": extra_env, "wall_s": round(wall, 1), "median_step_s": median, "steps": steps}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=8, help="pairs a step (2 x batch sequences)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-save", action="store_true")
+    args = parser.parse_args()
+
+    import torch
+
+    from stiva_tui import paths
+
+    work = Path(tempfile.mkdtemp(prefix="stiva-dpo-step-"))
+    home = work / "home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "config.toml").write_text("[sim]\nlatency_scale = 0.0\n")
+    env = {**os.environ, "STIVA_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "STIVA_MODEL_CACHE": str(paths.model_cache_dir()), "PYTHONPATH": str(ROOT)}
+    bench = json.loads(stiva(["bench", "skills", "--pool", "sim", "--split", "train", "--limit", "40", "--systems",
+                              "direct:*", "--concurrency", "4", "--json"], env, "graded bench").stdout)
+    configs = {"before": {"STIVA_TRAIN_ALL_POSITIONS": "1"}, "after": {}}
+    runs = [one_run(name, extra, bench["bench_id"], env, args, work) for name, extra in configs.items()]
+    by_name = {r["name"]: r["median_step_s"] for r in runs}
+    result = {
+        "what": "seconds per `stiva train --from-votes --bench ID --bench-pairs best --base embedded --prompt compact "
+                "--lora-targets all --lora-r 8 --plan-steps 1` step on the simulated pool's graded train split "
+                "(40 items), median of the steps after the first",
+        "batch_pairs": args.batch, "steps": args.steps, "cpu_threads": torch.get_num_threads(), "cpus": os.cpu_count(),
+        "runs": runs, "speedup": round(by_name["before"] / by_name["after"], 2) if by_name["after"] else None,
+    }
+    print("speedup (before / after):", result["speedup"])
+    if not args.no_save:
+        (HERE / "dpo_step.json").write_text(json.dumps(result, indent=2) + "\n")
+        print(f"saved {HERE / 'dpo_step.json'}")
+
+
+if __name__ == "__main__":
+    main()
