@@ -42,6 +42,9 @@ def add_parser(sub, common) -> None:
     train.add_argument("--bench-pairs", choices=["all", "best"], default="all",
                        help="with --bench: every pair the rule gives (default), or only each item's best system "
                             "over every other: one consistent pick per question")
+    train.add_argument("--sft-weight", type=float, metavar="W",
+                       help="with --from-votes: add W x the chosen plan's mean NLL to DPO's loss (RPO), so the "
+                            "adapter cannot widen the margin by making both plans unlikely (default 0: DPO alone)")
     train.add_argument("--beta", type=float, help="with --from-votes: DPO's beta, how far the adapter may move "
                                                   "from its base (default 0.1)")
     train.add_argument("--split", metavar="NAME", help="only the items whose meta.split is NAME (skills: train)")
@@ -96,6 +99,8 @@ def train_command(args: argparse.Namespace, config) -> int:
         return fail("--save-every must be at least 1", EXIT_USAGE)
     if args.bench_pairs != "all" and not args.bench:
         return fail("--bench-pairs says which pairs the graded benches give: add --bench ID", EXIT_USAGE)
+    if args.sft_weight is not None and not args.from_votes:
+        return fail("--sft-weight weighs the chosen plans' likelihood in DPO: it goes with --from-votes", EXIT_USAGE)
     if args.bench and not args.from_votes:
         return fail("--bench adds a graded bench's pairs to --from-votes (DPO); to train on a suite, name it: "
                     "stiva train SUITE ...", EXIT_USAGE)

@@ -90,6 +90,8 @@ def train_from_votes_command(args: argparse.Namespace, config) -> int:
                     EXIT_USAGE)
     if args.beta is not None and args.beta <= 0:
         return fail("--beta must be above 0", EXIT_USAGE)
+    if args.sft_weight is not None and not args.sft_weight >= 0:
+        return fail("--sft-weight must be 0 or more", EXIT_USAGE)
     # Options of GRPO's rollouts that DPO on the votes has no use for: said, not silently dropped.
     ignored = [flag for flag, given in (
         ("--split", args.split), ("--group", args.group != 4), ("--cost-weight", args.cost_weight),
@@ -125,7 +127,7 @@ def train_from_votes_command(args: argparse.Namespace, config) -> int:
         lr=args.lr, beta=args.beta if args.beta is not None else 0.1, resume=args.resume, seed=args.seed,
         lora_r=args.lora_r, lora_targets=args.lora_targets, prompt_style=args.prompt_style,
         max_steps_per_plan=args.plan_steps, max_subtask_chars=args.subtask_chars, save_every=args.save_every,
-        benches=tuple(args.bench), bench_pairs=args.bench_pairs)
+        benches=tuple(args.bench), bench_pairs=args.bench_pairs, sft_weight=args.sft_weight or 0.0)
     previous = signal.signal(signal.SIGINT, on_signal)
     try:
         summary = train_from_votes(config, options, on_step=on_step, progress=stage,

@@ -311,6 +311,10 @@ def test_train_from_votes_says_what_is_missing(stiva_home):
     assert mixed.returncode == 2 and "--bench ID" in mixed.stderr
     lone = stiva("train", "skills", "--bench", "abcd", "--base", "embedded", "--out", "x", home=stiva_home)
     assert lone.returncode == 2 and "--bench adds a graded bench" in lone.stderr
+    sft = stiva("train", "skills", "--sft-weight", "1", "--base", "embedded", "--out", "x", home=stiva_home)
+    assert sft.returncode == 2 and "goes with --from-votes" in sft.stderr, sft.stderr
+    negative = stiva("train", "--from-votes", "--sft-weight", "-1", "--base", "embedded", "--out", "x", home=stiva_home)
+    assert negative.returncode == 2 and "--sft-weight must be 0 or more" in negative.stderr, negative.stderr
     pick = stiva("train", "--from-votes", "--bench-pairs", "best", "--base", "embedded", "--out", "x", home=stiva_home)
     assert pick.returncode == 2 and "--bench-pairs says which pairs" in pick.stderr, pick.stderr
     unknown = stiva("train", "--from-votes", "--bench", "abcdef", "--base", "embedded", "--out", "x", home=stiva_home)
@@ -432,6 +436,43 @@ def test_votes_for_b_over_the_conductor_teach_the_conductor_to_pick_b(small_mode
                      for k in ("chosen", "rejected"))
     prompt = min(len(tok(f"Question: {p['question']}", add_special_tokens=False)["input_ids"]) for p in pairs)
     assert rows and max(rows) <= 8 * completion < 8 * (prompt + completion), (rows[:4], completion, prompt)
+
+
+def test_the_sft_weight_holds_the_chosen_plans_likelihood_up(small_model, tmp_path):
+    """DPO alone widens the margin by lowering both plans' likelihood; with --sft-weight (RPO) the
+    chosen plan's NLL is in the loss too, so at the end of the same training its log-probability
+    is higher, and the adapter still learns the votes."""
+    from stiva_tui.conductor.base import WorkerInfo
+    from stiva_tui.config import parse_config
+    from stiva_tui.train.dpo import VoteTrainOptions, train_from_votes
+
+    voted, _ = questions()
+    history = tmp_path / "history.db"
+    with Store.open(history) as store:
+        for i, question in enumerate(voted):
+            conductor = record_plan_run(store, f"c{i}", question, "conductor", [("alpha", "Solve it", ())])
+            direct = record_plan_run(store, f"d{i}", question, "beta", [("beta", "Answer the question.", ())])
+            session(store, question, {"conductor": conductor, "beta": direct}, "beta")
+    config = parse_config({"catalog": False, "embedded_worker": False, "discovery": {"enabled": False},
+                           "conductor": {"max_steps": 1, "max_reasoning_tokens": 0, "max_subtask_chars": 20}})
+    workers = [WorkerInfo("alpha", ""), WorkerInfo("beta", "")]
+    logs = {}
+    for weight in (0.0, 1.0):
+        out = tmp_path / f"adapter-{weight}"
+        steps: list = []
+        summary = train_from_votes(config, VoteTrainOptions(
+            base=str(small_model), out=out, steps=16, batch=4, lr=5e-3, device="cpu", lora_r=8, lora_targets="all",
+            prompt_style="compact", max_subtask_chars=4, save_every=100, history=history, sft_weight=weight),
+            workers=workers, on_step=steps.append)
+        assert summary.steps == 16
+        logs[weight] = steps
+        marker = json.loads((out / "stiva_adapter.json").read_text())
+        assert marker.get("sft_weight", 0.0) == weight
+    first = {w: log[0].chosen_logp for w, log in logs.items()}
+    last = {w: sum(s.chosen_logp for s in log[-4:]) / 4 for w, log in logs.items()}
+    assert first[0.0] == first[1.0]  # the same start: only the loss differs
+    assert last[1.0] > last[0.0] + 5.0, (first, last)  # measured: -314 against -330
+    assert all(s.accuracy == 1.0 for s in logs[1.0][-4:])  # and it still prefers the voted plan
 
 
 def watch_the_fused_head(monkeypatch) -> list[int]:

@@ -51,6 +51,10 @@ class VoteTrainOptions:
     batch: int = 4  # pairs per step
     lr: float = 5e-5
     beta: float = 0.1  # DPO's: how far the adapter may move from the base
+    # RPO (arXiv 2404.19733): DPO's loss plus this weight x the chosen plan's mean NLL. DPO alone
+    # widens the margin by lowering both plans' likelihood (on one-step plans that differ in a single
+    # token, the shared subtask and format drift with them); the NLL term holds the chosen plan up.
+    sft_weight: float = 0.0
     resume: bool = False
     seed: int = 0
     lora_r: int = 16
@@ -159,8 +163,8 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
     if style not in VOTE_PROMPT_STYLES:
         raise TrainError(f"--from-votes trains plans written without reasoning: use --prompt "
                          f"{' or '.join(VOTE_PROMPT_STYLES)}, not {style!r}")
-    if options.steps < 1 or options.batch < 1 or options.beta <= 0:
-        raise TrainError("--steps and --batch must be at least 1, and --beta above 0")
+    if options.steps < 1 or options.batch < 1 or options.beta <= 0 or not options.sft_weight >= 0:
+        raise TrainError("--steps and --batch must be at least 1, --beta above 0, and --sft-weight 0 or more")
     if options.lora_targets not in LORA_TARGET_SETS or options.lora_r < 1:
         raise TrainError(f"--lora-targets must be {' or '.join(LORA_TARGET_SETS)}, and --lora-r at least 1")
     best_only = options.bench_pairs == "best"
@@ -230,6 +234,7 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
         report_to=[], use_cpu=device == "cpu", bf16=device == "cuda", seed=options.seed, max_length=longest + 8,
         dataloader_num_workers=0, disable_tqdm=True,
         gradient_checkpointing=device == "cuda" and options.base != "embedded",
+        **({"loss_type": ["sigmoid", "sft"], "loss_weights": [1.0, options.sft_weight]} if options.sft_weight else {}),
     )
     log_path = out / "train_log.jsonl"
     if not options.resume and log_path.exists():
@@ -288,6 +293,7 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
         **({"benches": list(options.benches), "bench_pairs": options.bench_pairs} if options.benches else {}),
         **({"max_subtask_chars": conductor.max_subtask_chars} if options.max_subtask_chars else {}),
         **({"max_steps_per_plan": options.max_steps_per_plan} if options.max_steps_per_plan else {}),
+        **({"sft_weight": options.sft_weight} if options.sft_weight else {}),
     }, indent=2) + "\n")
     logged = _read_log(log_path)
     return VoteTrainSummary(
