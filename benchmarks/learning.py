@@ -66,7 +66,11 @@ def main() -> None:
                              "(pairs by mean grade; default 1: one sample per model)")
     parser.add_argument("--bench-pairs", choices=["all", "best"], default="all",
                         help="graded-dpo: every pair of the rule, or only each question's best model over the rest")
+    parser.add_argument("--sft-weight", type=float, default=0.0, metavar="W",
+                        help="graded-dpo: RPO's weight of the chosen plan's NLL beside DPO's loss (default 0)")
     parser.add_argument("--no-save", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the run's folder (its STIVA_HOME, with the "
+                                                           "history of every bench, and the adapter)")
     parser.add_argument("--name", default="learning", help="save benchmarks/NAME.json and NAME.png (default learning)")
     parser.add_argument("--adapter", metavar="DIR", help="bench this adapter (and its train_log.jsonl) instead of "
                                                          "training one: a training stopped early with ctrl+c")
@@ -97,7 +101,7 @@ def main() -> None:
         graded_accuracy = {r["system"]: _mean([r2["accuracy"] for b in benches for r2 in b["systems"]
                                                 if r2["system"] == r["system"]]) for r in benches[0]["systems"]}
         run(["train", "--from-votes", "--pool", "sim", *[a for b in benches for a in ("--bench", b["bench_id"])],
-             "--bench-pairs", args.bench_pairs, "--base", "embedded",
+             "--bench-pairs", args.bench_pairs, "--base", "embedded", "--sft-weight", str(args.sft_weight),
              "--out", str(adapter), "--steps", str(args.steps), "--batch", str(args.batch), "--lr", str(args.lr),
              "--lora-r", str(args.lora_r), "--lora-targets", "all", "--plan-steps", "1",
              "--subtask-chars", str(args.subtask_chars), "--seed", str(args.seed), "--save-every", str(args.steps),
@@ -151,10 +155,13 @@ def main() -> None:
             "train_benches": {"bench_ids": marker.get("benches"), "sim_seeds": len(marker.get("benches") or []),
                               "pairs_rule": marker.get("bench_pairs", "all"),
                               "accuracy": graded_accuracy},  # mean over the seeds
-            "pairs": marker.get("pairs"),
+            "pairs": marker.get("pairs"), "sft_weight": marker.get("sft_weight", 0.0),
+            "chosen_logp_first5": _mean([r["chosen_logp"] for r in log[:5]]),
+            "chosen_logp_last5": _mean([r["chosen_logp"] for r in log[-5:]]),
             "loss_first5": _mean([r["loss"] for r in log[:5]]), "loss_last5": _mean([r["loss"] for r in log[-5:]]),
             "loss_curve": [round(r["loss"], 4) for r in log]}),
         "bench_s": round(bench_s, 1), "bench_id": report["bench_id"],
+        "picks_by_domain": plan_picks(home, report["bench_id"]),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores", "when": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     for row in figures["systems"]:
@@ -167,7 +174,10 @@ def main() -> None:
         if frontier.exists():
             shutil.copyfile(frontier, HERE / f"{args.name}.png")
         print(f"saved {HERE / (args.name + '.json')}")
-    shutil.rmtree(work, ignore_errors=True)
+    if args.keep:
+        print(f"kept {work} (STIVA_HOME {home}, adapter {adapter})")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _step_seconds(log: list[dict]) -> float | None:
@@ -177,6 +187,32 @@ def _step_seconds(log: list[dict]) -> float | None:
     if not any(k in r for r in log for k in keys):
         return None
     return round(sum(r.get(k, 0.0) for r in log for k in keys), 1)
+
+
+def plan_picks(home: Path, bench_id: str) -> dict[str, dict[str, dict[str, int]]]:
+    """What each planning system of the bench sent where: per system, per domain of the suite, how
+    many first-round plans used each model sequence ("sim:calc", "sim:calc>sim:quiz"), read back
+    from the bench's stored runs in `home` (STIVA_HOME). This is what tells routing by the question
+    from a constant pick, which the accuracy alone does not."""
+    from stiva_tui.bench.suite import load_suite
+    from stiva_tui.store import Store
+    from stiva_tui.train.votes import trace_plan
+
+    domains = {item.id: (item.meta or {}).get("domain", "?") for item in load_suite("skills").items}
+    picks: dict[str, dict[str, dict[str, int]]] = {}
+    with Store.open(home / "data" / "stiva.db", reads_only=True) as store:
+        for record in store.bench_items(bench_id):
+            if record.status != "graded" or not record.run_id or record.system.startswith("direct:") \
+                    or record.system in ("moa", "oracle", "random") or record.system.startswith("self-moa"):
+                continue
+            try:
+                plan = trace_plan(store.get_trace(record.run_id))
+            except Exception:  # noqa: BLE001 - a run that cannot be read is counted as such
+                plan = "unreadable"
+            route = plan if isinstance(plan, str) else ">".join(plan.models)
+            by_domain = picks.setdefault(record.system, {}).setdefault(domains.get(record.item_id, "?"), {})
+            by_domain[route] = by_domain.get(route, 0) + 1
+    return picks
 
 
 def _mean(values: list[float]) -> float | None:
