@@ -195,6 +195,7 @@ def plan_picks(home: Path, bench_id: str) -> dict[str, dict[str, dict[str, int]]
     from the bench's stored runs in `home` (STIVA_HOME). This is what tells routing by the question
     from a constant pick, which the accuracy alone does not."""
     from stiva_tui.bench.suite import load_suite
+    from stiva_tui.runtime.modes import is_conductor_system
     from stiva_tui.store import Store
     from stiva_tui.train.votes import trace_plan
 
@@ -202,8 +203,9 @@ def plan_picks(home: Path, bench_id: str) -> dict[str, dict[str, dict[str, int]]
     picks: dict[str, dict[str, dict[str, int]]] = {}
     with Store.open(home / "data" / "stiva.db", reads_only=True) as store:
         for record in store.bench_items(bench_id):
-            if record.status != "graded" or not record.run_id or record.system.startswith("direct:") \
-                    or record.system in ("moa", "oracle", "random") or record.system.startswith("self-moa"):
+            planner = record.system.partition("@")[0]  # conductor@cheap plans under a preference
+            if record.status != "graded" or not record.run_id or not (
+                    is_conductor_system(planner) or planner.startswith("adapter:")):
                 continue
             try:
                 plan = trace_plan(store.get_trace(record.run_id))
