@@ -119,6 +119,14 @@ class BenchReportView(Vertical):
     def on_resize(self) -> None:
         self.call_after_refresh(self._draw_frontier)
 
+    @on(TabbedContent.TabActivated, "#report-tabs")
+    def _plot_shown(self, event: TabbedContent.TabActivated) -> None:
+        """Draw the plot again as it comes into view: the tables' rows are laid out on idle, which can
+        come after the redraw that followed the report, and the plot would keep a stale size."""
+        event.stop()
+        if event.pane.id == "frontier-tab":
+            self._draw_frontier()
+
     def _draw_frontier(self) -> None:
         """The plot as large as the tab's space allows, so that its legend fits below it."""
         from ...bench.report import terminal_frontier
