@@ -257,10 +257,10 @@ def test_benches_of_one_suite_graded_again_are_pooled_by_mean_grade(tmp_path, st
     and `best_only` keeps each item's best system over the others."""
     systems = ["direct:sim:calc", "direct:sim:quiz", "direct:sim:generalist"]
     ids = []
+    config = tmp_path / "sim.toml"
+    config.write_text("[sim]\nlatency_scale = 0.0\n")
     for seed in (0, 1, 2):
-        config = tmp_path / f"seed{seed}.toml"
-        config.write_text(f"[sim]\nseed = {seed}\nlatency_scale = 0.0\n")
-        done = stiva("--pool", "sim", "--config", str(config), "bench", "skills", "--split", "train", "--limit", "16",
+        done = stiva("--pool", f"sim:{seed}", "--config", str(config), "bench", "skills", "--split", "train", "--limit", "16",
                      "--systems", ",".join(systems), "--json", home=stiva_home)
         assert done.returncode == 0, done.stderr
         ids.append(json.loads(done.stdout)["bench_id"])
@@ -297,6 +297,12 @@ def test_benches_of_one_suite_graded_again_are_pooled_by_mean_grade(tmp_path, st
     first = best[0]
     assert first.chosen.models == (first.chosen_system.removeprefix("direct:"),)
     assert first.session_id.startswith(f"bench:{'+'.join(ids)}:")
+    # the first bench's runs deleted: its grades still count, the question read from another bench's runs
+    with Store.open() as store:
+        for run_id in {r.run_id for r in store.bench_items(ids[0]) if r.run_id}:
+            store.delete_run(run_id)
+        again, left = V.graded_pairs(store, *ids)
+    assert left == [] and sorted(map(_pair_key, again)) == sorted(expected)
 
 
 def _pair_key(pair) -> tuple[str, str, str]:

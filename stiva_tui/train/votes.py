@@ -265,7 +265,8 @@ def graded_pairs(store, *bench_ids: str, best_only: bool = False) -> tuple[list[
     `best_only`, only the item's best arms (none preferred over them) are chosen, each over every
     arm below it: one consistent pick per question rather than every ordering of the others,
     whose single samples are mostly noise."""
-    items: dict[tuple[str, str], dict[tuple[str, NamedPlan | str], _Arm]] = {}
+    items: dict[str, dict[tuple[str, NamedPlan | str], _Arm]] = {}
+    questions: dict[str, str] = {}  # an item's question, from the first bench whose runs still hold it
     traces: dict[str, Trace | None] = {}
 
     def trace(record) -> Trace | None:
@@ -282,8 +283,9 @@ def graded_pairs(store, *bench_ids: str, best_only: bool = False) -> tuple[list[
             if record.status == "graded":
                 by_item.setdefault(record.item_id, []).append(record)
         for item_id, records in by_item.items():
-            question = next((t.question for t in map(trace, records) if t is not None and t.question), "")
-            arms = items.setdefault((item_id, question), {})
+            if not questions.get(item_id):
+                questions[item_id] = next((t.question for t in map(trace, records) if t is not None and t.question), "")
+            arms = items.setdefault(item_id, {})
             for record in records:
                 plan = system_plan(record.system, trace(record))
                 arm = arms.setdefault((record.system, plan), _Arm(record.system, plan))
@@ -293,8 +295,8 @@ def graded_pairs(store, *bench_ids: str, best_only: bool = False) -> tuple[list[
     source_ids = "+".join(bench_ids)
     pairs: list[VotePair] = []
     left: list[LeftOut] = []
-    for (item_id, question), by_arm in items.items():
-        source = f"bench:{source_ids}:{item_id}"
+    for item_id, by_arm in items.items():
+        source, question = f"bench:{source_ids}:{item_id}", questions[item_id]
         arms = list(by_arm.values())
         tops = [a for a in arms if not any(b.preferred_over(a) for b in arms)] if best_only else arms
         for a in tops:
