@@ -93,11 +93,9 @@ def main() -> None:
     if not args.adapter and args.method == "graded-dpo":
         benches = []
         for seed in range(args.graded_seeds):  # the held-out bench below runs under seed 0, as before
-            config.write_text(f"[sim]\nseed = {seed}\nlatency_scale = 0.0\n")
-            benches.append(json.loads(run(["bench", "skills", "--pool", "sim", "--split", "train", "--systems",
+            benches.append(json.loads(run(["bench", "skills", "--pool", f"sim:{seed}", "--split", "train", "--systems",
                                            "direct:*", "--concurrency", "4", "--json"], env,
                                           f"graded bench of the train split (sim seed {seed})").stdout))
-        config.write_text("[sim]\nlatency_scale = 0.0\n")
         graded_accuracy = {r["system"]: _mean([r2["accuracy"] for b in benches for r2 in b["systems"]
                                                 if r2["system"] == r["system"]]) for r in benches[0]["systems"]}
         run(["train", "--from-votes", "--pool", "sim", *[a for b in benches for a in ("--bench", b["bench_id"])],

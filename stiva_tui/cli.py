@@ -55,9 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--config", metavar="FILE", help="config file (default: the platform config dir)")
     common.add_argument("--conductor", metavar="BACKEND[:MODEL]",
                         help="auto, local[:HF_ID_OR_DIR], embedded or remote:POOL_MODEL_ID")
-    common.add_argument("--pool", metavar="sim|replay:BENCH_ID",
+    common.add_argument("--pool", metavar="sim|sim:SEED|replay:BENCH_ID",
                         help="use another pool instead of the configured one: sim, the SIMULATED pool whose "
-                             "strengths are known, or replay:BENCH_ID, the recorded direct: answers of a bench "
+                             "strengths are known (sim:SEED: under another seed, another draw of which calls are "
+                             "right), or replay:BENCH_ID, the recorded direct: answers of a bench "
                              "(both served by Stiva on 127.0.0.1)")
     common.add_argument("--prefer", metavar="LEVEL",
                         help="what the conductor optimises for: best, balanced, cheap, fast, or a number from 0 "

@@ -173,6 +173,26 @@ def test_bench_on_the_simulated_pool_with_every_baseline(tmp_path):
     assert "SIMULATED POOL" in (folder / "report.md").read_text() and (folder / "frontier.png").stat().st_size > 0
 
 
+def test_pool_sim_seed_is_another_draw_of_the_same_pool_and_a_bench_of_its_own(tmp_path):
+    """`--pool sim:SEED` grades the same models again under another seed: other calls come out right,
+    the bench is another one (not a resume of seed 0's), and the report names the seed."""
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "config.toml").write_text("[sim]\nlatency_scale = 0.0\n")
+    args = ("--split", "train", "--limit", "16", "--concurrency", "8", "--systems", "direct:*")
+    code, zero, err = _bench(home, *args)
+    assert code == 0, err
+    code, three, err = _bench(home, *args, "--pool", "sim:3")
+    assert code == 0, err
+    assert three["bench_id"] != zero["bench_id"]
+    assert (zero["pool"], three["pool"]) == ("simulated pool", "simulated pool (seed 3)")
+    outcomes = [{(i["id"], i["system"]): i["correct"] for i in report["items"]} for report in (zero, three)]
+    assert outcomes[0].keys() == outcomes[1].keys() and len(outcomes[0]) == 16 * 5
+    assert outcomes[0] != outcomes[1]
+    code, _, err = _bench(home, *args, "--pool", "sim:three")
+    assert code == 2 and "sim:SEED is a whole number" in err
+
+
 def test_oracle_without_direct_systems_is_refused_before_anything_is_asked(tmp_path):
     home = tmp_path / "home"
     home.mkdir()

@@ -8,7 +8,9 @@
 With `--pool sim` the pool is the simulated models only, and an `auto` or `remote` conductor is
 the embedded one (a `sim:` model answers questions; it cannot plan, and the configured remote
 conductor's model is not in this pool). `--pool replay:BENCH_ID` is the same with a
-bench's recorded answers of real models as the pool (sim/replay.py).
+bench's recorded answers of real models as the pool (sim/replay.py). `--pool sim:SEED` is the
+simulated pool under another seed (`[sim] seed`): another draw of which calls are right, so that
+grading the train split under seeds 0..K-1 samples each model K times.
 """
 
 from __future__ import annotations
@@ -17,19 +19,25 @@ from ..config import DEFAULT_LOCAL_MODEL, SIM_PROVIDER, Config, ConfigError, Mod
 from .profiles import SIM_LABEL, default_models
 from .server import SimServer
 
-POOLS = ("sim", "replay:BENCH_ID")
+POOLS = ("sim", "sim:SEED", "replay:BENCH_ID")
 PROVIDER = SIM_PROVIDER
 
 
 def pool_config(config: Config, name: str) -> Config:
     """`config` with its pool replaced by the named one (`--pool`)."""
     replay = name.removeprefix("replay:").strip() if name.startswith("replay:") else None
-    if name != "sim" and not replay:
-        raise ConfigError(f"--pool {name!r}: use {' or '.join(POOLS)}")
+    seed = None  # `sim:SEED`: the same pool under another draw (a sample of it, as a real pool graded again)
+    if name.startswith("sim:"):
+        text = name.removeprefix("sim:").strip()
+        if not text.isdigit():
+            raise ConfigError(f"--pool {name!r}: the seed of sim:SEED is a whole number, such as sim:3")
+        seed = int(text)
+    if name != "sim" and not replay and seed is None:
+        raise ConfigError(f"--pool {name!r}: use {', '.join(POOLS[:-1])} or {POOLS[-1]}")
     conductor = config.conductor
     if conductor.backend in ("auto", "remote"):  # a remote conductor's model is not in this pool
         conductor = conductor.model_copy(update={"backend": "embedded", "model": DEFAULT_LOCAL_MODEL})
-    sim = (config.sim or SimConfig()).model_copy(update={"replay": replay})
+    sim = (config.sim or SimConfig()).model_copy(update={"replay": replay} | ({} if seed is None else {"seed": seed}))
     return config.model_copy(update={
         "sim": sim, "catalog": False, "embedded_worker": False, "providers": [], "models": [],
         "discovery": config.discovery.model_copy(update={"enabled": False}), "conductor": conductor,
@@ -37,10 +45,13 @@ def pool_config(config: Config, name: str) -> Config:
 
 
 def pool_label(config: Config) -> str | None:
-    """"simulated pool", "replayed pool (bench ID)", or None for a pool of real models."""
+    """"simulated pool" (with "(seed N)" under another seed than 0), "replayed pool (bench ID)", or
+    None for a pool of real models."""
     if config.sim is None:
         return None
-    return f"replayed pool (bench {config.sim.replay})" if config.sim.replay else SIM_LABEL
+    if config.sim.replay:
+        return f"replayed pool (bench {config.sim.replay})"
+    return f"{SIM_LABEL} (seed {config.sim.seed})" if config.sim.seed else SIM_LABEL
 
 
 def start_sim(config: Config) -> tuple[Config, SimServer]:
