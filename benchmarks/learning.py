@@ -37,6 +37,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -159,7 +160,7 @@ def main() -> None:
             "loss_first5": _mean([r["loss"] for r in log[:5]]), "loss_last5": _mean([r["loss"] for r in log[-5:]]),
             "loss_curve": [round(r["loss"], 4) for r in log]}),
         "bench_s": round(bench_s, 1), "bench_id": report["bench_id"],
-        "picks_by_domain": plan_picks(home, report["bench_id"]),
+        **plan_detail(home, report["bench_id"]),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores", "when": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     for row in figures["systems"]:
@@ -187,11 +188,14 @@ def _step_seconds(log: list[dict]) -> float | None:
     return round(sum(r.get(k, 0.0) for r in log for k in keys), 1)
 
 
-def plan_picks(home: Path, bench_id: str) -> dict[str, dict[str, dict[str, int]]]:
-    """What each planning system of the bench sent where: per system, per domain of the suite, how
-    many first-round plans used each model sequence ("sim:calc", "sim:calc>sim:quiz"), read back
-    from the bench's stored runs in `home` (STIVA_HOME). This is what tells routing by the question
-    from a constant pick, which the accuracy alone does not."""
+def plan_detail(home: Path, bench_id: str) -> dict[str, dict]:
+    """Per planning system of the bench, read back from its stored runs in `home` (STIVA_HOME):
+    `picks_by_domain`, how many first-round plans of each domain of the suite used each model
+    sequence ("sim:calc", "sim:calc>sim:quiz"), which tells routing by the question from a constant
+    pick where the accuracy alone does not; `planner_tokens_per_question`, the planner's own prompt and
+    completion tokens of a question (on the embedded conductor, counted in the bench's tokens/q
+    but never paid for); and `subtasks`, its plans' five most common subtask texts with their
+    counts, which show whether the plans' text is still language."""
     from stiva_tui.bench.suite import load_suite
     from stiva_tui.runtime.modes import is_conductor_system
     from stiva_tui.store import Store
@@ -199,6 +203,8 @@ def plan_picks(home: Path, bench_id: str) -> dict[str, dict[str, dict[str, int]]
 
     domains = {item.id: (item.meta or {}).get("domain", "?") for item in load_suite("skills").items}
     picks: dict[str, dict[str, dict[str, int]]] = {}
+    planner_tokens: dict[str, list[int]] = {}
+    subtasks: dict[str, Counter] = {}
     with Store.open(home / "data" / "stiva.db", reads_only=True) as store:
         for record in store.bench_items(bench_id):
             planner = record.system.partition("@")[0]  # conductor@cheap plans under a preference
@@ -206,13 +212,21 @@ def plan_picks(home: Path, bench_id: str) -> dict[str, dict[str, dict[str, int]]
                     is_conductor_system(planner) or planner.startswith("adapter:")):
                 continue
             try:
-                plan = trace_plan(store.get_trace(record.run_id))
+                trace = store.get_trace(record.run_id)
+                plan = trace_plan(trace)
             except Exception:  # noqa: BLE001 - a run that cannot be read is counted as such
-                plan = "unreadable"
+                trace, plan = None, "unreadable"
             route = plan if isinstance(plan, str) else ">".join(plan.models)
             by_domain = picks.setdefault(record.system, {}).setdefault(domains.get(record.item_id, "?"), {})
             by_domain[route] = by_domain.get(route, 0) + 1
-    return picks
+            if trace is not None:
+                planner_tokens.setdefault(record.system, []).append(
+                    sum(r.usage.prompt_tokens + r.usage.completion_tokens for r in trace.rounds if r.usage))
+            if not isinstance(plan, str):
+                subtasks.setdefault(record.system, Counter()).update(plan.subtasks)
+    return {"picks_by_domain": picks,
+            "planner_tokens_per_question": {k: _mean(v) for k, v in planner_tokens.items()},
+            "subtasks": {k: c.most_common(5) for k, c in subtasks.items()}}
 
 
 def _mean(values: list[float]) -> float | None:
