@@ -2,6 +2,7 @@
 
     stiva votes [--json]
     stiva train --from-votes --base embedded|HF_ID|DIR --out DIR [--steps N] [--batch B] [--beta X]
+                [--bench ID ... [--bench-pairs best] [--prefer-levels best,cheap]] [--sft-weight W]
 
 `stiva votes` shows how many votes the history holds and how many preference pairs of
 workflows they give, per (chosen system, rejected system), with the reasons pairs are left out
@@ -96,7 +97,7 @@ def train_from_votes_command(args: argparse.Namespace, config) -> int:
     ignored = [flag for flag, given in (
         ("--split", args.split), ("--group", args.group != 4), ("--cost-weight", args.cost_weight),
         ("--budget-usd", args.budget_usd is not None), ("--shuffle-pool", args.shuffle_pool),
-        ("--prefer-levels", args.prefer_levels.strip()), ("--temperature", args.temperature != 1.0),
+        ("--temperature", args.temperature != 1.0),
         ("--unsafe-code", args.unsafe_code)) if given]
     if ignored:
         return fail(f"{', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} for training on a suite (GRPO), "
@@ -127,7 +128,8 @@ def train_from_votes_command(args: argparse.Namespace, config) -> int:
         lr=args.lr, beta=args.beta if args.beta is not None else 0.1, resume=args.resume, seed=args.seed,
         lora_r=args.lora_r, lora_targets=args.lora_targets, prompt_style=args.prompt_style,
         max_steps_per_plan=args.plan_steps, max_subtask_chars=args.subtask_chars, save_every=args.save_every,
-        benches=tuple(args.bench), bench_pairs=args.bench_pairs, sft_weight=args.sft_weight or 0.0)
+        benches=tuple(args.bench), bench_pairs=args.bench_pairs, sft_weight=args.sft_weight or 0.0,
+        preferences=tuple(p.strip() for p in args.prefer_levels.split(",") if p.strip()))
     previous = signal.signal(signal.SIGINT, on_signal)
     try:
         summary = train_from_votes(config, options, on_step=on_step, progress=stage,

@@ -305,6 +305,48 @@ def test_benches_of_one_suite_graded_again_are_pooled_by_mean_grade(tmp_path, st
     assert left == [] and sorted(map(_pair_key, again)) == sorted(expected)
 
 
+def graded_under_levels(store: Store, items: list[str]) -> list[str]:
+    """Two benches of `items` (two samples): `direct:alpha` cheap and quick, right in the first bench
+    only; `direct:beta` 100x dearer and 10x slower, right in both. Returns the bench ids."""
+    from stiva_tui.store import BenchItemRecord
+
+    ids = []
+    for sample in (0, 1):
+        bench_id = f"levels-{sample}"
+        store.open_bench(bench_id, suite="levels", suite_hash="h", systems=["direct:alpha", "direct:beta"],
+                         config_hash=f"c{sample}", items=len(items))
+        for i, question in enumerate(items):
+            for model, right, cost, latency in (("alpha", sample == 0, 0.0001, 0.1), ("beta", True, 0.01, 1.0)):
+                run_id = record_plan_run(store, f"{bench_id}-{model}-{i}", question, f"direct:{model}",
+                                         [(model, "Answer the question.", ())], cost=cost)
+                store.record_bench_item(bench_id, BenchItemRecord(
+                    system=f"direct:{model}", item_id=f"q{i}", run_id=run_id, status="graded", correct=right,
+                    cost_usd=cost, latency_s=latency))
+        store.close_bench(bench_id, "finished")
+        ids.append(bench_id)
+    return ids
+
+
+def test_graded_pairs_under_preference_levels_follow_each_levels_reward(tmp_path):
+    """alpha: right half the time, cheap and quick; beta: always right, dear and slow. `best` and
+    `balanced` prefer beta (a right answer is worth more than what it costs them), `cheap` and `fast`
+    prefer alpha; every pair names its level, and its rendered text keeps it."""
+    from stiva_tui.core.preference import LEVELS
+
+    with Store.open(tmp_path / "h.db") as store:
+        ids = graded_under_levels(store, ["What is 2+2?", "Capital of Peru?"])
+        plain, _ = V.graded_pairs(store, *ids)
+        pairs, left = V.graded_pairs(store, *ids, levels=list(LEVELS.values()))
+    assert left == []
+    assert {(p.chosen_system, p.preference) for p in plain} == {("direct:beta", None)}
+    got = sorted((p.session_id.rsplit(":", 1)[1], p.preference, p.chosen_system, p.rejected_system) for p in pairs)
+    winner = {"best": "beta", "balanced": "beta", "cheap": "alpha", "fast": "alpha"}
+    assert got == sorted((f"q{i}", level, f"direct:{w}", f"direct:{'alpha' if w == 'beta' else 'beta'}")
+                         for i in (0, 1) for level, w in winner.items())
+    texts, _ = V.pair_texts(pairs, ["alpha", "beta"], 1, 40)
+    assert sorted({t.preference for t in texts}) == sorted(winner)
+
+
 def _pair_key(pair) -> tuple[str, str, str]:
     return pair.session_id.rsplit(":", 1)[1], pair.chosen_system, pair.rejected_system
 
@@ -327,10 +369,14 @@ def test_train_from_votes_says_what_is_missing(stiva_home):
     assert unknown.returncode == 2 and "--bench abcdef: no bench abcdef" in unknown.stderr, unknown.stderr
     none = stiva("train", "--base", "embedded", "--out", "x", home=stiva_home)
     assert none.returncode == 2 and "--from-votes" in none.stderr
-    # GRPO's options are said to be of no use here, not silently dropped
+    # levels grade the benches' pairs: a vote states none
     levels = stiva("train", "--from-votes", "--prefer-levels", "best,cheap", "--base", "embedded", "--out", "x",
                    home=stiva_home)
-    assert levels.returncode == 2 and "--prefer-levels is for training on a suite" in levels.stderr
+    assert levels.returncode == 2 and "a vote states no level: add a graded bench" in levels.stderr, levels.stderr
+    posh = stiva("train", "--from-votes", "--bench", "abcdef", "--prefer-levels", "best,posh", "--base", "embedded",
+                 "--out", "x", home=stiva_home)
+    assert posh.returncode == 2 and "--prefer-levels: preference 'posh'" in posh.stderr, posh.stderr
+    # GRPO's options are said to be of no use here, not silently dropped
     several = stiva("train", "--from-votes", "--group", "8", "--cost-weight", "0.3", "--base", "embedded", "--out",
                     "x", home=stiva_home)
     assert several.returncode == 2 and "--group, --cost-weight are for training on a suite" in several.stderr
@@ -361,12 +407,14 @@ def small_model(tmp_path_factory):
     return build_random_model(tmp_path_factory.mktemp("voter") / "model", "tiny", seed=3, corpus=corpus * 4)
 
 
-def picks_beta(model_dir, adapter, held, workers, prompt_style="auto") -> float:
-    """How often plans sampled through the grammar-constrained plan path name beta (model 1)."""
+def picks_beta(model_dir, adapter, held, workers, prompt_style="auto", preference=None) -> float:
+    """How often plans sampled through the grammar-constrained plan path name beta (model 1), under
+    `preference` (a level name) when given."""
     import torch
 
     from stiva_tui.conductor.base import PlanRequest
     from stiva_tui.conductor.local import HFConductor
+    from stiva_tui.core.preference import parse_preference
     from stiva_tui.inference.checkpoints import ModelSpec
 
     conductor = HFConductor(ModelSpec(str(model_dir), device="cpu", adapter=adapter, quantize=False,
@@ -376,7 +424,8 @@ def picks_beta(model_dir, adapter, held, workers, prompt_style="auto") -> float:
     torch.manual_seed(11)
     beta = total = 0
     for question in held:
-        for plan in conductor.sample_many_sync(PlanRequest(question, workers, max_steps=1), loaded, 4, 1.0):
+        request = PlanRequest(question, workers, max_steps=1, preference=parse_preference(preference))
+        for plan in conductor.sample_many_sync(request, loaded, 4, 1.0):
             assert plan.workflow is not None
             beta += plan.workflow.steps[0].model == 1
             total += 1
@@ -442,6 +491,41 @@ def test_votes_for_b_over_the_conductor_teach_the_conductor_to_pick_b(small_mode
                      for k in ("chosen", "rejected"))
     prompt = min(len(tok(f"Question: {p['question']}", add_special_tokens=False)["input_ids"]) for p in pairs)
     assert rows and max(rows) <= 8 * completion < 8 * (prompt + completion), (rows[:4], completion, prompt)
+
+
+def test_one_adapter_learns_what_each_preference_level_prefers(small_model, tmp_path):
+    """Graded under `best` and `cheap`, the same benches prefer beta (always right, dear) under
+    best and alpha (right half the time, cheap) under cheap. After DPO on both levels' pairs, one
+    adapter picks beta under best and alpha under cheap on held-out questions, each at least 80% of
+    the time: a constant pick fails one of the two, so the level in the prompt must be read."""
+    from stiva_tui.conductor.base import WorkerInfo
+    from stiva_tui.config import parse_config
+    from stiva_tui.train.dpo import VoteTrainOptions, train_from_votes
+
+    voted, held = questions()
+    history = tmp_path / "history.db"
+    with Store.open(history) as store:
+        ids = graded_under_levels(store, voted)
+    config = parse_config({"catalog": False, "embedded_worker": False, "discovery": {"enabled": False},
+                           "conductor": {"max_steps": 1, "max_reasoning_tokens": 0, "max_subtask_chars": 20}})
+    workers = [WorkerInfo("alpha", "", price_in=0.1, price_out=0.4, latency_s=0.1),
+               WorkerInfo("beta", "", price_in=10.0, price_out=40.0, latency_s=1.0)]
+    before = {level: picks_beta(small_model, None, held, workers, "compact", level) for level in ("best", "cheap")}
+    out = tmp_path / "adapter"
+    summary = train_from_votes(config, VoteTrainOptions(
+        base=str(small_model), out=out, steps=48, batch=4, lr=5e-3, device="cpu", lora_r=8, lora_targets="all",
+        prompt_style="compact", max_subtask_chars=4, save_every=100, history=history, benches=tuple(ids),
+        bench_pairs="best", preferences=("best", "cheap")), workers=workers)
+    assert (summary.pairs, summary.graded) == (48, 48)  # 24 questions x 2 levels
+    marker = json.loads((out / "stiva_adapter.json").read_text())
+    assert marker["preferences"] == ["best", "cheap"]
+    pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
+    assert {(p["preference"], p["chosen_system"]) for p in pairs} == {("best", "direct:beta"),
+                                                                       ("cheap", "direct:alpha")}
+    after = {level: picks_beta(small_model, str(out), held, workers, preference=level) for level in ("best", "cheap")}
+    assert min(before["best"], 1 - before["cheap"]) < 0.6, before  # untrained, it does not already follow both
+    # measured: 0.89 and 0.92 (after 32 steps, neither yet: the level is learnt after the pick)
+    assert after["best"] >= 0.8 and 1 - after["cheap"] >= 0.8, (before, after)
 
 
 def test_the_sft_weight_holds_the_chosen_plans_likelihood_up(small_model, tmp_path):

@@ -86,6 +86,11 @@ _WISHES = {
     "fast": "a fast answer: as few steps in a row as possible, on the quickest models that can do them",
 }
 
+# The paper's reward scale, which the levels' weights are set against: 1 for a right answer, 0.5
+# for a valid plan with a wrong one, 0 for no plan (train/rollout.py; graded pairs, train/votes.py).
+REWARD_CORRECT = 1.0
+REWARD_VALID = 0.5
+REWARD_INVALID = 0.0
 CHEAP_COST = 0.45  # below REWARD_VALID (0.5): a right answer always beats a wrong one
 
 LEVELS: dict[str, Preference] = {

@@ -69,6 +69,9 @@ class VoteTrainOptions:
     # Graded benches whose items join the votes as pairs (votes.graded_pairs): ids or prefixes
     benches: tuple[str, ...] = ()
     bench_pairs: str = "all"  # "best": only each item's best system over the others (votes.graded_pairs)
+    # Preference levels the benches' pairs are graded under (votes.graded_pairs(levels=...)): each
+    # pair's prompt states its level, so one adapter learns what each level prefers. () : no level.
+    preferences: tuple[str, ...] = ()
 
 
 @dataclass
@@ -129,13 +132,17 @@ def _pool_workers(config) -> list[Any]:
 
     engine = EngineLoop(config)
     try:
-        return [WorkerInfo(m.id, m.description, m.kind) for m in engine.runtime.models]
+        # prices and latencies too: a pair graded under a preference states them, as the prompt does
+        return [WorkerInfo(m.id, m.description, m.kind, m.price_in, m.price_out, m.latency_s)
+                for m in engine.runtime.models]
     finally:
         engine.close()
 
 
-def _read_history(path: Path | None, benches: Sequence[str] = (), best_only: bool = False) -> VoteHarvest:
-    """The votes' pairs, and the graded benches' (`--bench`, pooled; `--bench-pairs best`: `best_only`)."""
+def _read_history(path: Path | None, benches: Sequence[str] = (), best_only: bool = False,
+                  levels: Sequence[Any] = ()) -> VoteHarvest:
+    """The votes' pairs, and the graded benches' (`--bench`, pooled; `--bench-pairs best`: `best_only`;
+    `--prefer-levels`: graded under each of `levels`)."""
     from ..store import NotFoundError, Store, StoreError
     from .votes import graded_pairs
 
@@ -149,7 +156,7 @@ def _read_history(path: Path | None, benches: Sequence[str] = (), best_only: boo
                 except NotFoundError as exc:
                     raise TrainError(f"--bench {text}: {exc}") from None
             if ids:  # pooled: one suite graded several times is compared by mean grade
-                pairs, left = graded_pairs(store, *dict.fromkeys(ids), best_only=best_only)
+                pairs, left = graded_pairs(store, *dict.fromkeys(ids), best_only=best_only, levels=levels)
                 harvest.pairs += pairs
                 harvest.left_out += left
                 harvest.graded += len(pairs)
@@ -168,7 +175,8 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
     if options.lora_targets not in LORA_TARGET_SETS or options.lora_r < 1:
         raise TrainError(f"--lora-targets must be {' or '.join(LORA_TARGET_SETS)}, and --lora-r at least 1")
     best_only = options.bench_pairs == "best"
-    harvest = harvest if harvest is not None else _read_history(options.history, options.benches, best_only)
+    levels = _levels(options)
+    harvest = harvest if harvest is not None else _read_history(options.history, options.benches, best_only, levels)
     if not harvest.pairs:
         raise TrainError(f"the history holds no usable preference pairs ({harvest.voted} votes"
                          f"{', and the benches give none' if options.benches else ''}): vote in compare mode (the "
@@ -294,6 +302,7 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
         **({"max_subtask_chars": conductor.max_subtask_chars} if options.max_subtask_chars else {}),
         **({"max_steps_per_plan": options.max_steps_per_plan} if options.max_steps_per_plan else {}),
         **({"sft_weight": options.sft_weight} if options.sft_weight else {}),
+        **({"preferences": [str(level) for level in levels]} if levels else {}),
     }, indent=2) + "\n")
     logged = _read_log(log_path)
     return VoteTrainSummary(
@@ -303,11 +312,33 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
         skipped=dict(sorted(skipped.items())), stopped=state["stopped"], graded=harvest.graded)
 
 
-def _tokenized(pair: PairText, conductor, loaded, workers, max_steps: int, eos_id: int) -> dict[str, list[int]]:
-    """The pair as token ids: the conductor's exact prompt, each plan's text and the end token."""
-    from ..conductor.base import PlanRequest
+def _levels(options: VoteTrainOptions) -> tuple[Any, ...]:
+    """The preference levels of `options.preferences`, parsed (TrainError naming a bad one)."""
+    from ..core.preference import PreferenceError, parse_preference
 
-    request = conductor.limited(PlanRequest(pair.question, list(workers), max_steps=max_steps))
+    if options.preferences and not options.benches:
+        raise TrainError("--prefer-levels grades the benches' pairs under each level; a vote states no level: "
+                         "add a graded bench with --bench ID")
+    levels = []
+    for text in options.preferences:
+        try:
+            level = parse_preference(text)
+        except PreferenceError as exc:
+            raise TrainError(f"--prefer-levels: {exc}") from None
+        if level is None:
+            raise TrainError("--prefer-levels: name levels (best, balanced, cheap, fast or a number from 0 to 1)")
+        levels.append(level)
+    return tuple(dict.fromkeys(levels))
+
+
+def _tokenized(pair: PairText, conductor, loaded, workers, max_steps: int, eos_id: int) -> dict[str, list[int]]:
+    """The pair as token ids: the conductor's exact prompt (stating the pair's preference level,
+    if it has one), each plan's text and the end token."""
+    from ..conductor.base import PlanRequest
+    from ..core.preference import parse_preference
+
+    request = conductor.limited(PlanRequest(pair.question, list(workers), max_steps=max_steps,
+                                            preference=parse_preference(pair.preference)))
     tok = loaded.tokenizer
     return {
         "prompt_ids": list(conductor.prompt_ids(request, loaded)),

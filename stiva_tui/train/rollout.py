@@ -51,17 +51,13 @@ from ..bench.graders import grade_async
 from ..bench.limiter import ItemClock, LimitedWorker, item_clock
 from ..bench.suite import SuiteItem, question_text
 from ..conductor.base import PlanRequest, WorkerInfo
-from ..core.preference import Preference
+from ..core.preference import REWARD_CORRECT, REWARD_INVALID, REWARD_VALID, Preference
 from ..inference.checkpoints import LoadedModel
 from ..pool.answer_cache import CachingWorker
 from ..runtime.modes import WorkflowMode
 from ..runtime.sessions import Ask
 
 log = logging.getLogger(__name__)
-
-REWARD_INVALID = 0.0
-REWARD_VALID = 0.5
-REWARD_CORRECT = 1.0
 
 
 class EngineLoop:

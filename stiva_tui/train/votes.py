@@ -29,7 +29,12 @@ wrong ones, or two right ones at the same cost, give none. So the user's own vot
 suite train one adapter in one run. Several benches of one suite (graded again under other
 sampling: a simulated pool's other seeds, a real pool at a temperature) are pooled by item and
 compared by mean grade, which de-noises what one sample per model says; `best_only` keeps only
-each item's best system over the others.
+each item's best system over the others. Graded under preference levels (`levels`, `stiva train
+--from-votes --bench ID --prefer-levels best,cheap`), each item gives pairs per level, by the
+reward GRPO's `--prefer-levels` trains with (core/preference.py): the expected reward of the arm's
+mean grade (1 right, 0.5 a wrong answer) minus the level's weights times its mean cost relative to
+the item's dearest arm and its mean latency relative to the slowest. Each pair states its level,
+so the prompt it is trained under says "prefer LEVEL" and one adapter serves every level.
 
 `pair_texts` then renders a pair for one training pool and step limit (a model outside the pool
 or a plan over the limit leaves it out there), in the exact text the plan grammar writes.
@@ -45,6 +50,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Iterable, Sequence
 
+from ..core.preference import REWARD_CORRECT, REWARD_VALID, Preference
 from ..core.trace import Trace
 from ..core.workflow import Step, Workflow
 from ..runtime.modes import is_conductor_system
@@ -103,6 +109,9 @@ class VotePair:
     rejected_system: str
     chosen: NamedPlan
     rejected: NamedPlan
+    # The cost and latency preference the pair was graded under (a level of core/preference.py,
+    # `graded_pairs(levels=...)`), which its prompt states; None: none stated (a vote, or the plain rule).
+    preference: str | None = None
 
 
 @dataclass(frozen=True)
@@ -254,7 +263,8 @@ def read_votes(store, limit: int = 100_000) -> VoteHarvest:
     return harvest
 
 
-def graded_pairs(store, *bench_ids: str, best_only: bool = False) -> tuple[list[VotePair], list[LeftOut]]:
+def graded_pairs(store, *bench_ids: str, best_only: bool = False,
+                 levels: Sequence[Preference] = ()) -> tuple[list[VotePair], list[LeftOut]]:
     """The pairs graded benches give (see the module's docstring): right over wrong, then the
     cheaper right over the dearer. Each of `bench_ids` is a whole id (`store.resolve_bench`).
 
@@ -264,7 +274,8 @@ def graded_pairs(store, *bench_ids: str, best_only: bool = False) -> tuple[list[
     equal and above 0 at a lower cost. One sample each is the single bench's rule. With
     `best_only`, only the item's best arms (none preferred over them) are chosen, each over every
     arm below it: one consistent pick per question rather than every ordering of the others,
-    whose single samples are mostly noise."""
+    whose single samples are mostly noise. With `levels`, the rule is each level's reward (see the
+    module's docstring), and every pair names the level it was graded under."""
     items: dict[str, dict[tuple[str, NamedPlan | str], _Arm]] = {}
     questions: dict[str, str] = {}  # an item's question, from the first bench whose runs still hold it
     traces: dict[str, Trace | None] = {}
@@ -291,6 +302,7 @@ def graded_pairs(store, *bench_ids: str, best_only: bool = False) -> tuple[list[
                 arm = arms.setdefault((record.system, plan), _Arm(record.system, plan))
                 arm.grades.append(bool(record.correct))
                 arm.costs.append(record.cost_usd)
+                arm.latencies.append(record.latency_s)
 
     source_ids = "+".join(bench_ids)
     pairs: list[VotePair] = []
@@ -298,20 +310,40 @@ def graded_pairs(store, *bench_ids: str, best_only: bool = False) -> tuple[list[
     for item_id, by_arm in items.items():
         source, question = f"bench:{source_ids}:{item_id}", questions[item_id]
         arms = list(by_arm.values())
-        tops = [a for a in arms if not any(b.preferred_over(a) for b in arms)] if best_only else arms
-        for a in tops:
-            for b in arms:
-                if not a.preferred_over(b):
-                    continue
-                if isinstance(a.plan, str) or isinstance(b.plan, str):
-                    left.append(LeftOut(source, a.system, b.system, a.plan if isinstance(a.plan, str) else str(b.plan)))
-                elif not question:
-                    left.append(LeftOut(source, a.system, b.system, NO_TRACE))
-                elif _same(a.plan, b.plan):
-                    left.append(LeftOut(source, a.system, b.system, SAME_PLAN))
-                else:
-                    pairs.append(VotePair(source, question, a.system, b.system, a.plan, b.plan))
+        for level in levels or (None,):
+            over = _rule(arms, level)
+            tops = [a for a in arms if not any(over(b, a) for b in arms)] if best_only else arms
+            for a in tops:
+                for b in arms:
+                    if not over(a, b):
+                        continue
+                    if isinstance(a.plan, str) or isinstance(b.plan, str):
+                        left.append(LeftOut(source, a.system, b.system,
+                                            a.plan if isinstance(a.plan, str) else str(b.plan)))
+                    elif not question:
+                        left.append(LeftOut(source, a.system, b.system, NO_TRACE))
+                    elif _same(a.plan, b.plan):
+                        left.append(LeftOut(source, a.system, b.system, SAME_PLAN))
+                    else:
+                        pairs.append(VotePair(source, question, a.system, b.system, a.plan, b.plan,
+                                              None if level is None else str(level)))
     return pairs, left
+
+
+def _rule(arms: Sequence["_Arm"], level: Preference | None):
+    """`over(a, b)`: whether arm a is preferred over arm b on one item, by the plain rule (`level`
+    None) or by `level`'s reward, relative to the item's dearest and slowest arms."""
+    if level is None:
+        return lambda a, b: a.preferred_over(b)
+    dearest = max(a.cost for a in arms)
+    slowest = max(a.latency for a in arms)
+
+    def reward(arm: "_Arm") -> float:
+        return level.reward(float(REWARD_VALID + (REWARD_CORRECT - REWARD_VALID) * arm.grade),
+                            arm.cost / dearest if dearest > 0 else 0.0, arm.latency / slowest if slowest > 0 else 0.0)
+
+    rewards = {id(a): reward(a) for a in arms}
+    return lambda a, b: rewards[id(a)] > rewards[id(b)] + 1e-9
 
 
 @dataclass
@@ -322,6 +354,7 @@ class _Arm:
     plan: NamedPlan | str  # a reason string: no plan can be rebuilt
     grades: list[bool] = field(default_factory=list)
     costs: list[float] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
 
     @property
     def grade(self) -> Fraction:
@@ -330,6 +363,10 @@ class _Arm:
     @property
     def cost(self) -> float:
         return sum(self.costs) / len(self.costs)
+
+    @property
+    def latency(self) -> float:
+        return sum(self.latencies) / len(self.latencies)
 
     def preferred_over(self, other: "_Arm") -> bool:
         return self.grade > other.grade or (self.grade == other.grade > 0 and self.cost < other.cost)
@@ -387,6 +424,7 @@ class PairText:
     rejected: str
     chosen_system: str
     rejected_system: str
+    preference: str | None = None  # the level its prompt states (VotePair.preference)
 
 
 def pair_texts(pairs: Iterable[VotePair], pool: Sequence[str], max_steps: int,
@@ -404,5 +442,6 @@ def pair_texts(pairs: Iterable[VotePair], pool: Sequence[str], max_steps: int,
         if chosen == rejected:  # the same once subtasks are clipped to the grammar's bound
             skipped[SAME_PLAN] += 1
             continue
-        out.append(PairText(pair.question, chosen, rejected, pair.chosen_system, pair.rejected_system))
+        out.append(PairText(pair.question, chosen, rejected, pair.chosen_system, pair.rejected_system,
+                            pair.preference))
     return out, skipped
