@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -170,6 +170,21 @@ SIM_PROVIDER = "stiva-sim"  # the provider the simulated pool's server is added 
 REPLAY_PROVIDER = "stiva-replay"  # the same for a replayed bench (`--pool replay:BENCH_ID`)
 
 
+class SimModelConfig(_Strict):
+    """[[sim.models]]: one simulated model of your own (stiva_tui/sim/profiles.py's SimModel): its
+    chance of a right answer per domain of the suite, its prices, latency and length of answer."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # pool id sim:NAME
+    skills: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
+    # The chance on a domain `skills` does not name (and on items with no domain).
+    other: float = Field(0.2, ge=0, le=1)
+    price_in: float = Field(0.1, ge=0, le=10_000)  # USD per 1M prompt tokens
+    price_out: float = Field(0.4, ge=0, le=10_000)  # USD per 1M completion tokens
+    latency_s: float = Field(0.2, ge=0, le=600)
+    words: int = Field(20, ge=0, le=2000)  # words of working before the answer
+    description: str = Field("", max_length=200)
+
+
 class SimConfig(_Strict):
     """[sim]: Stiva serves the simulated pool's `sim:` models on 127.0.0.1 and adds them to the pool
     (`--pool sim` sets this, leaving out every other model). See stiva_tui/sim."""
@@ -181,6 +196,17 @@ class SimConfig(_Strict):
     # A bench id (or a unique prefix): serve that bench's recorded direct answers instead of the
     # profiles' models (`--pool replay:BENCH_ID`, stiva_tui/sim/replay.py)
     replay: str | None = None
+    # Models of your own instead of the default profiles (a pool with another trade-off: a cheap,
+    # a mid-priced and a dear model, say); names must differ.
+    models: list[SimModelConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _distinct_names(self) -> "SimConfig":
+        names = [m.name for m in self.models]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"[[sim.models]] names must differ: {', '.join(twice)} given twice")
+        return self
 
 
 class Config(_Strict):

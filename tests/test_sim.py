@@ -4,8 +4,10 @@ routing field's baselines (oracle, random, self-moa) and the AIQ frontier."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -191,6 +193,56 @@ def test_pool_sim_seed_is_another_draw_of_the_same_pool_and_a_bench_of_its_own(t
     assert outcomes[0] != outcomes[1]
     code, _, err = _bench(home, *args, "--pool", "sim:three")
     assert code == 2 and "sim:SEED is a whole number" in err
+
+
+SURE_AND_NEVER = """[sim]
+latency_scale = 0.0
+
+[[sim.models]]
+name = "sure"
+other = 1.0
+price_in = 5.0
+price_out = 20.0
+description = "always right, dear"
+
+[[sim.models]]
+name = "never"
+skills = { arithmetic = 0.0 }
+other = 0.0
+"""
+
+
+def test_a_pool_of_your_own_sim_models_follows_their_profiles(tmp_path):
+    """[[sim.models]] replaces the default profiles: a model right on every domain and one right on
+    none are exactly that in a real bench, at their prices, and are labelled simulated."""
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "config.toml").write_text(SURE_AND_NEVER)
+    code, report, err = _bench(home, "--split", "heldout", "--limit", "12", "--concurrency", "8", "--systems", "direct:*")
+    assert code == 0, err
+    rows = {r["system"]: r for r in report["systems"]}
+    assert sorted(rows) == ["direct:sim:never", "direct:sim:sure"] and report["pool"] == "simulated pool"
+    assert (rows["direct:sim:sure"]["accuracy"], rows["direct:sim:never"]["accuracy"]) == (1.0, 0.0)
+    assert rows["direct:sim:sure"]["cost_per_question"] > 10 * rows["direct:sim:never"]["cost_per_question"] > 0
+    from stiva_tui.config import parse_config
+    from stiva_tui.sim.pool import pool_config, start_sim
+
+    config, server = start_sim(pool_config(parse_config(tomllib.loads(SURE_AND_NEVER)), "sim"))
+    server.stop()
+    assert [m.description for m in config.models] == ["simulated: always right, dear", "simulated"]
+
+
+@pytest.mark.parametrize("models, error", [
+    ('[[sim.models]]\nname = "a"\n[[sim.models]]\nname = "a"', "names must differ: a given twice"),
+    ('[[sim.models]]\nname = "a"\nskills = { code = 1.5 }', "sim.models.0.skills.code"),
+    ('[[sim.models]]\nname = "a b"', "sim.models.0.name"),
+    ('[[sim.models]]\nname = "a"\nspeed = 3', "sim.models.0.speed"),
+])
+def test_a_bad_sim_model_is_a_config_error_that_names_it(models, error):
+    from stiva_tui.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError, match=re.escape(error)):
+        parse_config(tomllib.loads("[sim]\n" + models))
 
 
 def test_oracle_without_direct_systems_is_refused_before_anything_is_asked(tmp_path):

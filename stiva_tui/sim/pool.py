@@ -16,7 +16,7 @@ grading the train split under seeds 0..K-1 samples each model K times.
 from __future__ import annotations
 
 from ..config import DEFAULT_LOCAL_MODEL, SIM_PROVIDER, Config, ConfigError, ModelConfig, ProviderConfig, SimConfig
-from .profiles import SIM_LABEL, default_models
+from .profiles import SIM_LABEL, configured_models, default_models
 from .server import SimServer
 
 POOLS = ("sim", "sim:SEED", "replay:BENCH_ID")
@@ -68,7 +68,7 @@ def start_sim(config: Config) -> tuple[Config, SimServer]:
             items += list(load_suite(spec).items)
         except SuiteError as exc:
             raise ConfigError(f"sim.suites: {exc}") from None
-    models = default_models()
+    models = configured_models(config.sim.models) if config.sim.models else default_models()
     server = SimServer(models, items, seed=config.sim.seed, latency_scale=config.sim.latency_scale).start()
     return _with_models(config, server, PROVIDER, models), server
 

@@ -31,8 +31,19 @@ class SimModel:
     def pool_id(self) -> str:
         return self.prefix + self.name
 
+    other: float = DEFAULT_SKILL  # the skill on a domain `skills` does not name
+
     def skill(self, domain: str | None) -> float:
-        return self.skills.get(domain or "", DEFAULT_SKILL)
+        return self.skills.get(domain or "", self.other)
+
+
+def configured_models(entries) -> list[SimModel]:
+    """The `[[sim.models]]` of the config (config.SimModelConfig) as profiles; each description says
+    it is simulated, as the default profiles' do."""
+    return [SimModel(e.name, dict(e.skills), e.price_in, e.price_out, e.latency_s, e.words,
+                     e.description if e.description.lower().startswith("simulated") else
+                     ("simulated: " + e.description if e.description else "simulated"), other=e.other)
+            for e in entries]
 
 
 def default_models() -> list[SimModel]:
