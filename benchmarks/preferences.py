@@ -4,10 +4,12 @@
     .venv/bin/python benchmarks/preferences.py --adapter DIR       # and an adapter trained with --prefer-levels
     .venv/bin/python benchmarks/preferences.py --train 40          # train one first (GRPO on the CPU), then bench it
     .venv/bin/python benchmarks/preferences.py --limit 40          # fewer held-out questions
+    .venv/bin/python benchmarks/preferences.py --pool tiers --train 60 --method graded-dpo --prompted-limit 16 \\
+        --name preferences_tiers                                   # DPO on graded pairs under every level
 
-Everything on the SIMULATED POOL (stiva_tui/sim: four cheap specialists and one dear generalist)
-and the built-in `skills` suite's held-out split, through the real `stiva bench` in a fresh
-STIVA_HOME, with the systems `conductor@LEVEL` (and `adapter:DIR@LEVEL`) for every level. The
+Everything on the SIMULATED POOL (stiva_tui/sim: four cheap specialists and one dear generalist,
+or with `--pool tiers` a small, a mid and a large model that trade accuracy for price) and the
+built-in `skills` suite's held-out split, through the real `stiva bench` in a fresh STIVA_HOME, with the systems `conductor@LEVEL` (and `adapter:DIR@LEVEL`) for every level. The
 conductor on this pool is the embedded Gemma-3 270M (a sim: model cannot plan), as it is for a
 user with no keys and no GPU.
 
@@ -99,11 +101,67 @@ def short_system(system: str) -> str:
     return f"{kind.split(':', 1)[0]}@{level}"
 
 
+# A simulated pool whose models trade accuracy for price (the default pool's specialists are both
+# the most accurate and the cheapest on their domains, so no level can trade one for the other
+# there): under the levels' rewards (core/preference.py), `best` earns most on `large`, `balanced`
+# on `mid` (0.5 x its 0.34 more accuracy than small's outweighs 0.2 x its cost, half of large's) and
+# `cheap` on `small` (0.45 x that cost does not). Same words of answer, so cost follows price.
+TIERS = """
+[[sim.models]]
+name = "small"
+other = 0.45
+price_in = 0.1
+price_out = 0.4
+latency_s = 0.15
+words = 40
+description = "small and cheap, right about half the time"
+
+[[sim.models]]
+name = "mid"
+other = 0.79
+price_in = 2.5
+price_out = 10.0
+latency_s = 0.3
+words = 40
+description = "mid-sized, right about four times in five"
+
+[[sim.models]]
+name = "large"
+other = 0.93
+price_in = 5.0
+price_out = 20.0
+latency_s = 0.6
+words = 40
+description = "large and dear, almost always right"
+"""
+POOLS = {"default": "", "tiers": TIERS}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--adapter", metavar="DIR", help="also bench this adapter (trained with --prefer-levels)")
     parser.add_argument("--train", type=int, metavar="STEPS", help="train an adapter for STEPS steps first")
+    parser.add_argument("--method", choices=["grpo", "graded-dpo"], default="grpo",
+                        help="with --train: GRPO with sampled preferences (the default), or DPO on the train "
+                             "split's graded pairs under every level (stiva train --from-votes --bench ... "
+                             "--prefer-levels)")
+    parser.add_argument("--pool", choices=sorted(POOLS), default="default",
+                        help="the default simulated pool, or `tiers`: small, mid and large models that trade "
+                             "accuracy for price (TIERS above)")
+    parser.add_argument("--graded-seeds", type=int, default=8, metavar="K",
+                        help="graded-dpo: grade the train split under sim seeds 0..K-1 (answering at once: "
+                             "latency_scale 0, so K benches take seconds; the pairs then carry no latency signal)")
+    parser.add_argument("--levels", default=",".join(LEVELS),
+                        help="graded-dpo: the levels the pairs are graded under (default every level; without "
+                             "the latency signal, fast is the balanced rule with other weights)")
+    parser.add_argument("--batch", type=int, default=8, help="graded-dpo: pairs a step")
+    parser.add_argument("--lr", type=float, default=1e-3, help="graded-dpo: learning rate")
+    parser.add_argument("--sft-weight", type=float, default=0.0, help="graded-dpo: RPO's weight (default 0)")
     parser.add_argument("--limit", type=int, help="at most this many held-out questions")
+    parser.add_argument("--prompted-limit", type=int,
+                        help="at most this many for the prompted conductor (its long prompt is slow on a CPU)")
+    parser.add_argument("--name", default="preferences", help="save benchmarks/NAME.json (default preferences)")
+    parser.add_argument("--keep", action="store_true", help="keep the run's folder (STIVA_HOME and adapter)")
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
 
@@ -111,40 +169,63 @@ def main() -> None:
     home = work / "home"
     home.mkdir()
     (home / "config").mkdir()
-    (home / "config" / "config.toml").write_text("[sim]\nlatency_scale = 1.0\n")  # latency is a figure here: keep the profiles'
+    # latency is a figure here: keep the profiles'
+    (home / "config" / "config.toml").write_text("[sim]\nlatency_scale = 1.0\n" + POOLS[args.pool])
     from stiva_tui import paths
 
     env = {**os.environ, "STIVA_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "STIVA_MODEL_CACHE": str(paths.model_cache_dir())}
     adapter = Path(args.adapter).resolve() if args.adapter else None
     train_s = None
+    training: dict = {}
     if args.train:
         adapter = work / "adapter"
         started = time.monotonic()
-        run(["train", "skills", "--pool", "sim", "--split", "train", "--base", "embedded", "--out", str(adapter),
-             "--steps", str(args.train), "--group", "4", "--batch", "4", "--lr", "3e-4", "--lora-r", "8",
-             "--lora-targets", "all", "--prompt", "compact", "--subtask-chars", "30", "--shuffle-pool",
-             "--prefer-levels", ",".join(LEVELS), "--save-every", str(args.train), "--json"], env, "training")
+        if args.method == "grpo":
+            run(["train", "skills", "--pool", "sim", "--split", "train", "--base", "embedded", "--out", str(adapter),
+                 "--steps", str(args.train), "--group", "4", "--batch", "4", "--lr", "3e-4", "--lora-r", "8",
+                 "--lora-targets", "all", "--prompt", "compact", "--subtask-chars", "30", "--shuffle-pool",
+                 "--prefer-levels", ",".join(LEVELS), "--save-every", str(args.train), "--json"], env, "training")
+        else:
+            grading = work / "grading.toml"  # the same pool, answering at once
+            grading.write_text("[sim]\nlatency_scale = 0.0\n" + POOLS[args.pool])
+            benches = [json.loads(run(["bench", "skills", "--config", str(grading), "--pool", f"sim:{seed}", "--split",
+                                       "train", "--systems", "direct:*", "--concurrency", "4", "--json"], env,
+                                      f"graded bench of the train split (sim seed {seed})").stdout)
+                       for seed in range(args.graded_seeds)]
+            summary = json.loads(run(
+                ["train", "--from-votes", "--pool", "sim", *[a for b in benches for a in ("--bench", b["bench_id"])],
+                 "--bench-pairs", "best", "--prefer-levels", args.levels, "--base", "embedded",
+                 "--out", str(adapter), "--steps", str(args.train), "--batch", str(args.batch), "--lr", str(args.lr),
+                 "--lora-r", "8", "--lora-targets", "all", "--plan-steps", "1", "--subtask-chars", "30",
+                 "--sft-weight", str(args.sft_weight), "--save-every", str(args.train), "--json"],
+                env, "training (DPO on the graded pairs under every level)").stdout)
+            log = [json.loads(line) for line in (adapter / "train_log.jsonl").read_text().splitlines() if line]
+            training = {"pairs": summary["pairs"], "levels": args.levels.split(","), "graded_seeds": args.graded_seeds,
+                        "batch": args.batch, "lr": args.lr, "sft_weight": args.sft_weight,
+                        "train_benches": [b["bench_id"] for b in benches],
+                        "loss_first5": _mean([r["loss"] for r in log[:5]]),
+                        "loss_last5": _mean([r["loss"] for r in log[-5:]]),
+                        "chosen_logp_last5": _mean([r["chosen_logp"] for r in log[-5:]])}
         train_s = round(time.monotonic() - started, 1)
-    systems = [f"conductor@{level}" for level in LEVELS]
-    if adapter is not None:
-        systems += [f"adapter:{adapter}@{level}" for level in LEVELS]
     started = time.monotonic()
-    bench = run(["bench", "skills", "--pool", "sim", "--split", "heldout", "--concurrency", "4", "--json",
-                 *(["--limit", str(args.limit)] if args.limit else []), "--systems", ",".join(systems)], env, "bench")
-    bench_s = round(time.monotonic() - started, 1)
-    summary = json.loads(bench.stdout)
-    report = json.loads((home / "data" / "bench" / summary["bench_id"] / "report.json").read_text())
-    figures = {"pool": "simulated pool", "suite": summary["suite"], "split": "heldout",
-               "conductor": "embedded Gemma-3 270M, prompted", "prompted": levels_of(report["items"], "conductor")}
-    figures["prompted_ordering"] = ordering(report["items"], "conductor", figures["prompted"])
+    items = bench(env, [f"conductor@{level}" for level in LEVELS], args.prompted_limit or args.limit, home)
     if adapter is not None:
-        figures["trained"] = levels_of(report["items"], f"adapter:{adapter}")
-        figures["trained_ordering"] = ordering(report["items"], f"adapter:{adapter}", figures["trained"])
-        figures["training"] = {"steps": args.train, "train_s": train_s, "adapter": str(adapter)}
+        items += bench(env, [f"adapter:{adapter}@{level}" for level in LEVELS], args.limit, home)
+    bench_s = round(time.monotonic() - started, 1)
+    figures = {"pool": "simulated pool" + (f" ({args.pool}: {POOL_WORDS})" if args.pool == "tiers" else ""),
+               "suite": "skills:heldout", "split": "heldout",
+               "conductor": "embedded Gemma-3 270M, prompted", "prompted": levels_of(items, "conductor")}
+    figures["prompted_ordering"] = ordering(items, "conductor", figures["prompted"])
+    if adapter is not None:
+        figures["trained"] = levels_of(items, f"adapter:{adapter}")
+        figures["trained_ordering"] = ordering(items, f"adapter:{adapter}", figures["trained"])
+        figures["training"] = {"method": args.method, "steps": args.train, "train_s": train_s,
+                               "adapter": str(adapter)} | training
+        figures["trained_picks"] = picks(items)
     figures["items"] = [{"system": short_system(r["system"]), "id": r["id"], "correct": bool(r["correct"]),
                          "cost_usd": r["cost_usd"], "latency_s": r["latency_s"]}
-                        for r in report["items"] if "@" in r["system"]]
+                        for r in items if "@" in r["system"]]
     figures |= {"bench_s": bench_s, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
                 "when": time.strftime("%Y-%m-%d %H:%M:%S")}
     for kind in ("prompted", "trained"):
@@ -155,9 +236,47 @@ def main() -> None:
             print(f"  {kind} ordering: " + ", ".join(f"{k}={'yes' if v['holds'] else 'NO'}"
                                                    for k, v in figures[f"{kind}_ordering"].items()))
     if not args.no_save:
-        (HERE / "preferences.json").write_text(json.dumps(figures, indent=2) + "\n")
-        print(f"saved {HERE / 'preferences.json'}")
-    shutil.rmtree(work, ignore_errors=True)
+        (HERE / f"{args.name}.json").write_text(json.dumps(figures, indent=2) + "\n")
+        print(f"saved {HERE / (args.name + '.json')}")
+    if args.keep:
+        print(f"kept {work} (STIVA_HOME {home}, adapter {adapter})")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+POOL_WORDS = "small, mid and large models trading accuracy for price"
+
+
+def bench(env: dict, systems: list[str], limit: int | None, home: Path) -> list[dict]:
+    """The held-out split benched on `systems`; its report's items, each with the model its plan used."""
+    summary = json.loads(run(["bench", "skills", "--pool", "sim", "--split", "heldout", "--concurrency", "4", "--json",
+                              *(["--limit", str(limit)] if limit else []), "--systems", ",".join(systems)],
+                             env, "bench").stdout)
+    report = json.loads((home / "data" / "bench" / summary["bench_id"] / "report.json").read_text())
+    from stiva_tui.store import Store
+    from stiva_tui.train.votes import trace_plan
+
+    with Store.open(home / "data" / "stiva.db", reads_only=True) as store:
+        for item in report["items"]:
+            try:
+                plan = trace_plan(store.get_trace(item["run_id"])) if item.get("run_id") else "no run"
+            except Exception:  # noqa: BLE001 - a run that cannot be read is counted as such
+                plan = "unreadable"
+            item["route"] = plan if isinstance(plan, str) else ">".join(plan.models)
+    return report["items"]
+
+
+def picks(items: list[dict]) -> dict[str, dict[str, int]]:
+    """Per system@level, how many plans used each model sequence."""
+    out: dict[str, dict[str, int]] = {}
+    for item in items:
+        by = out.setdefault(short_system(item["system"]), {})
+        by[item["route"]] = by.get(item["route"], 0) + 1
+    return out
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
 
 
 if __name__ == "__main__":
