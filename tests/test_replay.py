@@ -61,7 +61,7 @@ def test_bad_replays_are_one_line_usage_errors(fake, tmp_path, stiva_home):
     assert planned.returncode == 0, planned.stderr
     conductor_only = json.loads(planned.stdout)["bench_id"]
     for pool, message in (("replay:ab", "4 characters or more"), ("replay:abcdef", "no bench abcdef"),
-                          (f"replay:{conductor_only}", "no graded direct: answers"), ("nope", "use sim or replay")):
+                          (f"replay:{conductor_only}", "no graded direct: answers"), ("nope", "use sim, sim:SEED or replay")):
         result = stiva("bench", str(suite), "--pool", pool, "--systems", "direct:*", "--config", str(config),
                        home=stiva_home)
         assert result.returncode == 2, (pool, result.stderr)
