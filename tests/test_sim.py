@@ -245,6 +245,38 @@ def test_a_bad_sim_model_is_a_config_error_that_names_it(models, error):
         parse_config(tomllib.loads("[sim]\n" + models))
 
 
+def test_a_chain_system_checks_its_first_answer_and_gives_two_step_graded_pairs(tmp_path, monkeypatch):
+    """`chain:A>B`: A answers, B reads A's answer and checks it. On the simulated pool a model that
+    checks its own draft is right more often than its single call (the sim's documented rule), at
+    about twice the tokens; its runs are recorded as the chain, and graded pairs rebuild its
+    two-step plan from them."""
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "config.toml").write_text("[sim]\nlatency_scale = 0.0\n")
+    code, report, err = _bench(home, "--split", "train", "--limit", "40", "--concurrency", "8", "--systems",
+                               "direct:sim:generalist,chain:sim:generalist>sim:generalist")
+    assert code == 0, err
+    rows = {r["system"]: r for r in report["systems"]}
+    single, chain = rows["direct:sim:generalist"], rows["chain:sim:generalist>sim:generalist"]
+    assert chain["accuracy"] > single["accuracy"]  # 0.72 -> about 0.83 by the rule; measured 0.825 -> 0.90
+    assert chain["tokens_per_question"] > 1.8 * single["tokens_per_question"]
+    monkeypatch.setenv("STIVA_HOME", str(home))
+    from stiva_tui.store import Store
+    from stiva_tui.train.votes import graded_pairs
+
+    with Store.open() as store:
+        runs = [store.get_trace(i.run_id) for i in store.bench_items(report["bench_id"])
+                if i.system.startswith("chain:")]
+        pairs, left = graded_pairs(store, report["bench_id"])
+    assert {t.system for t in runs} == {"chain:sim:generalist>sim:generalist"} and left == []
+    two = [p.chosen for p in pairs if p.chosen_system.startswith("chain:")]
+    assert two and all(p.models == ("sim:generalist",) * 2 and p.access == ((), (0,)) for p in two)
+    code, _, err = _bench(home, "--systems", "chain:sim:calc>sim:nope")
+    assert code == 2 and "sim:nope is not in the pool" in err, err
+    code, _, err = _bench(home, "--systems", "chain:sim:calc")
+    assert code == 2 and "a chain names two or more models" in err, err
+
+
 def test_oracle_without_direct_systems_is_refused_before_anything_is_asked(tmp_path):
     home = tmp_path / "home"
     home.mkdir()

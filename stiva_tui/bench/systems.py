@@ -10,6 +10,9 @@
   model; MODEL defaults to the [moa] aggregator, else the dearest available model (the strongest
   one a price list can tell);
 - `direct:*`: `direct:MODEL` for every available pool model;
+- `chain:A>B[>C...]`: a fixed chain: A answers, each next model reads the step before and checks
+  it, the last one's answer is the run's (`A>A`: a model checking its own draft); what a second
+  step is worth on the pool, and graded pairs (`stiva train --from-votes --bench`) with two-step plans;
 - `oracle` and `random`, the routing field's bounds, computed from the bench's `direct:` runs
   with no call of their own (see `baselines`): per item the cheapest single model that is right,
   and a uniformly random single model;
@@ -25,9 +28,12 @@ from typing import Any, Iterable, Sequence
 
 from ..core.preference import PreferenceError, parse_preference
 from ..inference.checkpoints import adapter_base
-from ..runtime.modes import MOA_SYSTEM, PRESETS, ConductorMode, ConductorVariant, DirectMode, MoAMode, Mode
+from ..engine.baselines import chain_workflow
+from ..runtime.modes import (MOA_SYSTEM, PRESETS, ConductorMode, ConductorVariant, DirectMode, MoAMode, Mode,
+                             WorkflowMode)
 
-SYSTEM_HELP = ("conductor, conductor-mini, moa, self-moa[:MODEL], direct:MODEL, direct:*, adapter:DIR, oracle, random; "
+SYSTEM_HELP = ("conductor, conductor-mini, moa, self-moa[:MODEL], direct:MODEL, direct:*, chain:A>B, adapter:DIR, "
+               "oracle, random; "
                "a conductor system@LEVEL (conductor@cheap) plans under that preference")
 DERIVED = ("oracle", "random")
 SELF_MOA = "self-moa"
@@ -83,6 +89,12 @@ def parse_system(spec: str) -> System:
         return System(name, self_moa_mode(model))
     if colon and kind == "direct" and rest.strip():
         return System(f"direct:{rest.strip()}", DirectMode(rest.strip()), {})
+    if colon and kind == "chain":
+        models = tuple(m.strip() for m in rest.split(">"))
+        if len(models) < 2 or not all(models):
+            raise SystemError(f"{name}: a chain names two or more models, each after a '>': chain:A>B")
+        name = "chain:" + ">".join(models)
+        return System(name, WorkflowMode(chain_workflow(len(models)), models, name))
     if colon and kind == "adapter" and rest.strip():
         folder = Path(rest.strip()).expanduser()
         if not (folder / "adapter_config.json").is_file():
@@ -135,6 +147,12 @@ def resolve_systems(systems: Sequence[System], models: Sequence[Any], moa_aggreg
             out.append(System(SELF_MOA, mode))
         else:
             out.append(system)
+    known = {m.id for m in models}
+    for system in out:  # a chain on a model the pool lacks would fail on every item
+        missing = [m for m in system.mode.models if m not in known] if isinstance(system.mode, WorkflowMode) else []
+        if missing:
+            raise SystemError(f"{system.name}: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in "
+                              f"the pool; available: {', '.join(sorted(known))}")
     direct = [s for s in out if isinstance(s.mode, DirectMode)]
     for system in out:
         if system.derived and len(direct) < 2:

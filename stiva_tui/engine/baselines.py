@@ -20,6 +20,16 @@ def direct_workflow() -> Workflow:
     return Workflow((Step(0, "Answer the question.", ()),))
 
 
+CHECK_SUBTASK = "Check the answer above: give it if it is right, else the right one."
+
+
+def chain_workflow(steps: int) -> Workflow:
+    """A chain of `steps` on model indices 0..steps-1: the first answers the question, each later
+    one reads the step before it and checks it (the last one's answer is the run's)."""
+    return Workflow(tuple(Step(i, "Answer the question." if i == 0 else CHECK_SUBTASK, (i - 1,) if i else ())
+                          for i in range(steps)))
+
+
 def moa_workflow(proposers: int, layers: int, samples: bool = False) -> Workflow:
     """Proposer layers then an aggregator; model index `proposers` is the aggregator. `samples`
     (Self-MoA): the first layer's subtasks say which sample each one is."""

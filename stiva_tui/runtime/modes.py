@@ -99,10 +99,11 @@ class MoAMode:
 class WorkflowMode:
     workflow: Workflow
     models: tuple[str, ...]  # the pool model id of each model index the workflow uses
+    name: str = "workflow"  # the system its runs are recorded as (a bench's `chain:A>B`)
 
     @property
     def system(self) -> str:
-        return "workflow"
+        return self.name
 
 
 Mode = Union[ConductorMode, DirectMode, MoAMode, WorkflowMode]

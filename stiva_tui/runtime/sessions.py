@@ -142,7 +142,8 @@ class Sessions:
                                                                  samples=mode.samples, **kw)
         if isinstance(mode, WorkflowMode):
             models = [self._model(m) for m in mode.models]
-            return lambda engine, question, **kw: engine.run_workflow(question, mode.workflow, models, **kw)
+            return lambda engine, question, **kw: engine.run_workflow(question, mode.workflow, models,
+                                                                      system=mode.system, **kw)
         raise AskError(f"unknown mode {mode!r}")
 
     def _model(self, model_id: str) -> PoolModel:

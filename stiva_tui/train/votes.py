@@ -5,7 +5,7 @@ better than Y's" on question q says: for q, X's plan is preferred over Y's plan.
 
 - `direct:MODEL` (a bench's name) or `MODEL` (compare mode names a pool model's column by its
   id): one step on MODEL ("Answer the question.", reads nothing), with or without its run's trace;
-- `moa`, `self-moa[:MODEL]`: the DAG its run executed, read from the run's trace;
+- `moa`, `self-moa[:MODEL]`, a bench's `chain:A>B`: the DAG its run executed, read from the run's trace;
 - `conductor`, `conductor-mini`, `adapter:DIR`: the plan of the run's first round, from its trace
   (a later round is a revision made with the first answer in view: another prompt, left out).
 
@@ -185,7 +185,7 @@ def system_plan(system: str, trace: Trace | None) -> NamedPlan | str:
     kind, colon, rest = name.partition(":")
     if kind == "direct" and colon and rest.strip():
         return NamedPlan((rest.strip(),), (DIRECT_SUBTASK,), ((),))
-    if is_conductor_system(name) or name in MOA_SYSTEMS or (colon and kind in ("adapter", "self-moa")):
+    if is_conductor_system(name) or name in MOA_SYSTEMS or (colon and kind in ("adapter", "self-moa", "chain")):
         return NO_TRACE if trace is None else trace_plan(trace)
     if not name or name in NO_PLAN_SYSTEMS:
         return UNKNOWN_SYSTEM
