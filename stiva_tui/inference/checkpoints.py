@@ -23,11 +23,14 @@ def quiet_libraries() -> None:
     """Silence library chatter that says nothing a user can act on (call before importing them).
 
     bitsandbytes' CPU backend warns at import that the optional `kernels` package (which would
-    fetch a kernel from the hub) is missing; its own kernel is used instead, and that is fine.
+    fetch a kernel from the hub) is missing or could not fetch it; its own kernel is used
+    instead, and that is fine. Since transformers 5.25 `kernels` is installed with it, and
+    offline it warns that it skipped the hub's publisher check of the kernel it did not fetch.
     """
     import logging
 
-    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+    for name in ("bitsandbytes.backends.cpu.ops", "kernels"):
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def offline() -> bool:
