@@ -1,7 +1,8 @@
 """Compare-mode votes as training signal, measured with simulated voters (saves benchmarks/votes.json):
 
     .venv/bin/python benchmarks/votes.py                          # tiny random conductor, N = 0, 24, 72 (24 min on 2 busy cores)
-    .venv/bin/python benchmarks/votes.py --base embedded --votes 0,32,96 --heldout 60
+    .venv/bin/python benchmarks/votes.py --base embedded --votes 0,32,96 --heldout 40 --samples 1 \
+        --steps 40 --lr 1e-3 --sft-weight 1 --subtask-chars 30 --out votes_embedded.json
 
 Everything on the SIMULATED POOL (stiva_tui/sim: five sim: models whose strengths and prices are
 known) and the built-in `skills` suite, in a fresh STIVA_HOME, through the real parts:
@@ -131,12 +132,15 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--lr", type=float, default=5e-3)
     parser.add_argument("--beta", type=float, default=0.1)
+    parser.add_argument("--sft-weight", type=float, default=0.0,
+                        help="RPO: + W x the chosen plan's NLL (1 keeps the embedded model's subtask text intact)")
     parser.add_argument("--lora-r", type=int, default=8)
     parser.add_argument("--plan-steps", type=int, default=1, help="the plans' step limit (default 1)")
     parser.add_argument("--subtask-chars", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--with-code", action="store_true", help="keep the code items (graded in the sandbox)")
     parser.add_argument("--no-save", action="store_true")
+    parser.add_argument("--out", default="votes.json", help="file name in benchmarks/ (default votes.json)")
     args = parser.parse_args()
     counts = sorted({int(n) for n in args.votes.split(",")})
 
@@ -233,11 +237,14 @@ def main() -> None:
             runs = pool.run_many([(item, WorkflowMode(plan.workflow, tuple(ids))) for item, plan in sampled])
             right = sum(r["correct"] for r in runs)
             picks = Counter(ids[s.model] for _, plan in sampled for s in plan.workflow.steps)
+            subtasks = Counter(s.subtask for _, plan in sampled for s in plan.workflow.steps)
             n = len(runs)
             return {"plans": n, "accuracy": round(right / n, 4), "accuracy_95": interval(right, n),
                     "cost_usd_per_question": round(sum(r["cost_usd"] for r in runs) / n, 8),
                     "tokens_per_question": round(sum(r["tokens"] for r in runs) / n, 1),
-                    "picks": dict(picks.most_common())}
+                    "picks": dict(picks.most_common()),
+                    # the plans' subtask text: DPO alone garbles it on the embedded model (learning_rpo.json)
+                    "subtasks": dict(subtasks.most_common(3)), "distinct_subtasks": len(subtasks)}
 
         rows = []
         for n in counts:
@@ -251,7 +258,7 @@ def main() -> None:
                 out = work / f"adapter-{n}"
                 summary = train_from_votes(config, VoteTrainOptions(
                     base=model_dir, out=out, steps=args.steps, batch=args.batch, lr=args.lr, beta=args.beta,
-                    device="cpu", lora_r=args.lora_r, lora_targets="all", prompt_style="compact",
+                    sft_weight=args.sft_weight, device="cpu", lora_r=args.lora_r, lora_targets="all", prompt_style="compact",
                     max_steps_per_plan=args.plan_steps, max_subtask_chars=args.subtask_chars,
                     save_every=args.steps + 1, seed=args.seed), workers=workers, harvest=subset)
                 row = {"votes": n, "pairs": summary.pairs, "dpo_loss": [summary.loss_first, summary.loss_last],
@@ -269,7 +276,7 @@ def main() -> None:
         "label": "simulated pool",
         "what": "N simulated votes (right answer, else the cheaper) from the skills train split -> DPO + LoRA -> "
                 "held-out accuracy and cost of the conductor's plans on the simulated pool",
-        "base": args.base, "settings": {k: v for k, v in vars(args).items() if k != "no_save"},
+        "base": args.base, "settings": {k: v for k, v in vars(args).items() if k not in ("no_save", "out")},
         **report,
         "wall_s": round(time.monotonic() - started, 1),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared)",
@@ -277,8 +284,8 @@ def main() -> None:
     }
     print(json.dumps(report["rows"], indent=2))
     if not args.no_save:
-        (HERE / "votes.json").write_text(json.dumps(report, indent=2) + "\n")
-        print(f"saved {HERE / 'votes.json'}")
+        (HERE / args.out).write_text(json.dumps(report, indent=2) + "\n")
+        print(f"saved {HERE / args.out}")
 
 
 if __name__ == "__main__":
