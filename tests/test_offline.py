@@ -62,3 +62,42 @@ def test_the_readme_sum_is_right_offline(model_cache, tmp_path, stiva_home):  # 
     assert result.returncode == 0, result.stderr[-2000:]
     trace = json.loads(result.stdout)
     assert "391" in trace["answer"], trace["answer"]
+
+
+def test_loading_the_libraries_asks_no_hub(tmp_path):
+    """bitsandbytes' CPU backend fetches a kernel from the hub at import when the `kernels` package
+    is installed (transformers 5.25 brings it) and the CPU has AVX512-BF16. Stiva imports it with
+    `kernels` hidden: no hub request, even online. The hub here is a real HTTP server on 127.0.0.1
+    that records every request (HF_ENDPOINT), so an attempt cannot go unseen."""
+    import http.server
+    import threading
+
+    seen: list[str] = []
+
+    class Hub(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            seen.append(self.path)
+            self.send_response(404)
+            self.end_headers()
+
+        do_HEAD = do_POST = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+        env.update({"HF_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}", "HF_HOME": str(tmp_path / "hf"),
+                    "KERNELS_CACHE": str(tmp_path / "kernels")})
+        code = ("from stiva_tui.inference.checkpoints import quiet_libraries\n"
+                "quiet_libraries()\n"
+                "import peft, bitsandbytes.backends.cpu.ops\n"  # peft imports bitsandbytes too
+                "print('imported')\n")
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    finally:
+        server.shutdown()
+    assert result.returncode == 0 and "imported" in result.stdout, result.stderr[-2000:]
+    assert seen == [], seen
+    assert "kernels-community" not in result.stderr, result.stderr[-2000:]

@@ -31,6 +31,39 @@ def quiet_libraries() -> None:
 
     for name in ("bitsandbytes.backends.cpu.ops", "kernels"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    import_bitsandbytes_without_hub_kernels()
+
+
+_bnb_lock = threading.Lock()
+
+
+def import_bitsandbytes_without_hub_kernels() -> None:
+    """Import bitsandbytes with the `kernels` package hidden, so that its import asks no hub.
+
+    On a CPU with AVX512-BF16 and `kernels` installed (transformers 5.25 brings it), bitsandbytes'
+    CPU backend fetches a compiled kernel from the Hugging Face hub at import: a call to the
+    network nobody asked for on every start (seconds where the network drops packets, and 4-bit
+    code downloaded and run unannounced). Hidden, it uses the kernel it ships with, which does the
+    same arithmetic. peft and transformers import bitsandbytes later and get this module.
+    """
+    import importlib.util
+    import sys
+
+    with _bnb_lock:
+        if "bitsandbytes" in sys.modules or importlib.util.find_spec("bitsandbytes") is None:
+            return
+        missing = object()
+        kernels = sys.modules.get("kernels", missing)
+        sys.modules["kernels"] = None  # type: ignore[assignment]  # `from kernels import ...` fails
+        try:
+            import bitsandbytes  # noqa: F401
+        except Exception:  # noqa: BLE001  (raised again where bitsandbytes is used, with its context)
+            pass
+        finally:
+            if kernels is missing:
+                sys.modules.pop("kernels", None)
+            else:
+                sys.modules["kernels"] = kernels
 
 
 def offline() -> bool:
