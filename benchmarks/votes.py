@@ -1,7 +1,7 @@
 """Compare-mode votes as training signal, measured with simulated voters (saves benchmarks/votes.json):
 
     .venv/bin/python benchmarks/votes.py                          # tiny random conductor, N = 0, 24, 72 (24 min on 2 busy cores)
-    .venv/bin/python benchmarks/votes.py --base embedded --votes 0,32,96 --heldout 40 --samples 1 \
+    .venv/bin/python benchmarks/votes.py --base embedded --votes 0,30,90 --heldout 40 --samples 1 \
         --steps 40 --lr 1e-3 --sft-weight 1 --subtask-chars 30 --out votes_embedded.json
 
 Everything on the SIMULATED POOL (stiva_tui/sim: five sim: models whose strengths and prices are
@@ -170,6 +170,8 @@ def main() -> None:
     rng.shuffle(held_items)
     held_items = held_items[: args.heldout]
     voted_items = train_items[: max(counts)]
+    if max(counts) > len(voted_items):
+        parser.error(f"--votes asks for {max(counts)} votes, but the train split has {len(voted_items)} questions")
 
     if args.base == "tiny":
         from model_builders import build_random_model
