@@ -76,6 +76,42 @@ def votes_text(harvest) -> str:
 
 def train_from_votes_command(args: argparse.Namespace, config) -> int:
     """`stiva train --from-votes` (cli_train.py hands over here)."""
+    from .cli_common import EXIT_USAGE, fail
+
+    if args.suite:
+        return fail("--from-votes trains on pairs: add a graded suite as a bench of it (stiva bench SUITE --systems "
+                    "...), then --bench ID; or train on the suite in a run of its own (stiva train SUITE ...)",
+                    EXIT_USAGE)
+    error = dpo_usage_error(args, "--from-votes")
+    if error:
+        return fail(error, EXIT_USAGE)
+    return train_on_pairs(args, config, tuple(args.bench), args.bench_pairs or "all", "--from-votes")
+
+
+def dpo_usage_error(args: argparse.Namespace, how: str) -> str | None:
+    """What is wrong with the options of a DPO training (`how`: the flag that chose it), or None."""
+    if args.beta is not None and args.beta <= 0:
+        return "--beta must be above 0"
+    if args.sft_weight is not None and not args.sft_weight >= 0:
+        return "--sft-weight must be 0 or more"
+    # Options of GRPO's rollouts that DPO has no use for: said, not silently dropped. A graded
+    # training grades a split of its suite (--split) and may run its code items (--unsafe-code).
+    graded = how != "--from-votes"
+    ignored = [flag for flag, given in (
+        ("--split", args.split and not graded), ("--group", args.group != 4), ("--cost-weight", args.cost_weight),
+        ("--budget-usd", args.budget_usd is not None), ("--shuffle-pool", args.shuffle_pool),
+        ("--temperature", args.temperature != 1.0),
+        ("--unsafe-code", args.unsafe_code and not graded)) if given]
+    if ignored:
+        return (f"{', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} for training on a suite by GRPO "
+                f"(its sampled plans), not by DPO on pairs: leave {'it' if len(ignored) == 1 else 'them'} out with "
+                f"{how}")
+    return None
+
+
+def train_on_pairs(args: argparse.Namespace, config, benches: tuple[str, ...], bench_pairs: str,
+                   how: str = "--from-votes") -> int:
+    """DPO on the votes' pairs and the graded `benches`' (`--from-votes`, `--method graded-dpo`)."""
     import os
     import signal
 
@@ -85,24 +121,6 @@ def train_from_votes_command(args: argparse.Namespace, config) -> int:
     from .train.dpo import VoteTrainOptions, train_from_votes
     from .train.trainer import TrainError
 
-    if args.suite:
-        return fail("--from-votes trains on pairs: add a graded suite as a bench of it (stiva bench SUITE --systems "
-                    "...), then --bench ID; or train on the suite in a run of its own (stiva train SUITE ...)",
-                    EXIT_USAGE)
-    if args.beta is not None and args.beta <= 0:
-        return fail("--beta must be above 0", EXIT_USAGE)
-    if args.sft_weight is not None and not args.sft_weight >= 0:
-        return fail("--sft-weight must be 0 or more", EXIT_USAGE)
-    # Options of GRPO's rollouts that DPO on the votes has no use for: said, not silently dropped.
-    ignored = [flag for flag, given in (
-        ("--split", args.split), ("--group", args.group != 4), ("--cost-weight", args.cost_weight),
-        ("--budget-usd", args.budget_usd is not None), ("--shuffle-pool", args.shuffle_pool),
-        ("--temperature", args.temperature != 1.0),
-        ("--unsafe-code", args.unsafe_code)) if given]
-    if ignored:
-        return fail(f"{', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} for training on a suite (GRPO), "
-                    f"not on the votes (DPO): leave {'it' if len(ignored) == 1 else 'them'} out with --from-votes",
-                    EXIT_USAGE)
     console = Console(stderr=True)
     stop: list[str] = []
 
@@ -121,14 +139,15 @@ def train_from_votes_command(args: argparse.Namespace, config) -> int:
 
     def stage(message: str) -> None:
         if not args.json:
-            print(f"stiva train --from-votes: {message}", file=sys.stderr, flush=True)
+            print(f"stiva train{' --from-votes' if how == '--from-votes' else ''}: {message}", file=sys.stderr,
+                  flush=True)
 
     options = VoteTrainOptions(
         base=args.base, out=Path(args.out), steps=args.steps, batch=args.batch,
         lr=args.lr, beta=args.beta if args.beta is not None else 0.1, resume=args.resume, seed=args.seed,
         lora_r=args.lora_r, lora_targets=args.lora_targets, prompt_style=args.prompt_style,
         max_steps_per_plan=args.plan_steps, max_subtask_chars=args.subtask_chars, save_every=args.save_every,
-        benches=tuple(args.bench), bench_pairs=args.bench_pairs, sft_weight=args.sft_weight or 0.0,
+        benches=benches, bench_pairs=bench_pairs, sft_weight=args.sft_weight or 0.0,
         preferences=tuple(p.strip() for p in args.prefer_levels.split(",") if p.strip()))
     previous = signal.signal(signal.SIGINT, on_signal)
     try:
@@ -153,7 +172,7 @@ def train_from_votes_command(args: argparse.Namespace, config) -> int:
         from rich.markup import escape
 
         console.print("[dim]" + escape(f"use it: [conductor] adapter = \"{summary.adapter}\"; compare: stiva bench "
-                                       f"SUITE --systems conductor,adapter:{summary.adapter}") + "[/]",
+                                       f"{args.suite or 'SUITE'} --systems conductor,adapter:{summary.adapter}") + "[/]",
                       highlight=False, soft_wrap=True)
     if summary.stopped:
         console.print(f"[yellow]stopped:[/] {summary.stopped} — the adapter so far is saved; --resume continues",

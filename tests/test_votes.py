@@ -613,3 +613,93 @@ def test_stiva_train_from_votes_writes_an_adapter_for_the_pool(small_model, stiv
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert [row["step"] for row in log] == [1, 2]
     assert all(row["seconds"] > 0 for row in log), log  # each step's own time, for benchmarks/learning.py
+
+
+GRADED_POOL = """
+[sim]
+latency_scale = 0.0
+suites = ["{suite}"]
+
+[[sim.models]]
+name = "adder"
+skills = {{ arithmetic = 1.0 }}
+other = 0.0
+
+[[sim.models]]
+name = "scholar"
+skills = {{ facts = 1.0 }}
+other = 0.0
+"""
+
+
+def test_stiva_train_graded_dpo_grades_the_pool_then_learns_from_its_pairs(small_model, tmp_path, stiva_home):
+    """`stiva train SUITE --method graded-dpo`: one command benches every single model of the pool on
+    the split (under each sim seed), then trains DPO on each question's best model over the rest.
+    adder is right on arithmetic only, scholar on facts only: every pair's chosen plan is the
+    question's own model, and the benches are real ones in the history."""
+    from stiva_tui.bench.suite import load_suite
+
+    skills = [i for i in load_suite("skills").items if i.meta.get("domain") in ("arithmetic", "facts")]
+    picked = [i for i in skills if i.meta["split"] == "train"][:3] + [i for i in skills if i.meta["split"] == "train"][-3:]
+    picked += [i for i in skills if i.meta["split"] == "heldout"][:2]
+    assert {i.meta["domain"] for i in picked[:6]} == {"arithmetic", "facts"}
+    suite = tmp_path / "two.jsonl"
+    lines = {json.loads(line).get("id"): line for line in
+             (ROOT / "stiva_tui" / "bench" / "data" / "skills.jsonl").read_text().splitlines()}
+    suite.write_text("".join(lines[i.id] + "\n" for i in picked))
+    config = tmp_path / "pool.toml"
+    config.write_text(GRADED_POOL.format(suite=suite))
+    out = tmp_path / "adapter"
+    args = ["--pool", "sim", "--config", str(config), "train", str(suite), "--split", "train", "--method", "graded-dpo",
+            "--graded-seeds", "2", "--base", str(small_model), "--out", str(out), "--steps", "2", "--batch", "2",
+            "--lora-r", "2", "--subtask-chars", "4", "--plan-steps", "1", "--sft-weight", "1"]
+    result = stiva(*args, "--json", home=stiva_home, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout)
+    # 6 items, each one pair (its own model over the other) pooled over the two seeds
+    assert (summary["steps"], summary["graded_pairs"], summary["pairs"], summary["votes"]) == (2, 6, 6, 0), summary
+    marker = json.loads((out / "stiva_adapter.json").read_text())
+    assert marker["bench_pairs"] == "best" and len(marker["benches"]) == 2
+    with Store.open() as store:
+        benches = [store.get_bench(b) for b in marker["benches"]]
+        assert all(b.status == "finished" for b in benches), benches
+        records = [r for b in marker["benches"] for r in store.bench_items(b)]
+    assert len(records) == 2 * 6 * 2  # 2 seeds x 6 train items x 2 models: the held-out items never asked
+    domain = {i.id: i.meta["domain"] for i in picked}
+    assert all(r.correct == ((r.system == "direct:sim:adder") == (domain[r.item_id] == "arithmetic")) for r in records)
+    pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
+    assert sorted(p["chosen"].split("]")[0] for p in pairs) == ["\nmodel_id = [0"] * 3 + ["\nmodel_id = [1"] * 3
+    # run again: both benches resume (nothing asked twice), the same pairs
+    again = stiva(*args[:-2], "--json", home=stiva_home, timeout=600)  # without --sft-weight 1: DPO alone
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads((out / "stiva_adapter.json").read_text())["benches"] == marker["benches"]
+    with Store.open() as store:
+        assert len([r for b in marker["benches"] for r in store.bench_items(b)]) == len(records)
+    # the progress lines say what is graded (not under --json)
+    said = stiva(*args[:-2], home=stiva_home, timeout=600)
+    assert said.returncode == 0, said.stderr[-3000:]
+    assert "grading 2 models on two:train (sim seed 1)" in said.stderr, said.stderr
+    assert "(sim seed 1): sim:adder 50%, sim:scholar 50%" in said.stderr, said.stderr
+    assert "--from-votes" not in said.stderr, said.stderr
+
+
+@pytest.mark.parametrize("extra, error", [
+    (["--graded-seeds", "2"], "--graded-seeds goes with --method graded-dpo"),
+    (["--method", "graded-dpo", "--group", "8"], "--group is for training on a suite by GRPO"),
+    (["--method", "graded-dpo", "--from-votes"], "name the suite instead of --from-votes"),
+])
+def test_graded_dpo_usage_errors(extra, error, stiva_home):
+    result = stiva("train", "skills", "--base", "embedded", "--out", str(stiva_home / "a"), *extra, home=stiva_home)
+    assert result.returncode == 2 and error in result.stderr, result.stderr
+
+
+def test_graded_seeds_need_a_simulated_pool(fake, tmp_path, stiva_home):
+    config = tmp_path / "real.toml"
+    config.write_text(f'[[providers]]\nname = "fake"\nbase_url = "{fake.base_url}"\n'
+                      '[[models]]\nid = "a"\nprovider = "fake"\nmodel = "a"\n'
+                      '[[models]]\nid = "b"\nprovider = "fake"\nmodel = "b"\n')
+    result = stiva("--config", str(config), "train", "skills", "--method", "graded-dpo",
+                   "--graded-seeds", "3", "--base", "embedded", "--out", str(tmp_path / "a"), home=stiva_home)
+    assert result.returncode == 2 and "grades a simulated pool under 3 seeds" in result.stderr, result.stderr
+    # no --split on a suite that has one: said before anything is asked
+    assert "training on every item of skills, its held-out ones too; --split train" in result.stderr

@@ -1,0 +1,111 @@
+"""Grade every single model of the pool on a suite: the labelled outcomes `stiva train --method
+graded-dpo` learns from, as routers are trained from graded model outputs (RouteLLM, RouterBench).
+
+    benches = grade_pool(config, suite, seeds=8, progress=print)
+    # then DPO on their pairs: train.dpo.train_from_votes(..., benches=[b.bench_id for b in benches])
+
+Each grading is a real `stiva bench` of `direct:M` for every model M (kept in the history,
+resumed and never paid twice when it is run again). A simulated pool is graded under `seeds`
+seeds (the pool's own seed, then the next ones): K samples of every model on every question,
+as a real pool graded K times at a temperature, so the pairs follow each item's mean grade rather
+than one draw's luck. A real pool is graded once: asked the same prompt again, a real model
+answers from the answer cache, and no new draw is had.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .trainer import TrainError
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class GradedBench:
+    bench_id: str
+    seed: int | None  # the simulated pool's seed; None for a real pool
+    accuracy: dict[str, float] = field(default_factory=dict)  # per system, over its graded items
+    items: int = 0
+
+
+def grade_pool(config, suite, seeds: int = 1, *, progress: Progress | None = None, unsafe_code: bool = False,
+               answer_cache: bool = True, concurrency: int = 8) -> list[GradedBench]:
+    """Bench `direct:M` for every model of the pool on `suite`, once per seed (TrainError when a
+    bench cannot run or stops before every item is graded)."""
+    if seeds < 1:
+        raise TrainError("--graded-seeds must be at least 1")
+    simulated = config.sim is not None and not config.sim.replay
+    if seeds > 1 and not simulated:
+        raise TrainError(f"--graded-seeds {seeds} grades a simulated pool under {seeds} seeds (--pool sim); a real "
+                         "or replayed pool answers the same prompt from the answer cache, so grade it once")
+    out: list[GradedBench] = []
+    for k in range(seeds):
+        seed = config.sim.seed + k if simulated else None
+        if k == 0:  # the pool the command started
+            out.append(_grade(config, suite, seed, progress, unsafe_code, answer_cache, concurrency))
+            continue
+        from ..sim.pool import start_sim
+
+        reseeded, server = start_sim(config.model_copy(update={"sim": config.sim.model_copy(update={"seed": seed})}))
+        try:
+            out.append(_grade(reseeded, suite, seed, progress, unsafe_code, answer_cache, concurrency))
+        finally:
+            server.stop()
+    return out
+
+
+def _grade(config, suite, seed, progress, unsafe_code, answer_cache, concurrency) -> GradedBench:
+    return asyncio.run(_grade_async(config, suite, seed, progress, unsafe_code, answer_cache, concurrency))
+
+
+async def _grade_async(config, suite, seed, progress, unsafe_code, use_cache, concurrency) -> GradedBench:
+    from ..bench.runner import BenchError, BenchRunner
+    from ..bench.systems import parse_systems
+    from ..runtime import Runtime
+
+    runtime = await Runtime.create(config)
+    answer_cache = None
+    if use_cache:
+        from ..pool.answer_cache import AnswerCache
+
+        answer_cache = AnswerCache.open()
+    where = f" (sim seed {seed})" if seed is not None else ""
+    try:
+        models = [m.id for m in runtime.models]
+        if len(models) < 2:
+            raise TrainError(f"grading needs two models or more to choose between; the pool has {len(models)}")
+        last = [-1]
+
+        def on_progress(p) -> None:  # a line at every tenth of the way
+            tenth = p.done * 10 // max(1, p.total)
+            if progress and tenth != last[0]:
+                last[0] = tenth
+                progress(f"grading {len(models)} models on {suite.name}{where}: {p.done}/{p.total}")
+
+        try:
+            runner = BenchRunner(runtime, suite, parse_systems(f"direct:{m}" for m in models),
+                                 concurrency=concurrency, on_progress=on_progress, unsafe_code=unsafe_code,
+                                 answer_cache=answer_cache)
+            runner.check()
+            outcome = await runner.run()
+        except BenchError as exc:
+            raise TrainError(f"grading the pool{where}: {exc}") from None
+        if outcome.status != "finished":
+            raise TrainError(f"grading the pool{where} stopped ({outcome.stop_reason}); run the same command again "
+                             f"to continue (bench {outcome.bench_id} resumes)")
+        right: dict[str, list[bool]] = {}
+        for record in outcome.records:
+            if record.status == "graded":
+                right.setdefault(record.system, []).append(record.correct)
+        accuracy = {f"direct:{m}": round(sum(v) / len(v), 4) for m in models if (v := right.get(f"direct:{m}"))}
+        if progress:
+            progress(f"graded bench {outcome.bench_id}{where}: "
+                     + ", ".join(f"{s.removeprefix('direct:')} {a:.0%}" for s, a in accuracy.items()))
+        return GradedBench(outcome.bench_id, seed, accuracy, len(runner.items))
+    finally:
+        await runtime.aclose()
+        if answer_cache is not None:
+            answer_cache.close()
