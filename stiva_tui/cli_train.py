@@ -53,10 +53,11 @@ def add_parser(sub, common) -> None:
                             "system over every other: one consistent pick per question (--method graded-dpo's "
                             "default)")
     train.add_argument("--sft-weight", type=float, metavar="W",
-                       help="with --from-votes: add W x the chosen plan's mean NLL to DPO's loss (RPO), so the "
-                            "adapter cannot widen the margin by making both plans unlikely (default 0: DPO alone)")
-    train.add_argument("--beta", type=float, help="with --from-votes: DPO's beta, how far the adapter may move "
-                                                  "from its base (default 0.1)")
+                       help="with --from-votes or --method graded-dpo: add W x the chosen plan's mean NLL to "
+                            "DPO's loss (RPO), so the adapter cannot widen the margin by making both plans "
+                            "unlikely (default 0: DPO alone)")
+    train.add_argument("--beta", type=float, help="with --from-votes or --method graded-dpo: DPO's beta, how far "
+                                                  "the adapter may move from its base (default 0.1)")
     train.add_argument("--split", metavar="NAME", help="only the items whose meta.split is NAME (skills: train)")
     train.add_argument("--base", required=True, help="embedded, an HF id or a model folder (QLoRA on CUDA)")
     train.add_argument("--out", required=True, metavar="DIR", help="where the adapter, log and checkpoints go")
@@ -119,6 +120,8 @@ def train_command(args: argparse.Namespace, config) -> int:
     if args.sft_weight is not None and not (args.from_votes or graded):
         return fail("--sft-weight weighs the chosen plans' likelihood in DPO: it goes with --from-votes or "
                     "--method graded-dpo", EXIT_USAGE)
+    if args.beta is not None and not (args.from_votes or graded):
+        return fail("--beta is DPO's: it goes with --from-votes or --method graded-dpo", EXIT_USAGE)
     if args.bench and not (args.from_votes or graded):
         return fail("--bench adds a graded bench's pairs to --from-votes (DPO); to train on a suite, name it: "
                     "stiva train SUITE ...", EXIT_USAGE)

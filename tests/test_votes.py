@@ -687,6 +687,7 @@ def test_stiva_train_graded_dpo_grades_the_pool_then_learns_from_its_pairs(small
     (["--graded-seeds", "2"], "--graded-seeds goes with --method graded-dpo"),
     (["--method", "graded-dpo", "--group", "8"], "--group is for training on a suite by GRPO"),
     (["--method", "graded-dpo", "--from-votes"], "name the suite instead of --from-votes"),
+    (["--beta", "0.2"], "--beta is DPO's: it goes with --from-votes or --method graded-dpo"),
 ])
 def test_graded_dpo_usage_errors(extra, error, stiva_home):
     result = stiva("train", "skills", "--base", "embedded", "--out", str(stiva_home / "a"), *extra, home=stiva_home)
