@@ -48,6 +48,10 @@ def add_parser(sub, common) -> None:
     train.add_argument("--graded-seeds", type=int, default=1, metavar="K",
                        help="with --method graded-dpo on a simulated pool: grade it under K seeds (K samples of "
                             "every model per question), pairs by mean grade (default 1)")
+    train.add_argument("--graded-systems", metavar="SYSTEMS", default="direct:*",
+                       help="with --method graded-dpo: the systems graded, as stiva bench --systems takes them "
+                            "(default direct:*, every single model); chain:A>B adds two-step plans (train them "
+                            "with --plan-steps 2)")
     train.add_argument("--bench-pairs", choices=["all", "best"],
                        help="with --bench: every pair the rule gives (the default), or only each item's best "
                             "system over every other: one consistent pick per question (--method graded-dpo's "
@@ -113,8 +117,8 @@ def train_command(args: argparse.Namespace, config) -> int:
     if graded and args.from_votes:
         return fail("--method graded-dpo grades the pool on a suite and trains on it (with the votes too): name "
                     "the suite instead of --from-votes", EXIT_USAGE)
-    if args.graded_seeds != 1 and not graded:
-        return fail("--graded-seeds goes with --method graded-dpo", EXIT_USAGE)
+    if (args.graded_seeds != 1 or args.graded_systems != "direct:*") and not graded:
+        return fail("--graded-seeds and --graded-systems go with --method graded-dpo", EXIT_USAGE)
     if args.bench_pairs is not None and not (args.bench or graded):
         return fail("--bench-pairs says which pairs the graded benches give: add --bench ID", EXIT_USAGE)
     if args.sft_weight is not None and not (args.from_votes or graded):
@@ -218,8 +222,8 @@ def graded_command(args: argparse.Namespace, config, suite) -> int:
             print(f"stiva train: {message}", file=sys.stderr, flush=True)
 
     try:
-        benches = grade_pool(config, suite, args.graded_seeds, progress=say, unsafe_code=args.unsafe_code,
-                             answer_cache=args.answer_cache)
+        benches = grade_pool(config, suite, args.graded_seeds, systems=args.graded_systems, progress=say,
+                             unsafe_code=args.unsafe_code, answer_cache=args.answer_cache)
     except TrainError as exc:
         return fail(str(exc), EXIT_USAGE)
     except Exception as exc:  # noqa: BLE001 - a history that cannot be written, a pool gone: one line

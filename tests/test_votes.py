@@ -669,6 +669,17 @@ def test_stiva_train_graded_dpo_grades_the_pool_then_learns_from_its_pairs(small
     assert all(r.correct == ((r.system == "direct:sim:adder") == (domain[r.item_id] == "arithmetic")) for r in records)
     pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
     assert sorted(p["chosen"].split("]")[0] for p in pairs) == ["\nmodel_id = [0"] * 3 + ["\nmodel_id = [1"] * 3
+    # chain systems graded too (--graded-systems): two-step plans among the pairs, trained under
+    # --plan-steps 2. scholar drafting for adder is right on facts (adder reads a right draft) and
+    # often wrong on arithmetic (a wrong draft drags adder down): the cheaper single step wins.
+    chained = stiva("--pool", "sim", "--config", str(config), "train", str(suite), "--split", "train", "--method",
+                    "graded-dpo", "--graded-systems", "direct:*,chain:sim:scholar>sim:adder", "--base",
+                    str(small_model), "--out", str(tmp_path / "chained"), "--steps", "1", "--batch", "2", "--lora-r",
+                    "2", "--subtask-chars", "4", "--plan-steps", "2", "--json", home=stiva_home, timeout=600)
+    assert chained.returncode == 0, chained.stderr[-3000:]
+    chain_pairs = [json.loads(line) for line in (tmp_path / "chained" / "pairs.jsonl").read_text().splitlines()]
+    assert any(p["rejected"].startswith("\nmodel_id = [1, 0]") for p in chain_pairs), chain_pairs[:3]
+    assert json.loads((tmp_path / "chained" / "stiva_adapter.json").read_text())["max_steps_per_plan"] == 2
     # run again: both benches resume (nothing asked twice), the same pairs
     again = stiva(*args[:-2], "--json", home=stiva_home, timeout=600)  # without --sft-weight 1: DPO alone
     assert again.returncode == 0, again.stderr[-3000:]
@@ -678,13 +689,14 @@ def test_stiva_train_graded_dpo_grades_the_pool_then_learns_from_its_pairs(small
     # the progress lines say what is graded (not under --json)
     said = stiva(*args[:-2], home=stiva_home, timeout=600)
     assert said.returncode == 0, said.stderr[-3000:]
-    assert "grading 2 models on two:train (sim seed 1)" in said.stderr, said.stderr
+    assert "grading 2 systems on two:train (sim seed 1)" in said.stderr, said.stderr
     assert "(sim seed 1): sim:adder 50%, sim:scholar 50%" in said.stderr, said.stderr
     assert "--from-votes" not in said.stderr, said.stderr
 
 
 @pytest.mark.parametrize("extra, error", [
-    (["--graded-seeds", "2"], "--graded-seeds goes with --method graded-dpo"),
+    (["--graded-seeds", "2"], "--graded-seeds and --graded-systems go with --method graded-dpo"),
+    (["--graded-systems", "direct:*,moa"], "--graded-seeds and --graded-systems go with --method graded-dpo"),
     (["--method", "graded-dpo", "--group", "8"], "--group is for training on a suite by GRPO"),
     (["--method", "graded-dpo", "--from-votes"], "name the suite instead of --from-votes"),
     (["--beta", "0.2"], "--beta is DPO's: it goes with --from-votes or --method graded-dpo"),

@@ -1,4 +1,4 @@
-"""Grade every single model of the pool on a suite: the labelled outcomes `stiva train --method
+"""Grade every single model of the pool (or other systems) on a suite: the labelled outcomes `stiva train --method
 graded-dpo` learns from, as routers are trained from graded model outputs (RouteLLM, RouterBench).
 
     benches = grade_pool(config, suite, seeds=8, progress=print)
@@ -31,10 +31,17 @@ class GradedBench:
     items: int = 0
 
 
-def grade_pool(config, suite, seeds: int = 1, *, progress: Progress | None = None, unsafe_code: bool = False,
-               answer_cache: bool = True, concurrency: int = 8) -> list[GradedBench]:
-    """Bench `direct:M` for every model of the pool on `suite`, once per seed (TrainError when a
-    bench cannot run or stops before every item is graded)."""
+def grade_pool(config, suite, seeds: int = 1, *, systems: str = "direct:*", progress: Progress | None = None,
+               unsafe_code: bool = False, answer_cache: bool = True, concurrency: int = 8) -> list[GradedBench]:
+    """Bench `systems` (`stiva bench --systems`; by default `direct:M` for every model of the pool)
+    on `suite`, once per seed (TrainError when a bench cannot run or stops before every item is
+    graded). `chain:A>B` systems among them give pairs with two-step plans."""
+    from ..bench.systems import SystemError, parse_systems
+
+    try:
+        parsed = parse_systems([systems])
+    except SystemError as exc:
+        raise TrainError(f"--graded-systems: {exc}") from None
     if seeds < 1:
         raise TrainError("--graded-seeds must be at least 1")
     simulated = config.sim is not None and not config.sim.replay
@@ -45,25 +52,24 @@ def grade_pool(config, suite, seeds: int = 1, *, progress: Progress | None = Non
     for k in range(seeds):
         seed = config.sim.seed + k if simulated else None
         if k == 0:  # the pool the command started
-            out.append(_grade(config, suite, seed, progress, unsafe_code, answer_cache, concurrency))
+            out.append(_grade(config, suite, parsed, seed, progress, unsafe_code, answer_cache, concurrency))
             continue
         from ..sim.pool import start_sim
 
         reseeded, server = start_sim(config.model_copy(update={"sim": config.sim.model_copy(update={"seed": seed})}))
         try:
-            out.append(_grade(reseeded, suite, seed, progress, unsafe_code, answer_cache, concurrency))
+            out.append(_grade(reseeded, suite, parsed, seed, progress, unsafe_code, answer_cache, concurrency))
         finally:
             server.stop()
     return out
 
 
-def _grade(config, suite, seed, progress, unsafe_code, answer_cache, concurrency) -> GradedBench:
-    return asyncio.run(_grade_async(config, suite, seed, progress, unsafe_code, answer_cache, concurrency))
+def _grade(config, suite, systems, seed, progress, unsafe_code, answer_cache, concurrency) -> GradedBench:
+    return asyncio.run(_grade_async(config, suite, systems, seed, progress, unsafe_code, answer_cache, concurrency))
 
 
-async def _grade_async(config, suite, seed, progress, unsafe_code, use_cache, concurrency) -> GradedBench:
+async def _grade_async(config, suite, systems, seed, progress, unsafe_code, use_cache, concurrency) -> GradedBench:
     from ..bench.runner import BenchError, BenchRunner
-    from ..bench.systems import parse_systems
     from ..runtime import Runtime
 
     runtime = await Runtime.create(config)
@@ -74,21 +80,21 @@ async def _grade_async(config, suite, seed, progress, unsafe_code, use_cache, co
         answer_cache = AnswerCache.open()
     where = f" (sim seed {seed})" if seed is not None else ""
     try:
-        models = [m.id for m in runtime.models]
-        if len(models) < 2:
-            raise TrainError(f"grading needs two models or more to choose between; the pool has {len(models)}")
         last = [-1]
 
         def on_progress(p) -> None:  # a line at every tenth of the way
             tenth = p.done * 10 // max(1, p.total)
             if progress and tenth != last[0]:
                 last[0] = tenth
-                progress(f"grading {len(models)} models on {suite.name}{where}: {p.done}/{p.total}")
+                progress(f"grading {len(names)} systems on {suite.name}{where}: {p.done}/{p.total}")
 
         try:
-            runner = BenchRunner(runtime, suite, parse_systems(f"direct:{m}" for m in models),
-                                 concurrency=concurrency, on_progress=on_progress, unsafe_code=unsafe_code,
-                                 answer_cache=answer_cache)
+            runner = BenchRunner(runtime, suite, systems, concurrency=concurrency, on_progress=on_progress,
+                                 unsafe_code=unsafe_code, answer_cache=answer_cache)
+            names = [s.name for s in runner.run_systems]
+            if len(names) < 2:
+                raise TrainError(f"grading needs two systems or more to choose between; {', '.join(names)} "
+                                 "is one (a pool of one model?)")
             runner.check()
             outcome = await runner.run()
         except BenchError as exc:
@@ -100,7 +106,7 @@ async def _grade_async(config, suite, seed, progress, unsafe_code, use_cache, co
         for record in outcome.records:
             if record.status == "graded":
                 right.setdefault(record.system, []).append(record.correct)
-        accuracy = {f"direct:{m}": round(sum(v) / len(v), 4) for m in models if (v := right.get(f"direct:{m}"))}
+        accuracy = {name: round(sum(v) / len(v), 4) for name in names if (v := right.get(name))}
         if progress:
             progress(f"graded bench {outcome.bench_id}{where}: "
                      + ", ".join(f"{s.removeprefix('direct:')} {a:.0%}" for s, a in accuracy.items()))
