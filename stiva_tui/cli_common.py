@@ -29,6 +29,11 @@ def stdout_console(**kwargs):
     return console if console.is_terminal else Console(width=PIPED_WIDTH, **kwargs)
 
 
+def comma_list(text: str) -> tuple[str, ...]:
+    """The non-empty items of a comma-separated option (`--prefer-levels best, cheap`)."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
 def fail(message: str, code: int = EXIT_FAILED) -> int:
     """Say why on one line of stderr (a provider's text in it cannot steer the terminal)."""
     from .cli_view import printable

@@ -108,7 +108,7 @@ def train_command(args: argparse.Namespace, config) -> int:
     from rich.console import Console
 
     from .bench.suite import SuiteError, load_suite, split_of
-    from .cli_common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, fail
+    from .cli_common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, comma_list, fail
     from .train.trainer import TrainError, TrainOptions, train
 
     if args.save_every < 1:
@@ -168,7 +168,7 @@ def train_command(args: argparse.Namespace, config) -> int:
                            max_steps_per_plan=args.plan_steps, max_subtask_chars=args.subtask_chars,
                            shuffle_pool=args.shuffle_pool, temperature=args.temperature,
                            answer_cache=args.answer_cache, rollout_concurrency=args.rollout_concurrency,
-                           preferences=tuple(p.strip() for p in args.prefer_levels.split(",") if p.strip()))
+                           preferences=comma_list(args.prefer_levels))
     try:
         if view:
             with view:

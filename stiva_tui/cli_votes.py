@@ -117,7 +117,7 @@ def train_on_pairs(args: argparse.Namespace, config, benches: tuple[str, ...], b
 
     from rich.console import Console
 
-    from .cli_common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, fail
+    from .cli_common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, comma_list, fail
     from .train.dpo import VoteTrainOptions, train_from_votes
     from .train.trainer import TrainError
 
@@ -148,7 +148,7 @@ def train_on_pairs(args: argparse.Namespace, config, benches: tuple[str, ...], b
         lora_r=args.lora_r, lora_targets=args.lora_targets, prompt_style=args.prompt_style,
         max_steps_per_plan=args.plan_steps, max_subtask_chars=args.subtask_chars, save_every=args.save_every,
         benches=benches, bench_pairs=bench_pairs, sft_weight=args.sft_weight or 0.0,
-        preferences=tuple(p.strip() for p in args.prefer_levels.split(",") if p.strip()))
+        preferences=comma_list(args.prefer_levels))
     previous = signal.signal(signal.SIGINT, on_signal)
     try:
         summary = train_from_votes(config, options, on_step=on_step, progress=stage,

@@ -314,21 +314,12 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
 
 def _levels(options: VoteTrainOptions) -> tuple[Any, ...]:
     """The preference levels of `options.preferences`, parsed (TrainError naming a bad one)."""
-    from ..core.preference import PreferenceError, parse_preference
+    from .trainer import prefer_levels
 
     if options.preferences and not options.benches:
         raise TrainError("--prefer-levels grades the benches' pairs under each level; a vote states no level: "
                          "add a graded bench with --bench ID")
-    levels = []
-    for text in options.preferences:
-        try:
-            level = parse_preference(text)
-        except PreferenceError as exc:
-            raise TrainError(f"--prefer-levels: {exc}") from None
-        if level is None:
-            raise TrainError("--prefer-levels: name levels (best, balanced, cheap, fast or a number from 0 to 1)")
-        levels.append(level)
-    return tuple(dict.fromkeys(levels))
+    return tuple(dict.fromkeys(prefer_levels(options.preferences)))
 
 
 def _tokenized(pair: PairText, conductor, loaded, workers, max_steps: int, eos_id: int) -> dict[str, list[int]]:

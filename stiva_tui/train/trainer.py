@@ -37,10 +37,10 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..bench.suite import Suite
-from ..core.preference import PreferenceError, parse_preference
+from ..core.preference import Preference, PreferenceError, parse_preference
 from ..inference.checkpoints import ADAPTER_MARKER, base_fingerprint, base_identity
 from ..inference.errors import ModelError
 from .rollout import EngineLoop, Rollouts, StepStats, read_spend, reward_from_rollout
@@ -233,6 +233,18 @@ def train(config, suite: Suite, options: TrainOptions, *, on_step: Callable[[Ste
         return _train(config, suite, options, on_step=on_step, progress=progress, should_stop=should_stop)
 
 
+def prefer_levels(texts: Sequence[str]) -> tuple[Preference, ...]:
+    """`--prefer-levels`, parsed (GRPO's rollouts and the graded pairs of DPO): TrainError naming a
+    bad one, or "none", which states no preference to train under."""
+    try:
+        levels = tuple(parse_preference(text) for text in texts)
+    except PreferenceError as exc:
+        raise TrainError(f"--prefer-levels: {exc}") from None
+    if any(level is None for level in levels):
+        raise TrainError("--prefer-levels takes levels or numbers (best, balanced, cheap, fast or 0..1), not none")
+    return levels  # type: ignore[return-value]
+
+
 def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, should_stop) -> TrainSummary:
     say = progress or (lambda message: None)
     if options.rollout_concurrency < 1:
@@ -243,13 +255,9 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
         raise TrainError(f"--prompt {options.prompt_style!r}: use compact, or leave it out for the conductor's own")
     if options.lora_targets not in LORA_TARGET_SETS or options.lora_r < 1:
         raise TrainError(f"--lora-targets must be {' or '.join(LORA_TARGET_SETS)}, and --lora-r at least 1")
-    try:
-        preferences = tuple(parse_preference(level) for level in options.preferences)
-    except PreferenceError as exc:
-        raise TrainError(f"--prefer-levels: {exc}") from None
-    if any(p is None for p in preferences) or (preferences and options.cost_weight):
-        raise TrainError("--prefer-levels takes levels or numbers (not none), and replaces --cost-weight: each "
-                         "preference weighs cost itself")
+    preferences = prefer_levels(options.preferences)
+    if preferences and options.cost_weight:
+        raise TrainError("--prefer-levels replaces --cost-weight: each preference weighs cost itself")
     spend_path = Path(options.out).expanduser() / "spend.json"
     spent_before = read_spend(spend_path) if options.resume else 0.0
     if options.budget_usd is not None and spent_before >= options.budget_usd:  # before loading anything
