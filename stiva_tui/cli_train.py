@@ -91,7 +91,8 @@ def add_parser(sub, common) -> None:
                        help="comma-separated preferences (best,balanced,cheap,fast or numbers 0..1): each question's "
                             "plans are sampled under one of them, stated in the prompt, and rewarded by its cost and "
                             "latency weights, so one adapter follows every level (replaces --cost-weight); with "
-                            "--from-votes --bench ID, the benches' pairs are graded under each level instead")
+                            "--from-votes --bench ID or --method graded-dpo, the benches' pairs are graded under each level "
+                            "instead")
     train.add_argument("--no-answer-cache", dest="answer_cache", action="store_false",
                        help="ask every call again, instead of reusing the answers already paid for (a model sent "
                             "the same prompt under the same sampling, in any training or --answer-cache bench)")
