@@ -996,3 +996,27 @@ def test_running_out_of_file_descriptors_is_one_calm_line(serve_process, fake):
     log = served.stop()
     _assert_calm(log)
     assert len([line for line in log.splitlines() if "out of file descriptors" in line]) == 1, log
+
+
+def test_the_server_listens_before_it_says_it_started(fake, monkeypatch):
+    """`started` is what a caller waits for: a client that connects at that moment is queued,
+    not refused (the guarded acceptors start just after; CI once saw a refusal in between)."""
+    seen: list[str] = []
+    original = uvicorn.Server.startup
+
+    async def startup_then_connect(self, sockets=None):
+        await original(self, sockets)
+        if self.started:
+            try:  # a blocking connect is fine here: a listening socket's backlog completes it
+                socket.create_connection(("127.0.0.1", self.config.port), timeout=2).close()
+                seen.append("connected")
+            except OSError as exc:
+                seen.append(type(exc).__name__)
+
+    monkeypatch.setattr(uvicorn.Server, "startup", startup_then_connect)
+    served = Served(make_config(fake)).start()
+    try:
+        assert seen == ["connected"]
+        assert served.post({"model": "x", "messages": []}).status_code in (400, 404, 422)  # and it serves
+    finally:
+        served.stop()

@@ -430,6 +430,13 @@ class GuardedServer(uvicorn.Server):
         guarded = own and can_watch_sockets(asyncio.get_running_loop())
         if own:  # bound here, uvicorn's way (it logs and exits when it cannot bind)
             sockets = [self.config.bind_socket()]
+        if guarded:
+            # Listening before uvicorn says `started` (create_server would listen here): a client
+            # that connects once it is started waits in the backlog until the acceptors below
+            # take it, never refused. Listening after it, one that came in between was refused.
+            for sock in sockets:
+                sock.setblocking(False)
+                sock.listen(self.config.backlog)
         # Guarded, uvicorn serves no socket itself (`[]`): the acceptors below do.
         await super().startup([] if guarded else sockets)
         if guarded and self.started:
@@ -439,9 +446,6 @@ class GuardedServer(uvicorn.Server):
                                                        app_state=self.lifespan.state)
 
             loop = asyncio.get_running_loop()
-            for sock in sockets:  # bound, not yet listening (create_server would call this)
-                sock.setblocking(False)
-                sock.listen(self.config.backlog)
             self.acceptors = [Acceptor(loop, sock, factory, self.connections).start() for sock in sockets]
 
     async def shutdown(self, sockets: Any = None) -> None:
