@@ -28,6 +28,7 @@ from textual.widgets import ContentSwitcher, DataTable, Static
 from ..text import one_line
 from ..widgets.bench_report import STATUS_STYLES, BenchReport, BenchReportView
 from ..widgets.footer import StivaFooter
+from ..widgets.table import Table
 
 if TYPE_CHECKING:
     from ...store import BenchRecord, Store
@@ -102,7 +103,7 @@ class BenchScreen(Screen):
         yield Static("Benches", id="bench-title")
         with ContentSwitcher(initial="bench-list-view", id="bench-views"):
             with Vertical(id="bench-list-view"):
-                yield DataTable(id="bench-list", cursor_type="row", zebra_stripes=True)
+                yield Table(id="bench-list", cursor_type="row", zebra_stripes=True)
                 yield Static("", id="bench-empty", markup=False)
             yield BenchReportView(id="bench-report").data_bind(report=BenchScreen.shown)
         yield StivaFooter()

@@ -8,6 +8,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
+from ..widgets.table import Table
 
 DESCRIPTION_WIDTH = 44
 HELP_CSS = """
@@ -81,7 +82,7 @@ class HelpScreen(ModalScreen[None]):
             if self.opened_from is not None:
                 title += f" · the {type(self.opened_from).__name__.removesuffix('Screen').lower() or 'app'} screen"
             yield Static(title, id="help-title", markup=False)
-            yield DataTable(id="help-table", cursor_type="row", zebra_stripes=True)
+            yield Table(id="help-table", cursor_type="row", zebra_stripes=True)
             # No markup: "[keymap]" is the config's table name, not a style
             yield Static("ctrl+p opens the command palette (every action, and the theme picker). "
                          "Remap a key in config.toml:  [keymap]  send = \"ctrl+s\"", id="help-hint", markup=False)

@@ -24,6 +24,7 @@ from textual.widgets import Button, DataTable, Input, Label, Static
 from ... import secrets
 from .. import messages as msg
 from ..widgets.footer import StivaFooter
+from ..widgets.table import Table
 
 if TYPE_CHECKING:
     from ...config import Config
@@ -109,7 +110,7 @@ class KeysScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static(Text("API keys", style="bold"), id="keys-title")
         yield Static("Looking for a keyring…", id="keys-backend", markup=False)
-        yield DataTable(id="keys-table", cursor_type="row", zebra_stripes=True)
+        yield Table(id="keys-table", cursor_type="row", zebra_stripes=True)
         with Horizontal(id="keys-edit"):
             yield Label("Key:", id="keys-target", markup=False)
             yield Input(password=True, placeholder="paste the API key", id="keys-input")

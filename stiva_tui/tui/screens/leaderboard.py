@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Static
 
 from ...core import format as fmt
 from ..widgets.footer import StivaFooter
+from ..widgets.table import Table
 
 if TYPE_CHECKING:
     from ...runtime import Runtime
@@ -38,7 +39,7 @@ class LeaderboardScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static("Leaderboard — which system's answer won in compare mode", id="leaderboard-title")
         yield Static("", id="leaderboard-pairs")
-        yield DataTable(id="leaderboard-table", cursor_type="row", zebra_stripes=True)
+        yield Table(id="leaderboard-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="leaderboard-empty")
         yield StivaFooter()
 

@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Static
 
 from ...pool.listing import listing_order
 from ..widgets.footer import StivaFooter
+from ..widgets.table import Table
 
 if TYPE_CHECKING:
     from ...config import ConductorConfig
@@ -43,9 +44,9 @@ class PoolScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static("", id="pool-title")
         yield Static("", id="pool-conductor", markup=False)
-        yield DataTable(id="pool-models", cursor_type="row", zebra_stripes=True)
+        yield Table(id="pool-models", cursor_type="row", zebra_stripes=True)
         yield Static("Local servers found", id="pool-servers-title", classes="section")
-        yield DataTable(id="pool-servers", cursor_type="row")
+        yield Table(id="pool-servers", cursor_type="row")
         yield Static("", id="pool-servers-empty")
         yield StivaFooter()
 

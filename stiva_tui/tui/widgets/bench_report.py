@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Static, TabbedContent, TabPane
 from ...core import format as fmt
 from ..text import one_line
 from .. import messages as msg
+from .table import Table
 
 if TYPE_CHECKING:
     from ...store import BenchRecord
@@ -79,10 +80,10 @@ class BenchReportView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="report-heading")
-        yield DataTable(id="report-systems", cursor_type="row", zebra_stripes=True)
+        yield Table(id="report-systems", cursor_type="row", zebra_stripes=True)
         with TabbedContent(id="report-tabs"):
             with TabPane("Items", id="items-tab"):
-                yield DataTable(id="report-items", cursor_type="row", zebra_stripes=True)
+                yield Table(id="report-items", cursor_type="row", zebra_stripes=True)
             with TabPane("Frontier", id="frontier-tab"):
                 with VerticalScroll(id="report-plot"):
                     # The plot is plain text laid out in columns: shown as-is, never as markup.
