@@ -58,6 +58,7 @@ async def bench(args: argparse.Namespace, config) -> int:
     from .conductor.base import ConductorError
     from .runtime import Runtime, StartupError
     from .store import HistoryFault, StoreError
+    from .store.faults import HistoryFaultsHeldBack
 
     if args.list:
         print(listing(config))
@@ -145,33 +146,6 @@ async def _close(runtime, held_back) -> None:
         await runtime.aclose()
     finally:
         held_back.close()
-
-
-class HistoryFaultsHeldBack:
-    """While a bench runs, the log lines of a history fault (each failed write of each run says
-    it) are held back: the bench stops at the first one and says it in one line at the end."""
-
-    def __init__(self):
-        import logging
-
-        self.handlers = [logging.lastResort, *logging.getLogger().handlers]
-        for handler in self.handlers:
-            if handler is not None:
-                handler.addFilter(self.keep)
-
-    @staticmethod
-    def keep(record) -> bool:
-        from .store import HistoryFault
-
-        values = list(record.args) if isinstance(record.args, tuple) else [record.args]
-        if record.exc_info:
-            values.append(record.exc_info[1])
-        return not any(isinstance(value, HistoryFault) for value in values)
-
-    def close(self) -> None:
-        for handler in self.handlers:
-            if handler is not None:
-                handler.removeFilter(self.keep)
 
 
 def write_reports(runtime, runner, status: str, reason: str | None, out: str | None):

@@ -211,7 +211,8 @@ def graded_command(args: argparse.Namespace, config, suite) -> int:
 
     from .cli_common import EXIT_FAILED, EXIT_USAGE, fail
     from .cli_votes import dpo_usage_error, train_on_pairs
-    from .train.graded import grade_pool
+    from .store import HistoryFault, StoreError
+    from .train.graded import GradingFailed, grade_pool
     from .train.trainer import TrainError
 
     error = dpo_usage_error(args, "--method graded-dpo")
@@ -225,9 +226,11 @@ def graded_command(args: argparse.Namespace, config, suite) -> int:
     try:
         benches = grade_pool(config, suite, args.graded_seeds, systems=args.graded_systems, progress=say,
                              unsafe_code=args.unsafe_code, answer_cache=args.answer_cache)
-    except TrainError as exc:
+    except (GradingFailed, HistoryFault) as exc:  # it ran and stopped; a full disk, a damaged history
+        return fail(str(exc), EXIT_FAILED)
+    except (TrainError, StoreError) as exc:
         return fail(str(exc), EXIT_USAGE)
-    except Exception as exc:  # noqa: BLE001 - a history that cannot be written, a pool gone: one line
+    except Exception as exc:  # noqa: BLE001 - a pool gone: one line
         return fail(f"grading failed: {type(exc).__name__}: {exc}", EXIT_FAILED)
     return train_on_pairs(args, config, tuple(b.bench_id for b in benches) + tuple(args.bench),
                           args.bench_pairs or "best", "--method graded-dpo")

@@ -539,3 +539,38 @@ def test_the_paired_bootstrap_sees_a_difference_that_overlapping_intervals_hide(
     random.Random(4).shuffle(shuffled)
     _, low, high = bootstrap_difference(list(zip(a, [x - 0.02 for x in shuffled])))
     assert low < 0 < high
+
+
+def test_grading_a_pool_that_another_bench_is_grading_fails_with_its_pid(fake, tmp_path, stiva_home):
+    """`stiva train --method graded-dpo` runs the same bench `stiva bench --systems direct:*` does: while
+    one process runs it, the grading refuses with that process's pid, as a failure (exit 1), not a
+    usage error, and asks nothing."""
+    script_pool(fake, latency_s=0.5)
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    suite = write_suite(tmp_path / "s.jsonl", 12)
+    env = {**os.environ, "STIVA_HOME": str(stiva_home)}
+    first = subprocess.Popen([STIVA, "bench", str(suite), "--systems", "direct:*", "--config", str(config), "--json",
+                              "--concurrency", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    database = stiva_home / "data" / "stiva.db"
+    deadline = time.monotonic() + 60
+    running = False
+    while time.monotonic() < deadline and not running:
+        time.sleep(0.1)
+        try:
+            with sqlite3.connect(database) as conn:
+                running = conn.execute("SELECT 1 FROM bench_runs WHERE status = 'running'").fetchone() is not None
+        except sqlite3.Error:
+            continue
+    assert running
+    asked = len(fake.requests_for("right")) + len(fake.requests_for("wrong"))
+    second = subprocess.run([STIVA, "--config", str(config), "train", str(suite), "--method", "graded-dpo",
+                             "--base", "embedded", "--out", str(tmp_path / "adapter"), "--json"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    still_running = first.poll() is None
+    first.kill()
+    first.communicate(timeout=60)
+    assert still_running, "the bench ended before the grading started: make its items slower"
+    assert second.returncode == 1, second.stderr
+    assert f"already running in process {first.pid}" in second.stderr and "Traceback" not in second.stderr
+    assert len(fake.requests_for("right")) + len(fake.requests_for("wrong")) <= asked + 2  # the bench's own
+    assert not (tmp_path / "adapter").exists()

@@ -165,3 +165,22 @@ def test_a_damaged_page_stops_the_bench_in_one_line_that_points_to_sqlite_recove
     shown = stiva("history", "show", run_id, home=stiva_home)
     assert shown.returncode == 1 and "Traceback" not in shown.stderr
     assert len(shown.stderr.strip().splitlines()) == 1 and ".recover" in shown.stderr
+
+
+def test_a_full_disk_while_grading_the_pool_stops_stiva_train_in_one_line(fake, tmp_path, stiva_home):
+    """`stiva train --method graded-dpo` benches the pool first: a full disk under that bench is a
+    failure (exit 1) said in the store's one line, not a usage error and not a traceback."""
+    script_pool(fake)
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    suite = write_suite(tmp_path / "s.jsonl", 30)
+    assert stiva("history", home=stiva_home).returncode == 0
+    database = stiva_home / "data" / "stiva.db"
+    room = database.stat().st_size + 33_001
+    result = stiva("--config", str(config), "train", str(suite), "--method", "graded-dpo", "--base", "embedded",
+                   "--out", str(tmp_path / "adapter"), "--json", home=stiva_home, fsize=room)
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.returncode == 1, result.stderr
+    lines = said(result)
+    assert len(lines) == 1 and lines[0].startswith("stiva: the disk is full") and str(database) in lines[0], lines
+    assert graded(database)  # what was graded before the disk filled is kept
+    assert not (tmp_path / "adapter").exists()

@@ -17,9 +17,9 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from .errors import CorruptError, DiskFullError, ReadOnlyError, StoreError
+from .errors import CorruptError, DiskFullError, HistoryFault, ReadOnlyError, StoreError
 
-__all__ = ["classify", "no_room", "not_writable"]
+__all__ = ["HistoryFaultsHeldBack", "classify", "no_room", "not_writable"]
 
 # SQLite's primary result codes (the low byte of an extended code)
 SQLITE_PERM = 3
@@ -123,3 +123,35 @@ def _why(exc: OSError, what: str) -> str:
     if exc.errno == errno.EROFS:
         return "a read-only file system"
     return f"{what} cannot be written: {os.strerror(exc.errno)}"
+
+
+class HistoryFaultsHeldBack:
+    """While a bench runs, the log lines of a history fault (each failed write of each run says
+    it) are held back: the bench stops at the first one and says it in one line at the end.
+    `close()` (or the end of a `with` block) lets them through again."""
+
+    def __init__(self):
+        import logging
+
+        self.handlers = [logging.lastResort, *logging.getLogger().handlers]
+        for handler in self.handlers:
+            if handler is not None:
+                handler.addFilter(self.keep)
+
+    @staticmethod
+    def keep(record) -> bool:
+        values = list(record.args) if isinstance(record.args, tuple) else [record.args]
+        if record.exc_info:
+            values.append(record.exc_info[1])
+        return not any(isinstance(value, HistoryFault) for value in values)
+
+    def close(self) -> None:
+        for handler in self.handlers:
+            if handler is not None:
+                handler.removeFilter(self.keep)
+
+    def __enter__(self) -> "HistoryFaultsHeldBack":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -23,6 +23,11 @@ from .trainer import TrainError
 Progress = Callable[[str], None]
 
 
+class GradingFailed(TrainError):
+    """The grading bench ran and stopped (another process runs it, a cancel): not a usage error.
+    A history that cannot be written raises the store's own error (a `HistoryFault`)."""
+
+
 @dataclass(frozen=True)
 class GradedBench:
     bench_id: str
@@ -34,8 +39,9 @@ class GradedBench:
 def grade_pool(config, suite, seeds: int = 1, *, systems: str = "direct:*", progress: Progress | None = None,
                unsafe_code: bool = False, answer_cache: bool = True, concurrency: int = 8) -> list[GradedBench]:
     """Bench `systems` (`stiva bench --systems`; by default `direct:M` for every model of the pool)
-    on `suite`, once per seed (TrainError when a bench cannot run or stops before every item is
-    graded). `chain:A>B` systems among them give pairs with two-step plans."""
+    on `suite`, once per seed (TrainError when a bench cannot run, GradingFailed when one stops before
+    every item is graded, the store's HistoryFault when the history cannot be written). `chain:A>B`
+    systems among them give pairs with two-step plans."""
     from ..bench.systems import SystemError, parse_systems
 
     try:
@@ -69,8 +75,9 @@ def _grade(config, suite, systems, seed, progress, unsafe_code, answer_cache, co
 
 
 async def _grade_async(config, suite, systems, seed, progress, unsafe_code, use_cache, concurrency) -> GradedBench:
-    from ..bench.runner import BenchError, BenchRunner
+    from ..bench.runner import BenchBusy, BenchError, BenchRunner
     from ..runtime import Runtime
+    from ..store.faults import HistoryFaultsHeldBack
 
     runtime = await Runtime.create(config)
     answer_cache = None
@@ -96,12 +103,15 @@ async def _grade_async(config, suite, systems, seed, progress, unsafe_code, use_
                 raise TrainError(f"grading needs two systems or more to choose between; {', '.join(names)} "
                                  "is one (a pool of one model?)")
             runner.check()
-            outcome = await runner.run()
+            with HistoryFaultsHeldBack():  # a full disk stops the bench: said once, by the caller
+                outcome = await runner.run()
+        except BenchBusy as exc:
+            raise GradingFailed(f"grading the pool{where}: {exc}") from None
         except BenchError as exc:
             raise TrainError(f"grading the pool{where}: {exc}") from None
         if outcome.status != "finished":
-            raise TrainError(f"grading the pool{where} stopped ({outcome.stop_reason}); run the same command again "
-                             f"to continue (bench {outcome.bench_id} resumes)")
+            raise GradingFailed(f"grading the pool{where} stopped ({outcome.stop_reason}); run the same command "
+                                f"again to continue (bench {outcome.bench_id} resumes)")
         right: dict[str, list[bool]] = {}
         for record in outcome.records:
             if record.status == "graded":
