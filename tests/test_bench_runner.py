@@ -336,6 +336,20 @@ def test_a_killed_bench_resumes_and_asks_nothing_twice(fake, tmp_path, stiva_hom
     assert len(asked) == 12
 
 
+def wait_until_a_bench_runs(database: Path, timeout: float = 60) -> None:
+    """Until the history at `database` holds a bench marked running (a process has claimed it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        try:
+            with sqlite3.connect(database) as conn:
+                if conn.execute("SELECT 1 FROM bench_runs WHERE status = 'running'").fetchone() is not None:
+                    return
+        except sqlite3.Error:
+            continue
+    raise AssertionError(f"no bench started running in {timeout:.0f} s")
+
+
 def test_a_second_bench_on_the_same_bench_refuses_with_the_first_ones_pid_and_nothing_is_asked_twice(
         fake, tmp_path, stiva_home):
     script_pool(fake, latency_s=0.5)
@@ -345,17 +359,7 @@ def test_a_second_bench_on_the_same_bench_refuses_with_the_first_ones_pid_and_no
                "--concurrency", "1"]
     env = {**os.environ, "STIVA_HOME": str(stiva_home)}
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    database = stiva_home / "data" / "stiva.db"
-    deadline = time.monotonic() + 60
-    running = False
-    while time.monotonic() < deadline and not running:  # the first one has claimed the bench
-        time.sleep(0.1)
-        try:
-            with sqlite3.connect(database) as conn:
-                running = conn.execute("SELECT 1 FROM bench_runs WHERE status = 'running'").fetchone() is not None
-        except sqlite3.Error:
-            continue
-    assert running
+    wait_until_a_bench_runs(stiva_home / "data" / "stiva.db")  # the first one has claimed the bench
     second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
     still_running = first.poll() is None
     out, err = first.communicate(timeout=120)
@@ -551,17 +555,7 @@ def test_grading_a_pool_that_another_bench_is_grading_fails_with_its_pid(fake, t
     env = {**os.environ, "STIVA_HOME": str(stiva_home)}
     first = subprocess.Popen([STIVA, "bench", str(suite), "--systems", "direct:*", "--config", str(config), "--json",
                               "--concurrency", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    database = stiva_home / "data" / "stiva.db"
-    deadline = time.monotonic() + 60
-    running = False
-    while time.monotonic() < deadline and not running:
-        time.sleep(0.1)
-        try:
-            with sqlite3.connect(database) as conn:
-                running = conn.execute("SELECT 1 FROM bench_runs WHERE status = 'running'").fetchone() is not None
-        except sqlite3.Error:
-            continue
-    assert running
+    wait_until_a_bench_runs(stiva_home / "data" / "stiva.db")
     asked = len(fake.requests_for("right")) + len(fake.requests_for("wrong"))
     second = subprocess.run([STIVA, "--config", str(config), "train", str(suite), "--method", "graded-dpo",
                              "--base", "embedded", "--out", str(tmp_path / "adapter"), "--json"],
