@@ -4,8 +4,10 @@
     .venv/bin/python benchmarks/preferences.py --adapter DIR       # and an adapter trained with --prefer-levels
     .venv/bin/python benchmarks/preferences.py --train 40          # train one first (GRPO on the CPU), then bench it
     .venv/bin/python benchmarks/preferences.py --limit 40          # fewer held-out questions
-    .venv/bin/python benchmarks/preferences.py --pool tiers --train 60 --method graded-dpo --prompted-limit 16 \\
+    .venv/bin/python benchmarks/preferences.py --pool tiers --train 64 --method graded-dpo --graded-seeds 24 \\
+        --graded-latency-scale 0.5 --sft-weight 0.5 --prompted-limit 16 --keep \\
         --name preferences_tiers                                   # DPO on graded pairs under every level
+    .venv/bin/python benchmarks/preferences.py --reread HOME --name preferences_tiers   # figures again, no run
 
 Everything on the SIMULATED POOL (stiva_tui/sim: four cheap specialists and one dear generalist,
 or with `--pool tiers` a small, a mid and a large model that trade accuracy for price) and the
@@ -17,7 +19,10 @@ For each level: accuracy (with its Wilson 95% interval), cost and latency per qu
 a percentile-bootstrap 95% interval of the mean: the costs are skewed, mostly zero, and a normal
 interval would run below zero). The ordering the issue asks for: cost(cheap) < cost(balanced) <
 cost(best), best the most accurate, fast the quickest, each checked as a paired bootstrap over the
-questions both levels answered (the difference's 95% interval wholly past zero). The per-question
+questions both levels answered (the difference's 95% interval wholly past zero). `fast` is checked
+twice: on the whole run's time, and on the workers' own (each plan's critical path through its
+steps, from the stored traces), since the local planner's seconds, the same under every level,
+swamp the workers' on a CPU. The per-question
 rows are saved too, so the figures can be checked again without rerunning. The figures are
 reported as measured, met or not.
 """
@@ -60,6 +65,9 @@ def levels_of(items: list[dict], prefix: str) -> dict[str, dict]:
         out[level] = {"n": len(rows), "accuracy": [round(v, 4) for v in accuracy_ci(rows)],
                       "cost_per_question": [round(v, 8) for v in bootstrap_mean([r["cost_usd"] for r in rows])],
                       "latency_per_question_s": [round(v, 4) for v in bootstrap_mean([r["latency_s"] for r in rows])]}
+        workers = [r["workers_latency_s"] for r in rows if r.get("workers_latency_s") is not None]
+        if workers:
+            out[level]["workers_latency_per_question_s"] = [round(v, 4) for v in bootstrap_mean(workers)]
     return out
 
 
@@ -67,7 +75,8 @@ def paired(items: list[dict], prefix: str, low: str, high: str, field: str) -> l
     """(low level's value, high level's value) for each question both levels answered."""
     by = {}
     for r in items:
-        by.setdefault(r["system"], {})[r["id"]] = float(r[field])
+        if r.get(field) is not None:
+            by.setdefault(r["system"], {})[r["id"]] = float(r[field])
     a, b = by.get(f"{prefix}@{low}", {}), by.get(f"{prefix}@{high}", {})
     return [(a[q], b[q]) for q in sorted(a.keys() & b.keys())]
 
@@ -92,6 +101,11 @@ def ordering(items: list[dict], prefix: str, levels: dict[str, dict]) -> dict[st
         for level in levels:
             if level != "fast":
                 out[f"fast_is_quicker_than_{level}"] = above(items, prefix, "fast", level, "latency_s")
+        if any(r.get("workers_latency_s") is not None for r in items):  # the plans' own time, planning left out
+            for level in levels:
+                if level != "fast":
+                    out[f"fast_workers_are_quicker_than_{level}"] = above(items, prefix, "fast", level,
+                                                                          "workers_latency_s")
     return out
 
 
@@ -149,8 +163,12 @@ def main() -> None:
                         help="the default simulated pool, or `tiers`: small, mid and large models that trade "
                              "accuracy for price (TIERS above)")
     parser.add_argument("--graded-seeds", type=int, default=8, metavar="K",
-                        help="graded-dpo: grade the train split under sim seeds 0..K-1 (answering at once: "
-                             "latency_scale 0, so K benches take seconds; the pairs then carry no latency signal)")
+                        help="graded-dpo: grade the train split under sim seeds 0..K-1 (by default answering at once, "
+                             "so K benches take seconds; see --graded-latency-scale)")
+    parser.add_argument("--graded-latency-scale", type=float, default=0.0, metavar="S",
+                        help="graded-dpo: the sim's latency_scale while grading (default 0: no latency signal). "
+                             "The reward weighs each arm's latency relative to the slowest, so a scale below 1 "
+                             "keeps the signal and takes less time; 0.5 is enough for `fast` to learn from")
     parser.add_argument("--levels", default=",".join(LEVELS),
                         help="graded-dpo: the levels the pairs are graded under (default every level; without "
                              "the latency signal, fast is the balanced rule with other weights)")
@@ -163,7 +181,12 @@ def main() -> None:
     parser.add_argument("--name", default="preferences", help="save benchmarks/NAME.json (default preferences)")
     parser.add_argument("--keep", action="store_true", help="keep the run's folder (STIVA_HOME and adapter)")
     parser.add_argument("--no-save", action="store_true")
+    parser.add_argument("--reread", metavar="HOME",
+                        help="bench and train nothing: read the held-out benches again from a --keep run's STIVA_HOME "
+                             "(figures added since are computed; the training's record is kept from NAME.json)")
     args = parser.parse_args()
+    if args.reread:
+        return reread(Path(args.reread), args.name, args.no_save)
 
     work = Path(tempfile.mkdtemp(prefix="stiva-prefs-"))
     home = work / "home"
@@ -187,8 +210,8 @@ def main() -> None:
                  "--lora-targets", "all", "--prompt", "compact", "--subtask-chars", "30", "--shuffle-pool",
                  "--prefer-levels", ",".join(LEVELS), "--save-every", str(args.train), "--json"], env, "training")
         else:
-            grading = work / "grading.toml"  # the same pool, answering at once
-            grading.write_text("[sim]\nlatency_scale = 0.0\n" + POOLS[args.pool])
+            grading = work / "grading.toml"  # the same pool, answering at once or at a scaled latency
+            grading.write_text(f"[sim]\nlatency_scale = {args.graded_latency_scale}\n" + POOLS[args.pool])
             benches = [json.loads(run(["bench", "skills", "--config", str(grading), "--pool", f"sim:{seed}", "--split",
                                        "train", "--systems", "direct:*", "--concurrency", "4", "--json"], env,
                                       f"graded bench of the train split (sim seed {seed})").stdout)
@@ -202,6 +225,7 @@ def main() -> None:
                 env, "training (DPO on the graded pairs under every level)").stdout)
             log = [json.loads(line) for line in (adapter / "train_log.jsonl").read_text().splitlines() if line]
             training = {"pairs": summary["pairs"], "levels": args.levels.split(","), "graded_seeds": args.graded_seeds,
+                        "graded_latency_scale": args.graded_latency_scale,
                         "batch": args.batch, "lr": args.lr, "sft_weight": args.sft_weight,
                         "train_benches": [b["bench_id"] for b in benches],
                         "loss_first5": _mean([r["loss"] for r in log[:5]]),
@@ -213,35 +237,68 @@ def main() -> None:
     if adapter is not None:
         items += bench(env, [f"adapter:{adapter}@{level}" for level in LEVELS], args.limit, home)
     bench_s = round(time.monotonic() - started, 1)
-    figures = {"pool": "simulated pool" + (f" ({args.pool}: {POOL_WORDS})" if args.pool == "tiers" else ""),
-               "suite": "skills:heldout", "split": "heldout",
-               "conductor": "embedded Gemma-3 270M, prompted", "prompted": levels_of(items, "conductor")}
-    figures["prompted_ordering"] = ordering(items, "conductor", figures["prompted"])
-    if adapter is not None:
-        figures["trained"] = levels_of(items, f"adapter:{adapter}")
-        figures["trained_ordering"] = ordering(items, f"adapter:{adapter}", figures["trained"])
-        figures["training"] = {"method": args.method, "steps": args.train, "train_s": train_s,
-                               "adapter": str(adapter)} | training
-        figures["trained_picks"] = picks(items)
-    figures["items"] = [{"system": short_system(r["system"]), "id": r["id"], "correct": bool(r["correct"]),
-                         "cost_usd": r["cost_usd"], "latency_s": r["latency_s"]}
-                        for r in items if "@" in r["system"]]
-    figures |= {"bench_s": bench_s, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-                "when": time.strftime("%Y-%m-%d %H:%M:%S")}
-    for kind in ("prompted", "trained"):
-        for level, row in figures.get(kind, {}).items():
-            print(f"  {kind:<8} {level:<9} accuracy {row['accuracy'][0]:.3f}  cost/q ${row['cost_per_question'][0]:.6f}"
-                  f"  latency/q {row['latency_per_question_s'][0]:.2f} s  (n={row['n']})")
-        if f"{kind}_ordering" in figures:
-            print(f"  {kind} ordering: " + ", ".join(f"{k}={'yes' if v['holds'] else 'NO'}"
-                                                   for k, v in figures[f"{kind}_ordering"].items()))
-    if not args.no_save:
-        (HERE / f"{args.name}.json").write_text(json.dumps(figures, indent=2) + "\n")
-        print(f"saved {HERE / (args.name + '.json')}")
+    figures = build_figures(items, None if adapter is None else f"adapter:{adapter}",
+                            "simulated pool" + (f" ({args.pool}: {POOL_WORDS})" if args.pool == "tiers" else ""),
+                            {"method": args.method, "steps": args.train, "train_s": train_s, "adapter": str(adapter)}
+                            | training, bench_s)
+    show_and_save(figures, args.name, args.no_save)
     if args.keep:
         print(f"kept {work} (STIVA_HOME {home}, adapter {adapter})")
     else:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def build_figures(items: list[dict], adapter: str | None, pool: str, training: dict, bench_s: float | None) -> dict:
+    """The saved figures of the benched `items` (the prompted conductor's, and `adapter`'s)."""
+    figures = {"pool": pool, "suite": "skills:heldout", "split": "heldout",
+               "conductor": "embedded Gemma-3 270M, prompted", "prompted": levels_of(items, "conductor")}
+    figures["prompted_ordering"] = ordering(items, "conductor", figures["prompted"])
+    if adapter is not None:
+        figures["trained"] = levels_of(items, adapter)
+        figures["trained_ordering"] = ordering(items, adapter, figures["trained"])
+        figures["training"] = training
+        figures["trained_picks"] = picks(items)
+    figures["items"] = [{"system": short_system(r["system"]), "id": r["id"], "correct": bool(r["correct"]),
+                         "cost_usd": r["cost_usd"], "latency_s": r["latency_s"],
+                         "workers_latency_s": r.get("workers_latency_s"), "route": r.get("route")}
+                        for r in items if "@" in r["system"]]
+    figures |= {"bench_s": bench_s, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+                "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+    return figures
+
+
+def show_and_save(figures: dict, name: str, no_save: bool) -> None:
+    for kind in ("prompted", "trained"):
+        for level, row in figures.get(kind, {}).items():
+            workers = row.get("workers_latency_per_question_s")
+            print(f"  {kind:<8} {level:<9} accuracy {row['accuracy'][0]:.3f}  cost/q ${row['cost_per_question'][0]:.6f}"
+                  f"  latency/q {row['latency_per_question_s'][0]:.2f} s"
+                  + (f"  workers {workers[0]:.3f} s" if workers else "") + f"  (n={row['n']})")
+        if f"{kind}_ordering" in figures:
+            print(f"  {kind} ordering: " + ", ".join(f"{k}={'yes' if v['holds'] else 'NO'}"
+                                                   for k, v in figures[f"{kind}_ordering"].items()))
+    if not no_save:
+        (HERE / f"{name}.json").write_text(json.dumps(figures, indent=2) + "\n")
+        print(f"saved {HERE / (name + '.json')}")
+
+
+def reread(home: Path, name: str, no_save: bool) -> None:
+    """The figures again from the held-out benches kept in `home`: the prompted conductor's bench and
+    the adapter's (the benches of `conductor@…` and `adapter:…@…` systems), and the training's
+    record, pool and bench time from benchmarks/NAME.json."""
+    from stiva_tui.store import Store
+
+    with Store.open(home / "data" / "stiva.db", reads_only=True) as store:
+        benches = [b for b in store.list_benches() if any("@" in s for s in b.systems)]
+    items: list[dict] = []
+    adapter = None
+    for bench in benches:
+        items += read_items(home, bench.id)
+        adapter = adapter or next((s.rsplit("@", 1)[0] for s in bench.systems if s.startswith("adapter:")), None)
+    before = json.loads((HERE / f"{name}.json").read_text())
+    figures = build_figures(items, adapter, before["pool"], before.get("training", {}), before.get("bench_s"))
+    figures["when"] = before["when"] + f" (figures read again {time.strftime('%Y-%m-%d %H:%M:%S')})"
+    show_and_save(figures, name, no_save)
 
 
 POOL_WORDS = "small, mid and large models trading accuracy for price"
@@ -252,18 +309,39 @@ def bench(env: dict, systems: list[str], limit: int | None, home: Path) -> list[
     summary = json.loads(run(["bench", "skills", "--pool", "sim", "--split", "heldout", "--concurrency", "4", "--json",
                               *(["--limit", str(limit)] if limit else []), "--systems", ",".join(systems)],
                              env, "bench").stdout)
-    report = json.loads((home / "data" / "bench" / summary["bench_id"] / "report.json").read_text())
+    return read_items(home, summary["bench_id"])
+
+
+def read_items(home: Path, bench_id: str) -> list[dict]:
+    """A bench's report items from `home` (STIVA_HOME), each with `route` (the models its plan used)
+    and `workers_latency_s` (the plan's own time: its steps' critical path, the planner's left out)."""
+    report = json.loads((home / "data" / "bench" / bench_id / "report.json").read_text())
     from stiva_tui.store import Store
     from stiva_tui.train.votes import trace_plan
 
     with Store.open(home / "data" / "stiva.db", reads_only=True) as store:
         for item in report["items"]:
             try:
-                plan = trace_plan(store.get_trace(item["run_id"])) if item.get("run_id") else "no run"
+                trace = store.get_trace(item["run_id"]) if item.get("run_id") else None
+                plan = trace_plan(trace) if trace is not None else "no run"
             except Exception:  # noqa: BLE001 - a run that cannot be read is counted as such
-                plan = "unreadable"
+                trace, plan = None, "unreadable"
             item["route"] = plan if isinstance(plan, str) else ">".join(plan.models)
+            item["workers_latency_s"] = workers_latency(trace) if trace is not None else None
     return report["items"]
+
+
+def workers_latency(trace) -> float:
+    """The seconds a run's workers took: per round, the longest path through its steps (a step starts
+    when the steps it reads are done), summed over the rounds. What `fast` promises to shorten; the
+    planning time beside it is the same planner's under every level."""
+    total = 0.0
+    for round_ in trace.rounds:
+        done: dict[int, float] = {}
+        for step in sorted(round_.steps, key=lambda s: s.index):
+            done[step.index] = step.latency_s + max((done.get(j, 0.0) for j in step.access), default=0.0)
+        total += max(done.values(), default=0.0)
+    return round(total, 4)
 
 
 def picks(items: list[dict]) -> dict[str, dict[str, int]]:
