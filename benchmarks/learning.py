@@ -4,6 +4,8 @@
     .venv/bin/python benchmarks/learning.py --steps 80 --lr 3e-4 --shuffle-pool
     .venv/bin/python benchmarks/learning.py --method graded-dpo --steps 16 --batch 8 --lr 5e-4
     .venv/bin/python benchmarks/learning.py --method graded-dpo --graded-seeds 8 --bench-pairs best
+    .venv/bin/python benchmarks/learning.py --pool chains --method graded-dpo --graded-seeds 8 --bench-pairs best \
+        --graded-systems 'direct:*,chain:sim:metric>sim:metric,chain:sim:calc>sim:calc' --plan-steps 2
 
 Everything on the SIMULATED POOL (stiva_tui/sim: five sim: models whose strengths are set by their
 profiles) and the built-in `skills` suite, through the real commands in a fresh STIVA_HOME (the
@@ -21,6 +23,11 @@ embedded model's converted weights are shared with the usual cache, not converte
 2. `stiva bench skills --pool sim --split heldout --systems conductor,adapter:DIR,moa,self-moa,
    direct:*,oracle,random`: the prompted conductor, the trained adapter, both MoAs, every single
    model and the routing bounds, on the 80 held-out questions.
+
+`--pool chains` swaps the default pool for CHAINS below: a pool where a second step pays on one
+domain and nowhere else, to see whether the conductor learns to plan one there. `--graded-systems`
+grades chains (`chain:A>B`) beside the single models, and `--plan-steps 2` lets the adapter plan
+two steps; `two_step_share` then says, per domain, how often its plans have two.
 
 The goals (from the issue): the adapter's accuracy at least the best single model's + 10 points
 and at least 90% of the oracle's, with at most 1/6 of MoA's tokens per question. The figures are
@@ -43,6 +50,41 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from stiva_cli import run  # noqa: E402
+
+
+# A pool where a second step pays on one domain only (by the sim's rule, stiva_tui/sim/answers.py: a
+# step that reads a right draft closes 80% of the gap to certain, one that reads a wrong draft loses a
+# quarter of its skill, so a model right with chance p checking its own draft is right with chance
+# p (1.55 - 0.55 p)). calc, quiz and coder are sure on their domains: checking themselves gains
+# nothing and costs a second call. Nobody is sure of unit conversions: metric is right half the
+# time, and checking its own draft makes that about 64%. So the best plan is one step to the
+# domain's model, except on units, where it is metric drafting and metric checking.
+CHAINS = """
+[[sim.models]]
+name = "calc"
+skills = { arithmetic = 1.0 }
+other = 0.2
+description = "small and cheap, sure at arithmetic"
+
+[[sim.models]]
+name = "quiz"
+skills = { facts = 1.0 }
+other = 0.2
+description = "small and cheap, sure at general knowledge"
+
+[[sim.models]]
+name = "coder"
+skills = { code = 1.0 }
+other = 0.2
+description = "small and cheap, sure at Python code"
+
+[[sim.models]]
+name = "metric"
+skills = { units = 0.5 }
+other = 0.2
+description = "small and cheap, right half the time at unit conversions"
+"""
+POOLS = {"default": "", "chains": CHAINS}
 
 
 def main() -> None:
@@ -69,6 +111,14 @@ def main() -> None:
                         help="graded-dpo: every pair of the rule, or only each question's best model over the rest")
     parser.add_argument("--sft-weight", type=float, default=0.0, metavar="W",
                         help="graded-dpo: RPO's weight of the chosen plan's NLL beside DPO's loss (default 0)")
+    parser.add_argument("--pool", choices=sorted(POOLS), default="default",
+                        help="the default simulated pool, or `chains`: one where a second step pays on one domain "
+                             "(CHAINS above)")
+    parser.add_argument("--graded-systems", default="direct:*", metavar="SYSTEMS",
+                        help="graded-dpo: the systems graded on the train split (default every single model; "
+                             "add chain:A>B systems for two-step pairs); the chains are benched held out too")
+    parser.add_argument("--plan-steps", type=int, default=1, metavar="N",
+                        help="graded-dpo: the most steps a trained plan has (2 for chains)")
     parser.add_argument("--no-save", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the run's folder (its STIVA_HOME, with the "
                                                            "history of every bench, and the adapter)")
@@ -82,7 +132,7 @@ def main() -> None:
     home.mkdir()
     config = home / "config" / "config.toml"  # STIVA_HOME's config (paths.config_file)
     config.parent.mkdir()
-    config.write_text("[sim]\nlatency_scale = 0.0\n")
+    config.write_text("[sim]\nlatency_scale = 0.0\n" + POOLS[args.pool])
     from stiva_tui import paths
 
     env = {**os.environ, "STIVA_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -95,14 +145,14 @@ def main() -> None:
         benches = []
         for seed in range(args.graded_seeds):  # the held-out bench below runs under seed 0, as before
             benches.append(json.loads(run(["bench", "skills", "--pool", f"sim:{seed}", "--split", "train", "--systems",
-                                           "direct:*", "--concurrency", "4", "--json"], env,
+                                           args.graded_systems, "--concurrency", "4", "--json"], env,
                                           f"graded bench of the train split (sim seed {seed})").stdout))
         graded_accuracy = {r["system"]: _mean([r2["accuracy"] for b in benches for r2 in b["systems"]
                                                 if r2["system"] == r["system"]]) for r in benches[0]["systems"]}
         run(["train", "--from-votes", "--pool", "sim", *[a for b in benches for a in ("--bench", b["bench_id"])],
              "--bench-pairs", args.bench_pairs, "--base", "embedded", "--sft-weight", str(args.sft_weight),
              "--out", str(adapter), "--steps", str(args.steps), "--batch", str(args.batch), "--lr", str(args.lr),
-             "--lora-r", str(args.lora_r), "--lora-targets", "all", "--plan-steps", "1",
+             "--lora-r", str(args.lora_r), "--lora-targets", "all", "--plan-steps", str(args.plan_steps),
              "--subtask-chars", str(args.subtask_chars), "--seed", str(args.seed), "--save-every", str(args.steps),
              "--json"], env, "training (DPO on the graded pairs)")
     elif not args.adapter:
@@ -116,8 +166,10 @@ def main() -> None:
     log = [json.loads(line) for line in (adapter / "train_log.jsonl").read_text().splitlines() if line.strip()]
     marker = json.loads((adapter / "stiva_adapter.json").read_text())  # what the trainer wrote of the run
     started = time.monotonic()
+    chains = [s for s in args.graded_systems.split(",") if s.startswith("chain:")]
     bench = run(["bench", "skills", "--pool", "sim", "--split", "heldout", "--concurrency", "4", "--json",
-                 "--systems", f"conductor,adapter:{adapter},moa,self-moa,direct:*,oracle,random"], env, "bench")
+                 "--systems", ",".join([f"conductor,adapter:{adapter},moa,self-moa,direct:*", *chains, "oracle,random"])],
+                env, "bench")
     bench_s = time.monotonic() - started
     report = json.loads(bench.stdout)
     rows = {r["system"]: r for r in report["systems"]}
@@ -130,8 +182,9 @@ def main() -> None:
         "adapter_tokens_at_most_one_sixth_of_moa": adapter_row["tokens_per_question"]
         <= rows["moa"]["tokens_per_question"] / 6,
     }
+    detail = plan_detail(home, report["bench_id"])
     figures = {
-        "pool": "simulated pool",
+        "pool": "simulated pool" + (" (chains: a second step pays on units only)" if args.pool == "chains" else ""),
         "suite": report["suite"], "items": adapter_row["n"],
         "systems": [{k: r[k] for k in ("system", "n", "accuracy", "ci95", "tokens_per_question", "cost_per_question",
                                        "latency_p50_s")} | ({"expected_accuracy": r["expected_accuracy"]}
@@ -155,12 +208,15 @@ def main() -> None:
                               "pairs_rule": marker.get("bench_pairs", "all"),
                               "accuracy": graded_accuracy},  # mean over the seeds
             "pairs": marker.get("pairs"), "sft_weight": marker.get("sft_weight", 0.0),
+            "graded_systems": args.graded_systems,
             "chosen_logp_first5": _mean([r["chosen_logp"] for r in log[:5]]),
             "chosen_logp_last5": _mean([r["chosen_logp"] for r in log[-5:]]),
             "loss_first5": _mean([r["loss"] for r in log[:5]]), "loss_last5": _mean([r["loss"] for r in log[-5:]]),
             "loss_curve": [round(r["loss"], 4) for r in log]}),
         "bench_s": round(bench_s, 1), "bench_id": report["bench_id"],
-        **plan_detail(home, report["bench_id"]),
+        **detail,
+        "two_step_share": {system: two_step_share(by_domain) for system, by_domain in detail["picks_by_domain"].items()},
+        "accuracy_by_domain": accuracy_by_domain(home, report["bench_id"]),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores", "when": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     for row in figures["systems"]:
@@ -227,6 +283,28 @@ def plan_detail(home: Path, bench_id: str) -> dict[str, dict]:
     return {"picks_by_domain": picks,
             "planner_tokens_per_question": {k: _mean(v) for k, v in planner_tokens.items()},
             "subtasks": {k: c.most_common(5) for k, c in subtasks.items()}}
+
+
+def two_step_share(by_domain: dict[str, dict[str, int]]) -> dict[str, float]:
+    """Per domain, the share of a planner's first-round plans with two steps or more."""
+    return {domain: round(sum(n for route, n in routes.items() if ">" in route) / max(1, sum(routes.values())), 4)
+            for domain, routes in sorted(by_domain.items())}
+
+
+def accuracy_by_domain(home: Path, bench_id: str) -> dict[str, dict[str, float]]:
+    """Per system of the bench, its accuracy on each domain of the suite."""
+    from stiva_tui.bench.suite import load_suite
+    from stiva_tui.store import Store
+
+    domains = {item.id: (item.meta or {}).get("domain", "?") for item in load_suite("skills").items}
+    right: dict[str, dict[str, list[bool]]] = {}
+    with Store.open(home / "data" / "stiva.db", reads_only=True) as store:
+        for record in store.bench_items(bench_id):
+            if record.status == "graded":
+                right.setdefault(record.system, {}).setdefault(domains.get(record.item_id, "?"), []).append(
+                    bool(record.correct))
+    return {system: {domain: _mean([float(x) for x in values]) for domain, values in sorted(by.items())}
+            for system, by in right.items()}
 
 
 def _mean(values: list[float]) -> float | None:
