@@ -252,12 +252,11 @@ def plan_detail(home: Path, bench_id: str) -> dict[str, dict]:
     completion tokens of a question (on the embedded conductor, counted in the bench's tokens/q
     but never paid for); and `subtasks`, its plans' five most common subtask texts with their
     counts, which show whether the plans' text is still language."""
-    from stiva_tui.bench.suite import load_suite
     from stiva_tui.runtime.modes import is_conductor_system
     from stiva_tui.store import Store
     from stiva_tui.train.votes import trace_plan
 
-    domains = {item.id: (item.meta or {}).get("domain", "?") for item in load_suite("skills").items}
+    domains = skill_domains()
     picks: dict[str, dict[str, dict[str, int]]] = {}
     planner_tokens: dict[str, list[int]] = {}
     subtasks: dict[str, Counter] = {}
@@ -293,10 +292,9 @@ def two_step_share(by_domain: dict[str, dict[str, int]]) -> dict[str, float]:
 
 def accuracy_by_domain(home: Path, bench_id: str) -> dict[str, dict[str, float]]:
     """Per system of the bench, its accuracy on each domain of the suite."""
-    from stiva_tui.bench.suite import load_suite
     from stiva_tui.store import Store
 
-    domains = {item.id: (item.meta or {}).get("domain", "?") for item in load_suite("skills").items}
+    domains = skill_domains()
     right: dict[str, dict[str, list[bool]]] = {}
     with Store.open(home / "data" / "stiva.db", reads_only=True) as store:
         for record in store.bench_items(bench_id):
@@ -305,6 +303,13 @@ def accuracy_by_domain(home: Path, bench_id: str) -> dict[str, dict[str, float]]
                     bool(record.correct))
     return {system: {domain: _mean([float(x) for x in values]) for domain, values in sorted(by.items())}
             for system, by in right.items()}
+
+
+def skill_domains() -> dict[str, str]:
+    """The domain of each item of the built-in `skills` suite, by item id."""
+    from stiva_tui.bench.suite import load_suite
+
+    return {item.id: (item.meta or {}).get("domain", "?") for item in load_suite("skills").items}
 
 
 def _mean(values: list[float]) -> float | None:
