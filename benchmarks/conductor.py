@@ -65,11 +65,14 @@ async def bench_plans(conductor, runs: int, max_steps: int = 5) -> dict:
             if not first:
                 first.append(time.monotonic() - start)
 
+        conductor.last_stats, error = {}, None
         try:
             plan = await conductor.plan(request, on_delta)
-        except ConductorError:  # without the grammar a base model often writes no valid plan
-            plan = None
+        except ConductorError as exc:  # without the grammar a base model often writes no valid plan
+            plan, error = None, exc
         stats = conductor.last_stats
+        if not stats:  # it failed before generating anything: nothing to measure, so say why
+            raise SystemExit(f"the conductor failed before generating: {error}")
         parsed.append(plan is not None)
         ttft.append(first[0] if first else float("nan"))
         latency.append(plan.latency_s if plan else stats["generate_s"])

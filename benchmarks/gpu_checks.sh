@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The GPU checks in one run, for the lent GPU machine (../shared/gpu/README.md): the 7B-shaped random
+# model is built once and read by all three checks.
+#
+#   bash benchmarks/gpu_checks.sh           # on the GPU machine (device tool; carry .whl)
+#   bash benchmarks/gpu_checks.sh --tiny    # the same steps on the CPU with a tiny random model, nothing saved
+#
+# 1. benchmarks/conductor.py --cuda: the real `local` backend in nf4: tokens/s, VRAM, 5-step plans;
+# 2. `stiva ask` with `--conductor local:<that model>` over the simulated pool (served on 127.0.0.1):
+#    the whole product path, the conductor on the GPU in 4-bit, as a user runs it;
+# 3. benchmarks/train.py --cuda: GRPO steps, QLoRA, group 8.
+# Each check runs even if one before it failed, under a time limit that keeps the whole under 10 minutes; logs and figures go to $OUT (what the device tool
+# brings back), the figures also to benchmarks/*.json of the copy it ran in.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu-checks}
+mkdir -p "$OUT"
+tiny=0
+[ "${1:-}" = "--tiny" ] && tiny=1
+PY=${PY:-python3}
+if [ -d .whl ] && [ "$tiny" = 0 ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "wheels did not install"; exit 1; }
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export STIVA_HOME=${STIVA_HOME:-/tmp/stiva-gpu-home}
+work=${WORK:-/tmp/stiva-gpu-bench}
+mkdir -p "$work"
+{
+  date -u
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 || true
+  $PY -c "import sys, torch, transformers; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__)"
+  $PY -c "from importlib.metadata import version as v; print(*(f'{n} {v(n)}' for n in ('bitsandbytes', 'trl', 'peft', 'xgrammar', 'accelerate')))"
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+if [ "$tiny" = 1 ]; then
+  # the local backend needs CUDA; on the CPU the ask runs the embedded conductor over the same pool
+  shape=tiny; conductor=embedded
+  conductor_args=(--random tiny --device cpu --no-save --runs 2 --workdir "$work")
+  train_args=(--steps 2 --no-save)
+else
+  shape=qwen2.5-7b; conductor="local:$work/qwen2.5-7b-random"
+  conductor_args=(--cuda --workdir "$work")
+  train_args=(--cuda --workdir "$work")
+fi
+
+echo "== 1. conductor.py ($shape)"
+t0=$SECONDS
+timeout 210 $PY benchmarks/conductor.py "${conductor_args[@]}" > "$OUT/conductor.log" 2>&1
+echo "rc=$? in $((SECONDS - t0)) s" | tee -a "$OUT/conductor.log"
+tail -5 "$OUT/conductor.log"
+
+echo "== 2. stiva ask --conductor $conductor --pool sim"
+t0=$SECONDS
+timeout 120 $PY -c 'import sys; sys.argv[0] = "stiva"; from stiva_tui.cli import entry; entry()' \
+  --pool sim --conductor "$conductor" ask --json --max-steps 3 \
+  "What is 17 times 23? Check the arithmetic." > "$OUT/ask.json" 2> "$OUT/ask.log"
+echo "rc=$? in $((SECONDS - t0)) s" | tee -a "$OUT/ask.log"
+tail -5 "$OUT/ask.log"
+head -c 600 "$OUT/ask.json"; echo
+
+echo "== 3. train.py"
+t0=$SECONDS
+timeout 210 $PY benchmarks/train.py "${train_args[@]}" > "$OUT/train.log" 2>&1
+echo "rc=$? in $((SECONDS - t0)) s" | tee -a "$OUT/train.log"
+tail -5 "$OUT/train.log"
+
+[ "$tiny" = 0 ] && cp benchmarks/conductor.json benchmarks/train.json "$OUT/"
+exit 0
