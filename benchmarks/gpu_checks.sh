@@ -9,6 +9,11 @@
 # 2. `stiva ask` with `--conductor local:<that model>` over the simulated pool (served on 127.0.0.1):
 #    the whole product path, the conductor on the GPU in 4-bit, as a user runs it;
 # 3. benchmarks/train.py --cuda: GRPO steps, QLoRA, group 8.
+# Wheels: `bash ../shared/gpu/wheels.sh`, then the ones it lacks (xgrammar's tvm_ffi, and the ASGI stack the
+# simulated pool is served with), pinned to the .venv's versions, e.g.:
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl \
+#     apache-tvm-ffi==0.1.15.post2 fastapi==0.165.0 starlette==1.10.0 uvicorn==0.55.0 opentelemetry-api==1.45.2
 # Each check runs even if one before it failed, under a time limit that keeps the whole under 10 minutes; logs and figures go to $OUT (what the device tool
 # brings back), the figures also to benchmarks/*.json of the copy it ran in.
 set -uo pipefail
