@@ -2,20 +2,20 @@
 
     .venv/bin/python benchmarks/upstream_client.py [--calls 400] [--rounds 3]
 
-`stiva serve` spends about 12-20 ms of CPU on a conductor-mini request, which makes three
-streaming upstream calls (serve.json), and at 16 clients on 2 cores its added p50 is queueing for
-that CPU. The note on that figure named a cheaper upstream client as the next thing to try; this
-measures it: the CPU time of the calling process per streamed completion, against the same
-scripted upstream (tests/fakeprovider.py, in its own process, answering at once), one call after
-another on a kept-alive connection, on uvloop as `stiva serve` runs.
+`stiva serve` spent about 12-20 ms of CPU on a conductor-mini request, which makes three
+streaming upstream calls (serve.json), and at 16 clients on 2 cores its added p50 was queueing for
+that CPU. This measures what one call costs by client: the CPU time of the calling process per
+streamed completion, against the same scripted upstream (tests/fakeprovider.py, in its own process,
+answering at once), one call after another on a kept-alive connection, on uvloop as `stiva serve`
+runs. It led to the switch of the pool's client from httpx to aiohttp (2026-12-04).
 
-- `stiva HttpWorker`: the real path (httpx + httpcore + anyio, httpx-sse's decoder, our parsing
-  of every chunk into events and usage);
-- `httpx lines`: the same client reading raw lines, no SSE decoding or parsing (what the client
-  itself costs);
-- `aiohttp`: aiohttp's ClientSession (llhttp's C parser, no anyio), reading the same SSE lines and
-  parsing each data line's JSON, as a replacement would have to (needs `pip install aiohttp`; it
-  is not a dependency of stiva).
+- `stiva HttpWorker`: the real path (aiohttp since the switch, httpx-sse's decoder, our parsing of
+  every chunk into events and usage);
+- `httpx + httpx-sse`: the path before the switch, rebuilt here (httpx + httpcore + anyio,
+  httpx-sse's aconnect_sse, each data line's JSON parsed);
+- `httpx lines`: httpx reading raw lines, no SSE decoding or parsing (what httpx itself costs);
+- `aiohttp`: aiohttp's ClientSession reading the same SSE lines and parsing each data line's JSON
+  (what aiohttp itself costs with the least parsing).
 
 Prints a table and saves the figures beside this file as upstream_client.json.
 """
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import multiprocessing
 import platform
@@ -82,6 +81,21 @@ async def httpx_lines(base: str, calls: int) -> None:
                     pass
 
 
+async def httpx_sse(base: str, calls: int) -> None:
+    import httpx
+    from httpx_sse import aconnect_sse
+
+    async with httpx.AsyncClient() as client:
+        for _ in range(calls):
+            parts = []
+            async with aconnect_sse(client, "POST", base + "/chat/completions", json=body()) as source:
+                async for sse in source.aiter_sse():
+                    if sse.data and sse.data != "[DONE]":
+                        for choice in json.loads(sse.data).get("choices") or []:
+                            parts.append((choice.get("delta") or {}).get("content") or "")
+            assert "".join(parts) == TEXT
+
+
 async def aiohttp_sse(base: str, calls: int) -> None:
     import aiohttp
 
@@ -99,7 +113,8 @@ async def aiohttp_sse(base: str, calls: int) -> None:
             assert "".join(parts) == TEXT
 
 
-CLIENTS = {"stiva HttpWorker": stiva_worker, "httpx lines": httpx_lines, "aiohttp": aiohttp_sse}
+CLIENTS = {"stiva HttpWorker": stiva_worker, "httpx + httpx-sse": httpx_sse, "httpx lines": httpx_lines,
+           "aiohttp": aiohttp_sse}
 
 
 def measure(name: str, base: str, calls: int) -> dict:
@@ -129,7 +144,7 @@ def main() -> None:
     upstream.start()
     ready.wait(30)
     base = f"http://127.0.0.1:{port}"
-    names = [n for n in CLIENTS if n != "aiohttp" or importlib.util.find_spec("aiohttp") is not None]
+    names = list(CLIENTS)
     rounds: dict[str, list[dict]] = {n: [] for n in names}
     try:
         for _ in range(args.rounds):  # interleaved, so a busy moment of the machine hits all alike
@@ -145,7 +160,7 @@ def main() -> None:
     ours = results["stiva HttpWorker"]["median_cpu_ms_per_call"]
     for name in names:
         results[name]["cpu_ratio_to_stiva"] = round(results[name]["median_cpu_ms_per_call"] / ours, 3)
-        print(f"{name:18} {results[name]['median_cpu_ms_per_call']:7.3f} ms CPU/call  "
+        print(f"{name:20} {results[name]['median_cpu_ms_per_call']:7.3f} ms CPU/call  "
               f"{results[name]['median_wall_ms_per_call']:7.3f} ms wall/call  x{results[name]['cpu_ratio_to_stiva']}")
     out = {
         "benchmark": "CPU of the calling process per streamed upstream completion, by HTTP client",

@@ -171,3 +171,31 @@ async def test_a_refusal_is_the_answer(fake):
                                                             "refusal": "I cannot help with that."}}]}))
     events = await collect(HttpWorker(), model)
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["I cannot help with that."]
+
+
+async def test_a_long_chunk_is_read_whole_and_an_endless_line_fails_cleanly(fake):
+    # aiohttp's own line limit is 128 KiB; providers can send a long answer as one chunk.
+    from stiva_tui.pool.client import MAX_LINE_BYTES
+
+    (model,) = pool_models(fake, "m1")
+    long_piece = "x" * 1_000_000
+    fake.script("m1", Reply(chunks=[long_piece, " end"], usage=(3, 2)),
+                Reply(chunks=["y" * (MAX_LINE_BYTES + 10)], usage=(3, 2)))
+    worker = HttpWorker(retries=0)
+    events = await collect(worker, model)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == long_piece + " end"
+    with pytest.raises(ProviderError, match="connection failed"):
+        await collect(worker, model)
+    await worker.aclose()
+
+
+def test_a_worker_used_from_a_second_event_loop_gets_a_pool_of_its_own(fake):
+    # `stiva train` and the sandbox run coroutines on loops of their own; a connection pool made
+    # in one loop cannot serve another.
+    (model,) = pool_models(fake, "m1")
+    fake.default("m1", Reply("again"))
+    worker = HttpWorker(retries=0)
+    first = asyncio.run(collect(worker, model))
+    second = asyncio.run(collect(worker, model))
+    assert first == second and isinstance(second[-1], UsageReport)
+    asyncio.run(worker.aclose())

@@ -1,7 +1,8 @@
 """One async streaming chat client for every OpenAI-compatible endpoint.
 
 `HttpWorker.stream_chat(model, messages, ...)` posts to `{base_url}/chat/completions` with
-`stream=True` and `stream_options.include_usage`, parses the SSE stream with httpx-sse, and yields
+`stream=True` and `stream_options.include_usage`, reads it with aiohttp, parses the SSE lines with
+httpx-sse's decoder, and yields
 `TextDelta`s, then exactly one `UsageReport` (estimated and marked as such when the provider sent
 none). Failures before any text arrives (429 with Retry-After, 5xx, connection errors, timeouts)
 are retried with backoff; a failure after text has streamed raises `ProviderError` (the executor
@@ -19,18 +20,28 @@ import random
 import time
 from typing import AsyncIterator, Iterable, Sequence
 
-import httpx
-from httpx_sse import SSEError, aconnect_sse
+import aiohttp
+import aiohttp.http_exceptions
+from httpx_sse._decoders import SSEDecoder  # the spec's line parser, without httpx's transport
 
 from ..core.usage import Usage, estimate_tokens
 from .types import ChatEvent, PoolModel, ProviderError, TextDelta, UsageReport
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 MAX_RETRY_AFTER_S = 60.0
+# The longest line of an event stream read whole (aiohttp's default, 64 KiB, would fail a provider
+# that sends a long answer as one chunk); longer is a malformed stream.
+MAX_LINE_BYTES = 4 * 2**20
+# What is read of the body after [DONE] so the connection is reused, and of an error reply.
+DRAIN_BYTES = 2**16
 
 
 class HttpWorker:
-    """Streaming chat over httpx; one connection pool for all providers."""
+    """Streaming chat over aiohttp; one connection pool for all providers, made in the event loop
+    that first calls (a call from another loop gets a pool of its own).
+
+    aiohttp rather than httpx: its C parser and plain asyncio cost 0.28x the CPU per streamed call
+    (benchmarks/upstream_client.json), the largest share of what `stiva serve` adds to a request."""
 
     def __init__(
         self,
@@ -39,28 +50,32 @@ class HttpWorker:
         connect_timeout_s: float = 10.0,
         retries: int = 2,
         backoff_s: float = 0.5,
-        client: httpx.AsyncClient | None = None,
     ):
         self.retries = retries
         self.backoff_s = backoff_s
-        self._timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s)
-        self._client = client
-        self._own_client = client is None
+        # sock_read: the longest wait for the next bytes of a reply, as httpx's read timeout was.
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s, sock_read=timeout_s)
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         # Every key and header value configured in the pool: masked in every error text.
         self.secrets: set[str] = set()
 
     @property
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(
-                timeout=self._timeout, limits=httpx.Limits(max_connections=256, max_keepalive_connections=64)
+    def session(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=256, limit_per_host=0, enable_cleanup_closed=False),
+                # a line is read whole up to twice the buffer: MAX_LINE_BYTES
+                timeout=self._timeout, read_bufsize=MAX_LINE_BYTES // 2, trust_env=False,
             )
-        return self._client
+            self._loop = loop
+        return self._session
 
     async def aclose(self) -> None:
-        if self._client is not None and self._own_client:
-            await self._client.aclose()
-            self._client = None
+        session, self._session = self._session, None
+        if session is not None and not session.closed and self._loop is asyncio.get_running_loop():
+            await session.close()
 
     async def stream_chat(
         self,
@@ -118,27 +133,27 @@ class HttpWorker:
         text_parts: list[str] = []
         usage: Usage | None = None
         try:
-            async with aconnect_sse(self.client, "POST", url, json=body, headers=headers) as source:
-                response = source.response
-                if response.status_code >= 400:
-                    await response.aread()
-                    raise _status_error(response, provider)
-                content_type = response.headers.get("content-type", "")
-                if "text/event-stream" not in content_type:
+            async with self.session.post(url, json=body, headers=headers) as response:
+                if response.status >= 400:
+                    raise _status_error(response.status, response.reason or "", await _read_some(response),
+                                        response.headers.get("retry-after"), provider)
+                if "text/event-stream" not in response.headers.get("content-type", ""):
                     # Some servers ignore stream=True and answer with one JSON object.
-                    await response.aread()
-                    text, usage = _parse_full_reply(response, provider)
+                    text, usage = _parse_full_reply(await _read_some(response, MAX_LINE_BYTES), provider)
                     if text:
                         text_parts.append(text)
                         yield TextDelta(text)
                 else:
-                    events = source.aiter_sse()
-                    async for sse in events:
+                    decoder = SSEDecoder()
+                    async for line in _lines(response):
+                        sse = decoder.decode(line)
+                        if sse is None:
+                            continue
                         data = sse.data.strip()
                         if not data:
                             continue
                         if data == "[DONE]":
-                            await _drain(events)
+                            await _drain(response)
                             break
                         chunk = _decode_chunk(data, provider)
                         if "error" in chunk and not chunk.get("choices"):
@@ -159,11 +174,11 @@ class HttpWorker:
                             )
         except ProviderError:
             raise
-        except httpx.TimeoutException as exc:
+        except asyncio.TimeoutError as exc:  # aiohttp's timeouts are asyncio.TimeoutError subclasses
             raise ProviderError(
                 f"timed out ({type(exc).__name__}) waiting for {model.base_url}", provider=provider, retryable=True
             ) from None
-        except (httpx.TransportError, SSEError) as exc:
+        except (aiohttp.ClientError, aiohttp.http_exceptions.HttpProcessingError) as exc:  # a line too long, too
             raise ProviderError(
                 f"connection failed: {exc or type(exc).__name__}", provider=provider, retryable=True
             ) from None
@@ -173,14 +188,31 @@ class HttpWorker:
         yield UsageReport(usage)
 
 
-async def _drain(events, timeout_s: float = 1.0) -> None:
+async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
+    """The event stream's lines without their ends (CRLF, LF; bytes that are not UTF-8 replaced)."""
+    async for raw in response.content:
+        yield raw.decode("utf-8", "replace").rstrip("\r\n")
+
+
+async def _read_some(response: aiohttp.ClientResponse, limit: int = DRAIN_BYTES) -> str:
+    """At most `limit` bytes of the body as text: an error reply or a whole JSON answer, bounded."""
+    data = await response.content.read(limit)
+    return data.decode("utf-8", "replace")
+
+
+async def _drain(response: aiohttp.ClientResponse, timeout_s: float = 1.0) -> None:
     """Read the end of the body after [DONE], so the connection goes back to the pool.
 
-    Bounded: a server that keeps the body open only costs the connection, never the answer."""
+    Bounded in time and size: a server that keeps the body open, or sends more, only costs the
+    connection (aiohttp closes one whose body was not read to the end), never the answer."""
     try:
-        while True:
-            await asyncio.wait_for(anext(events), timeout_s)
-    except (StopAsyncIteration, asyncio.TimeoutError, httpx.HTTPError, SSEError):
+        read = 0
+        while read <= DRAIN_BYTES:
+            chunk = await asyncio.wait_for(response.content.readany(), timeout_s)
+            if not chunk:
+                return
+            read += len(chunk)
+    except (asyncio.TimeoutError, aiohttp.ClientError):
         pass
 
 
@@ -237,18 +269,18 @@ def _usage_from(raw: object, provider: str) -> Usage:
         raise ProviderError("malformed usage in stream", provider=provider, retryable=True) from None
 
 
-def _parse_full_reply(response: httpx.Response, provider: str) -> tuple[str, Usage | None]:
+def _parse_full_reply(text: str, provider: str) -> tuple[str, Usage | None]:
     try:
-        payload = response.json()
+        payload = json.loads(text)
     except ValueError:
         raise ProviderError(
-            f"reply is neither an event stream nor JSON: {response.text[:80]!r}", provider=provider, retryable=True
+            f"reply is neither an event stream nor JSON: {text[:80]!r}", provider=provider, retryable=True
         ) from None
     if not isinstance(payload, dict):
         raise ProviderError("reply is not a JSON object", provider=provider, retryable=True)
-    text = _completion_text(payload, provider)
+    answer = _completion_text(payload, provider)
     usage = _usage_from(payload["usage"], provider) if payload.get("usage") else None
-    return text, usage
+    return answer, usage
 
 
 def _error_message(payload: object) -> str:
@@ -263,14 +295,13 @@ def _error_message(payload: object) -> str:
     return ""
 
 
-def _status_error(response: httpx.Response, provider: str) -> ProviderError:
-    status = response.status_code
+def _status_error(status: int, reason: str, text: str, retry_after: str | None, provider: str) -> ProviderError:
     try:
-        message = _error_message(response.json())
+        message = _error_message(json.loads(text))
     except ValueError:
         message = ""
     if not message:
-        message = response.text.strip()[:300] or response.reason_phrase
+        message = text.strip()[:300] or reason
     if status in (401, 403):
         message = f"authentication failed ({message}); check the provider's API key"
     elif status == 404:
@@ -280,7 +311,7 @@ def _status_error(response: httpx.Response, provider: str) -> ProviderError:
         status=status,
         provider=provider,
         retryable=status in RETRYABLE_STATUS,
-        retry_after=_retry_after(response.headers.get("retry-after")),
+        retry_after=_retry_after(retry_after),
     )
 
 
