@@ -2,11 +2,11 @@
 
 `HttpWorker.stream_chat(model, messages, ...)` posts to `{base_url}/chat/completions` with
 `stream=True` and `stream_options.include_usage`, reads it with aiohttp, parses the SSE lines with
-httpx-sse's decoder, and yields
-`TextDelta`s, then exactly one `UsageReport` (estimated and marked as such when the provider sent
-none). Failures before any text arrives (429 with Retry-After, 5xx, connection errors, timeouts)
-are retried with backoff; a failure after text has streamed raises `ProviderError` (the executor
-retries the whole step). Cancelling the consuming task closes the connection.
+httpx-sse's decoder, and yields `TextDelta`s, then exactly one `UsageReport` (estimated and marked
+as such when the provider sent none). Failures before any text arrives (429 with Retry-After, 5xx,
+connection errors, timeouts) are retried with backoff; a failure after text has streamed raises
+`ProviderError` (the executor retries the whole step). Cancelling the consuming task closes the
+connection.
 
 `PoolWorker` routes a call to the HTTP client or to the embedded in-process model.
 """
@@ -29,7 +29,7 @@ from .types import ChatEvent, PoolModel, ProviderError, TextDelta, UsageReport
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 MAX_RETRY_AFTER_S = 60.0
-# The longest line of an event stream read whole (aiohttp's default, 64 KiB, would fail a provider
+# The longest line of an event stream read whole (aiohttp's default, 128 KiB, would fail a provider
 # that sends a long answer as one chunk); longer is a malformed stream.
 MAX_LINE_BYTES = 4 * 2**20
 # What is read of the body after [DONE] so the connection is reused, and of an error reply.
@@ -65,7 +65,7 @@ class HttpWorker:
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=256, limit_per_host=0, enable_cleanup_closed=False),
+                connector=aiohttp.TCPConnector(limit=256),
                 # a line is read whole up to twice the buffer: MAX_LINE_BYTES
                 timeout=self._timeout, read_bufsize=MAX_LINE_BYTES // 2, trust_env=False,
             )
