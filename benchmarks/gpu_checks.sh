@@ -9,11 +9,13 @@
 # 2. `stiva ask` with `--conductor local:<that model>` over the simulated pool (served on 127.0.0.1):
 #    the whole product path, the conductor on the GPU in 4-bit, as a user runs it;
 # 3. benchmarks/train.py --cuda: GRPO steps, QLoRA, group 8.
-# Wheels: `bash ../shared/gpu/wheels.sh`, then the ones it lacks (xgrammar's tvm_ffi, and the ASGI stack the
-# simulated pool is served with), pinned to the .venv's versions, e.g.:
+# Wheels: `bash ../shared/gpu/wheels.sh`, then the ones it lacks (xgrammar's tvm_ffi, the ASGI stack the
+# simulated pool is served with, and aiohttp, the pool's upstream client), pinned to the .venv's versions, e.g.:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl \
-#     apache-tvm-ffi==0.1.15.post2 fastapi==0.165.0 starlette==1.10.0 uvicorn==0.55.0 opentelemetry-api==1.45.2
+#     apache-tvm-ffi==0.1.15.post2 fastapi==0.165.0 starlette==1.10.0 uvicorn==0.55.0 opentelemetry-api==1.45.2 \
+#     annotated-doc==0.0.7 aiohttp==3.14.5 multidict==7.2.1 yarl==1.25.1 frozenlist==1.8.0 aiosignal==1.4.0 \
+#     propcache==0.5.4 aiohappyeyeballs==2.7.1 attrs==26.1.0
 # Each check runs even if one before it failed, under a time limit that keeps the whole under 10 minutes; logs and figures go to $OUT (what the device tool
 # brings back), the figures also to benchmarks/*.json of the copy it ran in.
 set -uo pipefail
@@ -54,7 +56,7 @@ fi
 echo "== 1. conductor.py ($shape)"
 t0=$SECONDS
 timeout 210 $PY benchmarks/conductor.py "${conductor_args[@]}" > "$OUT/conductor.log" 2>&1
-echo "rc=$? in $((SECONDS - t0)) s" | tee -a "$OUT/conductor.log"
+echo "rc=$? in $((SECONDS - t0)) s" >> "$OUT/conductor.log"
 tail -5 "$OUT/conductor.log"
 
 echo "== 2. stiva ask --conductor $conductor --pool sim"
@@ -62,14 +64,14 @@ t0=$SECONDS
 timeout 120 $PY -c 'import sys; sys.argv[0] = "stiva"; from stiva_tui.cli import entry; entry()' \
   --pool sim --conductor "$conductor" ask --json --max-steps 3 \
   "What is 17 times 23? Check the arithmetic." > "$OUT/ask.json" 2> "$OUT/ask.log"
-echo "rc=$? in $((SECONDS - t0)) s" | tee -a "$OUT/ask.log"
+echo "rc=$? in $((SECONDS - t0)) s" >> "$OUT/ask.log"
 tail -5 "$OUT/ask.log"
 head -c 600 "$OUT/ask.json"; echo
 
 echo "== 3. train.py"
 t0=$SECONDS
 timeout 210 $PY benchmarks/train.py "${train_args[@]}" > "$OUT/train.log" 2>&1
-echo "rc=$? in $((SECONDS - t0)) s" | tee -a "$OUT/train.log"
+echo "rc=$? in $((SECONDS - t0)) s" >> "$OUT/train.log"
 tail -5 "$OUT/train.log"
 
 [ "$tiny" = 0 ] && cp benchmarks/conductor.json benchmarks/train.json "$OUT/"
