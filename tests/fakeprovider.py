@@ -264,7 +264,9 @@ def _make_handler(fake: FakeProvider):
                 if usage:
                     payload["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1],
                                         "total_tokens": sum(usage)}
-                self._json(200, payload)
+                # With a chunk delay, the body goes out in two writes that far apart, as a long
+                # reply over a real network arrives in several reads.
+                self._json(200, payload, split_s=reply.chunk_delay_s)
                 return
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -303,7 +305,7 @@ def _make_handler(fake: FakeProvider):
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
 
-        def _json(self, status: int, payload: object, headers: dict | None = None) -> None:
+        def _json(self, status: int, payload: object, headers: dict | None = None, split_s: float = 0.0) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -311,7 +313,11 @@ def _make_handler(fake: FakeProvider):
             for key, value in (headers or {}).items():
                 self.send_header(key, value)
             self.end_headers()
-            self.wfile.write(data)
-            self.wfile.flush()
+            parts = [data[:len(data) // 2], data[len(data) // 2:]] if split_s else [data]
+            for i, part in enumerate(parts):
+                if i:
+                    time.sleep(split_s)
+                self.wfile.write(part)
+                self.wfile.flush()
 
     return Handler

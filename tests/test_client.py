@@ -101,6 +101,27 @@ async def test_a_reply_without_streaming_is_accepted(fake):
     assert events == [TextDelta("whole answer"), UsageReport(Usage(5, 2))]
 
 
+async def test_a_reply_without_streaming_is_read_whole_across_reads(fake):
+    # A long answer from a server that ignores stream=True arrives in several reads: all of it
+    # is the answer, not the first read's part (which is no JSON, and failed the call).
+    (model,) = pool_models(fake, "m1")
+    text = "word " * 20_000
+    fake.script("m1", Reply(text, fault="json", usage=(5, 20_000), chunk_delay_s=0.2))
+    events = await collect(HttpWorker(), model)
+    assert events == [TextDelta(text), UsageReport(Usage(5, 20_000))]
+
+
+async def test_a_reply_without_streaming_over_the_bound_is_a_clear_error(fake, monkeypatch):
+    import stiva_tui.pool.client as client
+
+    monkeypatch.setattr(client, "MAX_LINE_BYTES", 2**20)  # 1 MiB, so the test sends little
+    (model,) = pool_models(fake, "m1")
+    fake.script("m1", Reply("word " * 300_000, fault="json"))
+    with pytest.raises(ProviderError, match="over 1 MiB") as info:
+        await collect(HttpWorker(retries=0), model)
+    assert not info.value.retryable
+
+
 async def test_a_hung_connection_times_out(fake):
     (model,) = pool_models(fake, "m1")
     fake.script("m1", Reply(fault="hang"))

@@ -139,7 +139,7 @@ class HttpWorker:
                                         response.headers.get("retry-after"), provider)
                 if "text/event-stream" not in response.headers.get("content-type", ""):
                     # Some servers ignore stream=True and answer with one JSON object.
-                    text, usage = _parse_full_reply(await _read_some(response, MAX_LINE_BYTES), provider)
+                    text, usage = _parse_full_reply(await _read_whole(response, MAX_LINE_BYTES, provider), provider)
                     if text:
                         text_parts.append(text)
                         yield TextDelta(text)
@@ -195,9 +195,23 @@ async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
 
 
 async def _read_some(response: aiohttp.ClientResponse, limit: int = DRAIN_BYTES) -> str:
-    """At most `limit` bytes of the body as text: an error reply or a whole JSON answer, bounded."""
+    """The start of an error reply's body as text: what has arrived, at most `limit` bytes."""
     data = await response.content.read(limit)
     return data.decode("utf-8", "replace")
+
+
+async def _read_whole(response: aiohttp.ClientResponse, limit: int, provider: str) -> str:
+    """The whole body of a one-JSON reply as text, however many reads it arrives in (aiohttp's
+    read(n) returns what has arrived so far); ProviderError when it is over `limit` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await response.content.read(limit + 1 - size):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise ProviderError(f"the reply is one JSON object of over {limit // 2**20} MiB (a server that "
+                                "ignored stream=True): too long to read", provider=provider, retryable=False)
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 async def _drain(response: aiohttp.ClientResponse, timeout_s: float = 1.0) -> None:
