@@ -455,3 +455,36 @@ def test_an_adapter_plans_under_the_step_limit_it_was_trained_under(tmp_path):
     assert EmbeddedConductor(adapter=str(trained)).step_limit(request) == 1
     assert EmbeddedConductor(adapter=str(wide)).step_limit(request) == 2
     assert EmbeddedConductor.max_steps_cap == 2  # an instance's trained limit never changes the class's
+
+
+def test_a_short_question_gets_a_second_step_only_from_a_model_trained_for_it(tmp_path):
+    """The prompted embedded model plans one step for a short question (its second steps there
+    were noise). An adapter trained with `--plan-steps 2`, and the conductor that trains it, plan
+    under two: capped at one, the two-step plan it learnt for such questions could never be
+    written (the prompt said "at most 1 step" in training, and the grammar allowed one)."""
+    from stiva_tui.config import parse_config
+    from stiva_tui.conductor.embedded import EmbeddedConductor
+    from stiva_tui.conductor.prompt import compact_conductor_prompt
+    from stiva_tui.train.trainer import TrainOptions, _conductor_for
+
+    short = PlanRequest("How many meters are in 3 kilometers?", WORKERS[:3], max_steps=5)
+    two = tmp_path / "two-steps"
+    two.mkdir()
+    (two / "stiva_adapter.json").write_text(json.dumps({"base": "embedded", "max_steps_per_plan": 2}))
+    unmarked = tmp_path / "unmarked"
+    unmarked.mkdir()
+    (unmarked / "stiva_adapter.json").write_text(json.dumps({"base": "embedded"}))
+
+    assert EmbeddedConductor().step_limit(short) == 1
+    assert EmbeddedConductor(adapter=str(unmarked)).step_limit(short) == 1
+    assert EmbeddedConductor(adapter=str(two)).step_limit(short) == 2
+    # only the embedded worker in the pool: one step, trained or not
+    assert EmbeddedConductor(adapter=str(two)).step_limit(PlanRequest(short.question, WORKERS[-1:], max_steps=5)) == 1
+
+    config = parse_config({})
+    trainee = _conductor_for("embedded", config, TrainOptions(base="embedded", out=tmp_path / "out",
+                                                               max_steps_per_plan=2), "cpu")
+    assert trainee.step_limit(short) == 2
+    assert compact_conductor_prompt(trainee.limited(short)).endswith("Plan, at most 2 steps:")
+    untrained = _conductor_for("embedded", config, TrainOptions(base="embedded", out=tmp_path / "out"), "cpu")
+    assert untrained.step_limit(short) == 1

@@ -34,6 +34,7 @@ class EmbeddedConductor(HFConductor):
         temperature: float = 0.0,
         grammar: bool = True,
         prompt_style: str = "base",
+        plan_steps: int | None = None,
     ):
         super().__init__(
             embedded_spec(adapter),
@@ -43,12 +44,21 @@ class EmbeddedConductor(HFConductor):
             temperature=temperature,
             grammar=grammar,
             prompt_style=prompt_style,
+            plan_steps=plan_steps,
         )
 
     def step_limit(self, request: PlanRequest) -> int:
-        """One step when the pool holds only the embedded worker or the question is short and
-        simple (the conductor still writes that one step); else at most `max_steps_cap`."""
-        if all(w.kind == "embedded" for w in request.workers) or is_simple_question(request.question):
+        """One step when the pool holds only the embedded worker, or when the question is short
+        and simple (the conductor still writes that one step) and the model was not trained under
+        a step limit; else at most `max_steps_cap`.
+
+        The prompted base model's second steps on short questions were noise. An adapter trained
+        with `--plan-steps N` (and the conductor being trained so) has learnt when a short
+        question pays for a second step: capping it at one made the plans it learnt impossible
+        (learning_chains.json, before: no two-step plan on units, where the chain wins)."""
+        if all(w.kind == "embedded" for w in request.workers):
+            return 1
+        if self.trained_steps is None and is_simple_question(request.question):
             return 1
         return super().step_limit(request)
 

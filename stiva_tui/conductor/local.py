@@ -224,14 +224,19 @@ class HFConductor:
         temperature: float = 0.0,
         grammar: bool = True,
         prompt_style: str = "auto",  # auto | chat | plain | base | compact
+        plan_steps: int | None = None,
     ):
         self.spec = spec
         self.model = model_label or spec.label or spec.source
         self.adapter = spec.adapter
         self.max_reasoning_tokens = max_reasoning_tokens
         # an adapter plans under the prompt, subtask bound and step limit it was trained under
-        # (`stiva train --prompt compact --subtask-chars N --plan-steps K`): the same prompt text
+        # (`stiva train --prompt compact --subtask-chars N --plan-steps K`): the same prompt text.
+        # `plan_steps`: the step limit of a conductor being trained (`--plan-steps K`), as its
+        # adapter will plan.
         trained_style, trained_chars, trained_steps = adapter_plan_format(spec.adapter)
+        trained_steps = plan_steps or trained_steps
+        self.trained_steps = trained_steps
         self.max_subtask_chars = min(max_subtask_chars, trained_chars or max_subtask_chars)
         if trained_steps is not None:
             self.max_steps_cap = min(self.max_steps_cap or trained_steps, trained_steps)
@@ -550,6 +555,7 @@ class LocalConductor(HFConductor):
         temperature: float = 0.0,
         grammar: bool = True,
         prompt_style: str = "auto",
+        plan_steps: int | None = None,
     ):
         cuda = device == "cuda"
         spec = ModelSpec(
@@ -563,7 +569,7 @@ class LocalConductor(HFConductor):
         )
         super().__init__(spec, model_label=model, max_reasoning_tokens=max_reasoning_tokens,
                          max_subtask_chars=max_subtask_chars, temperature=temperature, grammar=grammar,
-                         prompt_style=prompt_style)
+                         prompt_style=prompt_style, plan_steps=plan_steps)
 
     @classmethod
     def from_config(cls, config: Any, **kwargs: Any) -> "LocalConductor":

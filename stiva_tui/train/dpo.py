@@ -223,7 +223,8 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
     _score_valid_positions_only()
     model, tokenizer, label, folder = _load_for_training(options.base, device, say)
     conductor = _conductor_for(options.base, config, TrainOptions(
-        base=options.base, out=out, prompt_style=style, max_subtask_chars=chars), device)
+        base=options.base, out=out, prompt_style=style, max_subtask_chars=chars,
+        max_steps_per_plan=options.max_steps_per_plan), device)
     loaded = LoadedModel(model=model, tokenizer=tokenizer, spec=conductor.spec, device=device, quantization=None,
                          load_s=0.0, memory_bytes=0)
     eos = eos_token_ids(loaded)

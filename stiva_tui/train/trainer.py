@@ -143,10 +143,13 @@ def _conductor_for(base: str, config, options: TrainOptions, device: str):
 
     chars = options.max_subtask_chars or config.conductor.max_subtask_chars
     style = {"prompt_style": options.prompt_style} if options.prompt_style else {}
+    # under the step limit the adapter is trained for, as it will plan (not the untrained model's cap)
+    steps = options.max_steps_per_plan
     if base == "embedded":
-        return EmbeddedConductor(max_subtask_chars=min(chars, 100), temperature=options.temperature, **style)
+        return EmbeddedConductor(max_subtask_chars=min(chars, 100), temperature=options.temperature,
+                                 plan_steps=steps, **style)
     return LocalConductor(base, device=device, max_reasoning_tokens=config.conductor.max_reasoning_tokens,
-                          max_subtask_chars=chars, temperature=options.temperature, **style)
+                          max_subtask_chars=chars, temperature=options.temperature, plan_steps=steps, **style)
 
 
 def _load_for_training(base: str, device: str, progress: Callable[[str], None]):
