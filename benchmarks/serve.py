@@ -1,7 +1,7 @@
 """How much `stiva serve` adds on top of the upstream calls it makes, and what stalled
 connections do to a real client (run by hand).
 
-    .venv/bin/python benchmarks/serve.py [--latency 0.05] [--requests-per-client 20] [--repeats 3]
+    .venv/bin/python benchmarks/serve.py [--latency 0.05] [--requests-per-client 20] [--repeats 3] [--pin]
 
 Scripted upstreams (tests/fakeprovider.py, a ThreadingHTTPServer) answer every call after a fixed
 latency. A `conductor-mini` request makes three upstream calls in sequence (conductor plan, step 0,
@@ -10,7 +10,9 @@ upstream. Added latency = the server's latency minus the baseline's, at the same
 concurrency. The upstream, the server and the load generator run in three processes; the server
 writes every run to a real history database, as in use. Also reported: the server process's CPU
 time per request, its three upstream calls included. `--repeats` runs the 1- and 16-client
-levels again (the machine is shared: one run's p50 moves by a few ms).
+levels again (the machine is shared: one run's p50 moves by a few ms). `--pin` (Linux) keeps the
+server on the first CPU and the upstream and the load generator on the others, as a deployed
+server has its core to itself, so what it adds is not mixed with the load measuring it.
 
 Stalled connections: a server of its own, and one real client asking one request after another,
 each on a new connection (so each has to be accepted past the stalled ones), first with none and
@@ -53,7 +55,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_upstream(port: int, latency: float, ready) -> None:
+def pin(cpus: set[int] | None) -> None:
+    """Keep this process on `cpus` (Linux; `--pin`)."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+
+
+def run_upstream(port: int, latency: float, ready, cpus: set[int] | None = None) -> None:
+    pin(cpus)
     from fakeprovider import FakeProvider, Reply
 
     fake = FakeProvider(port=port)
@@ -70,8 +79,9 @@ def run_upstream(port: int, latency: float, ready) -> None:
 
 
 def run_server(port: int, upstream: str, home: str, max_runs: int, nofile: int | None = None,
-               loop: str = "uvloop") -> None:
+               loop: str = "uvloop", cpus: set[int] | None = None) -> None:
     os.environ["STIVA_HOME"] = home
+    pin(cpus)
     if nofile is not None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
@@ -222,14 +232,14 @@ def run_stallers(port: int, count: int, stop, opened) -> None:
 
 
 async def stalled_case(ctx, upstream: str, home: str, nofile: int | None, requests: int, stalled: int,
-                       loop: str) -> dict:
+                       loop: str, cpus: set[int] | None = None) -> dict:
     """One real client, a new connection per request, with none and then `stalled` stalled
     connections open against a server of its own."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     home = tempfile.mkdtemp(dir=home)  # a history of its own
     # Two runs at once suit one client, and leave the most descriptors to connections.
-    server = ctx.Process(target=run_server, args=(port, upstream, home, 2, nofile, loop), daemon=True)
+    server = ctx.Process(target=run_server, args=(port, upstream, home, 2, nofile, loop, cpus), daemon=True)
     server.start()
     row: dict = {"file_limit": nofile or resource.getrlimit(resource.RLIMIT_NOFILE)[0]}
     try:
@@ -261,15 +271,21 @@ async def stalled_case(ctx, upstream: str, home: str, nofile: int | None, reques
 async def bench(args) -> dict:
     load_at_start = round(os.getloadavg()[0], 2)
     ctx = multiprocessing.get_context("spawn")
+    # --pin: the server alone on the first CPU, the upstream and this load generator on the rest,
+    # so the server is measured on a core of its own, not against the load it is measured with
+    server_cpus, other_cpus = ({0}, set(range(1, os.cpu_count() or 2))) if args.pin else (None, None)
+    pin(other_cpus)
     up_port, srv_port = free_port(), free_port()
     upstream = f"http://127.0.0.1:{up_port}/v1"
     server_url = f"http://127.0.0.1:{srv_port}"
     ready = ctx.Event()
-    processes = [ctx.Process(target=run_upstream, args=(up_port, args.latency, ready), daemon=True)]
+    processes = [ctx.Process(target=run_upstream, args=(up_port, args.latency, ready, other_cpus),
+                             daemon=True)]
     processes[0].start()
     ready.wait(30)
     with tempfile.TemporaryDirectory() as home:
-        processes.append(ctx.Process(target=run_server, args=(srv_port, upstream, home, max(args.clients), None, args.loop),
+        processes.append(ctx.Process(target=run_server, args=(srv_port, upstream, home, max(args.clients), None, args.loop,
+                                                                 server_cpus),
                                      daemon=True))
         processes[1].start()
         try:
@@ -303,7 +319,8 @@ async def bench(args) -> dict:
                 repeats[str(clients)] = {"added_p50_ms": added, "median_added_p50_ms": statistics.median(added),
                                          "server_cpu_ms_per_request": [r["server_cpu_ms_per_request"] for r in rows]}
             print("stalled connections:", flush=True)
-            stalled = [await stalled_case(ctx, upstream, home, nofile, args.stalled_requests, args.stalled, args.loop)
+            stalled = [await stalled_case(ctx, upstream, home, nofile, args.stalled_requests, args.stalled, args.loop,
+                                          server_cpus)
                        for nofile in (None, 160)]
         finally:
             for process in processes:
@@ -318,6 +335,7 @@ async def bench(args) -> dict:
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "max_concurrent_runs": max(args.clients),
         "event_loop": args.loop,
+        "pinned": "server on CPU 0, upstream and load generator on the others" if args.pin else None,
         "results": results,
         "target": "added p50 < 5 ms at 16 clients; no errors at 64",
         "repeats": repeats,
@@ -343,6 +361,8 @@ def main() -> None:
     parser.add_argument("--stalled-requests", type=int, default=40, help="requests of the client there")
     parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop",
                         help="the server's event loop: uvloop's, as `stiva serve` runs, or asyncio's own")
+    parser.add_argument("--pin", action="store_true",
+                        help="the server on a CPU of its own, the upstream and the load on the others (Linux)")
     parser.add_argument("--out", type=Path, default=HERE / "serve.json")
     args = parser.parse_args()
     figures = asyncio.run(bench(args))
