@@ -61,9 +61,10 @@ tail -5 "$OUT/conductor.log"
 
 echo "== 2. stiva ask --conductor $conductor --pool sim"
 t0=$SECONDS
+# a question of the skills suite, so the simulated pool answers it rather than saying it cannot tell
 timeout 120 $PY -c 'import sys; sys.argv[0] = "stiva"; from stiva_tui.cli import entry; entry()' \
   --pool sim --conductor "$conductor" ask --json --max-steps 3 \
-  "What is 17 times 23? Check the arithmetic." > "$OUT/ask.json" 2> "$OUT/ask.log"
+  "What is 30 × 43? Check the arithmetic." > "$OUT/ask.json" 2> "$OUT/ask.log"
 echo "rc=$? in $((SECONDS - t0)) s" >> "$OUT/ask.log"
 tail -5 "$OUT/ask.log"
 head -c 600 "$OUT/ask.json"; echo
