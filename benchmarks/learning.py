@@ -177,17 +177,17 @@ def main() -> None:
     adapter_row = rows[f"adapter:{adapter}"]
     singles = {name: r for name, r in rows.items() if name.startswith("direct:")}
     best_name, best = max(singles.items(), key=lambda kv: kv[1]["accuracy"])
+    moa_sixth = rows["moa"]["tokens_per_question"] / 6
     goals = {
         "adapter_beats_best_single_by_10_points": adapter_row["accuracy"] >= best["accuracy"] + 0.10,
         "adapter_at_least_90pct_of_oracle": adapter_row["accuracy"] >= 0.9 * rows["oracle"]["accuracy"],
-        "adapter_tokens_at_most_one_sixth_of_moa": adapter_row["tokens_per_question"]
-        <= rows["moa"]["tokens_per_question"] / 6,
+        "adapter_tokens_at_most_one_sixth_of_moa": adapter_row["tokens_per_question"] <= moa_sixth,
     }
     detail = plan_detail(home, report["bench_id"])
     # the same goal on the tokens the pool is paid for: the embedded planner's own prompt and
     # completion count in the bench's tokens/q, but run on the user's machine for nothing
     pool_tokens = adapter_row["tokens_per_question"] - detail["planner_tokens_per_question"].get(f"adapter:{adapter}", 0.0)
-    goals["adapter_pool_tokens_at_most_one_sixth_of_moa"] = pool_tokens <= rows["moa"]["tokens_per_question"] / 6
+    goals["adapter_pool_tokens_at_most_one_sixth_of_moa"] = pool_tokens <= moa_sixth
     figures = {
         "pool": "simulated pool" + (" (chains: a second step pays on units only)" if args.pool == "chains" else ""),
         "suite": report["suite"], "items": adapter_row["n"],
