@@ -232,6 +232,21 @@ def _mode_serve(cfg):
         replies.send(reply)
 
 
+def _global_names(code):
+    """Every name `code` or a function in it may look up as a global."""
+    names, stack = set(), [code]
+    while stack:
+        current = stack.pop()
+        names.update(current.co_names)
+        stack.extend(const for const in current.co_consts if hasattr(const, "co_names"))
+    return names
+
+
+class CandidateError(Exception):
+    """The candidate raised what the tests must not take for control flow (StopIteration ending
+    their `all(map(...))` early, say): any exception of the candidate fails the call's test."""
+
+
 class _CandidateGone(Exception):
     """The candidate's process ended (or broke the protocol) during a call."""
 
@@ -246,7 +261,7 @@ def _proxy(name, calls, replies, builtin_errors):
         if reply is None:
             raise _CandidateGone(f"the candidate's process ended during {name}()")
         if "error" in reply:
-            kind = builtin_errors.get(reply.get("type"), RuntimeError)
+            kind = builtin_errors.get(reply.get("type"), CandidateError)
             raise kind(f"{name}() raised {reply['error']}")
         return decode_value(reply.get("value"))
 
@@ -256,12 +271,7 @@ def _proxy(name, calls, replies, builtin_errors):
 
 def _undumpable():
     """PR_SET_DUMPABLE 0: no /proc/<pid>/mem, no ptrace of this process, even by its own user."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
-    except Exception:  # noqa: BLE001 - no prctl here (not Linux): the sandbox's walls remain
-        pass
+    _prctl(4, 0)
 
 
 def _mode_tests(cfg):
@@ -278,15 +288,25 @@ def _mode_tests(cfg):
     import builtins
 
     builtin_errors = {name: value for name, value in vars(builtins).items()
-                      if isinstance(value, type) and issubclass(value, Exception)}
-    namespace = {"__name__": "__tests__"}
-    for name in hello["names"]:
-        if type(name) is str and name.isidentifier():
-            namespace[name] = _proxy(name, calls, replies, builtin_errors)
+                      if isinstance(value, type) and issubclass(value, Exception)
+                      and not issubclass(value, (StopIteration, StopAsyncIteration))}
     with open(cfg["tests"], encoding="utf-8") as handle:
         source = handle.read()
+    namespace = {"__name__": "__tests__"}
     try:
-        exec(compile(source, "tests.py", "exec"), namespace)
+        code = compile(source, "tests.py", "exec")
+    except BaseException as error:  # noqa: BLE001 - tests that do not compile fail
+        verdict.send({"passed": False, "error": "the tests do not compile: " + _describe(error)})
+        return
+    # Only names the tests look up as globals reach them, and never one of Python's builtins: an
+    # answer's own `abs`, `sorted` or `len` must not stand in for the real ones the tests use.
+    wanted = _global_names(code)
+    for name in hello["names"]:
+        if (type(name) is str and name.isidentifier() and name in wanted
+                and not hasattr(builtins, name)):
+            namespace[name] = _proxy(name, calls, replies, builtin_errors)
+    try:
+        exec(code, namespace)
     except BaseException as error:  # noqa: BLE001 - any way out but the end is a failure
         where = ""
         tb = error.__traceback__
@@ -374,12 +394,16 @@ def _usage(me, tmp):
             private += max(0, int(fields[1]) - int(fields[2])) * page
         except (OSError, IndexError, ValueError):
             continue
+    # /dev/shm's pages are memory the code holds, whether or not a process maps them
+    return private + _used("/dev/shm"), _used(tmp)
+
+
+def _used(folder):
     try:
-        stat = os.statvfs(tmp)
-        used = (stat.f_blocks - stat.f_bfree) * stat.f_frsize
+        stat = os.statvfs(folder)
+        return (stat.f_blocks - stat.f_bfree) * stat.f_frsize
     except OSError:
-        used = 0
-    return private, used
+        return 0
 
 
 def _supervise(cfg):
@@ -443,9 +467,58 @@ def _supervise(cfg):
             pass
 
 
+def _prctl(option, value):
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except Exception:  # noqa: BLE001 - no prctl here (not Linux)
+        return -1
+
+
+def _clear_capabilities():
+    """capset(2) with the inheritable set empty (bwrap leaves the kept capabilities there; a dropped
+    uid could not use them, with no_new_privs and no ambient set, but need not keep them). The
+    effective and permitted sets go with the change of uid."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+        data = (ctypes.c_uint32 * 6)()  # {effective, permitted, inheritable} x {low, high word}
+        libc.capget(header, data)
+        data[2] = data[5] = 0
+        libc.capset(header, data)
+    except Exception:  # noqa: BLE001 - checked by the caller through /proc/self/status
+        pass
+
+
+def _drop(uid, gid):
+    """Become `uid`:`gid` for good, with no groups and no capabilities, or end the run: a root
+    Stiva's bwrap starts the supervisor as root (no user namespace), and no code may run so."""
+    try:
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        _clear_capabilities()
+        os.setresuid(uid, uid, uid)
+        with open("/proc/self/status", encoding="utf-8") as handle:
+            caps = {line.split(":")[0]: int(line.split()[1], 16) for line in handle if line.startswith("Cap")}
+        if (os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid) or os.getgroups()
+                or any(caps.get(name, 1) for name in ("CapInh", "CapPrm", "CapEff", "CapAmb"))):
+            raise PermissionError(f"still uid {os.getresuid()}, gid {os.getresgid()}, capabilities {caps}")
+    except (OSError, ValueError) as error:
+        sys.stderr.write(f"sandbox: could not drop root to uid {uid}: {error}\n")
+        sys.stderr.flush()
+        os._exit(1)
+
+
 def main(argv):
     with open(argv[1], encoding="utf-8") as handle:
         cfg = json.load(handle)
+    if cfg.get("drop"):
+        uid, gid = cfg["drop"]
+        _drop(int(uid), int(gid))
+    _prctl(38, 1)  # PR_SET_NO_NEW_PRIVS: no set-uid program gives any of it back
     _supervise(cfg)
 
 

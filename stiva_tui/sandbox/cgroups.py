@@ -22,9 +22,21 @@ import threading
 import time
 from dataclasses import dataclass
 
-__all__ = ["RunCgroup", "cgroup_support"]
+__all__ = ["RunCgroup", "cgroup_support", "sweep_orphans"]
 
 _MOUNT = "/sys/fs/cgroup"
+_PREFIX = "stiva-sandbox-"
+_WRAP = ("import os, sys\n"
+         "try:\n"
+         "    n = int(sys.argv[1])\n"
+         "    for path in sys.argv[2:2 + n]:\n"
+         "        fd = os.open(path, os.O_WRONLY)\n"
+         "        os.write(fd, str(os.getpid()).encode())\n"
+         "        os.close(fd)\n"
+         "except BaseException as error:\n"
+         "    sys.stderr.write(f'sandbox: could not join the run cgroup: {error}\\n')\n"
+         "    os._exit(126)\n"
+         "os.execv(sys.argv[2 + n], sys.argv[3 + n:])\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +59,73 @@ def cgroup_support() -> str | None:
 def _parent() -> _Parent | None:
     with _lock:
         if not _support:
-            _support.append(_find())
+            parent = _find()
+            _support.append(parent)
+            if parent is not None:
+                sweep_orphans(parent)
         return _support[0]
+
+
+def sweep_orphans(parent: _Parent | None = None) -> list[str]:
+    """Remove the run cgroups an earlier Stiva left behind (killed with -9 mid-run): those named
+    for a pid that is gone, or for a pid that started after the folder was made (a reused pid).
+    What is still in them is killed first. Returns the folders removed."""
+    parent = parent or _parent()
+    if parent is None:
+        return []
+    removed = []
+    for base in dict.fromkeys([parent.pids, parent.memory]):
+        try:
+            names = [name for name in os.listdir(base) if name.startswith(_PREFIX)]
+        except OSError:
+            continue
+        for name in names:
+            folder = os.path.join(base, name)
+            if _owner_alive(name, folder):
+                continue
+            with contextlib.suppress(OSError):
+                _write(os.path.join(folder, "cgroup.kill"), "1")
+            _kill_members(folder)
+            for _ in range(50):
+                try:
+                    os.rmdir(folder)
+                    removed.append(folder)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+    return removed
+
+
+def _owner_alive(name: str, folder: str) -> bool:
+    try:
+        pid = int(name[len(_PREFIX):].split("-", 1)[0])
+    except ValueError:
+        return True  # not one of ours: leave it
+    if pid == os.getpid():
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            ticks = int(handle.read().rsplit(")", 1)[1].split()[19])  # field 22: start time
+        made = os.stat(folder).st_ctime
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError, IndexError):
+        return True
+    started = _boot_time() + ticks / os.sysconf("SC_CLK_TCK")
+    return started <= made + 2.0
+
+
+def _boot_time() -> float:
+    try:
+        with open("/proc/stat", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0.0
 
 
 def _find() -> _Parent | None:
@@ -98,7 +175,7 @@ class RunCgroup:
     """One run's cgroup(s). `wrap(argv)` starts the run inside; `close()` removes them."""
 
     def __init__(self, parent: _Parent, processes: int, memory_bytes: int):
-        name = f"stiva-sandbox-{os.getpid()}-{secrets.token_hex(4)}"
+        name = f"{_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
         self.version = parent.version
         self.dirs = list(dict.fromkeys([os.path.join(parent.pids, name), os.path.join(parent.memory, name)]))
         made = []
@@ -131,13 +208,12 @@ class RunCgroup:
         except OSError:
             return None
 
-    def wrap(self, argv: list[str]) -> list[str]:
-        """`argv` run by a shell that first moves itself into the cgroup(s); it exits 126 when a
-        move fails, so nothing runs outside the limits."""
-        script = ('n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 126; shift; n=$((n-1)); done; '
-                  'exec "$@"')
+    def wrap(self, argv: list[str], *, executable: str, python: str) -> list[str]:
+        """`argv` (run as `executable`) started by a tiny Python that first moves itself into the
+        cgroup(s); it exits 126 when a move fails, so nothing runs outside the limits. Python, not
+        a shell: `argv[0]` stays what the caller chose (the sandbox sees no host path in it)."""
         procs = [os.path.join(folder, "cgroup.procs") for folder in self.dirs]
-        return ["/bin/sh", "-c", script, "sh", str(len(procs)), *procs, *argv]
+        return [python, "-I", "-S", "-c", _WRAP, str(len(procs)), *procs, executable, *argv]
 
     def hit_memory_limit(self) -> bool:
         """Whether the kernel had to stop the run at its memory limit."""

@@ -15,10 +15,22 @@
   CLI's `--unsafe-code`), and reports say so.
 
 A bwrap run gets new user, pid, network, IPC, UTS and cgroup namespaces, no capabilities, no way
-to make more user namespaces, a cleared environment, a new session, and dies with its parent. Its
-filesystem is a read-only root holding only `/usr` (and the `/bin`, `/lib*` links to it), the
+to make more user namespaces, a cleared environment, a new session, and dies with its parent.
+
+**Never as root.** A user namespace keeps the caller's uid: for a root Stiva (containers, CI,
+cloud boxes) the code would be the host's uid 0 without capabilities, which still writes
+`/proc/sys` (`kernel.core_pattern` to a pipe is a root shell on the host). So a root Stiva starts
+bwrap without a user namespace, bwrap keeps the supervisor only CAP_SETUID/CAP_SETGID, and the
+supervisor drops to a fresh uid of the run's own (no groups, no capabilities, no_new_privs) before
+anything else runs; a run whose drop fails never starts the code, and a machine where it fails
+refuses code items with one line.
+
+Its filesystem is a read-only root holding only `/usr` (and the `/bin`, `/lib*` links to it), the
 interpreter's own binary and `lib/` (site-packages hidden), a fresh `/proc` of the sandbox's pid
-namespace, a minimal `/dev`, and a size-capped tmpfs at `/tmp` that is the only writable place.
+namespace with the host-global knobs (`/proc/sys`, `sysrq-trigger`, `irq`, `bus`, `fs`) read-only
+and the host's identity (`/proc/cmdline`, `kallsyms`, …) unreadable, a read-only minimal `/dev`
+whose `/dev/shm` is a size-capped tmpfs counted as the run's memory, and a size-capped tmpfs at
+`/tmp` that is the only other writable place.
 The files of a run arrive from memory (`--ro-bind-data` from memfds): nothing of the run is ever
 written to the host's disk. Not the user's home, not `/run` (D-Bus, ssh-agent, docker.sock), not
 the host's `/tmp`, not the project or its virtual environment.
@@ -58,6 +70,9 @@ class Isolation:
     size_cap: bool = False
     no_userns: bool = False
     seccomp: bool = False
+    # Stiva runs as root: bwrap starts without a user namespace (whose uid 0 would still be the
+    # host's root), and the supervisor drops to a fresh unprivileged uid before any code runs.
+    drop_root: bool = False
 
     @property
     def isolated(self) -> bool:
@@ -68,8 +83,11 @@ class Isolation:
                   f"{settings.disk_mb} MB of /tmp per run")
         if self.kind == "bwrap":
             extras = ["seccomp"] if self.seccomp else []
-            return (f"bubblewrap {self.version} ({self.source}, {self.path}): user, pid, net, ipc, uts "
-                    f"namespaces{', ' + ', '.join(extras) if extras else ''}; {limits}")
+            spaces = "pid, net, ipc, uts" if self.drop_root else "user, pid, net, ipc, uts"
+            who = ("code runs as a fresh unprivileged uid, never root" if self.drop_root
+                   else f"code runs as uid {os.getuid()}, without capabilities")
+            return (f"bubblewrap {self.version} ({self.source}, {self.path}): {spaces} "
+                    f"namespaces{', ' + ', '.join(extras) if extras else ''}; {who}; {limits}")
         if self.kind == "sandbox-exec":
             return f"sandbox-exec (deny-by-default profile; untested here): {limits}"
         return f"NONE: model-written code runs WITHOUT isolation (--unsafe-code); {limits}"
@@ -86,7 +104,7 @@ def find_isolation(settings: SandboxSettings) -> Isolation:
     Probed once per process for each distinct setting (about 50 ms)."""
     if settings.unsafe:
         return Isolation("none")
-    key = (settings.bwrap, settings.site_packages, settings.read_only)
+    key = (settings.bwrap, settings.site_packages, settings.read_only, os.geteuid())
     with _lock:
         if key not in _found:
             try:
@@ -131,7 +149,18 @@ def _find(settings: SandboxSettings) -> Isolation:
         failures.append(found)
     if not failures:
         raise SandboxUnavailable(f"no code sandbox: bubblewrap (bwrap) is not installed; {HOW_TO_ENABLE}")
+    if running_as_root():
+        raise SandboxUnavailable(
+            "no code sandbox: Stiva runs as root, and model-written code never does: it runs under bwrap "
+            "as a fresh unprivileged uid, which failed here (" + "; ".join(failures) + "). Run stiva as an "
+            "ordinary user, or pass --unsafe-code to run model-written code WITHOUT isolation")
     raise SandboxUnavailable("no code sandbox: " + "; ".join(failures) + f". {_hint(failures)}{HOW_TO_ENABLE}")
+
+
+def running_as_root() -> bool:
+    """Whether this process is root: then no run may keep its uid (a user namespace's uid 0 is
+    still the host's root to /proc/sys and every other host-global knob)."""
+    return os.geteuid() == 0
 
 
 def _hint(failures: list[str]) -> str:
@@ -171,6 +200,8 @@ def _options(path: str) -> tuple[bool, bool, str]:
         version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
         return False, False, ""
+    if running_as_root() and "--perms" not in helptext:
+        return False, False, ""  # the dropped uid could not read the run's files (bwrap < 0.5)
     return "--size" in helptext, "--disable-userns" in helptext, version.replace("bubblewrap", "").strip()
 
 
@@ -183,9 +214,9 @@ def _probe(path: str, source: str, settings: SandboxSettings) -> Isolation | str
         return f"{path} is not an executable file"
     size, no_userns, version = _options(path)
     if not version:
-        return f"{path} does not run as bubblewrap"
+        return f"{path} does not run as bubblewrap" + (" 0.5 or newer" if running_as_root() else "")
     candidate = Isolation("bwrap", path, version, source, size_cap=size, no_userns=no_userns,
-                          seccomp=seccomp_program() is not None)
+                          seccomp=seccomp_program() is not None, drop_root=running_as_root())
     error = probe_run(candidate, settings)
     if error is None:
         return candidate
@@ -229,14 +260,29 @@ def interpreter(settings: SandboxSettings) -> Interpreter:
     return Interpreter(executable, tuple(dict.fromkeys(binds)), hidden, paths)
 
 
+# Host-global knobs of /proc: read-only over the sandbox's fresh /proc (bwrap covers them only when
+# its access() check says they are writable, which a kernel may answer wrongly for root), and the
+# host's identity (its boot command line) and the kernel's internals made unreadable.
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+PROC_HIDDEN = ("cmdline", "kallsyms", "modules", "keys", "key-users", "timer_list", "sched_debug",
+                "kcore", "config.gz", "bootconfig")
+
+
 def bwrap_argv(iso: Isolation, settings: SandboxSettings, interp: Interpreter, *, data: dict[str, int],
                seccomp_fd: int | None, child_args: list[str]) -> list[str]:
     """bwrap's command line for one run; `data` maps a path inside the sandbox to a readable fd."""
-    argv = [iso.path or "bwrap", "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-            "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv",
-            "--cap-drop", "ALL", "--hostname", "sandbox"]
-    if iso.no_userns:
-        argv.append("--disable-userns")
+    if iso.drop_root:
+        # No user namespace: its uid 0 would be the host's root. bwrap (root) builds the sandbox;
+        # the supervisor keeps only the right to change its uid, and uses it first.
+        argv = [iso.path or "bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+                "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv",
+                "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--hostname", "sandbox"]
+    else:
+        argv = [iso.path or "bwrap", "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+                "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv",
+                "--cap-drop", "ALL", "--hostname", "sandbox"]
+        if iso.no_userns:
+            argv.append("--disable-userns")
     argv += ["--ro-bind", "/usr", "/usr"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         host = "/" + name
@@ -246,15 +292,36 @@ def bwrap_argv(iso: Isolation, settings: SandboxSettings, interp: Interpreter, *
             argv += ["--ro-bind", host, host]
     for path in ("/etc/ld.so.cache", "/etc/alternatives"):
         argv += ["--ro-bind-try", path, path]
+    if iso.drop_root:
+        # bwrap as root makes the folders above a bind as private as on the host (/root is 0700):
+        # the dropped uid must be able to pass through them to the interpreter
+        for folder in _folders_above(interp.binds):
+            argv += ["--perms", "0755", "--dir", folder]
     for path in interp.binds:
         argv += ["--ro-bind", path, path]
     for path in interp.hidden:
         argv += ["--tmpfs", path, "--remount-ro", path]
-    argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += ["--proc", "/proc"]
+    for name in PROC_READ_ONLY:
+        argv += ["--ro-bind-try", f"/proc/{name}", f"/proc/{name}"]
+    for name in PROC_HIDDEN:
+        if os.path.exists(f"/proc/{name}"):
+            # the host's /dev/null, on a nodev mount: opening it fails
+            argv += ["--ro-bind", "/dev/null", f"/proc/{name}"]
+    # /dev: bwrap's minimal set of nodes, read-only; /dev/shm a tmpfs of its own, size-capped, that
+    # the supervisor counts as the run's memory.
+    argv += ["--dev", "/dev", "--remount-ro", "/dev"] + (["--perms", "01777"] if iso.drop_root else [])
+    if iso.size_cap:
+        argv += ["--size", str(settings.memory_mb * 1024 * 1024)]
+    argv += ["--tmpfs", "/dev/shm"]
     if iso.size_cap:
         argv += ["--size", str(settings.disk_mb * 1024 * 1024)]
+    if iso.drop_root:
+        argv += ["--perms", "01777"]
     argv += ["--tmpfs", "/tmp"]
     for inside, fd in data.items():
+        if iso.drop_root:
+            argv += ["--perms", "0444"]
         argv += ["--ro-bind-data", str(fd), inside]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
@@ -263,6 +330,20 @@ def bwrap_argv(iso: Isolation, settings: SandboxSettings, interp: Interpreter, *
     argv += ["--remount-ro", "/", "--chdir", "/tmp", "--", interp.executable, "-I", "-S", "-B", "-X", "utf8",
              *child_args]
     return argv
+
+
+def _folders_above(paths: tuple[str, ...]) -> list[str]:
+    """The folders above `paths`, outermost first, that no other bind (nor /usr) provides."""
+    provided = ("/usr", *paths)
+    found: list[str] = []
+    for path in paths:
+        parts = path.strip("/").split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            folder = "/" + "/".join(parts[:depth])
+            if folder not in found and not any(folder == p or folder.startswith(p.rstrip("/") + "/")
+                                               for p in provided):
+                found.append(folder)
+    return found
 
 
 def sandbox_env(home: str) -> dict[str, str]:

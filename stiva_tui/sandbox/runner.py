@@ -206,7 +206,8 @@ def run_sync(coroutine):
 def probe_run(iso: Isolation, settings: SandboxSettings) -> str | None:
     """None when a trivial script runs under `iso`; else why not, in one clause."""
     async def probe():
-        started = await _start(iso, settings, "script", {"solution.py": "print('stiva-sandbox-ok')"},
+        started = await _start(iso, settings, "script",
+                               {"solution.py": "import os\nprint('stiva-sandbox-ok', *os.getresuid())"},
                                timeout_s=30.0, output_limit=4096)
         return await _finish(started, 30.0)
 
@@ -214,7 +215,10 @@ def probe_run(iso: Isolation, settings: SandboxSettings) -> str | None:
         result = run_sync(probe())
     except OSError as exc:
         return f"could not start ({exc.strerror or exc})"
-    if result.ok and result.stdout.strip() == "stiva-sandbox-ok":
+    said = result.stdout.split()
+    if result.ok and said[:1] == ["stiva-sandbox-ok"]:
+        if iso.drop_root and (len(said) != 4 or "0" in said[1:]):
+            return "the code would run as root"
         return None
     lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
     return (lines[-1] if lines else _why(result) or "no output")[:300]
@@ -262,8 +266,11 @@ async def _start(iso: Isolation, settings: SandboxSettings, mode: str, files: di
                               **fds, **(extra or {})}
     child_source = _child_source()
     try:
+        executable = None
         if iso.kind == "bwrap":
             config.update(watch=True, tmp="/tmp", **{_key(name): f"/sandbox/{name}" for name in files})
+            if iso.drop_root:
+                config["drop"] = run_uid()
             blobs = {"/sandbox/child.py": child_source, "/sandbox/config.json": json.dumps(config),
                      **{f"/sandbox/{name}": text for name, text in files.items()}}
             data = {inside: _memfd(text.encode("utf-8")) for inside, text in blobs.items()}
@@ -272,8 +279,14 @@ async def _start(iso: Isolation, settings: SandboxSettings, mode: str, files: di
             seccomp_fd = _memfd(program) if program else None
             if seccomp_fd is not None:
                 own.append(seccomp_fd)
-            argv = bwrap_argv(iso, settings, interp, data=data, seccomp_fd=seccomp_fd,
+            full = bwrap_argv(iso, settings, interp, data=data, seccomp_fd=seccomp_fd,
                               child_args=["/sandbox/child.py", "/sandbox/config.json"])
+            # bwrap reads its options from a memfd, and its argv[0] is a bare name: what the code
+            # reads in /proc/1/cmdline names no host path but the interpreter's, bound inside.
+            split = full.index("--")
+            args_fd = _memfd(b"".join(arg.encode("utf-8") + b"\0" for arg in full[1:split]))
+            own.append(args_fd)
+            executable, argv = full[0], ["bwrap", "--args", str(args_fd), *full[split:]]
             env, cwd = {"PATH": "/usr/bin:/bin"}, "/"
         else:
             workdir = tempfile.mkdtemp(prefix="stiva-sandbox-")
@@ -289,11 +302,12 @@ async def _start(iso: Isolation, settings: SandboxSettings, mode: str, files: di
         # The cgroup's memory counts the run's /tmp too (tmpfs pages), and bwrap's own processes.
         cgroup = RunCgroup.create(settings.processes + 4, (settings.memory_mb + settings.disk_mb + 32) * 2 ** 20)
         if cgroup is not None:
-            argv = cgroup.wrap(argv)
+            argv = cgroup.wrap(argv, executable=executable or argv[0], python=interp.executable)
+            executable = None
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=[*own, *fds.values()],
-            start_new_session=True, env=env, cwd=cwd)
+            start_new_session=True, env=env, cwd=cwd, executable=executable)
     except BaseException:
         _close(status_r)
         for fd in reads.values():
@@ -316,6 +330,20 @@ async def _start(iso: Isolation, settings: SandboxSettings, mode: str, files: di
     if stdin is not None:
         readers["stdin"] = asyncio.ensure_future(_feed(proc, stdin))
     return _Started(proc, iso, readers, workdir, cgroup, settings.memory_mb)
+
+
+# Runs of a root Stiva get a uid of their own, unused by any account (above what distributions
+# allocate, below the overflow uid's range of 2^32): never root, and no two runs share
+# RLIMIT_NPROC's count.
+_RUN_UIDS = (0x6000_0000, 0x7000_0000)
+
+
+def run_uid() -> list[int]:
+    """[uid, gid] for one run of a root Stiva."""
+    import secrets
+
+    uid = secrets.randbelow(_RUN_UIDS[1] - _RUN_UIDS[0]) + _RUN_UIDS[0]
+    return [uid, uid]
 
 
 @functools.lru_cache(maxsize=1)

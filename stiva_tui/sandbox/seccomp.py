@@ -11,9 +11,17 @@ error, not a crash):
   the new mount API, `pivot_root`, `chroot` (`clone3` answers ENOSYS, so the C library falls back
   to `clone`, whose flags a filter can read);
 - signals to the supervisor and to bwrap's init (pid 2 and 1 inside the pid namespace), to every
-  process at once (-1), or to their process groups: `kill`, `tkill`, `tgkill`, and
-  `pidfd_send_signal` altogether. (Processes outside are out of reach already: they are not in
-  the pid namespace.)
+  process at once (-1), or to their process groups: `kill`, `tkill`, `tgkill`, `rt_sigqueueinfo`,
+  `rt_tgsigqueueinfo`, and `pidfd_send_signal` altogether. (Processes outside are out of reach
+  already: they are not in the pid namespace.)
+- other processes' scheduling and limits: `setpriority`, `ioprio_set`, `sched_setaffinity`,
+  `sched_setscheduler`, `sched_setparam`, `sched_setattr` and `prlimit64` are allowed on the
+  calling process only (a nice-19, one-core or zero-limit supervisor would stop watching);
+- sockets of any family but AF_UNIX (`socket`, `socketpair`): AF_VSOCK and the like reach past
+  the network namespace; EAFNOSUPPORT, as a kernel without the family answers;
+- memory the supervisor cannot see: `memfd_create`, `memfd_secret`, `shmget` (its /dev/shm is a
+  size-capped tmpfs it counts);
+- `personality` other than a query or PER_LINUX (no ASLR switched off), `modify_ldt`;
 - the kernel's larger attack surface that no answer needs: `bpf`, `perf_event_open`,
   `userfaultfd`, `io_uring_*`, the keyring, modules, `kexec`, `reboot`, swap, `acct`,
   file handles (`open_by_handle_at`), `iopl`/`ioperm`.
@@ -41,10 +49,17 @@ _ALLOW = 0x7FFF0000
 _KILL_PROCESS = 0x80000000
 _ERRNO = 0x00050000
 
-_NR, _ARCH, _ARG0 = 0, 4, 16  # offsets in struct seccomp_data (little-endian: arg0's low word)
+_NR, _ARCH = 0, 4  # offsets in struct seccomp_data
+
+
+def _arg(n: int) -> int:
+    return 16 + 8 * n  # args[n]'s low word (little-endian)
+
 
 _CLONE_NEW = 0x7E020080  # NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
 _PROTECTED_PIDS = (0, 1, 2, 0xFFFFFFFF, 0xFFFFFFFE)  # own group, init, supervisor, all, group 2
+_AF_UNIX = 1
+_PERSONALITY_OK = (0, 0xFFFFFFFF)  # PER_LINUX, and the query
 
 _TABLES = {
     # machine: (AUDIT_ARCH, {name: number}); numbers from the kernel's syscall tables
@@ -58,7 +73,11 @@ _TABLES = {
         "init_module": 175, "finit_module": 313, "delete_module": 176, "kexec_load": 246,
         "kexec_file_load": 320, "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163,
         "open_by_handle_at": 304, "name_to_handle_at": 303, "iopl": 172, "ioperm": 173,
-        "kill": 62, "tkill": 200, "tgkill": 234, "clone": 56, "clone3": 435,
+        "modify_ldt": 154, "memfd_create": 319, "memfd_secret": 447, "shmget": 29,
+        "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
+        "clone": 56, "clone3": 435, "socket": 41, "socketpair": 53, "personality": 135,
+        "setpriority": 141, "ioprio_set": 251, "sched_setaffinity": 203, "sched_setscheduler": 144,
+        "sched_setparam": 142, "sched_setattr": 314, "prlimit64": 302,
     }),
     "aarch64": (0xC00000B7, {
         "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_getfd": 438,
@@ -70,14 +89,47 @@ _TABLES = {
         "init_module": 105, "finit_module": 273, "delete_module": 106, "kexec_load": 104,
         "kexec_file_load": 294, "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89,
         "open_by_handle_at": 265, "name_to_handle_at": 264,
-        "kill": 129, "tkill": 130, "tgkill": 131, "clone": 220, "clone3": 435,
+        "memfd_create": 279, "memfd_secret": 447, "shmget": 194,
+        "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
+        "clone": 220, "clone3": 435, "socket": 198, "socketpair": 199, "personality": 92,
+        "setpriority": 140, "ioprio_set": 30, "sched_setaffinity": 122, "sched_setscheduler": 119,
+        "sched_setparam": 118, "sched_setattr": 274, "prlimit64": 261,
     }),
 }
-_SPECIAL = {"kill", "tkill", "tgkill", "clone", "clone3"}
+
+# Calls allowed only when one argument is (or is not) in a set; everything else in a table is refused.
+# name: (argument, values, allowed when the value is in `values`)
+_SIGNALS = {"kill": (0, _PROTECTED_PIDS, False), "tkill": (0, (1, 2), False), "tgkill": (0, (1, 2), False),
+            "rt_sigqueueinfo": (0, _PROTECTED_PIDS, False), "rt_tgsigqueueinfo": (0, (1, 2), False)}
+_SELF_ONLY = ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr", "prlimit64")
+# (which, who): PRIO_PROCESS / IOPRIO_WHO_PROCESS, and 0 for the caller (PRIO_USER 0 would be the
+# whole uid, the supervisor with it)
+_SELF_ONLY_WHICH = {"setpriority": 0, "ioprio_set": 1}
+_CONDITIONAL = {
+    **_SIGNALS,
+    **{name: (0, (0,), True) for name in _SELF_ONLY},
+    "socket": (0, (_AF_UNIX,), True),
+    "socketpair": (0, (_AF_UNIX,), True),
+    "personality": (0, _PERSONALITY_OK, True),
+}
+_ANSWERS = {"socket": errno.EAFNOSUPPORT, "socketpair": errno.EAFNOSUPPORT}
+_SPECIAL = {"clone", "clone3", *_CONDITIONAL, *_SELF_ONLY_WHICH}
 
 
 def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("<HBBI", code, jt, jf, k)
+
+
+def _conditional(number: int, arg: int, values: tuple[int, ...], allowed_if_in: bool, refuse: int) -> list[bytes]:
+    """If the syscall is `number`: load `arg`, compare it with each value; allow or refuse.
+    The body ends in two returns: [allow, refuse] or [refuse, allow]."""
+    matched, unmatched = (_ALLOW, refuse) if allowed_if_in else (refuse, _ALLOW)
+    body = [_op(_LD_W_ABS, _arg(arg))]
+    for index, value in enumerate(values):
+        remaining = len(values) - index - 1
+        body.append(_op(_JEQ, value, remaining + 1, 0))  # to `matched`
+    body += [_op(_RET, unmatched), _op(_RET, matched)]
+    return [_op(_JEQ, number, 0, len(body))] + body
 
 
 def seccomp_program(machine: str | None = None) -> bytes | None:
@@ -96,16 +148,14 @@ def seccomp_program(machine: str | None = None) -> bytes | None:
             prog += [_op(_JEQ, number, 0, 1), _op(_RET, eperm)]
     prog += [_op(_JEQ, table["clone3"], 0, 1), _op(_RET, _ERRNO | errno.ENOSYS)]
     # clone: refuse namespace flags, allow the rest (threads, fork)
-    prog += [_op(_JEQ, table["clone"], 0, 4), _op(_LD_W_ABS, _ARG0), _op(_JSET, _CLONE_NEW, 0, 1),
+    prog += [_op(_JEQ, table["clone"], 0, 4), _op(_LD_W_ABS, _arg(0)), _op(_JSET, _CLONE_NEW, 0, 1),
              _op(_RET, eperm), _op(_RET, _ALLOW)]
-    # signals: refuse the protected targets, allow the rest
-    for name in ("kill", "tkill", "tgkill"):
-        pids = _PROTECTED_PIDS if name == "kill" else (1, 2)
-        body = [_op(_LD_W_ABS, _ARG0)]
-        for index, pid in enumerate(pids):
-            remaining = len(pids) - index - 1
-            body.append(_op(_JEQ, pid, remaining + 1, 0))  # to the EPERM at the end
-        body += [_op(_RET, _ALLOW), _op(_RET, eperm)]
-        prog += [_op(_JEQ, table[name], 0, len(body))] + body
+    for name, (arg, values, allowed_if_in) in _CONDITIONAL.items():
+        if name in table:
+            prog += _conditional(table[name], arg, values, allowed_if_in, _ERRNO | _ANSWERS.get(name, errno.EPERM))
+    for name, which in _SELF_ONLY_WHICH.items():
+        # which == `which` and who == 0, else EPERM
+        prog += [_op(_JEQ, table[name], 0, 6), _op(_LD_W_ABS, _arg(0)), _op(_JEQ, which, 0, 3),
+                 _op(_LD_W_ABS, _arg(1)), _op(_JEQ, 0, 0, 1), _op(_RET, _ALLOW), _op(_RET, eperm)]
     prog.append(_op(_RET, _ALLOW))
     return b"".join(prog)

@@ -1,0 +1,269 @@
+"""The sandbox against the host's own knobs, as CI runs it: as root.
+
+A user namespace alone leaves a root Stiva's code as the host's uid 0 to /proc/sys (the review set
+`kernel.core_pattern` to a pipe and ran a shell on the host). These tests run that attack and the
+others the review found (builtins shadowed, StopIteration, vsock, signals to the supervisor, memory
+the supervisor did not count, cgroups left behind) through the real sandbox, and check the host
+afterwards. Where a check needs root to mean anything, its control shows that root outside the
+sandbox could do it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+
+import pytest
+
+from fakeprovider import Reply
+from stiva_tui.bench.graders import grade
+from stiva_tui.bench.suite import SuiteItem
+from stiva_tui.sandbox import SandboxSettings, find_isolation, run_code
+from stiva_tui.sandbox import cgroups
+
+LEASE = Path("/proc/sys/fs/lease-break-time")
+CORE = Path("/proc/sys/kernel/core_pattern")
+REPO = Path(__file__).resolve().parents[1]
+ROOT = os.geteuid() == 0
+
+
+def code_item(tests: str) -> SuiteItem:
+    return SuiteItem.model_validate({"id": "t", "question": "q?", "grader": "code", "tests": tests})
+
+
+def fenced(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+@pytest.fixture
+def lease_knob():
+    """The host's fs.lease-break-time, put back whatever a failed test did to it."""
+    before = LEASE.read_text()
+    yield int(before)
+    if LEASE.read_text() != before and ROOT:
+        LEASE.write_text(before)
+
+
+HOST_ATTACK = """
+import os
+def attempt(path, text):
+    try:
+        with open(path, 'w') as handle:
+            handle.write(text)
+        print('WROTE', path)
+    except OSError as error:
+        print('refused', path, error.errno)
+attempt('/proc/sys/fs/lease-break-time', '{lease}')
+# core_pattern: the same text back, so that a regression changes nothing on the host
+attempt('/proc/sys/kernel/core_pattern', {core!r})
+for path in ('/proc/cmdline', '/proc/1/cmdline', '/proc/self/mountinfo', '/proc/1/mountinfo'):
+    try:
+        with open(path, 'rb') as handle:
+            print('READ', path, handle.read().hex())
+    except OSError as error:
+        print('unreadable', path, error.errno)
+print('ids', *os.getresuid(), *os.getresgid(), len(os.getgroups()))
+"""
+
+
+def _reads(stdout: str) -> dict[str, str]:
+    found = {}
+    for line in stdout.splitlines():
+        if line.startswith("READ "):
+            _, path, data = line.split(" ", 2) if line.count(" ") >= 2 else (*line.split(" "), "")
+            found[path] = bytes.fromhex(data.strip()).decode("utf-8", "replace")
+    return found
+
+
+def test_code_never_runs_as_the_host_root_nor_writes_a_host_knob(lease_knob):
+    assert ROOT, "CI runs these tests as root, where the escape was found"
+    result = run_code(HOST_ATTACK.format(lease=lease_knob + 7, core=CORE.read_text()))
+    assert result.ok, result.stderr
+    out = result.stdout
+    assert "WROTE" not in out, out
+    assert int(LEASE.read_text()) == lease_knob
+    assert "never root" in find_isolation(SandboxSettings()).describe(SandboxSettings())
+    ids = [int(x) for x in out.split("ids ", 1)[1].split()]
+    assert 0 not in ids[:6] and ids[6] == 0, ids  # no uid or gid 0, real, effective or saved; no groups
+    reads = _reads(out)
+    host_cmdline = Path("/proc/cmdline").read_text()
+    assert "/proc/cmdline" not in reads or not reads["/proc/cmdline"].strip()
+    for path, text in reads.items():
+        assert host_cmdline.strip() not in text, path
+        assert str(REPO) not in text, f"{path} names the checkout: {text[:300]}"
+    host_mounts = Path("/proc/1/mountinfo").read_text()
+    assert "/proc/1/mountinfo" not in reads or reads["/proc/1/mountinfo"] != host_mounts
+
+
+def test_the_control_root_outside_the_sandbox_can_write_and_read_them(lease_knob):
+    assert ROOT
+    LEASE.write_text(str(lease_knob))  # the same value: the write itself is what is checked
+    assert Path("/proc/cmdline").read_text().strip()
+
+
+def test_a_bench_answer_carrying_the_escape_is_graded_wrong_and_leaves_the_host_alone(
+        lease_knob, fake, tmp_path, stiva_home):
+    from test_bench_runner import stiva, write_config
+
+    marker = Path("/tmp") / f"stiva-escaped-{secrets.token_hex(4)}"
+    payload = ("import os, signal\n"
+               f"open('/proc/sys/fs/lease-break-time', 'w').write('{lease_knob + 9}')\n"
+               f"open('/proc/sys/kernel/core_pattern', 'w').write({CORE.read_text()!r})\n"
+               f"open({str(marker)!r}, 'w').write('root')\n"
+               "if os.fork() == 0:\n    os.abort()\n"
+               "def add(a, b):\n    return a + b\n")
+    fake.default("wrong", Reply(fenced(payload)))
+    fake.default("right", Reply(fenced("def add(a, b):\n    return a + b")))
+    config = write_config(tmp_path / "c.toml", fake.base_url)
+    suite = tmp_path / "code.jsonl"
+    suite.write_text(json.dumps({"id": "add", "question": "Write add(a, b).", "grader": "code",
+                                 "tests": "assert add(2, 3) == 5"}) + "\n")
+    result = stiva("bench", str(suite), "--systems", "direct:wrong,direct:right", "--config", str(config),
+                   "--json", home=stiva_home)
+    assert result.returncode == 0, result.stderr
+    rows = {row["system"]: row for row in json.loads(result.stdout)["systems"]}
+    assert rows["direct:right"]["accuracy"] == 1.0
+    assert rows["direct:wrong"]["accuracy"] == 0.0  # the escape answer
+    assert int(LEASE.read_text()) == lease_knob and not marker.exists()
+
+
+# --- the verdict ---------------------------------------------------------------------------------
+
+
+BUILTIN_TESTS = ("assert sorted(evens([4, 1, 2])) == [2, 4]\n"
+                 "assert len(evens([1, 3])) == 0\n"
+                 "assert abs(evens([-2])[0]) == 2\n")
+
+
+def test_an_answer_cannot_shadow_the_builtins_the_tests_use():
+    item = code_item(BUILTIN_TESTS)
+    honest = "def evens(xs):\n    return [x for x in xs if x % 2 == 0]"
+    shadow = ("def evens(xs):\n    return xs\n"
+              "def sorted(xs):\n    return [2, 4]\n"
+              "def len(xs):\n    return 0\n"
+              "def abs(x):\n    return 2\n")
+    assert grade(item, fenced(honest)).correct
+    forged = grade(item, fenced(shadow))
+    assert not forged.correct, forged
+
+
+def test_a_helper_the_tests_call_still_reaches_them():
+    # the tests look up `mean` (the answer's helper) as a global: it is offered; `abs` is not
+    tests = "assert abs(mean([1.0, 2.0]) - 1.5) < 1e-9\nassert total([1, 2]) == 3\n"
+    answer = "def mean(xs):\n    return sum(xs) / len(xs)\ndef total(xs):\n    return sum(xs)\n"
+    assert grade(code_item(tests), fenced(answer)).correct
+
+
+def test_stop_iteration_from_the_candidate_fails_the_test_that_called_it():
+    tests = "assert all(map(lambda n: is_even(n) == (n % 2 == 0), range(10)))\n"
+    honest = "def is_even(n):\n    return n % 2 == 0"
+    for raised in ("StopIteration", "StopAsyncIteration", "GeneratorExit", "KeyboardInterrupt"):
+        forged = grade(code_item(tests), fenced(f"def is_even(n):\n    raise {raised}\n"))
+        assert not forged.correct, (raised, forged)
+    assert grade(code_item(tests), fenced(honest)).correct
+    # an exception the tests expect keeps its type
+    expecting = ("try:\n    check(-1)\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError('no error')\n")
+    assert grade(code_item(expecting), fenced("def check(n):\n    if n < 0:\n        raise ValueError(n)")).correct
+
+
+# --- sockets, signals and the supervisor ---------------------------------------------------------
+
+
+def test_no_socket_family_but_unix_and_no_signal_or_priority_reaches_the_supervisor():
+    attack = ("import ctypes, os, signal, socket\n"
+              "libc = ctypes.CDLL(None, use_errno=True)\n"
+              "def call(name, *args):\n"
+              "    ctypes.set_errno(0)\n"
+              "    print(name, libc.syscall(*args), ctypes.get_errno())\n"
+              "for family in (40, 16, 17, 2, 10):\n"  # AF_VSOCK, AF_NETLINK, AF_PACKET, AF_INET, AF_INET6
+              "    try:\n"
+              "        socket.socket(family, socket.SOCK_STREAM if family in (2, 10, 40) else socket.SOCK_RAW)\n"
+              "        print('socket', family, 'made')\n"
+              "    except OSError as e:\n"
+              "        print('socket', family, e.errno)\n"
+              "a, b = socket.socketpair()\n"
+              "print('unix pair ok')\n"
+              "info = ctypes.create_string_buffer(128)\n"
+              "call('rt_sigqueueinfo', 129, 2, signal.SIGSTOP, info)\n"
+              "call('rt_tgsigqueueinfo', 297, 2, 2, signal.SIGSTOP, info)\n"
+              "call('setpriority_user', 141, 2, 0, 19)\n"  # PRIO_USER, this uid: the supervisor too
+              "call('setpriority_pid2', 141, 0, 2, 19)\n"
+              "call('prlimit_pid2', 302, 2, 7, 0, 0)\n"  # RLIMIT_NOFILE of the supervisor
+              "call('ioprio_pid2', 251, 1, 2, 7)\n"
+              "call('sched_setaffinity_pid2', 203, 2, 8, ctypes.byref(ctypes.c_ulong(1)))\n"
+              "call('personality', 135, 0x0040000)\n"  # ADDR_NO_RANDOMIZE
+              "call('modify_ldt', 154, 0, 0, 0)\n"
+              "call('memfd_create', 319, b'x', 0)\n"
+              "call('shmget', 29, 0, 1 << 20, 0o1600)\n"
+              "os.nice(1)\n"
+              "print('own nice ok')\n")
+    result = run_code(attack)
+    assert result.ok, result.stderr
+    out = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
+    sockets = [line for line in result.stdout.splitlines() if line.startswith("socket ")]
+    assert sockets == [f"socket {f} 97" for f in (40, 16, 17, 2, 10)], sockets  # EAFNOSUPPORT
+    assert "unix pair ok" in result.stdout and "own nice ok" in result.stdout
+    for name in ("rt_sigqueueinfo", "rt_tgsigqueueinfo", "setpriority_user", "setpriority_pid2", "prlimit_pid2",
+                 "ioprio_pid2", "sched_setaffinity_pid2", "personality", "modify_ldt", "memfd_create", "shmget"):
+        assert out[name] == "-1 1", (name, out.get(name))  # EPERM
+
+
+# --- memory the supervisor counts ----------------------------------------------------------------
+
+
+@pytest.fixture
+def no_cgroup(monkeypatch):
+    """As on a desktop without cgroup delegation: the supervisor's count is all there is."""
+    monkeypatch.setattr(cgroups.RunCgroup, "create", classmethod(lambda cls, *a: None))
+
+
+def test_dev_shm_counts_as_memory_and_dev_is_read_only(no_cgroup):
+    fill = ("import os, time\n"
+            "try:\n    open('/dev/planted', 'w')\nexcept OSError as e:\n    print('dev', e.errno, flush=True)\n"
+            "block = b'x' * (16 * 1024 * 1024)\n"
+            "for i in range(8):\n"  # 8 files of 48 MB: each under the file-size limit, 384 MB in all
+            "    with open(f'/dev/shm/fill-{i}', 'wb') as f:\n"
+            "        for _ in range(3):\n"
+            "            f.write(block)\n"
+            "            time.sleep(0.01)\n"
+            "print('filled')\n"
+            "time.sleep(5)\n")
+    result = run_code(fill, timeout_s=30, settings=SandboxSettings(memory_mb=256))
+    assert not result.ok and "filled" not in result.stdout, result
+    assert (result.limit or "").startswith("memory") or "No space left" in result.stderr, result
+    assert "dev 30" in result.stdout  # EROFS
+    small = run_code("open('/dev/shm/x', 'wb').write(b'x' * 1024)\nprint('ok')", settings=SandboxSettings())
+    assert small.ok and small.stdout == "ok\n", small
+
+
+# --- cgroups left by a Stiva killed with -9 ------------------------------------------------------
+
+
+def test_run_cgroups_of_a_gone_stiva_are_swept_and_a_live_ones_kept():
+    parent = cgroups._parent()
+    assert parent is not None, "CI runs as root, where runs get a cgroup of their own"
+    gone = 2 ** 22 + 12345  # above pid_max's default: no process has it
+    while Path(f"/proc/{gone}").exists():
+        gone += 1
+    dead = [os.path.join(base, f"stiva-sandbox-{gone}-{secrets.token_hex(4)}")
+            for base in dict.fromkeys([parent.pids, parent.memory])]
+    live = os.path.join(parent.pids, f"stiva-sandbox-{os.getpid()}-{secrets.token_hex(4)}")
+    for folder in (*dead, live):
+        os.mkdir(folder)
+    try:
+        removed = cgroups.sweep_orphans(parent)
+        assert set(dead) <= set(removed) and all(not os.path.exists(folder) for folder in dead)
+        assert os.path.isdir(live) and live not in removed
+    finally:
+        for folder in (*dead, live):
+            for _ in range(50):
+                try:
+                    os.rmdir(folder)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
