@@ -96,6 +96,10 @@ class WorkersConfig(_Strict):
     # take minutes; a provider sending keep-alive comments forever does not time out otherwise).
     deadline_s: float = Field(600.0, gt=0)
     retries: int = Field(2, ge=0, le=10)
+    # The most answer text one call may bring, in KiB of UTF-8 (1024: 1 MiB, some 250,000 tokens):
+    # past it the call stops reading and fails, and no more of it is kept. One streamed chunk of
+    # it is at most 4 MiB whatever this says.
+    max_answer_kb: int = Field(1024, ge=1, le=16384)
     # Model ids tried, in order, when a step's own model still fails after its retries. Not set:
     # the other pool models (not the embedded one). `fallbacks = []`: no fallback at all.
     fallbacks: list[str] | None = None
@@ -270,7 +274,8 @@ def load_config(path: Path | str | None = None) -> Config:
             raise ConfigError(f"config file {file} does not exist")
         return Config()
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
+        text = file.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
@@ -279,7 +284,32 @@ def load_config(path: Path | str | None = None) -> Config:
         raise ConfigError(f"{file}: nested too deeply to be a Stiva config") from None
     except OSError as exc:
         raise ConfigError(f"{file}: cannot read: {exc.strerror or exc}") from None
+    except ValueError:  # tomllib lets int() refuse a number of over 4300 digits, with no line
+        raise ConfigError(f"{file}: not valid TOML: {_huge_number_line(text)}") from None
     return parse_config(data, source=str(file))
+
+
+def _huge_number_line(text: str) -> str:
+    """Where `tomllib` met an integer longer than Python converts: the first line whose prefix
+    of the file fails that way (a shorter prefix parses, or fails only at its cut end)."""
+    import sys
+
+    lines = text.splitlines(keepends=True)
+    low, high = 1, len(lines)
+    while low < high:
+        middle = (low + high) // 2
+        try:
+            tomllib.loads("".join(lines[:middle]))
+            fails = False
+        except tomllib.TOMLDecodeError:
+            fails = False
+        except ValueError:
+            fails = True
+        if fails:
+            high = middle
+        else:
+            low = middle + 1
+    return f"a whole number longer than {sys.get_int_max_str_digits()} digits (at line {low})"
 
 
 def parse_config(data: dict, source: str = "config") -> Config:

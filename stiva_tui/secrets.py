@@ -14,6 +14,7 @@ after changing the environment).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -239,8 +240,8 @@ _SHAPES = [
         r"(?i)(?P<keep>(?:api[_-]?key|x-api-key|x-goog-api-key|authorization|token)[\"']?\s*[:=]\s*[\"']?)"
         r"[A-Za-z0-9._~+/\-]{8,}"
     ),
-    re.compile(r"\b(?:sk|pk|rk|gsk|xai)-[A-Za-z0-9_\-]{12,}"),
-    re.compile(r"\bAIza[0-9A-Za-z_\-]{20,}"),
+    re.compile(r"(?i)\b(?:sk|pk|rk|gsk|xai)-[A-Za-z0-9_\-]{12,}"),  # any case: SK-... is the key upper-cased
+    re.compile(r"(?i)\bAIza[0-9A-Za-z_\-]{20,}"),
 ]
 MASK = "[redacted]"
 MIN_SECRET_CHARS = 6  # shorter values (a test's "x") would mask ordinary words
@@ -248,10 +249,46 @@ MIN_SECRET_CHARS = 6  # shorter values (a test's "x") would mask ordinary words
 
 def mask(text: str, secrets: Iterable[str | None] = ()) -> str:
     """`text` with every one of `secrets` (the keys actually configured, whatever their shape)
-    replaced by [redacted], then anything shaped like a credential too (a second guard)."""
+    replaced by [redacted], in the forms a provider may echo it in (see `_secret_pattern`), then
+    anything shaped like a credential too (a second guard)."""
     for secret in sorted({s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True):
-        text = text.replace(secret, MASK)
+        if secret in text:  # the common case, and the fast one
+            text = text.replace(secret, MASK)
+        text = _secret_pattern(secret).sub(MASK, text)
     return redact(text) or ""
+
+
+_B64 = r"A-Za-z0-9+/_\-"  # both alphabets: standard (+/) and URL-safe (-_)
+
+
+@functools.lru_cache(maxsize=256)
+def _secret_pattern(secret: str) -> re.Pattern[str]:
+    """One pattern for the forms of `secret` an echo may take: in any letter case, with any of its
+    characters percent-encoded (either hex case; "+" for a space), as hex, and as base64 (standard or
+    URL-safe, padded or not, at any of the three byte alignments inside a longer base64 text, as in
+    the "user:key" of HTTP basic auth). A base64 text's characters that mix the key's bits with its
+    neighbours' are masked where they can be told apart (padding, the token's end), else at most a
+    few bits of the key's first and last byte stay."""
+    import base64
+
+    def char(ch: str) -> str:
+        encoded = "".join(f"%{b:02x}" for b in ch.encode("utf-8"))
+        return f"(?:{re.escape(ch)}|{encoded}{'|[+]' if ch == ' ' else ''})"
+
+    raw = secret.encode("utf-8")
+    forms = ["".join(char(ch) for ch in secret), re.escape(raw.hex())]
+    pattern = "|".join(forms)
+    b64_forms = []
+    for k in range(3):  # how many bytes precede the key in the encoded text, modulo 3
+        full = base64.b64encode(b"\0" * k + raw).decode("ascii")
+        first, end = -(-8 * k // 6), (8 * (k + len(raw))) // 6  # the characters made of key bits only
+        core = full[first:end]
+        for alphabet in (core, core.replace("+", "-").replace("/", "_")):
+            lead = f"[{_B64}]?" if k else ""
+            b64_forms.append(f"{lead}{re.escape(alphabet)}(?:[{_B64}](?:={{1,2}}|(?![{_B64}=])))?")
+    # Letter case matters in base64 (not in the other forms): its part of the pattern turns
+    # case-insensitivity off.
+    return re.compile(f"(?i:{pattern})|(?-i:{'|'.join(dict.fromkeys(b64_forms))})")
 
 
 def redact(text: str | None) -> str | None:

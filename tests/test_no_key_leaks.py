@@ -232,3 +232,51 @@ def _assert_echoed_key_absent(data: bytes | str, where: str) -> None:
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogateescape")
     assert ECHOED.encode() not in data, f"the echoed key leaked into {where}"
+
+
+def _echoed_forms(key: str) -> dict[str, str]:
+    import base64
+    from urllib.parse import quote
+
+    raw = key.encode()
+    return {
+        "upper-case": key.upper(), "lower-case": key.lower(),
+        "base64": base64.b64encode(raw).decode(), "base64url": base64.urlsafe_b64encode(raw).decode().rstrip("="),
+        "basic-auth": base64.b64encode(b"user:" + raw).decode(),
+        "percent-encoded": quote(key, safe="").replace(".", "%2E"),
+    }
+
+
+async def test_the_api_and_the_history_never_keep_an_echoed_key_in_any_encoding(monkeypatch, stiva_home):
+    """A provider that repeats the key upper-cased, in base64 and percent-encoded: `stiva serve`'s
+    502 body and the history file hold none of those forms, and still say why the call failed."""
+    import openai
+
+    from stiva_tui.config import load_config
+    from test_server import Served
+
+    monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
+    forms = _echoed_forms(ECHOED)
+    echo = "; ".join(f"{name}={value}" for name, value in forms.items())
+    with FakeProvider() as fake:
+        fake.default("w1", Reply(status=401, error_message=f"Incorrect API key provided ({echo})"))
+        import tempfile
+        from pathlib import Path
+
+        config = load_config(_echoing_config(Path(tempfile.mkdtemp()), fake.base_url))
+        served = Served(config).start()
+        try:
+            with pytest.raises(openai.APIStatusError) as caught:
+                served.client().chat.completions.create(model="w1", messages=[{"role": "user", "content": "hi"}])
+        finally:
+            served.stop()
+        assert fake.requests and fake.requests[0].headers.get("authorization") == f"Bearer {ECHOED}"
+    assert caught.value.status_code == 502
+    body = json.dumps(caught.value.body)
+    assert "Incorrect API key provided (upper-case=[redacted]" in body  # the reason is still said
+    stored = [f for f in (stiva_home / "data").rglob("*") if f.is_file()]
+    assert stored, "the run was not recorded"
+    for where, data in [("the API's error body", body.encode()), *((f.name, f.read_bytes()) for f in stored)]:
+        for name, value in {"exact": ECHOED, **forms}.items():
+            assert value.encode() not in data, f"the key, {name}, leaked into {where}"
+            assert value.encode("utf-16-le") not in data, f"the key, {name}, leaked into {where}"

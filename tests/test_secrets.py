@@ -139,3 +139,61 @@ def test_no_key_in_logs(keyring_home, monkeypatch, caplog):
 def test_empty_provider_name(keyring_home):
     with pytest.raises(SecretsError):
         set_key("", KEY)
+
+
+# --- masking every common encoding of a known key (issue 40, part 9) ------------------------------
+
+MASKED_KEY = "lab.Token_0123456789abcdef/+x"  # no sk- shape, and characters that URL encoding changes
+
+
+def _encodings(key: str) -> dict[str, str]:
+    import base64
+    from urllib.parse import quote, quote_plus
+
+    raw = key.encode()
+    forms = {
+        "exact": key, "upper": key.upper(), "lower": key.lower(), "swapped": key.swapcase(),
+        "percent": quote(key, safe=""), "percent-lower": quote(key, safe="").lower(),
+        "percent-plus": quote_plus(key), "percent-every-char": "".join(f"%{b:02X}" for b in raw),
+        "percent-upper": quote(key.upper(), safe=""),
+        "hex": raw.hex(), "HEX": raw.hex().upper(),
+    }
+    for name, encode in (("b64", base64.b64encode), ("b64url", base64.urlsafe_b64encode)):
+        full = encode(raw).decode()
+        forms[name] = full
+        forms[name + "-unpadded"] = full.rstrip("=")
+        for prefix in (b"x", b"xy", b"xyz", b"user:", b"Authorization: Bearer "):
+            forms[f"{name}-after-{prefix!r}"] = encode(prefix + raw + b" and more text").decode()
+    return forms
+
+
+@pytest.mark.parametrize("form", sorted(_encodings(MASKED_KEY)))
+def test_mask_hides_every_common_encoding_of_a_known_key(form):
+    import base64
+    import re
+
+    encoded = _encodings(MASKED_KEY)[form]
+    text = f"provider said: {encoded} (refused)"
+    masked = secrets.mask(text, [MASKED_KEY])
+    assert "[redacted]" in masked and "provider said:" in masked and "(refused)" in masked
+    assert encoded not in masked
+    # Nothing long enough to be the key's (or its base64's) middle is left.
+    for piece in (MASKED_KEY[4:-4], MASKED_KEY[4:-4].upper(), MASKED_KEY[4:-4].lower()):
+        assert piece not in masked
+    if form.startswith("b64"):
+        for token in re.findall(r"[A-Za-z0-9+/_-]{8,}", masked):
+            token = token.replace("-", "+").replace("_", "/")
+            for start in range(4):  # whatever the alignment of what is left
+                piece = token[start:][: (len(token) - start) // 4 * 4]
+                assert b"0123456789" not in base64.b64decode(piece), f"{form}: the key is still in {token!r}"
+
+
+def test_mask_leaves_ordinary_text_alone():
+    text = "HTTP 401: Incorrect API key provided. See https://example.com/docs%2Fkeys for help."
+    assert secrets.mask(text, [MASKED_KEY]) == text
+
+
+@pytest.mark.parametrize("key", ["sk-proj-ABCDEFGHIJKLMNOP1234", "SK-PROJ-ABCDEFGHIJKLMNOP1234",
+                                 "Sk-proj-abcdefghijklmnop1234", "AIZASYABCDEFGHIJKLMNOPQRSTUV"])
+def test_key_shapes_are_masked_in_any_case(key):
+    assert secrets.redact(f"echo: {key}.") == "echo: [redacted]."

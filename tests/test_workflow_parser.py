@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -136,6 +138,7 @@ _fragments = st.sampled_from([
     "model_id", "subtasks", "access_list", "access", "model id", "=", ":", "[", "]", "{", "}", "(", ")",
     '"', "'", "\\", ",", " ", "\n", "0", "1", "-1", "99", '"all"', "<think>", "</think>", "[[", "]]",
     "1e999", "True", "None", "'''", "[0, 1]", '"x"',
+    '"0"', '" 1 "', '"²"', '"١"', '"\uff11"', '"' + "1" * 5000 + '"',  # numbers as strings, not all ASCII digits
 ])
 
 
@@ -155,3 +158,21 @@ def test_workflow_shaped_noise_raises_only_the_typed_error(text):
 def test_deep_nesting_is_a_typed_error():
     with pytest.raises(WorkflowParseError):
         parse_workflow("model_id = " + "[" * 5000 + "]" * 5000 + "\nsubtasks=[]\naccess_list=[]", 3)
+
+
+@pytest.mark.parametrize("number", ["²", "³", "١", "۱", "१", "\uff11", "¹0", "1²", "1" * 5000, "0" * 4999 + "1"])
+@pytest.mark.parametrize("where", ["model_id", "access_list"])
+def test_a_step_number_that_is_not_plain_ascii_digits_is_the_typed_error(number, where):
+    """str.isdigit() accepts "²" (and int() does not), int() accepts "١" and full-width digits, and
+    int() refuses more than 4300 digits: a quoted step number is ASCII digits 0-9, or an invalid plan."""
+    model_id = json.dumps([0, number if where == "model_id" else 0])
+    access = json.dumps([[], [number] if where == "access_list" else []])
+    with pytest.raises(WorkflowParseError) as info:
+        parse_workflow(f'model_id = {model_id}\nsubtasks = ["a", "b"]\naccess_list = {access}', pool_size=3)
+    assert info.value.field == ("model_id[1]" if where == "model_id" else "access_list[1]")
+    assert len(str(info.value)) < 200
+
+
+def test_a_quoted_ascii_step_number_still_counts():
+    wf = parse_workflow('model_id = ["2", " 0 "]\nsubtasks = ["a", "b"]\naccess_list = [[], ["0"]]', pool_size=3)
+    assert [(s.model, s.access) for s in wf.steps] == [(2, ()), (0, (0,))]

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .suite import Suite, SuiteError, validate_item
+from .suite import Suite, SuiteError, json_loads, validate_item
 
 __all__ = ["FORMATS", "FormatInfo", "list_formats", "load_format"]
 
@@ -138,7 +138,7 @@ def _jsonl_records(path: Path, spec: str) -> Iterator[tuple[int, int | None, Rec
             if not raw.strip():
                 continue
             try:
-                record = json.loads(raw)
+                record = json_loads(raw)
             except json.JSONDecodeError as error:
                 raise SuiteError(f"not valid JSON: {error.msg}", source=spec, line=line) from None
             except RecursionError:
@@ -164,7 +164,7 @@ def _read_whole(path: Path, spec: str) -> str:
 
 def _json_records(path: Path, spec: str) -> list[Record]:
     try:
-        data = json.loads(_read_whole(path, spec))
+        data = json_loads(_read_whole(path, spec))
     except json.JSONDecodeError as error:
         raise SuiteError(f"not valid JSON: {error.msg} (line {error.lineno})", source=spec) from None
     except RecursionError:
@@ -343,8 +343,8 @@ def _functional_case(case: Record) -> Record:
     """LiveCodeBench keeps one JSON value per line of `input` (one per argument), and the return
     value as JSON in `output`."""
     try:
-        arguments = [json.loads(line) for line in str(case.get("input", "")).split("\n") if line.strip()]
-        return {"input": arguments, "output": json.loads(str(case.get("output", "null")))}
+        arguments = [json_loads(line) for line in str(case.get("input", "")).split("\n") if line.strip()]
+        return {"input": arguments, "output": json_loads(str(case.get("output", "null")))}
     except json.JSONDecodeError as error:
         raise _MissingColumn(f"a functional test case is not JSON: {error.msg}") from None
 
@@ -352,7 +352,7 @@ def _functional_case(case: Record) -> Record:
 def _json_list(value: Any, column: str) -> list[Record]:
     if isinstance(value, str):
         try:
-            value = json.loads(value) if value.strip() else []
+            value = json_loads(value) if value.strip() else []
         except json.JSONDecodeError as error:
             raise _MissingColumn(f"{column} is not JSON: {error.msg}") from None
     if not isinstance(value, list) or not all(isinstance(case, dict) for case in value):
@@ -364,7 +364,7 @@ def _json_object(value: Any) -> Record:
     if isinstance(value, dict):
         return value
     try:
-        loaded = json.loads(value) if isinstance(value, str) and value.strip() else {}
+        loaded = json_loads(value) if isinstance(value, str) and value.strip() else {}
     except json.JSONDecodeError:
         return {}
     return loaded if isinstance(loaded, dict) else {}
@@ -384,7 +384,7 @@ def _private_cases(raw: Any) -> tuple[list[Record], str | None]:
     text = str(raw).strip()
     if text.startswith("["):
         try:
-            return _valid_cases(json.loads(text))
+            return _valid_cases(json_loads(text))
         except json.JSONDecodeError:
             return [], "private test cases skipped: not valid JSON"
     try:
@@ -402,7 +402,7 @@ def _private_cases(raw: Any) -> tuple[list[Record], str | None]:
     if payload is None:
         return [], "private test cases skipped: a pickle holding more than a string is never unpickled"
     try:
-        return _valid_cases(json.loads(payload))
+        return _valid_cases(json_loads(payload))
     except json.JSONDecodeError:
         return [], "private test cases skipped: the decoded text is not JSON"
 

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import string
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
@@ -359,6 +361,36 @@ def list_formats() -> list[FormatInfo]:
     return loaders.list_formats()
 
 
+class _HugeInteger(Exception):
+    def __init__(self, digits: str) -> None:
+        self.digits = digits
+
+
+def _bounded_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > sys.get_int_max_str_digits() > 0:
+        raise _HugeInteger(digits)
+    return int(digits)
+
+
+def json_loads(text: str) -> Any:
+    """`json.loads`, where an integer of more digits than Python converts (`sys.get_int_max_str_digits()`,
+    4300 by default) is a `json.JSONDecodeError` at that number like any other fault in the text,
+    rather than a bare ValueError without a place."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        pass
+    try:  # again, to find the number: the hook sees it, in the order of the text
+        return json.loads(text, parse_int=_bounded_int)
+    except _HugeInteger as huge:
+        found = re.search(r"(?<![0-9.\"])" + re.escape(huge.digits) + r"(?![0-9])", text)
+        raise json.JSONDecodeError(f"a whole number of {len(huge.digits.lstrip('-'))} digits (at most "
+                                   f"{sys.get_int_max_str_digits()} are read)", text,
+                                   found.start() if found else 0) from None
+
+
 def parse_suite(text: str, *, name: str, source: str = "") -> Suite:
     """Read JSONL suite text. Blank lines are skipped; a `{"_suite": "..."}` line before the first
     item gives the description; any error names `source` and the line."""
@@ -369,7 +401,7 @@ def parse_suite(text: str, *, name: str, source: str = "") -> Suite:
         if not raw.strip():
             continue
         try:
-            data = json.loads(raw)
+            data = json_loads(raw)
         except json.JSONDecodeError as error:
             raise SuiteError(f"not valid JSON: {error.msg} (column {error.colno})",
                              source=source, line=number) from error

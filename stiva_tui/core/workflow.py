@@ -311,9 +311,21 @@ def _kind(value: Any) -> str:
     )
 
 
+# A step number written as a string: ASCII digits only, and few of them. str.isdigit() also accepts
+# "²" (which int() refuses), int() accepts "١" and "１", and refuses over 4300 digits.
+_QUOTED_NUMBER = re.compile(r"[0-9]{1,9}")
+
+
+def _quoted_number(value: Any) -> Any:
+    """`value` as an int where it is a string of a few ASCII digits (spaces around allowed), else
+    unchanged (and then refused by the caller as not a number)."""
+    if isinstance(value, str) and _QUOTED_NUMBER.fullmatch(value.strip()):
+        return int(value.strip())
+    return value
+
+
 def _model_index(value: Any, i: int, pool_size: int) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
+    value = _quoted_number(value)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
@@ -350,8 +362,7 @@ def _access(value: Any, i: int) -> tuple[int, ...]:
         raise WorkflowParseError(f'{where} must be a list of earlier steps or "all", got {_kind(value)}', field=where)
     seen: list[int] = []
     for ref in value:
-        if isinstance(ref, str) and ref.strip().isdigit():
-            ref = int(ref.strip())
+        ref = _quoted_number(ref)
         if isinstance(ref, bool) or not isinstance(ref, int):
             raise WorkflowParseError(f"{where} holds {_kind(ref)}, expected step numbers", field=where)
         if ref < 0 or ref >= i:
