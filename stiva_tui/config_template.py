@@ -37,6 +37,7 @@ TEMPLATE = '''# Stiva's configuration. Every line below is a default, commented 
 # [workers]
 # timeout_s = 120.0
 # retries = 2
+# max_answer_kb = 1024        # one call's answer at most (KiB); a longer one fails the call
 
 # [keymap]
 # send = "ctrl+s"             # binding ids: F1 in the app lists them

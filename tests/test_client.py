@@ -111,15 +111,13 @@ async def test_a_reply_without_streaming_is_read_whole_across_reads(fake):
     assert events == [TextDelta(text), UsageReport(Usage(5, 20_000))]
 
 
-async def test_a_reply_without_streaming_over_the_bound_is_a_clear_error(fake, monkeypatch):
-    import stiva_tui.pool.client as client
-
-    monkeypatch.setattr(client, "MAX_LINE_BYTES", 2**20)  # 1 MiB, so the test sends little
+async def test_a_reply_without_streaming_over_the_answer_cap_is_a_clear_error(fake):
     (model,) = pool_models(fake, "m1")
-    fake.script("m1", Reply("word " * 300_000, fault="json"))
-    with pytest.raises(ProviderError, match="over 1 MiB") as info:
-        await collect(HttpWorker(retries=0), model)
-    assert not info.value.retryable
+    fake.script("m1", Reply("word " * 300_000, fault="json"))  # 1.5 MB of answer: over the 1 MiB default
+    with pytest.raises(ProviderError, match=r"answer longer than the 1024 KiB cap \(\[workers\] max_answer_kb\)") \
+            as info:
+        await collect(HttpWorker(retries=2), model)
+    assert not info.value.retryable and len(fake.requests) == 1
 
 
 async def test_a_hung_connection_times_out(fake):
@@ -207,6 +205,24 @@ async def test_a_long_chunk_is_read_whole_and_an_endless_line_fails_cleanly(fake
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == long_piece + " end"
     with pytest.raises(ProviderError, match="connection failed"):
         await collect(worker, model)
+    await worker.aclose()
+
+
+async def test_an_answer_within_a_cap_above_the_line_bound_is_read_whole_both_ways(fake):
+    # The 4 MiB bound holds one line (one chunk); the answer cap holds the whole answer. With a cap
+    # above the line bound, a longer answer in many chunks is read, and so is the same answer sent
+    # as one JSON object by a server that ignores stream=True.
+    from stiva_tui.pool.client import MAX_LINE_BYTES
+
+    (model,) = pool_models(fake, "m1")
+    text = "z" * (MAX_LINE_BYTES + 2**20)
+    fake.script("m1", Reply(text, chunks=[text[i:i + 65536] for i in range(0, len(text), 65536)], usage=(1, 1)),
+                Reply(text, fault="json", usage=(1, 1)))
+    worker = HttpWorker(retries=0, max_answer_bytes=len(text))
+    for _ in range(2):
+        events = await collect(worker, model)
+        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == text
+        assert events[-1] == UsageReport(Usage(1, 1))
     await worker.aclose()
 
 

@@ -188,3 +188,23 @@ def test_enter_sends_is_off_by_default_and_the_templates_line_turns_it_on(home):
     assert config.enter_sends is True and config.theme == "stiva-dark" and config.keymap == {"send": "ctrl+s"}
     with pytest.raises(ConfigError, match="enter_send"):
         load_config(_write(home, "enter_send = true\n"))
+
+
+def test_the_answer_cap_defaults_to_1_mib_and_the_templates_line_sets_it(home):
+    from stiva_tui.config_template import TEMPLATE
+
+    assert Config().workers.max_answer_kb == 1024
+    wanted = ("# [workers]", "# max_answer_kb = ")
+    text = "\n".join(line[2:] if line.startswith(wanted) else line for line in TEMPLATE.splitlines())
+    assert "\nmax_answer_kb = 1024 " in text
+    config = load_config(_write(home, text.replace("max_answer_kb = 1024", "max_answer_kb = 64")))
+    assert config.workers.max_answer_kb == 64
+
+
+@pytest.mark.parametrize("value", ['"1024"', "1024.0", "true", "0", "-1", "16385"])
+def test_the_answer_cap_is_strict(home, value):
+    with pytest.raises(ConfigError) as info:
+        load_config(_write(home, f"[workers]\nmax_answer_kb = {value}\n"))
+    message = str(info.value)
+    assert message.startswith(str(home / "config.toml")) and "workers.max_answer_kb:" in message
+    assert "\n" not in message

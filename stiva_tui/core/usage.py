@@ -9,7 +9,8 @@ from dataclasses import dataclass
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    # True when the provider sent no usage and the numbers were estimated from the text.
+    # True when the provider sent no usage, or none that could be true (`token_count`), and the
+    # numbers were estimated from the text.
     estimated: bool = False
 
     @property
@@ -27,3 +28,21 @@ class Usage:
 def estimate_tokens(text: str) -> int:
     """A rough token count (about four characters a token) for providers that send no usage."""
     return max(1, (len(text) + 3) // 4) if text else 0
+
+
+# The most tokens one call may claim for its prompt or its answer: above every context window
+# sold today. A provider's count beyond it (or negative, or not a whole number) is no count.
+MAX_CALL_TOKENS = 10_000_000
+
+
+def token_count(value: object) -> int | None:
+    """`value` as a provider's token count when it is plausible: a whole number from 0 to
+    MAX_CALL_TOKENS (JSON's 12.0 too); None for anything else (negative, fractional, huge, text,
+    a boolean), which the caller treats as no usage sent: estimated, and marked so."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and 0 <= value <= MAX_CALL_TOKENS:
+        return value
+    return None

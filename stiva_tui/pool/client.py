@@ -3,10 +3,14 @@
 `HttpWorker.stream_chat(model, messages, ...)` posts to `{base_url}/chat/completions` with
 `stream=True` and `stream_options.include_usage`, reads it with aiohttp, parses the SSE lines with
 httpx-sse's decoder, and yields `TextDelta`s, then exactly one `UsageReport` (estimated and marked
-as such when the provider sent none). Failures before any text arrives (429 with Retry-After, 5xx,
-connection errors, timeouts) are retried with backoff; a failure after text has streamed raises
-`ProviderError` (the executor retries the whole step). Cancelling the consuming task closes the
-connection.
+as such when the provider sent none, or counts no call could have: see `token_count`). Failures
+before any text arrives (429 with Retry-After, 5xx, connection errors, timeouts) are retried with
+backoff; a failure after text has streamed raises `ProviderError` (the executor retries the whole
+step). Cancelling the consuming task closes the connection.
+
+One call's answer is at most `max_answer_bytes` of UTF-8 text (`[workers] max_answer_kb`): at the
+cap the client stops reading, closes the connection and fails the call (not retryable), having
+passed on only the text within the cap, so that no provider fills the memory or the history.
 
 `PoolWorker` routes a call to the HTTP client or to the embedded in-process model.
 """
@@ -24,14 +28,19 @@ import aiohttp
 import aiohttp.http_exceptions
 from httpx_sse._decoders import SSEDecoder  # the spec's line parser, without httpx's transport
 
-from ..core.usage import Usage, estimate_tokens
+from ..core.usage import Usage, estimate_tokens, token_count
 from .types import ChatEvent, PoolModel, ProviderError, TextDelta, UsageReport
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 MAX_RETRY_AFTER_S = 60.0
 # The longest line of an event stream read whole (aiohttp's default, 128 KiB, would fail a provider
-# that sends a long answer as one chunk); longer is a malformed stream.
+# that sends a long answer as one chunk); longer is a malformed stream. One event's data lines
+# together are held to the same bound (SSE joins them until a blank line).
 MAX_LINE_BYTES = 4 * 2**20
+# The most answer text one call may bring, in UTF-8 bytes, unless told otherwise: [workers]
+# max_answer_kb's default. A streamed answer is read chunk by chunk, so the cap may exceed the
+# line bound; one chunk of it may not.
+MAX_ANSWER_BYTES = 2**20
 # What is read of the body after [DONE] so the connection is reused, and of an error reply.
 DRAIN_BYTES = 2**16
 
@@ -50,9 +59,11 @@ class HttpWorker:
         connect_timeout_s: float = 10.0,
         retries: int = 2,
         backoff_s: float = 0.5,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
     ):
         self.retries = retries
         self.backoff_s = backoff_s
+        self.max_answer_bytes = max_answer_bytes
         # sock_read: the longest wait for the next bytes of a reply, as httpx's read timeout was.
         self._timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s, sock_read=timeout_s)
         self._session: aiohttp.ClientSession | None = None
@@ -130,7 +141,9 @@ class HttpWorker:
         self, model: PoolModel, url: str, body: dict, headers: dict
     ) -> AsyncIterator[ChatEvent]:
         provider = model.provider
+        cap = self.max_answer_bytes
         text_parts: list[str] = []
+        size = 0  # UTF-8 bytes of text_parts
         usage: Usage | None = None
         try:
             async with self.session.post(url, json=body, headers=headers) as response:
@@ -138,14 +151,28 @@ class HttpWorker:
                     raise _status_error(response.status, response.reason or "", await _read_some(response),
                                         response.headers.get("retry-after"), provider)
                 if "text/event-stream" not in response.headers.get("content-type", ""):
-                    # Some servers ignore stream=True and answer with one JSON object.
-                    text, usage = _parse_full_reply(await _read_whole(response, MAX_LINE_BYTES, provider), provider)
+                    # Some servers ignore stream=True and answer with one JSON object. Read at most
+                    # what an answer within the cap can take as JSON (\u escapes: 6 bytes a byte).
+                    whole = await _read_whole(response, 6 * cap + DRAIN_BYTES, cap, provider)
+                    text, usage = _parse_full_reply(whole, provider)
+                    if _utf8_size(text) > cap:
+                        raise _too_long(cap, provider)
                     if text:
                         text_parts.append(text)
                         yield TextDelta(text)
                 else:
                     decoder = SSEDecoder()
+                    event_bytes = 0  # of the data lines of the event not dispatched yet
+                    sent_usage = False  # a usage chunk came (plausible or not): the stream got to its end
                     async for line in _lines(response):
+                        if not line:
+                            event_bytes = 0
+                        elif line.startswith("data"):
+                            event_bytes += len(line)
+                            if event_bytes > MAX_LINE_BYTES:
+                                response.close()
+                                raise ProviderError(f"a stream event over {MAX_LINE_BYTES // 2**20} MiB: "
+                                                    "no chat stream", provider=provider, retryable=False)
                         sse = decoder.decode(line)
                         if sse is None:
                             continue
@@ -160,15 +187,20 @@ class HttpWorker:
                             raise ProviderError(_error_message(chunk), provider=provider, retryable=True)
                         piece = _chunk_text(chunk, provider)
                         if piece:
+                            size += _utf8_size(piece)
+                            if size > cap:  # stop reading here: nothing more of it is wanted
+                                response.close()
+                                raise _too_long(cap, provider)
                             text_parts.append(piece)
                             yield TextDelta(piece)
                         if chunk.get("usage"):
                             usage = _usage_from(chunk["usage"], provider)
+                            sent_usage = True
                     else:
                         # The stream ended without [DONE]: cut off mid-way.
-                        if not text_parts and usage is None:
+                        if not text_parts and not sent_usage:
                             raise ProviderError("stream ended before any data", provider=provider, retryable=True)
-                        if usage is None:
+                        if not sent_usage:
                             raise ProviderError(
                                 "stream was cut off before it finished", provider=provider, retryable=True
                             )
@@ -200,18 +232,30 @@ async def _read_some(response: aiohttp.ClientResponse, limit: int = DRAIN_BYTES)
     return data.decode("utf-8", "replace")
 
 
-async def _read_whole(response: aiohttp.ClientResponse, limit: int, provider: str) -> str:
+async def _read_whole(response: aiohttp.ClientResponse, limit: int, cap: int, provider: str) -> str:
     """The whole body of a one-JSON reply as text, however many reads it arrives in (aiohttp's
-    read(n) returns what has arrived so far); ProviderError when it is over `limit` bytes."""
+    read(n) returns what has arrived so far). Over `limit` bytes, reading stops and the call fails
+    as an answer over `cap`."""
     chunks: list[bytes] = []
     size = 0
     while chunk := await response.content.read(limit + 1 - size):
         chunks.append(chunk)
         size += len(chunk)
         if size > limit:
-            raise ProviderError(f"the reply is one JSON object of over {limit // 2**20} MiB (a server that "
-                                "ignored stream=True): too long to read", provider=provider, retryable=False)
+            response.close()
+            raise _too_long(cap, provider)
     return b"".join(chunks).decode("utf-8", "replace")
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _too_long(cap: int, provider: str) -> ProviderError:
+    """The failure of a call whose answer went past the cap: the same call would again."""
+    size = f"{cap // 1024} KiB" if cap % 1024 == 0 else f"{cap} byte"
+    return ProviderError(f"answer longer than the {size} cap ([workers] max_answer_kb)", provider=provider,
+                         retryable=False)
 
 
 async def _drain(response: aiohttp.ClientResponse, timeout_s: float = 1.0) -> None:
@@ -274,13 +318,17 @@ def _completion_text(payload: dict, provider: str) -> str:
     return content
 
 
-def _usage_from(raw: object, provider: str) -> Usage:
+def _usage_from(raw: object, provider: str) -> Usage | None:
+    """The usage a provider sent, or None (estimated, and marked so, as when it sends none) when
+    a count is negative, not a whole number, or more than one call could use: a provider's word
+    must never credit a budget or run up a total."""
     if not isinstance(raw, dict):
         raise ProviderError("malformed usage in stream", provider=provider, retryable=True)
-    try:
-        return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0))
-    except (TypeError, ValueError):
-        raise ProviderError("malformed usage in stream", provider=provider, retryable=True) from None
+    prompt = token_count(raw.get("prompt_tokens") or 0)
+    completion = token_count(raw.get("completion_tokens") or 0)
+    if prompt is None or completion is None:
+        return None
+    return Usage(prompt, completion)
 
 
 def _parse_full_reply(text: str, provider: str) -> tuple[str, Usage | None]:

@@ -71,7 +71,8 @@ class Runtime:
         pool = await build_pool(config, discover=discover)
         worker = PoolWorker(HttpWorker(timeout_s=config.workers.timeout_s,
                                        connect_timeout_s=config.workers.connect_timeout_s,
-                                       retries=config.workers.retries))
+                                       retries=config.workers.retries,
+                                       max_answer_bytes=config.workers.max_answer_kb * 1024))
         worker.know_secrets(pool)
         store = None
         if with_store:
