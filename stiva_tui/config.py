@@ -168,6 +168,12 @@ class ServeConfig(_Strict):
     max_connections: int = Field(1000, ge=1)
     # Idle kept-alive connections at most: beyond it, the oldest is closed.
     max_idle_connections: int = Field(100, ge=0)
+    # A connection whose replies make no progress for this long (its client reads none of them)
+    # is closed (reset); at the cap, one stuck for half a second may be closed to make room.
+    write_timeout_s: float = Field(30.0, gt=0, le=3600)
+    # Requests answered on one connection ahead of the replies its client has read (pipelining):
+    # beyond it the server reads no more from that connection until the client catches up.
+    max_pipelined_requests: int = Field(8, ge=1, le=1000)
 
 
 SIM_PROVIDER = "stiva-sim"  # the provider the simulated pool's server is added to the config as

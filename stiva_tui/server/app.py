@@ -18,8 +18,10 @@ Choices worth knowing (also in the README's API section):
   upstream with the last step of each round (the answer) and also cuts the text the client
   receives, for providers that ignore it.
 - Connections (connections.py): deadlines for a request's head, its body and idle keep-alives
-  (a 408 for a request sent too slowly), a cap on open and on idle connections that closes stalled
-  ones first, and one log line, not a traceback per connection, when file descriptors run out.
+  (a 408 for a request sent too slowly), and for replies a client does not read (a few pipelined
+  requests are answered ahead of what it has read, then the rest wait), a cap on open and on idle
+  connections that closes stalled ones first, and one log line, not a traceback per connection,
+  when file descriptors run out.
 """
 
 from __future__ import annotations

@@ -142,7 +142,8 @@ class Guard:
                               "authentication_error", {"www-authenticate": "Bearer"})
             return
         declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_body_bytes:
+        # ASCII digits only (isdigit() takes '²', which int() refuses); more than 18 is too large
+        if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > self.max_body_bytes):
             await self._too_large(send)
             return
         body = bytearray()

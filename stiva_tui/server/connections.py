@@ -15,6 +15,13 @@ gives each connection one deadline, for the phase it is in:
 - idle: between requests on a kept-alive connection: `keepalive_timeout_s`; closed.
 - busy: the request is in and the app answers. No deadline: a run may stream for minutes, and the
   run slots (`max_concurrent_runs`, `max_queue`) bound how many there are.
+- write: the client is not reading its replies, so the server has replies it cannot send: its
+  writes are paused (a full send buffer), or it answered `max_pipelined_requests` pipelined
+  requests ahead of what the client has read and holds the next ones (reading nothing more from the
+  connection until the client catches up), or it closed the connection and the last reply is still
+  unsent. A connection whose writes make no progress for `write_timeout_s` is closed (reset).
+  Without this, clients that pipelined hundreds of requests without a token and read none of the
+  replies kept their connections busy for good: 60 of them locked out every client at a cap of 50.
 
 A deadline counts from the start of its phase, never from the last byte, so a client that drips
 one byte a second cannot stretch it (slowloris).
@@ -24,7 +31,8 @@ holds where descriptors are taken: on asyncio's selector loop and on uvloop's al
 descriptor with `add_reader`; on Windows' proactor loop, which cannot, uvicorn accepts unguarded).
 At most `max_connections` are open at once, fewer when the file limit (`ulimit -n`) has no room for them beside the server's own files and upstream calls. At the cap, the connection
 that has waited longest for its head is closed to make room (once it has waited `GRACE_S`: a burst
-of real clients never evicts itself), else the oldest idle keep-alive one; when there is none,
+of real clients never evicts itself), else the oldest idle keep-alive one, else the one stuck
+writing longest (once its writes have made no progress for `STUCK_GRACE_S`); when there is none,
 accepting pauses and new clients wait in the listen backlog until a connection ends or goes idle.
 At most `max_idle_connections` wait idle; beyond that the oldest is closed.
 
@@ -45,6 +53,7 @@ import json
 import logging
 import os
 import socket
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -55,7 +64,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 log = logging.getLogger("stiva.server")
 
-HEAD, BODY, IDLE, BUSY = "head", "body", "idle", "busy"
+HEAD, BODY, IDLE, BUSY, WRITE = "head", "body", "idle", "busy", "write"
 OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 # Descriptors kept free beside the connections: the history database, logs, the event loop and
 # imports (the base), and per concurrent run its upstream calls and their kept-alive connections.
@@ -67,6 +76,13 @@ NOTE_EVERY_S = 60.0  # one log line per kind of trouble at most this often
 # burst of them never evicts itself; stalled ones ahead in the listen backlog go at cap / GRACE_S a
 # second.
 GRACE_S = 0.25
+# At the cap, a connection stuck writing is closed to make room once its writes have made no progress
+# for this long: a client that reads acknowledges some of a reply every round trip.
+STUCK_GRACE_S = 0.5
+# How often a connection stuck writing is looked at (whether its client read some, so that held
+# pipelined requests may go on): first after the shortest, then twice as long each time, up to the
+# longest; back to the shortest after progress.
+WRITE_CHECK_S = (0.02, 0.5)
 ACCEPT_BATCH = 128  # accepts in one loop pass at most, so that the loop serves the others too
 RETRY_ACCEPT_S = 1.0  # after running out of descriptors (asyncio's own delay)
 
@@ -78,6 +94,8 @@ class Limits:
     keepalive_timeout_s: float
     max_connections: int
     max_idle_connections: int
+    write_timeout_s: float = 30.0
+    max_pipelined_requests: int = 8
 
 
 class Notes:
@@ -114,6 +132,7 @@ class Connections:
         # Oldest first (dicts keep insertion order); the value is when the phase began.
         self.waiting: dict[GuardedH11Protocol, float] = {}  # for their request head
         self.idle: dict[GuardedH11Protocol, float] = {}
+        self.stuck: dict[GuardedH11Protocol, float] = {}  # writing, since their last progress
         self.on_room: Callable[[], None] = lambda: None  # the acceptor, when it is paused
 
     @property
@@ -122,8 +141,9 @@ class Connections:
 
     def make_room(self, now: float) -> float | None:
         """At the cap: close the connection that has waited longest for its head (once past
-        `GRACE_S`), else the oldest idle one. 0 when one was closed, else how long until one may
-        be (None: until some connection ends or goes idle)."""
+        `GRACE_S`), else the oldest idle one, else the one stuck writing longest (once past
+        `STUCK_GRACE_S`). 0 when one was closed, else how long until one may be (None: until some
+        connection ends, goes idle or gets stuck writing)."""
         oldest = next(iter(self.waiting.items()), None)
         if oldest is not None and now - oldest[1] >= GRACE_S:
             self.notes.note("evicted", "%d connections are open ([serve] max_connections): closing those that "
@@ -134,7 +154,15 @@ class Connections:
         if idle is not None:  # a client that has its answer: it only pays a new handshake
             idle.close_quietly()
             return 0.0
-        return None if oldest is None else GRACE_S - (now - oldest[1])
+        stuck = next(iter(self.stuck.items()), None)
+        if stuck is not None and now - stuck[1] >= STUCK_GRACE_S:
+            self.notes.note("evicted-writing", "%d connections are open ([serve] max_connections): closing those "
+                            "whose clients read none of their replies, to serve new ones", self.count)
+            stuck[0].close_quietly(reset=True)
+            return 0.0
+        waits = [GRACE_S - (now - oldest[1])] if oldest is not None else []
+        waits += [STUCK_GRACE_S - (now - stuck[1])] if stuck is not None else []
+        return min(waits) if waits else None
 
     def made(self, conn: GuardedH11Protocol) -> None:
         self.pending = max(0, self.pending - 1)
@@ -145,14 +173,24 @@ class Connections:
             self.waiting.pop(conn, None)
         elif old == IDLE:
             self.idle.pop(conn, None)
+        elif old == WRITE:
+            self.stuck.pop(conn, None)
         if new == HEAD:
             self.waiting[conn] = now
         elif new == IDLE:
             self.idle[conn] = now
             if len(self.idle) > self.limits.max_idle_connections:
                 next(iter(self.idle)).close_quietly()
-        if new in (HEAD, IDLE):
-            self.on_room()  # one that may be closed for a new one (an idle one now, a waiting one soon)
+        elif new == WRITE:
+            self.stuck[conn] = now
+        if new in (HEAD, IDLE, WRITE):
+            self.on_room()  # one that may be closed for a new one (an idle one now, the others soon)
+
+    def progressed(self, conn: GuardedH11Protocol, now: float) -> None:
+        """A connection stuck writing sent some: it is the last to be closed to make room."""
+        if conn in self.stuck:
+            del self.stuck[conn]
+            self.stuck[conn] = now
 
     def forget(self, conn: GuardedH11Protocol) -> None:
         if conn in self.open:
@@ -160,6 +198,7 @@ class Connections:
             self.on_room()
         self.waiting.pop(conn, None)
         self.idle.pop(conn, None)
+        self.stuck.pop(conn, None)
 
     def timed_out(self, phase: str) -> None:
         if phase == HEAD:
@@ -168,6 +207,9 @@ class Connections:
         elif phase == BODY:
             self.notes.note("body", "closed a connection that did not send its request body within %g s "
                             "([serve] body_timeout_s)", self.limits.body_timeout_s)
+        elif phase == WRITE:
+            self.notes.note("write", "closed a connection whose client read none of its replies for %g s "
+                            "([serve] write_timeout_s)", self.limits.write_timeout_s)
 
     def out_of_descriptors(self, exc: OSError, now: float) -> None:
         """accept() failed for want of descriptors: give back those of idle connections and of
@@ -175,8 +217,11 @@ class Connections:
         self.notes.note("fds", "out of file descriptors (%s; %d connections open): new connections wait, "
                         "accepting again in %g s", exc.strerror or exc, self.count, RETRY_ACCEPT_S)
         stalled = [conn for conn, since in self.waiting.items() if now - since > GRACE_S]
+        stuck = [conn for conn, since in self.stuck.items() if now - since > STUCK_GRACE_S]
         for conn in [*self.idle, *stalled]:
             conn.close_quietly()
+        for conn in stuck:
+            conn.close_quietly(reset=True)
 
 
 class Acceptor:
@@ -280,13 +325,26 @@ class GuardedH11Protocol(H11Protocol):
         self._phase: str | None = None
         self._deadline: asyncio.TimerHandle | None = None
         self._answered = False  # a response was sent: the next wait is a keep-alive, not a head
+        self._gone = False  # closed here, or lost
+        self._sock: Any = None
+        # Replies completed while earlier ones were still unread (reset once the client has read
+        # them all), and whether the next request is held back for it.
+        self._unread = 0
+        self._held = False
+        # In the write phase: what was left to send at the last look, since when nothing was sent,
+        # and how long until the next look.
+        self._left = 0
+        self._stuck_since = 0.0
+        self._check_s = WRITE_CHECK_S[0]
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._sock = transport.get_extra_info("socket")
         self.guard.made(self)
         self._update()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._gone = True
         self._cancel_deadline()
         self.guard.forget(self)
         super().connection_lost(exc)
@@ -295,21 +353,106 @@ class GuardedH11Protocol(H11Protocol):
         super().data_received(data)
         self._update()
 
+    def handle_events(self) -> None:
+        # Before a new request is read: hold it while the client has not read the replies so far.
+        conn = self.conn
+        if conn.their_state is h11.IDLE and conn.our_state is h11.IDLE and self._backlogged():
+            self._held = True
+            self.flow.pause_reading()
+            return
+        super().handle_events()
+
     def on_response_complete(self) -> None:
         self._answered = True
+        if not self._gone:
+            self._unread = self._unread + 1 if self._unsent() else 0
         super().on_response_complete()
         self._update()
 
-    def close_quietly(self) -> None:
-        """Close now, without a response (to make room, or after a 408)."""
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._update()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if not self._release():
+            self._update()
+
+    def close_quietly(self, reset: bool = False) -> None:
+        """Close now, without a response (to make room, or after a 408). With `reset`, or with
+        replies still waiting to be sent, the connection is reset: a client that reads nothing
+        would keep it open for good."""
+        self._gone = True
         self._cancel_deadline()
         self.guard.forget(self)
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.close()
+        transport = self.transport
+        if transport is None:
+            return
+        if reset or transport.get_write_buffer_size():
+            transport.abort()
+        elif not transport.is_closing():
+            transport.close()
+
+    # --- replies the client has not read -------------------------------------------------------
+
+    def _unsent(self) -> int:
+        """Bytes of replies the client has not taken yet: those waiting in the transport, and those
+        the kernel holds unacknowledged (data a client's kernel accepted counts as read)."""
+        return self.transport.get_write_buffer_size() + _unacknowledged(self._sock)
+
+    def _backlogged(self) -> bool:
+        """Should the next request wait? While writes are paused, or while the client has
+        `max_pipelined_requests` replies unread."""
+        if self._gone:
+            return False
+        if self.flow.write_paused:
+            return True
+        if self._unread < self.guard.limits.max_pipelined_requests:
+            return False
+        if self._unsent() == 0:
+            self._unread = 0
+            return False
+        return True
+
+    def _release(self) -> bool:
+        """Let the held requests go on once the client has caught up (they may be held again)."""
+        if not self._held or self._backlogged():
+            return False
+        self._held = False
+        self.flow.resume_reading()
+        self.handle_events()
+        self._update()
+        return True
+
+    def _check_writes(self) -> None:
+        """In the write phase: note progress, let held requests go on once the client has caught
+        up, and close the connection once its writes have made no progress for `write_timeout_s`."""
+        self._deadline = None
+        if self._gone or self.transport is None:
+            return
+        now = self.loop.time()
+        left = self._unsent()
+        if left < self._left:
+            self._left = left
+            self._stuck_since = now
+            self._check_s = WRITE_CHECK_S[0]
+            self.guard.progressed(self, now)
+        if self._release():
+            return
+        stuck_s = now - self._stuck_since
+        timeout = self.guard.limits.write_timeout_s
+        if stuck_s >= timeout:
+            self.guard.timed_out(WRITE)
+            self.close_quietly(reset=True)
+            return
+        self._check_s = min(self._check_s * 2, WRITE_CHECK_S[1])
+        self._deadline = self.loop.call_later(min(self._check_s, timeout - stuck_s), self._check_writes)
 
     # --- the phases ------------------------------------------------------------------------------
 
     def _current_phase(self) -> str:
+        if self._held or self.flow.write_paused or self.transport.is_closing():
+            return WRITE  # closing: uvicorn closed it after a reply that may still be unsent
         conn = self.conn
         if conn.their_state is h11.SEND_BODY:
             return BODY
@@ -319,7 +462,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def _update(self) -> None:
         transport = self.transport
-        if transport is None or transport.is_closing():
+        if transport is None or self._gone:
             return
         # This protocol keeps the time between requests itself (uvicorn's timer would stop at the
         # first byte of the next request and never start again).
@@ -331,10 +474,16 @@ class GuardedH11Protocol(H11Protocol):
         self.guard.enter(self, self._phase, phase, now)
         self._phase = phase
         self._cancel_deadline()
+        if phase == WRITE:
+            self._left = self._unsent()
+            self._stuck_since = now
+            self._check_s = WRITE_CHECK_S[0]
+            self._deadline = self.loop.call_at(now + self._check_s, self._check_writes)
+            return
         limits = self.guard.limits
         timeout = (limits.header_timeout_s if phase == HEAD else limits.body_timeout_s if phase == BODY
                    else limits.keepalive_timeout_s if phase == IDLE else None)
-        if timeout is not None and not transport.is_closing():
+        if timeout is not None:
             self._deadline = self.loop.call_at(now + timeout, self._expired, phase)
 
     def _cancel_deadline(self) -> None:
@@ -344,7 +493,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def _expired(self, phase: str) -> None:
         self._deadline = None
-        if self.transport.is_closing():
+        if self._gone or self.transport.is_closing():
             return
         limits = self.guard.limits
         if phase == HEAD and self.conn.trailing_data[0]:
@@ -379,7 +528,33 @@ def limits_for(serve: Any) -> Limits:
     return Limits(header_timeout_s=serve.header_timeout_s, body_timeout_s=serve.body_timeout_s,
                   keepalive_timeout_s=serve.keepalive_timeout_s,
                   max_connections=connection_budget(serve.max_connections, serve.max_concurrent_runs),
-                  max_idle_connections=serve.max_idle_connections)
+                  max_idle_connections=serve.max_idle_connections, write_timeout_s=serve.write_timeout_s,
+                  max_pipelined_requests=serve.max_pipelined_requests)
+
+
+def _unacknowledged(sock: Any) -> int:
+    """Bytes the kernel holds for the peer that it has not acknowledged yet: SIOCOUTQ on Linux,
+    SO_NWRITE on macOS; 0 where neither is known (then only the transport's own buffer counts)."""
+    if sock is None:
+        return 0
+    try:
+        if _SIOCOUTQ is not None:
+            return int.from_bytes(fcntl.ioctl(sock.fileno(), _SIOCOUTQ, bytes(4)), sys.byteorder, signed=True)
+        if sys.platform == "darwin":
+            return sock.getsockopt(socket.SOL_SOCKET, _SO_NWRITE)
+    except (OSError, ValueError):  # closed meanwhile, or not a TCP socket (a Unix one, say)
+        pass
+    return 0
+
+
+_SO_NWRITE = 0x1024  # macOS <sys/socket.h>
+if sys.platform.startswith("linux"):
+    import fcntl
+    import termios
+
+    _SIOCOUTQ: int | None = termios.TIOCOUTQ  # the same request for a socket
+else:
+    _SIOCOUTQ = None
 
 
 def connection_budget(wanted: int, max_runs: int) -> int:

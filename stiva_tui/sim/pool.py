@@ -15,6 +15,8 @@ grading the train split under seeds 0..K-1 samples each model K times.
 
 from __future__ import annotations
 
+import re
+
 from ..config import DEFAULT_LOCAL_MODEL, SIM_PROVIDER, Config, ConfigError, ModelConfig, ProviderConfig, SimConfig
 from .profiles import SIM_LABEL, configured_models, default_models
 from .server import SimServer
@@ -29,7 +31,7 @@ def pool_config(config: Config, name: str) -> Config:
     seed = None  # `sim:SEED`: the same pool under another draw (a sample of it, as a real pool graded again)
     if name.startswith("sim:"):
         text = name.removeprefix("sim:").strip()
-        if not text.isdigit():
+        if not re.fullmatch(r"[0-9]{1,9}", text):  # isdigit() takes '²', which int() refuses
             raise ConfigError(f"--pool {name!r}: the seed of sim:SEED is a whole number, such as sim:3")
         seed = int(text)
     if name != "sim" and not replay and seed is None:
