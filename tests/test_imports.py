@@ -1,7 +1,7 @@
 """Import hygiene and the import graph.
 
 - The core loads without Textual or torch, so the CLI, the server and the tests stay fast.
-- Arrows point down only (DESIGN.md): front ends -> runtime -> engine -> conductor/pool ->
+- Arrows point down only (docs/architecture.md): front ends -> runtime -> engine -> conductor/pool ->
   inference/core -> config. Imports inside functions count too: a lazy import is still an arrow.
 """
 

@@ -1,5 +1,5 @@
 """The simulated pool: `sim:` models whose strengths are known, served by Stiva itself over the real
-OpenAI wire format on 127.0.0.1 (see DESIGN.md, "Simulated pools").
+OpenAI wire format on 127.0.0.1 (see docs/architecture.md, "Simulated pools").
 
 - `profiles`: the models (a skill per domain, prices, latency, answer length) and the default pool;
 - `answers`: which answer a call gets, deterministically (the documented rule);
