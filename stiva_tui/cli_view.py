@@ -6,7 +6,6 @@ agree on what a run looks like; this module only draws it.
 
 from __future__ import annotations
 
-import re
 import time
 
 from rich.console import Console, Group
@@ -17,19 +16,7 @@ from rich.text import Text
 from .core import events as ev
 from .core import format as fmt
 from .core.run_state import RunState, StepState
-
-# Terminal escape sequences (CSI, OSC, and two-byte ones), then any other control character but
-# newline and tab: a question or a model's answer must never retitle, clear or reprogram the
-# terminal it is shown in.
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?|\x9b[0-?]*[ -/]*[@-~]")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """`text` safe to write to a terminal: escape sequences and control characters removed
-    (newlines and tabs kept). For human output only; `--json` stays exact."""
-    return _CONTROLS.sub("", _ESCAPES.sub("", text))
-
+from .core.terminal import printable  # cli.py and cli_common.py import it from here too
 
 STATUS_STYLE = {"waiting": "dim", "running": "yellow", "finished": "green", "failed": "red",
                 "cancelled": "red dim", "interrupted": "red dim"}

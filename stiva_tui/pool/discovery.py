@@ -5,6 +5,13 @@ deadline of `timeout_s` (so a port that accepts and never answers costs at most 
 port with nothing listening fails at once (connection refused). A reply counts only when it has
 the shape of a model list, so an unrelated web app on port 8000 or 8080 is not taken for vLLM.
 
+Whatever listens on one of those ports is trusted with questions (see the README's security
+section), but not with the terminal or the pool's size: a model id must be printable text of at
+most `MAX_MODEL_ID_CHARS` characters (no escape sequence, control or bidi character), or it is
+skipped with a logged line while the server's other models are kept; a reply is read up to
+`MAX_LIST_BYTES`, and at most `MAX_MODELS_PER_SERVER` models are taken from one server.
+`[discovery] enabled = false` turns all of it off: then only the servers the config names are used.
+
 `unreachable(urls)` checks the loopback endpoints the config names (an Ollama or LM Studio URL)
 with one TCP connect each, under the same kind of deadline: the pool shows a dead one as
 unreachable instead of available.
@@ -13,6 +20,7 @@ unreachable instead of available.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -26,6 +34,9 @@ from .types import PoolModel
 log = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
+MAX_MODEL_ID_CHARS = 200  # longer than any real model name (a Hugging Face repo id is at most 96)
+MAX_MODELS_PER_SERVER = 256
+MAX_LIST_BYTES = 1 << 20  # a model list is a few kB; a bigger reply is not one
 
 
 @dataclass(frozen=True)
@@ -119,22 +130,60 @@ async def _probe(client: httpx.AsyncClient, kind: LocalServerKind, host: str,
     root = f"http://{host}:{port}"
     for path in kind.models_paths:
         try:
-            response = await client.get(root + path)
+            async with client.stream("GET", root + path) as response:
+                body = await _read_list(response) if response.status_code == 200 else None
         except httpx.ConnectError:
             return None  # nothing listens: no other path will help
         except httpx.HTTPError as exc:
             log.debug("discovery: %s on port %s: %s", kind.name, port, type(exc).__name__)
             return None
-        if response.status_code != 200:
+        if body is None:
             continue
         try:
-            names = _model_names(path, response.json())
+            names = _model_names(path, json.loads(body))
         except ValueError:
             names = None
         if names is None:
             continue
-        return DiscoveredServer(kind.name, kind.label, root + kind.api_path, tuple(names))
+        return DiscoveredServer(kind.name, kind.label, root + kind.api_path,
+                                tuple(_acceptable(names, f"{kind.label} at {root}")))
     return None
+
+
+async def _read_list(response: httpx.Response) -> bytes | None:
+    """The reply's body, or None when it is longer than any model list (`MAX_LIST_BYTES`)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_LIST_BYTES:
+            log.debug("discovery: %s sent more than %d bytes: not a model list", response.url, MAX_LIST_BYTES)
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def acceptable_model_id(name: str) -> bool:
+    """Whether a local server's model name may join the pool: printable text (no escape sequence,
+    control, bidi or zero-width character: `str.isprintable`), at most `MAX_MODEL_ID_CHARS` long."""
+    return 0 < len(name) <= MAX_MODEL_ID_CHARS and name.isprintable()
+
+
+def _acceptable(names: list[str], where: str) -> list[str]:
+    """`names` without those `acceptable_model_id` refuses (one logged line each), and at most
+    `MAX_MODELS_PER_SERVER` of them."""
+    kept = []
+    for name in names:
+        if acceptable_model_id(name):
+            kept.append(name)
+        else:  # ascii(): the line shows the id's escapes rather than acting on them
+            log.warning("discovery: %s lists a model id that is not printable text of at most %d characters; "
+                        "skipped: %s", where, MAX_MODEL_ID_CHARS, ascii(name[:80]) + ("…" if len(name) > 80 else ""))
+    if len(kept) > MAX_MODELS_PER_SERVER:
+        log.warning("discovery: %s lists %d models; only the first %d are used", where, len(kept),
+                    MAX_MODELS_PER_SERVER)
+        kept = kept[:MAX_MODELS_PER_SERVER]
+    return kept
 
 
 async def discover_servers(

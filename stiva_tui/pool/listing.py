@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..core.terminal import printable
 from .registry import Pool
 
 if TYPE_CHECKING:
@@ -52,7 +53,9 @@ def _price(value: float) -> str:
 
 
 def models_table(pool: Pool, conductor_choice: str | None) -> "Table":
-    """A rich table of the pool, usable models first; `#` is the conductor's number for the model."""
+    """A rich table of the pool, usable models first; `#` is the conductor's number for the model.
+    A discovered model says so, and its reason names the server's URL. Text is made printable:
+    ids, names and reasons may come from a local server or a provider (`--json` stays exact)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -70,17 +73,17 @@ def models_table(pool: Pool, conductor_choice: str | None) -> "Table":
     table.add_column("description", overflow="fold")
     for model in listing_order(pool):
         usable = model.id in index
-        name = Text(model.id, style="bold cyan" if usable else "cyan")
-        name.append(f"\n{model.provider}: {model.model}", style="dim")
+        name = Text(printable(model.id), style="bold cyan" if usable else "cyan")
+        name.append(printable(f"\n{model.provider}: {model.model}"), style="dim")
         name.append(f" ({model.source})", style="dim italic")
-        status = Text(("✓ " if usable else "✗ ") + model.reason,
+        status = Text(("✓ " if usable else "✗ ") + printable(model.reason),
                       style="green" if usable else "red")
         table.add_row(
             str(index[model.id]) if usable else "-",
             name,
             f"{_price(model.price_in)} · {_price(model.price_out)}",
             status,
-            model.description,
+            printable(model.description),
             style=None if usable else "dim",
         )
     return table

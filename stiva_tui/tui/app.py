@@ -27,9 +27,12 @@ from . import messages as msg
 from .commands import StivaCommands
 from .screenshot import preserve_spaces
 from .state import load_state, save_state
+from .text import TerminalSafe, safe_text
 from .themes import DEFAULT_THEME, load_themes
 
 if TYPE_CHECKING:
+    from textual.filter import LineFilter
+    from textual.notifications import SeverityLevel
     from textual.screen import Screen
 
     from ..config import Config
@@ -69,8 +72,25 @@ class StivaApp(App):
         self.frozen = os.environ.get("STIVA_TUI_FROZEN") == "1" if frozen is None else frozen
         self.keymap: dict[str, str] = dict(config.keymap)
         self._chat: ChatScreen | None = None
+        self._terminal_safe = TerminalSafe()
         for theme in load_themes():
             self.register_theme(theme)
+
+    # --- what reaches the terminal ----------------------------------------------------------------
+
+    def get_line_filters(self) -> "list[LineFilter]":
+        """Textual's filters, then `TerminalSafe`: no line any widget draws carries a control
+        character to the terminal (an escape sequence in a model's answer, a provider's error, a
+        model id), whatever the screen that shows it did with it."""
+        return [*super().get_line_filters(), self._terminal_safe]
+
+    def notify(self, message: str, *, title: str = "", severity: "SeverityLevel" = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Every notification, of every screen, made printable; plain text unless `markup` is asked
+        for (Textual's default reads it as markup): errors quote providers and exceptions, whose
+        brackets must not style the note or break it."""
+        super().notify(safe_text(message), title=safe_text(title), severity=severity, timeout=timeout,
+                       markup=markup)
 
     # --- start-up ------------------------------------------------------------------------------
 

@@ -9,6 +9,8 @@ import sys
 
 from textual.app import App
 
+from .text import safe_text
+
 
 def _system_command() -> list[str] | None:
     if sys.platform == "darwin" and shutil.which("pbcopy"):
@@ -24,7 +26,9 @@ def _system_command() -> list[str] | None:
 
 
 def copy_text(app: App, text: str) -> str:
-    """Copy `text`; returns where it went ("system clipboard" or "terminal clipboard")."""
+    """Copy `text`, without escape sequences (what a model wrote is pasted into shells: it must
+    not carry one); returns where it went ("system clipboard" or "terminal clipboard")."""
+    text = safe_text(text)
     command = None if os.environ.get("STIVA_NO_SYSTEM_CLIPBOARD") else _system_command()
     if command:
         try:

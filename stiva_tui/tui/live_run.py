@@ -7,6 +7,10 @@
     await live.flush()                   # draw everything still pending (at the end of a run)
     await live.show(state)               # a stored run (RunState.from_trace)
 
+Every event and every stored state is scrubbed on the way in (tui/text.py): an answer, a step's
+output, a model id or a provider's error never brings an escape sequence onto the screen, into the
+step pane's text or onto the clipboard.
+
 `LiveRun` is the only owner of the state and the only clock: the tree, the step pane and the
 status bar draw what it gives them. Structural events (a plan, a step starting or ending) are
 drawn at once; a step's text deltas only mark the step dirty, and each frame (20 fps) redraws
@@ -23,6 +27,7 @@ from textual.timer import Timer
 
 from ..core import events as ev
 from ..core.run_state import Key, RunState
+from .text import scrub
 from .widgets.status_bar import RunFigures, StatusBar
 from .widgets.step_detail import StepDetail
 from .widgets.workflow_tree import WorkflowTree
@@ -58,8 +63,9 @@ class LiveRun:
         await self.show(RunState(question=question, model_names=list(model_names)))
 
     async def show(self, state: RunState) -> None:
-        """Show `state` in full (a new run, or a stored one) with no step selected."""
-        self.state = state
+        """Show `state` in full (a new run, or a stored one) with no step selected; what a model or a
+        provider wrote in it is shown without its escape sequences."""
+        self.state = state = scrub(state)
         self._dirty.clear()
         self.tree.show(state)
         await self.detail.show(state, None)
@@ -77,8 +83,9 @@ class LiveRun:
     # --- events ----------------------------------------------------------------------------------
 
     def handle(self, event: ev.Event) -> list[Key]:
-        """Fold one engine event in; returns the keys that changed."""
-        keys = self.state.apply(event)
+        """Fold one engine event in (its text without escape sequences); returns the keys that
+        changed."""
+        keys = self.state.apply(scrub(event))
         self._dirty.update(keys)
         if isinstance(event, (ev.StepDelta, ev.ConductorDelta)):
             return keys  # drawn on the next frame

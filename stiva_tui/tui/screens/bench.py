@@ -25,7 +25,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, DataTable, Static
 
-from ..text import one_line
+from ..text import one_line, scrub
 from ..widgets.bench_report import STATUS_STYLES, BenchReport, BenchReportView
 from ..widgets.footer import StivaFooter
 from ..widgets.table import Table
@@ -131,7 +131,7 @@ class BenchScreen(Screen):
             self.post_message(self.BenchesLoaded([]))
             return
         try:
-            benches = [BenchSummary(b, len(self.store.bench_items(b.id))) for b in self.store.list_benches()]
+            benches = scrub([BenchSummary(b, len(self.store.bench_items(b.id))) for b in self.store.list_benches()])
         except Exception as exc:  # a closed or unreadable history: say so, stay open
             self.post_message(self.LoadFailed(str(exc)))
             return
@@ -248,8 +248,9 @@ def read_report(store: "Store", bench_id: str) -> BenchReport:
     bench = store.get_bench(bench_id)
     records = store.bench_items(bench_id)
     order = list(dict.fromkeys(r.item_id for r in records))
-    return BenchReport(bench, build_report(bench.suite, bench.id, bench.systems, order, records,
-                                           status=bench.status, stop_reason=bench.stop_reason))
+    report = BenchReport(bench, build_report(bench.suite, bench.id, bench.systems, order, records,
+                                             status=bench.status, stop_reason=bench.stop_reason))
+    return scrub(report)  # the models' extracted answers and errors, without escape sequences
 
 
 def bench_cells(bench: BenchSummary) -> list:

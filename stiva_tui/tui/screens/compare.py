@@ -25,6 +25,7 @@ from textual.worker import Worker
 
 from ...runtime.modes import BASE_SUFFIX
 from ..bindings import keys_for
+from ..text import safe_text
 from ..widgets.compare_column import CompareColumn
 from ..widgets.footer import StivaFooter
 from ..widgets.prompt_input import PromptInput
@@ -113,7 +114,7 @@ class CompareScreen(Screen):
         # A trained adapter is compared beside its base by default.
         base = [CONDUCTOR_BASE] if self.runtime.conductor_config().adapter else []
         wanted = self.requested_systems or [CONDUCTOR, *base, *self._default_models()]
-        return [Selection(SYSTEM_TITLES.get(s, s), s, s in wanted) for s in self._systems()]
+        return [Selection(safe_text(SYSTEM_TITLES.get(s, s)), s, s in wanted) for s in self._systems()]
 
     def _default_models(self) -> list[str]:
         """The first two models, skipping the embedded one and the remote conductor's own model."""

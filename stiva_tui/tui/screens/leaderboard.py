@@ -12,6 +12,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from ...core import format as fmt
+from ..text import safe_text
 from ..widgets.footer import StivaFooter
 from ..widgets.table import Table
 
@@ -89,4 +90,4 @@ def leaderboard_cells(row: "LeaderboardRow") -> list:
         fmt.money(cost) if cost is not None else "–",
         fmt.seconds(latency) if latency is not None else "–",
     ]
-    return [row.label, *(Text(v, justify="right") for v in values)]
+    return [safe_text(row.label), *(Text(v, justify="right") for v in values)]

@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from ...pool.listing import listing_order
+from ..text import safe_text
 from ..widgets.footer import StivaFooter
 from ..widgets.table import Table
 
@@ -75,8 +76,9 @@ class PoolScreen(Screen):
         servers = discovered_servers(pool)
         server_table = self.query_one("#pool-servers", DataTable)
         server_table.clear()
-        for url, (provider, ids) in servers.items():
-            server_table.add_row(url, provider, ", ".join(ids), key=url)
+        for url, (provider, ids) in servers.items():  # Text: a DataTable reads a str as markup
+            server_table.add_row(Text(safe_text(url)), Text(safe_text(provider)), Text(safe_text(", ".join(ids))),
+                                 key=url)
         server_table.display = bool(servers)
         empty = self.query_one("#pool-servers-empty", Static)
         empty.display = not servers
@@ -92,8 +94,8 @@ class PoolScreen(Screen):
 
             reason = self.runtime.conductor_reason
             facts = loaded_facts(conductor) if conductor.loaded else ""
-            label.update(Text(f"Conductor: {conductor.backend} · {conductor.model}" + (f" · {facts}" if facts else "")
-                              + (f" — {reason}" if reason else "")))
+            label.update(Text(safe_text(f"Conductor: {conductor.backend} · {conductor.model}"
+                                        + (f" · {facts}" if facts else "") + (f" — {reason}" if reason else ""))))
             return
         from ...runtime import StartupError
 
@@ -129,21 +131,22 @@ def format_price(value: float) -> str:
 
 
 def model_cells(model: "PoolModel", number: int | None) -> list:
-    """The table cells of one pool model; `number` is the conductor's index (None: unavailable)."""
+    """The table cells of one pool model; `number` is the conductor's index (None: unavailable). A
+    discovered model's id and name are a local server's words: shown without escape sequences."""
     usable = number is not None
     style = "" if usable else "dim"
-    status = Text(("✓ " if usable else "✗ ") + (model.reason or ("available" if usable else "unavailable")),
-                  style="green" if usable else "red")
+    reason = safe_text(model.reason or ("available" if usable else "unavailable"))
+    status = Text(("✓ " if usable else "✗ ") + reason, style="green" if usable else "red")
     return [
         Text(str(number) if usable else "-", justify="right"),
-        Text(model.id, style="bold" if usable else "dim"),
+        Text(safe_text(model.id), style="bold" if usable else "dim"),
         Text(format_price(model.price_in), justify="right", style=style),
         Text(format_price(model.price_out), justify="right", style=style),
         status,
         Text("yes" if model.enabled else "no", style=style),
-        Text(f"{model.provider}: {model.model}", style=style),
-        Text(model.source, style=style),
-        Text(model.description, style=style),
+        Text(safe_text(f"{model.provider}: {model.model}"), style=style),
+        Text(safe_text(model.source), style=style),
+        Text(safe_text(model.description), style=style),
     ]
 
 

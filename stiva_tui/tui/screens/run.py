@@ -20,6 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Static, Tree
 
 from ...core.run_state import RunState
+from ..text import scrub
 from ..widgets.conversation import ConversationView
 from ..widgets.footer import StivaFooter
 from ..widgets.step_detail import StepDetail
@@ -84,7 +85,7 @@ class RunScreen(Screen):
 
     @on(Loaded)
     async def _loaded(self, message: Loaded) -> None:
-        trace = message.trace
+        trace = scrub(message.trace)  # what models and providers wrote, without escape sequences
         self.query_one("#run-title", Static).update(
             f"Run {trace.run_id} · {trace.system} · {trace.status} · {trace.created_at[:16].replace('T', ' ')} UTC")
         await self.query_one(ConversationView).show_run(trace)

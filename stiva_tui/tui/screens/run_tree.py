@@ -10,6 +10,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 
 from ...core.run_state import RunState
+from ..text import scrub
 from ..widgets.workflow_tree import WorkflowTree
 
 if TYPE_CHECKING:
@@ -33,4 +34,4 @@ class RunTreeScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="tree-frame"):
-            yield WorkflowTree(RunState.from_trace(self.trace), id="run-tree")
+            yield WorkflowTree(RunState.from_trace(scrub(self.trace)), id="run-tree")

@@ -8,10 +8,11 @@ from textual.markup import escape
 from textual.widgets import Markdown, Static
 
 from ...core import format as fmt
+from ..text import safe_text
 
 
 class UserMessage(Static):
-    """A question as typed."""
+    """A question as typed (shown without escape sequences; `text` keeps it as it was)."""
 
     DEFAULT_CSS = """
     UserMessage { margin: 1 0 0 0; padding: 0 1; background: $boost; border-left: thick $primary; }
@@ -19,7 +20,7 @@ class UserMessage(Static):
     """
 
     def __init__(self, text: str):
-        super().__init__(escape(text))
+        super().__init__(escape(safe_text(text)))
         self.text = text
 
 

@@ -20,6 +20,7 @@ from textual.widgets._markdown import MarkdownStream
 
 from ...core import events as ev
 from ...core import format as fmt
+from ..text import safe_text, scrub
 
 if TYPE_CHECKING:
     from ...core.trace import Trace
@@ -105,9 +106,9 @@ class CompareColumn(Vertical):
         super().__init__(id=id, classes=classes)
         self.system = system
         self.number = number
-        self.title = title or system
+        self.title = safe_text(title or system)
         self.run_id = run_id
-        self.subtitle = subtitle
+        self.subtitle = safe_text(subtitle)
         self.has_tree = has_tree
         self.status = "waiting"
         self.answer = ""
@@ -120,7 +121,7 @@ class CompareColumn(Vertical):
 
     def compose(self) -> ComposeResult:
         title = Label(f"{self.number}  {self.title}", classes="column-title", markup=False)
-        title.tooltip = "\n".join(t for t in (f"{self.number}: {self.system}", self.subtitle) if t)
+        title.tooltip = "\n".join(t for t in (f"{self.number}: {safe_text(self.system)}", self.subtitle) if t)
         yield title
         with Horizontal(classes="column-meta"):  # how the run goes, and what runs it
             yield Label(self.status, classes="column-status", markup=False)
@@ -163,7 +164,8 @@ class CompareColumn(Vertical):
         self.query_one(".column-vote", Button).label = f"{words} ({self.number})"
 
     async def handle(self, event: ev.Event) -> None:
-        """Show one event of this column's run."""
+        """Show one event of this column's run (its text without escape sequences)."""
+        event = scrub(event)
         if isinstance(event, ev.RunStarted):
             self.run_id = event.run_id
             self._planned = event.mode == "conductor"
@@ -207,6 +209,7 @@ class CompareColumn(Vertical):
     async def show_result(self, status: str, answer: str | None, totals: ev.Totals, *,
                           error: str | None = None) -> None:
         """End the column: the final answer (or the streamed text so far), totals and status."""
+        answer, error = scrub(answer), scrub(error)
         await self._stop_stream()
         if answer is not None:
             self.answer = answer

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from textual.containers import VerticalScroll
 
+from ..text import scrub
 from .answer import AnswerView, UserMessage, answer_header, stopped_note
 
 if TYPE_CHECKING:
@@ -31,7 +32,8 @@ class ConversationView(VerticalScroll):
         return answer
 
     async def show(self, conversation: "Conversation") -> None:
-        """Replace what is shown with a stored conversation's messages."""
+        """Replace what is shown with a stored conversation's messages (escape sequences removed)."""
+        conversation = scrub(conversation)
         traces = {trace.run_id: trace for trace in conversation.runs}
         answered = {m.run_id for m in conversation.messages if m.role == "assistant"}
         widgets: list = []
@@ -49,6 +51,7 @@ class ConversationView(VerticalScroll):
 
     async def show_run(self, trace: "Trace") -> None:
         """Replace what is shown with one stored run that belongs to no conversation."""
+        trace = scrub(trace)
         text = trace.answer or trace.last_output() or f"_No answer (run {trace.status})._"
         await self.remove_children()
         await self.mount_all([UserMessage(trace.question), AnswerView(text, trace_header(trace))])

@@ -23,6 +23,8 @@ from textual.message import Message
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from ..text import scrub
+
 if TYPE_CHECKING:
     from ...store import Store
 
@@ -237,7 +239,7 @@ def history_items(store: "Store | None", search: str = "", limit: int = 200) -> 
         items.append(HistoryItem("compare", session.id, session.question or "(no question)", session.created_at,
                                  "compare", f"won by {session.winner}" if session.winner else "no vote"))
     items.sort(key=lambda item: item.when, reverse=True)
-    return items[:limit]
+    return scrub(items[:limit])  # titles are questions: an API client's may hold escape sequences
 
 
 def when_text(timestamp: str, now: datetime | None = None) -> str:

@@ -14,11 +14,10 @@ import asyncio
 
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.markup import escape
 from textual.widgets import Markdown, Static
 
 from ...core import format as fmt
-from ..text import one_line
+from ..text import markup_text, one_line
 from ...core.run_state import Key, RunState
 
 PLACEHOLDER = "_Select a step in the tree to read its subtask and output._"
@@ -39,6 +38,7 @@ class StepDetail(VerticalScroll):
         self.state: RunState | None = None
         self._stream = None
         self._shown = 0  # characters of the output already in the Markdown
+        self._shown_status = ""  # the status of the node when its text was last drawn in full
         # show() and refresh_live() await inside; one at a time keeps one stream per pane.
         self._lock = asyncio.Lock()
 
@@ -68,6 +68,7 @@ class StepDetail(VerticalScroll):
             return
         self._update_header()
         text = _body_text(state, key)
+        self._shown_status = _status(state, key)
         await body.update(text or _empty_text(state, key))
         self._shown = len(text)
         if self._is_live():
@@ -83,7 +84,9 @@ class StepDetail(VerticalScroll):
             return
         self._update_header()
         if self._stream is None:
-            if self._is_live():  # a waiting step just started
+            # A waiting step just started; or the step ended while its pane was being drawn (a
+            # fast one): the text drawn is not the one it has now.
+            if self._is_live() or _status(self.state, self.key) != self._shown_status:
                 await self._show(self.state, self.key)
             return
         text = _body_text(self.state, self.key)
@@ -121,24 +124,32 @@ class StepDetail(VerticalScroll):
 
 
 def _header(state: RunState, key: Key) -> str:
-    """Console markup; everything that came from a model or the user is escaped."""
+    """Console markup; everything that came from a model, a provider or the user is made printable
+    and escaped (`markup_text`: a lone "[" in a provider's error must not break the header)."""
     if key[0] == "plan":
         r = state.round(key[1])
-        who = escape(f"{state.conductor_model or 'conductor'} ({state.conductor_backend or '?'})")
+        who = markup_text(f"{state.conductor_model or 'conductor'} ({state.conductor_backend or '?'})")
         status = "planning…" if r.planning else fmt.count(len(r.steps), "step")
         return f"[b]Plan, round {r.round} [/b]· {who} · {status}"
     s = state.step(key[1], key[2])
     reads = fmt.reads(s.index, s.access, s.access_all) or "← the question only"
     # A space closes a styled run rather than opening the next (see tui/screenshot.py).
-    lines = [f"[b]Step {fmt.step(s.index)} [/b]· {escape(s.model or '…')} · {s.status} · {reads}"]
+    lines = [f"[b]Step {fmt.step(s.index)} [/b]· {markup_text(s.model or '…')} · {s.status} · {reads}"]
     if s.status == "finished":
         lines.append(f"{s.prompt_tokens}→{s.completion_tokens} tok · {fmt.money(s.cost_usd)} · "
                      f"{fmt.seconds(s.latency_s)}")
     for f in s.failures:
-        to = f" → {escape(f.fallback)}" if f.fallback else ""
-        lines.append(f"[$error]✗ {escape(f.model)} attempt {f.attempt}: [/]{escape(one_line(f.error, 120))}{to}")
-    lines.append(f"[i]Subtask: [/i]{escape(s.subtask)}")
+        to = f" → {markup_text(f.fallback)}" if f.fallback else ""
+        error = markup_text(one_line(f.error, 120))
+        lines.append(f"[$error]✗ {markup_text(f.model)} attempt {f.attempt}: [/]{error}{to}")
+    lines.append(f"[i]Subtask: [/i]{markup_text(s.subtask)}")
     return "\n".join(lines)
+
+
+def _status(state: RunState, key: Key) -> str:
+    if key[0] == "plan":
+        return "planning" if state.round(key[1]).planning else "planned"
+    return state.step(key[1], key[2]).status
 
 
 def _body_text(state: RunState, key: Key) -> str:
