@@ -1,8 +1,8 @@
 """The config file `stiva config` writes when there is none: every section, commented out, so the
-file is valid as it is (all defaults) and says what can be set. See the README's Configuration."""
+file is valid as it is (all defaults) and says what can be set. See docs/configuration.md."""
 
 TEMPLATE = '''# Stiva's configuration. Every line below is a default, commented out: uncomment to change it.
-# Unknown keys are errors, so a typo never silently changes anything. The README explains each.
+# Unknown keys are errors, so a typo never silently changes anything. docs/configuration.md explains each.
 
 # These two stay above every [section] (below one, TOML would put them in it).
 # theme = "stiva-dark"

@@ -5,8 +5,8 @@ deadline of `timeout_s` (so a port that accepts and never answers costs at most 
 port with nothing listening fails at once (connection refused). A reply counts only when it has
 the shape of a model list, so an unrelated web app on port 8000 or 8080 is not taken for vLLM.
 
-Whatever listens on one of those ports is trusted with questions (see the README's security
-section), but not with the terminal or the pool's size: a model id must be printable text of at
+Whatever listens on one of those ports is trusted with questions (see docs/security.md, "What
+Stiva trusts"), but not with the terminal or the pool's size: a model id must be printable text of at
 most `MAX_MODEL_ID_CHARS` characters (no escape sequence, control or bidi character), or it is
 skipped with a logged line while the server's other models are kept; a reply is read up to
 `MAX_LIST_BYTES`, and at most `MAX_MODELS_PER_SERVER` models are taken from one server.

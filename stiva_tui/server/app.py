@@ -3,7 +3,7 @@
 Models: `conductor` (up to 5 steps, 2 rounds), `conductor-mini` (up to 2 steps, 1 round), and every
 available pool model by its id, passed straight through (one key reaches all of them).
 
-Choices worth knowing (also in the README's API section):
+Choices worth knowing (also in docs/api.md):
 - Streaming sends the final answer only: the deltas of a step are streamed live once that step is
   certain to be the last one (see runs.py); earlier steps show up as SSE comment lines
   (`: stiva step 1 started on w1`), which clients ignore but which keep proxies from timing out.

@@ -55,7 +55,7 @@ class PromptInput(TextArea):
             self.post_message(self.Submitted(self, text, self.editing))
 
     def watch_editing(self, editing: int | None) -> None:
-        # Short, to fit the prompt's border at 80 columns (F1 and the README say the rest).
+        # Short, to fit the prompt's border at 80 columns (F1 and docs/app.md say the rest).
         self.set_class(editing is not None, "-editing")
         self.border_title = f"Editing question {editing + 1}" if editing is not None else None
         self.border_subtitle = (f"sent in its place · {keys_for(self.app, 'cancel', 'escape')} leaves"
