@@ -110,6 +110,16 @@ class Conversations:
         `take_write_error()`)."""
         self.write_later(lambda c: _append_message(c, conversation_id, role, content, run_id) and None)
 
+    def holds_run(self: "Store", conversation_id: str, run_id: str) -> bool:
+        """Whether the conversation is on disk with the messages of `run_id` and the run itself
+        (what `stiva ask --continue` needs before it offers the id). Writes queued are written first."""
+        row = self.query_one(
+            "SELECT 1 FROM messages m JOIN runs r ON r.id = m.run_id"
+            " WHERE m.conversation_id = ? AND m.run_id = ? AND r.conversation_id = m.conversation_id LIMIT 1",
+            (conversation_id, run_id),
+        )
+        return row is not None
+
     def list_conversations(self: "Store", search: str | None = None, limit: int = 200) -> list[ConversationSummary]:
         """Conversations by latest activity, newest first. `search` is a plain substring (no
         wildcards, any case) matched in the title, the messages and the runs' questions and answers."""

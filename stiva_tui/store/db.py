@@ -85,6 +85,7 @@ class Store(Traces, Conversations, CompareSessions, Benches):
             raise classify(exc, path, "opening") from exc
         try:
             schema.check_file(conn, path)  # read-only: nothing is written to a file we refuse
+            _tighten(path)
             _configure(conn, path)
             schema.upgrade(conn, path)
         except HistoryFault as fault:
@@ -168,6 +169,12 @@ class Store(Traces, Conversations, CompareSessions, Benches):
         """The first full disk, read-only history or damaged page met since the store opened
         (by a read, a write, or a queued write), or None."""
         return self._fault or self._writer.fault
+
+    @property
+    def lost_writes(self) -> int:
+        """How many queued writes failed since the store opened (each was logged, and its error
+        kept for `take_write_error()`)."""
+        return self._writer.lost
 
     @property
     def schema_version(self) -> int:
@@ -293,18 +300,31 @@ class Store(Traces, Conversations, CompareSessions, Benches):
 
 
 def _resolve(path: str | Path | None) -> Path:
-    if path is None:
-        from ..paths import database_file
+    """The database's path, its folder made and both private: a file Stiva creates 0600 (SQLite
+    gives the -wal and -shm files beside it its mode), a folder Stiva creates 0700, as the keys
+    file is. Stiva's own data folder is made private even where an older Stiva left it open; a
+    folder the caller named (`Store.open(path)`) keeps its mode."""
+    from ..paths import database_file, private_dir, private_file
 
-        path = database_file()
-    path = Path(path).expanduser()
+    own = path is None
+    path = Path(database_file() if path is None else path).expanduser()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent, tighten=own)
     except OSError as exc:
         raise StoreError(f"cannot create the folder for the history database {path.parent}: {exc}") from exc
     if path.exists() and not path.is_file():
         raise StoreError(f"the history database path {path} exists but is not a file")
+    private_file(path)
     return path
+
+
+def _tighten(path: Path) -> None:
+    """A history an older Stiva made with the umask's mode (0644): 0600 now, with its -wal and
+    -shm files. Only once the file is known to be a Stiva history: another file is left as it was."""
+    from ..paths import private_mode
+
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
+        private_mode(path.parent / name)
 
 
 def _configure(conn: sqlite3.Connection, path: Path) -> None:

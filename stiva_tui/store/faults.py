@@ -29,6 +29,9 @@ SQLITE_CORRUPT = 11
 SQLITE_FULL = 13
 SQLITE_CANTOPEN = 14
 SQLITE_CONSTRAINT = 19
+SQLITE_NOTADB = 26
+
+SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 
 LOW_SPACE_BYTES = 1 << 20  # below this much free space a failed write is put down to a full disk
 _DENIED = {errno.EROFS, errno.EACCES, errno.EPERM}
@@ -38,8 +41,8 @@ def classify(exc: sqlite3.Error, path: Path, doing: str) -> StoreError:
     """The StoreError for `exc`, met while `doing` (e.g. "writing") the history at `path`."""
     code = getattr(exc, "sqlite_errorcode", None)
     primary = code & 0xFF if isinstance(code, int) else None
-    if primary == SQLITE_CORRUPT:
-        return corrupt(path, exc)
+    if primary == SQLITE_CORRUPT or (primary == SQLITE_NOTADB and _has_sqlite_header(path)):
+        return corrupt(path, exc)  # an SQLite file whose header or pages are damaged
     if primary in (SQLITE_FULL, SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_READONLY, SQLITE_PERM):
         room = no_room(path) if primary in (SQLITE_FULL, SQLITE_IOERR, SQLITE_CANTOPEN) else None
         if primary == SQLITE_FULL or room:
@@ -69,6 +72,24 @@ def corrupt(path: Path, exc: BaseException) -> CorruptError:
         f"the history database {path} is damaged (SQLite: {exc}). Recover what it holds with SQLite's own "
         f"tool: sqlite3 {path} .recover | sqlite3 {path}.recovered — then move the recovered file in its "
         "place, keeping the damaged one until you have checked the copy")
+
+
+def not_a_database(path: Path, exc: BaseException) -> StoreError:
+    """A file SQLite cannot read as a database at all (no SQLite header): someone else's file, or
+    a history whose first page was overwritten. `.recover` cannot read such a file either, which
+    the line says, so that a user who looks for the promised recovery knows where they stand."""
+    return StoreError(
+        f"{path} is not a Stiva history database (SQLite says: {exc}; sqlite3 {path} .recover cannot read "
+        "it either): move it away (Stiva then starts a new history) or point Stiva at another file — it "
+        "was left untouched")
+
+
+def _has_sqlite_header(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
 
 
 def no_room(path: Path) -> str | None:
@@ -128,27 +149,41 @@ def _why(exc: OSError, what: str) -> str:
 class HistoryFaultsHeldBack:
     """While a bench runs, the log lines of a history fault (each failed write of each run says
     it) are held back: the bench stops at the first one and says it in one line at the end.
-    `close()` (or the end of a `with` block) lets them through again."""
+    `close()` (or the end of a `with` block) lets them through again.
 
-    def __init__(self):
+    `every_error`: hold back every history failure (any StoreError a log line carries), not only
+    the faults: `stiva ask` says the history's trouble in one line of its own. `fault` and `error`
+    keep the first fault and the first failure held back."""
+
+    def __init__(self, *, every_error: bool = False):
         import logging
 
+        self.kind: type[StoreError] = StoreError if every_error else HistoryFault
+        self.fault: HistoryFault | None = None
+        self.error: StoreError | None = None
+        self._filter = self.keep  # one object: removeFilter finds it again
         self.handlers = [logging.lastResort, *logging.getLogger().handlers]
         for handler in self.handlers:
             if handler is not None:
-                handler.addFilter(self.keep)
+                handler.addFilter(self._filter)
 
-    @staticmethod
-    def keep(record) -> bool:
+    def keep(self, record) -> bool:
         values = list(record.args) if isinstance(record.args, tuple) else [record.args]
         if record.exc_info:
             values.append(record.exc_info[1])
-        return not any(isinstance(value, HistoryFault) for value in values)
+        found = next((value for value in values if isinstance(value, self.kind)), None)
+        if found is None:
+            return True
+        if self.error is None:
+            self.error = found
+        if self.fault is None and isinstance(found, HistoryFault):
+            self.fault = found
+        return False
 
     def close(self) -> None:
         for handler in self.handlers:
             if handler is not None:
-                handler.removeFilter(self.keep)
+                handler.removeFilter(self._filter)
 
     def __enter__(self) -> "HistoryFaultsHeldBack":
         return self

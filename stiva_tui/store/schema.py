@@ -15,8 +15,9 @@ import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..paths import private_file
 from .errors import HistoryFault, NotFoundError, StoreError
-from .faults import classify
+from .faults import SQLITE_NOTADB, classify, not_a_database
 
 __all__ = [
     "APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "check_file", "upgrade", "timestamp",
@@ -384,6 +385,9 @@ def check_file(conn: sqlite3.Connection, path: Path) -> int:
         fault = classify(exc, path, "read")
         if isinstance(fault, HistoryFault):  # a full disk, a read-only folder, a damaged page: not a foreign file
             raise fault from exc
+        code = getattr(exc, "sqlite_errorcode", None)
+        if isinstance(code, int) and code & 0xFF == SQLITE_NOTADB:
+            raise not_a_database(path, exc) from exc
         raise StoreError(
             f"{path} is not a Stiva history database (SQLite says: {exc}); "
             "move it away or point Stiva at another file — it was left untouched"
@@ -432,9 +436,10 @@ def _check_identity(path: Path, version: int, app_id: int, tables: set[str]) -> 
 def _backup(conn: sqlite3.Connection, path: Path, version: int) -> None:
     """Copy the database to `<name>.bak-v<version>` (an existing backup of that version is kept)."""
     backup = path.with_name(f"{path.name}.bak-v{version}")
-    if backup.exists():
+    if backup.exists() and backup.stat().st_size > 0:  # an empty one is what a failed copy left
         return
     try:
+        private_file(backup)  # it holds what the history holds: as private as the history
         dest = sqlite3.connect(str(backup))
         with dest:
             conn.backup(dest)

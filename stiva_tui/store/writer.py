@@ -44,6 +44,7 @@ class Writer:
         self._conn = conn
         self._classify = classify or (lambda exc, doing: StoreError(f"history database {doing} failed: {exc}"))
         self.fault: HistoryFault | None = None  # the first full disk, read-only file or damaged page
+        self.lost = 0  # pieces of work that failed to be written, since the writer was made
         self._lock = lock  # the store's: held while writing
         self._queue: deque[Work] = deque()
         self._guard = threading.Lock()  # the queue and the timer
@@ -135,6 +136,7 @@ class Writer:
     def _failed(self, error: StoreError, pieces: int = 1) -> None:
         log.warning("history write failed (%d piece%s lost): %s", pieces, "" if pieces == 1 else "s", error)
         with self._guard:
+            self.lost += pieces
             self._errors.append(error)
             if isinstance(error, HistoryFault) and self.fault is None:
                 self.fault = error
