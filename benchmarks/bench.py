@@ -70,8 +70,8 @@ def suite_file(folder: Path, n: int, offset: int = 0) -> Path:
 
 async def overhead(base_url: str, folder: Path, items: int) -> dict:
     from stiva_tui.bench.runner import BenchRunner
-    from stiva_tui.bench.suite import load_suite
-    from stiva_tui.bench.systems import parse_systems
+    from stiva_tui.evals.loaders import load_suite
+    from stiva_tui.runtime.systems import parse_systems
     from stiva_tui.runtime import Runtime
     from stiva_tui.runtime.modes import DirectMode
     from stiva_tui.runtime.sessions import Ask
@@ -108,8 +108,8 @@ async def overhead(base_url: str, folder: Path, items: int) -> dict:
 
 async def throughput(base_url: str, folder: Path, concurrency: int, items: int) -> dict:
     from stiva_tui.bench.runner import BenchRunner
-    from stiva_tui.bench.suite import load_suite
-    from stiva_tui.bench.systems import parse_systems
+    from stiva_tui.evals.loaders import load_suite
+    from stiva_tui.runtime.systems import parse_systems
     from stiva_tui.runtime import Runtime
 
     runtime = await Runtime.create(config_for(base_url), discover=False,

@@ -12,10 +12,11 @@ fresh STIVA_HOME (the embedded model's converted weights are shared with the usu
 configuration runs in a process of its own, one after the other, so that their ratio is from one
 run of this machine:
 
-- "before": STIVA_TRAIN_ALL_POSITIONS=1: TRL's fused LM head projects every position of the
-  batch (prompts and padding too) through Gemma's 262k-wide head, as it does without Triton;
-- "after": the default: the plans' positions only (train/trainer.py, _score_valid_positions_only),
-  for the policy's pass and the reference's.
+- "before": TRL's fused LM head projects every position of the batch (prompts and padding too)
+  through Gemma's 262k-wide head, as it does without Triton. The product has no switch for it:
+  this script starts the command with TRL's head left as TRL has it (BEFORE below);
+- "after": the command as it is: the plans' positions only (train/common.py,
+  score_valid_positions_only), for the policy's pass and the reference's.
 
 The seconds are train_log.jsonl's per step (forward and backward of 2 x batch sequences, the
 reference pass, the optimiser); medians over the steps after the first.
@@ -37,28 +38,38 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+# `stiva ...` with TRL's fused head left as TRL has it, in its own process (argv: the command's)
+BEFORE = """
+import sys
+from stiva_tui.train import common
+common.score_valid_positions_only = lambda: False
+from stiva_tui.cli import entry
+sys.argv[0] = "stiva"
+entry()
+"""
 
-def stiva(args: list[str], env: dict, what: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "stiva_tui.cli", *args], env=env, cwd=ROOT, capture_output=True,
-                          text=True)
+
+def stiva(args: list[str], env: dict, what: str, before: bool = False) -> subprocess.CompletedProcess:
+    start = ["-c", BEFORE] if before else ["-m", "stiva_tui.cli"]
+    done = subprocess.run([sys.executable, *start, *args], env=env, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{what}: exit {done.returncode}\n{done.stderr[-3000:]}")
     return done
 
 
-def one_run(name: str, extra_env: dict, bench_id: str, env: dict, args, work: Path) -> dict:
+def one_run(name: str, before: bool, bench_id: str, env: dict, args, work: Path) -> dict:
     out = work / f"out-{name}"
     started = time.monotonic()
     stiva(["--pool", "sim", "train", "--from-votes", "--bench", bench_id, "--bench-pairs", "best", "--base",
            "embedded", "--out", str(out), "--steps", str(args.steps), "--batch", str(args.batch), "--lr", "5e-4",
            "--lora-r", "8", "--lora-targets", "all", "--plan-steps", "1", "--subtask-chars", "16",
-           "--save-every", str(args.steps), "--seed", str(args.seed), "--json"], {**env, **extra_env}, name)
+           "--save-every", str(args.steps), "--seed", str(args.seed), "--json"], env, name, before)
     wall = time.monotonic() - started
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines() if line.strip()]
     steps = [{k: row[k] for k in ("step", "seconds", "loss")} for row in log]
     median = round(statistics.median(r["seconds"] for r in (steps[1:] or steps)), 3)
     print(f"{name}: {median:.1f} s a step; wall {wall:.0f} s", flush=True)
-    return {"name": name, "env": extra_env, "wall_s": round(wall, 1), "median_step_s": median, "steps": steps}
+    return {"name": name, "wall_s": round(wall, 1), "median_step_s": median, "steps": steps}
 
 
 def main() -> None:
@@ -81,8 +92,8 @@ def main() -> None:
            "STIVA_MODEL_CACHE": str(paths.model_cache_dir()), "PYTHONPATH": str(ROOT)}
     bench = json.loads(stiva(["bench", "skills", "--pool", "sim", "--split", "train", "--limit", "40", "--systems",
                               "direct:*", "--concurrency", "4", "--json"], env, "graded bench").stdout)
-    configs = {"before": {"STIVA_TRAIN_ALL_POSITIONS": "1"}, "after": {}}
-    runs = [one_run(name, extra, bench["bench_id"], env, args, work) for name, extra in configs.items()]
+    configs = {"before": True, "after": False}
+    runs = [one_run(name, before, bench["bench_id"], env, args, work) for name, before in configs.items()]
     by_name = {r["name"]: r["median_step_s"] for r in runs}
     result = {
         "what": "seconds per `stiva train --from-votes --bench ID --bench-pairs best --base embedded --prompt compact "

@@ -257,7 +257,7 @@ def plan_detail(home: Path, bench_id: str) -> dict[str, dict]:
     completion tokens of a question (on the embedded conductor, counted in the bench's tokens/q
     but never paid for); and `subtasks`, its plans' five most common subtask texts with their
     counts, which show whether the plans' text is still language."""
-    from stiva_tui.runtime.modes import is_conductor_system
+    from stiva_tui.runtime.systems import is_conductor_system
     from stiva_tui.store import Store
     from stiva_tui.train.votes import trace_plan
 
@@ -312,7 +312,7 @@ def accuracy_by_domain(home: Path, bench_id: str) -> dict[str, dict[str, float]]
 
 def skill_domains() -> dict[str, str]:
     """The domain of each item of the built-in `skills` suite, by item id."""
-    from stiva_tui.bench.suite import load_suite
+    from stiva_tui.evals.loaders import load_suite
 
     return {item.id: (item.meta or {}).get("domain", "?") for item in load_suite("skills").items}
 

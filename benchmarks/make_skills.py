@@ -1,4 +1,4 @@
-"""Writes the built-in `skills` suite (stiva_tui/bench/data/skills.jsonl), run by hand:
+"""Writes the built-in `skills` suite (stiva_tui/evals/data/skills.jsonl), run by hand:
 
     python benchmarks/make_skills.py            # rewrites the file; a test checks it is up to date
 
@@ -21,7 +21,7 @@ import json
 import random
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent.parent / "stiva_tui" / "bench" / "data" / "skills.jsonl"
+OUT = Path(__file__).resolve().parent.parent / "stiva_tui" / "evals" / "data" / "skills.jsonl"
 PER_DOMAIN = 50
 TRAIN = 30
 

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/offline.py               # the built-in "offline" suite; saves offline.json
     .venv/bin/python benchmarks/offline.py --limit 5 --no-save
 
-Each question of the suite (stiva_tui/bench/data/offline.jsonl: capitals, arithmetic, everyday
+Each question of the suite (stiva_tui/evals/data/offline.jsonl: capitals, arithmetic, everyday
 facts, in the bench suite format) runs as a real `stiva ask` would: Runtime -> Sessions -> the
 embedded conductor plans (under its grammar) -> the engine runs the plan on the embedded worker.
 No keys, no network, no GPU. The suite's graders score the answers.
@@ -32,8 +32,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from stiva_tui.bench.graders import grade  # noqa: E402
-from stiva_tui.bench.suite import load_suite  # noqa: E402
+from stiva_tui.evals.graders import grade  # noqa: E402
+from stiva_tui.evals.loaders import load_suite  # noqa: E402
 from stiva_tui.config import parse_config  # noqa: E402
 from stiva_tui.core.arithmetic import calculation  # noqa: E402
 from stiva_tui.core.events import StepFinished, WorkflowReady  # noqa: E402

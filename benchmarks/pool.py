@@ -39,8 +39,9 @@ sys.path.insert(0, str(HERE.parent))
 from fakeprovider import FakeProvider, Reply  # noqa: E402
 from stiva_tui.bench.report import build_report  # noqa: E402
 from stiva_tui.bench.runner import BenchRunner  # noqa: E402
-from stiva_tui.bench.suite import load_suite, question_text  # noqa: E402
-from stiva_tui.bench.systems import System, parse_systems  # noqa: E402
+from stiva_tui.evals.loaders import load_suite  # noqa: E402
+from stiva_tui.evals.suite import question_text  # noqa: E402
+from stiva_tui.runtime.systems import System, parse_systems  # noqa: E402
 from stiva_tui.config import parse_config  # noqa: E402
 from stiva_tui.runtime import Runtime  # noqa: E402
 from stiva_tui.runtime.modes import ConductorMode, ConductorVariant  # noqa: E402
@@ -142,7 +143,7 @@ async def main() -> None:
         fake.__exit__(None, None, None)
     report = build_report(SUITE.name, outcome.bench_id, [s.name for s in systems],
                           [item.id for item in SUITE.items], outcome.records)
-    rows = {row["system"]: row for row in report["systems"]}
+    rows = {row["system"]: row for row in report.model_dump()["systems"]}
     best_single = max(rows[f"direct:{m}"]["accuracy"] for m in ("calc", "quiz", "generalist"))
     copycat_asked = sum(1 for r in fake.requests if r.model == "quiz"
                         and "Compute 12 times 3" in json.dumps(r.messages))

@@ -28,8 +28,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from stiva_tui.bench.graders import grade_async  # noqa: E402
-from stiva_tui.bench.suite import SuiteItem  # noqa: E402
+from stiva_tui.evals.graders import grade_async  # noqa: E402
+from stiva_tui.evals.suite import SuiteItem  # noqa: E402
 from stiva_tui.sandbox import SandboxSettings, find_isolation  # noqa: E402
 from stiva_tui.sandbox.cgroups import cgroup_support  # noqa: E402
 

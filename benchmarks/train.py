@@ -42,7 +42,7 @@ def main() -> None:
     import torch
 
     from fakeprovider import FakeProvider, Reply
-    from stiva_tui.bench.suite import parse_suite
+    from stiva_tui.evals.suite import parse_suite
     from stiva_tui.config import parse_config
     from stiva_tui.train.trainer import TrainOptions, train
 

@@ -10,11 +10,13 @@ with the options of the learning run (benchmarks/learning.py): --prompt compact 
 embedded model's converted weights are shared with the usual cache). Each configuration runs in
 a process of its own, one after the other, so that their ratio is from one run of this machine:
 
-- "before": STIVA_TRAIN_UNBATCHED=1 (the step's 8 plans, each under its own order of the pool, so
-  its own prompt, sampled one generation each) and STIVA_TRAIN_ALL_POSITIONS=1 (TRL's fused LM
-  head projects every position of the batch, prompts and padding too, as it does without Triton);
-- "after": the defaults: the 8 plans in one left-padded generation, and the head projects the
-  completions' positions only (train/trainer.py, _score_valid_positions_only).
+- "before": the step's 8 plans, each under its own order of the pool, so its own prompt, sampled
+  one generation each, and TRL's fused LM head projecting every position of the batch, prompts
+  and padding too, as it does without Triton. The product has no switch for these: this script
+  starts the command with both undone in its process (BEFORE below: the conductor's batched
+  sampler hidden, TRL's head left as TRL has it);
+- "after": the command as it is: the 8 plans in one left-padded generation, and the head projects
+  the completions' positions only (train/common.py, score_valid_positions_only).
 
 Per step (train_log.jsonl): generate_s (sampling the plans under the grammar), rollout_s (running
 them on the simulated pool, grading), update_s (the rest of the step: TRL's loss, forward and
@@ -39,8 +41,20 @@ sys.path.insert(0, str(ROOT))
 
 PARTS = ("generate_s", "rollout_s", "update_s")
 
+# `stiva ...` with the "before" configuration applied in its own process (argv: the command's)
+BEFORE = """
+import sys
+from stiva_tui.conductor.local import HFConductor
+from stiva_tui.train import common
+del HFConductor.sample_each_sync  # the rollout then samples one generation per plan
+common.score_valid_positions_only = lambda: False  # TRL's fused head as TRL has it
+from stiva_tui.cli import entry
+sys.argv[0] = "stiva"
+entry()
+"""
 
-def one_run(name: str, extra_env: dict, args, work: Path) -> dict:
+
+def one_run(name: str, before: bool, args, work: Path) -> dict:
     from stiva_tui import paths
 
     home = work / f"home-{name}"
@@ -49,8 +63,9 @@ def one_run(name: str, extra_env: dict, args, work: Path) -> dict:
     (home / "config" / "config.toml").write_text("[sim]\nlatency_scale = 0.0\n")
     out = work / f"out-{name}"
     env = {**os.environ, "STIVA_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "STIVA_MODEL_CACHE": str(paths.model_cache_dir()), "PYTHONPATH": str(ROOT), **extra_env}
-    command = [sys.executable, "-m", "stiva_tui.cli", "train", "skills", "--pool", "sim", "--split", "train",
+           "STIVA_MODEL_CACHE": str(paths.model_cache_dir()), "PYTHONPATH": str(ROOT)}
+    start = ["-c", BEFORE] if before else ["-m", "stiva_tui.cli"]
+    command = [sys.executable, *start, "train", "skills", "--pool", "sim", "--split", "train",
                "--base", "embedded", "--prompt", "compact", "--shuffle-pool", "--lora-targets", "all",
                "--lora-r", "8", "--lr", "1e-3", "--steps", str(args.steps), "--batch", str(args.batch),
                "--group", str(args.group), "--seed", str(args.seed), "--save-every", str(args.steps),
@@ -68,7 +83,7 @@ def one_run(name: str, extra_env: dict, args, work: Path) -> dict:
     median = {k: round(statistics.median(r[k] for r in later), 3) for k in (*PARTS, "step_s")}
     print(f"{name}: {median['step_s']:.1f} s a step (generate {median['generate_s']:.1f}, rollouts "
           f"{median['rollout_s']:.1f}, update {median['update_s']:.1f}); wall {wall:.0f} s", flush=True)
-    return {"name": name, "env": extra_env, "wall_s": round(wall, 1), "median": median, "steps": steps}
+    return {"name": name, "wall_s": round(wall, 1), "median": median, "steps": steps}
 
 
 def main() -> None:
@@ -84,8 +99,8 @@ def main() -> None:
     import torch
 
     work = Path(tempfile.mkdtemp(prefix="stiva-train-step-"))
-    configs = {"before": {"STIVA_TRAIN_UNBATCHED": "1", "STIVA_TRAIN_ALL_POSITIONS": "1"}, "after": {}}
-    runs = [one_run(name, env, args, work) for name, env in configs.items() if args.only in (None, name)]
+    configs = {"before": True, "after": False}
+    runs = [one_run(name, before, args, work) for name, before in configs.items() if args.only in (None, name)]
     result = {
         "what": "seconds per `stiva train skills --pool sim --base embedded --prompt compact --shuffle-pool "
                 "--lora-targets all --lora-r 8` step, median of the steps after the first",

@@ -267,7 +267,7 @@ async def _while_generating(questions: int = 12) -> dict:
     """The app on the embedded model, loaded: each of the first `questions` of the offline suite
     asked in turn, and while it runs a key every 50 ms, each timed until it shows in the prompt;
     the event loop's stalls measured beside it."""
-    from stiva_tui.bench.suite import load_suite
+    from stiva_tui.evals.loaders import load_suite
 
     app = _embedded_app()
     latencies: list[float] = []

@@ -63,8 +63,8 @@ class Pool:
         self.models = list(self.runtime.models)
 
     async def _run(self, item, mode) -> dict:
-        from stiva_tui.bench.graders import grade_async
-        from stiva_tui.bench.suite import question_text
+        from stiva_tui.evals.graders import grade_async
+        from stiva_tui.evals.suite import question_text
         from stiva_tui.runtime.sessions import Ask
 
         outcome = await self.runtime.sessions.ask(Ask(question_text(item), mode=mode, source="bench",
@@ -98,7 +98,7 @@ def conductor_for(model_dir: str, adapter: str | None, chars: int):
 def sample_plans(conductor, loaded, items, workers, plan_steps: int, samples: int, seed: int = 0):
     import torch
 
-    from stiva_tui.bench.suite import question_text
+    from stiva_tui.evals.suite import question_text
     from stiva_tui.conductor.base import PlanRequest
 
     torch.manual_seed(seed)  # every conductor is measured on the same draws
@@ -151,7 +151,8 @@ def main() -> None:
 
     os.environ.update({"STIVA_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                        "STIVA_MODEL_CACHE": str(paths.model_cache_dir())})
-    from stiva_tui.bench.suite import load_suite, split_of
+    from stiva_tui.evals.loaders import load_suite
+    from stiva_tui.evals.suite import split_of
     from stiva_tui.conductor.base import WorkerInfo
     from stiva_tui.config import parse_config
     from stiva_tui.runtime.modes import DirectMode, WorkflowMode

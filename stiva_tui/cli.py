@@ -80,8 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--max-steps", type=int, help="at most this many steps per workflow (default 5)")
     ask.add_argument("--budget-usd", type=float, help="stop the run once it has cost this much")
     ask.add_argument("--budget-tokens", type=int, help="stop the run once it has used this many tokens")
-    ask.add_argument("--baseline", metavar="direct:MODEL|moa",
-                     help="run a baseline instead of the conductor: one model, or Mixture-of-Agents")
+    ask.add_argument("--baseline", metavar="SYSTEM",
+                     help="run another system instead of the conductor: direct:MODEL (one model), moa "
+                          "(Mixture-of-Agents), or any one system stiva bench --systems takes")
     ask.add_argument("--preset", choices=sorted(PRESET_NAMES),
                      help="the conductor with a preset's limits (conductor-mini: 2 steps, 1 round)")
     ask.add_argument("--continue", dest="continue_id", metavar="ID",
@@ -184,10 +185,10 @@ def _command(args: argparse.Namespace) -> int:
         return fail(str(exc), EXIT_USAGE)
     if config.sim is None or args.command in ("history", "votes"):
         return _dispatch(args, config)
-    from .sim.pool import start_sim
+    from .bench.replay import start_pool
 
     try:  # the simulated pool's server runs for the whole command, the app's session included
-        config, server = start_sim(config)
+        config, server = start_pool(config)
     except ConfigError as exc:
         return fail(str(exc), EXIT_USAGE)
     try:
@@ -229,8 +230,12 @@ def _dispatch(args: argparse.Namespace, config) -> int:
         return train_command(args, config)
     if args.command == "serve":
         from .server.app import serve
+        from .store import HistoryFault, StoreError
 
-        return serve(config, args.host, args.port, args.no_auth, args.show_token, conductor=args.conductor)
+        try:
+            return serve(config, args.host, args.port, args.no_auth, args.show_token, conductor=args.conductor)
+        except StoreError as exc:  # the history cannot be opened: a damaged, read-only or foreign file
+            return fail(str(exc), EXIT_FAILED if isinstance(exc, HistoryFault) else EXIT_USAGE)
     from .tui.app import run_app
 
     global _closed_cleanly
@@ -298,7 +303,8 @@ async def ask(args: argparse.Namespace, config) -> int:
 
     from .conductor.base import ConductorError
     from .runtime import AskError, Runtime, StartupError
-    from .store import StoreError
+    from .store import HistoryFault, StoreError
+    from .store.faults import HistoryFaultsHeldBack
 
     question = _read_question(args.question)
     if not question.strip():
@@ -306,19 +312,51 @@ async def ask(args: argparse.Namespace, config) -> int:
     stopped_by = stop_on_signals()
     try:
         runtime = await Runtime.create(config, conductor=args.conductor)
-    except (StoreError, StartupError) as exc:
-        return fail(str(exc), EXIT_USAGE)
+    except (StoreError, StartupError) as exc:  # a full disk, a read-only or damaged history: one line
+        return fail(str(exc), EXIT_FAILED if isinstance(exc, HistoryFault) else EXIT_USAGE)
+    # Each failed history write logs a line (the writer's, the engine's, the store's at close):
+    # held back, and said once, in the one line `_history_trouble` makes of them.
+    held_back = HistoryFaultsHeldBack(every_error=True)
     try:
-        return await _ask(args, runtime, question)
+        return await _ask(args, runtime, question, held_back)
     except AskError as exc:
         return fail(str(exc), EXIT_USAGE)
     except (ConductorError, StartupError) as exc:
         return fail(str(exc), EXIT_FAILED)
+    except StoreError as exc:  # the history failed where nothing else caught it
+        return fail(str(exc), EXIT_FAILED)
     except asyncio.CancelledError:
         code = stopped_by[0] if stopped_by else EXIT_CANCELLED
+        trouble = _history_trouble(runtime, held_back)
+        if trouble is not None:
+            fail(trouble)
         return fail("terminated" if code == EXIT_TERMINATED else "cancelled", code)
     finally:
         await runtime.aclose()
+        held_back.close()
+
+
+def _history_trouble(runtime, held_back) -> str | None:
+    """Why the run just asked is not (all) in the history, as the one line to say, or None.
+    Waits for the queued writes first; the first full disk, read-only or damaged file is the
+    reason before any other failure."""
+    from .store import StoreError
+
+    store = runtime.store
+    if store is None:
+        return None
+    failures: list[StoreError] = []
+    try:
+        store.wait_for_writes()
+    except StoreError as exc:
+        failures.append(exc)
+    while (error := store.take_write_error()) is not None:  # nobody else will hear of these
+        failures.append(error)
+    reason = store.fault or held_back.fault or held_back.error or (failures[0] if failures else None)
+    if reason is None:
+        return None
+    # A damaged page met by a read alone (the run itself written) is said as the store says it.
+    return f"the history could not record this run: {reason}" if store.lost_writes or failures else str(reason)
 
 
 def _read_question(argument: str) -> str:
@@ -335,21 +373,21 @@ def _read_question(argument: str) -> str:
     return question
 
 
-def _mode(args: argparse.Namespace):
-    """The mode `stiva ask` runs: the conductor (maybe a preset), or a baseline."""
-    from .runtime import AskError, ConductorMode, DirectMode, MoAMode
+def _mode(args: argparse.Namespace, runtime):
+    """(mode, run options) of what `stiva ask` runs: the conductor (maybe a preset), or the system
+    `--baseline` names (runtime/systems.py, the grammar compare and `stiva bench` read too)."""
+    from .runtime import AskError, ConductorMode, SystemNameError, one_system
 
-    baseline = args.baseline
-    if baseline is None:
-        return ConductorMode(preset=args.preset)
-    if baseline.startswith("direct:"):
-        return DirectMode(baseline.split(":", 1)[1])
-    if baseline == "moa":
-        return MoAMode()
-    raise AskError(f"unknown baseline {baseline!r}: use direct:MODEL or moa")
+    if args.baseline is None:
+        return ConductorMode(preset=args.preset), {}
+    try:
+        system = one_system(args.baseline, runtime.models, runtime.config.moa.aggregator)
+    except SystemNameError as exc:
+        raise AskError(str(exc)) from None
+    return system.mode, dict(system.options)
 
 
-async def _ask(args, runtime, question: str) -> int:
+async def _ask(args, runtime, question: str, held_back) -> int:
     from rich.console import Console
 
     from rich.markup import escape
@@ -359,9 +397,9 @@ async def _ask(args, runtime, question: str) -> int:
 
     console = Console(stderr=True)
     show_live = not args.json and console.is_terminal
-    mode = _mode(args)
+    mode, options = _mode(args, runtime)
     request = Ask(question, mode=mode, source="cli", conversation_id=args.continue_id, options=dict(
-        rounds=args.rounds, max_steps=args.max_steps, budget_usd=args.budget_usd,
+        options, rounds=args.rounds, max_steps=args.max_steps, budget_usd=args.budget_usd,
         budget_tokens=args.budget_tokens))
     for warning in runtime.warnings:
         console.print(f"[yellow]warning:[/] config: {escape(printable(warning))}", highlight=False)
@@ -375,10 +413,11 @@ async def _ask(args, runtime, question: str) -> int:
     else:
         outcome = await runtime.sessions.ask(request)
     result = outcome.result
-    for warning in outcome.warnings:
+    trouble = _history_trouble(runtime, held_back)
+    for warning in outcome.warnings if trouble is None else ():  # the history's: said once, below
         console.print(f"[yellow]warning:[/] {escape(printable(warning))}", highlight=False)
     if args.json:
-        print(_trace_json(runtime, result.run_id, isinstance(mode, ConductorMode)))
+        print(_trace_json(runtime, result, question, mode, args.baseline, recorded=trouble is None))
     elif result.status == "finished":
         print(printable(result.answer))
         for note in _fallback_notes(runtime, result.run_id):
@@ -388,12 +427,29 @@ async def _ask(args, runtime, question: str) -> int:
             console.print(f"[dim]{t.prompt_tokens:,} in · {t.completion_tokens:,} out"
                           f"{' (estimated)' if t.estimated else ''} · {fmt.money(t.cost_usd)} · "
                           f"{fmt.seconds(t.latency_s)}[/]")
-    if outcome.conversation_id and not args.json:
+    # Only an id that is on disk, with this run, is offered: `--continue` on any other would fail.
+    if (outcome.conversation_id and not args.json and trouble is None
+            and _conversation_kept(runtime, outcome.conversation_id, result.run_id)):
         console.print(f"[dim]conversation {outcome.conversation_id} · continue it with "
                       f"stiva ask --continue {outcome.conversation_id} \"...\"[/]", highlight=False, soft_wrap=True)
     if result.status != "finished":
-        return fail(result.error or result.status, EXIT_FAILED)
+        code = fail(result.error or result.status, EXIT_FAILED)
+        return fail(trouble, code) if trouble is not None else code
+    if trouble is not None:  # the answer is shown; that it is not kept is a failure all the same
+        return fail(trouble, EXIT_FAILED)
     return 0
+
+
+def _conversation_kept(runtime, conversation_id: str, run_id: str) -> bool:
+    """Whether the history holds the conversation with this run (False where it cannot be read)."""
+    from .store import StoreError
+
+    if runtime.store is None:
+        return False  # kept in this process's memory only: gone once `stiva ask` ends
+    try:
+        return runtime.store.holds_run(conversation_id, run_id)
+    except StoreError:
+        return False
 
 
 def _fallback_notes(runtime, run_id: str) -> list[str]:
@@ -426,9 +482,28 @@ async def _load_conductor(runtime, console, quiet: bool) -> None:
                       f"{' · ' + facts if facts else ''} — {runtime.conductor_reason}", highlight=False, soft_wrap=True)
 
 
-def _trace_json(runtime, run_id: str, with_conductor: bool) -> str:
-    """The run's trace as `stiva ask --json` prints it, with what the conductor runs on."""
-    trace = runtime.store.get_trace(run_id)
+def _trace_json(runtime, result, question: str, mode, system: str | None, *, recorded: bool = True) -> str:
+    """The run's trace as `stiva ask --json` prints it, with what the conductor runs on. Where the
+    history could not record the run (`recorded` False, or it cannot be read back), what it
+    holds of it is completed from the run's result: the answer is printed all the same."""
+    from .runtime import ConductorMode
+    from .store import StoreError
+
+    with_conductor = isinstance(mode, ConductorMode)
+    try:
+        trace = runtime.store.get_trace(result.run_id)
+    except StoreError:
+        if recorded:
+            raise
+        trace = _result_trace(result, question, mode, system)
+    if not recorded:
+        t = result.totals
+        trace = trace.model_copy(update=dict(
+            conversation_id=None, status=result.status, failure=result.failure,
+            answer=result.answer if result.status == "finished" else trace.answer,
+            error=result.error or None, totals=type(trace.totals)(
+                prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens, cost_usd=t.cost_usd,
+                latency_s=t.latency_s, estimated=t.estimated)))
     if with_conductor and runtime.conductor is not None:
         # What the run recorded (backend, model, usage) stands; the rest is what it runs on.
         facts = {k: v for k, v in runtime.conductor.describe().items()
@@ -437,6 +512,16 @@ def _trace_json(runtime, run_id: str, with_conductor: bool) -> str:
         conductor = trace.conductor.model_copy(update={**facts, "reason": runtime.conductor_reason})
         trace = trace.model_copy(update={"conductor": conductor})
     return trace.model_dump_json(indent=2)
+
+
+def _result_trace(result, question: str, mode, system: str | None):
+    """A run's trace made from its result alone (the history holds none of it)."""
+    from .core.trace import Trace
+    from .core.words import RUN_MODES
+
+    kind = type(mode).__name__.removesuffix("Mode").lower()  # DirectMode: "direct"
+    return Trace(run_id=result.run_id, question=question, status=result.status, source="cli",
+                 mode=kind if kind in RUN_MODES else "conductor", system=system or "conductor")
 
 
 # --- stiva models ----------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import tempfile
 import time
@@ -52,11 +51,12 @@ async def bench(args: argparse.Namespace, config) -> int:
     from rich.console import Console
 
     from .bench.runner import BenchBusy, BenchError, BenchRunner
-    from .bench.suite import SuiteError, load_suite, split_of
-    from .bench.systems import SystemError, parse_systems
     from .cli_common import EXIT_CANCELLED, EXIT_FAILED, EXIT_TERMINATED, EXIT_USAGE, fail, stop_on_signals
     from .conductor.base import ConductorError
+    from .evals.loaders import load_suite
+    from .evals.suite import SuiteError, split_of
     from .runtime import Runtime, StartupError
+    from .runtime.systems import SystemNameError, parse_systems
     from .store import HistoryFault, StoreError
     from .store.faults import HistoryFaultsHeldBack
 
@@ -72,7 +72,7 @@ async def bench(args: argparse.Namespace, config) -> int:
         if args.split:
             suite = split_of(suite, args.split)
         systems = parse_systems(args.systems or ["conductor"])
-    except (SuiteError, SystemError) as exc:
+    except (SuiteError, SystemNameError) as exc:
         return fail(str(exc), EXIT_USAGE)
     stopped_by = stop_on_signals()
     try:
@@ -126,13 +126,13 @@ async def bench(args: argparse.Namespace, config) -> int:
         if answer_cache is not None:
             answer_cache.close()
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(report.to_json())
     else:
         print_table(report)
     if runner.caching is not None:
         console.print(cache_line(runner.caching), highlight=False)
     if out is not None:
-        console.print(f"[dim]bench {report['bench_id']} · report in {out}[/]", highlight=False, soft_wrap=True)
+        console.print(f"[dim]bench {report.bench_id} · report in {out}[/]", highlight=False, soft_wrap=True)
     if fault is not None:
         message = str(fault) if isinstance(fault, StoreError) else f"cannot write the report: {fault}"
         return fail(message, code)
@@ -173,7 +173,7 @@ def write_reports(runtime, runner, status: str, reason: str | None, out: str | N
             mixes[system.name] = plan_mix(traces)
     # Each file is written new and renamed over the old one: a symlink planted at report.json in a
     # shared folder is replaced, never written through.
-    replace_file(folder / "report.json", (json.dumps(report, indent=2) + "\n").encode())
+    replace_file(folder / "report.json", (report.to_json() + "\n").encode())
     replace_file(folder / "report.md", report_markdown(report, mixes).encode())
     with tempfile.TemporaryDirectory(dir=folder, prefix=".frontier-") as scratch:
         drawn = Path(scratch) / "frontier.png"
@@ -182,17 +182,18 @@ def write_reports(runtime, runner, status: str, reason: str | None, out: str | N
     return report, folder
 
 
-def build_bench_report(runner, records, status: str, reason: str | None) -> dict:
-    from .bench.report import build_report
+def build_bench_report(runner, records, status: str, reason: str | None):
+    from .bench.report import AnswerCacheLine, build_report
 
     report = build_report(runner.suite.name, runner.bench_id, [s.name for s in runner.systems],
                           [item.id for item in runner.items], records, status=status, stop_reason=reason)
-    report["sandbox"] = runner.sandbox_line
+    report.sandbox = runner.sandbox_line
     if runner.caching is not None:
         cache = runner.caching
-        report["answer_cache"] = {"reused": cache.hits, "asked": cache.misses, "saved_usd": round(cache.saved_usd, 10),
-                                  "off": cache.cache.failed if cache.cache is not None else None}
-    report["pool"] = runtime_pool_label(runner.runtime)
+        report.answer_cache = AnswerCacheLine(reused=cache.hits, asked=cache.misses,
+                                              saved_usd=round(cache.saved_usd, 10),
+                                              off=cache.cache.failed if cache.cache is not None else None)
+    report.pool = runtime_pool_label(runner.runtime)
     return report
 
 
@@ -228,37 +229,37 @@ def replace_file(path: Path, data: bytes) -> None:
         raise
 
 
-def print_table(report: dict) -> None:
+def print_table(report) -> None:
     from rich.table import Table
 
-    pool = f" · {report['pool'].upper()}" if report.get("pool") else ""
-    table = Table(title=f"{report['suite']} · bench {report['bench_id']}{pool}", title_justify="left")
+    pool = f" · {report.pool.upper()}" if report.pool else ""
+    table = Table(title=f"{report.suite} · bench {report.bench_id}{pool}", title_justify="left")
     for column in ("system", "n", "accuracy", "95% CI", "errors", "tokens/q", "cost/q", "p50", "p95"):
         table.add_column(column, justify="left" if column == "system" else "right")
-    for row in report["systems"]:
-        lo, hi = row["ci95"]
-        accuracy = "—" if row["accuracy"] is None else f"{row['accuracy']:.1%}"
-        table.add_row(row["system"], str(row["n"]), accuracy, f"{lo:.2f}–{hi:.2f}", str(row["errors"]),
-                      f"{row['tokens_per_question']:,.0f}", fmt.money(row["cost_per_question"]),
-                      fmt.seconds(row["latency_p50_s"]), fmt.seconds(row["latency_p95_s"]))
+    for row in report.systems:
+        lo, hi = row.ci95
+        accuracy = "—" if row.accuracy is None else f"{row.accuracy:.1%}"
+        table.add_row(row.system, str(row.n), accuracy, f"{lo:.2f}–{hi:.2f}", str(row.errors),
+                      f"{row.tokens_per_question:,.0f}", fmt.money(row.cost_per_question),
+                      fmt.seconds(row.latency_p50_s), fmt.seconds(row.latency_p95_s))
     from .cli_common import stdout_console
 
     console = stdout_console(soft_wrap=True)  # piped to a file, nothing is cut to 80 columns
     console.print(table)
     # latency counts from each item's first call; the time items queued behind others, apart
-    queued = [f"{row['system']} {row['queue_wait_p50_s']:.1f}/{row['queue_wait_p95_s']:.1f}"
-              for row in report["systems"] if row.get("queue_wait_p95_s")]
+    queued = [f"{row.system} {row.queue_wait_p50_s:.1f}/{row.queue_wait_p95_s:.1f}"
+              for row in report.systems if row.queue_wait_p95_s]
     if queued:
         console.print("queued before the first call, p50/p95 s: " + " · ".join(queued), highlight=False)
-    summary = report.get("frontier") or {}
-    if summary.get("aiq") is not None:
-        single = summary.get("aiq_single_models")
-        console.print(f"AIQ {summary['aiq']:.3f}" + (f" (single models alone {single:.3f})" if single is not None else "")
-                      + f" · frontier: {', '.join(summary['on_hull'])}", highlight=False)
+    summary = report.frontier
+    if summary.aiq is not None:
+        single = summary.aiq_single_models
+        console.print(f"AIQ {summary.aiq:.3f}" + (f" (single models alone {single:.3f})" if single is not None else "")
+                      + f" · frontier: {', '.join(summary.on_hull)}", highlight=False)
 
 
 def listing(config=None) -> str:
-    from .bench.suite import list_builtins, list_formats
+    from .evals.loaders import list_builtins, list_formats
     from .config import Config
     from .sandbox import describe_isolation
 

@@ -108,7 +108,8 @@ def add_parser(sub, common) -> None:
 def train_command(args: argparse.Namespace, config) -> int:
     from rich.console import Console
 
-    from .bench.suite import SuiteError, load_suite, split_of
+    from .evals.loaders import load_suite
+    from .evals.suite import SuiteError, split_of
     from .cli_common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, comma_list, fail
     from .train.trainer import TrainError, TrainOptions, train
 

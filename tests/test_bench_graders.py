@@ -8,12 +8,12 @@ import os
 
 import pytest
 
-from stiva_tui.bench import graders
-from stiva_tui.bench.graders import (
+from stiva_tui.evals import graders
+from stiva_tui.evals.graders import (
     Grade, JudgeRequired, extract_choice, extract_code, extract_number, grade, grade_async, judge_prompt,
     parse_judge_reply, parse_number, shutdown_graders,
 )
-from stiva_tui.bench.suite import SuiteItem
+from stiva_tui.evals.suite import SuiteItem
 
 
 def item(grader: str, answer: str = "", **extra) -> SuiteItem:

@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,10 +19,10 @@ import pytest
 from fakeprovider import Reply
 from stiva_tui.bench.report import build_report, wilson
 from stiva_tui.bench.runner import BenchError, BenchRunner
-from stiva_tui.bench.suite import load_suite
-from stiva_tui.bench.systems import SystemError, parse_systems
+from stiva_tui.evals.loaders import load_suite
 from stiva_tui.config import load_config
 from stiva_tui.runtime import Runtime
+from stiva_tui.runtime.systems import SystemNameError, parse_systems
 
 STIVA = str(Path(sys.executable).parent / "stiva")
 PLAN = 'model_id = [1]\nsubtasks = ["Add the two numbers."]\naccess_list = [[]]'
@@ -102,7 +103,7 @@ async def test_accuracy_tokens_and_cost_are_exact_on_a_pool_whose_truth_is_known
     assert len(traces) == 15 and {t.source for t in traces} == {"bench"}
     assert outcome.status == "finished"
     report = build_report("s", outcome.bench_id, ["direct:right", "direct:wrong", "conductor"],
-                          [f"add-{i}" for i in range(1, 6)], outcome.records)
+                          [f"add-{i}" for i in range(1, 6)], outcome.records).model_dump()
     rows = {row["system"]: row for row in report["systems"]}
     assert (rows["direct:right"]["n"], rows["direct:right"]["correct"], rows["direct:right"]["accuracy"]) == (5, 5, 1.0)
     assert (rows["direct:wrong"]["correct"], rows["direct:wrong"]["accuracy"], rows["direct:wrong"]["errors"]) == (0, 0.0, 0)
@@ -120,20 +121,28 @@ async def test_accuracy_tokens_and_cost_are_exact_on_a_pool_whose_truth_is_known
 
 
 async def test_items_run_concurrently(fake, tmp_path, stiva_home):
-    script_pool(fake, latency_s=0.4)
+    script_pool(fake)
+    # `right` answers only once all eight items have asked it: items run fewer at a time never
+    # all meet, and those asked alone get a wrong answer. Event order, not a clock.
+    all_asked = threading.Barrier(8)
+
+    def right(request):
+        try:
+            all_asked.wait(timeout=10)
+        except threading.BrokenBarrierError:
+            return Reply("asked alone", usage=(10, 2))
+        return Reply(f"The sum is {_sum(request)}.", usage=(10, 2))
+
+    fake.default("right", right)
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 8)
     runtime, runner = await _runner(config, suite, "direct:right", concurrency=8)
-    started = time.monotonic()
     try:
         outcome = await runner.run()
     finally:
         await runtime.aclose()
-    wall = time.monotonic() - started
-    assert len(outcome.records) == 8 and all(r.correct for r in outcome.records)
-    assert wall < 8 * 0.4 / 2, wall  # one at a time would take 3.2 s
-    starts = sorted(r.at for r in fake.requests_for("right"))
-    assert starts[-1] - starts[0] < 0.3  # all eight were asked at about the same time
+    assert len(outcome.records) == 8 and all(r.correct for r in outcome.records), [r.extracted for r in outcome.records]
+    assert len(fake.requests_for("right")) == 8  # all eight were in flight at once
 
 
 async def test_a_429_slows_the_provider_down_and_fails_no_item(fake, tmp_path, stiva_home):
@@ -172,18 +181,19 @@ async def test_latency_counts_from_the_first_call_and_the_queue_wait_is_reported
     assert len(records) == 8 and all(r.correct for r in records)
     latencies = [r.latency_s for r in records]
     waits = [r.queue_wait_s for r in records]
-    # p50 is one call's time, not inflated by the wait (counted in, it made p50 3-4 times that)
-    assert 0.3 <= percentile(latencies, 50) < 0.6, (latencies, waits)
-    assert percentile([a + b for a, b in zip(latencies, waits)], 50) > 0.8  # what p50 was before
+    # p50 is one call's time, not inflated by the wait (counted in, it made p50 3-4 times that:
+    # a ratio, which a busy machine's slower calls leave alone)
+    with_waits = percentile([a + b for a, b in zip(latencies, waits)], 50)  # what p50 was before
+    assert 0.3 <= percentile(latencies, 50) and percentile(latencies, 50) * 2 < with_waits, (latencies, waits)
     assert sum(w >= 0.5 for w in waits) >= 4, (latencies, waits)
     # the wait is stored, and reported apart in report.json and the printed table
     report = build_report("s", runner.bench_id, ["direct:right"], [f"add-{i}" for i in range(1, 9)], records)
-    row = report["systems"][0]
-    assert row["queue_wait_p95_s"] >= 0.5 and row["latency_p50_s"] < 0.6
-    assert sorted(item["queue_wait_s"] for item in report["items"]) == sorted(waits)
+    row = report.systems[0]
+    assert row.queue_wait_p95_s >= 0.5 and row.latency_p50_s == pytest.approx(percentile(latencies, 50), abs=1e-3)
+    assert sorted(item.queue_wait_s for item in report.items) == sorted(waits)
     print_table(report)
     printed = capsys.readouterr().out
-    assert f"queued before the first call, p50/p95 s: direct:right {row['queue_wait_p50_s']:.1f}/" in printed
+    assert f"queued before the first call, p50/p95 s: direct:right {row.queue_wait_p50_s:.1f}/" in printed
 
 
 async def test_a_failing_item_is_an_error_not_a_wrong_answer_and_direct_never_falls_back(fake, tmp_path, stiva_home):
@@ -202,8 +212,8 @@ async def test_a_failing_item_is_an_error_not_a_wrong_answer_and_direct_never_fa
     assert failed.status == "error" and "no such thing" in failed.error and not failed.correct
     assert fake.requests_for("wrong") == []  # a direct system measures its model, nothing else
     report = build_report("s", outcome.bench_id, ["direct:right"], ["add-1", "add-2", "add-3"], outcome.records)
-    assert report["systems"][0]["n"] == 3 and report["systems"][0]["errors"] == 1
-    assert report["systems"][0]["accuracy"] == pytest.approx(2 / 3)
+    assert report.systems[0].n == 3 and report.systems[0].errors == 1
+    assert report.systems[0].accuracy == pytest.approx(2 / 3)
     # the same bench again: the error is asked again, the graded items are not
     assert again.bench_id == outcome.bench_id
     asked = [QUESTION.search(r.user_text).group(0) for r in fake.requests_for("right")]
@@ -248,7 +258,7 @@ def test_system_names():
     names = [s.name for s in parse_systems(["conductor,moa", "direct:gpt-5", "conductor-mini"])]
     assert names == ["conductor", "moa", "direct:gpt-5", "conductor-mini"]
     for bad in (["nope"], ["direct:"], ["conductor,conductor"], [""], ["adapter:/no/such/dir"]):
-        with pytest.raises(SystemError):
+        with pytest.raises(SystemNameError):
             parse_systems(bad)
 
 

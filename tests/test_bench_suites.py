@@ -12,12 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from stiva_tui.bench import suite as suite_module
-from stiva_tui.bench.graders import grade
-from stiva_tui.bench.suite import (
-    CodeTests, SuiteError, SuiteItem, list_builtins, list_formats, load_suite, parse_suite,
-    question_text, shuffled_choices,
-)
+from stiva_tui.evals import loaders as loaders_module
+from stiva_tui.evals.graders import grade
+from stiva_tui.evals.loaders import list_builtins, list_formats, load_suite
+from stiva_tui.evals.suite import CodeTests, SuiteError, SuiteItem, parse_suite, question_text, shuffled_choices
 
 FIXTURES = Path(__file__).parent / "bench_fixtures"
 
@@ -178,12 +176,12 @@ def test_question_text():
 
 def test_builtins_list_every_jsonl_in_the_data_folder(tmp_path, monkeypatch):
     names = {info.name for info in list_builtins()}
-    shipped = Path(suite_module.__file__).parent / "data"
+    shipped = Path(loaders_module.__file__).parent / "data"
     assert "basic" in names and names == {path.stem for path in shipped.glob("*.jsonl")}
     write(tmp_path, {"_suite": "Extra"}, NUMERIC, name="extra.jsonl")
     write(tmp_path, CHOICE, name="plain.jsonl")
     (tmp_path / "notes.txt").write_text("not a suite")
-    monkeypatch.setattr(suite_module, "_data_dir", lambda: tmp_path)
+    monkeypatch.setattr(loaders_module, "_data_dir", lambda: tmp_path)
     listed = {info.name: info for info in list_builtins()}
     assert set(listed) == {"extra", "plain"}
     assert (listed["extra"].items, listed["extra"].description) == (1, "Extra")
@@ -366,7 +364,7 @@ def test_basic_code_tests_pass_the_reference_and_fail_a_wrong_solution():
 
 
 def test_offline_suite_uses_the_graders_it_is_made_for():
-    if not (Path(suite_module.__file__).parent / "data" / "offline.jsonl").is_file():
+    if not (Path(loaders_module.__file__).parent / "data" / "offline.jsonl").is_file():
         pytest.skip("offline.jsonl is written with the offline bench, not with this layer")
     graders = {item.grader for item in load_suite("offline")}
     assert graders <= {"contains", "numeric"}
@@ -549,7 +547,7 @@ def test_hub_targets_pass_config_and_split_to_datasets(monkeypatch):
 
 
 def test_bench_imports_neither_textual_nor_torch_nor_math_verify():
-    code = ("import sys\nimport stiva_tui.bench.suite, stiva_tui.bench.graders, stiva_tui.bench.loaders, "
+    code = ("import sys\nimport stiva_tui.evals.suite, stiva_tui.evals.graders, stiva_tui.evals.loaders, "
             "stiva_tui.sandbox\n"
             "print(','.join(m for m in ('textual', 'torch', 'math_verify', 'sympy', 'datasets') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

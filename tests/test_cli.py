@@ -426,6 +426,7 @@ def test_a_killed_run_is_interrupted_with_what_it_had_streamed(fake, tmp_path, s
     assert step_status == "interrupted" and output.startswith("slow slow")  # kept what it had written
 
 
+@pytest.mark.slow
 def test_history_lists_runs_newest_first_and_shows_one(config, stiva_home):
     long_question = "What is it? " + "Tell me everything about it. " * 10
     for question in ("First question", long_question.strip()):
@@ -453,6 +454,7 @@ def test_history_lists_runs_newest_first_and_shows_one(config, stiva_home):
     assert absent.returncode == 2 and "no run or conversation 0123abcd" in absent.stderr
 
 
+@pytest.mark.slow
 def test_any_printed_id_and_any_unique_start_of_one_works_in_history_show(config, stiva_home):
     asked = stiva("ask", "What is it?", "--config", str(config), home=stiva_home)
     assert asked.returncode == 0, asked.stderr
@@ -472,6 +474,7 @@ def test_any_printed_id_and_any_unique_start_of_one_works_in_history_show(config
     assert "finished" in next(line for line in listed.stdout.splitlines() if conversation_id in line)
 
 
+@pytest.mark.slow
 def test_history_renames_and_deletes_a_conversation_by_any_unique_prefix(config, stiva_home):
     asked = stiva("ask", "What is it?", "--config", str(config), home=stiva_home)
     assert asked.returncode == 0, asked.stderr
@@ -493,6 +496,7 @@ def test_history_renames_and_deletes_a_conversation_by_any_unique_prefix(config,
     assert gone.returncode == 2 and "no run or conversation" in gone.stderr
 
 
+@pytest.mark.slow
 def test_models_the_config_names_must_exist_and_say_when_they_are_unavailable(fake, tmp_path, stiva_home):
     config = write_config(tmp_path / "c.toml", fake.base_url)
     base = config.read_text()
@@ -569,6 +573,7 @@ def test_in_a_terminal_ask_prints_its_totals_once(config, stiva_home):
     assert not re.search(r"(?m)^\s*[\d,]+ in · [\d,]+ out", text), text[-600:]  # and no second line of them
 
 
+@pytest.mark.slow
 def test_the_usable_models_are_listed_first(stiva_home):
     result = stiva("models", "--no-discovery", "--json", home=stiva_home)  # no keys: only the embedded one works
     listed = json.loads(result.stdout)["models"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -31,16 +32,31 @@ def make_engine(fake, *names, retries=1, worker=None):
 
 async def test_fan_in_runs_branches_concurrently(fake):
     fake.script("cond", Reply(plan([1, 2, 1], ["draft A", "draft B", "combine"], [[], [], [0, 1]])))
-    fake.script("w1", Reply("alpha", latency_s=1.0), Reply("final", latency_s=0.5))
-    fake.script("w2", Reply("beta", latency_s=1.0))
+    # Each branch's provider holds its answer until the other branch has asked too: branches run one
+    # at a time never meet (the first waits out the barrier and answers "alone"). No clock involved.
+    both_asked = threading.Barrier(2)
+
+    def branch(text):
+        def reply(request):
+            if request.user_text.split("Your assigned subtask: ")[1].startswith("combine"):
+                return Reply("final")
+            try:
+                both_asked.wait(timeout=10)
+            except threading.BrokenBarrierError:
+                return Reply("alone")
+            return Reply(text)
+        return reply
+
+    fake.default("w1", branch("alpha"))
+    fake.default("w2", branch("beta"))
     engine, worker = make_engine(fake, "w1", "w2")
     events: list = []
-    started = time.monotonic()
     result = await engine.run("Q?", emit=events.append)
-    wall = time.monotonic() - started
     await worker.aclose()
     assert result.status == "finished" and result.answer == "final"
-    assert 1.5 <= wall < 1.9, wall  # 1 s branches in parallel + 0.5 s aggregator, not 2.5 s
+    combine = [r.user_text for r in fake.requests_for("w1") if "Your assigned subtask: combine" in r.user_text]
+    assert len(combine) == 1 and "alpha" in combine[0] and "beta" in combine[0], combine
+    assert "alone" not in combine[0]  # both branches were in flight at once
     starts = {e.index: e for e in events if isinstance(e, ev.StepStarted)}
     finishes = {e.index: e for e in events if isinstance(e, ev.StepFinished)}
     assert events.index(starts[2]) > max(events.index(finishes[0]), events.index(finishes[1]))

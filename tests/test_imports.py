@@ -1,19 +1,25 @@
 """Import hygiene and the import graph.
 
 - The core loads without Textual or torch, so the CLI, the server and the tests stay fast.
-- Arrows point down only (docs/architecture.md): front ends -> runtime -> engine -> conductor/pool ->
-  inference/core -> config. Imports inside functions count too: a lazy import is still an arrow.
+- Arrows point down only (docs/architecture.md), through every layer in order (LAYERS, the
+  import-linter contracts in pyproject.toml, checked here by `lint-imports`): the command line >
+  the app and the server > train > bench > sim > evals > runtime > engine, store > conductor > pool >
+  inference, settings > what imports nothing of Stiva. Imports inside functions count too: a lazy
+  import is still an arrow, and there is no circle between the packages.
 """
 
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
+import tomllib
 from collections import defaultdict
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "stiva_tui"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "stiva_tui"
 
 CORE = [
     "stiva_tui.config", "stiva_tui.paths", "stiva_tui.secrets", "stiva_tui.catalog", "stiva_tui.runtime",
@@ -24,19 +30,45 @@ CORE = [
     "stiva_tui.core.events", "stiva_tui.core.run_state", "stiva_tui.core.trace", "stiva_tui.core.workflow",
     "stiva_tui.engine.executor", "stiva_tui.engine.baselines",
     "stiva_tui.inference.checkpoints", "stiva_tui.inference.embedded", "stiva_tui.inference.generation",
+    "stiva_tui.inference.adapter_manifest", "stiva_tui.inference.grammar_mask", "stiva_tui.train.common",
     "stiva_tui.conductor.prompt", "stiva_tui.conductor.remote", "stiva_tui.conductor.select",
     "stiva_tui.conductor.local", "stiva_tui.conductor.embedded", "stiva_tui.conductor.grammar",
     "stiva_tui.pool.client", "stiva_tui.pool.registry", "stiva_tui.pool.discovery", "stiva_tui.pool.embedded",
     "stiva_tui.pool.listing", "stiva_tui.store", "stiva_tui.store.export", "stiva_tui.sandbox",
     "stiva_tui.sim.answers", "stiva_tui.sim.server", "stiva_tui.sim.pool", "stiva_tui.bench.derived",
+    "stiva_tui.sim.replay", "stiva_tui.bench.replay", "stiva_tui.bench.systems", "stiva_tui.runtime.systems",
+    "stiva_tui.evals.suite", "stiva_tui.evals.loaders", "stiva_tui.evals.graders",
 ]
 HEAVY = ["torch", "transformers", "textual", "bitsandbytes", "xgrammar", "peft"]
 
-# `sim` serves the simulated pool over HTTP, as `server` serves the API: it stands above the
-# runtime (on the bench's suites and graders), and the command line starts it.
-FRONT_ENDS = {"tui", "server", "cli", "cli_view", "cli_common", "cli_bench", "cli_train", "cli_votes", "bench", "train",
-              "sim"}
-ABOVE_THE_ENGINE = FRONT_ENDS | {"runtime"}
+# Every layer of the package, highest first: a layer may import the layers below it, never one above.
+# "|": independent siblings (neither imports the other); ":": siblings that may import each other.
+# Where this differs from the plain picture (tui/cli/server > ... > conductor, pool > inference,
+# core > settings), the code says why: the command line starts the app and the server, so it stands
+# above them; the conductor runs on the pool, so it stands above it; the store is the engine's
+# sibling, which neither reads; the settings read core's types (a preference) and the sandbox's,
+# so core, the sandbox, the catalog and the paths, which import nothing of Stiva, are the bottom.
+LAYERS = [
+    "cli : cli_bench : cli_train : cli_votes : cli_common : cli_view",
+    "tui | server",
+    "train",
+    "bench",
+    "sim",
+    "evals",
+    "runtime",
+    "engine | store",
+    "conductor",
+    "pool",
+    "inference | config | config_template | secrets",
+    "core | sandbox | catalog | paths",
+]
+
+
+def _names(layers: list[str]) -> set[str]:
+    return {name.strip() for layer in layers for name in layer.replace("|", ":").split(":")}
+
+
+ABOVE_THE_ENGINE = _names(LAYERS[:LAYERS.index("runtime") + 1])
 
 
 def test_core_imports_neither_textual_nor_torch():
@@ -126,6 +158,34 @@ def test_no_circle_between_subpackages():
             visit(node)
 
 
+def test_the_contract_names_every_layer_in_order_and_every_module_has_one():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    (layers,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    assert layers["layers"] == LAYERS and layers["containers"] == ["stiva_tui"] and layers["exhaustive"] is True
+    named = _names(LAYERS)
+    modules = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    modules |= {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert modules == named, f"give these a layer: {sorted(modules - named)}; gone: {sorted(named - modules)}"
+
+
+def test_lint_imports_keeps_every_contract():
+    """import-linter's contracts (pyproject.toml): the layers in order, evals and the simulated pool
+    apart from the runtime and the history, and no circle between siblings."""
+    command = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
+    assert command, "import-linter is not installed: pip install -e '.[test]'"
+    result = subprocess.run([command, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " kept, 0 broken" in result.stdout, result.stdout[-2000:]
+
+
+def test_evals_and_the_simulated_pool_stand_apart():
+    """Evals import the sandbox alone; the simulated pool builds on evals and the settings, never on
+    the bench, the runtime or the history (its replay gets a bench's answers from its caller)."""
+    edges = _graph()
+    assert edges["evals"] == {"sandbox"}
+    assert edges["sim"] <= {"evals", "config"}, sorted(edges["sim"])
+
+
 def test_the_pool_imports_no_conductor_engine_or_store():
     assert not _graph()["pool"] & {"conductor", "engine", "store", *ABOVE_THE_ENGINE}
 
@@ -141,7 +201,7 @@ def test_nothing_below_the_front_ends_imports_them_or_the_runtime():
 def test_the_sandbox_imports_nothing_of_stiva():
     """What runs untrusted code depends on nothing above it (and its child side on nothing at all)."""
     assert not _graph()["sandbox"], "the sandbox must stand alone: " + ", ".join(sorted(_graph()["sandbox"]))
-    assert "sandbox" in _graph()["bench"]  # the parser sees the arrow into it
+    assert "sandbox" in _graph()["evals"]  # the parser sees the arrow into it
 
 
 def test_the_core_imports_nothing_of_stiva():

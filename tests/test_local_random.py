@@ -221,7 +221,7 @@ def test_the_grammar_mask_falls_back_when_the_default_kernel_fails(monkeypatch):
     import torch
     import xgrammar as xgr
 
-    from stiva_tui.conductor import local
+    from stiva_tui.inference import grammar_mask
 
     real = xgr.apply_token_bitmask_inplace
     calls: list[str] = []
@@ -233,15 +233,33 @@ def test_the_grammar_mask_falls_back_when_the_default_kernel_fails(monkeypatch):
         return real(logits, bitmask, *args, backend=backend, **kwargs)
 
     monkeypatch.setattr(xgr, "apply_token_bitmask_inplace", flaky)
-    monkeypatch.setattr(local, "_mask_backend", {})
+    monkeypatch.setattr(grammar_mask, "_mask_backend", {})
     bitmask = xgr.allocate_token_bitmask(1, 100)
     bitmask.zero_()
     bitmask[0, 0] = 0b1010  # tokens 1 and 3
     for _ in range(2):
         scores = torch.randn(1, 100)
-        local.apply_bitmask(scores, bitmask)
+        grammar_mask.apply_bitmask(scores, bitmask)
         assert torch.isfinite(scores[0]).nonzero().flatten().tolist() == [1, 3]
     assert calls == ["auto", "torch_native", "torch_native"]  # the working kernel is remembered
+
+
+async def test_a_grammar_no_kernel_can_apply_fails_the_plan_with_one_conductor_error(qwen_conductor, monkeypatch):
+    """The mask kernel lives in `inference`, below the conductor; a plan it cannot mask is still the
+    conductor's error, saying which device and why."""
+    import xgrammar as xgr
+
+    from stiva_tui.inference import grammar_mask
+
+    def broken(logits, bitmask, *args, backend="auto", **kwargs):
+        raise RuntimeError(f"no {backend} kernel here")
+
+    monkeypatch.setattr(xgr, "apply_token_bitmask_inplace", broken)
+    monkeypatch.setattr(grammar_mask, "_mask_backend", {})
+    with pytest.raises(ConductorError) as info:
+        await qwen_conductor.plan(PlanRequest("What is 2+2?", POOL[:2], max_steps=1))
+    assert "generation failed: ConductorError: cannot apply the plan grammar on cpu: no auto kernel here" in str(
+        info.value)
 
 
 def test_auto_selection_refuses_a_model_that_is_not_a_causal_lm(monkeypatch, tmp_path):

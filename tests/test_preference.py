@@ -202,12 +202,12 @@ def test_the_cli_refuses_a_bad_prefer_with_a_usage_error(capsys):
 
 
 def test_bench_systems_take_a_preference_each_and_only_conductors_do():
-    from stiva_tui.bench.systems import SystemError, parse_systems
+    from stiva_tui.runtime.systems import SystemNameError, parse_systems
 
     systems = parse_systems(["conductor@cheap,conductor@best,conductor-mini@0.4"])
     assert [s.options["preference"] for s in systems] == ["cheap", "best", "0.4"]
     assert all(s.conductor for s in systems)
-    with pytest.raises(SystemError, match="only a conductor system"):
+    with pytest.raises(SystemNameError, match="only a conductor system"):
         parse_systems(["moa@cheap"])
-    with pytest.raises(SystemError, match="conductor@cheapest: preference"):
+    with pytest.raises(SystemNameError, match="conductor@cheapest: preference"):
         parse_systems(["conductor@cheapest"])

@@ -10,9 +10,10 @@ import json
 import pytest
 
 from fakeprovider import Reply
-from stiva_tui.bench.suite import load_suite
+from stiva_tui.evals.loaders import load_suite
 from stiva_tui.config import load_config, parse_config
-from stiva_tui.sim.pool import pool_config, start_sim
+from stiva_tui.bench.replay import start_pool
+from stiva_tui.sim.pool import pool_config
 from test_bench_runner import script_pool, stiva, write_config, write_suite
 from train_helpers import StubTrainer
 
@@ -28,6 +29,7 @@ def recorded_bench(fake, tmp_path, home, n: int = 4) -> tuple[str, object, objec
     return json.loads(done.stdout)["bench_id"], config, suite
 
 
+@pytest.mark.slow
 def test_a_replayed_bench_gives_back_each_models_recorded_answers_without_a_call(fake, tmp_path, stiva_home):
     bench_id, config, suite = recorded_bench(fake, tmp_path, stiva_home)
     asked = len(fake.requests)
@@ -89,7 +91,7 @@ def test_training_rollouts_on_a_replayed_bench_reward_the_model_that_was_right(f
 
     bench_id, config_path, suite_path = recorded_bench(fake, tmp_path, stiva_home)
     asked = len(fake.requests)
-    config, server = start_sim(pool_config(load_config(config_path), f"replay:{bench_id}"))
+    config, server = start_pool(pool_config(load_config(config_path), f"replay:{bench_id}"))
     try:
         engine = EngineLoop(config, discover=False)
         try:

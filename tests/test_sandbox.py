@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from fakeprovider import Reply
-from stiva_tui.bench.graders import grade, grade_async
-from stiva_tui.bench.suite import SuiteItem
+from stiva_tui.evals.graders import grade, grade_async
+from stiva_tui.evals.suite import SuiteItem
 from stiva_tui.sandbox import (
     SandboxSettings, SandboxUnavailable, find_isolation, forget_isolation, remove_tree, run_code, run_code_async,
     run_functional_async,
@@ -460,6 +460,7 @@ def _deep(depth: int):
 # --- limits for the whole run --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_fork_bomb_is_bounded_for_the_whole_run():
     settings = SandboxSettings(processes=16)
     peak = [0]

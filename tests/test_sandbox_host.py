@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from fakeprovider import Reply
-from stiva_tui.bench.graders import grade
-from stiva_tui.bench.suite import SuiteItem
+from stiva_tui.evals.graders import grade
+from stiva_tui.evals.suite import SuiteItem
 from stiva_tui.sandbox import SandboxSettings, find_isolation, run_code
 from stiva_tui.sandbox import cgroups
 

@@ -706,24 +706,32 @@ def test_a_half_sent_request_gets_408_within_the_header_timeout(start):
     drip = _connect(server)
     started = time.monotonic()
     head = PARTIAL_HEAD * 20
+    closed = False
     for byte in head:
         try:
             drip.sendall(bytes([byte]))
         except OSError:
+            closed = True
             break
-        if _closed_by_server(drip) or time.monotonic() - started > 5:
+        if _closed_by_server(drip):
+            closed = True
+            break
+        if time.monotonic() - started > 10:
             break
         time.sleep(0.05)
     drip_s = time.monotonic() - started
-    assert drip_s < 2.5, f"a dripping head kept the connection {drip_s:.1f} s"
+    # closed while still dripping (a deadline counted from the last byte never comes), long before
+    # the whole head (about a minute of bytes) was sent; the 10 s cap is slack for a busy machine only
+    assert closed, f"a dripping head kept the connection {drip_s:.1f} s"
 
     data, _ = _until_closed(half)
     _assert_408(data, "header_timeout_s")
     assert _until_closed(silent)[0] == b""  # it sent nothing: closed without a word
     data, _ = _until_closed(kept)
     _assert_408(data, "header_timeout_s")
-    # All of them within the timeout, measured from their start (plus slack for a busy machine).
-    assert time.monotonic() - started < 3.5
+    # All of them closed by the server (_until_closed waits 6 s at most for each), within a
+    # generous bound of the 1 s timeout, measured from their start.
+    assert time.monotonic() - started < 10
     for sock in (half, silent, kept, drip):
         sock.close()
     assert [m.id for m in server.client().models.list()]  # and the server is well
@@ -738,7 +746,7 @@ def test_a_body_sent_too_slowly_gets_408_and_starts_no_run(start, fake):
     data, waited = _until_closed(sock)
     sock.close()
     _assert_408(data, "body_timeout_s")
-    assert 0.8 < waited < 3.0
+    assert 0.8 < waited < 6.0  # not before the 1 s timeout; the upper bound is _until_closed's own
     assert fake.requests == [] and server.store.list_runs() == []
     fake.script("w1", Reply("fine"))
     assert server.client().chat.completions.create(model="w1", messages=USER).choices[0].message.content == "fine"
@@ -771,10 +779,15 @@ def test_a_kept_alive_connection_answers_without_waiting_for_delayed_acks(server
             started = time.perf_counter()
             assert client.get("/v1/models").status_code == 200
             took.append(time.perf_counter() - started)
-    assert sorted(took)[4] < 0.03, took
-    for conn in list(server.server.server_state.connections):
-        sock = conn.transport.get_extra_info("socket")
-        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        # the option itself, on the connection this client holds open
+        connections = list(server.server.server_state.connections)
+        assert connections
+        for conn in connections:
+            sock = conn.transport.get_extra_info("socket")
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    # Delayed ACKs hold back every response after the first by 40 ms; a busy machine slows some,
+    # never all: the fastest of nine shows it.
+    assert min(took) < 0.03, took
 
 
 def test_a_stopped_server_closes_its_listening_socket(start):
@@ -1002,6 +1015,7 @@ def test_the_server_listens_before_it_says_it_started(fake, monkeypatch):
     """`started` is what a caller waits for: a client that connects at that moment is queued,
     not refused (the guarded acceptors start just after; CI once saw a refusal in between)."""
     seen: list[str] = []
+    tried = threading.Event()
     original = uvicorn.Server.startup
 
     async def startup_then_connect(self, sockets=None):
@@ -1012,10 +1026,15 @@ def test_the_server_listens_before_it_says_it_started(fake, monkeypatch):
                 seen.append("connected")
             except OSError as exc:
                 seen.append(type(exc).__name__)
+            finally:
+                tried.set()
 
     monkeypatch.setattr(uvicorn.Server, "startup", startup_then_connect)
     served = Served(make_config(fake)).start()
     try:
+        # `started` is set before the connect above runs, on the server's thread: wait for its
+        # outcome (asserting at once raced it, and lost on a busy machine)
+        assert tried.wait(10)
         assert seen == ["connected"]
         assert served.post({"model": "x", "messages": []}).status_code in (400, 404, 422)  # and it serves
     finally:

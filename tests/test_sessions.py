@@ -20,7 +20,7 @@ from stiva_tui.runtime import (
     MoAMode,
     Runtime,
     WorkflowMode,
-    mode_for_system,
+    column_system,
 )
 
 PLAN_ONE = 'One call.\nmodel_id = [1]\nsubtasks = ["Answer it."]\naccess_list = [[]]'
@@ -162,7 +162,7 @@ async def test_compare_records_a_session_and_runs_each_column_outside_any_conver
     assert start.session_id is not None and start.warning is None
     for system in ("conductor", "w2"):
         events = [e async for e in runtime.sessions.stream(Ask(
-            "Q?", mode=mode_for_system(system), source="tui", in_conversation=False,
+            "Q?", mode=column_system(system, runtime.models).mode, source="tui", in_conversation=False,
             run_id=start.run_ids[system]))]
         assert events[0].run_id == start.run_ids[system] and isinstance(events[-1], ev.RunFinished)
     session = runtime.store.get_compare_session(start.session_id)
@@ -225,11 +225,11 @@ async def test_presets_bound_the_conductor(runtime, fake):
 
 
 def test_conductor_base_is_the_conductor_without_its_adapter():
-    from stiva_tui.runtime import ConductorMode, ConductorVariant, mode_for_system
+    from stiva_tui.runtime import ConductorMode, ConductorVariant, column_system
 
-    mode = mode_for_system("conductor:base")
+    mode = column_system("conductor:base").mode
     assert mode == ConductorMode(variant=ConductorVariant(base=True)) and mode.system == "conductor:base"
-    mini = mode_for_system("conductor-mini:base")
+    mini = column_system("conductor-mini:base").mode
     assert mini.preset == "conductor-mini" and mini.system == "conductor-mini:base"
-    assert mode_for_system("conductor").system == "conductor"
-    assert mode_for_system("llama3:base").system == "direct:llama3:base"  # a pool model's id stays one
+    assert column_system("conductor").mode.system == "conductor"
+    assert column_system("llama3:base").mode.system == "direct:llama3:base"  # a pool model's id stays one

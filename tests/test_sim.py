@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from stiva_tui.bench.derived import aiq, derived_records, frontier, random_expectation
-from stiva_tui.bench.graders import grade
-from stiva_tui.bench.suite import SuiteError, load_suite, question_text, split_of
+from stiva_tui.evals.graders import grade
+from stiva_tui.evals.loaders import load_suite
+from stiva_tui.evals.suite import SuiteError, question_text, split_of
 from stiva_tui.sim.answers import UNKNOWN, Answerer
 from stiva_tui.sim.profiles import SimModel, default_models
 from stiva_tui.sim.server import SimServer
@@ -43,7 +44,7 @@ def test_the_skills_suite_is_what_its_generator_writes():
         import make_skills
     finally:
         sys.path.pop(0)
-    assert (ROOT / "stiva_tui/bench/data/skills.jsonl").read_text(encoding="utf-8") == make_skills.render()
+    assert (ROOT / "stiva_tui/evals/data/skills.jsonl").read_text(encoding="utf-8") == make_skills.render()
     domains = {(i.meta["domain"], i.meta["split"]) for i in SKILLS.items}
     assert len(SKILLS.items) == 200 and len(domains) == 8
     assert len({i.question for i in SKILLS.items}) == 200  # no held-out question is a train question
@@ -143,6 +144,7 @@ def _bench(home: Path, *args: str) -> tuple[int, dict, str]:
     return done.returncode, (json.loads(done.stdout) if done.stdout.strip() else {}), done.stderr
 
 
+@pytest.mark.slow
 def test_bench_on_the_simulated_pool_with_every_baseline(tmp_path):
     home = tmp_path / "home"
     (home / "config").mkdir(parents=True)
@@ -175,6 +177,7 @@ def test_bench_on_the_simulated_pool_with_every_baseline(tmp_path):
     assert "SIMULATED POOL" in (folder / "report.md").read_text() and (folder / "frontier.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_pool_sim_seed_is_another_draw_of_the_same_pool_and_a_bench_of_its_own(tmp_path):
     """`--pool sim:SEED` grades the same models again under another seed: other calls come out right,
     the bench is another one (not a resume of seed 0's), and the report names the seed."""
@@ -245,6 +248,7 @@ def test_a_bad_sim_model_is_a_config_error_that_names_it(models, error):
         parse_config(tomllib.loads("[sim]\n" + models))
 
 
+@pytest.mark.slow
 def test_a_chain_system_checks_its_first_answer_and_gives_two_step_graded_pairs(tmp_path, monkeypatch):
     """`chain:A>B`: A answers, B reads A's answer and checks it. On the simulated pool a model that
     checks its own draft is right more often than its single call (the sim's documented rule), at
@@ -319,7 +323,8 @@ def test_pool_sim_keeps_only_the_simulated_models_and_plans_with_the_embedded_co
 
 
 def test_self_moa_samples_are_each_a_draw_of_their_own():
-    from stiva_tui.bench.systems import parse_systems, resolve_systems
+    from stiva_tui.bench.systems import resolve_systems
+    from stiva_tui.runtime.systems import parse_systems
     from stiva_tui.engine.baselines import moa_workflow
     from stiva_tui.pool.types import PoolModel
 

@@ -16,7 +16,7 @@ import pytest
 from conftest_model import embedded_loaded, model_cache  # noqa: F401 - fixtures
 from fakeprovider import Reply
 from model_builders import build_random_model
-from stiva_tui.bench.suite import parse_suite
+from stiva_tui.evals.suite import parse_suite
 from stiva_tui.config import parse_config
 
 STIVA = str(Path(sys.executable).parent / "stiva")
@@ -109,6 +109,7 @@ def test_two_grpo_steps_on_the_embedded_model(model_cache, embedded_loaded, fake
 # --- learning, on a small model built here -----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_conductor_learns_to_pick_the_model_that_is_right(tiny_model, fake, tmp_path, stiva_home):
     """One model of three is always right: after training, the plans pick it far above chance."""
     from stiva_tui.conductor.base import PlanRequest, WorkerInfo
@@ -150,6 +151,7 @@ def test_the_conductor_learns_to_pick_the_model_that_is_right(tiny_model, fake, 
     assert late > 0.5, late  # and the rollouts of the last steps agree
 
 
+@pytest.mark.slow
 def test_repeated_plans_are_not_run_again_and_resume_continues(tiny_model, fake, tmp_path, stiva_home):
     from stiva_tui.train.trainer import train
 
@@ -203,6 +205,7 @@ price_out = {price_b}
     return suite, config
 
 
+@pytest.mark.slow
 def test_a_training_killed_and_resumed_logs_each_step_once_and_keeps_its_spend(tiny_model, fake, tmp_path,
                                                                                stiva_home):
     import signal
@@ -245,6 +248,7 @@ def test_a_training_killed_and_resumed_logs_each_step_once_and_keeps_its_spend(t
     assert summary["steps"] == 4 and summary["cost_usd"] >= spent  # what the killed run paid is counted
 
 
+@pytest.mark.slow
 def test_the_budget_stops_training_cleanly_and_keeps_the_adapter(tiny_model, fake, tmp_path, stiva_home):
     from stiva_tui.train.trainer import train
 
@@ -257,6 +261,7 @@ def test_the_budget_stops_training_cleanly_and_keeps_the_adapter(tiny_model, fak
     assert (out / "adapter_model.safetensors").exists()
 
 
+@pytest.mark.slow
 def test_an_adapter_trained_on_another_base_is_refused(tiny_model, fake, tmp_path, stiva_home):
     from stiva_tui.conductor.base import ConductorError
     from stiva_tui.conductor.local import HFConductor
@@ -275,6 +280,7 @@ def test_an_adapter_trained_on_another_base_is_refused(tiny_model, fake, tmp_pat
         conductor.load_sync()
 
 
+@pytest.mark.slow
 def test_train_command_json_summary(tiny_model, fake, tmp_path, stiva_home):
     fake.default("a", Reply("It is 42.", usage=(10, 2)))
     fake.default("b", Reply("It is 41.", usage=(10, 2)))
@@ -367,13 +373,13 @@ async def test_a_grader_that_breaks_scores_the_rollout_and_training_goes_on(fake
 
 def test_the_fused_head_scores_only_the_valid_positions_with_the_same_logprobs(monkeypatch):
     """On the CPU, TRL's fused LM head projects every position (prompt, padding) through the head;
-    `_score_valid_positions_only` makes it project the completion's only: the same log-probabilities
+    `score_valid_positions_only` makes it project the completion's only: the same log-probabilities
     and gradients, less work."""
     import torch
     import trl.trainer.utils as trl_utils
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from stiva_tui.train import trainer as trainer_module
+    from stiva_tui.train.common import score_valid_positions_only
 
     # TRL's own (an earlier train() in this process patched it); undone after the test
     monkeypatch.setattr(trl_utils, "_use_triton", getattr(trl_utils._use_triton, "_original", trl_utils._use_triton))
@@ -400,9 +406,8 @@ def test_the_fused_head_scores_only_the_valid_positions_with_the_same_logprobs(m
     monkeypatch.setattr(trl_utils._ChunkedLogProbFunction, "apply",
                         lambda hidden, *rest: (seen.append(hidden.shape[0]), kernel(hidden, *rest))[1])
     before = run()
-    monkeypatch.delenv("STIVA_TRAIN_ALL_POSITIONS", raising=False)
-    assert trainer_module._score_valid_positions_only()
-    assert trainer_module._score_valid_positions_only()  # patched once
+    assert score_valid_positions_only()
+    assert score_valid_positions_only()  # patched once
     after = run()
     assert seen == [3 * 11, int((labels[:, 1:] != -100).sum())]
     for b, a in zip(before, after):

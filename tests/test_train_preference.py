@@ -17,7 +17,7 @@ import random
 
 import pytest
 
-from stiva_tui.bench.suite import parse_suite
+from stiva_tui.evals.suite import parse_suite
 from stiva_tui.config import parse_config
 from stiva_tui.sim.profiles import SimModel
 from stiva_tui.sim.server import SimServer

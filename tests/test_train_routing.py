@@ -13,7 +13,7 @@ import random
 import pytest
 
 from model_builders import build_random_model
-from stiva_tui.bench.suite import parse_suite
+from stiva_tui.evals.suite import parse_suite
 from stiva_tui.config import parse_config
 from stiva_tui.sim.profiles import SimModel
 from stiva_tui.sim.server import SimServer
@@ -67,6 +67,7 @@ def routed_right(model_dir, adapter, held, workers, prompt_style="auto") -> floa
     return right / total
 
 
+@pytest.mark.slow
 def test_the_conductor_learns_to_send_each_domain_to_its_model(small_model, tmp_path, stiva_home):
     from stiva_tui.conductor.base import WorkerInfo
     from stiva_tui.train.trainer import TrainOptions, train

@@ -186,8 +186,8 @@ async def test_report_matches_build_report_of_the_stored_items(store):
         screen = await _open_first_report(pilot)
         report = build_report("basic", "basic-3f2a9c0d", SYSTEMS, [i for i, _, _ in ITEMS],
                               store.bench_items("basic-3f2a9c0d"))
-        assert screen.shown.systems == report["systems"]
-        assert screen.shown.items == report["items"]
+        assert screen.shown.systems == report.systems
+        assert screen.shown.items == report.items
 
 
 async def test_empty_history_says_how_to_start_a_bench(store):
@@ -236,7 +236,7 @@ async def test_enter_on_an_item_asks_for_its_run(store):
         await pilot.pause()
         await pilot.press("down", "down", "enter")  # the error of direct:w1 has no run: nothing asked
         await pilot.pause()
-        assert screen.shown.items[3]["run_id"] is None
+        assert screen.shown.items[3].run_id is None
     asked = {id(m): m for m in seen if isinstance(m, msg.OpenRun)}  # the hook sees it at each hop
     assert [m.run_id for m in asked.values()] == ["run-basic-3f2a9c0d-direct-w1-add-1"]
 

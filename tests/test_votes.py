@@ -251,6 +251,7 @@ def test_a_graded_bench_gives_pairs_right_over_wrong_and_the_cheaper_right_over_
     assert first.chosen.subtasks == ("Add the two numbers.",) and first.rejected.models == ("wrong",)
 
 
+@pytest.mark.slow
 def test_benches_of_one_suite_graded_again_are_pooled_by_mean_grade(tmp_path, stiva_home):
     """Three benches of the same items under three sim seeds: one sample each disagrees (a pair and
     its reverse), the pooled pairs follow the mean grade (then the mean cost) and never contradict,
@@ -351,6 +352,7 @@ def _pair_key(pair) -> tuple[str, str, str]:
     return pair.session_id.rsplit(":", 1)[1], pair.chosen_system, pair.rejected_system
 
 
+@pytest.mark.slow
 def test_train_from_votes_says_what_is_missing(stiva_home):
     result = stiva("train", "--from-votes", "--base", "embedded", "--out", str(stiva_home / "a"), home=stiva_home)
     assert result.returncode == 2
@@ -432,9 +434,10 @@ def picks_beta(model_dir, adapter, held, workers, prompt_style="auto", preferenc
     return beta / total
 
 
+@pytest.mark.slow
 def test_votes_for_b_over_the_conductor_teach_the_conductor_to_pick_b(small_model, tmp_path, stiva_home, monkeypatch):
-    from stiva_tui.bench.suite import parse_suite
-    from stiva_tui.bench.systems import parse_system
+    from stiva_tui.evals.suite import parse_suite
+    from stiva_tui.runtime.systems import parse_system
     from stiva_tui.conductor.base import WorkerInfo
     from stiva_tui.config import parse_config
     from stiva_tui.sim.profiles import SimModel
@@ -493,6 +496,7 @@ def test_votes_for_b_over_the_conductor_teach_the_conductor_to_pick_b(small_mode
     assert rows and max(rows) <= 8 * completion < 8 * (prompt + completion), (rows[:4], completion, prompt)
 
 
+@pytest.mark.slow
 def test_one_adapter_learns_what_each_preference_level_prefers(small_model, tmp_path):
     """Graded under `best` and `cheap`, the same benches prefer beta (always right, dear) under
     best and alpha (right half the time, cheap) under cheap. After DPO on both levels' pairs, one
@@ -528,6 +532,7 @@ def test_one_adapter_learns_what_each_preference_level_prefers(small_model, tmp_
     assert after["best"] >= 0.8 and 1 - after["cheap"] >= 0.8, (before, after)
 
 
+@pytest.mark.slow
 def test_the_sft_weight_holds_the_chosen_plans_likelihood_up(small_model, tmp_path):
     """DPO alone widens the margin by lowering both plans' likelihood; with --sft-weight (RPO) the
     chosen plan's NLL is in the loss too, so at the end of the same training its log-probability
@@ -579,6 +584,7 @@ def watch_the_fused_head(monkeypatch) -> list[int]:
     return rows
 
 
+@pytest.mark.slow
 def test_stiva_train_from_votes_writes_an_adapter_for_the_pool(small_model, stiva_home):
     """The command end to end on the simulated pool: the votes' models are the pool's `sim:` ids."""
     voted, _ = questions()
@@ -632,12 +638,13 @@ other = 0.0
 """
 
 
+@pytest.mark.slow
 def test_stiva_train_graded_dpo_grades_the_pool_then_learns_from_its_pairs(small_model, tmp_path, stiva_home):
     """`stiva train SUITE --method graded-dpo`: one command benches every single model of the pool on
     the split (under each sim seed), then trains DPO on each question's best model over the rest.
     adder is right on arithmetic only, scholar on facts only: every pair's chosen plan is the
     question's own model, and the benches are real ones in the history."""
-    from stiva_tui.bench.suite import load_suite
+    from stiva_tui.evals.loaders import load_suite
 
     skills = [i for i in load_suite("skills").items if i.meta.get("domain") in ("arithmetic", "facts")]
     picked = [i for i in skills if i.meta["split"] == "train"][:3] + [i for i in skills if i.meta["split"] == "train"][-3:]
@@ -645,7 +652,7 @@ def test_stiva_train_graded_dpo_grades_the_pool_then_learns_from_its_pairs(small
     assert {i.meta["domain"] for i in picked[:6]} == {"arithmetic", "facts"}
     suite = tmp_path / "two.jsonl"
     lines = {json.loads(line).get("id"): line for line in
-             (ROOT / "stiva_tui" / "bench" / "data" / "skills.jsonl").read_text().splitlines()}
+             (ROOT / "stiva_tui" / "evals" / "data" / "skills.jsonl").read_text().splitlines()}
     suite.write_text("".join(lines[i.id] + "\n" for i in picked))
     config = tmp_path / "pool.toml"
     config.write_text(GRADED_POOL.format(suite=suite))

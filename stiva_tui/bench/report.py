@@ -1,6 +1,8 @@
-"""A bench's report: the JSON object, the Markdown table, the frontier plot.
+"""A bench's report: `BenchReport`, the one typed report the CLI, the Markdown writer and the TUI
+read; the Markdown table; the frontier plot.
 
-`build_report(...)` gives the one JSON object `stiva bench --json` prints (and `report.json`):
+`build_report(...)` gives a `BenchReport`; `BenchReport.to_json()` is the one JSON object
+`stiva bench --json` prints (and `report.json`), with these keys in this order:
 
     {"suite", "bench_id", "status", "stop_reason", "sandbox" (how code items ran; None without them),
      "pool" ("simulated pool" when the sim: models answered, "replayed pool (bench ID)" for
@@ -32,11 +34,14 @@ question with matplotlib (imported there only).
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Sequence
+
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from ..core import format as fmt
 from ..core.trace import Trace
@@ -44,6 +49,107 @@ from ..store.records import BenchItemRecord
 from .derived import DERIVED, aiq, derived_records, frontier, random_expectation
 
 Z95 = 1.959963984540054
+
+
+# --- the report -------------------------------------------------------------------------------------
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SystemRow(_Part):
+    """One system's row: what `n` items of it came to."""
+
+    system: str
+    n: int
+    correct: int
+    errors: int
+    accuracy: float | None  # correct / n; None when n is 0
+    ci95: list[float]  # [low, high]
+    tokens_per_question: float
+    cost_per_question: float
+    judge_cost_usd: int | float  # the JSON has always said 0, not 0.0, for a system with no items yet
+    latency_p50_s: float
+    latency_p95_s: float
+    # the time items waited behind others in the bench's limiter, before their first call
+    queue_wait_p50_s: float
+    queue_wait_p95_s: float
+    expected_accuracy: float | None = None  # `random`'s row only: the key is not in the others
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if self.system != "random":
+            data.pop("expected_accuracy", None)
+        return data
+
+
+class Frontier(_Part):
+    """The accuracy-vs-cost frontier of the measured systems, and its AIQ."""
+
+    axis: str  # the SystemRow field on the x axis: cost_per_question, or tokens_per_question
+    label: str
+    aiq: float | None
+    aiq_single_models: float | None
+    hull: list[list[float]]  # [[x, accuracy], ...], cheapest first
+    on_hull: list[str]
+
+
+class ItemRow(_Part):
+    """One (item, system): its verdict, what was read from the answer, and what it cost."""
+
+    id: str
+    system: str
+    run_id: str | None
+    status: str  # "graded" or "error"
+    correct: bool
+    answer: str
+    extracted: str
+    error: str | None
+    failure: str | None  # why it is not right: the grader's detail, or the error
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_s: float
+    queue_wait_s: float
+
+
+class AnswerCacheLine(_Part):
+    """What `--answer-cache` did in this invocation."""
+
+    reused: int
+    asked: int
+    saved_usd: float
+    off: str | None  # why the cache went off, if it did
+
+
+class BenchReport(_Part):
+    """A bench's report. `sandbox`, `answer_cache` and `pool` are what the command knows of the
+    invocation (the TUI, reading the history alone, leaves them unset); `answer_cache` is left out
+    of the JSON when `--answer-cache` was not given."""
+
+    suite: str
+    bench_id: str
+    status: str
+    stop_reason: str | None
+    systems: list[SystemRow]
+    frontier: Frontier
+    items: list[ItemRow]
+    sandbox: str | None = None  # how code items ran; None without them
+    answer_cache: AnswerCacheLine | None = None
+    pool: str | None = None  # "simulated pool", "replayed pool (bench ID)"; None for real models
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if self.answer_cache is None:
+            data.pop("answer_cache", None)
+        return data
+
+    def to_json(self) -> str:
+        """The JSON object `stiva bench --json` prints and report.json holds."""
+        return json.dumps(self.model_dump(), indent=2)
 
 
 def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -92,33 +198,32 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def system_row(system: str, records: Sequence[BenchItemRecord]) -> dict[str, Any]:
+def system_row(system: str, records: Sequence[BenchItemRecord]) -> SystemRow:
     n = len(records)
     correct = sum(1 for r in records if r.status == "graded" and r.correct)
     errors = sum(1 for r in records if r.status == "error")
     latencies = [r.latency_s for r in records]
     lo, hi = wilson(correct, n)
-    return {
-        "system": system,
-        "n": n,
-        "correct": correct,
-        "errors": errors,
-        "accuracy": (correct / n) if n else None,
-        "ci95": [lo, hi],
-        "tokens_per_question": (sum(r.prompt_tokens + r.completion_tokens for r in records) / n) if n else 0.0,
-        "cost_per_question": (sum(r.cost_usd for r in records) / n) if n else 0.0,
-        "judge_cost_usd": sum(r.judge_cost_usd for r in records),
-        "latency_p50_s": round(percentile(latencies, 50), 4),
-        "latency_p95_s": round(percentile(latencies, 95), 4),
-        # the time items waited behind others in the bench's limiter, before their first call
-        "queue_wait_p50_s": round(percentile([r.queue_wait_s for r in records], 50), 4),
-        "queue_wait_p95_s": round(percentile([r.queue_wait_s for r in records], 95), 4),
-    }
+    return SystemRow(
+        system=system,
+        n=n,
+        correct=correct,
+        errors=errors,
+        accuracy=(correct / n) if n else None,
+        ci95=[lo, hi],
+        tokens_per_question=(sum(r.prompt_tokens + r.completion_tokens for r in records) / n) if n else 0.0,
+        cost_per_question=(sum(r.cost_usd for r in records) / n) if n else 0.0,
+        judge_cost_usd=sum(r.judge_cost_usd for r in records),
+        latency_p50_s=round(percentile(latencies, 50), 4),
+        latency_p95_s=round(percentile(latencies, 95), 4),
+        queue_wait_p50_s=round(percentile([r.queue_wait_s for r in records], 50), 4),
+        queue_wait_p95_s=round(percentile([r.queue_wait_s for r in records], 95), 4),
+    )
 
 
 def build_report(suite: str, bench_id: str, systems: Sequence[str], item_order: Sequence[str],
                  records: Iterable[BenchItemRecord], *, status: str = "finished",
-                 stop_reason: str | None = None) -> dict[str, Any]:
+                 stop_reason: str | None = None) -> BenchReport:
     """The report of `records` (one per finished system x item), systems and items in the
     order given (the command line's, the suite's)."""
     by_system: dict[str, list[BenchItemRecord]] = {s: [] for s in systems}
@@ -135,49 +240,49 @@ def build_report(suite: str, bench_id: str, systems: Sequence[str], item_order: 
     ordered = sorted((r for rs in by_system.values() for r in rs), key=lambda r: (position[r.item_id], rank[r.system]))
     rows = [system_row(s, by_system[s]) for s in systems]
     for row in rows:
-        if row["system"] == "random":
-            row["expected_accuracy"] = random_expectation(measured, direct)
-    return {
-        "suite": suite,
-        "bench_id": bench_id,
-        "status": status,
-        "stop_reason": stop_reason,
-        "systems": rows,
-        "frontier": frontier_summary(rows),
-        "items": [
-            {"id": r.item_id, "system": r.system, "run_id": r.run_id, "status": r.status,
-             "correct": bool(r.status == "graded" and r.correct), "answer": r.answer, "extracted": r.extracted,
-             "error": r.error if r.status == "error" else None,
-             "failure": None if r.status == "graded" and r.correct else (r.error or "wrong answer"),
-             "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
-             "cost_usd": r.cost_usd, "latency_s": r.latency_s, "queue_wait_s": r.queue_wait_s}
+        if row.system == "random":
+            row.expected_accuracy = random_expectation(measured, direct)
+    return BenchReport(
+        suite=suite,
+        bench_id=bench_id,
+        status=status,
+        stop_reason=stop_reason,
+        systems=rows,
+        frontier=frontier_summary(rows),
+        items=[
+            ItemRow(id=r.item_id, system=r.system, run_id=r.run_id, status=r.status,
+                    correct=bool(r.status == "graded" and r.correct), answer=r.answer, extracted=r.extracted,
+                    error=r.error if r.status == "error" else None,
+                    failure=None if r.status == "graded" and r.correct else (r.error or "wrong answer"),
+                    prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
+                    cost_usd=r.cost_usd, latency_s=r.latency_s, queue_wait_s=r.queue_wait_s)
             for r in ordered
         ],
-    }
+    )
 
 
-def frontier_axis(rows: Sequence[dict[str, Any]]) -> tuple[str, str]:
-    """(row key, axis label) of the frontier's x axis: cost per question, or tokens per question
+def frontier_axis(rows: Sequence[SystemRow]) -> tuple[str, str]:
+    """(row field, axis label) of the frontier's x axis: cost per question, or tokens per question
     when nothing costs money (a free pool would otherwise put every system on one point)."""
-    if any(r["n"] and r["cost_per_question"] > 0 for r in rows):
+    if any(r.n and r.cost_per_question > 0 for r in rows):
         return "cost_per_question", "cost per question (USD)"
     return "tokens_per_question", "tokens per question"
 
 
-def frontier_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def frontier_summary(rows: Sequence[SystemRow]) -> Frontier:
     """The accuracy-vs-cost frontier of the measured systems (oracle left out: it is a bound no
     system reaches) and its AIQ, beside the AIQ of the single models alone over the same range."""
     key, label = frontier_axis(rows)
-    measured = [r for r in rows if r["n"] and r["accuracy"] is not None and r["system"] != "oracle"]
-    points = [(r[key], r["accuracy"]) for r in measured]
+    measured = [r for r in rows if r.n and r.accuracy is not None and r.system != "oracle"]
+    points = [(getattr(r, key), r.accuracy) for r in measured]
     low = min((x for x, _ in points), default=0.0)
     high = max((x for x, _ in points), default=0.0)
-    singles = [(r[key], r["accuracy"]) for r in measured if r["system"].startswith("direct:")]
+    singles = [(getattr(r, key), r.accuracy) for r in measured if r.system.startswith("direct:")]
     hull = frontier(points)
-    on_hull = [r["system"] for r in measured if (r[key], r["accuracy"]) in hull]
-    return {"axis": key, "label": label, "aiq": aiq(points, low, high),
-            "aiq_single_models": aiq(singles, low, high) if singles else None,
-            "hull": [[x, y] for x, y in hull], "on_hull": on_hull}
+    on_hull = [r.system for r in measured if (getattr(r, key), r.accuracy) in hull]
+    return Frontier(axis=key, label=label, aiq=aiq(points, low, high),
+                    aiq_single_models=aiq(singles, low, high) if singles else None,
+                    hull=[[x, y] for x, y in hull], on_hull=on_hull)
 
 
 # --- the conductor's plans --------------------------------------------------------------------------
@@ -219,36 +324,36 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def report_markdown(report: dict[str, Any], mixes: dict[str, tuple[Counter, Counter]] | None = None) -> str:
+def report_markdown(report: BenchReport, mixes: dict[str, tuple[Counter, Counter]] | None = None) -> str:
     """The report as Markdown: the table, then the conductor systems' plan mix."""
-    lines = [f"# Bench `{report['bench_id']}` on `{report['suite']}`", ""]
-    if str(report.get("pool") or "").startswith("replayed"):
-        lines += [f"**{report['pool'].upper()}:** every answer here is a real model's answer recorded by that bench, "
+    lines = [f"# Bench `{report.bench_id}` on `{report.suite}`", ""]
+    if (report.pool or "").startswith("replayed"):
+        lines += [f"**{report.pool.upper()}:** every answer here is a real model's answer recorded by that bench, "
                   "replayed: a step that read other steps' drafts got the same answer as without them.", ""]
-    elif report.get("pool"):
-        lines += [f"**{report['pool'].upper()}:** every figure here comes from simulated models whose strengths are "
+    elif report.pool:
+        lines += [f"**{report.pool.upper()}:** every figure here comes from simulated models whose strengths are "
                   "set by their profiles, not from real language models.", ""]
-    if report.get("status") != "finished":
-        lines += [f"**Partial report:** the bench was stopped ({report.get('stop_reason') or report.get('status')}); "
+    if report.status != "finished":
+        lines += [f"**Partial report:** the bench was stopped ({report.stop_reason or report.status}); "
                   "run the same command again to continue it.", ""]
-    sandbox = report.get("sandbox")
+    sandbox = report.sandbox
     if sandbox:
         loud = sandbox.startswith("NONE")
         lines += [f"{'**' if loud else ''}Code items ran in: {sandbox}{'**' if loud else ''}", ""]
     lines += ["| system | n | correct | errors | accuracy | 95% CI | tokens/q | cost/q (USD) | judge USD | p50 s | p95 s |",
               "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
-    for row in report["systems"]:
-        lo, hi = row["ci95"]
+    for row in report.systems:
+        lo, hi = row.ci95
         lines.append(
-            f"| {row['system']} | {row['n']} | {row['correct']} | {row['errors']} | {_fmt(row['accuracy'])} | "
-            f"[{lo:.3f}, {hi:.3f}] | {row['tokens_per_question']:.0f} | {row['cost_per_question']:.6f} | "
-            f"{row['judge_cost_usd']:.6f} | {row['latency_p50_s']:.2f} | {row['latency_p95_s']:.2f} |")
-    summary = report.get("frontier") or {}
-    if summary.get("aiq") is not None:
-        single = summary.get("aiq_single_models")
-        lines += ["", f"AIQ (area under the accuracy-vs-{summary['label'].split(' per ')[0]} frontier): "
-                      f"{summary['aiq']:.3f}" + (f"; single models alone: {single:.3f}" if single is not None else "")
-                  + f". On the frontier: {', '.join(summary['on_hull'])}."]
+            f"| {row.system} | {row.n} | {row.correct} | {row.errors} | {_fmt(row.accuracy)} | "
+            f"[{lo:.3f}, {hi:.3f}] | {row.tokens_per_question:.0f} | {row.cost_per_question:.6f} | "
+            f"{row.judge_cost_usd:.6f} | {row.latency_p50_s:.2f} | {row.latency_p95_s:.2f} |")
+    summary = report.frontier
+    if summary.aiq is not None:
+        single = summary.aiq_single_models
+        lines += ["", f"AIQ (area under the accuracy-vs-{summary.label.split(' per ')[0]} frontier): "
+                      f"{summary.aiq:.3f}" + (f"; single models alone: {single:.3f}" if single is not None else "")
+                  + f". On the frontier: {', '.join(summary.on_hull)}."]
     for system, (shapes, models) in (mixes or {}).items():
         total = sum(shapes.values())
         steps = sum(models.values())
@@ -262,7 +367,7 @@ def report_markdown(report: dict[str, Any], mixes: dict[str, tuple[Counter, Coun
     return "\n".join(lines) + "\n"
 
 
-def write_frontier_png(report: dict[str, Any], path: Path) -> bool:
+def write_frontier_png(report: BenchReport, path: Path) -> bool:
     """Accuracy against cost per question (tokens when nothing costs money), one point per system
     with its 95% interval, and the frontier drawn as the non-decreasing convex hull. False (and
     nothing written) when matplotlib cannot be imported."""
@@ -273,23 +378,23 @@ def write_frontier_png(report: dict[str, Any], path: Path) -> bool:
         import matplotlib.pyplot as plt
     except Exception:  # noqa: BLE001 - an optional view; the table says the same
         return False
-    rows = [r for r in report["systems"] if r["n"]]
+    rows = [r for r in report.systems if r.n]
     key, label = frontier_axis(rows)
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
     markers = "osD^vP*Xh<>p"
     for i, row in enumerate(rows):
-        acc = row["accuracy"] or 0.0
-        lo, hi = row["ci95"]
+        acc = row.accuracy or 0.0
+        lo, hi = row.ci95
         # a legend, not labels beside the points: systems of equal cost and accuracy would overlap
-        ax.errorbar([row[key]], [acc], yerr=[[acc - lo], [hi - acc]], fmt=markers[i % len(markers)],
-                    capsize=4, label=f"{row['system']} ({acc:.0%}, n={row['n']})")
-    dearest = max((row[key] for row in rows), default=0.0)
+        ax.errorbar([getattr(row, key)], [acc], yerr=[[acc - lo], [hi - acc]], fmt=markers[i % len(markers)],
+                    capsize=4, label=f"{row.system} ({acc:.0%}, n={row.n})")
+    dearest = max((getattr(row, key) for row in rows), default=0.0)
     right = dearest * 1.15 if dearest > 0 else 1.0
-    hull = (report.get("frontier") or {}).get("hull") or []
+    hull = report.frontier.hull
     if hull:
         xs = [x for x, _ in hull] + [right]
         ys = [y for _, y in hull] + [hull[-1][1]]
-        aiq_value = (report.get("frontier") or {}).get("aiq")
+        aiq_value = report.frontier.aiq
         ax.plot(xs, ys, "-", color="0.5", alpha=0.6, zorder=0,
                 label="frontier" + (f" (AIQ {aiq_value:.3f})" if aiq_value is not None else ""))
     ax.set_xlim(left=-0.03 * right, right=right)  # a free system sits just inside the frame
@@ -298,8 +403,8 @@ def write_frontier_png(report: dict[str, Any], path: Path) -> bool:
     ax.set_xlabel(label)
     ax.set_ylabel("accuracy")
     ax.set_ylim(-0.02, 1.02)
-    pool = f" — {report['pool'].upper()}" if report.get("pool") else ""
-    ax.set_title(f"{report['suite']} — accuracy vs {label.split(' per ')[0]} ({report['bench_id']}){pool}", fontsize=9)
+    pool = f" — {report.pool.upper()}" if report.pool else ""
+    ax.set_title(f"{report.suite} — accuracy vs {label.split(' per ')[0]} ({report.bench_id}){pool}", fontsize=9)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -308,24 +413,24 @@ def write_frontier_png(report: dict[str, Any], path: Path) -> bool:
     return True
 
 
-def terminal_frontier(report: dict[str, Any], width: int = 48, height: int = 12) -> str:
+def terminal_frontier(report: BenchReport, width: int = 48, height: int = 12) -> str:
     """The frontier as text, for the terminal: accuracy (rows) against cost per question
     (columns), each system a letter, with a legend. Works in any plain terminal."""
-    rows = [r for r in report["systems"] if r["n"]]
+    rows = [r for r in report.systems if r.n]
     if not rows:
         return "(no graded items yet)"
-    costs = [r["cost_per_question"] for r in rows]
+    costs = [r.cost_per_question for r in rows]
     lo_cost, hi_cost = min(costs), max(costs)
     span = (hi_cost - lo_cost) or 1.0
     grid = [[" "] * width for _ in range(height)]
     legend = []
     for i, row in enumerate(rows):
         mark = chr(ord("A") + i) if i < 26 else "*"
-        x = 0 if hi_cost == lo_cost else round((row["cost_per_question"] - lo_cost) / span * (width - 1))
-        y = height - 1 - round((row["accuracy"] or 0.0) * (height - 1))
+        x = 0 if hi_cost == lo_cost else round((row.cost_per_question - lo_cost) / span * (width - 1))
+        y = height - 1 - round((row.accuracy or 0.0) * (height - 1))
         grid[y][x] = mark if grid[y][x] == " " else "+"
-        legend.append(f"{mark} {row['system']}: accuracy {_fmt(row['accuracy'])}, "
-                      f"{fmt.money(row['cost_per_question'])}/q")
+        legend.append(f"{mark} {row.system}: accuracy {_fmt(row.accuracy)}, "
+                      f"{fmt.money(row.cost_per_question)}/q")
     lines = []
     for j, cells in enumerate(grid):
         label = f"{1 - j / (height - 1):4.2f}" if j in (0, height // 2, height - 1) else "    "

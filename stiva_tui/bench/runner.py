@@ -41,14 +41,15 @@ from typing import Callable, Sequence
 
 from ..config import REPLAY_PROVIDER, SIM_PROVIDER
 from ..core.usage import Usage
+from ..evals.graders import grade_async, judge_prompt, parse_judge_reply
+from ..evals.suite import Suite, SuiteItem, question_text
 from ..pool.types import TextDelta, UsageReport
 from ..runtime.sessions import Ask, AskError
 from ..store.errors import BenchBusyError, HistoryFault
 from ..store.records import BenchItemRecord
-from .graders import grade_async, judge_prompt, parse_judge_reply
 from .limiter import ItemClock, LimitedWorker, item_clock
-from .suite import Suite, SuiteItem, question_text
-from .systems import System, SystemError, resolve_systems
+from .systems import resolve_systems
+from ..runtime.systems import System, SystemNameError
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ class BenchRunner:
         self.items: list[SuiteItem] = list(suite.items[:limit] if limit else suite.items)
         try:
             self.systems = resolve_systems(systems, runtime.models, runtime.config.moa.aggregator)
-        except SystemError as exc:
+        except SystemNameError as exc:
             raise BenchError(str(exc)) from None
         # what is asked; oracle and random are computed from the direct runs in the report
         self.run_systems = [s for s in self.systems if not s.derived]

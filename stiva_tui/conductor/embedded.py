@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..inference.checkpoints import LoadedModel, adapter_base
+from ..inference.adapter_manifest import adapter_base
+from ..inference.checkpoints import LoadedModel
 from ..inference.embedded import EMBEDDED_FORMAT, EMBEDDED_HF_ID, embedded_spec, load_embedded
 from ..inference.progress import Progress
 from .base import PlanRequest

@@ -9,7 +9,7 @@ Planning runs `model.generate` in a worker thread; the text streams through `on_
 event loop's thread; cancelling the awaiting task stops generation at the next token. Decoding
 has two phases inside one `generate` call (`PlanLogitsProcessor`): free reasoning (at most
 `max_reasoning_tokens` tokens, special tokens masked), then the three lists under the xgrammar
-grammar of `grammar.py`, so every plan parses.
+grammar of `grammar.py`, masked by `inference.grammar_mask`, so every plan parses.
 
 torch, transformers and xgrammar are imported inside functions only.
 """
@@ -26,7 +26,8 @@ from typing import Any, Sequence
 from ..config import DEFAULT_LOCAL_MODEL
 from ..core.usage import Usage
 from ..core.workflow import WorkflowParseError, parse_workflow, split_reasoning
-from ..inference.checkpoints import LoadedModel, ModelSpec, adapter_plan_format, load_model
+from ..inference.adapter_manifest import adapter_plan_format
+from ..inference.checkpoints import LoadedModel, ModelSpec, load_model
 from ..inference.errors import ModelError
 from ..inference.generation import (
     IncrementalDecoder,
@@ -39,6 +40,7 @@ from ..inference.generation import (
     shared_prefix_len,
     render_plain,
 )
+from ..inference.grammar_mask import GrammarMask, GrammarMaskError, token_tables
 from ..inference.progress import Progress
 from .base import ConductorError, DeltaCallback, Plan, PlanRequest
 from .fewshot import base_conductor_prefix, base_conductor_prompt
@@ -54,61 +56,19 @@ _LABEL_END = re.compile(
 _LABEL_START = re.compile(r"""(?i)\b(model|models|sub|access)[\w \-"'`*]{0,14}$""")
 _WANTS_LISTS = re.compile(r"""(?i)^\s*(\*\*|`{1,3}|#+\s*)?(model[ _-]?id|subtask|access[ _-]?list|\{|\[)""")
 
-_token_tables: dict[int, tuple[Any, Any, Any, int]] = {}
-_tables_lock = threading.Lock()
-
-
-def _tables(tokenizer: Any, vocab_size: int) -> tuple[Any, Any]:
-    """(special-token ids, opener ids): index tensors, cached per tokenizer."""
-    import torch
-
-    key = id(tokenizer)
-    with _tables_lock:
-        found = _token_tables.get(key)
-        if found is not None and found[0] is tokenizer and found[3] == vocab_size:
-            return found[1], found[2]
-        special = torch.zeros(vocab_size, dtype=torch.bool)
-        opener = torch.zeros(vocab_size, dtype=torch.bool)
-        n = len(tokenizer)
-        tokens = tokenizer.convert_ids_to_tokens(list(range(min(n, vocab_size))))
-        ids = set(getattr(tokenizer, "all_special_ids", []) or [])
-        for tid, added in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).items():
-            if getattr(added, "special", False):
-                ids.add(int(tid))
-        for tid, tok in enumerate(tokens):
-            if tok is None:
-                special[tid] = True
-                continue
-            if any(ch in tok for ch in "[\"'") or tok in ("<0x5B>", "<0x22>", "<0x27>"):
-                opener[tid] = True
-            if tok.startswith("<unused") or tok.startswith("[multimodal]"):
-                ids.add(tid)
-        for tid in ids:
-            if 0 <= tid < vocab_size:
-                special[tid] = True
-        if vocab_size > n:
-            special[n:] = True
-        # index tensors: index_fill_ over a few thousand ids is ~100x faster than a 262k bool mask
-        special_idx = special.nonzero().flatten()
-        opener_idx = opener.nonzero().flatten()
-        _token_tables[key] = (tokenizer, special_idx, opener_idx, vocab_size)
-        return special_idx, opener_idx
-
 
 class PlanLogitsProcessor:
     """Free reasoning (bounded, no special tokens), then the three lists under the grammar."""
 
     def __init__(self, tokenizer: Any, compiled_grammar: Any, vocab_size: int, eos_id: int,
                  max_reasoning_tokens: int, anchor: Sequence[int], use_grammar: bool = True):
-        import xgrammar as xgr
-
         self.tokenizer = tokenizer
         self.compiled = compiled_grammar
         self.vocab_size = vocab_size
         self.eos_id = eos_id
         self.max_reasoning = max_reasoning_tokens
         self.use_grammar = use_grammar
-        self.special, self.opener = _tables(tokenizer, vocab_size)
+        self.special, self.opener = token_tables(tokenizer, vocab_size)
         self.special_set = set(self.special.tolist())
         self._on_device: dict = {}
         self.decoder = IncrementalDecoder(tokenizer, anchor)
@@ -116,9 +76,7 @@ class PlanLogitsProcessor:
         self.start: int | None = None
         self.reasoning_tokens = 0
         self.switch_at: int | None = 0 if self.phase == "lists" else None  # generated index
-        self.matcher = xgr.GrammarMatcher(compiled_grammar, override_stop_tokens=[eos_id]) if use_grammar else None
-        self.bitmask = xgr.allocate_token_bitmask(1, compiled_grammar.tokenizer_info.vocab_size) if use_grammar else None
-        self.failed = False
+        self.mask = GrammarMask(compiled_grammar, eos_id) if use_grammar else None
         self._forced_prefix_done = False
 
     def _idx(self, index: Any, scores: Any) -> Any:
@@ -144,9 +102,8 @@ class PlanLogitsProcessor:
             if self.phase == "reasoning":
                 self.reasoning_tokens += 1
                 self.decoder.push(last)
-            elif self.matcher is not None and generated > (self.switch_at or 0):
-                if not self.matcher.is_terminated() and not self.matcher.accept_token(last):
-                    self.failed = True
+            elif self.mask is not None and generated > (self.switch_at or 0):
+                self.mask.accept(last)
         if self.phase == "reasoning":
             text = self.decoder.text
             top = int(torch.argmax(scores[0]))
@@ -167,42 +124,12 @@ class PlanLogitsProcessor:
                     scores.index_fill_(1, self._idx(self.opener, scores), float("-inf"))
                 return scores
         # lists phase
-        if self.matcher is None:
+        if self.mask is None:
             return scores
-        if self.matcher.is_terminated() or self.failed:
-            forced = torch.full_like(scores, float("-inf"))
-            forced[:, self.eos_id] = 0.0
-            return forced
-        self.matcher.fill_next_token_bitmask(self.bitmask)
-        apply_bitmask(scores, self.bitmask.to(scores.device))
-        return scores
-
-
-# xgrammar's default kernel for CUDA logits is Triton's; where Triton is missing or cannot build,
-# the plain-torch kernel does the same masking. The first backend that works is kept per device.
-_MASK_BACKENDS = ("auto", "torch_native")
-_mask_backend: dict[str, str] = {}
-
-
-def apply_bitmask(scores: Any, bitmask: Any) -> None:
-    """Mask `scores` in place to the tokens allowed by xgrammar's `bitmask`."""
-    import xgrammar as xgr
-
-    kind = scores.device.type
-    known = _mask_backend.get(kind)
-    if known is not None:
-        xgr.apply_token_bitmask_inplace(scores, bitmask, backend=known)
-        return
-    error: Exception | None = None
-    for backend in _MASK_BACKENDS:
         try:
-            xgr.apply_token_bitmask_inplace(scores, bitmask, backend=backend)
-        except Exception as exc:  # noqa: BLE001 - no Triton, no C compiler for it, a kernel that failed
-            error = error or exc
-            continue
-        _mask_backend[kind] = backend
-        return
-    raise ConductorError(f"cannot apply the plan grammar on {kind}: {error}")
+            return self.mask(scores)
+        except GrammarMaskError as exc:
+            raise ConductorError(str(exc)) from None
 
 
 # --- the conductor ------------------------------------------------------------------------------

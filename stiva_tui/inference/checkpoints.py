@@ -16,6 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .adapter_manifest import (  # noqa: F401 - ADAPTER_MARKER, adapter_base: still imported from here
+    _FINGERPRINT,
+    ADAPTER_MARKER,
+    AdapterManifest,
+    adapter_base,
+    base_fingerprint,
+    base_identity,
+)
 from .errors import ModelError
 from .progress import Progress, forward_progress, report
 
@@ -327,88 +335,22 @@ def _apply_adapter(model: Any, adapter: str, source: str = "") -> Any:
         raise ModelError(f"cannot apply the LoRA adapter {path}: {text[:500]}") from exc
 
 
-# Written by `stiva train` beside the adapter: which base it was trained on.
-ADAPTER_MARKER = "stiva_adapter.json"
-_FINGERPRINT = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                "vocab_size")
-
-
-def base_fingerprint(config: Any) -> dict[str, Any]:
-    """What identifies the base an adapter fits (its shapes), from a transformers config."""
-    text = getattr(config, "text_config", None) or config
-    return {key: getattr(text, key, None) for key in _FINGERPRINT}
-
-
-def _adapter_marker(folder: Path) -> dict | None:
-    """What `stiva train` wrote beside an adapter (None when it wrote nothing readable)."""
-    import json
-
-    try:
-        data = json.loads((folder / ADAPTER_MARKER).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def adapter_base(adapter: str | None) -> str | None:
-    """The base `stiva train` trained `adapter` on ("embedded", an HF id or a folder), from its
-    marker; None when there is no adapter or it was not made by `stiva train`."""
-    trained = _adapter_marker(Path(adapter).expanduser()) if adapter else None
-    base = trained.get("base") if trained else None
-    return base if isinstance(base, str) and base else None
-
-
-def adapter_plan_format(adapter: str | None) -> tuple[str | None, int | None, int | None]:
-    """(prompt style, subtask bound, plan step limit) `stiva train` trained `adapter` under,
-    recorded beside it: a trained adapter plans as it learnt to. None for what was not recorded."""
-    trained = _adapter_marker(Path(adapter).expanduser()) if adapter else None
-    style = trained.get("prompt_style") if trained else None
-    chars = trained.get("max_subtask_chars") if trained else None
-    steps = trained.get("max_steps_per_plan") if trained else None
-    return (style if style in ("chat", "plain", "base", "compact") else None,
-            chars if _positive_int(chars) else None, steps if _positive_int(steps) else None)
-
-
-def _positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def base_identity(source: str) -> str:
-    """Which base model `source` is: for a folder, a hash of its config and of the start of its
-    weights (two models of one shape differ there); for a hub id, the id."""
-    import hashlib
-
-    folder = Path(source).expanduser()
-    if not folder.is_dir():
-        return source
-    digest = hashlib.sha256()
-    config = folder / "config.json"
-    if config.exists():
-        digest.update(config.read_bytes())
-    weights = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin"))
-    if weights:
-        with weights[0].open("rb") as f:
-            digest.update(f.read(4 << 20))
-    return "sha256:" + digest.hexdigest()[:32]
-
-
 def _check_adapter_base(model: Any, path: Path, source: str = "") -> None:
     """Refuse an adapter `stiva train` made for another base: by the base's identity (its
     weights) and, failing that, by its shapes."""
-    trained = _adapter_marker(path)
+    trained = AdapterManifest.read(path)
     if trained is None:
         return
-    identity = trained.get("identity")
-    if identity and source and identity != base_identity(source):
+    if trained.identity and source and trained.identity != base_identity(source):
         raise ModelError(
-            f"the LoRA adapter {path} was trained on {trained.get('label') or trained.get('base')}, not on "
+            f"the LoRA adapter {path} was trained on {trained.name}, not on "
             f"{source}; use it with the model it was trained on, or train one for this model")
     here = base_fingerprint(getattr(model, "config", None))
-    there = trained.get("fingerprint") or {}
+    there = trained.fingerprint
     differ = [key for key in _FINGERPRINT if there.get(key) is not None and there.get(key) != here.get(key)]
     if differ:
         raise ModelError(
-            f"the LoRA adapter {path} was trained on {trained.get('label') or trained.get('base')} "
+            f"the LoRA adapter {path} was trained on {trained.name} "
             f"({', '.join(f'{k} {there[k]}' for k in differ)}), not on this model ("
             f"{', '.join(f'{k} {here[k]}' for k in differ)}); use it with its base or train one for this model")
 

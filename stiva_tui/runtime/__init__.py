@@ -1,4 +1,5 @@
-"""The runtime: the typed composition root (`Runtime`) and its session service (`Sessions`).
+"""The runtime: the typed composition root (`Runtime`), its session service (`Sessions`), and the
+one grammar of system names (`systems`).
 
 Front ends (the TUI, the CLI, the server, and next the benchmark and training) build one
 `Runtime` from the config and run every question through `runtime.sessions`.
@@ -13,12 +14,13 @@ from .modes import (
     Mode,
     Preset,
     WorkflowMode,
-    mode_for_system,
 )
 from .root import Runtime, StartupError
 from .sessions import Ask, AskError, CompareStart, Outcome, Sessions
+from .systems import System, SystemNameError, column_system, one_system, parse_system, parse_systems
 
 __all__ = [
     "PRESETS", "Ask", "AskError", "CompareStart", "ConductorMode", "ConductorVariant", "DirectMode", "MoAMode",
-    "Mode", "Outcome", "Preset", "Runtime", "Sessions", "StartupError", "WorkflowMode", "mode_for_system",
+    "Mode", "Outcome", "Preset", "Runtime", "Sessions", "StartupError", "System", "SystemNameError", "WorkflowMode",
+    "column_system", "one_system", "parse_system", "parse_systems",
 ]

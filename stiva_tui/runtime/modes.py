@@ -6,10 +6,10 @@
 - `MoAMode`: Mixture-of-Agents over pool models;
 - `WorkflowMode`: a given workflow, run without planning (training rollouts, replays).
 
-Compare mode names its columns by *system*: "conductor", a preset such as "conductor-mini",
-"moa", or a pool model id; `mode_for_system` turns one into a mode. "conductor:base" (and
-"conductor-mini:base") is the conductor without the configured LoRA adapter: a trained adapter
-compared, and voted on, beside its base.
+Each mode runs as a *system*, the name its runs are recorded under (`Mode.system`); reading a
+system's name into a mode is `systems.py`, the one grammar of `ask --baseline`, compare columns
+and `bench --systems`. "conductor:base" (and "conductor-mini:base") is the conductor without the
+configured LoRA adapter: a trained adapter compared, and voted on, beside its base.
 """
 
 from __future__ import annotations
@@ -107,24 +107,3 @@ class WorkflowMode:
 
 
 Mode = Union[ConductorMode, DirectMode, MoAMode, WorkflowMode]
-
-
-def is_conductor_system(system: str) -> bool:
-    """Whether `system` names a conductor run: "conductor", a preset, either with ":base"."""
-    name = system.removesuffix(BASE_SUFFIX)
-    return name in PRESETS
-
-
-def mode_for_system(system: str) -> Mode:
-    """The mode of a compare-mode column: "conductor", a preset, either with ":base", "moa", or a
-    pool model id."""
-    name = system.removesuffix(BASE_SUFFIX)
-    if name != system and is_conductor_system(system):
-        return ConductorMode(preset=None if name == "conductor" else name, variant=ConductorVariant(base=True))
-    if system == "conductor":
-        return ConductorMode()
-    if system in PRESETS:
-        return ConductorMode(preset=system)
-    if system == MOA_SYSTEM:
-        return MoAMode()
-    return DirectMode(system)

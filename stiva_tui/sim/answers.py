@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ..bench.suite import LETTERS, SuiteItem
+from ..evals.suite import LETTERS, SuiteItem
 from .profiles import SimModel
 
 LIFT = 0.8
@@ -130,7 +130,7 @@ def wrong_text(item: SuiteItem, u: float) -> str:
             return f"```python\n{wrong.rstrip()}\n```"
         return "```python\ndef solution(*args):\n    return None\n```"
     if item.grader == "numeric":
-        from ..bench.graders import parse_number
+        from ..evals.numbers import parse_number
 
         value = parse_number(item.answer)
         if value is not None:
@@ -151,7 +151,7 @@ def states_reference(item: SuiteItem, draft: str) -> bool:
     if item.grader == "code":
         return bool(item.answer.strip()) and item.answer.strip() in draft
     if item.grader in ("numeric", "exact", "contains", "choice"):
-        from ..bench.graders import grade
+        from ..evals.graders import grade
 
         try:
             return grade(item, draft).correct

@@ -5,6 +5,9 @@
     ...
     server.stop()
 
+A replay's answers come from the history, which this package does not open: its caller passes
+them in (`start_sim(config, recorded=...)`; `stiva_tui.bench.replay.start_pool` reads them).
+
 With `--pool sim` the pool is the simulated models only, and an `auto` or `remote` conductor is
 the embedded one (a `sim:` model answers questions; it cannot plan, and the configured remote
 conductor's model is not in this pool). `--pool replay:BENCH_ID` is the same with a
@@ -17,8 +20,10 @@ from __future__ import annotations
 
 import re
 
-from ..config import DEFAULT_LOCAL_MODEL, SIM_PROVIDER, Config, ConfigError, ModelConfig, ProviderConfig, SimConfig
+from ..config import (DEFAULT_LOCAL_MODEL, REPLAY_PROVIDER, SIM_PROVIDER, Config, ConfigError, ModelConfig,
+                      ProviderConfig, SimConfig)
 from .profiles import SIM_LABEL, configured_models, default_models
+from .replay import RecordedBench, ReplayError, replay_pool
 from .server import SimServer
 
 POOLS = ("sim", "sim:SEED", "replay:BENCH_ID")
@@ -56,14 +61,19 @@ def pool_label(config: Config) -> str | None:
     return f"{SIM_LABEL} (seed {config.sim.seed})" if config.sim.seed else SIM_LABEL
 
 
-def start_sim(config: Config) -> tuple[Config, SimServer]:
+def start_sim(config: Config, recorded: RecordedBench | None = None) -> tuple[Config, SimServer]:
     """Start the server of `config.sim`; the config with its `sim:` models added (prices and
-    descriptions from the profiles), and the server to stop when done."""
-    from ..bench.suite import SuiteError, load_suite
+    descriptions from the profiles), and the server to stop when done. A replay
+    (`config.sim.replay`) serves `recorded`, the bench its caller read from the history."""
+    from ..evals.loaders import load_suite
+    from ..evals.suite import SuiteError
 
     assert config.sim is not None
     if config.sim.replay:
-        return _start_replay(config)
+        if recorded is None:
+            raise ConfigError(f"--pool replay:{config.sim.replay}: the bench's recorded answers were not read "
+                              "(start it with stiva_tui.bench.replay.start_pool)")
+        return _start_replay(config, recorded)
     items = []
     for spec in config.sim.suites:
         try:
@@ -75,23 +85,14 @@ def start_sim(config: Config) -> tuple[Config, SimServer]:
     return _with_models(config, server, PROVIDER, models), server
 
 
-def _start_replay(config: Config) -> tuple[Config, SimServer]:
-    from ..config import REPLAY_PROVIDER
-    from ..store import Store, StoreError
-    from .replay import ReplayError, load_replay
-
+def _start_replay(config: Config, recorded: RecordedBench) -> tuple[Config, SimServer]:
     assert config.sim is not None and config.sim.replay
     try:
-        store = Store.open()
-    except StoreError as exc:
-        raise ConfigError(f"--pool replay:{config.sim.replay}: {exc}") from None
-    try:
-        bench_id, models, answerer = load_replay(store, config.sim.replay)
+        models, answerer = replay_pool(recorded, config.sim.replay)
     except ReplayError as exc:
         raise ConfigError(str(exc)) from None
-    finally:
-        store.close()
-    config = config.model_copy(update={"sim": config.sim.model_copy(update={"replay": bench_id})})  # the whole id
+    # the whole id, where the command named a start of it
+    config = config.model_copy(update={"sim": config.sim.model_copy(update={"replay": recorded.bench_id})})
     server = SimServer(models, (), latency_scale=config.sim.latency_scale, answerer=answerer).start()
     return _with_models(config, server, REPLAY_PROVIDER, models), server
 

@@ -19,6 +19,8 @@ train or bench a conductor on their answers without paying for a single call aga
   was sent (about four characters a token). Each model's price is its recorded cost per token in
   that bench (both ways: the bench keeps each item's total cost, not its split).
 - **Latency:** the recorded answer's, times `[sim] latency_scale`.
+- **Where they come from:** the caller reads the bench from the history (`stiva_tui.bench.replay`)
+  and passes a `RecordedBench` in; the simulated pool does not open the store.
 
 Every report made on it says "replayed pool" and names the bench.
 """
@@ -71,32 +73,46 @@ class ReplayAnswerer:
                          completion_tokens=recorded.completion_tokens, latency_s=recorded.latency_s)
 
 
-def load_replay(store, bench_text: str) -> tuple[str, list[SimModel], ReplayAnswerer]:
-    """(bench id, the replay models, their answerer) from the history (ReplayError if unusable)."""
-    from ..store import NotFoundError
+@dataclass(frozen=True)
+class RecordedAnswer:
+    """One graded `direct:` answer of the bench, as its caller read it from the history."""
 
-    try:
-        bench_id = store.resolve_bench(bench_text)
-    except NotFoundError as exc:
-        raise ReplayError(f"--pool replay:{bench_text}: {exc}") from None
-    records = [r for r in store.bench_items(bench_id) if r.system.startswith("direct:") and r.status == "graded"]
-    if not records:
+    model: str  # the benched pool model: `direct:MODEL` without "direct:"
+    item_id: str
+    question: str  # the run's question; "" when the run is gone from the history
+    answer: str
+    correct: bool
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_s: float
+
+
+@dataclass(frozen=True)
+class RecordedBench:
+    """What a replay serves: a bench's id, its `direct:` models in its order, and their graded
+    answers. The caller reads it from the history (`stiva_tui.bench.replay`); this package does not
+    open the store."""
+
+    bench_id: str
+    models: tuple[str, ...]
+    answers: tuple[RecordedAnswer, ...]
+
+
+def replay_pool(recorded: RecordedBench, bench_text: str) -> tuple[list[SimModel], ReplayAnswerer]:
+    """(the replay models, their answerer) for `--pool replay:BENCH_TEXT` (ReplayError if unusable)."""
+    bench_id = recorded.bench_id
+    if not recorded.answers:
         raise ReplayError(f"--pool replay:{bench_text}: bench {bench_id} has no graded direct: answers to replay; "
                           "bench the models first: stiva bench SUITE --systems 'direct:*'")
-    run_ids = [r.run_id for r in records if r.run_id]
-    questions: dict[str, str] = {}
-    for start in range(0, len(run_ids), 500):
-        chunk = run_ids[start:start + 500]
-        rows = store.query(f"SELECT id, question FROM runs WHERE id IN ({', '.join('?' * len(chunk))})", tuple(chunk))
-        questions.update({row["id"]: row["question"] for row in rows})
     answers: dict[str, dict[str, Recorded]] = {}
     item_ids: dict[str, str] = {}
     spent: dict[str, tuple[float, int]] = {}
-    for record in records:
-        question = questions.get(record.run_id or "", "").strip()
+    for record in recorded.answers:
+        question = record.question.strip()
         if not question:
             continue
-        name = record.system.removeprefix("direct:")
+        name = record.model
         answers.setdefault(question, {})[name] = Recorded(record.answer, record.correct, record.completion_tokens,
                                                           record.latency_s)
         item_ids[question] = record.item_id
@@ -105,11 +121,11 @@ def load_replay(store, bench_text: str) -> tuple[str, list[SimModel], ReplayAnsw
     if not answers:
         raise ReplayError(f"--pool replay:{bench_text}: the runs of bench {bench_id} are gone from the history")
     models = []
-    order = [s.removeprefix("direct:") for s in store.get_bench(bench_id).systems if s.startswith("direct:")]
+    order = list(recorded.models)
     for name, (cost, tokens) in sorted(spent.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order
                                                                        else len(order), kv[0])):
         price = cost / tokens * 1e6 if tokens else 0.0
         latencies = sorted(a[name].latency_s for a in answers.values() if name in a)
         models.append(SimModel(name, {}, price, price, latencies[len(latencies) // 2] if latencies else 0.0, 0,
                                f"replayed: {name}'s answers from bench {bench_id}", prefix=REPLAY_PREFIX))
-    return bench_id, models, ReplayAnswerer(answers, item_ids)
+    return models, ReplayAnswerer(answers, item_ids)

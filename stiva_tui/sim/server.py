@@ -20,7 +20,7 @@ import time
 from typing import Iterable, Sequence
 
 # No `from __future__ import annotations`: FastAPI reads the handlers' annotations (Request).
-from ..bench.suite import SuiteItem
+from ..evals.suite import SuiteItem
 from .answers import Answerer, SimAnswer
 from .profiles import SimModel
 

@@ -30,14 +30,22 @@ same way): the adapter, `stiva_adapter.json` (its base, prompt style and subtask
 from __future__ import annotations
 
 import json
-import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..inference.checkpoints import ADAPTER_MARKER, base_fingerprint, base_identity
-from .trainer import LORA_TARGET_SETS, TrainError, _checkpoint_step, _cut_log, _read_log, output_folder
+from ..inference.adapter_manifest import AdapterManifest
+from .common import (
+    TrainError,
+    TrainingRun,
+    check_lora,
+    conductor_for,
+    load_for_training,
+    lora_config,
+    prefer_levels,
+    quiet_warnings,
+    training_device,
+)
 from .votes import PairText, VoteHarvest, pair_texts, read_votes
 
 VOTE_PROMPT_STYLES = ("compact", "base")
@@ -120,9 +128,7 @@ def train_from_votes(config, options: VoteTrainOptions, *, workers: Sequence[Any
     """Train a LoRA adapter on the history's votes with DPO. Blocking. `workers`: the pool as
     the conductor is shown it (default: the configured pool, as `stiva ask` lists it);
     `harvest`: the votes (default: read from the history)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=FutureWarning)
-        warnings.filterwarnings("ignore", category=UserWarning, module="trl")
+    with quiet_warnings(trl_user_warnings=True):
         return _train(config, options, workers, harvest, on_step, progress or (lambda message: None), should_stop)
 
 
@@ -172,8 +178,7 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
                          f"{' or '.join(VOTE_PROMPT_STYLES)}, not {style!r}")
     if options.steps < 1 or options.batch < 1 or options.beta <= 0 or not options.sft_weight >= 0:
         raise TrainError("--steps and --batch must be at least 1, --beta above 0, and --sft-weight 0 or more")
-    if options.lora_targets not in LORA_TARGET_SETS or options.lora_r < 1:
-        raise TrainError(f"--lora-targets must be {' or '.join(LORA_TARGET_SETS)}, and --lora-r at least 1")
+    check_lora(options.lora_targets, options.lora_r)
     best_only = options.bench_pairs == "best"
     levels = _levels(options)
     harvest = harvest if harvest is not None else _read_history(options.history, options.benches, best_only, levels)
@@ -194,37 +199,21 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
         raise TrainError(f"none of the {len(harvest.pairs)} pairs can be written for this pool and a "
                          f"{max_steps}-step limit ({', '.join(f'{k}: {v}' for k, v in skipped.items())})")
 
-    from ..inference.checkpoints import quiet_libraries
-
-    quiet_libraries()
-    import torch
-    import transformers
-
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
-    device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu" and options.base != "embedded" and not Path(options.base).expanduser().is_dir():
-        raise TrainError(f"training {options.base} needs a CUDA GPU (QLoRA); on the CPU use --base embedded "
-                         "or a small model folder")
-    out, checkpoints, resume_from = output_folder(options.out, options.resume)
+    device = training_device(options.base, options.device)
+    run = TrainingRun.open(options.out, options.resume)
+    out = run.out
 
     from datasets import Dataset
-    from peft import LoraConfig
-    from transformers import TrainerCallback, set_seed
     from trl import DPOConfig
 
     from ..inference.checkpoints import LoadedModel
     from ..inference.generation import eos_token_ids
-    from .trainer import TrainOptions, _conductor_for, _load_for_training, _score_valid_positions_only
 
-    set_seed(options.seed)
-    # the pair's prompt is most of each sequence: project the plans' positions only through the
-    # 262k-wide head, as GRPO does (benchmarks/dpo_step.json)
-    _score_valid_positions_only()
-    model, tokenizer, label, folder = _load_for_training(options.base, device, say)
-    conductor = _conductor_for(options.base, config, TrainOptions(
-        base=options.base, out=out, prompt_style=style, max_subtask_chars=chars,
-        max_steps_per_plan=options.max_steps_per_plan), device)
+    # the pair's prompt is most of each sequence: load_for_training makes TRL's fused head project
+    # the plans' positions only, as for GRPO (benchmarks/dpo_step.json)
+    model, tokenizer, label, folder = load_for_training(options.base, device, options.seed, say)
+    conductor = conductor_for(options.base, config, device, prompt_style=style, max_subtask_chars=chars,
+                              max_steps_per_plan=options.max_steps_per_plan)
     loaded = LoadedModel(model=model, tokenizer=tokenizer, spec=conductor.spec, device=device, quantization=None,
                          load_s=0.0, memory_bytes=0)
     eos = eos_token_ids(loaded)
@@ -237,7 +226,7 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
 
     longest = max(len(r["prompt_ids"]) + max(len(r["chosen_ids"]), len(r["rejected_ids"])) for r in rows)
     args = DPOConfig(
-        output_dir=str(checkpoints), per_device_train_batch_size=min(options.batch, len(rows)),
+        output_dir=str(run.checkpoints), per_device_train_batch_size=min(options.batch, len(rows)),
         gradient_accumulation_steps=1, max_steps=options.steps, learning_rate=options.lr, beta=options.beta,
         logging_steps=1, save_strategy="steps", save_steps=max(1, options.save_every), save_total_limit=2,
         report_to=[], use_cpu=device == "cpu", bf16=device == "cuda", seed=options.seed, max_length=longest + 8,
@@ -245,78 +234,41 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
         gradient_checkpointing=device == "cuda" and options.base != "embedded",
         **({"loss_type": ["sigmoid", "sft"], "loss_weights": [1.0, options.sft_weight]} if options.sft_weight else {}),
     )
-    log_path = out / "train_log.jsonl"
-    if not options.resume and log_path.exists():
-        log_path.unlink()
-    elif resume_from is not None:
-        _cut_log(log_path, _checkpoint_step(Path(resume_from)))
-    state: dict[str, Any] = {"stopped": None, "started": time.monotonic()}
+    run.start_log(options.resume)
 
-    class StivaCallback(TrainerCallback):
-        """train_log.jsonl, the live view, and a clean stop (ctrl+c)."""
-
-        def on_step_begin(self, args, train_state, control, **kwargs):
-            state["started"] = time.monotonic()
-
-        def on_log(self, args, train_state, control, logs=None, **kwargs):
-            logs = logs or {}
-            if "loss" not in logs:
-                return
-            report = VoteStepReport(
-                step=int(train_state.global_step), loss=round(float(logs["loss"]), 6),
-                accuracy=round(float(logs.get("rewards/accuracies", 0.0)), 4),
-                margin=round(float(logs.get("rewards/margins", 0.0)), 6),
-                chosen_logp=round(float(logs.get("logps/chosen", 0.0)), 4),
-                rejected_logp=round(float(logs.get("logps/rejected", 0.0)), 4),
-                seconds=round(time.monotonic() - state["started"], 3))
-            with log_path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(report.log_line()) + "\n")
-            if on_step is not None:
-                on_step(report)
-
-        def on_step_end(self, args, train_state, control, **kwargs):
-            reason = should_stop() if should_stop is not None else None
-            if reason:
-                state["stopped"] = reason
-                control.should_training_stop = True
-                control.should_save = True
+    def report_for(step: int, logs: dict, elapsed: float) -> VoteStepReport:
+        return VoteStepReport(
+            step=step, loss=round(float(logs["loss"]), 6),
+            accuracy=round(float(logs.get("rewards/accuracies", 0.0)), 4),
+            margin=round(float(logs.get("rewards/margins", 0.0)), 6),
+            chosen_logp=round(float(logs.get("logps/chosen", 0.0)), 4),
+            rejected_logp=round(float(logs.get("logps/rejected", 0.0)), 4),
+            seconds=round(elapsed, 3))
 
     say("training")
     trainer = _PretokenizedDPOTrainer(
         model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-        peft_config=LoraConfig(r=options.lora_r, lora_alpha=options.lora_alpha or 2 * options.lora_r,
-                               lora_dropout=0.0, target_modules=LORA_TARGET_SETS[options.lora_targets],
-                               task_type="CAUSAL_LM"),
-        callbacks=[StivaCallback()])
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
-
-    for noisy in (PrinterCallback, ProgressCallback):  # stdout is the command's (--json)
-        trainer.remove_callback(noisy)
-    trainer.train(resume_from_checkpoint=resume_from)
-    trainer.model.save_pretrained(str(out))
-    steps = int(trainer.state.global_step)
-    (out / ADAPTER_MARKER).write_text(json.dumps({
-        "base": options.base, "label": label, "identity": base_identity(folder),
-        "fingerprint": base_fingerprint(model.config), "suite": "votes", "steps": steps,
-        "trained_on": "votes", "pairs": len(rows), "prompt_style": style,
-        **({"benches": list(options.benches), "bench_pairs": options.bench_pairs} if options.benches else {}),
-        **({"max_subtask_chars": conductor.max_subtask_chars} if options.max_subtask_chars else {}),
-        **({"max_steps_per_plan": options.max_steps_per_plan} if options.max_steps_per_plan else {}),
-        **({"sft_weight": options.sft_weight} if options.sft_weight else {}),
-        **({"preferences": [str(level) for level in levels]} if levels else {}),
-    }, indent=2) + "\n")
-    logged = _read_log(log_path)
+        peft_config=lora_config(options.lora_r, options.lora_alpha, options.lora_targets),
+        callbacks=[run.callback(report_for, on_step, should_stop)])
+    steps = run.train(trainer)
+    AdapterManifest.trained(
+        options.base, label, folder, model.config, suite="votes", steps=steps, trained_on="votes", pairs=len(rows),
+        prompt_style=style, benches=tuple(options.benches),
+        bench_pairs=options.bench_pairs if options.benches else None,
+        max_subtask_chars=conductor.max_subtask_chars if options.max_subtask_chars else None,
+        max_steps_per_plan=options.max_steps_per_plan or None, sft_weight=options.sft_weight or None,
+        preferences=tuple(str(level) for level in levels),
+    ).write(out)
+    logged = run.logged()
     return VoteTrainSummary(
         steps=steps, pairs=len(rows), votes=harvest.votes.get("winner", 0),
         loss_first=logged[0]["loss"] if logged else None, loss_last=logged[-1]["loss"] if logged else None,
         accuracy_last=logged[-1]["accuracy"] if logged else None, adapter=str(out),
-        skipped=dict(sorted(skipped.items())), stopped=state["stopped"], graded=harvest.graded)
+        skipped=dict(sorted(skipped.items())), stopped=run.stopped, graded=harvest.graded)
 
 
 def _levels(options: VoteTrainOptions) -> tuple[Any, ...]:
     """The preference levels of `options.preferences`, parsed (TrainError naming a bad one)."""
-    from .trainer import prefer_levels
-
     if options.preferences and not options.benches:
         raise TrainError("--prefer-levels grades the benches' pairs under each level; a vote states no level: "
                          "add a graded bench with --bench ID")

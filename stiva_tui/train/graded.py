@@ -42,11 +42,11 @@ def grade_pool(config, suite, seeds: int = 1, *, systems: str = "direct:*", prog
     on `suite`, once per seed (TrainError when a bench cannot run, GradingFailed when one stops before
     every item is graded, the store's HistoryFault when the history cannot be written). `chain:A>B`
     systems among them give pairs with two-step plans."""
-    from ..bench.systems import SystemError, parse_systems
+    from ..runtime.systems import SystemNameError, parse_systems
 
     try:
         parsed = parse_systems([systems])
-    except SystemError as exc:
+    except SystemNameError as exc:
         raise TrainError(f"--graded-systems: {exc}") from None
     if seeds < 1:
         raise TrainError("--graded-seeds must be at least 1")

@@ -47,9 +47,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..bench.graders import grade_async
+from ..evals.graders import grade_async
 from ..bench.limiter import ItemClock, LimitedWorker, item_clock
-from ..bench.suite import SuiteItem, question_text
+from ..evals.suite import SuiteItem, question_text
 from ..conductor.base import PlanRequest, WorkerInfo
 from ..core.preference import REWARD_CORRECT, REWARD_INVALID, REWARD_VALID, Preference
 from ..inference.checkpoints import LoadedModel
@@ -154,9 +154,6 @@ class Rollouts:
         # a model by its name and description, not by its place in the list.
         self.shuffle_pool = shuffle_pool
         self.decisions_only = decisions_only  # the loss on the tokens the plan chose only (env_mask)
-        # with shuffle_pool, the step's plans (each its own prompt) sampled in one left-padded batch;
-        # STIVA_TRAIN_UNBATCHED=1 samples them one by one, as before (benchmarks/train_step.py)
-        self.batch_prompts = os.environ.get("STIVA_TRAIN_UNBATCHED", "") not in ("1", "true", "yes")
         self._rng = random.Random(seed)
         self.max_steps = max_steps or runtime.config.conductor.max_steps
         self.cache_path = cache_path
@@ -203,8 +200,10 @@ class Rollouts:
                                       preference=preference)
                 shuffled.append((item, request, models))
         if shuffled:
+            # the step's plans (each its own prompt) in one left-padded batched generation, where the
+            # conductor can (HFConductor.sample_each_sync)
             each = getattr(self.conductor, "sample_each_sync", None)
-            if each is not None and self.batch_prompts:  # the step's plans in one batched generation
+            if each is not None:
                 plans = each([request for _, request, _ in shuffled], loaded, self.temperature)
             else:  # one generation per plan
                 plans = [self.conductor.sample_many_sync(request, loaded, 1, self.temperature)[0]

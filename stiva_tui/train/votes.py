@@ -53,7 +53,7 @@ from typing import Any, Iterable, Sequence
 from ..core.preference import REWARD_CORRECT, REWARD_VALID, Preference
 from ..core.trace import Trace
 from ..core.workflow import Step, Workflow
-from ..runtime.modes import is_conductor_system
+from ..runtime.systems import is_conductor_system
 
 DIRECT_SUBTASK = "Answer the question."
 MOA_SYSTEMS = ("moa", "self-moa")

@@ -26,7 +26,7 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, DataTable, Static
 
 from ..text import one_line, scrub
-from ..widgets.bench_report import STATUS_STYLES, BenchReport, BenchReportView
+from ..widgets.bench_report import STATUS_STYLES, BenchReportView, ShownReport
 from ..widgets.footer import StivaFooter
 from ..widgets.table import Table
 
@@ -76,7 +76,7 @@ class BenchScreen(Screen):
 
     benches: reactive[list[BenchSummary]] = reactive(list, init=False)
     viewing: reactive[str | None] = reactive(None, init=False)  # the bench whose report is open
-    shown: reactive[BenchReport | None] = reactive(None, init=False)  # that report, once read
+    shown: reactive[ShownReport | None] = reactive(None, init=False)  # that report, once read
     error: reactive[str | None] = reactive(None, init=False)  # why the history could not be read
 
     @dataclass
@@ -85,7 +85,7 @@ class BenchScreen(Screen):
 
     @dataclass
     class ReportLoaded(Message):
-        report: BenchReport
+        report: ShownReport
 
     @dataclass
     class LoadFailed(Message):
@@ -240,7 +240,7 @@ class BenchScreen(Screen):
             self.app.pop_screen()
 
 
-def read_report(store: "Store", bench_id: str) -> BenchReport:
+def read_report(store: "Store", bench_id: str) -> ShownReport:
     """A bench's report from the history alone (the suite file may be elsewhere by now): items in
     the order they were graded, systems in the bench's order."""
     from ...bench.report import build_report
@@ -248,7 +248,7 @@ def read_report(store: "Store", bench_id: str) -> BenchReport:
     bench = store.get_bench(bench_id)
     records = store.bench_items(bench_id)
     order = list(dict.fromkeys(r.item_id for r in records))
-    report = BenchReport(bench, build_report(bench.suite, bench.id, bench.systems, order, records,
+    report = ShownReport(bench, build_report(bench.suite, bench.id, bench.systems, order, records,
                                              status=bench.status, stop_reason=bench.stop_reason))
     return scrub(report)  # the models' extracted answers and errors, without escape sequences
 

@@ -208,9 +208,14 @@ class CompareScreen(Screen):
 
     async def _run_system(self, column: CompareColumn, question: str) -> None:
         """Run one system and feed its events to its column (a worker; cancelled by esc)."""
-        from ...runtime import Ask, ConductorMode, mode_for_system
+        from ...runtime import Ask, ConductorMode, SystemNameError, column_system
 
-        mode = mode_for_system(column.system)
+        try:  # a system name, or a pool model's id (runtime/systems.py)
+            system = column_system(column.system, self.runtime.models, self.runtime.config.moa.aggregator)
+        except SystemNameError as exc:
+            await column.show_error(str(exc))
+            return
+        mode = system.mode
         loop = asyncio.get_running_loop()
 
         def progress(fraction: float | None, message: str) -> None:  # called from a loading thread
@@ -218,7 +223,8 @@ class CompareScreen(Screen):
 
         if isinstance(mode, ConductorMode) and not self.runtime.conductor_ready:
             column.set_status("loading the conductor")
-        ask = Ask(question, mode=mode, source="tui", in_conversation=False, run_id=column.run_id)
+        ask = Ask(question, mode=mode, source="tui", in_conversation=False, run_id=column.run_id,
+                  options=dict(system.options))
         try:
             async for event in self.runtime.sessions.stream(ask, progress=progress):
                 await column.handle(event)

@@ -1,15 +1,15 @@
 """One bench's report: a heading, the per-system table, and (as tabs) its items or the frontier plot.
 
     view = BenchReportView(id="bench-report")
-    view.report = BenchReport(...)     # renders from this reactive; None shows nothing
+    view.report = ShownReport(...)     # renders from this reactive; None shows nothing
 
 Enter on an item posts `messages.OpenRun(run_id)`: the app shows that run on a screen of its own.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on
@@ -24,6 +24,7 @@ from .. import messages as msg
 from .table import Table
 
 if TYPE_CHECKING:
+    from ...bench.report import BenchReport, ItemRow, SystemRow
     from ...store import BenchRecord
 
 SYSTEM_COLUMNS = ("System", "n", "Acc", "95% CI", "Err", "Tok/q", "Cost/q", "p50", "p95")
@@ -36,19 +37,19 @@ FRONTIER_MAX = (72, 21)
 
 
 @dataclass(frozen=True)
-class BenchReport:
-    """A bench as the screen shows it: its record and `build_report(...)` of its items."""
+class ShownReport:
+    """A bench as the screen shows it: its record and the `BenchReport` of its items."""
 
     bench: "BenchRecord"
-    report: dict[str, Any] = field(default_factory=dict)
+    report: "BenchReport"
 
     @property
-    def systems(self) -> list[dict[str, Any]]:
-        return self.report.get("systems", [])
+    def systems(self) -> "list[SystemRow]":
+        return self.report.systems
 
     @property
-    def items(self) -> list[dict[str, Any]]:
-        return self.report.get("items", [])
+    def items(self) -> "list[ItemRow]":
+        return self.report.items
 
     @property
     def done(self) -> int:
@@ -72,7 +73,7 @@ class BenchReportView(Vertical):
     BenchReportView #report-frontier { width: auto; }
     """
 
-    report: reactive[BenchReport | None] = reactive(None, init=False)
+    report: reactive[ShownReport | None] = reactive(None, init=False)
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
@@ -100,7 +101,7 @@ class BenchReportView(Vertical):
     def items_table(self) -> DataTable:
         return self.query_one("#report-items", DataTable)
 
-    def watch_report(self, report: BenchReport | None) -> None:
+    def watch_report(self, report: ShownReport | None) -> None:
         systems = self.query_one("#report-systems", DataTable)
         items = self.items_table
         cursor = items.cursor_row  # a reload of the same bench keeps the item the user was on
@@ -109,7 +110,7 @@ class BenchReportView(Vertical):
         self.query_one("#report-heading", Static).update(heading(report) if report is not None else "")
         if report is not None:
             for row in report.systems:
-                systems.add_row(*system_cells(row), key=row["system"])
+                systems.add_row(*system_cells(row), key=row.system)
             for index, item in enumerate(report.items):
                 items.add_row(*item_cells(item), key=str(index))
             if report.items:
@@ -137,7 +138,7 @@ class BenchReportView(Vertical):
             plot.update("")
             return
         tabs = self.query_one("#report-tabs", TabbedContent).size
-        legend = sum(1 for row in self.report.systems if row["n"])
+        legend = sum(1 for row in self.report.systems if row.n)
         self.frontier_size = frontier_size(tabs.width - 2, tabs.height - 2, legend)
         plot.update(terminal_frontier(self.report.report, *self.frontier_size))
 
@@ -158,7 +159,7 @@ class BenchReportView(Vertical):
         """Ask the app to show item `row`'s run (an item that ended in an error has none)."""
         if self.report is None or not 0 <= row < len(self.report.items):
             return
-        run_id = self.report.items[row].get("run_id")
+        run_id = self.report.items[row].run_id
         if run_id:
             self.post_message(msg.OpenRun(run_id))
         else:
@@ -179,7 +180,7 @@ def frontier_size(columns: int, rows: int, legend: int) -> tuple[int, int]:
     return width, height if height % 2 else height - 1
 
 
-def heading(report: BenchReport) -> Text:
+def heading(report: ShownReport) -> Text:
     """`basic · bench 3f2a… · finished · 24/24 items` (and why it stopped, when it did)."""
     bench = report.bench
     text = Text.assemble((bench.suite, "bold"), f"  ·  bench {bench.id[:12]}  ·  ",
@@ -190,35 +191,35 @@ def heading(report: BenchReport) -> Text:
     return text
 
 
-def system_cells(row: dict[str, Any]) -> list:
-    """The cells of one system's row of `build_report` (numbers right-aligned)."""
-    accuracy = row["accuracy"]
-    lo, hi = row["ci95"]
+def system_cells(row: "SystemRow") -> list:
+    """The cells of one system's row of the report (numbers right-aligned)."""
+    accuracy = row.accuracy
+    lo, hi = row.ci95
     values = [
-        str(row["n"]),
+        str(row.n),
         "–" if accuracy is None else f"{accuracy:.1%}",
-        f"{lo:.0%}–{hi:.0%}" if row["n"] else "–",
-        str(row["errors"]),
-        fmt.tokens(round(row["tokens_per_question"])),
-        fmt.money(row["cost_per_question"]),
-        fmt.seconds(row["latency_p50_s"]),
-        fmt.seconds(row["latency_p95_s"]),
+        f"{lo:.0%}–{hi:.0%}" if row.n else "–",
+        str(row.errors),
+        fmt.tokens(round(row.tokens_per_question)),
+        fmt.money(row.cost_per_question),
+        fmt.seconds(row.latency_p50_s),
+        fmt.seconds(row.latency_p95_s),
     ]
     cells = [Text(v, justify="right") for v in values]
-    if row["errors"]:
+    if row.errors:
         cells[3].stylize("red")
-    return [Text(row["system"], style="bold"), *cells]
+    return [Text(row.system, style="bold"), *cells]
 
 
-def item_cells(item: dict[str, Any]) -> list:
-    """The cells of one item of `build_report`: what was read from the answer, and why it is not
+def item_cells(item: "ItemRow") -> list:
+    """The cells of one item of the report: what was read from the answer, and why it is not
     right (the grader's detail with the expected answer, "expected 391, read 392", or the error)."""
-    if item["status"] == "error":
+    if item.status == "error":
         result = Text("! error", style="red")
     else:
-        result = Text("✓ right", style="green") if item["correct"] else Text("✗ wrong", style="yellow")
-    shown = one_line(item.get("extracted") or "", EXTRACTED_CHARS)
-    why = "" if item["correct"] else (item.get("failure") or item.get("error") or "")
+        result = Text("✓ right", style="green") if item.correct else Text("✗ wrong", style="yellow")
+    shown = one_line(item.extracted or "", EXTRACTED_CHARS)
+    why = "" if item.correct else (item.failure or item.error or "")
     # Text, not str: a DataTable reads a str as markup, and answers hold brackets.
-    return [Text(item["id"]), Text(item["system"]), result, Text(shown),
-            Text(fmt.seconds(item.get("latency_s")), justify="right"), Text(one_line(why, EXTRACTED_CHARS))]
+    return [Text(item.id), Text(item.system), result, Text(shown),
+            Text(fmt.seconds(item.latency_s), justify="right"), Text(one_line(why, EXTRACTED_CHARS))]

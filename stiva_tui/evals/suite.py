@@ -1,4 +1,5 @@
-"""Bench suites: the item format, loading a suite by name, path or public format, and what is asked.
+"""Suites: the item format, reading a JSONL suite, and what is asked (loading one by name, path or
+public format is `loaders.load_suite`).
 
 A suite is a JSONL file, one question per line:
 
@@ -35,20 +36,17 @@ import string
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
-if TYPE_CHECKING:
-    from .loaders import FormatInfo
+from .numbers import parse_number
 
 __all__ = [
-    "GRADERS", "BuiltinInfo", "CodeTests", "FunctionalCase", "FunctionalTests", "GraderName",
-    "IOCase", "Suite", "SuiteError", "SuiteItem", "list_builtins", "list_formats", "load_builtin",
-    "load_suite", "load_suite_file", "parse_suite", "question_text", "shuffled_choices", "split_of",
+    "GRADERS", "LETTERS", "CodeTests", "FunctionalCase", "FunctionalTests", "GraderName", "IOCase", "Suite",
+    "SuiteError", "SuiteItem", "json_loads", "load_suite_file", "parse_suite", "question_text", "shuffled_choices",
+    "split_of", "validate_item",
 ]
 
 GraderName = Literal["numeric", "exact", "contains", "choice", "math", "code", "judge"]
@@ -172,8 +170,6 @@ class SuiteItem(_Strict):
                                                                 and not self.tests.strip())):
             raise ValueError("a code item needs tests")
         elif self.grader == "numeric":
-            from .graders import parse_number  # graders import this module; import it lazily
-
             if parse_number(self.answer) is None:
                 raise ValueError(f"a numeric item's answer must be one number, not {self.answer!r}")
         return self
@@ -280,50 +276,6 @@ def split_of(suite: Suite, split: str) -> Suite:
     return Suite(f"{suite.name}:{split}", items, description=suite.description, source=suite.source)
 
 
-@dataclass(frozen=True, slots=True)
-class BuiltinInfo:
-    """A built-in suite as `stiva bench --list` shows it."""
-
-    name: str
-    items: int
-    description: str
-
-
-def load_suite(spec: str) -> Suite:
-    """The suite `spec` names, tried in this order:
-
-    1. `FORMAT:PATH` where FORMAT is one of `list_formats()` (PATH: a local file, or a Hugging Face
-       dataset id when the `datasets` package is installed; see `loaders`);
-    2. the name of a built-in (`list_builtins()`: every `*.jsonl` shipped in `stiva_tui/bench/data`);
-       write `./basic` for a local file that happens to share a built-in's name;
-    3. a path to a JSONL suite file.
-    """
-    from . import loaders  # loaders build on this module
-
-    try:
-        return _load_suite(spec, loaders)
-    except RecursionError:  # nested too deeply for a step no loader names (validating, hashing)
-        raise SuiteError("nested too deeply to read (more levels than Python's recursion limit)",
-                         source=spec) from None
-    except MemoryError:
-        raise SuiteError("too large to load into memory", source=spec) from None
-
-
-def _load_suite(spec: str, loaders) -> Suite:
-    fmt, colon, rest = spec.partition(":")
-    if colon and fmt.lower() in loaders.FORMATS:
-        return loaders.load_format(fmt.lower(), rest)
-    builtins = _builtin_files()
-    if spec in builtins:
-        return load_builtin(spec)
-    path = Path(spec).expanduser()
-    if path.is_file():
-        return load_suite_file(path)
-    raise SuiteError(
-        f"no such suite: not a file, not a built-in ({', '.join(builtins) or 'none'}), and not "
-        f"FORMAT:PATH with a format among {', '.join(loaders.FORMATS)}", source=spec)
-
-
 def load_suite_file(path: str | Path) -> Suite:
     """A JSONL suite file; its name is the file's stem."""
     path = Path(path)
@@ -332,33 +284,6 @@ def load_suite_file(path: str | Path) -> Suite:
     except (OSError, UnicodeDecodeError) as error:
         raise SuiteError(f"cannot read: {error}", source=str(path)) from error
     return parse_suite(text, name=path.stem, source=str(path))
-
-
-def load_builtin(name: str) -> Suite:
-    """A suite shipped with Stiva, by name (`basic`, `offline`, ...)."""
-    files = _builtin_files()
-    if name not in files:
-        raise SuiteError(f"no built-in suite {name!r}; there are: {', '.join(files)}", source=name)
-    return parse_suite(files[name].read_text(encoding="utf-8"), name=name, source=f"built-in {name}")
-
-
-def list_builtins() -> list[BuiltinInfo]:
-    """Every built-in suite with its size and description (the file's `{"_suite": ...}` line, or,
-    when it has none, a summary of its graders)."""
-    infos = []
-    for name in _builtin_files():
-        suite = load_builtin(name)
-        graders = sorted({item.grader for item in suite.items})
-        description = suite.description or f"{len(suite)} questions graded by {', '.join(graders)}"
-        infos.append(BuiltinInfo(name, len(suite), description))
-    return infos
-
-
-def list_formats() -> list[FormatInfo]:
-    """The public formats `FORMAT:PATH` accepts, as `loaders.FormatInfo`s."""
-    from . import loaders
-
-    return loaders.list_formats()
 
 
 class _HugeInteger(Exception):
@@ -444,22 +369,10 @@ def _one_line(error: ValidationError, data: dict[str, Any]) -> str:
         where = ".".join(str(part) for part in problem["loc"])
         message = problem["msg"].removeprefix("Value error, ")
         if problem["type"] == "extra_forbidden":
-            message = "unknown key (see stiva_tui.bench.suite for the keys an item may have)"
+            message = "unknown key (see stiva_tui.evals.suite for the keys an item may have)"
         elif problem["type"] == "literal_error" and where == "grader":
             message = f"unknown grader {data.get('grader')!r}; graders are {', '.join(GRADERS)}"
         problems.append(f"{where}: {message}" if where else message)
     item_id = data.get("id")
     prefix = f"item {item_id!r}: " if isinstance(item_id, str | int) else ""
     return prefix + "; ".join(problems)
-
-
-def _builtin_files() -> dict[str, Traversable]:
-    """Every `*.jsonl` in the package's data folder, by stem, sorted: a new file is a new built-in."""
-    folder = _data_dir()
-    found = {entry.name[: -len(".jsonl")]: entry for entry in folder.iterdir()
-             if entry.name.endswith(".jsonl") and entry.is_file()}
-    return dict(sorted(found.items()))
-
-
-def _data_dir() -> Traversable:
-    return resources.files("stiva_tui.bench").joinpath("data")

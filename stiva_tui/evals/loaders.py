@@ -1,4 +1,5 @@
-"""Public benchmark formats turned into suites: `FORMAT:PATH` in `load_suite`.
+"""Loading a suite: `load_suite(spec)` by public format, built-in name or file path, the built-ins
+shipped in `stiva_tui/evals/data`, and the public benchmark formats (`FORMAT:PATH`) turned into suites.
 
 PATH is a local file: JSONL (`.jsonl`, `.ndjson`), JSON (a list of records, or an object holding
 one under "data", "rows", "train", "test" or "examples"), CSV, or Parquet (needs `pyarrow`). When
@@ -39,12 +40,17 @@ import pickletools
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from .suite import Suite, SuiteError, json_loads, validate_item
+from .suite import Suite, SuiteError, json_loads, load_suite_file, parse_suite, validate_item
 
-__all__ = ["FORMATS", "FormatInfo", "list_formats", "load_format"]
+__all__ = [
+    "FORMATS", "BuiltinInfo", "FormatInfo", "list_builtins", "list_formats", "load_builtin", "load_format",
+    "load_suite",
+]
 
 Record = dict[str, Any]
 
@@ -102,6 +108,83 @@ def load_format(fmt: str, target: str) -> Suite:
     if not items:
         raise SuiteError("no records", source=spec)
     return Suite(name=name, items=tuple(items), description=FORMATS[fmt].info.description, source=spec)
+
+
+# --- a suite by name ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltinInfo:
+    """A built-in suite as `stiva bench --list` shows it."""
+
+    name: str
+    items: int
+    description: str
+
+
+def load_suite(spec: str) -> Suite:
+    """The suite `spec` names, tried in this order:
+
+    1. `FORMAT:PATH` where FORMAT is one of `list_formats()` (PATH: a local file, or a Hugging Face
+       dataset id when the `datasets` package is installed; see `load_format`);
+    2. the name of a built-in (`list_builtins()`: every `*.jsonl` shipped in `stiva_tui/evals/data`);
+       write `./basic` for a local file that happens to share a built-in's name;
+    3. a path to a JSONL suite file.
+    """
+    try:
+        return _load_suite(spec)
+    except RecursionError:  # nested too deeply for a step no loader names (validating, hashing)
+        raise SuiteError("nested too deeply to read (more levels than Python's recursion limit)",
+                         source=spec) from None
+    except MemoryError:
+        raise SuiteError("too large to load into memory", source=spec) from None
+
+
+def _load_suite(spec: str) -> Suite:
+    fmt, colon, rest = spec.partition(":")
+    if colon and fmt.lower() in FORMATS:
+        return load_format(fmt.lower(), rest)
+    builtins = _builtin_files()
+    if spec in builtins:
+        return load_builtin(spec)
+    path = Path(spec).expanduser()
+    if path.is_file():
+        return load_suite_file(path)
+    raise SuiteError(
+        f"no such suite: not a file, not a built-in ({', '.join(builtins) or 'none'}), and not "
+        f"FORMAT:PATH with a format among {', '.join(FORMATS)}", source=spec)
+
+
+def load_builtin(name: str) -> Suite:
+    """A suite shipped with Stiva, by name (`basic`, `offline`, ...)."""
+    files = _builtin_files()
+    if name not in files:
+        raise SuiteError(f"no built-in suite {name!r}; there are: {', '.join(files)}", source=name)
+    return parse_suite(files[name].read_text(encoding="utf-8"), name=name, source=f"built-in {name}")
+
+
+def list_builtins() -> list[BuiltinInfo]:
+    """Every built-in suite with its size and description (the file's `{"_suite": ...}` line, or,
+    when it has none, a summary of its graders)."""
+    infos = []
+    for name in _builtin_files():
+        suite = load_builtin(name)
+        graders = sorted({item.grader for item in suite.items})
+        description = suite.description or f"{len(suite)} questions graded by {', '.join(graders)}"
+        infos.append(BuiltinInfo(name, len(suite), description))
+    return infos
+
+
+def _builtin_files() -> dict[str, Traversable]:
+    """Every `*.jsonl` in the package's data folder, by stem, sorted: a new file is a new built-in."""
+    folder = _data_dir()
+    found = {entry.name[: -len(".jsonl")]: entry for entry in folder.iterdir()
+             if entry.name.endswith(".jsonl") and entry.is_file()}
+    return dict(sorted(found.items()))
+
+
+def _data_dir() -> Traversable:
+    return resources.files("stiva_tui.evals").joinpath("data")
 
 
 # --- reading records -----------------------------------------------------------------------------

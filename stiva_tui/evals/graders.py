@@ -49,12 +49,13 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 from ..sandbox import (
     SandboxResult, SandboxSettings, run_code_async, run_functional_async, run_sync, run_with_tests_async,
 )
+from .numbers import extract_number, parse_number
+from .numbers import unboxed as _unboxed
 from .suite import LETTERS, CodeTests, SuiteItem
 
 __all__ = [
@@ -126,41 +127,6 @@ async def grade_async(item: SuiteItem, answer_text: str, *, sandbox: SandboxSett
 
 # --- numeric -------------------------------------------------------------------------------------
 
-_NUMBER = re.compile(
-    r"(?<![\w.])-?"                                        # not inside a word or after a point
-    r"(?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+)"  # 1,234.5 | 1234.5 | .5
-    r"(?:[eE][-+]?\d+)?"                                    # 1e-6
-    r"(?:\s*/\s*\d+(?:\.\d+)?)?"                            # 3/4
-)
-_ANSWER_ANCHOR = re.compile(r"answer\W{0,4}(?:is|:|=)", re.IGNORECASE)
-
-
-def parse_number(text: str) -> float | None:
-    """`text` read as exactly one number ("1,000", "-2.5", "3/4", "\\frac{3}{4}", "25%", "$5"), or
-    None: how a `numeric` reference is read."""
-    cleaned = _delatex(_unboxed(text) or text).strip().strip("$").strip()
-    cleaned = cleaned.removesuffix("%").rstrip(".").strip()
-    match = _NUMBER.fullmatch(cleaned)
-    return _to_float(match.group()) if match else None
-
-
-def extract_number(text: str) -> tuple[str, float] | None:
-    """The number an answer commits to, as (the text read, its value); see the module docstring."""
-    boxed = _unboxed(text)
-    if boxed is not None:
-        found = _numbers(_delatex(boxed))
-        if found:
-            return found[-1]
-    text = _delatex(text)
-    anchors = list(_ANSWER_ANCHOR.finditer(text))
-    if anchors:
-        after = _numbers(text[anchors[-1].end():])
-        if after:
-            return after[0]
-    found = _numbers(text)
-    return found[-1] if found else None
-
-
 def _grade_numeric(item: SuiteItem, text: str) -> Grade:
     reference = parse_number(item.answer)
     if reference is None:  # validated at load; kept for items built by hand
@@ -172,55 +138,6 @@ def _grade_numeric(item: SuiteItem, text: str) -> Grade:
     tolerance = item.tolerance if item.tolerance is not None else DEFAULT_TOLERANCE
     correct = math.isclose(value, reference, rel_tol=tolerance, abs_tol=1e-12)
     return Grade(correct, read, None if correct else f"expected {item.answer}, read {read}")
-
-
-def _numbers(text: str) -> list[tuple[str, float]]:
-    found = []
-    for match in _NUMBER.finditer(text.replace("\u2212", "-")):
-        value = _to_float(match.group())
-        if value is not None:
-            found.append((re.sub(r"[\s,]", "", match.group()), value))
-    return found
-
-
-def _to_float(token: str) -> float | None:
-    token = re.sub(r"[\s,]", "", token)
-    try:
-        if "/" in token:
-            top, bottom = token.split("/")
-            return float(Fraction(top) / Fraction(bottom))
-        return float(token)
-    except (ValueError, ZeroDivisionError, OverflowError):
-        return None
-
-
-_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(-?[\d.,]+)\s*\}\s*\{\s*(-?[\d.,]+)\s*\}")
-
-
-def _delatex(text: str) -> str:
-    """The LaTeX that wraps plain numbers, removed: \\frac{a}{b} -> a/b, 1{,}000, \\$, \\%, \\text."""
-    text = _FRAC.sub(r"\1/\2", text)
-    text = re.sub(r"\\text\{([^{}]*)\}", r"\1", text)
-    for latex, plain in (("{,}", ","), ("\\,", ""), ("\\!", ""), ("\\$", "$"), ("\\%", "%"),
-                         ("\\left", ""), ("\\right", ""), ("\u2212", "-")):
-        text = text.replace(latex, plain)
-    return text
-
-
-def _unboxed(text: str) -> str | None:
-    """The content of the last `\\boxed{...}` (or `\\fbox{...}`), braces balanced; None if none."""
-    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
-    if start < 0:
-        return None
-    brace = text.find("{", start)
-    if brace < 0:
-        return None
-    depth = 0
-    for index in range(brace, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[index], 0)
-        if depth == 0:
-            return text[brace + 1:index]
-    return text[brace + 1:]  # unclosed: an answer cut off at the end
 
 
 # --- exact and contains --------------------------------------------------------------------------

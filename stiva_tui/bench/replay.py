@@ -1,0 +1,67 @@
+"""`--pool replay:BENCH_ID`, the history's half: a bench's graded `direct:` answers read from the
+store and handed to the simulated pool (`stiva_tui.sim.replay` serves them; it does not open the
+store).
+
+    config, server = start_pool(config)    # sim, sim:SEED or replay:BENCH_ID, started
+    ...
+    server.stop()
+"""
+
+from __future__ import annotations
+
+from ..config import Config, ConfigError
+from ..sim.pool import start_sim
+from ..sim.replay import RecordedAnswer, RecordedBench, ReplayError
+from ..sim.server import SimServer
+
+__all__ = ["read_recorded", "start_pool"]
+
+_CHUNK = 500  # run ids per query (SQLite's bound on host parameters is far above)
+
+
+def start_pool(config: Config) -> tuple[Config, SimServer]:
+    """Start `config.sim`'s pool: the simulated one, or a replay of a bench read from the history
+    (ConfigError, one line, when the history cannot be opened or the bench cannot be replayed)."""
+    assert config.sim is not None
+    if not config.sim.replay:
+        return start_sim(config)
+    from ..store import Store, StoreError
+
+    try:
+        store = Store.open()
+    except StoreError as exc:
+        raise ConfigError(f"--pool replay:{config.sim.replay}: {exc}") from None
+    try:
+        recorded = read_recorded(store, config.sim.replay)
+    except ReplayError as exc:
+        raise ConfigError(str(exc)) from None
+    finally:
+        store.close()
+    return start_sim(config, recorded)
+
+
+def read_recorded(store, bench_text: str) -> RecordedBench:
+    """The bench `bench_text` names (a unique start of its id will do): its `direct:` systems and
+    their graded answers, each with its run's question ("" where the run is gone). ReplayError
+    when no such bench is stored."""
+    from ..store import NotFoundError
+
+    try:
+        bench_id = store.resolve_bench(bench_text)
+    except NotFoundError as exc:
+        raise ReplayError(f"--pool replay:{bench_text}: {exc}") from None
+    records = [r for r in store.bench_items(bench_id) if r.system.startswith("direct:") and r.status == "graded"]
+    run_ids = [r.run_id for r in records if r.run_id]
+    questions: dict[str, str] = {}
+    for start in range(0, len(run_ids), _CHUNK):
+        chunk = run_ids[start:start + _CHUNK]
+        rows = store.query(f"SELECT id, question FROM runs WHERE id IN ({', '.join('?' * len(chunk))})", tuple(chunk))
+        questions.update({row["id"]: row["question"] for row in rows})
+    answers = tuple(
+        RecordedAnswer(model=r.system.removeprefix("direct:"), item_id=r.item_id,
+                       question=questions.get(r.run_id or "", ""), answer=r.answer, correct=r.correct,
+                       prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens, cost_usd=r.cost_usd,
+                       latency_s=r.latency_s)
+        for r in records)
+    models = tuple(s.removeprefix("direct:") for s in store.get_bench(bench_id).systems if s.startswith("direct:"))
+    return RecordedBench(bench_id, models, answers)

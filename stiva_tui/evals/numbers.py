@@ -1,0 +1,94 @@
+"""Numbers in text: how a `numeric` reference is read (`parse_number`), and which number an answer
+commits to (`extract_number`); see `graders` for the rules. Shared by the suite model (a numeric
+item's answer must be one number) and the graders, and imports nothing of Stiva.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+__all__ = ["extract_number", "parse_number", "unboxed"]
+
+_NUMBER = re.compile(
+    r"(?<![\w.])-?"                                        # not inside a word or after a point
+    r"(?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+)"  # 1,234.5 | 1234.5 | .5
+    r"(?:[eE][-+]?\d+)?"                                    # 1e-6
+    r"(?:\s*/\s*\d+(?:\.\d+)?)?"                            # 3/4
+)
+_ANSWER_ANCHOR = re.compile(r"answer\W{0,4}(?:is|:|=)", re.IGNORECASE)
+
+
+def parse_number(text: str) -> float | None:
+    """`text` read as exactly one number ("1,000", "-2.5", "3/4", "\\frac{3}{4}", "25%", "$5"), or
+    None: how a `numeric` reference is read."""
+    cleaned = _delatex(unboxed(text) or text).strip().strip("$").strip()
+    cleaned = cleaned.removesuffix("%").rstrip(".").strip()
+    match = _NUMBER.fullmatch(cleaned)
+    return _to_float(match.group()) if match else None
+
+
+def extract_number(text: str) -> tuple[str, float] | None:
+    """The number an answer commits to, as (the text read, its value): the rules in `graders`' docstring."""
+    boxed = unboxed(text)
+    if boxed is not None:
+        found = _numbers(_delatex(boxed))
+        if found:
+            return found[-1]
+    text = _delatex(text)
+    anchors = list(_ANSWER_ANCHOR.finditer(text))
+    if anchors:
+        after = _numbers(text[anchors[-1].end():])
+        if after:
+            return after[0]
+    found = _numbers(text)
+    return found[-1] if found else None
+
+
+def _numbers(text: str) -> list[tuple[str, float]]:
+    found = []
+    for match in _NUMBER.finditer(text.replace("\u2212", "-")):
+        value = _to_float(match.group())
+        if value is not None:
+            found.append((re.sub(r"[\s,]", "", match.group()), value))
+    return found
+
+
+def _to_float(token: str) -> float | None:
+    token = re.sub(r"[\s,]", "", token)
+    try:
+        if "/" in token:
+            top, bottom = token.split("/")
+            return float(Fraction(top) / Fraction(bottom))
+        return float(token)
+    except (ValueError, ZeroDivisionError, OverflowError):
+        return None
+
+
+_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(-?[\d.,]+)\s*\}\s*\{\s*(-?[\d.,]+)\s*\}")
+
+
+def _delatex(text: str) -> str:
+    """The LaTeX that wraps plain numbers, removed: \\frac{a}{b} -> a/b, 1{,}000, \\$, \\%, \\text."""
+    text = _FRAC.sub(r"\1/\2", text)
+    text = re.sub(r"\\text\{([^{}]*)\}", r"\1", text)
+    for latex, plain in (("{,}", ","), ("\\,", ""), ("\\!", ""), ("\\$", "$"), ("\\%", "%"),
+                         ("\\left", ""), ("\\right", ""), ("\u2212", "-")):
+        text = text.replace(latex, plain)
+    return text
+
+
+def unboxed(text: str) -> str | None:
+    """The content of the last `\\boxed{...}` (or `\\fbox{...}`), braces balanced; None if none."""
+    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
+    if start < 0:
+        return None
+    brace = text.find("{", start)
+    if brace < 0:
+        return None
+    depth = 0
+    for index in range(brace, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[index], 0)
+        if depth == 0:
+            return text[brace + 1:index]
+    return text[brace + 1:]  # unclosed: an answer cut off at the end
