@@ -17,6 +17,7 @@ import ast
 import math
 import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 # Words (and signs) for the operators, turned into Python's before parsing.
@@ -40,8 +41,11 @@ _OPERATOR = r"(?:\s*(?:\*\*|[+*/])\s*|\s+-\s+)"
 _OPERAND = rf"\(*\s*-?{_NUMBER}(?:\s*\))*"
 _EXPRESSION = re.compile(rf"{_OPERAND}(?:{_OPERATOR}{_OPERAND})+")
 
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.Pow: operator.pow}
+# A power may be complex ((-8) ** 0.5): _value refuses it.
+_BINARY: dict[type[ast.operator], Callable[[float, float], float | complex]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.Pow: operator.pow,
+}
 _LIMIT = 1e15  # results and operands beyond this are not a question's arithmetic
 _MAX_EXPONENT = 12
 
@@ -115,7 +119,7 @@ def _evaluate(expression: str) -> float | int | None:
 
 
 def _value(node: ast.AST) -> float | int:
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         if abs(node.value) > _LIMIT:
             raise ValueError("operand out of bounds")
         return node.value

@@ -29,9 +29,16 @@ Hard caps do not move: the budget and the step limit bound every plan, whatever 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Protocol, Sequence
 
 __all__ = ["LEVELS", "Preference", "PreferenceError", "parse_preference", "next_level"]
+
+
+class _Named(Protocol):
+    """A pool model as the preference sentence lists it (conductor.base.WorkerInfo is one)."""
+
+    @property
+    def id(self) -> str: ...
 
 
 class PreferenceError(ValueError):
@@ -64,7 +71,7 @@ class Preference:
         return (f"a balance of accuracy and cost, leaning {'to low cost' if self.thrift > 0.5 else 'to accuracy'}: "
                 "pay for a dearer model or an extra step only where it makes the answer better")
 
-    def sentence(self, workers: Sequence) -> str:
+    def sentence(self, workers: Sequence[_Named]) -> str:
         """The conductor prompt's preference paragraph: the wish, then each model's price and latency
         (`workers` are `WorkerInfo`s, numbered as in the prompt)."""
         lines = [f"The user prefers {self.wish}. Each model's price (USD per million input/output tokens) "
@@ -138,14 +145,15 @@ def next_level(current: str | None) -> str | None:
     return CYCLE[(index + 1) % len(CYCLE)]
 
 
-def price_text(worker) -> str:
+def price_text(worker: object) -> str:
+    """A model's price as the prompt gives it; what `worker` lacks counts as unknown (0, "openai")."""
     price_in, price_out = getattr(worker, "price_in", 0.0), getattr(worker, "price_out", 0.0)
     if not price_in and not price_out:
         return "free (local)" if getattr(worker, "kind", "") == "embedded" else "price unknown"
     return f"${price_in:g}/${price_out:g}"
 
 
-def latency_text(worker) -> str:
+def latency_text(worker: object) -> str:
     latency = getattr(worker, "latency_s", None)
     if latency is None:
         return "latency unknown"

@@ -8,13 +8,15 @@ the joined text is built only when asked for.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import events as ev
 from .trace import Trace
 
 # Keys returned by apply(): ("run",), ("plan", round), ("step", round, index)
-Key = tuple
+Key = tuple[str | int, ...]
 
 
 @dataclass
@@ -216,7 +218,7 @@ class RunState:
             s.status = "failed"
         return [("step", e.round, e.index)]
 
-    def _run_ended(self, e: ev.Event) -> list[Key]:
+    def _run_ended(self, e: ev.RunFinished | ev.RunFailed | ev.RunCancelled) -> list[Key]:
         self.totals = e.totals
         if isinstance(e, ev.RunFinished):
             self.status, self.answer = "finished", e.answer
@@ -269,7 +271,7 @@ class RunState:
                 for i, acc in enumerate(lists.access_list):
                     s = state.step(r.round, i)
                     s.access_all = isinstance(acc, str)
-                    s.access = tuple(range(i)) if s.access_all else tuple(acc)
+                    s.access = tuple(range(i)) if isinstance(acc, str) else tuple(acc)
                     s.subtask = lists.subtasks[i] if i < len(lists.subtasks) else ""
                     s.writes_answer = i == len(lists.access_list) - 1
             for sd in rd.steps:
@@ -291,7 +293,8 @@ class RunState:
         return state
 
 
-_HANDLERS = {
+# Each handler takes the event type it is filed under.
+_HANDLERS: dict[type[ev.Event], Callable[[RunState, Any], list[Key]]] = {
     ev.RunStarted: RunState._run_started,
     ev.RoundStarted: RunState._round_started,
     ev.ConductorDelta: RunState._conductor_delta,

@@ -16,6 +16,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
+from typing import Any, TypeVar, cast
+
+_T = TypeVar("_T")
 
 # Whole sequences first, so that their parameters go too (not only the ESC that starts them):
 #   CSI, 7- and 8-bit:                     ESC [ params intermediates final  |  0x9b ...
@@ -45,26 +48,32 @@ def printable(text: str) -> str:
     return UNSAFE.sub("", _SEQUENCES.sub("", text))
 
 
-def scrub(value, _depth: int = 0):
+def scrub(value: _T, _depth: int = 0) -> _T:
     """`value` with every string in it `printable`: a str, or a list, tuple, dict, dataclass or
     pydantic model holding strings (an event, a trace, a report). What needs no change is given
     back as it is (the same object); what does is a shallow copy with the cleaned parts in it,
     so the caller's object is never changed."""
+    return cast(_T, _scrubbed(value, _depth))
+
+
+def _scrubbed(value: Any, _depth: int) -> Any:
     if isinstance(value, str):
         return printable(value)
     if _depth >= _MAX_DEPTH or value is None or isinstance(value, (int, float, bytes)):
         return value
     depth = _depth + 1
     if isinstance(value, list):
-        items = [scrub(item, depth) for item in value]
+        items = [_scrubbed(item, depth) for item in value]
         return items if any(a is not b for a, b in zip(items, value)) else value
     if isinstance(value, tuple):
-        items = [scrub(item, depth) for item in value]
+        items = [_scrubbed(item, depth) for item in value]
         if all(a is b for a, b in zip(items, value)):
             return value
-        return value._make(items) if hasattr(value, "_fields") else type(value)(items)
+        if hasattr(value, "_fields"):  # a named tuple
+            return cast(Any, value)._make(items)
+        return type(value)(items)
     if isinstance(value, dict):
-        pairs = [(scrub(k, depth), scrub(v, depth)) for k, v in value.items()]
+        pairs = [(_scrubbed(k, depth), _scrubbed(v, depth)) for k, v in value.items()]
         changed = any(k is not k0 or v is not v0 for (k, v), (k0, v0) in zip(pairs, value.items()))
         return dict(pairs) if changed else value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -73,10 +82,10 @@ def scrub(value, _depth: int = 0):
         names = list(type(value).model_fields)
     else:
         return value
-    changes = {}
+    changes: dict[str, Any] = {}
     for name in names:
         old = getattr(value, name, None)
-        new = scrub(old, depth)
+        new = _scrubbed(old, depth)
         if new is not old:
             changes[name] = new
     if not changes:

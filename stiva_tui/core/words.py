@@ -34,4 +34,6 @@ FAILURE_REASONS: tuple[str, ...] = get_args(FailureReason)
 VOTE_KINDS: tuple[str, ...] = get_args(VoteKind)
 
 # The kind of conversation each front end keeps.
-KIND_OF_SOURCE: dict[str, str] = {"tui": "chat", "cli": "ask", "api": "api", "bench": "bench", "train": "train"}
+KIND_OF_SOURCE: dict[Source, ConversationKind] = {
+    "tui": "chat", "cli": "ask", "api": "api", "bench": "bench", "train": "train",
+}

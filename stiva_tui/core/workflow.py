@@ -56,7 +56,7 @@ class Workflow:
     def __len__(self) -> int:
         return len(self.steps)
 
-    def to_lists(self) -> dict[str, list]:
+    def to_lists(self) -> dict[str, list[Any]]:
         return {
             "model_id": [s.model for s in self.steps],
             "subtasks": [s.subtask for s in self.steps],
@@ -293,10 +293,11 @@ def _json_object(body: str) -> dict[str, Any] | None:
         except Exception:  # noqa: BLE001
             continue
         if isinstance(value, dict):
-            lists = {}
+            lists: dict[str, Any] = {}
             for k, v in value.items():
-                if isinstance(k, str) and _LABEL.fullmatch(f"{k}:"):
-                    lists[_canonical(_LABEL.fullmatch(f"{k}:").group("label"))] = v
+                label = _LABEL.fullmatch(f"{k}:") if isinstance(k, str) else None
+                if label:
+                    lists[_canonical(label.group("label"))] = v
             if "model_id" in lists:
                 return lists
     return None
@@ -340,14 +341,14 @@ def _model_index(value: Any, i: int, pool_size: int) -> int:
 def _subtask(value: Any, i: int) -> str:
     if not isinstance(value, str):
         raise WorkflowParseError(f"subtasks[{i}] must be a string, got {_kind(value)}", field=f"subtasks[{i}]")
-    value = value.strip()
-    if not value:
+    text = value.strip()
+    if not text:
         raise WorkflowParseError(f"subtasks[{i}] is empty", field=f"subtasks[{i}]")
-    if len(value) > MAX_SUBTASK_CHARS:
+    if len(text) > MAX_SUBTASK_CHARS:
         raise WorkflowParseError(
-            f"subtasks[{i}] is {len(value)} characters long (at most {MAX_SUBTASK_CHARS})", field=f"subtasks[{i}]"
+            f"subtasks[{i}] is {len(text)} characters long (at most {MAX_SUBTASK_CHARS})", field=f"subtasks[{i}]"
         )
-    return value
+    return text
 
 
 def _access(value: Any, i: int) -> tuple[int, ...]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Protocol, Sequence
 
 from ..core.run_state import RunState
 from ..core.usage import estimate_tokens
@@ -31,6 +31,19 @@ class Estimate:
     tokens: int
 
 
+class Priced(Protocol):
+    """What an estimate reads of a pool model (pool.types.PoolModel is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def price_in(self) -> float: ...
+    @property
+    def price_out(self) -> float: ...
+    @property
+    def kind(self) -> str: ...
+
+
 def _measured(state: RunState) -> tuple[int, int]:
     """(question tokens, answer tokens) as this run measured them."""
     steps = [s for r in state.rounds for s in r.steps if s.status == "finished"]
@@ -41,14 +54,14 @@ def _measured(state: RunState) -> tuple[int, int]:
     return max(question, 1), max(answer, 1)
 
 
-def _price(models: Sequence, model_id: str) -> tuple[float, float] | None:
+def _price(models: Sequence[Priced], model_id: str) -> tuple[float, float] | None:
     for model in models:
         if model.id == model_id:
             return model.price_in, model.price_out
     return None
 
 
-def counterfactuals(state: RunState, models: Sequence, moa: tuple[Sequence[str], str, int] | None = None
+def counterfactuals(state: RunState, models: Sequence[Priced], moa: tuple[Sequence[str], str, int] | None = None
                     ) -> list[Estimate]:
     """The cheapest single model and MoA for `state`'s question (an empty list before the run has
     an answer or with no models). `models` are PoolModel-likes (id, price_in, price_out, kind)."""
@@ -66,15 +79,16 @@ def counterfactuals(state: RunState, models: Sequence, moa: tuple[Sequence[str],
     if moa is not None:
         proposers, aggregator, layers = moa
         k = len(proposers)
-        prices = [_price(models, m) for m in (*proposers, aggregator)]
-        if k and all(p is not None for p in prices):
+        found = [_price(models, m) for m in (*proposers, aggregator)]
+        prices = [p for p in found if p is not None]
+        if k and len(prices) == len(found):
             total = tokens = 0.0
             for layer in range(layers):  # layer 0 reads the question; each later one, the layer before
                 prompt = q + (k * a if layer else 0)
-                for price_in, price_out in prices[:k]:  # type: ignore[misc]
+                for price_in, price_out in prices[:k]:
                     total += price_in * prompt + price_out * a
                     tokens += prompt + a
-            price_in, price_out = prices[k]  # type: ignore[misc]
+            price_in, price_out = prices[k]
             total += price_in * (q + k * a) + price_out * a
             tokens += q + k * a + a
             estimates.append(Estimate(f"MoA {k}×{layers}", total / 1e6, int(tokens)))  # proposers x layers

@@ -17,6 +17,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field, replace
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
@@ -69,7 +70,7 @@ class RunOptions:
     stop: tuple[str, ...] = ()  # stop sequences for the last step of each round (the answer)
     # A pass-through's messages (an API request naming a pool model): sent unchanged to the
     # one step of a direct run, instead of a worker prompt. Not to the embedded base model.
-    messages: tuple[dict, ...] | None = None
+    messages: tuple[dict[str, Any], ...] | None = None
     # The user's cost and latency preference, told to the conductor (core/preference.py). It never
     # moves the hard caps above: max_steps bounds the plan, the budget bounds the run.
     preference: Preference | None = None
@@ -133,7 +134,7 @@ class Engine:
         question: str,
         *,
         emit: Emit | None = None,
-        conversation: Sequence[dict] = (),
+        conversation: Sequence[dict[str, Any]] = (),
         options: RunOptions | None = None,
         run_id: str | None = None,
         conversation_id: str | None = None,
@@ -168,7 +169,7 @@ class Engine:
 
     async def run_workflow(
         self, question: str, workflow: Workflow, models: Sequence[PoolModel], *, mode: RunMode = "workflow",
-        system: str = "workflow", emit: Emit | None = None, conversation: Sequence[dict] = (),
+        system: str = "workflow", emit: Emit | None = None, conversation: Sequence[dict[str, Any]] = (),
         options: RunOptions | None = None, run_id: str | None = None, conversation_id: str | None = None,
     ) -> RunResult:
         """Run a given workflow without planning (one round); `models[i]` is the model of index i.
@@ -215,7 +216,7 @@ class Engine:
     # --- helpers -------------------------------------------------------------------------------
 
     async def _plan(self, run: "_Run", conductor: Conductor, round_: int, previous: PreviousRound | None,
-                    conversation: Sequence[dict]):
+                    conversation: Sequence[dict[str, Any]]) -> Plan:
         request = PlanRequest(
             question=run.question, workers=self.workers_info(), max_steps=run.options.max_steps,
             conversation=tuple(conversation), round=round_, previous=previous,
@@ -289,6 +290,14 @@ def cut_at_stop(text: str, stops: Sequence[str]) -> str:
     return text if cut < 0 else text[:cut]
 
 
+def _closing(stream: AsyncIterator[Any]) -> contextlib.AbstractAsyncContextManager[object]:
+    """Closes `stream` on the way out where it can be closed (an async generator). A Worker's
+    stream_chat promises an AsyncIterator only, which need not have `aclose`."""
+    if isinstance(stream, AsyncGenerator):
+        return contextlib.aclosing(stream)
+    return contextlib.nullcontext()
+
+
 def _worth_another_try(exc: Exception) -> bool:
     """Only a stream that broke after text had arrived is tried again on the same model: the
     client already retried everything that failed before the first byte (429, 5xx, connect)."""
@@ -299,7 +308,7 @@ class _Run:
     """The state of one run: its events, totals, budget and step outputs."""
 
     def __init__(self, engine: Engine, question: str, emit: Emit | None, options: RunOptions,
-                 run_id: str | None, conversation: Sequence[dict]):
+                 run_id: str | None, conversation: Sequence[dict[str, Any]]):
         self.engine = engine
         self.question = question
         self.options = options
@@ -478,7 +487,7 @@ class _Run:
         prompt_estimate = sum(estimate_tokens(m["content"]) for m in messages)
         chars = 0
         try:
-            async with asyncio.timeout(self.options.deadline_s), contextlib.aclosing(stream):
+            async with asyncio.timeout(self.options.deadline_s), _closing(stream):
                 async for event in stream:
                     if isinstance(event, TextDelta):
                         parts.append(event.text)
@@ -500,7 +509,7 @@ class _Run:
 
 
 def step_prompt(model: PoolModel, question: str, workflow: Workflow, index: int, outputs: dict[int, str],
-                conversation: Sequence[dict] = ()) -> WorkerPrompt:
+                conversation: Sequence[dict[str, Any]] = ()) -> WorkerPrompt:
     """What `model` is sent for step `index`: the few-shot completion prompt for a base model
     (the embedded one), today's chat prompt for every other."""
     if model.kind == "embedded":

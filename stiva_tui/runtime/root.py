@@ -114,8 +114,10 @@ class Runtime:
         except ConfigError as exc:
             raise StartupError(str(exc)) from None
         if variant is not None:
-            changes = {k: v for k, v in (("backend", variant.backend), ("model", variant.model),
-                                         ("adapter", variant.adapter)) if v is not None}
+            changes: dict[str, str | None] = {
+                k: v for k, v in (("backend", variant.backend), ("model", variant.model), ("adapter", variant.adapter))
+                if v is not None
+            }
             if variant.base:
                 changes["adapter"] = None
             config = config.model_copy(update=changes)

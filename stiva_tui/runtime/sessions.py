@@ -15,13 +15,13 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Protocol, Sequence
 
 from ..core.events import Event
 from ..core.preference import PreferenceError, parse_preference
 from ..core.words import KIND_OF_SOURCE, Source
 from ..engine.baselines import default_moa_proposers
-from ..engine.executor import RunOptions, RunResult, Subscriber, events_of
+from ..engine.executor import Engine, RunOptions, RunResult, Subscriber, events_of
 from ..inference.progress import Progress
 from ..pool.types import PoolModel
 from .modes import ConductorMode, DirectMode, MoAMode, Mode, PRESETS, WorkflowMode
@@ -55,7 +55,7 @@ class Ask:
     # in the run history, unlinked.
     replaces: int | None = None
     # Earlier turns given with the question (the API's messages), recorded before it.
-    history: Sequence[dict] | None = None
+    history: Sequence[dict[str, Any]] | None = None
     # Text the engine reads before the question (the API's system messages); not recorded twice.
     instructions: str = ""
     # False: a run outside any conversation (compare-mode columns).
@@ -80,11 +80,19 @@ class CompareStart:
     warning: str | None = None
 
 
+class _Start(Protocol):
+    """How a mode's run starts on an engine (Sessions._runner)."""
+
+    def __call__(self, engine: Engine, question: str, *, emit: Subscriber | None,
+                 conversation: Sequence[dict[str, Any]], options: RunOptions, run_id: str,
+                 conversation_id: str | None) -> Awaitable[RunResult]: ...
+
+
 class Sessions:
     def __init__(self, runtime: "Runtime"):
         self.runtime = runtime
         # Conversations kept in memory when there is no history store.
-        self._memory: dict[str, list[dict]] = {}
+        self._memory: dict[str, list[dict[str, Any]]] = {}
 
     # --- asking --------------------------------------------------------------------------------
 
@@ -124,7 +132,7 @@ class Sessions:
         """`ask`'s events as an async iterator; errors before the run are raised from it."""
         return events_of(lambda emit: self.ask(ask, emit=emit, progress=progress))
 
-    def _runner(self, ask: Ask):
+    def _runner(self, ask: Ask) -> _Start:
         """Check the mode against the pool and return how to start its run (raises AskError)."""
         mode = ask.mode
         if not self.runtime.models:
@@ -187,7 +195,8 @@ class Sessions:
 
     # --- conversations -------------------------------------------------------------------------
 
-    def _open(self, ask: Ask, warnings: list[str], earlier: list[dict] | None) -> tuple[str | None, list[dict]]:
+    def _open(self, ask: Ask, warnings: list[str],
+              earlier: list[dict[str, Any]] | None) -> tuple[str | None, list[dict[str, Any]]]:
         """The conversation the question joins (created when new) and its turns so far."""
         if not ask.in_conversation:
             return None, _engine_turns(ask.history or ())
@@ -211,7 +220,7 @@ class Sessions:
             return None, _engine_turns(history)
         return conversation_id, _engine_turns(history)
 
-    def _turns(self, conversation_id: str) -> list[dict]:
+    def _turns(self, conversation_id: str) -> list[dict[str, Any]]:
         """The earlier turns of a conversation, as the engine reads them (raises AskError)."""
         store = self.runtime.store
         if store is None:
@@ -290,7 +299,7 @@ class Sessions:
         return CompareStart(session_id, run_ids)
 
 
-def _engine_turns(turns: Any) -> list[dict]:
+def _engine_turns(turns: Any) -> list[dict[str, Any]]:
     """Earlier turns as the conductor and workers read them: user and assistant only."""
     return [{"role": t["role"], "content": t["content"]} for t in turns if t["role"] in ("user", "assistant")]
 

@@ -40,7 +40,7 @@ from typing import Any, Iterable, Sequence
 
 from ..core.preference import PreferenceError, parse_preference
 from ..engine.baselines import chain_workflow
-from ..inference.checkpoints import adapter_base
+from ..inference.adapter_manifest import adapter_base
 from .modes import (BASE_SUFFIX, MOA_SYSTEM, PRESETS, ConductorMode, ConductorVariant, DirectMode, MoAMode, Mode,
                     WorkflowMode)
 
@@ -134,11 +134,11 @@ def parse_system(spec: str) -> System:
             raise SystemNameError(f"{name}: {folder} holds no LoRA adapter (no adapter_config.json)")
         # An adapter from `stiva train` runs on the base it was trained on; another one on the
         # configured conductor.
-        base = adapter_base(str(folder))
-        if base == "embedded":
+        trained_on = adapter_base(str(folder))
+        if trained_on == "embedded":
             variant = ConductorVariant(backend="embedded", adapter=str(folder))
-        elif base:
-            variant = ConductorVariant(backend="local", model=base, adapter=str(folder))
+        elif trained_on:
+            variant = ConductorVariant(backend="local", model=trained_on, adapter=str(folder))
         else:
             variant = ConductorVariant(adapter=str(folder))
         return System(f"adapter:{folder}", ConductorMode(variant=variant))

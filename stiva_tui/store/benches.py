@@ -11,22 +11,21 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Sequence, TYPE_CHECKING
+import sqlite3
+from typing import Sequence
 
 from .errors import BenchBusyError, NotFoundError
+from .part import StorePart
 from .records import BenchItemRecord, BenchRecord
 from .schema import timestamp
-
-if TYPE_CHECKING:
-    from .db import Store
 
 __all__ = ["Benches"]
 
 
-class Benches:
+class Benches(StorePart):
     """The bench part of `Store`."""
 
-    def open_bench(self: "Store", bench_id: str, *, suite: str, suite_hash: str, systems: list[str],
+    def open_bench(self, bench_id: str, *, suite: str, suite_hash: str, systems: list[str],
                    config_hash: str, items: int, fresh: bool | Sequence[str] = False) -> bool:
         """Create the bench, or reopen it as running; `fresh` forgets its items first: all of them
         (True), or only those of these item ids (what a `--fresh --limit N` will redo; the rest of
@@ -50,7 +49,7 @@ class Benches:
                     "to continue it", pid)
             if existed and fresh is True:
                 c.execute("DELETE FROM bench_items WHERE bench_id = ?", (bench_id,))
-            elif existed and fresh:
+            elif existed and fresh and not isinstance(fresh, bool):  # item ids
                 c.executemany("DELETE FROM bench_items WHERE bench_id = ? AND item_id = ?",
                               [(bench_id, item_id) for item_id in fresh])
             c.execute(
@@ -64,7 +63,7 @@ class Benches:
             )
         return existed and not fresh
 
-    def record_bench_item(self: "Store", bench_id: str, item: BenchItemRecord) -> None:
+    def record_bench_item(self, bench_id: str, item: BenchItemRecord) -> None:
         """Write (or replace) one finished item."""
         with self.transaction() as c:
             c.execute(
@@ -79,29 +78,29 @@ class Benches:
             )
             c.execute("UPDATE bench_runs SET updated_at = ? WHERE id = ?", (timestamp(), bench_id))
 
-    def close_bench(self: "Store", bench_id: str, status: str, stop_reason: str | None = None) -> None:
+    def close_bench(self, bench_id: str, status: str, stop_reason: str | None = None) -> None:
         """Mark the bench finished, stopped (budget, ctrl+c: `stop_reason` says which) or interrupted."""
         with self.transaction() as c:
             c.execute("UPDATE bench_runs SET status = ?, stop_reason = ?, updated_at = ? WHERE id = ?",
                       (status, stop_reason, timestamp(), bench_id))
 
-    def bench_items(self: "Store", bench_id: str) -> list[BenchItemRecord]:
+    def bench_items(self, bench_id: str) -> list[BenchItemRecord]:
         rows = self.query("SELECT * FROM bench_items WHERE bench_id = ? ORDER BY finished_at, rowid", (bench_id,))
         return [_item(row) for row in rows]
 
-    def items_to_skip(self: "Store", bench_id: str) -> set[tuple[str, str]]:
+    def items_to_skip(self, bench_id: str) -> set[tuple[str, str]]:
         """(system, item id) pairs already graded: a resumed bench does not ask them again."""
         rows = self.query("SELECT system, item_id FROM bench_items WHERE bench_id = ? AND status = 'graded'",
                           (bench_id,))
         return {(row["system"], row["item_id"]) for row in rows}
 
-    def get_bench(self: "Store", bench_id: str) -> BenchRecord:
+    def get_bench(self, bench_id: str) -> BenchRecord:
         row = self.query_one("SELECT * FROM bench_runs WHERE id = ?", (bench_id,))
         if row is None:
             raise NotFoundError(f"no bench {bench_id}")
         return _bench(row)
 
-    def resolve_bench(self: "Store", text: str) -> str:
+    def resolve_bench(self, text: str) -> str:
         """The whole bench id for an id or a unique prefix of 4 characters or more (NotFoundError
         says why not: too short, nothing starts so, or several benches do)."""
         key = text.strip().lower()
@@ -110,7 +109,7 @@ class Benches:
                                 "and the app's bench screen shows it")
         rows = self.query("SELECT id FROM bench_runs WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
                           (key, key + "\U0010ffff"))
-        ids = [row["id"] for row in rows]
+        ids: list[str] = [row["id"] for row in rows]
         if key in ids:
             return key
         if not ids:
@@ -119,12 +118,12 @@ class Benches:
             raise NotFoundError(f"{text} is the start of several benches ({', '.join(ids)}): give more characters")
         return ids[0]
 
-    def list_benches(self: "Store", limit: int = 100) -> list[BenchRecord]:
+    def list_benches(self, limit: int = 100) -> list[BenchRecord]:
         rows = self.query("SELECT * FROM bench_runs ORDER BY updated_at DESC LIMIT ?", (limit,))
         return [_bench(row) for row in rows]
 
 
-def _bench(row) -> BenchRecord:
+def _bench(row: sqlite3.Row) -> BenchRecord:
     return BenchRecord(
         id=row["id"], suite=row["suite"], suite_hash=row["suite_hash"], systems=json.loads(row["systems"]),
         config_hash=row["config_hash"], items=row["items"], status=row["status"], stop_reason=row["stop_reason"],
@@ -132,7 +131,7 @@ def _bench(row) -> BenchRecord:
     )
 
 
-def _item(row) -> BenchItemRecord:
+def _item(row: sqlite3.Row) -> BenchItemRecord:
     return BenchItemRecord(
         system=row["system"], item_id=row["item_id"], run_id=row["run_id"], status=row["status"],
         correct=bool(row["correct"]), answer=row["answer"], extracted=row["extracted"], error=row["error"],

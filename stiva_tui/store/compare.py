@@ -9,23 +9,20 @@ first event is written, and a deleted run leaves its entry (with no trace) behin
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
 
 from ..core.words import VOTE_KINDS, VoteKind
 from .errors import NotFoundError, StoreError
+from .part import StorePart
 from .records import CompareEntry, CompareSession, CompareSummary, LeaderboardRow
 from .schema import require_row, timestamp
-
-if TYPE_CHECKING:
-    from .db import Store
 
 __all__ = ["CompareSessions"]
 
 
-class CompareSessions:
+class CompareSessions(StorePart):
     """The compare part of `Store`."""
 
-    def create_compare_session(self: "Store", question: str, conversation_id: str | None = None) -> str:
+    def create_compare_session(self, question: str, conversation_id: str | None = None) -> str:
         """Start a comparison on one question and return its id (NotFoundError for an unknown conversation)."""
         sid = str(uuid.uuid4())
         with self.transaction() as c:
@@ -37,7 +34,7 @@ class CompareSessions:
             )
         return sid
 
-    def add_compare_entry(self: "Store", session_id: str, system: str, run_id: str | None) -> None:
+    def add_compare_entry(self, session_id: str, system: str, run_id: str | None) -> None:
         """Attach one system's run to a session (replacing that system's earlier entry)."""
         with self.transaction() as c:
             require_row(c, "compare_sessions", session_id, "compare session")
@@ -47,13 +44,13 @@ class CompareSessions:
                 (session_id, system, run_id),
             )
 
-    def delete_compare_session(self: "Store", session_id: str) -> None:
+    def delete_compare_session(self, session_id: str) -> None:
         """Delete a comparison with its entries and vote (the leaderboard forgets it); its runs stay
         in the run history. An unknown id is no error."""
         with self.transaction() as c:
             c.execute("DELETE FROM compare_sessions WHERE id = ?", (session_id,))
 
-    def record_vote(self: "Store", session_id: str, winner_system: str | None = None, *,
+    def record_vote(self, session_id: str, winner_system: str | None = None, *,
                     kind: VoteKind = "winner") -> None:
         """Record the user's verdict; a session keeps only its latest vote.
 
@@ -79,7 +76,7 @@ class CompareSessions:
                 (session_id, kind, winner_system, timestamp()),
             )
 
-    def list_compare_sessions(self: "Store", limit: int = 200) -> list[CompareSummary]:
+    def list_compare_sessions(self, limit: int = 200) -> list[CompareSummary]:
         """Compare sessions newest first, each with its systems (in the order added) and winner."""
         with self.snapshot():
             rows = self.query(
@@ -93,7 +90,7 @@ class CompareSessions:
             systems = self._systems_of(limit)
         return [CompareSummary(**dict(r), systems=systems.get(r["id"], [])) for r in rows]
 
-    def get_compare_session(self: "Store", session_id: str) -> CompareSession:
+    def get_compare_session(self, session_id: str) -> CompareSession:
         """A session with each entry's trace (None when its run is missing) and its vote."""
         with self.snapshot():
             row = self.query_one(
@@ -114,7 +111,7 @@ class CompareSessions:
             ]
         return CompareSession(**dict(row), entries=entries)
 
-    def leaderboard(self: "Store") -> list[LeaderboardRow]:
+    def leaderboard(self) -> list[LeaderboardRow]:
         """One row per system ever compared, and per conductor adapter it ran with (a trained
         adapter's row beside its base's), best first: by win rate, then wins, then name. A tie or
         an "all wrong" vote counts as a vote that no system won."""
@@ -138,7 +135,7 @@ class CompareSessions:
 
     # --- helpers ------------------------------------------------------------------------------
 
-    def _systems_of(self: "Store", limit: int) -> dict[str, list[str]]:
+    def _systems_of(self, limit: int) -> dict[str, list[str]]:
         """The systems of the newest `limit` sessions, each in the order added, in one query."""
         out: dict[str, list[str]] = {}
         for e in self.query(
@@ -152,7 +149,7 @@ class CompareSessions:
             out.setdefault(e["session_id"], []).append(e["system"])
         return out
 
-    def _entry(self: "Store", system: str, run_id: str | None) -> CompareEntry:
+    def _entry(self, system: str, run_id: str | None) -> CompareEntry:
         trace = None
         if run_id is not None:
             try:

@@ -10,23 +10,21 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
 from ..core.words import CONVERSATION_KINDS, ConversationKind
 from .errors import NotFoundError, StoreError
+from .part import StorePart
 from .records import Conversation, ConversationSummary, MessageRecord
 from .schema import require_row, timestamp
-
-if TYPE_CHECKING:
-    from .db import Store
 
 __all__ = ["Conversations"]
 
 
-class Conversations:
+class Conversations(StorePart):
     """The conversation part of `Store`."""
 
-    def create_conversation(self: "Store", title: str, kind: ConversationKind = "chat") -> str:
+    def create_conversation(self, title: str, kind: ConversationKind = "chat") -> str:
         """Create a conversation and return its id (a uuid). An unknown kind raises StoreError."""
         cid = str(uuid.uuid4())
         now = timestamp()
@@ -37,19 +35,19 @@ class Conversations:
             )
         return cid
 
-    def rename_conversation(self: "Store", conversation_id: str, title: str) -> None:
+    def rename_conversation(self, conversation_id: str, title: str) -> None:
         """Change a conversation's title (NotFoundError for an unknown id)."""
         with self.transaction() as c:
             cur = c.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
             if cur.rowcount == 0:
                 raise NotFoundError(f"no conversation {conversation_id}")
 
-    def delete_conversation(self: "Store", conversation_id: str) -> None:
+    def delete_conversation(self, conversation_id: str) -> None:
         """Delete a conversation with its messages; its runs stay, unlinked (an unknown id is no error)."""
         with self.transaction() as c:
             c.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
 
-    def rewind_conversation(self: "Store", conversation_id: str, question: int) -> int:
+    def rewind_conversation(self, conversation_id: str, question: int) -> int:
         """Take question number `question` (0-based, counting the user's messages) and every later
         message out of the conversation, so that it can be asked anew; their runs stay in the run
         history, unlinked, as a deleted conversation's do. Returns how many messages went (0 when it
@@ -74,7 +72,7 @@ class Conversations:
             c.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (timestamp(), conversation_id))
             return gone
 
-    def add_message(self: "Store", conversation_id: str, role: str, content: str, run_id: str | None = None) -> int:
+    def add_message(self, conversation_id: str, role: str, content: str, run_id: str | None = None) -> int:
         """Append a message and return its sequence number (0-based); NotFoundError for an unknown
         conversation. `run_id` may name a run not written yet."""
         with self.transaction() as c:
@@ -82,7 +80,7 @@ class Conversations:
 
     # --- queued: what a run's session writes while the run goes (see writer.py) ----------------
 
-    def start_conversation_later(self: "Store", title: str, kind: ConversationKind,
+    def start_conversation_later(self, title: str, kind: ConversationKind,
                                  messages: Iterable[tuple[str, str, str | None]] = ()) -> str:
         """Queue a new conversation with its first (role, content, run_id) messages and return
         its id at once, so that a run can name it before it is written. An unknown kind raises
@@ -104,13 +102,16 @@ class Conversations:
         self.write_later(write)
         return cid
 
-    def add_message_later(self: "Store", conversation_id: str, role: str, content: str,
+    def add_message_later(self, conversation_id: str, role: str, content: str,
                           run_id: str | None = None) -> None:
         """Queue `add_message` (an unknown conversation is then a write failure, kept for
         `take_write_error()`)."""
-        self.write_later(lambda c: _append_message(c, conversation_id, role, content, run_id) and None)
+        def write(c: sqlite3.Connection) -> None:
+            _append_message(c, conversation_id, role, content, run_id)
 
-    def holds_run(self: "Store", conversation_id: str, run_id: str) -> bool:
+        self.write_later(write)
+
+    def holds_run(self, conversation_id: str, run_id: str) -> bool:
         """Whether the conversation is on disk with the messages of `run_id` and the run itself
         (what `stiva ask --continue` needs before it offers the id). Writes queued are written first."""
         row = self.query_one(
@@ -120,7 +121,7 @@ class Conversations:
         )
         return row is not None
 
-    def list_conversations(self: "Store", search: str | None = None, limit: int = 200) -> list[ConversationSummary]:
+    def list_conversations(self, search: str | None = None, limit: int = 200) -> list[ConversationSummary]:
         """Conversations by latest activity, newest first. `search` is a plain substring (no
         wildcards, any case) matched in the title, the messages and the runs' questions and answers."""
         where, params = _search_clause(search)
@@ -139,7 +140,7 @@ class Conversations:
         )
         return [ConversationSummary(**dict(r)) for r in rows]
 
-    def get_conversation(self: "Store", conversation_id: str) -> Conversation:
+    def get_conversation(self, conversation_id: str) -> Conversation:
         """The conversation with its messages in order and every run's trace (oldest first), read as
         one consistent snapshot. NotFoundError for an unknown id."""
         with self.snapshot():
@@ -181,7 +182,7 @@ def _append_message(c: sqlite3.Connection, conversation_id: str, role: str, cont
     """Add a message at the end of its conversation (inside the caller's transaction); its seq."""
     now = timestamp()
     require_row(c, "conversations", conversation_id, "conversation")
-    seq = c.execute(
+    seq: int = c.execute(
         "SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE conversation_id = ?", (conversation_id,)
     ).fetchone()[0]
     c.execute(

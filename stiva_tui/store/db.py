@@ -7,6 +7,7 @@ composed of one mixin per job, each in its own module:
     conversations.py  create/rename/delete/list/get conversations, add_message
     compare.py        compare sessions, entries, votes, leaderboard
     benches.py        bench runs and their graded items (`stiva bench`, resumable)
+    part.py           their base: what they call on the Store, declared for the type checker
 
 Mixins rather than separate objects (`store.traces.get_trace`): callers keep one flat, short API
 (`store.get_trace(run_id)`), every job shares the one connection and lock without passing them
@@ -37,6 +38,7 @@ from .conversations import Conversations
 from .errors import CorruptError, HistoryFault, NotFoundError, StoreError
 from .faults import classify
 from .owners import Ownership
+from .part import Params
 from .traces import Traces
 from .writer import Work, Writer
 
@@ -179,7 +181,8 @@ class Store(Traces, Conversations, CompareSessions, Benches):
     @property
     def schema_version(self) -> int:
         """The database's `PRAGMA user_version`."""
-        return self.query("PRAGMA user_version")[0][0]
+        version: int = self.query("PRAGMA user_version")[0][0]
+        return version
 
     # --- low level (for the store's own modules) ----------------------------------------------
 
@@ -255,7 +258,7 @@ class Store(Traces, Conversations, CompareSessions, Benches):
                 except sqlite3.Error:
                     self._rollback()
 
-    def query(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
+    def query(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
         """Run one read; rows are `sqlite3.Row` (by name or index)."""
         with self._locked():
             self._check_open()
@@ -266,7 +269,7 @@ class Store(Traces, Conversations, CompareSessions, Benches):
             except sqlite3.Error as exc:
                 raise self._error(exc, "read") from exc
 
-    def query_one(self, sql: str, params: tuple | dict = ()) -> sqlite3.Row | None:
+    def query_one(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
         """The first row of a read, or None."""
         rows = self.query(sql, params)
         return rows[0] if rows else None

@@ -5,6 +5,8 @@ Both are built only from what the store holds, which never includes an API key.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..core import format as fmt
 from ..core.trace import Trace, TraceConductor, TraceTotals
 from .db import Store
@@ -15,7 +17,7 @@ JSON_FORMAT = "stiva-conversation"
 JSON_VERSION = 1
 
 
-def conversation_json(store: Store, conversation_id: str) -> dict:
+def conversation_json(store: Store, conversation_id: str) -> dict[str, Any]:
     """The conversation, its messages and the full trace of each run, as a JSON-ready dict:
     `{"format": "stiva-conversation", "version": 1, **Conversation.model_dump(mode="json")}`."""
     conversation = store.get_conversation(conversation_id)

@@ -16,8 +16,12 @@ import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import CorruptError, DiskFullError, HistoryFault, ReadOnlyError, StoreError
+
+if TYPE_CHECKING:
+    import logging
 
 __all__ = ["HistoryFaultsHeldBack", "classify", "no_room", "not_writable"]
 
@@ -143,7 +147,7 @@ def not_writable(path: Path) -> str | None:
 def _why(exc: OSError, what: str) -> str:
     if exc.errno == errno.EROFS:
         return "a read-only file system"
-    return f"{what} cannot be written: {os.strerror(exc.errno)}"
+    return f"{what} cannot be written: {os.strerror(exc.errno) if exc.errno is not None else exc}"
 
 
 class HistoryFaultsHeldBack:
@@ -167,8 +171,8 @@ class HistoryFaultsHeldBack:
             if handler is not None:
                 handler.addFilter(self._filter)
 
-    def keep(self, record) -> bool:
-        values = list(record.args) if isinstance(record.args, tuple) else [record.args]
+    def keep(self, record: logging.LogRecord) -> bool:
+        values: list[object] = list(record.args) if isinstance(record.args, tuple) else [record.args]
         if record.exc_info:
             values.append(record.exc_info[1])
         found = next((value for value in values if isinstance(value, self.kind)), None)
@@ -188,5 +192,5 @@ class HistoryFaultsHeldBack:
     def __enter__(self) -> "HistoryFaultsHeldBack":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

@@ -27,7 +27,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 from time import monotonic
-from typing import Callable
+from typing import Any, Callable
 
 from ..core import events as ev
 from ..core.words import FailureReason, RunStatus
@@ -228,7 +228,8 @@ class Recorder:
         self.store.write_later(write)
 
 
-_HANDLERS: dict[type, Callable] = {
+# Each handler takes the event type it is filed under.
+_HANDLERS: dict[type[ev.Event], Callable[[Recorder, Any], None]] = {
     ev.RunStarted: Recorder._run_started,
     ev.RoundStarted: Recorder._round_started,
     ev.ConductorDelta: Recorder._conductor_delta,

@@ -43,7 +43,7 @@ class Conversation(_Record):
     messages: list[MessageRecord] = Field(default_factory=list)
     runs: list[Trace] = Field(default_factory=list)
 
-    def turns(self) -> list[dict]:
+    def turns(self) -> list[dict[str, str]]:
         """The messages as chat turns, `[{"role": ..., "content": ...}]`, in order (what a
         follow-up question sends along as the conversation so far)."""
         return [{"role": m.role, "content": m.content} for m in self.messages]

@@ -375,7 +375,7 @@ def check_file(conn: sqlite3.Connection, path: Path) -> int:
 
     Only reads: a refused file is left exactly as it was (no WAL, no backup)."""
     try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        version: int = conn.execute("PRAGMA user_version").fetchone()[0]
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
         tables = {
             r[0]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import statistics
 import sqlite3
-from typing import TYPE_CHECKING
 
 from ..core.trace import (
     AttemptRecord,
@@ -21,19 +20,17 @@ from ..core.trace import (
 from ..core.words import Source
 from ..core.workflow import Workflow
 from .errors import NotFoundError
+from .part import StorePart
 from .records import RunSummary
 from .schema import timestamp
-
-if TYPE_CHECKING:
-    from .db import Store
 
 __all__ = ["Traces"]
 
 
-class Traces:
+class Traces(StorePart):
     """The run-reading part of `Store`."""
 
-    def get_trace(self: "Store", run_id: str) -> Trace:
+    def get_trace(self, run_id: str) -> Trace:
         """The run's full trace (rounds, steps, attempts, totals) as one consistent snapshot.
         Raises NotFoundError for an unknown run."""
         with self.snapshot():
@@ -44,7 +41,7 @@ class Traces:
             steps = self.query("SELECT * FROM steps WHERE run_id = ? ORDER BY round, idx", (run_id,))
         return _trace(run, rounds, steps)
 
-    def resolve_id(self: "Store", text: str) -> tuple[str, str]:
+    def resolve_id(self, text: str) -> tuple[str, str]:
         """("run" | "conversation", the whole id) for a run id, a conversation id, or a unique
         prefix of either (4 characters or more: what a user copies from any listing). NotFoundError
         says why otherwise: nothing starts so, or several things do."""
@@ -66,7 +63,7 @@ class Traces:
                                 "give more characters")
         return found[0]
 
-    def list_runs(self: "Store", limit: int = 100, source: Source | None = None) -> list[RunSummary]:
+    def list_runs(self, limit: int = 100, source: Source | None = None) -> list[RunSummary]:
         """Run summaries (no rounds or steps) newest first, optionally only those from one source."""
         where, params = ("WHERE source = ?", [source]) if source else ("", [])
         rows = self.query(
@@ -80,7 +77,7 @@ class Traces:
         )
         return [RunSummary(**{**dict(r), "estimated": bool(r["estimated"])}) for r in rows]
 
-    def interrupt_orphaned_runs(self: "Store") -> int:
+    def interrupt_orphaned_runs(self) -> int:
         """Mark `interrupted` every run still "running" whose process is gone (see owners.py),
         with its unfinished steps; what they had written stays. Returns how many runs."""
         owners = [row[0] for row in self.query(
@@ -105,12 +102,12 @@ class Traces:
                     " WHERE status = 'running' AND owner IS ?", (timestamp(), owner)).rowcount
         return marked
 
-    def delete_run(self: "Store", run_id: str) -> None:
+    def delete_run(self, run_id: str) -> None:
         """Delete a run with its rounds and steps (an unknown id is not an error)."""
         with self.transaction() as c:
             c.execute("DELETE FROM runs WHERE id = ?", (run_id,))
 
-    def typical_latencies(self: "Store", recent: int = 2000) -> dict[str, float]:
+    def typical_latencies(self, recent: int = 2000) -> dict[str, float]:
         """Each model's median seconds a finished step took, over the history's `recent` latest
         steps: the "typical latency" the conductor is told with a preference."""
         rows = self.query("SELECT model, latency_s FROM steps WHERE status = 'finished' AND model IS NOT NULL"
@@ -120,7 +117,7 @@ class Traces:
             by_model.setdefault(row["model"], []).append(float(row["latency_s"]))
         return {model: statistics.median(values) for model, values in by_model.items()}
 
-    def get_workflow(self: "Store", run_id: str, round: int) -> Workflow | None:
+    def get_workflow(self, run_id: str, round: int) -> Workflow | None:
         """The `Workflow` one round ran; None when the round has none recorded (a direct run, a
         round stopped while planning) or its stored lists no longer validate."""
         row = self.query_one("SELECT workflow FROM rounds WHERE run_id = ? AND round = ?", (run_id, round))
