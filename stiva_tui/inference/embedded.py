@@ -33,10 +33,9 @@ _DONE_MARKER = "stiva-converted.json"
 
 
 # The format of the embedded model on the CPU: the fastest whose peak RSS while answering stays
-# within 2 GB. Measured on a 2-core x86_64 CPU (benchmarks/conductor.json, "formats"): bf16 decodes
-# at ~2x the tokens/s of fp32 and ~1.4x nf4 (bitsandbytes dequantises every weight on every token
-# on the CPU), prefills ~2x faster than both, and needs the least memory. 4-bit nf4 stays the
-# format of the conductor on a GPU.
+# within 2 GB. Measured on a 2-core x86_64 CPU (docs/decisions/bf16-on-the-cpu.md): bf16 decodes
+# and prefills faster than fp32 and nf4 (bitsandbytes dequantises every weight on every token on
+# the CPU) and needs the least memory. 4-bit nf4 stays the format of the conductor on a GPU.
 EMBEDDED_DTYPE = "bfloat16"
 EMBEDDED_FORMAT = DTYPE_LABELS[EMBEDDED_DTYPE]  # "bf16", as describe() shows it
 

@@ -49,8 +49,8 @@ class HttpWorker:
     """Streaming chat over aiohttp; one connection pool for all providers, made in the event loop
     that first calls (a call from another loop gets a pool of its own).
 
-    aiohttp rather than httpx: its C parser and plain asyncio cost 0.28x the CPU per streamed call
-    (benchmarks/upstream_client.json), the largest share of what `stiva serve` adds to a request."""
+    aiohttp rather than httpx: its C parser and plain asyncio cost less CPU per streamed call, the
+    largest share of what `stiva serve` adds to a request (docs/decisions/aiohttp.md)."""
 
     def __init__(
         self,

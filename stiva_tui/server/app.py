@@ -95,8 +95,8 @@ def serve(config: Any, host: str | None = None, port: int | None = None, no_auth
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's event loop where it is installed (every Linux and macOS install: a dependency),
-    else asyncio's own. Measured with `benchmarks/serve.py --loop`, the same server on uvloop spent
-    0.91x (1 client) and 0.94x (16 clients) the CPU per request of asyncio's loop."""
+    else asyncio's own: less CPU per request (`benchmarks/serve.py --loop`; the figures are in
+    docs/measurements.md)."""
     try:
         import uvloop
     except ImportError:  # Windows, where uvloop does not build
