@@ -164,7 +164,7 @@ async def test_a_429_slows_the_provider_down_and_fails_no_item(fake, tmp_path, s
 async def test_latency_counts_from_the_first_call_and_the_queue_wait_is_reported_apart(fake, tmp_path, stiva_home,
                                                                                       capsys):
     from stiva_tui.bench.report import percentile
-    from stiva_tui.cli_bench import print_table
+    from stiva_tui.cli.bench import print_table
 
     # two 429s halve the provider's window twice, to 1, while 4 items are in flight: from then on
     # each item waits for its slot about three calls' time before its one call (0.3 s) starts
@@ -425,7 +425,7 @@ def test_the_live_view_clock_ticks_between_items():
     from rich.console import Console
 
     from stiva_tui.bench.runner import BenchProgress, SystemProgress
-    from stiva_tui.cli_bench import ProgressView
+    from stiva_tui.cli.view import ProgressView
 
     out = io.StringIO()
     view = ProgressView(Console(file=out, force_terminal=True, width=100))

@@ -586,11 +586,14 @@ def test_the_usable_models_are_listed_first(stiva_home):
 def test_quitting_the_app_leaves_without_the_interpreters_slow_teardown(monkeypatch):
     """After the app closed its runtime, the interpreter's teardown of torch and the model took
     2.6 s with the screen already gone: `stiva` leaves at once instead, its streams flushed."""
+    import importlib
+
     import stiva_tui.tui.app as app_module
     from stiva_tui import cli
 
+    # the module, not the package's `main` (the function, as unittest.main is)
     monkeypatch.setattr(app_module, "run_app", lambda config, conductor=None: 0)
-    monkeypatch.setattr(cli, "_closed_cleanly", False)
+    monkeypatch.setattr(importlib.import_module("stiva_tui.cli.main"), "_closed_cleanly", False)
     monkeypatch.setattr(sys, "argv", ["stiva"])
     left: list[int] = []
 
@@ -598,7 +601,7 @@ def test_quitting_the_app_leaves_without_the_interpreters_slow_teardown(monkeypa
         left.append(code)
         raise SystemExit(code)
 
-    monkeypatch.setattr(cli.os, "_exit", leave)
+    monkeypatch.setattr(os, "_exit", leave)
     with pytest.raises(SystemExit):
         cli.entry()
     assert left == [0]

@@ -8,7 +8,7 @@ from rich.console import Console
 
 from conftest import pool_models
 from fakeprovider import Reply
-from stiva_tui.cli_view import LiveView
+from stiva_tui.cli.view import LiveView
 from stiva_tui.conductor.remote import RemoteConductor
 from stiva_tui.engine.executor import Engine, RunOptions
 from stiva_tui.pool.client import HttpWorker

@@ -23,10 +23,12 @@ PACKAGE = ROOT / "stiva_tui"
 
 CORE = [
     "stiva_tui.config", "stiva_tui.paths", "stiva_tui.secrets", "stiva_tui.catalog", "stiva_tui.runtime",
-    "stiva_tui.cli", "stiva_tui.cli_view", "stiva_tui.cli_common", "stiva_tui.cli_bench",
+    "stiva_tui.cli", "stiva_tui.cli.view", "stiva_tui.cli.common", "stiva_tui.cli.bench",
     "stiva_tui.bench.runner", "stiva_tui.bench.report", "stiva_tui.bench.limiter", "stiva_tui.store.benches",
-    "stiva_tui.conductor.fewshot", "stiva_tui.cli_train", "stiva_tui.train.trainer", "stiva_tui.train.rollout",
-    "stiva_tui.cli_votes", "stiva_tui.train.votes", "stiva_tui.train.dpo",
+    "stiva_tui.conductor.fewshot", "stiva_tui.cli.train", "stiva_tui.train.trainer", "stiva_tui.train.rollout",
+    "stiva_tui.cli.votes", "stiva_tui.train.votes", "stiva_tui.train.dpo", "stiva_tui.cli.ask",
+    "stiva_tui.cli.models", "stiva_tui.cli.history", "stiva_tui.cli.serve", "stiva_tui.cli.config_cmd",
+    "stiva_tui.cli.main",
     "stiva_tui.core.events", "stiva_tui.core.run_state", "stiva_tui.core.trace", "stiva_tui.core.workflow",
     "stiva_tui.engine.executor", "stiva_tui.engine.baselines",
     "stiva_tui.inference.checkpoints", "stiva_tui.inference.embedded", "stiva_tui.inference.generation",
@@ -49,7 +51,7 @@ HEAVY = ["torch", "transformers", "textual", "bitsandbytes", "xgrammar", "peft"]
 # sibling, which neither reads; the settings read core's types (a preference) and the sandbox's,
 # so core, the sandbox, the catalog and the paths, which import nothing of Stiva, are the bottom.
 LAYERS = [
-    "cli : cli_bench : cli_train : cli_votes : cli_common : cli_view",
+    "cli",
     "tui | server",
     "train",
     "bench",

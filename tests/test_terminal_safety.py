@@ -91,7 +91,7 @@ def test_printable_strips_every_kind_of_sequence(raw, shown):
 
 
 def test_printable_keeps_its_old_import():
-    from stiva_tui.cli_view import printable as old
+    from stiva_tui.cli.view import printable as old
 
     assert old is printable
 

@@ -419,7 +419,7 @@ def test_the_live_view_shows_a_steps_reused_answers():
     answer cache; a step that reused none says nothing about it."""
     from rich.console import Console
 
-    from stiva_tui.cli_train import TrainView
+    from stiva_tui.cli.view import TrainView
     from stiva_tui.train.trainer import StepReport
 
     console = Console(record=True, width=160, force_terminal=False)

@@ -190,7 +190,7 @@ def test_stiva_votes_counts_votes_and_pairs_per_system_pair(stiva_home):
     assert lines[0] == "6 compare sessions · 5 voted (3 winner, 1 tie, 1 all wrong) · 2 usable preference pairs"
     assert any(line.split()[:4] == ["direct:beta", "conductor", "2", "1"] and "same plan 1" in line for line in lines)
     assert "votes that give no pair: all wrong 1, tie 1" in lines
-    assert lines[-1].startswith("train on them: stiva train --from-votes")
+    assert lines[-1].startswith("train on them: stiva train dpo")
 
 
 def test_stiva_votes_on_an_empty_history(stiva_home):

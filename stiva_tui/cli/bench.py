@@ -6,7 +6,8 @@
 
 stdout gets the result (a table, or with --json exactly one JSON object); the live progress
 view goes to stderr when it is a terminal. The report files go to --out (default
-`<data dir>/bench/<bench id>/`): report.json, report.md, frontier.png.
+`<data dir>/bench/<bench id>/`): report.json, report.md, frontier.png. The live view is view.py's
+`ProgressView`.
 """
 
 from __future__ import annotations
@@ -15,10 +16,19 @@ import argparse
 import contextlib
 import os
 import tempfile
-import time
 from pathlib import Path
 
-from .core import format as fmt
+from ..core import format as fmt
+from .common import (
+    EXIT_CANCELLED,
+    EXIT_FAILED,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    fail,
+    run_async,
+    stdout_console,
+    stop_on_signals,
+)
 
 
 def add_parser(sub, common) -> None:
@@ -45,20 +55,24 @@ def add_parser(sub, common) -> None:
                        help="run model-written code WITHOUT isolation where no sandbox can be had (reports say so)")
 
 
+def run(args: argparse.Namespace, config) -> int:
+    return run_async(bench(args, config))
+
+
 async def bench(args: argparse.Namespace, config) -> int:
     import asyncio
 
     from rich.console import Console
 
-    from .bench.runner import BenchBusy, BenchError, BenchRunner
-    from .cli_common import EXIT_CANCELLED, EXIT_FAILED, EXIT_TERMINATED, EXIT_USAGE, fail, stop_on_signals
-    from .conductor.base import ConductorError
-    from .evals.loaders import load_suite
-    from .evals.suite import SuiteError, split_of
-    from .runtime import Runtime, StartupError
-    from .runtime.systems import SystemNameError, parse_systems
-    from .store import HistoryFault, StoreError
-    from .store.faults import HistoryFaultsHeldBack
+    from ..bench.runner import BenchBusy, BenchError, BenchRunner
+    from ..conductor.base import ConductorError
+    from ..evals.loaders import load_suite
+    from ..evals.suite import SuiteError, split_of
+    from ..runtime import Runtime, StartupError
+    from ..runtime.systems import SystemNameError, parse_systems
+    from ..store import HistoryFault, StoreError
+    from ..store.faults import HistoryFaultsHeldBack
+    from .view import ProgressView
 
     if args.list:
         print(listing(config))
@@ -86,7 +100,7 @@ async def bench(args: argparse.Namespace, config) -> int:
     held_back = HistoryFaultsHeldBack()
     answer_cache = None
     if args.answer_cache:
-        from .pool.answer_cache import AnswerCache
+        from ..pool.answer_cache import AnswerCache
 
         answer_cache = AnswerCache.open()
     try:
@@ -150,8 +164,8 @@ async def _close(runtime, held_back) -> None:
 
 def write_reports(runtime, runner, status: str, reason: str | None, out: str | None):
     """report.json, report.md and frontier.png for what the store holds of this bench."""
-    from . import paths
-    from .bench.report import plan_mix, report_markdown, write_frontier_png
+    from .. import paths
+    from ..bench.report import plan_mix, report_markdown, write_frontier_png
 
     store = runtime.store
     records = store.bench_items(runner.bench_id)
@@ -183,7 +197,7 @@ def write_reports(runtime, runner, status: str, reason: str | None, out: str | N
 
 
 def build_bench_report(runner, records, status: str, reason: str | None):
-    from .bench.report import AnswerCacheLine, build_report
+    from ..bench.report import AnswerCacheLine, build_report
 
     report = build_report(runner.suite.name, runner.bench_id, [s.name for s in runner.systems],
                           [item.id for item in runner.items], records, status=status, stop_reason=reason)
@@ -199,7 +213,7 @@ def build_bench_report(runner, records, status: str, reason: str | None):
 
 def cache_line(caching) -> str:
     """What the answer cache did, in one line, under the bench's table."""
-    from .core.format import reused
+    from ..core.format import reused
 
     off = caching.cache.failed if caching.cache is not None else None
     if off:
@@ -210,7 +224,7 @@ def cache_line(caching) -> str:
 def runtime_pool_label(runtime) -> str | None:
     """"simulated pool" when the sim: models answer, "replayed pool (bench ID)" for a replay
     (every table, report and plot says so)."""
-    from .sim.pool import pool_label
+    from ..sim.pool import pool_label
 
     return pool_label(runtime.config)
 
@@ -242,8 +256,6 @@ def print_table(report) -> None:
         table.add_row(row.system, str(row.n), accuracy, f"{lo:.2f}–{hi:.2f}", str(row.errors),
                       f"{row.tokens_per_question:,.0f}", fmt.money(row.cost_per_question),
                       fmt.seconds(row.latency_p50_s), fmt.seconds(row.latency_p95_s))
-    from .cli_common import stdout_console
-
     console = stdout_console(soft_wrap=True)  # piped to a file, nothing is cut to 80 columns
     console.print(table)
     # latency counts from each item's first call; the time items queued behind others, apart
@@ -259,9 +271,9 @@ def print_table(report) -> None:
 
 
 def listing(config=None) -> str:
-    from .evals.loaders import list_builtins, list_formats
-    from .config import Config
-    from .sandbox import describe_isolation
+    from ..config import Config
+    from ..evals.loaders import list_builtins, list_formats
+    from ..sandbox import describe_isolation
 
     lines = ["Suite formats (FORMAT:PATH, PATH a local file or a Hugging Face dataset id):"]
     for suite_format in list_formats():
@@ -274,58 +286,3 @@ def listing(config=None) -> str:
     sandbox = (config or Config()).sandbox
     lines += ["", "Code items run in the sandbox ([sandbox] in the config):", "  " + describe_isolation(sandbox.settings())]
     return "\n".join(lines)
-
-
-class ProgressView:
-    """The live view on stderr: items done per system, running accuracy, tokens, cost, ETA."""
-
-    def __init__(self, console):
-        from rich.live import Live
-        from rich.text import Text
-
-        self.console = console
-        self.last = None
-        # Drawn anew at every refresh, not only when an item finishes: the clock and the ETA
-        # keep ticking while slow items run, so the bench never looks hung.
-        self.live = Live(console=console, refresh_per_second=4, transient=False,
-                         get_renderable=lambda: self.render(self.last) if self.last is not None else Text(""))
-
-    def __enter__(self):
-        self.live.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self.live.__exit__(*exc)
-
-    def update(self, progress) -> None:
-        self.last = progress
-        self.live.refresh()
-
-    @staticmethod
-    def render(progress):
-        from rich.console import Group
-        from rich.table import Table
-        from rich.text import Text
-
-        eta = progress.eta_s
-        elapsed = time.monotonic() - progress.started
-        caption = (f"{progress.done}/{progress.total} items · {fmt.seconds(elapsed)} · "
-                   f"ETA {'—' if eta is None else fmt.seconds(eta)} · spent {fmt.money(progress.spent_usd)}")
-        if progress.resumed:
-            caption += f" · {progress.resumed} resumed"
-        if progress.throttled:
-            caption += " · 429s: " + ", ".join(f"{k} {v}" for k, v in progress.throttled.items())
-        if progress.stopped:
-            caption += f" · stopped: {progress.stopped}"
-        table = Table(title=f"bench {progress.bench_id} · {progress.suite}", title_justify="left")
-        for column in ("system", "done", "accuracy", "errors", "tokens", "cost"):
-            table.add_column(column, justify="left" if column == "system" else "right")
-        for s in progress.systems.values():
-            accuracy = "—" if s.accuracy is None else f"{s.accuracy:.1%}"
-            table.add_row(s.system, f"{s.done}/{s.total}", accuracy, str(s.errors), f"{s.tokens:,}",
-                          fmt.money(s.cost_usd + s.judge_cost_usd))
-        # below the table, not as its caption: a caption wraps at the table's width
-        lines = [table, Text(caption, style="dim")]
-        if progress.stage:
-            lines.append(Text(progress.stage, style="yellow"))
-        return Group(*lines)

@@ -1,0 +1,263 @@
+"""`stiva ask QUESTION`: plan, run and print the answer.
+
+A live view of the plan and its steps goes to stderr when it is a terminal (view.py); with --json,
+stdout gets the run's trace as one JSON object instead. ctrl+c or SIGTERM cancels the run, which
+the history keeps as cancelled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..core import format as fmt
+from .common import EXIT_CANCELLED, EXIT_FAILED, EXIT_TERMINATED, EXIT_USAGE, fail, run_async, stop_on_signals
+
+# The conductor presets of runtime.modes.PRESETS, named here so that `--help` imports no engine.
+PRESET_NAMES = ("conductor", "conductor-mini")
+
+
+def add_parser(sub, common) -> None:
+    ask = sub.add_parser("ask", parents=[common], help="answer one question and print it")
+    ask.add_argument("question", help="the question (use - to read it from stdin)")
+    ask.add_argument("--json", action="store_true", help="print one JSON trace instead of the live view")
+    ask.add_argument("--rounds", type=int, help="conductor rounds (default from config: 1)")
+    ask.add_argument("--max-steps", type=int, help="at most this many steps per workflow (default 5)")
+    ask.add_argument("--budget-usd", type=float, help="stop the run once it has cost this much")
+    ask.add_argument("--budget-tokens", type=int, help="stop the run once it has used this many tokens")
+    ask.add_argument("--baseline", metavar="SYSTEM",
+                     help="run another system instead of the conductor: direct:MODEL (one model), moa "
+                          "(Mixture-of-Agents), or any one system stiva bench --systems takes")
+    ask.add_argument("--preset", choices=sorted(PRESET_NAMES),
+                     help="the conductor with a preset's limits (conductor-mini: 2 steps, 1 round)")
+    ask.add_argument("--continue", dest="continue_id", metavar="ID",
+                     help="add this question to conversation ID (printed after each answer)")
+
+
+def run(args: argparse.Namespace, config) -> int:
+    return run_async(ask(args, config))
+
+
+async def ask(args: argparse.Namespace, config) -> int:
+    import asyncio
+
+    from ..conductor.base import ConductorError
+    from ..runtime import AskError, Runtime, StartupError
+    from ..store import HistoryFault, StoreError
+    from ..store.faults import HistoryFaultsHeldBack
+
+    question = _read_question(args.question)
+    if not question.strip():
+        return fail("the question is empty", EXIT_USAGE)
+    stopped_by = stop_on_signals()
+    try:
+        runtime = await Runtime.create(config, conductor=args.conductor)
+    except (StoreError, StartupError) as exc:  # a full disk, a read-only or damaged history: one line
+        return fail(str(exc), EXIT_FAILED if isinstance(exc, HistoryFault) else EXIT_USAGE)
+    # Each failed history write logs a line (the writer's, the engine's, the store's at close):
+    # held back, and said once, in the one line `_history_trouble` makes of them.
+    held_back = HistoryFaultsHeldBack(every_error=True)
+    try:
+        return await _ask(args, runtime, question, held_back)
+    except AskError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    except (ConductorError, StartupError) as exc:
+        return fail(str(exc), EXIT_FAILED)
+    except StoreError as exc:  # the history failed where nothing else caught it
+        return fail(str(exc), EXIT_FAILED)
+    except asyncio.CancelledError:
+        code = stopped_by[0] if stopped_by else EXIT_CANCELLED
+        trouble = _history_trouble(runtime, held_back)
+        if trouble is not None:
+            fail(trouble)
+        return fail("terminated" if code == EXIT_TERMINATED else "cancelled", code)
+    finally:
+        await runtime.aclose()
+        held_back.close()
+
+
+def _history_trouble(runtime, held_back) -> str | None:
+    """Why the run just asked is not (all) in the history, as the one line to say, or None.
+    Waits for the queued writes first; the first full disk, read-only or damaged file is the
+    reason before any other failure."""
+    from ..store import StoreError
+
+    store = runtime.store
+    if store is None:
+        return None
+    failures: list[StoreError] = []
+    try:
+        store.wait_for_writes()
+    except StoreError as exc:
+        failures.append(exc)
+    while (error := store.take_write_error()) is not None:  # nobody else will hear of these
+        failures.append(error)
+    reason = store.fault or held_back.fault or held_back.error or (failures[0] if failures else None)
+    if reason is None:
+        return None
+    # A damaged page met by a read alone (the run itself written) is said as the store says it.
+    return f"the history could not record this run: {reason}" if store.lost_writes or failures else str(reason)
+
+
+def _read_question(argument: str) -> str:
+    """The question (from stdin for "-") as valid Unicode: bytes that are not UTF-8 become U+FFFD,
+    and a line says so, so that nothing deeper ever holds text it cannot store or send."""
+    if argument == "-":
+        raw = sys.stdin.buffer.read()
+    else:  # Python keeps undecodable argv bytes as lone surrogates; these are the bytes again
+        raw = argument.encode("utf-8", "surrogateescape")
+    question = raw.decode("utf-8", "replace")
+    if "\ufffd" in question and "\ufffd" not in raw.decode("utf-8", "ignore"):
+        print("stiva: note: the question held bytes that are not UTF-8; they were replaced with \ufffd",
+              file=sys.stderr)
+    return question
+
+
+def _mode(args: argparse.Namespace, runtime):
+    """(mode, run options) of what `stiva ask` runs: the conductor (maybe a preset), or the system
+    `--baseline` names (runtime/systems.py, the grammar compare and `stiva bench` read too)."""
+    from ..runtime import AskError, ConductorMode, SystemNameError, one_system
+
+    if args.baseline is None:
+        return ConductorMode(preset=args.preset), {}
+    try:
+        system = one_system(args.baseline, runtime.models, runtime.config.moa.aggregator)
+    except SystemNameError as exc:
+        raise AskError(str(exc)) from None
+    return system.mode, dict(system.options)
+
+
+async def _ask(args, runtime, question: str, held_back) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from ..runtime import Ask, ConductorMode
+    from .view import LiveView, printable
+
+    console = Console(stderr=True)
+    show_live = not args.json and console.is_terminal
+    mode, options = _mode(args, runtime)
+    request = Ask(question, mode=mode, source="cli", conversation_id=args.continue_id, options=dict(
+        options, rounds=args.rounds, max_steps=args.max_steps, budget_usd=args.budget_usd,
+        budget_tokens=args.budget_tokens))
+    for warning in runtime.warnings:
+        console.print(f"[yellow]warning:[/] config: {escape(printable(warning))}", highlight=False)
+    runtime.sessions.check(request)  # an unknown model or conversation fails before a model loads
+    if isinstance(mode, ConductorMode):
+        await _load_conductor(runtime, console, quiet=args.json)
+    view = LiveView(console, question) if show_live else None
+    if view:
+        with view:
+            outcome = await runtime.sessions.ask(request, emit=view.handle)
+    else:
+        outcome = await runtime.sessions.ask(request)
+    result = outcome.result
+    trouble = _history_trouble(runtime, held_back)
+    for warning in outcome.warnings if trouble is None else ():  # the history's: said once, below
+        console.print(f"[yellow]warning:[/] {escape(printable(warning))}", highlight=False)
+    if args.json:
+        print(_trace_json(runtime, result, question, mode, args.baseline, recorded=trouble is None))
+    elif result.status == "finished":
+        print(printable(result.answer))
+        for note in _fallback_notes(runtime, result.run_id):
+            console.print(f"[yellow]fallback:[/] {escape(note)}", highlight=False, soft_wrap=True)
+        if view is None:  # the live view's last frame already ends on the same totals
+            t = result.totals
+            console.print(f"[dim]{t.prompt_tokens:,} in · {t.completion_tokens:,} out"
+                          f"{' (estimated)' if t.estimated else ''} · {fmt.money(t.cost_usd)} · "
+                          f"{fmt.seconds(t.latency_s)}[/]")
+    # Only an id that is on disk, with this run, is offered: `--continue` on any other would fail.
+    if (outcome.conversation_id and not args.json and trouble is None
+            and _conversation_kept(runtime, outcome.conversation_id, result.run_id)):
+        console.print(f"[dim]conversation {outcome.conversation_id} · continue it with "
+                      f"stiva ask --continue {outcome.conversation_id} \"...\"[/]", highlight=False, soft_wrap=True)
+    if result.status != "finished":
+        code = fail(result.error or result.status, EXIT_FAILED)
+        return fail(trouble, code) if trouble is not None else code
+    if trouble is not None:  # the answer is shown; that it is not kept is a failure all the same
+        return fail(trouble, EXIT_FAILED)
+    return 0
+
+
+def _conversation_kept(runtime, conversation_id: str, run_id: str) -> bool:
+    """Whether the history holds the conversation with this run (False where it cannot be read)."""
+    from ..store import StoreError
+
+    if runtime.store is None:
+        return False  # kept in this process's memory only: gone once `stiva ask` ends
+    try:
+        return runtime.store.holds_run(conversation_id, run_id)
+    except StoreError:
+        return False
+
+
+def _fallback_notes(runtime, run_id: str) -> list[str]:
+    """One line for each step that ran on another model than its own (its model kept failing)."""
+    if runtime.store is None:
+        return []
+    try:
+        trace = runtime.store.get_trace(run_id)
+    except Exception:  # noqa: BLE001 - the history may be unwritable: the answer stands
+        return []
+    # steps numbered from 1, as the live view and the tree number them
+    return [f"step {fmt.step(step.index)} of round {round_.round} was answered by {step.model}: "
+            f"{step.first_model} failed" for round_ in trace.rounds for step in round_.steps
+            if step.status == "finished" and step.on_fallback]
+
+
+async def _load_conductor(runtime, console, quiet: bool) -> None:
+    """Choose and load the conductor with a progress line; say what it runs on."""
+    from ..conductor.select import loaded_facts
+
+    with console.status("choosing the conductor…") as status:
+        def progress(fraction: float | None, message: str) -> None:
+            pct = f" {fraction:.0%}" if fraction is not None else ""
+            status.update(f"{message}{pct}")
+
+        conductor = await runtime.ensure_conductor(progress)
+    if not quiet:
+        facts = loaded_facts(conductor)
+        console.print(f"[dim]conductor:[/] {conductor.backend} · {conductor.model}"
+                      f"{' · ' + facts if facts else ''} — {runtime.conductor_reason}", highlight=False, soft_wrap=True)
+
+
+def _trace_json(runtime, result, question: str, mode, system: str | None, *, recorded: bool = True) -> str:
+    """The run's trace as `stiva ask --json` prints it, with what the conductor runs on. Where the
+    history could not record the run (`recorded` False, or it cannot be read back), what it
+    holds of it is completed from the run's result: the answer is printed all the same."""
+    from ..runtime import ConductorMode
+    from ..store import StoreError
+
+    with_conductor = isinstance(mode, ConductorMode)
+    try:
+        trace = runtime.store.get_trace(result.run_id)
+    except StoreError:
+        if recorded:
+            raise
+        trace = _result_trace(result, question, mode, system)
+    if not recorded:
+        t = result.totals
+        trace = trace.model_copy(update=dict(
+            conversation_id=None, status=result.status, failure=result.failure,
+            answer=result.answer if result.status == "finished" else trace.answer,
+            error=result.error or None, totals=type(trace.totals)(
+                prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens, cost_usd=t.cost_usd,
+                latency_s=t.latency_s, estimated=t.estimated)))
+    if with_conductor and runtime.conductor is not None:
+        # What the run recorded (backend, model, usage) stands; the rest is what it runs on.
+        facts = {k: v for k, v in runtime.conductor.describe().items()
+                 if k in type(trace.conductor).model_fields and k not in ("backend", "model", "usage")
+                 and v is not None}
+        conductor = trace.conductor.model_copy(update={**facts, "reason": runtime.conductor_reason})
+        trace = trace.model_copy(update={"conductor": conductor})
+    return trace.model_dump_json(indent=2)
+
+
+def _result_trace(result, question: str, mode, system: str | None):
+    """A run's trace made from its result alone (the history holds none of it)."""
+    from ..core.trace import Trace
+    from ..core.words import RUN_MODES
+
+    kind = type(mode).__name__.removesuffix("Mode").lower()  # DirectMode: "direct"
+    return Trace(run_id=result.run_id, question=question, status=result.status, source="cli",
+                 mode=kind if kind in RUN_MODES else "conductor", system=system or "conductor")

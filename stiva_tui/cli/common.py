@@ -1,0 +1,112 @@
+"""What every `stiva` command shares: exit codes, the one-line failure, the ctrl+c and SIGTERM
+handling, the console on stdout.
+
+Every command's module imports from here, and this imports nothing heavy (`stiva --help` stays
+fast). The signals are answered in one place, `_Stop`: the first one stops the command (a run is
+kept as cancelled, a training keeps its adapter), a second one leaves the process at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
+
+from ..core.terminal import printable
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_CANCELLED = 130  # 128 + SIGINT, as shells report ctrl+c
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+PIPED_WIDTH = 240
+
+
+class UsageError(Exception):
+    """Options that cannot go together or a value out of range: said on one line, exit code 2."""
+
+
+def fail(message: str, code: int = EXIT_FAILED) -> int:
+    """Say why on one line of stderr (a provider's text in it cannot steer the terminal)."""
+    lines = printable(message).strip().splitlines()
+    print(f"stiva: {lines[0] if lines else 'failed'}", file=sys.stderr)
+    return code
+
+
+def run_async(command: Coroutine[Any, Any, int]) -> int:
+    """Run an async command; cancelled from outside, it is a ctrl+c."""
+    import asyncio
+
+    try:
+        return asyncio.run(command)
+    except asyncio.CancelledError:
+        raise KeyboardInterrupt from None
+
+
+def stdout_console(**kwargs):
+    """A rich Console on stdout that, piped or redirected to a file, cuts no cell to a terminal's
+    80 columns (`stiva models > pool.txt`, `stiva bench ... | tee`)."""
+    from rich.console import Console
+
+    console = Console(**kwargs)
+    return console if console.is_terminal else Console(width=PIPED_WIDTH, **kwargs)
+
+
+def comma_list(text: str) -> tuple[str, ...]:
+    """The non-empty items of a comma-separated option (`--prefer-levels best, cheap`)."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+# --- signals -----------------------------------------------------------------------------------
+
+
+class _Stop:
+    """The one answer to ctrl+c and SIGTERM: the first signal records its exit code and calls
+    `then` (cancel the task, or say that the training stops after this step); a second one, of
+    either kind, ends the process at once with the first one's code."""
+
+    def __init__(self, then: Callable[[], object]):
+        self.codes: list[int] = []
+        self._then = then
+
+    def __call__(self, code: int) -> None:
+        if self.codes:  # asked twice: leave now
+            os._exit(self.codes[0])
+        self.codes.append(code)
+        self._then()
+
+
+def stop_on_signals() -> list[int]:
+    """In a running async command: ctrl+c and SIGTERM cancel it (a run is kept as cancelled).
+    Returns the list the exit code of the signal goes into."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    stop = _Stop(lambda: task.cancel() if task is not None else None)
+    loop.add_signal_handler(signal.SIGINT, stop, EXIT_CANCELLED)
+    loop.add_signal_handler(signal.SIGTERM, stop, EXIT_TERMINATED)
+    return stop.codes
+
+
+@contextlib.contextmanager
+def stop_after_step(console) -> Iterator[Callable[[], str | None]]:
+    """Around a training: ctrl+c stops it after the current step (the adapter so far is kept);
+    yields what its `should_stop` asks ("cancelled" once ctrl+c was pressed, else None)."""
+    stop = _Stop(lambda: console.print("[yellow]stopping after this step (ctrl+c again to leave at once)…[/]"))
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: stop(EXIT_CANCELLED))
+    try:
+        yield lambda: "cancelled" if stop.codes else None
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def leave_at_once_on_ctrl_c() -> None:
+    """From now on ctrl+c ends the process at once with 130: once a command is over, leaving can
+    wait for a worker thread (a model stops at its next token), and a ctrl+c meanwhile would
+    otherwise end in a traceback."""
+    signal.signal(signal.SIGINT, lambda *_: os._exit(EXIT_CANCELLED))

@@ -1,0 +1,52 @@
+"""`stiva config`: create the config file if there is none, print its path, open it with --edit.
+
+(Named config_cmd, not config: `stiva_tui.config` is the settings themselves.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from .common import EXIT_FAILED, EXIT_USAGE, fail
+
+
+def add_parser(sub, common) -> None:
+    configure = sub.add_parser("config", parents=[common], help="create the config file if there is none, "
+                               "print its path, and open it with --edit")
+    configure.add_argument("--edit", action="store_true", help="open it in $EDITOR (or $VISUAL)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the commented template where the config file belongs if there is no file yet (never
+    over one), print the path, and with --edit open it. Runs before the config is loaded: a
+    broken file is what one may want to open."""
+    import shlex
+    import subprocess
+
+    from .. import paths
+    from ..config_template import TEMPLATE
+
+    path = Path(args.config).expanduser() if args.config else paths.config_file()
+    created = False
+    if not path.exists():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("x", encoding="utf-8") as handle:  # exclusive: never over a file made meanwhile
+                handle.write(TEMPLATE)
+            created = True
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            return fail(f"cannot create {path}: {exc.strerror or exc}", EXIT_FAILED)
+    print(path)
+    if created:
+        print("stiva: created it with every setting commented out (the defaults)", file=sys.stderr)
+    if args.edit:
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+        if not editor:
+            return fail("set $EDITOR (or $VISUAL) to open it, or open the path above", EXIT_USAGE)
+        return subprocess.call([*shlex.split(editor), str(path)])
+    return 0

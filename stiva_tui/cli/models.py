@@ -1,0 +1,45 @@
+"""`stiva models`: the pool, which models are available, their prices, and the conductor's choice."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .common import EXIT_USAGE, fail, run_async, stdout_console
+
+
+def add_parser(sub, common) -> None:
+    models = sub.add_parser("models", parents=[common], help="list the pool and the conductor choice")
+    models.add_argument("--json", action="store_true", help="print JSON")
+    models.add_argument("--no-discovery", action="store_true", help="skip probing local servers")
+
+
+def run(args: argparse.Namespace, config) -> int:
+    return run_async(models(args, config))
+
+
+async def models(args: argparse.Namespace, config) -> int:
+    from .. import paths
+    from ..conductor.select import describe_choice
+    from ..config import ConfigError, with_conductor_override
+    from ..pool.listing import models_json, models_table
+    from ..pool.registry import build_pool, check_references
+
+    pool = await build_pool(config, discover=False if args.no_discovery else None)
+    try:
+        conductor = with_conductor_override(config.conductor, args.conductor)
+    except ConfigError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    errors, warnings = check_references(config, pool, conductor.backend, conductor.model)
+    source = args.config or str(paths.config_file())
+    if errors:
+        return fail(f"{source}: {errors[0]}", EXIT_USAGE)
+    for warning in warnings:
+        print(f"stiva: warning: {source}: {warning}", file=sys.stderr)
+    choice = describe_choice(conductor, list(pool.available()))
+    if args.json:
+        print(json.dumps(models_json(pool, choice), indent=2))
+    else:
+        stdout_console().print(models_table(pool, choice))
+    return 0
