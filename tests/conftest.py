@@ -21,7 +21,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 def stiva_home(tmp_path, monkeypatch):
     """Every test gets its own STIVA_HOME and a real file keyring inside it, and no provider key
     from the environment."""
-    from stiva_tui import secrets
+    from stiva_tui import keys
     from stiva_tui.catalog import load_catalog
 
     home = tmp_path / "stiva-home"
@@ -33,9 +33,9 @@ def stiva_home(tmp_path, monkeypatch):
     for provider in load_catalog().providers:
         monkeypatch.delenv(provider.api_key_env, raising=False)
     monkeypatch.delenv("MYLAB_KEY", raising=False)
-    secrets.reset_backend()  # the keyring backend is chosen again, from this environment
+    keys.reset_backend()  # the keyring backend is chosen again, from this environment
     yield home
-    secrets.reset_backend()
+    keys.reset_backend()
 
 
 @pytest.fixture

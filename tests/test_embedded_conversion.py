@@ -35,7 +35,7 @@ def test_the_first_conversion_reports_its_progress_and_draws_nothing_on_stderr(t
 
 
 def test_the_status_line_tells_the_one_time_conversion_apart_from_the_load(monkeypatch):
-    from stiva_tui.conductor.select import loaded_facts
+    from stiva_tui.conductor.choose import loaded_facts
     from stiva_tui.inference import embedded
     from stiva_tui.inference.checkpoints import LoadedModel
 

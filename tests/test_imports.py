@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "stiva_tui"
 
 CORE = [
-    "stiva_tui.config", "stiva_tui.paths", "stiva_tui.secrets", "stiva_tui.catalog", "stiva_tui.runtime",
+    "stiva_tui.config", "stiva_tui.paths", "stiva_tui.keys", "stiva_tui.catalog", "stiva_tui.runtime",
     "stiva_tui.cli", "stiva_tui.cli.view", "stiva_tui.cli.common", "stiva_tui.cli.bench",
     "stiva_tui.bench.runner", "stiva_tui.bench.report", "stiva_tui.bench.limiter", "stiva_tui.store.benches",
     "stiva_tui.conductor.fewshot", "stiva_tui.cli.train", "stiva_tui.train.trainer", "stiva_tui.train.rollout",
@@ -33,7 +33,7 @@ CORE = [
     "stiva_tui.engine.executor", "stiva_tui.engine.baselines",
     "stiva_tui.inference.checkpoints", "stiva_tui.inference.embedded", "stiva_tui.inference.generation",
     "stiva_tui.inference.adapter_manifest", "stiva_tui.inference.grammar_mask", "stiva_tui.train.common",
-    "stiva_tui.conductor.prompt", "stiva_tui.conductor.remote", "stiva_tui.conductor.select",
+    "stiva_tui.conductor.prompt", "stiva_tui.conductor.remote", "stiva_tui.conductor.choose",
     "stiva_tui.conductor.local", "stiva_tui.conductor.embedded", "stiva_tui.conductor.grammar",
     "stiva_tui.pool.client", "stiva_tui.pool.registry", "stiva_tui.pool.discovery", "stiva_tui.pool.embedded",
     "stiva_tui.pool.listing", "stiva_tui.store", "stiva_tui.store.export", "stiva_tui.sandbox",
@@ -61,7 +61,7 @@ LAYERS = [
     "engine | store",
     "conductor",
     "pool",
-    "inference | config | config_template | secrets",
+    "inference | config | config_template | keys",
     "core | sandbox | catalog | paths",
 ]
 

@@ -64,7 +64,7 @@ def test_loading_shows_progress_and_reports_what_it_loaded(qwen_conductor, qwen_
     info = qwen_conductor.describe()
     assert info["backend"] == "local" and info["device"] == "cpu" and info["quantization"] == "nf4"
     assert info["memory_mb"] > 0 and info["load_s"] > 0 and info["model"] == str(qwen_folder)
-    from stiva_tui.conductor.select import loaded_facts
+    from stiva_tui.conductor.choose import loaded_facts
 
     facts = loaded_facts(qwen_conductor)  # what `stiva ask` and the pool screen show
     assert facts.startswith("nf4 on cpu · ") and "\u00a0MB · loaded in " in facts and facts.endswith("\u00a0s")

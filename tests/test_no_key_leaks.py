@@ -53,14 +53,14 @@ def _assert_no_key(data: bytes | str, where: str) -> None:
 
 @pytest.fixture
 def guarded():
-    from stiva_tui import secrets
+    from stiva_tui import keys
 
-    secrets.reset_backend()
+    keys.reset_backend()
     with FakeProvider(api_key=SECRET) as server:
         server.default("cond", Reply(PLAN.replace("[1, 2]", "[1, 1]"), usage=(50, 20)))
         server.default("w1", Reply("the guarded answer", usage=(10, 3)))
         yield server
-    secrets.reset_backend()
+    keys.reset_backend()
 
 
 async def test_a_key_from_the_keys_screen_is_used_and_never_leaks(guarded, stiva_home, tmp_path):

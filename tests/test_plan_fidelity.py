@@ -12,7 +12,7 @@ from conftest import pool_models
 from fakeprovider import Reply
 from stiva_tui.conductor.guard import degenerate
 from stiva_tui.conductor.remote import RemoteConductor
-from stiva_tui.conductor.select import choose_planner, describe_choice, select_conductor
+from stiva_tui.conductor.choose import choose_planner, describe_choice, select_conductor
 from stiva_tui.config import ConductorConfig
 from stiva_tui.core import events as ev
 from stiva_tui.core.workflow import parse_workflow

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from stiva_tui import secrets
+from stiva_tui import keys
 from stiva_tui.config import parse_config
 from stiva_tui.catalog import load_catalog
 from stiva_tui.pool.listing import models_json, models_table
@@ -71,7 +71,7 @@ def test_env_key_joins_catalog_provider(monkeypatch):
 
 
 def test_keyring_key_joins_catalog_provider():
-    secrets.set_key("anthropic", KEYRING_KEY)
+    keys.set_key("anthropic", KEYRING_KEY)
     pool = _build()
     sonnet = pool["anthropic/claude-sonnet-4"]
     assert sonnet.available and sonnet.api_key == KEYRING_KEY
@@ -137,7 +137,7 @@ def test_config_models_first_with_reasons(monkeypatch):
 
 def test_config_provider_key_from_env_and_keyring(monkeypatch):
     monkeypatch.setenv("MYLAB_KEY", LAB_KEY)
-    secrets.set_key("mylab", KEYRING_KEY)
+    keys.set_key("mylab", KEYRING_KEY)
     pool = _build(CONFIG)
     assert pool["needs-key"].api_key == LAB_KEY
     assert pool["needs-key"].reason == "key from $MYLAB_KEY"
@@ -158,7 +158,7 @@ def test_config_provider_overrides_catalog_endpoint(monkeypatch):
 
 def test_failing_keyring_still_builds(monkeypatch):
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
-    secrets.reset_backend()
+    keys.reset_backend()
     monkeypatch.setenv("GROQ_API_KEY", OPENAI_KEY)
     pool = _build(CONFIG)
     assert pool["groq/llama-3.3-70b"].available
@@ -251,7 +251,7 @@ def test_no_key_text_in_any_output(monkeypatch, caplog):
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     monkeypatch.setenv("MYLAB_KEY", LAB_KEY)
-    secrets.set_key("anthropic", KEYRING_KEY)
+    keys.set_key("anthropic", KEYRING_KEY)
     pool = _build(CONFIG)
     assert pool["openai/gpt-5-mini"].api_key == OPENAI_KEY
     assert pool["anthropic/claude-sonnet-4"].api_key == KEYRING_KEY

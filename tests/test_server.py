@@ -19,7 +19,7 @@ import uvicorn
 
 from fakeprovider import Reply
 
-from stiva_tui import secrets
+from stiva_tui import keys
 from stiva_tui.config import parse_config
 from stiva_tui.server.app import create_app, event_loop_factory, serve
 from stiva_tui.server.auth import is_loopback_host, load_or_create_token, token_file
@@ -510,7 +510,7 @@ def test_no_auth_is_refused_off_loopback(fake, capsys):
 
 
 def test_token_is_created_once_and_kept_in_the_keyring():
-    secrets.reset_backend()
+    keys.reset_backend()
     first = load_or_create_token()
     assert first.created and first.where == "keyring" and len(first.value) >= 40
     again = load_or_create_token()
@@ -520,25 +520,25 @@ def test_token_is_created_once_and_kept_in_the_keyring():
 
 def test_token_goes_to_the_private_key_file_without_a_keyring(monkeypatch):
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
-    secrets.reset_backend()
+    keys.reset_backend()
     try:
         first = load_or_create_token()
         assert first.created and first.where == "the key file"  # the one store the keys use too
-        assert stat.S_IMODE(os.stat(secrets.keys_file()).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(keys.keys_file()).st_mode) == 0o600
         assert load_or_create_token().value == first.value
     finally:
-        secrets.reset_backend()
+        keys.reset_backend()
 
 
 def test_a_token_file_from_before_keeps_its_token(monkeypatch):
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
-    secrets.reset_backend()
+    keys.reset_backend()
     try:
         token_file().parent.mkdir(parents=True, exist_ok=True)
         token_file().write_text("old-token-clients-have\n")
         assert load_or_create_token().value == "old-token-clients-have"
     finally:
-        secrets.reset_backend()
+        keys.reset_backend()
 
 
 # --- concurrency ------------------------------------------------------------------------------------

@@ -95,7 +95,7 @@ def test_two_grpo_steps_on_the_embedded_model(model_cache, embedded_loaded, fake
                                                   max_steps=2)))
     assert parse_workflow(plan.raw_text, 2, 1) == plan.workflow
     assert conductor.describe()["adapter"] == str(out)
-    from stiva_tui.conductor.select import loaded_facts
+    from stiva_tui.conductor.choose import loaded_facts
 
     assert f"LoRA {out}" in loaded_facts(conductor)  # what the status bar and stiva models show
     # the embedded worker never answers through the conductor's adapter: a copy without it

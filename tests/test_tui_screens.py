@@ -387,11 +387,11 @@ async def test_pool_screen_shows_loaded_conductor_and_discovered_servers(fake):
 
 @pytest.fixture
 def fresh_keyring():
-    from stiva_tui import secrets
+    from stiva_tui import keys
 
-    secrets.reset_backend()
+    keys.reset_backend()
     yield
-    secrets.reset_backend()
+    keys.reset_backend()
 
 
 def _key_cell(screen, provider: str) -> str:
@@ -508,11 +508,11 @@ async def test_keys_screen_environment_key_wins_and_is_not_shown(fake, fresh_key
 
 
 async def test_keys_screen_without_keyring_saves_to_the_private_file_and_says_so(fake, fresh_keyring, monkeypatch):
-    from stiva_tui import secrets
+    from stiva_tui import keys
     from stiva_tui.tui.screens.keys import KeysScreen
 
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
-    secrets.reset_backend()
+    keys.reset_backend()
     runtime = await make_runtime(screens_config(fake.base_url, catalog=True))
     app = Host(lambda: KeysScreen(runtime))
     async with app.run_test(size=SIZE) as pilot:
@@ -520,7 +520,7 @@ async def test_keys_screen_without_keyring_saves_to_the_private_file_and_says_so
         await app.workers.wait_for_complete()
         await pilot.pause()
         backend = str(screen.query_one("#keys-backend", Static).render())
-        assert backend.startswith("Keys are stored in the private file") and str(secrets.keys_file()) in backend
+        assert backend.startswith("Keys are stored in the private file") and str(keys.keys_file()) in backend
         assert "no keyring works here" in backend
         assert not screen.query_one("#keys-input", Input).disabled  # headless Linux is no dead end
         assert not screen.query_one("#keys-save", Button).disabled
@@ -530,7 +530,7 @@ async def test_keys_screen_without_keyring_saves_to_the_private_file_and_says_so
         await pilot.press("enter")
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert secrets.get_key("openai", None) == ("sk-test-2222222222222222CCCC", "key file")
+        assert keys.get_key("openai", None) == ("sk-test-2222222222222222CCCC", "key file")
         assert runtime.pool["openai/gpt-5"].available  # usable at once, no restart
     await runtime.aclose()
 

@@ -175,16 +175,16 @@ def test_pool_screen(snap_compare, runtime):
 
 
 def test_keys_screen(snap_compare, runtime):
-    from stiva_tui import secrets
+    from stiva_tui import keys
     from stiva_tui.tui.screens.keys import KeysScreen
 
-    secrets.reset_backend()
-    secrets.set_key("paid", "pk-snapshot-000000000000wxyz")
+    keys.reset_backend()
+    keys.set_key("paid", "pk-snapshot-000000000000wxyz")
     app = Host(lambda: KeysScreen(runtime))
     try:
         assert snap_compare(app, terminal_size=SIZE, run_before=_settle)
     finally:
-        secrets.reset_backend()
+        keys.reset_backend()
 
 
 def test_run_screen(snap_compare, runtime):

@@ -43,7 +43,7 @@ from typing import Any, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
-from ..core import format as fmt
+from ..core import display as fmt
 from ..core.trace import Trace
 from ..store.records import BenchItemRecord
 from .derived import DERIVED, aiq, derived_records, frontier, random_expectation

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..core import format as fmt
+from ..core import display as fmt
 from .common import EXIT_CANCELLED, EXIT_FAILED, EXIT_TERMINATED, EXIT_USAGE, fail, run_async, stop_on_signals
 
 # The conductor presets of runtime.modes.PRESETS, named here so that `--help` imports no engine.
@@ -207,7 +207,7 @@ def _fallback_notes(runtime, run_id: str) -> list[str]:
 
 async def _load_conductor(runtime, console, quiet: bool) -> None:
     """Choose and load the conductor with a progress line; say what it runs on."""
-    from ..conductor.select import loaded_facts
+    from ..conductor.choose import loaded_facts
 
     with console.status("choosing the conductor…") as status:
         def progress(fraction: float | None, message: str) -> None:

@@ -18,7 +18,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..core import format as fmt
+from ..core import display as fmt
 from .common import (
     EXIT_CANCELLED,
     EXIT_FAILED,
@@ -213,7 +213,7 @@ def build_bench_report(runner, records, status: str, reason: str | None):
 
 def cache_line(caching) -> str:
     """What the answer cache did, in one line, under the bench's table."""
-    from ..core.format import reused
+    from ..core.display import reused
 
     off = caching.cache.failed if caching.cache is not None else None
     if off:

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from ..core import format as fmt
+from ..core import display as fmt
 from ..core.terminal import printable
 from .common import EXIT_FAILED, EXIT_USAGE, fail, stdout_console
 

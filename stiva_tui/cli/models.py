@@ -21,7 +21,7 @@ def run(args: argparse.Namespace, config) -> int:
 
 async def models(args: argparse.Namespace, config) -> int:
     from .. import paths
-    from ..conductor.select import describe_choice
+    from ..conductor.choose import describe_choice
     from ..config import ConfigError, with_conductor_override
     from ..pool.listing import models_json, models_table
     from ..pool.registry import build_pool, check_references

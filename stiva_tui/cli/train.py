@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core import format as fmt
+from ..core import display as fmt
 from .common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, UsageError, comma_list, fail, stop_after_step
 
 # --- the options, in families: a method takes the families it names --------------------------------

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core import events as ev
-from ..core import format as fmt
+from ..core import display as fmt
 from ..core.run_state import RunState, StepState
 from ..core.terminal import printable  # importable from here too, as it always was
 

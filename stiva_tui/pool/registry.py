@@ -115,7 +115,7 @@ def no_key_reason(env_var: str | None) -> str:
 
 
 def _resolve_key(provider: _Provider) -> _KeyState:
-    from ..secrets import SecretsError, get_key
+    from ..keys import SecretsError, get_key
 
     try:
         key, where = get_key(provider.name, provider.api_key_env)

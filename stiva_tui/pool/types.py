@@ -36,7 +36,7 @@ class ProviderError(Exception):
     def mask(self, secrets: "Iterable[str | None]") -> "ProviderError":
         """Replace every one of `secrets` (and anything shaped like a key) in the message: a
         provider may echo the key it was sent, and this text is shown, stored and served."""
-        from ..secrets import mask
+        from ..keys import mask
 
         self.message = mask(self.message, secrets)
         self.args = (mask(str(self.args[0]) if self.args else "", secrets), *self.args[1:])

@@ -161,7 +161,7 @@ class Runtime:
         return ""
 
     async def _choose_and_load(self, cfg: ConductorConfig, progress: Progress | None) -> _Loaded:
-        from ..conductor.select import fallback_conductor, select_conductor
+        from ..conductor.choose import fallback_conductor, select_conductor
 
         conductor, reason = await asyncio.to_thread(select_conductor, cfg, self.models, self.worker, progress,
                                                     self.config.workers.deadline_s)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import paths
-from ..secrets import SecretsError, get_key, set_key
+from ..keys import SecretsError, get_key, set_key
 
 TOKEN_USER = "serve-token"
 TOKEN_ENV = "STIVA_SERVE_TOKEN"
@@ -51,7 +51,7 @@ def load_or_create_token() -> ServeToken:
         set_key(TOKEN_USER, value)
     except SecretsError:
         return _file_token()
-    from ..secrets import store_kind
+    from ..keys import store_kind
 
     return ServeToken(value, "keyring" if store_kind() == "keyring" else "the key file", True)
 

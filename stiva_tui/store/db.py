@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..secrets import redact
+from ..keys import redact
 from . import schema
 from .benches import Benches
 from .compare import CompareSessions

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core import format as fmt
+from ..core import display as fmt
 from ..core.trace import Trace, TraceConductor, TraceTotals
 from .db import Store
 

@@ -148,7 +148,7 @@ class StivaApp(App):
             self.notify(str(exc), title="Conductor", severity="error", timeout=30)
             chat.post_message(msg.ConductorFailed(str(exc)))
             return
-        from ..conductor.select import loaded_facts
+        from ..conductor.choose import loaded_facts
 
         chat.post_message(msg.ConductorReady(conductor.backend, conductor.model, runtime.conductor_reason,
                                              loaded_facts(conductor)))

@@ -11,7 +11,7 @@ app (the events of a run, a stored run, the pool, a report), so that an escape s
 its parameters too. Whatever a screen forgets, `TerminalSafe` drops every control character from
 each line any widget draws, before Textual writes it to the terminal: no OSC 2 (retitle), no OSC 52
 (clipboard), no CSI (clear, move), no bidi override can come out of the app. Numbers are
-core/format.py's job.
+core/display.py's job.
 """
 
 from __future__ import annotations

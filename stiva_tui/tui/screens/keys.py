@@ -21,7 +21,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
-from ... import secrets
+from ... import keys
 from .. import messages as msg
 from ..widgets.footer import StivaFooter
 from ..widgets.table import Table
@@ -73,8 +73,8 @@ def key_status(entry: ProviderEntry, keyring_ok: bool) -> str:
             return f"key from ${entry.env_var}"
         return f"no key: set ${entry.env_var}" if entry.env_var else "no key: give it an api_key_env"
     try:
-        stored, where = secrets.get_key(entry.name, None)
-    except secrets.SecretsError as exc:
+        stored, where = keys.get_key(entry.name, None)
+    except keys.SecretsError as exc:
         where = "keyring"
         stored = None
         if not env_set:
@@ -143,8 +143,8 @@ class KeysScreen(Screen):
     @work(exclusive=True, group="keys-read", exit_on_error=False)
     async def reload(self) -> None:
         """Read the keyring state and every provider's key status (in a thread)."""
-        ok, info = await asyncio.to_thread(secrets.keyring_status)
-        self.in_file = await asyncio.to_thread(secrets.store_kind) == "file"
+        ok, info = await asyncio.to_thread(keys.keyring_status)
+        self.in_file = await asyncio.to_thread(keys.store_kind) == "file"
         statuses = await asyncio.to_thread(lambda: {e.name: key_status(e, ok) for e in self.providers})
         self.keyring_ok, self.keyring_info, self.statuses = ok, info, statuses
         self._show()
@@ -213,13 +213,13 @@ class KeysScreen(Screen):
     async def _change(self, entry: ProviderEntry, key: str | None, verb: str) -> None:
         try:
             if key is None:
-                existed = await asyncio.to_thread(secrets.delete_key, entry.name)
+                existed = await asyncio.to_thread(keys.delete_key, entry.name)
                 if not existed:
                     self.notify(f"No key for {entry.name} in the keyring", severity="warning")
                     return
             else:
-                await asyncio.to_thread(secrets.set_key, entry.name, key, entry.env_var)
-        except secrets.SecretsError as exc:
+                await asyncio.to_thread(keys.set_key, entry.name, key, entry.env_var)
+        except keys.SecretsError as exc:
             self.notify(str(exc), severity="error")
             return
         await self.reload().wait()

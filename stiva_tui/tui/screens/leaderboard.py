@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from ...core import format as fmt
+from ...core import display as fmt
 from ..text import safe_text
 from ..widgets.footer import StivaFooter
 from ..widgets.table import Table

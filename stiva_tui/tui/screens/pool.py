@@ -90,7 +90,7 @@ class PoolScreen(Screen):
         label = self.query_one("#pool-conductor", Static)
         conductor = self.runtime.conductor
         if conductor is not None:
-            from ...conductor.select import loaded_facts
+            from ...conductor.choose import loaded_facts
 
             reason = self.runtime.conductor_reason
             facts = loaded_facts(conductor) if conductor.loaded else ""
@@ -110,7 +110,7 @@ class PoolScreen(Screen):
     @work(exclusive=True, group="pool-conductor", exit_on_error=False)
     async def _describe_choice(self, cfg: "ConductorConfig") -> None:
         """The cheap description of the conductor that would be chosen (it may probe CUDA: a thread)."""
-        from ...conductor.select import describe_choice
+        from ...conductor.choose import describe_choice
 
         try:
             text = await asyncio.to_thread(describe_choice, cfg, self.runtime.models)

@@ -7,7 +7,7 @@ from textual.containers import Vertical
 from textual.markup import escape
 from textual.widgets import Markdown, Static
 
-from ...core import format as fmt
+from ...core import display as fmt
 from ..text import safe_text
 
 

@@ -18,7 +18,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import DataTable, Static, TabbedContent, TabPane
 
-from ...core import format as fmt
+from ...core import display as fmt
 from ..text import one_line
 from .. import messages as msg
 from .table import Table

@@ -19,7 +19,7 @@ from textual.widgets import Button, Label, Markdown, Static
 from textual.widgets._markdown import MarkdownStream
 
 from ...core import events as ev
-from ...core import format as fmt
+from ...core import display as fmt
 from ..text import safe_text, scrub
 
 if TYPE_CHECKING:

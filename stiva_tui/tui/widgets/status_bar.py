@@ -16,7 +16,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import ProgressBar, Static
 
-from ...core import format as fmt
+from ...core import display as fmt
 
 BACKEND_WORDS = {
     "local": "local GPU 4-bit",

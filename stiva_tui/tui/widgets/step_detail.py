@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Markdown, Static
 
-from ...core import format as fmt
+from ...core import display as fmt
 from ..text import markup_text, one_line
 from ...core.run_state import Key, RunState
 

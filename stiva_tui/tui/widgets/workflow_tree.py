@@ -20,7 +20,7 @@ from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from ...core import format as fmt
+from ...core import display as fmt
 from ..text import one_line
 from ...core.run_state import Key, RoundState, RunState, StepState
 from ...engine.estimate import counterfactuals, reason_line

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stiva_tui import secrets
-from stiva_tui.secrets import SecretsError, delete_key, get_key, keyring_status, set_key
+from stiva_tui import keys
+from stiva_tui.keys import SecretsError, delete_key, get_key, keyring_status, set_key
 
 KEY = "sk-test-7f3a9c1e5b2d4086"
 OTHER = "sk-env-0d9e8f7a6b5c4d3e"
@@ -23,7 +23,7 @@ def keyring_home(stiva_home):
 @pytest.fixture
 def failing_keyring(keyring_home, monkeypatch):
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
-    secrets.reset_backend()
+    keys.reset_backend()
     return keyring_home
 
 
@@ -56,7 +56,7 @@ def test_overwrite_and_strip(keyring_home):
 
 def test_survives_backend_reset(keyring_home):
     set_key("openai", KEY)
-    secrets.reset_backend()
+    keys.reset_backend()
     assert get_key("openai", None) == (KEY, "keyring")
 
 
@@ -87,23 +87,23 @@ def test_without_a_keyring_keys_go_to_a_private_file_said_plainly(failing_keyrin
     import stat
 
     ok, where = keyring_status()
-    assert ok is True and str(secrets.keys_file()) in where and "no recommended keyring backend" in where
-    assert secrets.store_kind() == "file"
+    assert ok is True and str(keys.keys_file()) in where and "no recommended keyring backend" in where
+    assert keys.store_kind() == "file"
     assert get_key("openai", "OPENAI_API_KEY") == (None, "none")
     set_key("openai", KEY, env_var="OPENAI_API_KEY")
     assert get_key("openai", "OPENAI_API_KEY") == (KEY, "key file")
-    path = secrets.keys_file()
+    path = keys.keys_file()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600  # only its owner reads it
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".keys-")]  # no scratch file left
-    secrets.reset_backend()
+    keys.reset_backend()
     assert get_key("openai", None) == (KEY, "key file")  # it survives, and is the one store
     assert delete_key("openai") and not delete_key("openai")
     assert get_key("openai", None) == (None, "none")
 
 
 def test_a_damaged_key_file_is_one_clear_error(failing_keyring):
-    secrets.keys_file().parent.mkdir(parents=True, exist_ok=True)
-    secrets.keys_file().write_text("{not json")
+    keys.keys_file().parent.mkdir(parents=True, exist_ok=True)
+    keys.keys_file().write_text("{not json")
     with pytest.raises(SecretsError, match="keys.json"):
         get_key("openai", "OPENAI_API_KEY")
 
@@ -115,16 +115,16 @@ def test_environment_works_without_keyring(failing_keyring, monkeypatch):
 
 def test_unloadable_backend(keyring_home, monkeypatch):
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "no.such.module.Keyring")
-    secrets.reset_backend()
+    keys.reset_backend()
     ok, why = keyring_status()
     assert ok is True and "cannot load a keyring backend" in why and "keys.json" in why
 
 
 def test_null_backend_is_not_usable(keyring_home, monkeypatch):
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.null.Keyring")
-    secrets.reset_backend()
+    keys.reset_backend()
     ok, why = keyring_status()
-    assert ok is True and "disabled" in why and secrets.store_kind() == "file"
+    assert ok is True and "disabled" in why and keys.store_kind() == "file"
 
 
 def test_no_key_in_logs(keyring_home, monkeypatch, caplog):
@@ -174,7 +174,7 @@ def test_mask_hides_every_common_encoding_of_a_known_key(form):
 
     encoded = _encodings(MASKED_KEY)[form]
     text = f"provider said: {encoded} (refused)"
-    masked = secrets.mask(text, [MASKED_KEY])
+    masked = keys.mask(text, [MASKED_KEY])
     assert "[redacted]" in masked and "provider said:" in masked and "(refused)" in masked
     assert encoded not in masked
     # Nothing long enough to be the key's (or its base64's) middle is left.
@@ -190,10 +190,10 @@ def test_mask_hides_every_common_encoding_of_a_known_key(form):
 
 def test_mask_leaves_ordinary_text_alone():
     text = "HTTP 401: Incorrect API key provided. See https://example.com/docs%2Fkeys for help."
-    assert secrets.mask(text, [MASKED_KEY]) == text
+    assert keys.mask(text, [MASKED_KEY]) == text
 
 
 @pytest.mark.parametrize("key", ["sk-proj-ABCDEFGHIJKLMNOP1234", "SK-PROJ-ABCDEFGHIJKLMNOP1234",
                                  "Sk-proj-abcdefghijklmnop1234", "AIZASYABCDEFGHIJKLMNOPQRSTUV"])
 def test_key_shapes_are_masked_in_any_case(key):
-    assert secrets.redact(f"echo: {key}.") == "echo: [redacted]."
+    assert keys.redact(f"echo: {key}.") == "echo: [redacted]."

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stiva_tui.core import format as fmt
+from stiva_tui.core import display as fmt
 
 
 def test_money_is_written_one_way():
