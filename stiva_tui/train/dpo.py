@@ -1,4 +1,4 @@
-"""`stiva train --from-votes`: the conductor learns the user's compare-mode votes with DPO.
+"""`stiva train dpo` (formerly `--from-votes`): the conductor learns the user's compare-mode votes with DPO.
 
     summary = train_from_votes(config, VoteTrainOptions(base="embedded", out=Path("adapter")))
 
@@ -174,7 +174,7 @@ def _read_history(path: Path | None, benches: Sequence[str] = (), best_only: boo
 def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, should_stop) -> VoteTrainSummary:
     style = options.prompt_style or "compact"
     if style not in VOTE_PROMPT_STYLES:
-        raise TrainError(f"--from-votes trains plans written without reasoning: use --prompt "
+        raise TrainError(f"stiva train dpo trains plans written without reasoning: use --prompt "
                          f"{' or '.join(VOTE_PROMPT_STYLES)}, not {style!r}")
     if options.steps < 1 or options.batch < 1 or options.beta <= 0 or not options.sft_weight >= 0:
         raise TrainError("--steps and --batch must be at least 1, --beta above 0, and --sft-weight 0 or more")

@@ -1,5 +1,5 @@
 """The leaderboard: how often each system's answer won in compare mode, and what it cost, and how
-many preference pairs the votes give for training (`stiva train --from-votes`, train/votes.py)."""
+many preference pairs the votes give for training (`stiva train dpo`, train/votes.py)."""
 
 from __future__ import annotations
 
