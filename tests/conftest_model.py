@@ -23,10 +23,19 @@ def stable_model_cache_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def model_cache() -> Path:
-    """STIVA_MODEL_CACHE for the whole session (the converted model is reused between runs)."""
+    """STIVA_MODEL_CACHE for the whole session (the converted model is reused between runs),
+    converted here, once, under a file lock: pytest-xdist's workers (and a `stiva` a test starts)
+    would otherwise convert it side by side, one deleting the folder another is loading."""
+    import fcntl
+
+    from stiva_tui.inference.embedded import ensure_embedded_checkpoint
+
     cache = stable_model_cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     os.environ["STIVA_MODEL_CACHE"] = str(cache)
+    with open(cache / ".test-convert.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ensure_embedded_checkpoint()
     return cache
 
 
