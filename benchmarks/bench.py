@@ -44,37 +44,56 @@ sys.stdin.read()
 
 
 def start_server(latency: float):
-    process = subprocess.Popen([sys.executable, "-c", SERVER.format(tests=str(ROOT / "tests"), latency=latency)],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", SERVER.format(tests=str(ROOT / "tests"), latency=latency)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     return process, process.stdout.readline().strip()
 
 
 def config_for(base_url: str):
     from stiva_tui.config import parse_config
 
-    return parse_config({
-        "providers": [{"name": "lab", "base_url": base_url}],
-        "models": [{"id": "right", "provider": "lab", "model": "right", "price_in": 1.0, "price_out": 2.0}],
-        "workers": {"retries": 0}, "discovery": {"enabled": False}, "catalog": False,
-        "embedded_worker": False,
-    })
+    return parse_config(
+        {
+            "providers": [{"name": "lab", "base_url": base_url}],
+            "models": [{"id": "right", "provider": "lab", "model": "right", "price_in": 1.0, "price_out": 2.0}],
+            "workers": {"retries": 0},
+            "discovery": {"enabled": False},
+            "catalog": False,
+            "embedded_worker": False,
+        }
+    )
 
 
 def suite_file(folder: Path, n: int, offset: int = 0) -> Path:
     path = folder / f"suite-{offset}-{n}.jsonl"
-    path.write_text("".join(json.dumps({"id": f"q{offset + i}", "question": f"What is {offset + i} + {i}?",
-                                        "answer": str(offset + 2 * i), "grader": "numeric"}) + "\n"
-                            for i in range(n)))
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"q{offset + i}",
+                    "question": f"What is {offset + i} + {i}?",
+                    "answer": str(offset + 2 * i),
+                    "grader": "numeric",
+                }
+            )
+            + "\n"
+            for i in range(n)
+        )
+    )
     return path
 
 
 async def overhead(base_url: str, folder: Path, items: int) -> dict:
     from stiva_tui.bench.runner import BenchRunner
     from stiva_tui.evals.loaders import load_suite
-    from stiva_tui.runtime.systems import parse_systems
     from stiva_tui.runtime import Runtime
     from stiva_tui.runtime.modes import DirectMode
     from stiva_tui.runtime.sessions import Ask
+    from stiva_tui.runtime.systems import parse_systems
 
     runtime = await Runtime.create(config_for(base_url), discover=False, store_path=folder / "overhead.db")
     try:
@@ -88,12 +107,14 @@ async def overhead(base_url: str, folder: Path, items: int) -> dict:
                 bare.append(time.perf_counter() - t)
         for i in range(items + 5):
             t = time.perf_counter()
-            await runtime.sessions.ask(Ask(f"What is {i} + 2?", mode=DirectMode("right"), source="bench",
-                                           in_conversation=False))
+            await runtime.sessions.ask(
+                Ask(f"What is {i} + 2?", mode=DirectMode("right"), source="bench", in_conversation=False)
+            )
             if i >= 5:
                 session.append(time.perf_counter() - t)
-        runner = BenchRunner(runtime, load_suite(str(suite_file(folder, items))), parse_systems(["direct:right"]),
-                             concurrency=1)
+        runner = BenchRunner(
+            runtime, load_suite(str(suite_file(folder, items))), parse_systems(["direct:right"]), concurrency=1
+        )
         t = time.perf_counter()
         outcome = await runner.run()
         per_item = (time.perf_counter() - t) / items
@@ -101,30 +122,43 @@ async def overhead(base_url: str, folder: Path, items: int) -> dict:
     finally:
         await runtime.aclose()
     ms = lambda xs: round(statistics.median(xs) * 1000, 2)  # noqa: E731
-    return {"items": items, "bare_engine_ms": ms(bare), "session_run_ms": ms(session),
-            "bench_item_ms": round(per_item * 1000, 2),
-            "harness_overhead_ms": round(per_item * 1000 - statistics.median(bare) * 1000, 2)}
+    return {
+        "items": items,
+        "bare_engine_ms": ms(bare),
+        "session_run_ms": ms(session),
+        "bench_item_ms": round(per_item * 1000, 2),
+        "harness_overhead_ms": round(per_item * 1000 - statistics.median(bare) * 1000, 2),
+    }
 
 
 async def throughput(base_url: str, folder: Path, concurrency: int, items: int) -> dict:
     from stiva_tui.bench.runner import BenchRunner
     from stiva_tui.evals.loaders import load_suite
-    from stiva_tui.runtime.systems import parse_systems
     from stiva_tui.runtime import Runtime
+    from stiva_tui.runtime.systems import parse_systems
 
-    runtime = await Runtime.create(config_for(base_url), discover=False,
-                                   store_path=folder / f"throughput-{concurrency}.db")
+    runtime = await Runtime.create(
+        config_for(base_url), discover=False, store_path=folder / f"throughput-{concurrency}.db"
+    )
     try:
-        runner = BenchRunner(runtime, load_suite(str(suite_file(folder, items, offset=1000 * concurrency))),
-                             parse_systems(["direct:right"]), concurrency=concurrency)
+        runner = BenchRunner(
+            runtime,
+            load_suite(str(suite_file(folder, items, offset=1000 * concurrency))),
+            parse_systems(["direct:right"]),
+            concurrency=concurrency,
+        )
         t = time.perf_counter()
         outcome = await runner.run()
         seconds = time.perf_counter() - t
         assert len(outcome.records) == items
     finally:
         await runtime.aclose()
-    return {"concurrency": concurrency, "items": items, "seconds": round(seconds, 2),
-            "items_per_s": round(items / seconds, 1)}
+    return {
+        "concurrency": concurrency,
+        "items": items,
+        "seconds": round(seconds, 2),
+        "items_per_s": round(items / seconds, 1),
+    }
 
 
 def main() -> None:
@@ -140,12 +174,15 @@ def main() -> None:
         instant, instant_url = start_server(0.0)
         slow, slow_url = start_server(args.latency)
         try:
-            result = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
-                      "overhead_per_item": asyncio.run(overhead(instant_url, folder, args.items)),
-                      "provider_latency_s": args.latency,
-                      "throughput": [asyncio.run(throughput(slow_url, folder, k, max(args.items, 4 * k)))
-                                     for k in (1, 8, 32)],
-                      "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+            result = {
+                "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+                "overhead_per_item": asyncio.run(overhead(instant_url, folder, args.items)),
+                "provider_latency_s": args.latency,
+                "throughput": [
+                    asyncio.run(throughput(slow_url, folder, k, max(args.items, 4 * k))) for k in (1, 8, 32)
+                ],
+                "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+            }
         finally:
             for process in (instant, slow):
                 process.kill()

@@ -61,7 +61,7 @@ async def bench_plans(conductor, runs: int, max_steps: int = 5) -> dict:
         start = time.monotonic()
         first: list[float] = []
 
-        def on_delta(text: str) -> None:
+        def on_delta(text: str, first: list[float] = first, start: float = start) -> None:
             if not first:
                 first.append(time.monotonic() - start)
 
@@ -103,9 +103,11 @@ def bench_raw_decode(loaded, tokens: int = 64) -> dict:
     generate_sync(loaded, prompt, max_new_tokens=4)  # warm up
     result = generate_sync(loaded, prompt, max_new_tokens=tokens, eos_ids=[])
     decode_s = result.seconds - (result.first_token_s or 0)
-    return {"tokens": result.completion_tokens,
-            "decode_tokens_per_s": round((result.completion_tokens - 1) / decode_s, 2),
-            "ttft_s": round(result.first_token_s or 0, 3)}
+    return {
+        "tokens": result.completion_tokens,
+        "decode_tokens_per_s": round((result.completion_tokens - 1) / decode_s, 2),
+        "ttft_s": round(result.first_token_s or 0, 3),
+    }
 
 
 def bench_grammar_decode(loaded, tokens: int = 64, grammar: bool = True) -> dict:
@@ -122,8 +124,14 @@ def bench_grammar_decode(loaded, tokens: int = 64, grammar: bool = True) -> dict
     times = []
     for _ in range(3):
         processors = [PlanLogitsProcessor(tok, compiled, vocab, 1, 0, prompt)] if grammar else []
-        result = generate_sync(loaded, prompt, max_new_tokens=tokens, eos_ids=[1] if grammar else [],
-                               logits_processors=processors, temperature=1.0)
+        result = generate_sync(
+            loaded,
+            prompt,
+            max_new_tokens=tokens,
+            eos_ids=[1] if grammar else [],
+            logits_processors=processors,
+            temperature=1.0,
+        )
         decode_s = result.seconds - (result.first_token_s or 0)
         times.append((result.completion_tokens - 1) / decode_s)
     return {"tokens": result.completion_tokens, "decode_tokens_per_s": round(statistics.median(times), 2)}
@@ -136,15 +144,22 @@ async def cpu(args) -> dict:
     start = time.monotonic()
     loaded = await asyncio.to_thread(load_embedded)
     load_s = time.monotonic() - start
-    out: dict = {"device": "cpu", "cpus": os.cpu_count(), "machine": platform.machine(), "model": "google/gemma-3-270m",
-                 "format": loaded.quantization, "load_s_this_process": round(load_s, 2),
-                 "memory_footprint_mb": round(loaded.memory_bytes / 2**20, 1)}
+    out: dict = {
+        "device": "cpu",
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "model": "google/gemma-3-270m",
+        "format": loaded.quantization,
+        "load_s_this_process": round(load_s, 2),
+        "memory_footprint_mb": round(loaded.memory_bytes / 2**20, 1),
+    }
     out["raw_decode"] = bench_raw_decode(loaded)
     out["forced_64_tokens_no_grammar"] = bench_grammar_decode(loaded, grammar=False)
     out["forced_64_tokens_grammar"] = bench_grammar_decode(loaded, grammar=True)
     with_grammar = EmbeddedConductor(max_reasoning_tokens=args.reasoning, max_subtask_chars=args.subtask_chars)
-    without = EmbeddedConductor(max_reasoning_tokens=args.reasoning, max_subtask_chars=args.subtask_chars,
-                                grammar=False)
+    without = EmbeddedConductor(
+        max_reasoning_tokens=args.reasoning, max_subtask_chars=args.subtask_chars, grammar=False
+    )
     out["plan_with_grammar"] = await bench_plans(with_grammar, args.runs)
     out["plan_without_grammar"] = await bench_plans(without, args.runs)
     a = out["forced_64_tokens_no_grammar"]["decode_tokens_per_s"]
@@ -183,8 +198,9 @@ def one_format(fmt: str) -> dict:
     tok = AutoTokenizer.from_pretrained(folder)
     kwargs: dict = {"dtype": torch.float32 if fmt == "nf4" else getattr(torch, fmt)}
     if fmt == "nf4":
-        kwargs["quantization_config"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                                           bnb_4bit_compute_dtype=torch.float32)
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.float32
+        )
     model = AutoModelForCausalLM.from_pretrained(folder, device_map="cpu", **kwargs).eval()
     load_s = time.monotonic() - start
     rss_loaded = status("VmRSS")
@@ -200,10 +216,15 @@ def one_format(fmt: str) -> dict:
         t = time.monotonic()
         model.generate(ids[:, :20], max_new_tokens=64, min_new_tokens=64, do_sample=False)
         decode_s = time.monotonic() - t
-    return {"format": fmt, "load_s": round(load_s, 2), "prefill_tokens_per_s": round(400 / statistics.median(prefill), 1),
-            "decode_tokens_per_s": round(64 / decode_s, 1),
-            "weights_mb": round(model.get_memory_footprint() / 2**20), "rss_after_load_mb": round(rss_loaded),
-            "peak_rss_answering_mb": round(status("VmHWM"))}
+    return {
+        "format": fmt,
+        "load_s": round(load_s, 2),
+        "prefill_tokens_per_s": round(400 / statistics.median(prefill), 1),
+        "decode_tokens_per_s": round(64 / decode_s, 1),
+        "weights_mb": round(model.get_memory_footprint() / 2**20),
+        "rss_after_load_mb": round(rss_loaded),
+        "peak_rss_answering_mb": round(status("VmHWM")),
+    }
 
 
 def formats() -> dict:
@@ -214,17 +235,22 @@ def formats() -> dict:
 
     rows = []
     for fmt in FORMATS:
-        result = subprocess.run([sys.executable, __file__, "--one-format", fmt], capture_output=True, text=True,
-                                timeout=900)
+        result = subprocess.run(
+            [sys.executable, __file__, "--one-format", fmt], capture_output=True, text=True, timeout=900
+        )
         if result.returncode != 0:
             raise SystemExit(f"{fmt}: {result.stderr[-2000:]}")
         rows.append(json.loads(result.stdout.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), flush=True)
     fitting = [r for r in rows if r["peak_rss_answering_mb"] <= 2048]
     fastest = max(fitting, key=lambda r: r["decode_tokens_per_s"])["format"] if fitting else None
-    return {"machine": {"cpus": os.cpu_count(), "arch": platform.machine()}, "rows": rows,
-            "rule": "the fastest decode whose peak RSS while answering stays within 2 GB",
-            "fastest_within_2gb": fastest, "embedded_uses": EMBEDDED_DTYPE}
+    return {
+        "machine": {"cpus": os.cpu_count(), "arch": platform.machine()},
+        "rows": rows,
+        "rule": "the fastest decode whose peak RSS while answering stays within 2 GB",
+        "fastest_within_2gb": fastest,
+        "embedded_uses": EMBEDDED_DTYPE,
+    }
 
 
 # Tokens of a typical 5-step plan by a 7B conductor: ~100 of reasoning and ~150 for the lists
@@ -236,9 +262,9 @@ TYPICAL_5_STEP_PLAN_TOKENS = 250
 async def random_model(args) -> dict:
     """A random-weight model of a real shape, loaded and planned with by the real `local` backend."""
     import torch
+    from model_builders import build_random_model
 
     from stiva_tui.conductor.local import LocalConductor
-    from model_builders import build_random_model
 
     cuda = args.device == "cuda"
     if cuda and not torch.cuda.is_available():
@@ -247,13 +273,24 @@ async def random_model(args) -> dict:
     start = time.monotonic()
     if not (folder / "config.json").exists():
         corpus = [p.read_text() for p in sorted((HERE.parent / "stiva_tui").rglob("*.py"))]
-        build_random_model(folder, args.shape, device=args.device, dtype="bfloat16" if cuda else "float32",
-                           tokenizer_vocab=8000, corpus=corpus)
+        build_random_model(
+            folder,
+            args.shape,
+            device=args.device,
+            dtype="bfloat16" if cuda else "float32",
+            tokenizer_vocab=8000,
+            corpus=corpus,
+        )
     build_s = time.monotonic() - start
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    conductor = LocalConductor(str(folder), device=args.device, max_reasoning_tokens=args.reasoning,
-                               max_subtask_chars=args.subtask_chars, temperature=1.0)
+    conductor = LocalConductor(
+        str(folder),
+        device=args.device,
+        max_reasoning_tokens=args.reasoning,
+        max_subtask_chars=args.subtask_chars,
+        temperature=1.0,
+    )
     progress: list[str] = []
     loaded = await conductor.load(lambda fraction, message: progress.append(f"{fraction}: {message}"))
     info = conductor.describe()
@@ -262,10 +299,11 @@ async def random_model(args) -> dict:
     tps = raw["decode_tokens_per_s"]
     out = {
         "device": torch.cuda.get_device_name(0) if cuda else f"cpu ({os.cpu_count()} cores)",
-        "model": f"{args.shape} architecture (Qwen2), random weights, byte-level BPE of "
-                 f"{len(loaded.tokenizer)} tokens",
+        "model": f"{args.shape} architecture (Qwen2), random weights, byte-level BPE of {len(loaded.tokenizer)} tokens",
         "quantization": "nf4" + (" (double quant, bf16 compute)" if cuda else " (fp32 compute)"),
-        "build_s": round(build_s, 1), "load_s": info["load_s"], "memory_mb_reported": info["memory_mb"],
+        "build_s": round(build_s, 1),
+        "load_s": info["load_s"],
+        "memory_mb_reported": info["memory_mb"],
         "load_progress_messages": len(progress),
         "raw_decode": raw,
         "plan_5_steps_max": plans,
@@ -284,10 +322,17 @@ async def random_model(args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cuda", action="store_true",
-                        help="a Qwen2.5-7B-shaped random model on CUDA (= --random qwen2.5-7b --device cuda)")
-    parser.add_argument("--random", dest="shape", choices=["qwen2.5-7b", "tiny"],
-                        help="benchmark a random-weight model of this shape instead of the embedded one")
+    parser.add_argument(
+        "--cuda",
+        action="store_true",
+        help="a Qwen2.5-7B-shaped random model on CUDA (= --random qwen2.5-7b --device cuda)",
+    )
+    parser.add_argument(
+        "--random",
+        dest="shape",
+        choices=["qwen2.5-7b", "tiny"],
+        help="benchmark a random-weight model of this shape instead of the embedded one",
+    )
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--no-save", action="store_true", help="print only (e.g. a smoke run of --random tiny)")
     parser.add_argument("--runs", type=int, default=4)
@@ -295,8 +340,9 @@ def main() -> None:
     parser.add_argument("--subtask-chars", type=int, default=160)
     parser.add_argument("--workdir", default=str(Path.home() / ".cache" / "stiva" / "bench"))
     parser.add_argument("--out", default=str(HERE / "conductor.json"))
-    parser.add_argument("--formats", action="store_true",
-                        help="the embedded model in bf16, fp32 and nf4 on the CPU: speed and memory")
+    parser.add_argument(
+        "--formats", action="store_true", help="the embedded model in bf16, fp32 and nf4 on the CPU: speed and memory"
+    )
     parser.add_argument("--one-format", choices=FORMATS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one_format:
@@ -323,8 +369,11 @@ def main() -> None:
         return
     out = Path(args.out)
     existing = json.loads(out.read_text()) if out.exists() else {}
-    key = "cpu" if not args.shape else ("cuda" if args.shape == "qwen2.5-7b" and args.device == "cuda"
-                                        else f"random-{args.shape}-{args.device}")
+    key = (
+        "cpu"
+        if not args.shape
+        else ("cuda" if args.shape == "qwen2.5-7b" and args.device == "cuda" else f"random-{args.shape}-{args.device}")
+    )
     existing[key] = results
     out.write_text(json.dumps(existing, indent=2) + "\n")
     print(f"saved to {out}")

@@ -34,8 +34,14 @@ def decode_speed(model, ids, tokens: int, **kwargs) -> dict:
         if ids.device.type == "cuda":
             torch.cuda.synchronize()
         start = time.monotonic()
-        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
-                             min_new_tokens=n, do_sample=False, **kwargs)
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=n,
+            min_new_tokens=n,
+            do_sample=False,
+            **kwargs,
+        )
         if ids.device.type == "cuda":
             torch.cuda.synchronize()
         return time.monotonic() - start, out.shape[1] - ids.shape[1]
@@ -43,8 +49,12 @@ def decode_speed(model, ids, tokens: int, **kwargs) -> dict:
     warm_s, _ = once(tokens)
     runs = [once(tokens) for _ in range(2)]
     seconds, n = min(runs)
-    return {"warmup_s": round(warm_s, 2), "tokens": n, "tokens_per_s": round(n / seconds, 2),
-            "seconds": round(seconds, 3)}
+    return {
+        "warmup_s": round(warm_s, 2),
+        "tokens": n,
+        "tokens_per_s": round(n / seconds, 2),
+        "seconds": round(seconds, 3),
+    }
 
 
 def main() -> None:
@@ -56,14 +66,16 @@ def main() -> None:
     parser.add_argument("--out")
     args = parser.parse_args()
     import torch
-    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
-
     from model_builders import build_random_model
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
     cuda = args.device == "cuda"
     folder = Path(args.workdir) / f"{args.shape}-random"
-    result: dict = {"device": torch.cuda.get_device_name(0) if cuda else "cpu", "shape": args.shape,
-                    "torch": torch.__version__}
+    result: dict = {
+        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+        "shape": args.shape,
+        "torch": torch.__version__,
+    }
 
     def record(name, fn):
         try:
@@ -74,8 +86,14 @@ def main() -> None:
 
     if not (folder / "config.json").exists():
         corpus = [p.read_text() for p in sorted((HERE.parent / "stiva_tui").rglob("*.py"))]
-        build_random_model(folder, args.shape, device=args.device, dtype="bfloat16" if cuda else "float32",
-                           tokenizer_vocab=8000, corpus=corpus)
+        build_random_model(
+            folder,
+            args.shape,
+            device=args.device,
+            dtype="bfloat16" if cuda else "float32",
+            tokenizer_vocab=8000,
+            corpus=corpus,
+        )
     prompt = list(range(10, 60))
     ids = torch.tensor([prompt], device=args.device)
     dtype = torch.bfloat16 if cuda else torch.float32
@@ -85,10 +103,12 @@ def main() -> None:
     del model
     if cuda:
         torch.cuda.empty_cache()
-    quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                               bnb_4bit_compute_dtype=dtype)
-    model = AutoModelForCausalLM.from_pretrained(str(folder), quantization_config=quant, dtype=dtype,
-                                                 device_map=args.device)
+    quant = BitsAndBytesConfig(
+        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=dtype
+    )
+    model = AutoModelForCausalLM.from_pretrained(
+        str(folder), quantization_config=quant, dtype=dtype, device_map=args.device
+    )
     record("nf4_eager", lambda: decode_speed(model, ids, args.tokens))
     if cuda:
         record("nf4_static_compile", lambda: decode_speed(model, ids, args.tokens, cache_implementation="static"))

@@ -60,10 +60,44 @@ def stiva(args: list[str], env: dict, what: str, before: bool = False) -> subpro
 def one_run(name: str, before: bool, bench_id: str, env: dict, args, work: Path) -> dict:
     out = work / f"out-{name}"
     started = time.monotonic()
-    stiva(["--pool", "sim", "train", "--from-votes", "--bench", bench_id, "--bench-pairs", "best", "--base",
-           "embedded", "--out", str(out), "--steps", str(args.steps), "--batch", str(args.batch), "--lr", "5e-4",
-           "--lora-r", "8", "--lora-targets", "all", "--plan-steps", "1", "--subtask-chars", "16",
-           "--save-every", str(args.steps), "--seed", str(args.seed), "--json"], env, name, before)
+    stiva(
+        [
+            "--pool",
+            "sim",
+            "train",
+            "--from-votes",
+            "--bench",
+            bench_id,
+            "--bench-pairs",
+            "best",
+            "--base",
+            "embedded",
+            "--out",
+            str(out),
+            "--steps",
+            str(args.steps),
+            "--batch",
+            str(args.batch),
+            "--lr",
+            "5e-4",
+            "--lora-r",
+            "8",
+            "--lora-targets",
+            "all",
+            "--plan-steps",
+            "1",
+            "--subtask-chars",
+            "16",
+            "--save-every",
+            str(args.steps),
+            "--seed",
+            str(args.seed),
+            "--json",
+        ],
+        env,
+        name,
+        before,
+    )
     wall = time.monotonic() - started
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines() if line.strip()]
     steps = [{k: row[k] for k in ("step", "seconds", "loss")} for row in log]
@@ -88,19 +122,48 @@ def main() -> None:
     home = work / "home"
     (home / "config").mkdir(parents=True)
     (home / "config" / "config.toml").write_text("[sim]\nlatency_scale = 0.0\n")
-    env = {**os.environ, "STIVA_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "STIVA_MODEL_CACHE": str(paths.model_cache_dir()), "PYTHONPATH": str(ROOT)}
-    bench = json.loads(stiva(["bench", "skills", "--pool", "sim", "--split", "train", "--limit", "40", "--systems",
-                              "direct:*", "--concurrency", "4", "--json"], env, "graded bench").stdout)
+    env = {
+        **os.environ,
+        "STIVA_HOME": str(home),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "STIVA_MODEL_CACHE": str(paths.model_cache_dir()),
+        "PYTHONPATH": str(ROOT),
+    }
+    bench = json.loads(
+        stiva(
+            [
+                "bench",
+                "skills",
+                "--pool",
+                "sim",
+                "--split",
+                "train",
+                "--limit",
+                "40",
+                "--systems",
+                "direct:*",
+                "--concurrency",
+                "4",
+                "--json",
+            ],
+            env,
+            "graded bench",
+        ).stdout
+    )
     configs = {"before": True, "after": False}
     runs = [one_run(name, before, bench["bench_id"], env, args, work) for name, before in configs.items()]
     by_name = {r["name"]: r["median_step_s"] for r in runs}
     result = {
         "what": "seconds per `stiva train --from-votes --bench ID --bench-pairs best --base embedded --prompt compact "
-                "--lora-targets all --lora-r 8 --plan-steps 1` step on the simulated pool's graded train split "
-                "(40 items), median of the steps after the first",
-        "batch_pairs": args.batch, "steps": args.steps, "cpu_threads": torch.get_num_threads(), "cpus": os.cpu_count(),
-        "runs": runs, "speedup": round(by_name["before"] / by_name["after"], 2) if by_name["after"] else None,
+        "--lora-targets all --lora-r 8 --plan-steps 1` step on the simulated pool's graded train split "
+        "(40 items), median of the steps after the first",
+        "batch_pairs": args.batch,
+        "steps": args.steps,
+        "cpu_threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+        "runs": runs,
+        "speedup": round(by_name["before"] / by_name["after"], 2) if by_name["after"] else None,
     }
     print("speedup (before / after):", result["speedup"])
     if not args.no_save:

@@ -21,13 +21,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 import httpx  # noqa: E402
-
 from fakeprovider import FakeProvider, Reply  # noqa: E402
+
 from stiva_tui.engine.executor import Engine, RunOptions  # noqa: E402
 from stiva_tui.pool.client import HttpWorker  # noqa: E402
 from stiva_tui.pool.types import PoolModel  # noqa: E402
 
-MESSAGES = [{"role": "user", "content": "<overall_task>\nQ\n</overall_task>\n\nYour assigned subtask: Answer the question."}]
+MESSAGES = [
+    {"role": "user", "content": "<overall_task>\nQ\n</overall_task>\n\nYour assigned subtask: Answer the question."}
+]
 
 
 async def bare_call(client: httpx.AsyncClient, base_url: str) -> float:
@@ -90,8 +92,15 @@ async def parallel_efficiency(branch_s: float = 0.5, aggregator_s: float = 0.2) 
             wall = time.perf_counter() - started
             assert result.status == "finished", result.error
             ideal = branch_s + aggregator_s
-            rows.append({"n": n, "wall_s": round(wall, 4), "ideal_s": ideal, "ratio": round(wall / ideal, 4),
-                         "sequential_s": n * branch_s + aggregator_s})
+            rows.append(
+                {
+                    "n": n,
+                    "wall_s": round(wall, 4),
+                    "ideal_s": ideal,
+                    "ratio": round(wall / ideal, 4),
+                    "sequential_s": n * branch_s + aggregator_s,
+                }
+            )
         await worker.aclose()
     return rows
 
@@ -105,11 +114,15 @@ async def main() -> None:
     out = HERE / "engine.json"
     out.write_text(json.dumps(figures, indent=2) + "\n")
     o = figures["overhead_per_step"]
-    print(f"overhead per step: {o['overhead_median_ms']} ms at the median "
-          f"(engine {o['engine_median_ms']} ms vs bare httpx {o['bare_httpx_median_ms']} ms; target < 2 ms)")
+    print(
+        f"overhead per step: {o['overhead_median_ms']} ms at the median "
+        f"(engine {o['engine_median_ms']} ms vs bare httpx {o['bare_httpx_median_ms']} ms; target < 2 ms)"
+    )
     for row in figures["parallel_efficiency"]:
-        print(f"fan-in of {row['n']}: {row['wall_s']:.3f} s / {row['ideal_s']:.3f} s = {row['ratio']:.3f} "
-              f"(one after another: {row['sequential_s']:.1f} s; target <= 1.05)")
+        print(
+            f"fan-in of {row['n']}: {row['wall_s']:.3f} s / {row['ideal_s']:.3f} s = {row['ratio']:.3f} "
+            f"(one after another: {row['sequential_s']:.1f} s; target <= 1.05)"
+        )
     print(f"saved {out}")
 
 

@@ -52,7 +52,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from stiva_cli import run  # noqa: E402
 
-
 # A pool where a second step pays on one domain only (by the sim's rule, stiva_tui/sim/answers.py: a
 # step that reads a right draft closes 80% of the gap to certain, one that reads a wrong draft loses a
 # quarter of its skill, so a model right with chance p checking its own draft is right with chance
@@ -90,9 +89,13 @@ POOLS = {"default": "", "chains": CHAINS}
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--method", choices=["grpo", "graded-dpo"], default="grpo",
-                        help="grpo: sampled plans, run and graded (the default); graded-dpo: DPO on the pairs of a "
-                             "graded bench of every single model on the train split")
+    parser.add_argument(
+        "--method",
+        choices=["grpo", "graded-dpo"],
+        default="grpo",
+        help="grpo: sampled plans, run and graded (the default); graded-dpo: DPO on the pairs of a "
+        "graded bench of every single model on the train split",
+    )
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--group", type=int, default=4)
     parser.add_argument("--batch", type=int, default=4)
@@ -101,31 +104,68 @@ def main() -> None:
     parser.add_argument("--subtask-chars", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--shuffle-pool", action=argparse.BooleanOptionalAction, default=False,
-                        help="train with the pool listed in a new order for each question, so the adapter must "
-                             "read the listing, not learn positions (off: the bench lists the pool in the config's "
-                             "order, as training did)")
-    parser.add_argument("--graded-seeds", type=int, default=1, metavar="K",
-                        help="graded-dpo: grade the train split under sim seeds 0..K-1 and pool the benches "
-                             "(pairs by mean grade; default 1: one sample per model)")
-    parser.add_argument("--bench-pairs", choices=["all", "best"], default="all",
-                        help="graded-dpo: every pair of the rule, or only each question's best model over the rest")
-    parser.add_argument("--sft-weight", type=float, default=0.0, metavar="W",
-                        help="graded-dpo: RPO's weight of the chosen plan's NLL beside DPO's loss (default 0)")
-    parser.add_argument("--pool", choices=sorted(POOLS), default="default",
-                        help="the default simulated pool, or `chains`: one where a second step pays on one domain "
-                             "(CHAINS above)")
-    parser.add_argument("--graded-systems", default="direct:*", metavar="SYSTEMS",
-                        help="graded-dpo: the systems graded on the train split (default every single model; "
-                             "add chain:A>B systems for two-step pairs); the chains are benched held out too")
-    parser.add_argument("--plan-steps", type=int, default=1, metavar="N",
-                        help="graded-dpo: the most steps a trained plan has (2 for chains)")
+    parser.add_argument(
+        "--shuffle-pool",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="train with the pool listed in a new order for each question, so the adapter must "
+        "read the listing, not learn positions (off: the bench lists the pool in the config's "
+        "order, as training did)",
+    )
+    parser.add_argument(
+        "--graded-seeds",
+        type=int,
+        default=1,
+        metavar="K",
+        help="graded-dpo: grade the train split under sim seeds 0..K-1 and pool the benches "
+        "(pairs by mean grade; default 1: one sample per model)",
+    )
+    parser.add_argument(
+        "--bench-pairs",
+        choices=["all", "best"],
+        default="all",
+        help="graded-dpo: every pair of the rule, or only each question's best model over the rest",
+    )
+    parser.add_argument(
+        "--sft-weight",
+        type=float,
+        default=0.0,
+        metavar="W",
+        help="graded-dpo: RPO's weight of the chosen plan's NLL beside DPO's loss (default 0)",
+    )
+    parser.add_argument(
+        "--pool",
+        choices=sorted(POOLS),
+        default="default",
+        help="the default simulated pool, or `chains`: one where a second step pays on one domain (CHAINS above)",
+    )
+    parser.add_argument(
+        "--graded-systems",
+        default="direct:*",
+        metavar="SYSTEMS",
+        help="graded-dpo: the systems graded on the train split (default every single model; "
+        "add chain:A>B systems for two-step pairs); the chains are benched held out too",
+    )
+    parser.add_argument(
+        "--plan-steps",
+        type=int,
+        default=1,
+        metavar="N",
+        help="graded-dpo: the most steps a trained plan has (2 for chains)",
+    )
     parser.add_argument("--no-save", action="store_true")
-    parser.add_argument("--keep", action="store_true", help="keep the run's folder (its STIVA_HOME, with the "
-                                                           "history of every bench, and the adapter)")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the run's folder (its STIVA_HOME, with the history of every bench, and the adapter)",
+    )
     parser.add_argument("--name", default="learning", help="save benchmarks/NAME.json and NAME.png (default learning)")
-    parser.add_argument("--adapter", metavar="DIR", help="bench this adapter (and its train_log.jsonl) instead of "
-                                                         "training one: a training stopped early with ctrl+c")
+    parser.add_argument(
+        "--adapter",
+        metavar="DIR",
+        help="bench this adapter (and its train_log.jsonl) instead of "
+        "training one: a training stopped early with ctrl+c",
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="stiva-learning-"))
@@ -136,41 +176,146 @@ def main() -> None:
     config.write_text("[sim]\nlatency_scale = 0.0\n" + POOLS[args.pool])
     from stiva_tui import paths
 
-    env = {**os.environ, "STIVA_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           # the embedded model's converted weights are shared, not converted again
-           "STIVA_MODEL_CACHE": str(paths.model_cache_dir())}
+    env = {
+        **os.environ,
+        "STIVA_HOME": str(home),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        # the embedded model's converted weights are shared, not converted again
+        "STIVA_MODEL_CACHE": str(paths.model_cache_dir()),
+    }
     adapter = Path(args.adapter).resolve() if args.adapter else work / "adapter"
     started = time.monotonic()
     graded_accuracy = None  # the train split's grades, when this run made them
     if not args.adapter and args.method == "graded-dpo":
         benches = []
         for seed in range(args.graded_seeds):  # the held-out bench below runs under seed 0, as before
-            benches.append(json.loads(run(["bench", "skills", "--pool", f"sim:{seed}", "--split", "train", "--systems",
-                                           args.graded_systems, "--concurrency", "4", "--json"], env,
-                                          f"graded bench of the train split (sim seed {seed})").stdout))
-        graded_accuracy = {r["system"]: _mean([r2["accuracy"] for b in benches for r2 in b["systems"]
-                                                if r2["system"] == r["system"]]) for r in benches[0]["systems"]}
-        run(["train", "--from-votes", "--pool", "sim", *[a for b in benches for a in ("--bench", b["bench_id"])],
-             "--bench-pairs", args.bench_pairs, "--base", "embedded", "--sft-weight", str(args.sft_weight),
-             "--out", str(adapter), "--steps", str(args.steps), "--batch", str(args.batch), "--lr", str(args.lr),
-             "--lora-r", str(args.lora_r), "--lora-targets", "all", "--plan-steps", str(args.plan_steps),
-             "--subtask-chars", str(args.subtask_chars), "--seed", str(args.seed), "--save-every", str(args.steps),
-             "--json"], env, "training (DPO on the graded pairs)")
+            benches.append(
+                json.loads(
+                    run(
+                        [
+                            "bench",
+                            "skills",
+                            "--pool",
+                            f"sim:{seed}",
+                            "--split",
+                            "train",
+                            "--systems",
+                            args.graded_systems,
+                            "--concurrency",
+                            "4",
+                            "--json",
+                        ],
+                        env,
+                        f"graded bench of the train split (sim seed {seed})",
+                    ).stdout
+                )
+            )
+        graded_accuracy = {
+            r["system"]: _mean([r2["accuracy"] for b in benches for r2 in b["systems"] if r2["system"] == r["system"]])
+            for r in benches[0]["systems"]
+        }
+        run(
+            [
+                "train",
+                "--from-votes",
+                "--pool",
+                "sim",
+                *[a for b in benches for a in ("--bench", b["bench_id"])],
+                "--bench-pairs",
+                args.bench_pairs,
+                "--base",
+                "embedded",
+                "--sft-weight",
+                str(args.sft_weight),
+                "--out",
+                str(adapter),
+                "--steps",
+                str(args.steps),
+                "--batch",
+                str(args.batch),
+                "--lr",
+                str(args.lr),
+                "--lora-r",
+                str(args.lora_r),
+                "--lora-targets",
+                "all",
+                "--plan-steps",
+                str(args.plan_steps),
+                "--subtask-chars",
+                str(args.subtask_chars),
+                "--seed",
+                str(args.seed),
+                "--save-every",
+                str(args.steps),
+                "--json",
+            ],
+            env,
+            "training (DPO on the graded pairs)",
+        )
     elif not args.adapter:
-        run(["train", "skills", "--pool", "sim", "--split", "train", "--base", "embedded", "--out", str(adapter),
-             "--steps", str(args.steps), "--group", str(args.group), "--batch", str(args.batch), "--lr", str(args.lr),
-             "--lora-r", str(args.lora_r), "--lora-targets", "all", "--prompt", "compact",
-             "--subtask-chars", str(args.subtask_chars), "--seed", str(args.seed), "--save-every", str(args.steps),
-             *(["--shuffle-pool"] if args.shuffle_pool else []), "--temperature", str(args.temperature), "--json"],
-            env, "training")
+        run(
+            [
+                "train",
+                "skills",
+                "--pool",
+                "sim",
+                "--split",
+                "train",
+                "--base",
+                "embedded",
+                "--out",
+                str(adapter),
+                "--steps",
+                str(args.steps),
+                "--group",
+                str(args.group),
+                "--batch",
+                str(args.batch),
+                "--lr",
+                str(args.lr),
+                "--lora-r",
+                str(args.lora_r),
+                "--lora-targets",
+                "all",
+                "--prompt",
+                "compact",
+                "--subtask-chars",
+                str(args.subtask_chars),
+                "--seed",
+                str(args.seed),
+                "--save-every",
+                str(args.steps),
+                *(["--shuffle-pool"] if args.shuffle_pool else []),
+                "--temperature",
+                str(args.temperature),
+                "--json",
+            ],
+            env,
+            "training",
+        )
     train_s = time.monotonic() - started
     log = [json.loads(line) for line in (adapter / "train_log.jsonl").read_text().splitlines() if line.strip()]
     marker = json.loads((adapter / "stiva_adapter.json").read_text())  # what the trainer wrote of the run
     started = time.monotonic()
     chains = [s for s in args.graded_systems.split(",") if s.startswith("chain:")]
-    bench = run(["bench", "skills", "--pool", "sim", "--split", "heldout", "--concurrency", "4", "--json",
-                 "--systems", ",".join([f"conductor,adapter:{adapter},moa,self-moa,direct:*", *chains, "oracle,random"])],
-                env, "bench")
+    bench = run(
+        [
+            "bench",
+            "skills",
+            "--pool",
+            "sim",
+            "--split",
+            "heldout",
+            "--concurrency",
+            "4",
+            "--json",
+            "--systems",
+            ",".join([f"conductor,adapter:{adapter},moa,self-moa,direct:*", *chains, "oracle,random"]),
+        ],
+        env,
+        "bench",
+    )
     bench_s = time.monotonic() - started
     report = json.loads(bench.stdout)
     rows = {r["system"]: r for r in report["systems"]}
@@ -186,47 +331,91 @@ def main() -> None:
     detail = plan_detail(home, report["bench_id"])
     # the same goal on the tokens the pool is paid for: the embedded planner's own prompt and
     # completion count in the bench's tokens/q, but run on the user's machine for nothing
-    pool_tokens = adapter_row["tokens_per_question"] - detail["planner_tokens_per_question"].get(f"adapter:{adapter}", 0.0)
+    pool_tokens = adapter_row["tokens_per_question"] - detail["planner_tokens_per_question"].get(
+        f"adapter:{adapter}", 0.0
+    )
     goals["adapter_pool_tokens_at_most_one_sixth_of_moa"] = pool_tokens <= moa_sixth
     figures = {
         "pool": "simulated pool" + (" (chains: a second step pays on units only)" if args.pool == "chains" else ""),
-        "suite": report["suite"], "items": adapter_row["n"],
-        "systems": [{k: r[k] for k in ("system", "n", "accuracy", "ci95", "tokens_per_question", "cost_per_question",
-                                       "latency_p50_s")} | ({"expected_accuracy": r["expected_accuracy"]}
-                                                            if "expected_accuracy" in r else {})
-                    for r in report["systems"]],
-        "best_single": best_name, "goals": goals, "frontier": report["frontier"],
-        "training": {"method": args.method, "steps": len(log), "train_s": None if args.adapter else round(train_s, 1),
-                     # what the steps themselves took, from the log: there also for an --adapter trained
-                     # earlier, or stopped before its --steps
-                     "step_s_total": _step_seconds(log),
-                     "batch": args.batch, "lr": args.lr, "lora_r": args.lora_r, "lora_targets": "all",
-                     "subtask_chars": args.subtask_chars}
-        | ({"group": args.group, "prompt": "compact", "shuffle_pool": args.shuffle_pool,
-            "temperature": args.temperature,
-            "reward_first5": _mean([r["reward_mean"] for r in log[:5]]),
-            "reward_last5": _mean([r["reward_mean"] for r in log[-5:]]),
-            "rollout_cost_usd": round(sum(r.get("cost_usd", 0.0) for r in log), 6),
-            "reward_curve": [round(r["reward_mean"], 4) for r in log]} if args.method == "grpo" else
-           {"plan_steps": marker.get("max_steps_per_plan"),
-            "train_benches": {"bench_ids": marker.get("benches"), "sim_seeds": len(marker.get("benches") or []),
-                              "pairs_rule": marker.get("bench_pairs", "all"),
-                              "accuracy": graded_accuracy},  # mean over the seeds
-            "pairs": marker.get("pairs"), "sft_weight": marker.get("sft_weight", 0.0),
-            "graded_systems": args.graded_systems,
-            "chosen_logp_first5": _mean([r["chosen_logp"] for r in log[:5]]),
-            "chosen_logp_last5": _mean([r["chosen_logp"] for r in log[-5:]]),
-            "loss_first5": _mean([r["loss"] for r in log[:5]]), "loss_last5": _mean([r["loss"] for r in log[-5:]]),
-            "loss_curve": [round(r["loss"], 4) for r in log]}),
-        "bench_s": round(bench_s, 1), "bench_id": report["bench_id"],
+        "suite": report["suite"],
+        "items": adapter_row["n"],
+        "systems": [
+            {
+                k: r[k]
+                for k in (
+                    "system",
+                    "n",
+                    "accuracy",
+                    "ci95",
+                    "tokens_per_question",
+                    "cost_per_question",
+                    "latency_p50_s",
+                )
+            }
+            | ({"expected_accuracy": r["expected_accuracy"]} if "expected_accuracy" in r else {})
+            for r in report["systems"]
+        ],
+        "best_single": best_name,
+        "goals": goals,
+        "frontier": report["frontier"],
+        "training": {
+            "method": args.method,
+            "steps": len(log),
+            "train_s": None if args.adapter else round(train_s, 1),
+            # what the steps themselves took, from the log: there also for an --adapter trained
+            # earlier, or stopped before its --steps
+            "step_s_total": _step_seconds(log),
+            "batch": args.batch,
+            "lr": args.lr,
+            "lora_r": args.lora_r,
+            "lora_targets": "all",
+            "subtask_chars": args.subtask_chars,
+        }
+        | (
+            {
+                "group": args.group,
+                "prompt": "compact",
+                "shuffle_pool": args.shuffle_pool,
+                "temperature": args.temperature,
+                "reward_first5": _mean([r["reward_mean"] for r in log[:5]]),
+                "reward_last5": _mean([r["reward_mean"] for r in log[-5:]]),
+                "rollout_cost_usd": round(sum(r.get("cost_usd", 0.0) for r in log), 6),
+                "reward_curve": [round(r["reward_mean"], 4) for r in log],
+            }
+            if args.method == "grpo"
+            else {
+                "plan_steps": marker.get("max_steps_per_plan"),
+                "train_benches": {
+                    "bench_ids": marker.get("benches"),
+                    "sim_seeds": len(marker.get("benches") or []),
+                    "pairs_rule": marker.get("bench_pairs", "all"),
+                    "accuracy": graded_accuracy,
+                },  # mean over the seeds
+                "pairs": marker.get("pairs"),
+                "sft_weight": marker.get("sft_weight", 0.0),
+                "graded_systems": args.graded_systems,
+                "chosen_logp_first5": _mean([r["chosen_logp"] for r in log[:5]]),
+                "chosen_logp_last5": _mean([r["chosen_logp"] for r in log[-5:]]),
+                "loss_first5": _mean([r["loss"] for r in log[:5]]),
+                "loss_last5": _mean([r["loss"] for r in log[-5:]]),
+                "loss_curve": [round(r["loss"], 4) for r in log],
+            }
+        ),
+        "bench_s": round(bench_s, 1),
+        "bench_id": report["bench_id"],
         **detail,
-        "two_step_share": {system: two_step_share(by_domain) for system, by_domain in detail["picks_by_domain"].items()},
+        "two_step_share": {
+            system: two_step_share(by_domain) for system, by_domain in detail["picks_by_domain"].items()
+        },
         "accuracy_by_domain": accuracy_by_domain(home, report["bench_id"]),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores", "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "when": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     for row in figures["systems"]:
-        print(f"  {row['system'][:40]:<40} accuracy {row['accuracy']:.3f}  tokens/q {row['tokens_per_question']:7.0f}"
-              f"  cost/q ${row['cost_per_question']:.6f}")
+        print(
+            f"  {row['system'][:40]:<40} accuracy {row['accuracy']:.3f}  tokens/q {row['tokens_per_question']:7.0f}"
+            f"  cost/q ${row['cost_per_question']:.6f}"
+        )
     print("  goals: " + ", ".join(f"{k}={'yes' if v else 'NO'}" for k, v in goals.items()))
     if not args.no_save:
         (HERE / f"{args.name}.json").write_text(json.dumps(figures, indent=2) + "\n")
@@ -268,8 +457,11 @@ def plan_detail(home: Path, bench_id: str) -> dict[str, dict]:
     with Store.open(home / "data" / "stiva.db", reads_only=True) as store:
         for record in store.bench_items(bench_id):
             planner = record.system.partition("@")[0]  # conductor@cheap plans under a preference
-            if record.status != "graded" or not record.run_id or not (
-                    is_conductor_system(planner) or planner.startswith("adapter:")):
+            if (
+                record.status != "graded"
+                or not record.run_id
+                or not (is_conductor_system(planner) or planner.startswith("adapter:"))
+            ):
                 continue
             try:
                 trace = store.get_trace(record.run_id)
@@ -281,18 +473,23 @@ def plan_detail(home: Path, bench_id: str) -> dict[str, dict]:
             by_domain[route] = by_domain.get(route, 0) + 1
             if trace is not None:
                 planner_tokens.setdefault(record.system, []).append(
-                    sum(r.usage.prompt_tokens + r.usage.completion_tokens for r in trace.rounds if r.usage))
+                    sum(r.usage.prompt_tokens + r.usage.completion_tokens for r in trace.rounds if r.usage)
+                )
             if not isinstance(plan, str):
                 subtasks.setdefault(record.system, Counter()).update(plan.subtasks)
-    return {"picks_by_domain": picks,
-            "planner_tokens_per_question": {k: _mean(v) for k, v in planner_tokens.items()},
-            "subtasks": {k: c.most_common(5) for k, c in subtasks.items()}}
+    return {
+        "picks_by_domain": picks,
+        "planner_tokens_per_question": {k: _mean(v) for k, v in planner_tokens.items()},
+        "subtasks": {k: c.most_common(5) for k, c in subtasks.items()},
+    }
 
 
 def two_step_share(by_domain: dict[str, dict[str, int]]) -> dict[str, float]:
     """Per domain, the share of a planner's first-round plans with two steps or more."""
-    return {domain: round(sum(n for route, n in routes.items() if ">" in route) / max(1, sum(routes.values())), 4)
-            for domain, routes in sorted(by_domain.items())}
+    return {
+        domain: round(sum(n for route, n in routes.items() if ">" in route) / max(1, sum(routes.values())), 4)
+        for domain, routes in sorted(by_domain.items())
+    }
 
 
 def accuracy_by_domain(home: Path, bench_id: str) -> dict[str, dict[str, float]]:
@@ -305,9 +502,12 @@ def accuracy_by_domain(home: Path, bench_id: str) -> dict[str, dict[str, float]]
         for record in store.bench_items(bench_id):
             if record.status == "graded":
                 right.setdefault(record.system, {}).setdefault(domains.get(record.item_id, "?"), []).append(
-                    bool(record.correct))
-    return {system: {domain: _mean([float(x) for x in values]) for domain, values in sorted(by.items())}
-            for system, by in right.items()}
+                    bool(record.correct)
+                )
+    return {
+        system: {domain: _mean([float(x) for x in values]) for domain, values in sorted(by.items())}
+        for system, by in right.items()
+    }
 
 
 def skill_domains() -> dict[str, str]:

@@ -32,11 +32,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from stiva_tui.evals.graders import grade  # noqa: E402
-from stiva_tui.evals.loaders import load_suite  # noqa: E402
 from stiva_tui.config import parse_config  # noqa: E402
 from stiva_tui.core.arithmetic import calculation  # noqa: E402
 from stiva_tui.core.events import StepFinished, WorkflowReady  # noqa: E402
+from stiva_tui.evals.graders import grade  # noqa: E402
+from stiva_tui.evals.loaders import load_suite  # noqa: E402
 from stiva_tui.runtime import Runtime  # noqa: E402
 from stiva_tui.runtime.sessions import Ask  # noqa: E402
 
@@ -81,20 +81,27 @@ async def run(args) -> dict:
             events: list = []
             t0 = time.monotonic()
             outcome = await runtime.sessions.ask(
-                Ask(item.question, source="bench", in_conversation=False), emit=events.append)
+                Ask(item.question, source="bench", in_conversation=False), emit=events.append
+            )
             seconds = time.monotonic() - t0
             result = outcome.result
             plan = next((e for e in events if isinstance(e, WorkflowReady)), None)
             steps = [e for e in events if isinstance(e, StepFinished)]
             verdict = grade(item, result.answer)
             row = {
-                "id": item.id, "question": item.question, "answer": result.answer, "status": result.status,
-                "correct": bool(verdict.correct), "extracted": verdict.extracted,
-                "seconds": round(seconds, 2), "plan_s": round(plan.latency_s, 2) if plan else None,
+                "id": item.id,
+                "question": item.question,
+                "answer": result.answer,
+                "status": result.status,
+                "correct": bool(verdict.correct),
+                "extracted": verdict.extracted,
+                "seconds": round(seconds, 2),
+                "plan_s": round(plan.latency_s, 2) if plan else None,
                 "plan_steps": len(plan.workflow.steps) if plan else 0,
                 "subtasks": [s.subtask for s in plan.workflow.steps] if plan else [],
                 "worker_tokens": sum(s.usage.completion_tokens for s in steps),
-                "sentences": sentences(result.answer), "echo": bool(ECHO.search(result.answer)),
+                "sentences": sentences(result.answer),
+                "echo": bool(ECHO.search(result.answer)),
                 "calculator": calculation(item.question) is not None,
             }
             rows.append(row)

@@ -37,19 +37,25 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent))
 
 from fakeprovider import FakeProvider, Reply  # noqa: E402
+
 from stiva_tui.bench.report import build_report  # noqa: E402
 from stiva_tui.bench.runner import BenchRunner  # noqa: E402
+from stiva_tui.config import parse_config  # noqa: E402
 from stiva_tui.evals.loaders import load_suite  # noqa: E402
 from stiva_tui.evals.suite import question_text  # noqa: E402
-from stiva_tui.runtime.systems import System, parse_systems  # noqa: E402
-from stiva_tui.config import parse_config  # noqa: E402
 from stiva_tui.runtime import Runtime  # noqa: E402
 from stiva_tui.runtime.modes import ConductorMode, ConductorVariant  # noqa: E402
+from stiva_tui.runtime.systems import System, parse_systems  # noqa: E402
 
 SUITE = load_suite("basic")
 BY_TEXT = {question_text(item): item for item in SUITE.items}
-MODELS = {"calc": (0.2, 0.8), "quiz": (0.2, 0.8), "generalist": (3.0, 15.0), "router": (0.1, 0.4),
-          "copycat": (0.1, 0.4)}
+MODELS = {
+    "calc": (0.2, 0.8),
+    "quiz": (0.2, 0.8),
+    "generalist": (3.0, 15.0),
+    "router": (0.1, 0.4),
+    "copycat": (0.1, 0.4),
+}
 
 
 def item_of(request):
@@ -89,6 +95,7 @@ def worker(strong_at):
             return Reply("I do not know.", usage=(60, 8))
         good = strong_at(item)
         return Reply(right_answer(item) if good else wrong_answer(item), usage=(80, 20))
+
     return reply
 
 
@@ -96,8 +103,10 @@ def router(request):
     item = item_of(request)
     kind = item.grader if item else "numeric"
     index = {"numeric": 0, "math": 0, "choice": 1}.get(kind, 2)
-    return Reply(f'The question is {kind}.\nmodel_id = [{index}]\nsubtasks = ["Answer the question."]\n'
-                 f'access_list = [[]]', usage=(400, 30))
+    return Reply(
+        f'The question is {kind}.\nmodel_id = [{index}]\nsubtasks = ["Answer the question."]\naccess_list = [[]]',
+        usage=(400, 30),
+    )
 
 
 def copycat(request):
@@ -105,15 +114,31 @@ def copycat(request):
 
 
 def config_for(base_url: str):
-    return parse_config({
-        "providers": [{"name": "sim", "base_url": base_url}],
-        "models": [{"id": m, "provider": "sim", "model": m, "price_in": p_in, "price_out": p_out,
-                    "description": {"calc": "arithmetic and algebra", "quiz": "multiple-choice facts",
-                                    "generalist": "good at everything, expensive"}.get(m, "planner")}
-                   for m, (p_in, p_out) in MODELS.items()],
-        "conductor": {"backend": "remote", "model": "router"}, "workers": {"retries": 0},
-        "discovery": {"enabled": False}, "catalog": False, "embedded_worker": False,
-    })
+    return parse_config(
+        {
+            "providers": [{"name": "sim", "base_url": base_url}],
+            "models": [
+                {
+                    "id": m,
+                    "provider": "sim",
+                    "model": m,
+                    "price_in": p_in,
+                    "price_out": p_out,
+                    "description": {
+                        "calc": "arithmetic and algebra",
+                        "quiz": "multiple-choice facts",
+                        "generalist": "good at everything, expensive",
+                    }.get(m, "planner"),
+                }
+                for m, (p_in, p_out) in MODELS.items()
+            ],
+            "conductor": {"backend": "remote", "model": "router"},
+            "workers": {"retries": 0},
+            "discovery": {"enabled": False},
+            "catalog": False,
+            "embedded_worker": False,
+        }
+    )
 
 
 async def main() -> None:
@@ -127,9 +152,12 @@ async def main() -> None:
     os.environ["STIVA_HOME"] = str(folder)
     runtime = await Runtime.create(config_for(fake.base_url), discover=False, store_path=folder / "pool.db")
     # The workers are numbered 0.. in the conductor's prompt: calc, quiz, generalist, (planners)
-    systems = [*parse_systems(["direct:calc,direct:quiz,direct:generalist,conductor"]),
-               System("conductor (copycat planner)",
-                      ConductorMode(variant=ConductorVariant(backend="remote", model="copycat")))]
+    systems = [
+        *parse_systems(["direct:calc,direct:quiz,direct:generalist,conductor"]),
+        System(
+            "conductor (copycat planner)", ConductorMode(variant=ConductorVariant(backend="remote", model="copycat"))
+        ),
+    ]
     started = time.monotonic()
     try:
         outcome = await BenchRunner(runtime, SUITE, systems, concurrency=8).run()
@@ -141,23 +169,34 @@ async def main() -> None:
     finally:
         await runtime.aclose()
         fake.__exit__(None, None, None)
-    report = build_report(SUITE.name, outcome.bench_id, [s.name for s in systems],
-                          [item.id for item in SUITE.items], outcome.records)
+    report = build_report(
+        SUITE.name, outcome.bench_id, [s.name for s in systems], [item.id for item in SUITE.items], outcome.records
+    )
     rows = {row["system"]: row for row in report.model_dump()["systems"]}
     best_single = max(rows[f"direct:{m}"]["accuracy"] for m in ("calc", "quiz", "generalist"))
-    copycat_asked = sum(1 for r in fake.requests if r.model == "quiz"
-                        and "Compute 12 times 3" in json.dumps(r.messages))
+    copycat_asked = sum(
+        1 for r in fake.requests if r.model == "quiz" and "Compute 12 times 3" in json.dumps(r.messages)
+    )
     print("SIMULATED (scripted) POOL — basic suite, 61 items")
     for name, row in rows.items():
-        print(f"  {name:<30} accuracy {row['accuracy']:.3f}  95% CI {row['ci95'][0]:.2f}-{row['ci95'][1]:.2f}"
-              f"  tokens/q {row['tokens_per_question']:,.0f}  cost/q ${row['cost_per_question']:.6f}")
-    print(f"  best single model {best_single:.3f}; conductor {rows['conductor']['accuracy']:.3f}; "
-          f"copycat plans replaced {replaced}/61, garbled subtasks that reached a worker: {copycat_asked}")
+        print(
+            f"  {name:<30} accuracy {row['accuracy']:.3f}  95% CI {row['ci95'][0]:.2f}-{row['ci95'][1]:.2f}"
+            f"  tokens/q {row['tokens_per_question']:,.0f}  cost/q ${row['cost_per_question']:.6f}"
+        )
+    print(
+        f"  best single model {best_single:.3f}; conductor {rows['conductor']['accuracy']:.3f}; "
+        f"copycat plans replaced {replaced}/61, garbled subtasks that reached a worker: {copycat_asked}"
+    )
     out = {
         "label": "simulated pool: scripted models on 127.0.0.1 with known strengths (not real models)",
-        "suite": "basic", "items": len(SUITE.items),
-        "systems": {name: {k: row[k] for k in ("accuracy", "ci95", "correct", "errors", "tokens_per_question",
-                                                "cost_per_question")} for name, row in rows.items()},
+        "suite": "basic",
+        "items": len(SUITE.items),
+        "systems": {
+            name: {
+                k: row[k] for k in ("accuracy", "ci95", "correct", "errors", "tokens_per_question", "cost_per_question")
+            }
+            for name, row in rows.items()
+        },
         "best_single_accuracy": best_single,
         "conductor_at_least_best_single": rows["conductor"]["accuracy"] >= best_single,
         "copycat_plans_replaced": replaced,

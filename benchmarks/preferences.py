@@ -62,9 +62,12 @@ def levels_of(items: list[dict], prefix: str) -> dict[str, dict]:
         rows = [r for r in items if r["system"] == f"{prefix}@{level}"]
         if not rows:
             continue
-        out[level] = {"n": len(rows), "accuracy": [round(v, 4) for v in accuracy_ci(rows)],
-                      "cost_per_question": [round(v, 8) for v in bootstrap_mean([r["cost_usd"] for r in rows])],
-                      "latency_per_question_s": [round(v, 4) for v in bootstrap_mean([r["latency_s"] for r in rows])]}
+        out[level] = {
+            "n": len(rows),
+            "accuracy": [round(v, 4) for v in accuracy_ci(rows)],
+            "cost_per_question": [round(v, 8) for v in bootstrap_mean([r["cost_usd"] for r in rows])],
+            "latency_per_question_s": [round(v, 4) for v in bootstrap_mean([r["latency_s"] for r in rows])],
+        }
         workers = [r["workers_latency_s"] for r in rows if r.get("workers_latency_s") is not None]
         if workers:
             out[level]["workers_latency_per_question_s"] = [round(v, 4) for v in bootstrap_mean(workers)]
@@ -92,8 +95,10 @@ def ordering(items: list[dict], prefix: str, levels: dict[str, dict]) -> dict[st
     difference's 95% interval must lie wholly on the promised side of zero."""
     if not all(level in levels for level in ("best", "balanced", "cheap")):
         return {}
-    out = {"cheap_costs_less_than_balanced": above(items, prefix, "cheap", "balanced", "cost_usd"),
-           "balanced_costs_less_than_best": above(items, prefix, "balanced", "best", "cost_usd")}
+    out = {
+        "cheap_costs_less_than_balanced": above(items, prefix, "cheap", "balanced", "cost_usd"),
+        "balanced_costs_less_than_best": above(items, prefix, "balanced", "best", "cost_usd"),
+    }
     for level in levels:
         if level != "best":
             out[f"best_is_more_accurate_than_{level}"] = above(items, prefix, level, "best", "correct")
@@ -104,13 +109,14 @@ def ordering(items: list[dict], prefix: str, levels: dict[str, dict]) -> dict[st
         if any(r.get("workers_latency_s") is not None for r in items):  # the plans' own time, planning left out
             for level in levels:
                 if level != "fast":
-                    out[f"fast_workers_are_quicker_than_{level}"] = above(items, prefix, "fast", level,
-                                                                          "workers_latency_s")
+                    out[f"fast_workers_are_quicker_than_{level}"] = above(
+                        items, prefix, "fast", level, "workers_latency_s"
+                    )
     return out
 
 
 def short_system(system: str) -> str:
-    """"conductor@cheap" as it is; "adapter:/a/path@cheap" as "adapter@cheap"."""
+    """ "conductor@cheap" as it is; "adapter:/a/path@cheap" as "adapter@cheap"."""
     kind, level = system.rsplit("@", 1)
     return f"{kind.split(':', 1)[0]}@{level}"
 
@@ -155,35 +161,62 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--adapter", metavar="DIR", help="also bench this adapter (trained with --prefer-levels)")
     parser.add_argument("--train", type=int, metavar="STEPS", help="train an adapter for STEPS steps first")
-    parser.add_argument("--method", choices=["grpo", "graded-dpo"], default="grpo",
-                        help="with --train: GRPO with sampled preferences (the default), or DPO on the train "
-                             "split's graded pairs under every level (stiva train --from-votes --bench ... "
-                             "--prefer-levels)")
-    parser.add_argument("--pool", choices=sorted(POOLS), default="default",
-                        help="the default simulated pool, or `tiers`: small, mid and large models that trade "
-                             "accuracy for price (TIERS above)")
-    parser.add_argument("--graded-seeds", type=int, default=8, metavar="K",
-                        help="graded-dpo: grade the train split under sim seeds 0..K-1 (by default answering at once, "
-                             "so K benches take seconds; see --graded-latency-scale)")
-    parser.add_argument("--graded-latency-scale", type=float, default=0.0, metavar="S",
-                        help="graded-dpo: the sim's latency_scale while grading (default 0: no latency signal). "
-                             "The reward weighs each arm's latency relative to the slowest, so a scale below 1 "
-                             "keeps the signal and takes less time; 0.5 is enough for `fast` to learn from")
-    parser.add_argument("--levels", default=",".join(LEVELS),
-                        help="graded-dpo: the levels the pairs are graded under (default every level; without "
-                             "the latency signal, fast is the balanced rule with other weights)")
+    parser.add_argument(
+        "--method",
+        choices=["grpo", "graded-dpo"],
+        default="grpo",
+        help="with --train: GRPO with sampled preferences (the default), or DPO on the train "
+        "split's graded pairs under every level (stiva train --from-votes --bench ... "
+        "--prefer-levels)",
+    )
+    parser.add_argument(
+        "--pool",
+        choices=sorted(POOLS),
+        default="default",
+        help="the default simulated pool, or `tiers`: small, mid and large models that trade "
+        "accuracy for price (TIERS above)",
+    )
+    parser.add_argument(
+        "--graded-seeds",
+        type=int,
+        default=8,
+        metavar="K",
+        help="graded-dpo: grade the train split under sim seeds 0..K-1 (by default answering at once, "
+        "so K benches take seconds; see --graded-latency-scale)",
+    )
+    parser.add_argument(
+        "--graded-latency-scale",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="graded-dpo: the sim's latency_scale while grading (default 0: no latency signal). "
+        "The reward weighs each arm's latency relative to the slowest, so a scale below 1 "
+        "keeps the signal and takes less time; 0.5 is enough for `fast` to learn from",
+    )
+    parser.add_argument(
+        "--levels",
+        default=",".join(LEVELS),
+        help="graded-dpo: the levels the pairs are graded under (default every level; without "
+        "the latency signal, fast is the balanced rule with other weights)",
+    )
     parser.add_argument("--batch", type=int, default=8, help="graded-dpo: pairs a step")
     parser.add_argument("--lr", type=float, default=1e-3, help="graded-dpo: learning rate")
     parser.add_argument("--sft-weight", type=float, default=0.0, help="graded-dpo: RPO's weight (default 0)")
     parser.add_argument("--limit", type=int, help="at most this many held-out questions")
-    parser.add_argument("--prompted-limit", type=int,
-                        help="at most this many for the prompted conductor (its long prompt is slow on a CPU)")
+    parser.add_argument(
+        "--prompted-limit",
+        type=int,
+        help="at most this many for the prompted conductor (its long prompt is slow on a CPU)",
+    )
     parser.add_argument("--name", default="preferences", help="save benchmarks/NAME.json (default preferences)")
     parser.add_argument("--keep", action="store_true", help="keep the run's folder (STIVA_HOME and adapter)")
     parser.add_argument("--no-save", action="store_true")
-    parser.add_argument("--reread", metavar="HOME",
-                        help="bench and train nothing: read the held-out benches again from a --keep run's STIVA_HOME "
-                             "(figures added since are computed; the training's record is kept from NAME.json)")
+    parser.add_argument(
+        "--reread",
+        metavar="HOME",
+        help="bench and train nothing: read the held-out benches again from a --keep run's STIVA_HOME "
+        "(figures added since are computed; the training's record is kept from NAME.json)",
+    )
     args = parser.parse_args()
     if args.reread:
         return reread(Path(args.reread), args.name, args.no_save)
@@ -196,8 +229,13 @@ def main() -> None:
     (home / "config" / "config.toml").write_text("[sim]\nlatency_scale = 1.0\n" + POOLS[args.pool])
     from stiva_tui import paths
 
-    env = {**os.environ, "STIVA_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "STIVA_MODEL_CACHE": str(paths.model_cache_dir())}
+    env = {
+        **os.environ,
+        "STIVA_HOME": str(home),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "STIVA_MODEL_CACHE": str(paths.model_cache_dir()),
+    }
     adapter = Path(args.adapter).resolve() if args.adapter else None
     train_s = None
     training: dict = {}
@@ -205,42 +243,138 @@ def main() -> None:
         adapter = work / "adapter"
         started = time.monotonic()
         if args.method == "grpo":
-            run(["train", "skills", "--pool", "sim", "--split", "train", "--base", "embedded", "--out", str(adapter),
-                 "--steps", str(args.train), "--group", "4", "--batch", "4", "--lr", "3e-4", "--lora-r", "8",
-                 "--lora-targets", "all", "--prompt", "compact", "--subtask-chars", "30", "--shuffle-pool",
-                 "--prefer-levels", ",".join(LEVELS), "--save-every", str(args.train), "--json"], env, "training")
+            run(
+                [
+                    "train",
+                    "skills",
+                    "--pool",
+                    "sim",
+                    "--split",
+                    "train",
+                    "--base",
+                    "embedded",
+                    "--out",
+                    str(adapter),
+                    "--steps",
+                    str(args.train),
+                    "--group",
+                    "4",
+                    "--batch",
+                    "4",
+                    "--lr",
+                    "3e-4",
+                    "--lora-r",
+                    "8",
+                    "--lora-targets",
+                    "all",
+                    "--prompt",
+                    "compact",
+                    "--subtask-chars",
+                    "30",
+                    "--shuffle-pool",
+                    "--prefer-levels",
+                    ",".join(LEVELS),
+                    "--save-every",
+                    str(args.train),
+                    "--json",
+                ],
+                env,
+                "training",
+            )
         else:
             grading = work / "grading.toml"  # the same pool, answering at once or at a scaled latency
             grading.write_text(f"[sim]\nlatency_scale = {args.graded_latency_scale}\n" + POOLS[args.pool])
-            benches = [json.loads(run(["bench", "skills", "--config", str(grading), "--pool", f"sim:{seed}", "--split",
-                                       "train", "--systems", "direct:*", "--concurrency", "4", "--json"], env,
-                                      f"graded bench of the train split (sim seed {seed})").stdout)
-                       for seed in range(args.graded_seeds)]
-            summary = json.loads(run(
-                ["train", "--from-votes", "--pool", "sim", *[a for b in benches for a in ("--bench", b["bench_id"])],
-                 "--bench-pairs", "best", "--prefer-levels", args.levels, "--base", "embedded",
-                 "--out", str(adapter), "--steps", str(args.train), "--batch", str(args.batch), "--lr", str(args.lr),
-                 "--lora-r", "8", "--lora-targets", "all", "--plan-steps", "1", "--subtask-chars", "30",
-                 "--sft-weight", str(args.sft_weight), "--save-every", str(args.train), "--json"],
-                env, "training (DPO on the graded pairs under every level)").stdout)
+            benches = [
+                json.loads(
+                    run(
+                        [
+                            "bench",
+                            "skills",
+                            "--config",
+                            str(grading),
+                            "--pool",
+                            f"sim:{seed}",
+                            "--split",
+                            "train",
+                            "--systems",
+                            "direct:*",
+                            "--concurrency",
+                            "4",
+                            "--json",
+                        ],
+                        env,
+                        f"graded bench of the train split (sim seed {seed})",
+                    ).stdout
+                )
+                for seed in range(args.graded_seeds)
+            ]
+            summary = json.loads(
+                run(
+                    [
+                        "train",
+                        "--from-votes",
+                        "--pool",
+                        "sim",
+                        *[a for b in benches for a in ("--bench", b["bench_id"])],
+                        "--bench-pairs",
+                        "best",
+                        "--prefer-levels",
+                        args.levels,
+                        "--base",
+                        "embedded",
+                        "--out",
+                        str(adapter),
+                        "--steps",
+                        str(args.train),
+                        "--batch",
+                        str(args.batch),
+                        "--lr",
+                        str(args.lr),
+                        "--lora-r",
+                        "8",
+                        "--lora-targets",
+                        "all",
+                        "--plan-steps",
+                        "1",
+                        "--subtask-chars",
+                        "30",
+                        "--sft-weight",
+                        str(args.sft_weight),
+                        "--save-every",
+                        str(args.train),
+                        "--json",
+                    ],
+                    env,
+                    "training (DPO on the graded pairs under every level)",
+                ).stdout
+            )
             log = [json.loads(line) for line in (adapter / "train_log.jsonl").read_text().splitlines() if line]
-            training = {"pairs": summary["pairs"], "levels": args.levels.split(","), "graded_seeds": args.graded_seeds,
-                        "graded_latency_scale": args.graded_latency_scale,
-                        "batch": args.batch, "lr": args.lr, "sft_weight": args.sft_weight,
-                        "train_benches": [b["bench_id"] for b in benches],
-                        "loss_first5": _mean([r["loss"] for r in log[:5]]),
-                        "loss_last5": _mean([r["loss"] for r in log[-5:]]),
-                        "chosen_logp_last5": _mean([r["chosen_logp"] for r in log[-5:]])}
+            training = {
+                "pairs": summary["pairs"],
+                "levels": args.levels.split(","),
+                "graded_seeds": args.graded_seeds,
+                "graded_latency_scale": args.graded_latency_scale,
+                "batch": args.batch,
+                "lr": args.lr,
+                "sft_weight": args.sft_weight,
+                "train_benches": [b["bench_id"] for b in benches],
+                "loss_first5": _mean([r["loss"] for r in log[:5]]),
+                "loss_last5": _mean([r["loss"] for r in log[-5:]]),
+                "chosen_logp_last5": _mean([r["chosen_logp"] for r in log[-5:]]),
+            }
         train_s = round(time.monotonic() - started, 1)
     started = time.monotonic()
     items = bench(env, [f"conductor@{level}" for level in LEVELS], args.prompted_limit or args.limit, home)
     if adapter is not None:
         items += bench(env, [f"adapter:{adapter}@{level}" for level in LEVELS], args.limit, home)
     bench_s = round(time.monotonic() - started, 1)
-    figures = build_figures(items, None if adapter is None else f"adapter:{adapter}",
-                            "simulated pool" + (f" ({args.pool}: {POOL_WORDS})" if args.pool == "tiers" else ""),
-                            {"method": args.method, "steps": args.train, "train_s": train_s, "adapter": str(adapter)}
-                            | training, bench_s)
+    figures = build_figures(
+        items,
+        None if adapter is None else f"adapter:{adapter}",
+        "simulated pool" + (f" ({args.pool}: {POOL_WORDS})" if args.pool == "tiers" else ""),
+        {"method": args.method, "steps": args.train, "train_s": train_s, "adapter": str(adapter)} | training,
+        bench_s,
+    )
     show_and_save(figures, args.name, args.no_save)
     if args.keep:
         print(f"kept {work} (STIVA_HOME {home}, adapter {adapter})")
@@ -250,20 +384,37 @@ def main() -> None:
 
 def build_figures(items: list[dict], adapter: str | None, pool: str, training: dict, bench_s: float | None) -> dict:
     """The saved figures of the benched `items` (the prompted conductor's, and `adapter`'s)."""
-    figures = {"pool": pool, "suite": "skills:heldout", "split": "heldout",
-               "conductor": "embedded Gemma-3 270M, prompted", "prompted": levels_of(items, "conductor")}
+    figures = {
+        "pool": pool,
+        "suite": "skills:heldout",
+        "split": "heldout",
+        "conductor": "embedded Gemma-3 270M, prompted",
+        "prompted": levels_of(items, "conductor"),
+    }
     figures["prompted_ordering"] = ordering(items, "conductor", figures["prompted"])
     if adapter is not None:
         figures["trained"] = levels_of(items, adapter)
         figures["trained_ordering"] = ordering(items, adapter, figures["trained"])
         figures["training"] = training
         figures["trained_picks"] = picks(items)
-    figures["items"] = [{"system": short_system(r["system"]), "id": r["id"], "correct": bool(r["correct"]),
-                         "cost_usd": r["cost_usd"], "latency_s": r["latency_s"],
-                         "workers_latency_s": r.get("workers_latency_s"), "route": r.get("route")}
-                        for r in items if "@" in r["system"]]
-    figures |= {"bench_s": bench_s, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-                "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+    figures["items"] = [
+        {
+            "system": short_system(r["system"]),
+            "id": r["id"],
+            "correct": bool(r["correct"]),
+            "cost_usd": r["cost_usd"],
+            "latency_s": r["latency_s"],
+            "workers_latency_s": r.get("workers_latency_s"),
+            "route": r.get("route"),
+        }
+        for r in items
+        if "@" in r["system"]
+    ]
+    figures |= {
+        "bench_s": bench_s,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     return figures
 
 
@@ -271,12 +422,17 @@ def show_and_save(figures: dict, name: str, no_save: bool) -> None:
     for kind in ("prompted", "trained"):
         for level, row in figures.get(kind, {}).items():
             workers = row.get("workers_latency_per_question_s")
-            print(f"  {kind:<8} {level:<9} accuracy {row['accuracy'][0]:.3f}  cost/q ${row['cost_per_question'][0]:.6f}"
-                  f"  latency/q {row['latency_per_question_s'][0]:.2f} s"
-                  + (f"  workers {workers[0]:.3f} s" if workers else "") + f"  (n={row['n']})")
+            print(
+                f"  {kind:<8} {level:<9} accuracy {row['accuracy'][0]:.3f}  cost/q ${row['cost_per_question'][0]:.6f}"
+                f"  latency/q {row['latency_per_question_s'][0]:.2f} s"
+                + (f"  workers {workers[0]:.3f} s" if workers else "")
+                + f"  (n={row['n']})"
+            )
         if f"{kind}_ordering" in figures:
-            print(f"  {kind} ordering: " + ", ".join(f"{k}={'yes' if v['holds'] else 'NO'}"
-                                                   for k, v in figures[f"{kind}_ordering"].items()))
+            print(
+                f"  {kind} ordering: "
+                + ", ".join(f"{k}={'yes' if v['holds'] else 'NO'}" for k, v in figures[f"{kind}_ordering"].items())
+            )
     if not no_save:
         (HERE / f"{name}.json").write_text(json.dumps(figures, indent=2) + "\n")
         print(f"saved {HERE / (name + '.json')}")
@@ -306,9 +462,26 @@ POOL_WORDS = "small, mid and large models trading accuracy for price"
 
 def bench(env: dict, systems: list[str], limit: int | None, home: Path) -> list[dict]:
     """The held-out split benched on `systems`; its report's items, each with the model its plan used."""
-    summary = json.loads(run(["bench", "skills", "--pool", "sim", "--split", "heldout", "--concurrency", "4", "--json",
-                              *(["--limit", str(limit)] if limit else []), "--systems", ",".join(systems)],
-                             env, "bench").stdout)
+    summary = json.loads(
+        run(
+            [
+                "bench",
+                "skills",
+                "--pool",
+                "sim",
+                "--split",
+                "heldout",
+                "--concurrency",
+                "4",
+                "--json",
+                *(["--limit", str(limit)] if limit else []),
+                "--systems",
+                ",".join(systems),
+            ],
+            env,
+            "bench",
+        ).stdout
+    )
     return read_items(home, summary["bench_id"])
 
 

@@ -29,11 +29,13 @@ from stiva_tui.conductor import local  # noqa: E402
 from stiva_tui.conductor.base import PlanRequest, WorkerInfo  # noqa: E402
 from stiva_tui.conductor.embedded import EmbeddedConductor  # noqa: E402
 
-WORKERS = [WorkerInfo("sim:calc", "arithmetic specialist", price_in=0.1, price_out=0.2),
-           WorkerInfo("sim:facts", "facts specialist", price_in=0.1, price_out=0.2),
-           WorkerInfo("sim:units", "unit conversions", price_in=0.1, price_out=0.2),
-           WorkerInfo("sim:code", "writes code", price_in=0.1, price_out=0.2),
-           WorkerInfo("sim:generalist", "good at everything, expensive", price_in=3, price_out=6)]
+WORKERS = [
+    WorkerInfo("sim:calc", "arithmetic specialist", price_in=0.1, price_out=0.2),
+    WorkerInfo("sim:facts", "facts specialist", price_in=0.1, price_out=0.2),
+    WorkerInfo("sim:units", "unit conversions", price_in=0.1, price_out=0.2),
+    WorkerInfo("sim:code", "writes code", price_in=0.1, price_out=0.2),
+    WorkerInfo("sim:generalist", "good at everything, expensive", price_in=3, price_out=6),
+]
 QUESTIONS = [
     "Convert 5 miles to kilometres and then say which is longer, a mile or a kilometre, and why that matters.",
     "Write a Python function that returns the sum of squares of a list, and explain its complexity in one sentence.",
@@ -68,7 +70,7 @@ async def run() -> dict:
     off_median, on_median = statistics.median(times["off"]), statistics.median(times["on"])
     return {
         "what": "embedded conductor (Gemma-3 270M, bf16, CPU) planning 4 multi-part questions for 5 workers, "
-                "the base prompt's static prefix prefilled every time (off) or its KV cache reused (on)",
+        "the base prompt's static prefix prefilled every time (off) or its KV cache reused (on)",
         "plan_s_median": {"off": round(off_median, 2), "on": round(on_median, 2)},
         "speedup": round(off_median / on_median, 2),
         "first_plan_with_cache_s": round(first_on or 0.0, 2),

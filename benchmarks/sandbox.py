@@ -41,8 +41,12 @@ TESTS = "assert add(2, 3) == 5\nassert add(-1, 1) == 0\nassert add(10, 5) == 15"
 def old_sandbox():
     """The pre-bubblewrap sandbox module, from git history (None outside a git checkout)."""
     try:
-        source = subprocess.run(["git", "-C", str(ROOT), "show", f"{OLD_COMMIT}:stiva_tui/bench/sandbox.py"],
-                                capture_output=True, text=True, check=True).stdout
+        source = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{OLD_COMMIT}:stiva_tui/bench/sandbox.py"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
     path = Path(tempfile.mkdtemp()) / "old_sandbox.py"
@@ -55,22 +59,49 @@ def old_sandbox():
 
 
 def old_assert_source(code: str, tests: str) -> str:
-    return (f"_ns = {{'__name__': '__solution__'}}\nexec(compile({code!r}, 'solution.py', 'exec'), _ns)\n"
-            f"exec(compile({tests!r}, 'tests.py', 'exec'), _ns)\nprint('passed')\n")
+    return (
+        f"_ns = {{'__name__': '__solution__'}}\nexec(compile({code!r}, 'solution.py', 'exec'), _ns)\n"
+        f"exec(compile({tests!r}, 'tests.py', 'exec'), _ns)\nprint('passed')\n"
+    )
 
 
 ITEMS = {
-    "assert-style": (SuiteItem.model_validate({"id": "a", "question": "q", "grader": "code", "tests": TESTS}),
-                     old_assert_source(ADD, TESTS), None),
-    "stdin/stdout": (SuiteItem.model_validate({"id": "s", "question": "q", "grader": "code", "tests": {
-        "stdin_stdout": [{"input": "2 3\n", "output": "5\n"}]}}),
-        "a, b = map(int, input().split())\nprint(a + b)\n", "2 3\n"),
-    "functional": (SuiteItem.model_validate({"id": "f", "question": "q", "grader": "code", "tests": {
-        "functional": {"fn_name": "add", "cases": [{"input": [2, 3], "output": 5}, {"input": [1, 1], "output": 2}]}}}),
-        ADD + "print(add(2, 3)); print(add(1, 1))\n", None),
+    "assert-style": (
+        SuiteItem.model_validate({"id": "a", "question": "q", "grader": "code", "tests": TESTS}),
+        old_assert_source(ADD, TESTS),
+        None,
+    ),
+    "stdin/stdout": (
+        SuiteItem.model_validate(
+            {
+                "id": "s",
+                "question": "q",
+                "grader": "code",
+                "tests": {"stdin_stdout": [{"input": "2 3\n", "output": "5\n"}]},
+            }
+        ),
+        "a, b = map(int, input().split())\nprint(a + b)\n",
+        "2 3\n",
+    ),
+    "functional": (
+        SuiteItem.model_validate(
+            {
+                "id": "f",
+                "question": "q",
+                "grader": "code",
+                "tests": {
+                    "functional": {
+                        "fn_name": "add",
+                        "cases": [{"input": [2, 3], "output": 5}, {"input": [1, 1], "output": 2}],
+                    }
+                },
+            }
+        ),
+        ADD + "print(add(2, 3)); print(add(1, 1))\n",
+        None,
+    ),
 }
-ANSWERS = {"assert-style": ADD, "stdin/stdout": "a, b = map(int, input().split())\nprint(a + b)\n",
-           "functional": ADD}
+ANSWERS = {"assert-style": ADD, "stdin/stdout": "a, b = map(int, input().split())\nprint(a + b)\n", "functional": ADD}
 
 
 async def time_new(shape: str, settings: SandboxSettings) -> float:
@@ -99,15 +130,19 @@ async def per_item(rounds: int) -> dict:
             new.append(await time_new(shape, settings))
             if module is not None:
                 old.append(await time_old(module, shape))
-        row = {"isolated_ms_p50": round(statistics.median(new) * 1000, 1),
-               "isolated_ms_p90": round(sorted(new)[int(0.9 * len(new))] * 1000, 1)}
+        row = {
+            "isolated_ms_p50": round(statistics.median(new) * 1000, 1),
+            "isolated_ms_p90": round(sorted(new)[int(0.9 * len(new))] * 1000, 1),
+        }
         if old:
             row["before_ms_p50"] = round(statistics.median(old) * 1000, 1)
             row["overhead_ms_p50"] = round((statistics.median(new) - statistics.median(old)) * 1000, 1)
             row["ratio_p50"] = round(statistics.median(new) / statistics.median(old), 2)
         figures[shape] = row
-        print(f"{shape:<13} isolated p50 {row['isolated_ms_p50']:7.1f} ms"
-              + (f"   before {row['before_ms_p50']:6.1f} ms   x{row['ratio_p50']}" if old else ""))
+        print(
+            f"{shape:<13} isolated p50 {row['isolated_ms_p50']:7.1f} ms"
+            + (f"   before {row['before_ms_p50']:6.1f} ms   x{row['ratio_p50']}" if old else "")
+        )
     return figures
 
 

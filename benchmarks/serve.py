@@ -78,8 +78,15 @@ def run_upstream(port: int, latency: float, ready, cpus: set[int] | None = None)
         time.sleep(3600)
 
 
-def run_server(port: int, upstream: str, home: str, max_runs: int, nofile: int | None = None,
-               loop: str = "uvloop", cpus: set[int] | None = None) -> None:
+def run_server(
+    port: int,
+    upstream: str,
+    home: str,
+    max_runs: int,
+    nofile: int | None = None,
+    loop: str = "uvloop",
+    cpus: set[int] | None = None,
+) -> None:
     os.environ["STIVA_HOME"] = home
     pin(cpus)
     if nofile is not None:
@@ -90,13 +97,16 @@ def run_server(port: int, upstream: str, home: str, max_runs: int, nofile: int |
     from stiva_tui.server.app import create_app, event_loop_factory
     from stiva_tui.server.connections import guarded_server
 
-    config = parse_config({
-        "conductor": {"backend": "remote", "model": "cond"},
-        "providers": [{"name": "fake", "base_url": upstream}],
-        "models": [{"id": m, "provider": "fake", "model": m} for m in ("cond", "w1", "w2")],
-        "discovery": {"enabled": False}, "catalog": False,
-        "serve": {"max_concurrent_runs": max_runs, "max_queue": 256},
-    })
+    config = parse_config(
+        {
+            "conductor": {"backend": "remote", "model": "cond"},
+            "providers": [{"name": "fake", "base_url": upstream}],
+            "models": [{"id": m, "provider": "fake", "model": m} for m in ("cond", "w1", "w2")],
+            "discovery": {"enabled": False},
+            "catalog": False,
+            "serve": {"max_concurrent_runs": max_runs, "max_queue": 256},
+        }
+    )
 
     async def main() -> None:
         runtime = await Runtime.create(config, discover=False)
@@ -152,9 +162,12 @@ async def load(clients: int, per_client: int, call, *, keep_alive: bool = True) 
         elapsed = time.perf_counter() - started
     latencies.sort()
     return {
-        "requests": len(latencies), "errors": len(errors), "error_samples": errors[:3],
+        "requests": len(latencies),
+        "errors": len(errors),
+        "error_samples": errors[:3],
         "rps": round(len(latencies) / elapsed, 2),
-        "p50_ms": round(percentile(latencies, 50), 2), "p99_ms": round(percentile(latencies, 99), 2),
+        "p50_ms": round(percentile(latencies, 50), 2),
+        "p99_ms": round(percentile(latencies, 99), 2),
         "mean_ms": round(statistics.fmean(latencies), 2) if latencies else None,
     }
 
@@ -180,8 +193,9 @@ def via_server(url: str):
     body = {"model": "conductor-mini", "messages": [{"role": "user", "content": "What is six times seven?"}]}
 
     async def call(http) -> None:
-        response = await http.post(url + "/v1/chat/completions", json=body,
-                                   headers={"authorization": f"Bearer {TOKEN}"})
+        response = await http.post(
+            url + "/v1/chat/completions", json=body, headers={"authorization": f"Bearer {TOKEN}"}
+        )
         response.raise_for_status()
         if response.json()["choices"][0]["message"]["content"] != ANSWER:
             raise ValueError("wrong answer")
@@ -191,8 +205,12 @@ def via_server(url: str):
 
 def direct(upstream: str):
     async def one(http, model: str) -> None:
-        body = {"model": model, "stream": True, "stream_options": {"include_usage": True},
-                "messages": [{"role": "user", "content": "What is six times seven?"}]}
+        body = {
+            "model": model,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "What is six times seven?"}],
+        }
         async with http.stream("POST", upstream + "/chat/completions", json=body) as response:
             response.raise_for_status()
             async for _ in response.aiter_lines():
@@ -231,8 +249,16 @@ def run_stallers(port: int, count: int, stop, opened) -> None:
     asyncio.run(main())
 
 
-async def stalled_case(ctx, upstream: str, home: str, nofile: int | None, requests: int, stalled: int,
-                       loop: str, cpus: set[int] | None = None) -> dict:
+async def stalled_case(
+    ctx,
+    upstream: str,
+    home: str,
+    nofile: int | None,
+    requests: int,
+    stalled: int,
+    loop: str,
+    cpus: set[int] | None = None,
+) -> dict:
     """One real client, a new connection per request, with none and then `stalled` stalled
     connections open against a server of its own."""
     port = free_port()
@@ -257,9 +283,12 @@ async def stalled_case(ctx, upstream: str, home: str, nofile: int | None, reques
                 stallers.join(10)
                 figures["stalled_connections_opened"] = opened.value
             row[f"stalled_{count}"] = figures
-            print(f"  file limit {row['file_limit']:>6}  {count:>3} stalled  p50 {figures['p50_ms']:>7.1f} ms  "
-                  f"p99 {figures['p99_ms']:>7.1f} ms  errors {figures['errors']}"
-                  + (f"  (stalled connections opened: {opened.value})" if count else ""), flush=True)
+            print(
+                f"  file limit {row['file_limit']:>6}  {count:>3} stalled  p50 {figures['p50_ms']:>7.1f} ms  "
+                f"p99 {figures['p99_ms']:>7.1f} ms  errors {figures['errors']}"
+                + (f"  (stalled connections opened: {opened.value})" if count else ""),
+                flush=True,
+            )
         row["p50_ratio"] = round(row[f"stalled_{stalled}"]["p50_ms"] / row["stalled_0"]["p50_ms"], 3)
         row["p99_ratio"] = round(row[f"stalled_{stalled}"]["p99_ms"] / row["stalled_0"]["p99_ms"], 3)
     finally:
@@ -279,14 +308,17 @@ async def bench(args) -> dict:
     upstream = f"http://127.0.0.1:{up_port}/v1"
     server_url = f"http://127.0.0.1:{srv_port}"
     ready = ctx.Event()
-    processes = [ctx.Process(target=run_upstream, args=(up_port, args.latency, ready, other_cpus),
-                             daemon=True)]
+    processes = [ctx.Process(target=run_upstream, args=(up_port, args.latency, ready, other_cpus), daemon=True)]
     processes[0].start()
     ready.wait(30)
     with tempfile.TemporaryDirectory() as home:
-        processes.append(ctx.Process(target=run_server, args=(srv_port, upstream, home, max(args.clients), None, args.loop,
-                                                                 server_cpus),
-                                     daemon=True))
+        processes.append(
+            ctx.Process(
+                target=run_server,
+                args=(srv_port, upstream, home, max(args.clients), None, args.loop, server_cpus),
+                daemon=True,
+            )
+        )
         processes[1].start()
         try:
             await wait_up(server_url + "/v1/models")
@@ -298,16 +330,23 @@ async def bench(args) -> dict:
                 cpu_before = cpu_seconds(processes[1].pid)
                 served = await load(clients, per_client, via_server(server_url))
                 cpu_used = cpu_seconds(processes[1].pid) - cpu_before
-                row = {"clients": clients, "direct": base, "server": served,
-                       "added_p50_ms": round(served["p50_ms"] - base["p50_ms"], 2),
-                       "added_p99_ms": round(served["p99_ms"] - base["p99_ms"], 2),
-                       # What the server process spent (its 3 upstream calls included), per request.
-                       "server_cpu_ms_per_request": round(cpu_used / max(served["requests"], 1) * 1000, 2)}
-                print(f"{clients:>3} clients  server {served['rps']:>7.1f} req/s  p50 {served['p50_ms']:>7.1f} ms"
-                      f"  p99 {served['p99_ms']:>7.1f} ms  errors {served['errors']}  |  direct p50 "
-                      f"{base['p50_ms']:>7.1f} p99 {base['p99_ms']:>7.1f}  |  added p50 {row['added_p50_ms']:>6.2f}"
-                      f" ms  p99 {row['added_p99_ms']:>6.2f} ms  |  server CPU "
-                      f"{row['server_cpu_ms_per_request']:.1f} ms/request", flush=True)
+                row = {
+                    "clients": clients,
+                    "direct": base,
+                    "server": served,
+                    "added_p50_ms": round(served["p50_ms"] - base["p50_ms"], 2),
+                    "added_p99_ms": round(served["p99_ms"] - base["p99_ms"], 2),
+                    # What the server process spent (its 3 upstream calls included), per request.
+                    "server_cpu_ms_per_request": round(cpu_used / max(served["requests"], 1) * 1000, 2),
+                }
+                print(
+                    f"{clients:>3} clients  server {served['rps']:>7.1f} req/s  p50 {served['p50_ms']:>7.1f} ms"
+                    f"  p99 {served['p99_ms']:>7.1f} ms  errors {served['errors']}  |  direct p50 "
+                    f"{base['p50_ms']:>7.1f} p99 {base['p99_ms']:>7.1f}  |  added p50 {row['added_p50_ms']:>6.2f}"
+                    f" ms  p99 {row['added_p99_ms']:>6.2f} ms  |  server CPU "
+                    f"{row['server_cpu_ms_per_request']:.1f} ms/request",
+                    flush=True,
+                )
                 return row
 
             results = [await level(clients) for clients in args.clients]
@@ -316,12 +355,18 @@ async def bench(args) -> dict:
                 rows = [next(r for r in results if r["clients"] == clients)]
                 rows += [await level(clients) for _ in range(args.repeats - 1)]
                 added = [r["added_p50_ms"] for r in rows]
-                repeats[str(clients)] = {"added_p50_ms": added, "median_added_p50_ms": statistics.median(added),
-                                         "server_cpu_ms_per_request": [r["server_cpu_ms_per_request"] for r in rows]}
+                repeats[str(clients)] = {
+                    "added_p50_ms": added,
+                    "median_added_p50_ms": statistics.median(added),
+                    "server_cpu_ms_per_request": [r["server_cpu_ms_per_request"] for r in rows],
+                }
             print("stalled connections:", flush=True)
-            stalled = [await stalled_case(ctx, upstream, home, nofile, args.stalled_requests, args.stalled, args.loop,
-                                          server_cpus)
-                       for nofile in (None, 160)]
+            stalled = [
+                await stalled_case(
+                    ctx, upstream, home, nofile, args.stalled_requests, args.stalled, args.loop, server_cpus
+                )
+                for nofile in (None, 160)
+            ]
         finally:
             for process in processes:
                 process.terminate()
@@ -329,9 +374,13 @@ async def bench(args) -> dict:
     return {
         "benchmark": "stiva serve, conductor-mini (3 upstream calls in sequence) vs the same calls direct",
         "upstream_latency_s": args.latency,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
-                    # Shared with other work: the load when the run began, and when it ended.
-                    "load_average_1min": [load_at_start, round(os.getloadavg()[0], 2)]},
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            # Shared with other work: the load when the run began, and when it ended.
+            "load_average_1min": [load_at_start, round(os.getloadavg()[0], 2)],
+        },
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "max_concurrent_runs": max(args.clients),
         "event_loop": args.loop,
@@ -341,9 +390,9 @@ async def bench(args) -> dict:
         "repeats": repeats,
         "stalled": {
             "what": f"one real client, a new connection per request ({args.stalled_requests} conductor-mini "
-                    f"requests), with 0 and {args.stalled} stalled connections open (half a request head, then "
-                    "nothing; reopened whenever the server closes one); the server's own process, 2 runs at once, "
-                    "default [serve] limits",
+            f"requests), with 0 and {args.stalled} stalled connections open (half a request head, then "
+            "nothing; reopened whenever the server closes one); the server's own process, 2 runs at once, "
+            "default [serve] limits",
             "cases": stalled,
         },
     }
@@ -359,10 +408,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs of the 1- and 16-client levels")
     parser.add_argument("--stalled", type=int, default=200, help="stalled connections in the stalled case")
     parser.add_argument("--stalled-requests", type=int, default=40, help="requests of the client there")
-    parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop",
-                        help="the server's event loop: uvloop's, as `stiva serve` runs, or asyncio's own")
-    parser.add_argument("--pin", action="store_true",
-                        help="the server on a CPU of its own, the upstream and the load on the others (Linux)")
+    parser.add_argument(
+        "--loop",
+        choices=("uvloop", "asyncio"),
+        default="uvloop",
+        help="the server's event loop: uvloop's, as `stiva serve` runs, or asyncio's own",
+    )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="the server on a CPU of its own, the upstream and the load on the others (Linux)",
+    )
     parser.add_argument("--out", type=Path, default=HERE / "serve.json")
     args = parser.parse_args()
     figures = asyncio.run(bench(args))

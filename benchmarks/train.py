@@ -40,10 +40,10 @@ def main() -> None:
     group = args.group or (8 if args.cuda else 4)
 
     import torch
-
     from fakeprovider import FakeProvider, Reply
-    from stiva_tui.evals.suite import parse_suite
+
     from stiva_tui.config import parse_config
+    from stiva_tui.evals.suite import parse_suite
     from stiva_tui.train.trainer import TrainOptions, train
 
     if args.cuda and not torch.cuda.is_available():
@@ -54,8 +54,7 @@ def main() -> None:
         base = Path(args.workdir) / "qwen2.5-7b-random"
         if not (base / "config.json").exists():
             corpus = [p.read_text() for p in sorted((HERE.parent / "stiva_tui").rglob("*.py"))]
-            build_random_model(base, "qwen2.5-7b", device="cuda", dtype="bfloat16", tokenizer_vocab=8000,
-                               corpus=corpus)
+            build_random_model(base, "qwen2.5-7b", device="cuda", dtype="bfloat16", tokenizer_vocab=8000, corpus=corpus)
         base_name = str(base)
         torch.cuda.reset_peak_memory_stats()
     else:
@@ -65,28 +64,55 @@ def main() -> None:
         os.environ["STIVA_HOME"] = str(Path(tmp) / "home")
         fake.default("right", Reply("It is 42.", usage=(200, 20)))
         fake.default("wrong", Reply("It is 41.", usage=(200, 20)))
-        config = parse_config({
-            "providers": [{"name": "lab", "base_url": fake.base_url}],
-            "models": [{"id": m, "provider": "lab", "model": m, "price_in": 1.0, "price_out": 2.0}
-                       for m in ("right", "wrong")],
-            "catalog": False, "embedded_worker": False, "discovery": {"enabled": False},
-            "conductor": {"max_steps": 3, "max_reasoning_tokens": 32 if args.cuda else 64},
-        })
-        suite = parse_suite("\n".join(json.dumps({"id": f"q{i}", "question": f"What is {i} + {42 - i}?",
-                                                  "answer": "42", "grader": "numeric"}) for i in range(8)), name="b")
+        config = parse_config(
+            {
+                "providers": [{"name": "lab", "base_url": fake.base_url}],
+                "models": [
+                    {"id": m, "provider": "lab", "model": m, "price_in": 1.0, "price_out": 2.0}
+                    for m in ("right", "wrong")
+                ],
+                "catalog": False,
+                "embedded_worker": False,
+                "discovery": {"enabled": False},
+                "conductor": {"max_steps": 3, "max_reasoning_tokens": 32 if args.cuda else 64},
+            }
+        )
+        suite = parse_suite(
+            "\n".join(
+                json.dumps({"id": f"q{i}", "question": f"What is {i} + {42 - i}?", "answer": "42", "grader": "numeric"})
+                for i in range(8)
+            ),
+            name="b",
+        )
         started = time.monotonic()
-        summary = train(config, suite, TrainOptions(base=base_name, out=Path(tmp) / "adapter", steps=args.steps,
-                                                    group=group, batch=args.batch, lr=1e-4, save_every=1000,
-                                                    device="cuda" if args.cuda else "cpu"),
-                        on_step=reports.append, progress=lambda m: print(m, file=sys.stderr, flush=True))
+        summary = train(
+            config,
+            suite,
+            TrainOptions(
+                base=base_name,
+                out=Path(tmp) / "adapter",
+                steps=args.steps,
+                group=group,
+                batch=args.batch,
+                lr=1e-4,
+                save_every=1000,
+                device="cuda" if args.cuda else "cpu",
+            ),
+            on_step=reports.append,
+            progress=lambda m: print(m, file=sys.stderr, flush=True),
+        )
         wall = time.monotonic() - started
     later = reports[1:] or reports
     med = lambda key: round(statistics.median(getattr(r, key) for r in later), 2)  # noqa: E731
     step_s = med("generate_s") + med("rollout_s") + med("update_s")
     result = {
         "device": torch.cuda.get_device_name(0) if args.cuda else f"cpu ({os.cpu_count()} cores)",
-        "base": "Qwen2.5-7B architecture, random weights, nf4 QLoRA" if args.cuda else "embedded Gemma-3 270M, fp32 LoRA",
-        "steps": summary.steps, "group": group, "batch": args.batch,
+        "base": "Qwen2.5-7B architecture, random weights, nf4 QLoRA"
+        if args.cuda
+        else "embedded Gemma-3 270M, fp32 LoRA",
+        "steps": summary.steps,
+        "group": group,
+        "batch": args.batch,
         "wall_s_with_load": round(wall, 1),
         "steps_per_min": round(60 / step_s, 2) if step_s else None,
         "step_split_s": {"generation": med("generate_s"), "rollouts": med("rollout_s"), "update": med("update_s")},

@@ -62,14 +62,49 @@ def one_run(name: str, before: bool, args, work: Path) -> dict:
     (home / "config").mkdir()
     (home / "config" / "config.toml").write_text("[sim]\nlatency_scale = 0.0\n")
     out = work / f"out-{name}"
-    env = {**os.environ, "STIVA_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "STIVA_MODEL_CACHE": str(paths.model_cache_dir()), "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "STIVA_HOME": str(home),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "STIVA_MODEL_CACHE": str(paths.model_cache_dir()),
+        "PYTHONPATH": str(ROOT),
+    }
     start = ["-c", BEFORE] if before else ["-m", "stiva_tui.cli"]
-    command = [sys.executable, *start, "train", "skills", "--pool", "sim", "--split", "train",
-               "--base", "embedded", "--prompt", "compact", "--shuffle-pool", "--lora-targets", "all",
-               "--lora-r", "8", "--lr", "1e-3", "--steps", str(args.steps), "--batch", str(args.batch),
-               "--group", str(args.group), "--seed", str(args.seed), "--save-every", str(args.steps),
-               "--out", str(out), "--json"]
+    command = [
+        sys.executable,
+        *start,
+        "train",
+        "skills",
+        "--pool",
+        "sim",
+        "--split",
+        "train",
+        "--base",
+        "embedded",
+        "--prompt",
+        "compact",
+        "--shuffle-pool",
+        "--lora-targets",
+        "all",
+        "--lora-r",
+        "8",
+        "--lr",
+        "1e-3",
+        "--steps",
+        str(args.steps),
+        "--batch",
+        str(args.batch),
+        "--group",
+        str(args.group),
+        "--seed",
+        str(args.seed),
+        "--save-every",
+        str(args.steps),
+        "--out",
+        str(out),
+        "--json",
+    ]
     started = time.monotonic()
     done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
     wall = time.monotonic() - started
@@ -81,8 +116,11 @@ def one_run(name: str, before: bool, args, work: Path) -> dict:
         row["step_s"] = round(sum(row[k] for k in PARTS), 3)
     later = steps[1:] or steps
     median = {k: round(statistics.median(r[k] for r in later), 3) for k in (*PARTS, "step_s")}
-    print(f"{name}: {median['step_s']:.1f} s a step (generate {median['generate_s']:.1f}, rollouts "
-          f"{median['rollout_s']:.1f}, update {median['update_s']:.1f}); wall {wall:.0f} s", flush=True)
+    print(
+        f"{name}: {median['step_s']:.1f} s a step (generate {median['generate_s']:.1f}, rollouts "
+        f"{median['rollout_s']:.1f}, update {median['update_s']:.1f}); wall {wall:.0f} s",
+        flush=True,
+    )
     return {"name": name, "wall_s": round(wall, 1), "median": median, "steps": steps}
 
 
@@ -103,9 +141,13 @@ def main() -> None:
     runs = [one_run(name, before, args, work) for name, before in configs.items() if args.only in (None, name)]
     result = {
         "what": "seconds per `stiva train skills --pool sim --base embedded --prompt compact --shuffle-pool "
-                "--lora-targets all --lora-r 8` step, median of the steps after the first",
-        "batch": args.batch, "group": args.group, "steps": args.steps, "cpu_threads": torch.get_num_threads(),
-        "cpus": os.cpu_count(), "runs": runs,
+        "--lora-targets all --lora-r 8` step, median of the steps after the first",
+        "batch": args.batch,
+        "group": args.group,
+        "steps": args.steps,
+        "cpu_threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+        "runs": runs,
     }
     by_name = {r["name"]: r["median"] for r in runs}
     if len(by_name) == 2:

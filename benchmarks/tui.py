@@ -43,15 +43,22 @@ SIZE = (140, 42)
 def config_for(base_url: str):
     from stiva_tui.config import parse_config
 
-    return parse_config({
-        "providers": [{"name": "fake", "base_url": base_url}],
-        "models": [{"id": "cond", "provider": "fake", "model": "cond"},
-                   *({"id": f"w{i}", "provider": "fake", "model": f"w{i}", "price_in": 1.0, "price_out": 2.0}
-                     for i in range(1, STEPS + 1))],
-        "conductor": {"backend": "remote", "model": "cond", "max_steps": STEPS},
-        "workers": {"retries": 0, "timeout_s": 120},
-        "discovery": {"enabled": False}, "catalog": False,
-    })
+    return parse_config(
+        {
+            "providers": [{"name": "fake", "base_url": base_url}],
+            "models": [
+                {"id": "cond", "provider": "fake", "model": "cond"},
+                *(
+                    {"id": f"w{i}", "provider": "fake", "model": f"w{i}", "price_in": 1.0, "price_out": 2.0}
+                    for i in range(1, STEPS + 1)
+                ),
+            ],
+            "conductor": {"backend": "remote", "model": "cond", "max_steps": STEPS},
+            "workers": {"retries": 0, "timeout_s": 120},
+            "discovery": {"enabled": False},
+            "catalog": False,
+        }
+    )
 
 
 # --- 1. start-up, in a fresh process ---------------------------------------------------------------
@@ -81,10 +88,14 @@ async def _startup() -> dict:
         await pilot.pause(0.5)
         rss_kib = _rss_kib()
         torch_loaded = "torch" in sys.modules
-    return {"import_s": round(imported - T0, 3), "first_frame_s": round(painted[0] - T0, 3),
-            "prompt_focused_s": round(focused - T0, 3), "input_ready_s": round(ready - T0, 3),
-            "torch_imported": torch_loaded,
-            "idle_rss_mib": round(rss_kib / 1024, 1)}
+    return {
+        "import_s": round(imported - T0, 3),
+        "first_frame_s": round(painted[0] - T0, 3),
+        "prompt_focused_s": round(focused - T0, 3),
+        "input_ready_s": round(ready - T0, 3),
+        "torch_imported": torch_loaded,
+        "idle_rss_mib": round(rss_kib / 1024, 1),
+    }
 
 
 def _rss_kib() -> int:
@@ -98,8 +109,13 @@ def startup_in_fresh_process() -> dict:
     runs = []
     for _ in range(3):
         with tempfile.TemporaryDirectory() as home:
-            out = subprocess.run([sys.executable, __file__, "--startup"], capture_output=True, text=True,
-                                 env={**os.environ, "STIVA_HOME": home}, timeout=120)
+            out = subprocess.run(
+                [sys.executable, __file__, "--startup"],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "STIVA_HOME": home},
+                timeout=120,
+            )
         if out.returncode != 0:
             raise RuntimeError(out.stderr[-2000:])
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -162,8 +178,7 @@ async def _streaming(base_url: str) -> dict:
         worker = chat.ask("Benchmark: six steps at once")
         while deltas == 0:
             if worker.is_finished:
-                raise RuntimeError(f"the run ended before streaming: {chat.live.state.status} "
-                                   f"{chat.live.state.error}")
+                raise RuntimeError(f"the run ended before streaming: {chat.live.state.status} {chat.live.state.error}")
             await asyncio.sleep(0.005)
         chat.tree.move_cursor(chat.tree.node_for(("step", 1, 0)))  # one step streams into the pane too
         while chat.running:
@@ -181,8 +196,13 @@ async def _streaming(base_url: str) -> dict:
     seconds = last - first
     latencies.sort()
     return {
-        "status": status, "steps": STEPS, "deltas": deltas, "tokens": deltas, "chars": chars,
-        "stream_s": round(seconds, 3), "tokens_per_s": round(deltas / seconds) if seconds else None,
+        "status": status,
+        "steps": STEPS,
+        "deltas": deltas,
+        "tokens": deltas,
+        "chars": chars,
+        "stream_s": round(seconds, 3),
+        "tokens_per_s": round(deltas / seconds) if seconds else None,
         "key_latency_ms": {
             "samples": len(latencies),
             "median": round(statistics.median(latencies) * 1000, 1) if latencies else None,
@@ -200,8 +220,9 @@ def _embedded_app():
     from stiva_tui.config import parse_config
     from stiva_tui.tui.app import StivaApp
 
-    return StivaApp(parse_config({"conductor": {"backend": "embedded"}, "discovery": {"enabled": False},
-                                  "catalog": False}))
+    return StivaApp(
+        parse_config({"conductor": {"backend": "embedded"}, "discovery": {"enabled": False}, "catalog": False})
+    )
 
 
 async def _type_one_key(prompt, latencies: list[float]) -> None:
@@ -219,13 +240,19 @@ async def _type_one_key(prompt, latencies: list[float]) -> None:
 
 def _typing_figures(latencies: list[float], gaps: list[float]) -> dict:
     latencies, gaps = sorted(latencies), sorted(gaps)
-    return {"keys": len(latencies),
-            "event_loop_stall_ms": {"p95": round(gaps[round(0.95 * (len(gaps) - 1))] * 1000, 1),
-                                    "max": round(gaps[-1] * 1000, 1),
-                                    "over_100ms": sum(g > 0.1 for g in gaps)},
-            "key_latency_ms": {"median": round(statistics.median(latencies) * 1000, 1),
-                               "p95": round(latencies[round(0.95 * (len(latencies) - 1))] * 1000, 1),
-                               "max": round(latencies[-1] * 1000, 1)}}
+    return {
+        "keys": len(latencies),
+        "event_loop_stall_ms": {
+            "p95": round(gaps[round(0.95 * (len(gaps) - 1))] * 1000, 1),
+            "max": round(gaps[-1] * 1000, 1),
+            "over_100ms": sum(g > 0.1 for g in gaps),
+        },
+        "key_latency_ms": {
+            "median": round(statistics.median(latencies) * 1000, 1),
+            "p95": round(latencies[round(0.95 * (len(latencies) - 1))] * 1000, 1),
+            "max": round(latencies[-1] * 1000, 1),
+        },
+    }
 
 
 async def _during_load() -> dict:
@@ -302,8 +329,11 @@ async def _while_generating(questions: int = 12) -> dict:
             prompt.clear()
         prober.cancel()
         await pilot.pause(0.1)
-    return {"questions": len(items), "median_answer_s": round(statistics.median(run_s), 2),
-            **_typing_figures(latencies, gaps)}
+    return {
+        "questions": len(items),
+        "median_answer_s": round(statistics.median(run_s), 2),
+        **_typing_figures(latencies, gaps),
+    }
 
 
 def while_generating() -> dict:
@@ -315,8 +345,9 @@ def during_load() -> dict:
 
 
 def _in_subprocess(flag: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, flag], capture_output=True, text=True,
-                         env=os.environ.copy(), timeout=600)
+    out = subprocess.run(
+        [sys.executable, __file__, flag], capture_output=True, text=True, env=os.environ.copy(), timeout=600
+    )
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -326,8 +357,11 @@ def streaming(chunk_delay_s: float = 0.0, runs: int = 3) -> dict:
     """The median of `runs` streaming runs at this pace, by key latency p95."""
     results = [_streaming_once(chunk_delay_s) for _ in range(runs)]
     median = _median_run(results, lambda r: r["key_latency_ms"]["p95"] or 1e9)
-    return {**median, "key_p95_ms_runs": [r["key_latency_ms"]["p95"] for r in results],
-            "tokens_per_s_runs": [r["tokens_per_s"] for r in results]}
+    return {
+        **median,
+        "key_p95_ms_runs": [r["key_latency_ms"]["p95"] for r in results],
+        "tokens_per_s_runs": [r["tokens_per_s"] for r in results],
+    }
 
 
 def _streaming_once(chunk_delay_s: float) -> dict:
@@ -335,8 +369,7 @@ def _streaming_once(chunk_delay_s: float) -> dict:
     subtasks = ", ".join(f'"part {i}"' for i in range(STEPS))
     access = ", ".join("[]" for _ in range(STEPS))
     plan = f"model_id = [{ids}]\nsubtasks = [{subtasks}]\naccess_list = [{access}]"
-    code = SERVER.format(tests=str(ROOT / "tests"), plan=plan,
-                         words=WORDS_PER_STEP, steps=STEPS, delay=chunk_delay_s)
+    code = SERVER.format(tests=str(ROOT / "tests"), plan=plan, words=WORDS_PER_STEP, steps=STEPS, delay=chunk_delay_s)
     server = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         base_url = server.stdout.readline().strip()
@@ -358,8 +391,10 @@ def main() -> int:
     if "--while-generating" in sys.argv:
         print(json.dumps(asyncio.run(_while_generating())))
         return 0
-    for flag, key, part in (("--load-only", "typing_while_the_embedded_model_loads", during_load),
-                            ("--generating-only", "typing_while_the_embedded_model_answers", while_generating)):
+    for flag, key, part in (
+        ("--load-only", "typing_while_the_embedded_model_loads", during_load),
+        ("--generating-only", "typing_while_the_embedded_model_answers", while_generating),
+    ):
         if flag in sys.argv:  # just this part, merged into tui.json
             existing = json.loads((HERE / "tui.json").read_text()) if (HERE / "tui.json").exists() else {}
             existing[key] = part()
@@ -385,7 +420,8 @@ def main() -> int:
         "torch_not_imported": not s["torch_imported"],
         # Some paced run renders ≥ 5,000 tokens/s while key presses stay under 50 ms (p95).
         "5000_tokens_per_s_with_key_p95_under_50ms": any(
-            (r["tokens_per_s"] or 0) >= 5000 and (r["key_latency_ms"]["p95"] or 1e9) < 50 for r in paced),
+            (r["tokens_per_s"] or 0) >= 5000 and (r["key_latency_ms"]["p95"] or 1e9) < 50 for r in paced
+        ),
     }
     text = json.dumps(result, indent=2)
     print(text)

@@ -102,8 +102,9 @@ async def aiohttp_sse(base: str, calls: int) -> None:
     async with aiohttp.ClientSession() as session:
         for _ in range(calls):
             parts = []
-            async with session.post(base + "/chat/completions", json=body(),
-                                    headers={"Accept": "text/event-stream"}) as response:
+            async with session.post(
+                base + "/chat/completions", json=body(), headers={"Accept": "text/event-stream"}
+            ) as response:
                 async for raw in response.content:
                     line = raw.strip()
                     if line.startswith(b"data:") and line != b"data: [DONE]":
@@ -113,8 +114,12 @@ async def aiohttp_sse(base: str, calls: int) -> None:
             assert "".join(parts) == TEXT
 
 
-CLIENTS = {"stiva HttpWorker": stiva_worker, "httpx + httpx-sse": httpx_sse, "httpx lines": httpx_lines,
-           "aiohttp": aiohttp_sse}
+CLIENTS = {
+    "stiva HttpWorker": stiva_worker,
+    "httpx + httpx-sse": httpx_sse,
+    "httpx lines": httpx_lines,
+    "aiohttp": aiohttp_sse,
+}
 
 
 def measure(name: str, base: str, calls: int) -> dict:
@@ -155,19 +160,29 @@ def main() -> None:
     results = {}
     for name in names:
         cpu = [r["cpu_ms_per_call"] for r in rounds[name]]
-        results[name] = {"cpu_ms_per_call": cpu, "median_cpu_ms_per_call": statistics.median(cpu),
-                         "median_wall_ms_per_call": statistics.median(r["wall_ms_per_call"] for r in rounds[name])}
+        results[name] = {
+            "cpu_ms_per_call": cpu,
+            "median_cpu_ms_per_call": statistics.median(cpu),
+            "median_wall_ms_per_call": statistics.median(r["wall_ms_per_call"] for r in rounds[name]),
+        }
     ours = results["stiva HttpWorker"]["median_cpu_ms_per_call"]
     for name in names:
         results[name]["cpu_ratio_to_stiva"] = round(results[name]["median_cpu_ms_per_call"] / ours, 3)
-        print(f"{name:20} {results[name]['median_cpu_ms_per_call']:7.3f} ms CPU/call  "
-              f"{results[name]['median_wall_ms_per_call']:7.3f} ms wall/call  x{results[name]['cpu_ratio_to_stiva']}")
+        print(
+            f"{name:20} {results[name]['median_cpu_ms_per_call']:7.3f} ms CPU/call  "
+            f"{results[name]['median_wall_ms_per_call']:7.3f} ms wall/call  x{results[name]['cpu_ratio_to_stiva']}"
+        )
     out = {
         "benchmark": "CPU of the calling process per streamed upstream completion, by HTTP client",
-        "calls_per_round": args.calls, "rounds": args.rounds,
-        "machine": {"python": platform.python_version(), "cpus": multiprocessing.cpu_count(),
-                    "platform": platform.platform()},
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"), "results": results,
+        "calls_per_round": args.calls,
+        "rounds": args.rounds,
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": multiprocessing.cpu_count(),
+            "platform": platform.platform(),
+        },
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "results": results,
     }
     (HERE / "upstream_client.json").write_text(json.dumps(out, indent=1) + "\n")
 

@@ -67,13 +67,18 @@ class Pool:
         from stiva_tui.evals.suite import question_text
         from stiva_tui.runtime.sessions import Ask
 
-        outcome = await self.runtime.sessions.ask(Ask(question_text(item), mode=mode, source="bench",
-                                                      in_conversation=False))
+        outcome = await self.runtime.sessions.ask(
+            Ask(question_text(item), mode=mode, source="bench", in_conversation=False)
+        )
         result = outcome.result
         correct = result.status == "finished" and (await grade_async(item, result.answer)).correct
         totals = result.totals
-        return {"run_id": result.run_id, "correct": bool(correct), "cost_usd": totals.cost_usd,
-                "tokens": totals.prompt_tokens + totals.completion_tokens}
+        return {
+            "run_id": result.run_id,
+            "correct": bool(correct),
+            "cost_usd": totals.cost_usd,
+            "tokens": totals.prompt_tokens + totals.completion_tokens,
+        }
 
     def run_many(self, jobs) -> list[dict]:
         async def all_of():
@@ -89,23 +94,30 @@ def conductor_for(model_dir: str, adapter: str | None, chars: int):
     from stiva_tui.conductor.local import HFConductor
     from stiva_tui.inference.checkpoints import ModelSpec
 
-    conductor = HFConductor(ModelSpec(model_dir, device="cpu", adapter=adapter, quantize=False,
-                                      compute_dtype="float32", label="votes-bench"),
-                            max_reasoning_tokens=0, max_subtask_chars=chars, temperature=1.0, prompt_style="compact")
+    conductor = HFConductor(
+        ModelSpec(
+            model_dir, device="cpu", adapter=adapter, quantize=False, compute_dtype="float32", label="votes-bench"
+        ),
+        max_reasoning_tokens=0,
+        max_subtask_chars=chars,
+        temperature=1.0,
+        prompt_style="compact",
+    )
     return conductor, conductor.load_sync()
 
 
 def sample_plans(conductor, loaded, items, workers, plan_steps: int, samples: int, seed: int = 0):
     import torch
 
-    from stiva_tui.evals.suite import question_text
     from stiva_tui.conductor.base import PlanRequest
+    from stiva_tui.evals.suite import question_text
 
     torch.manual_seed(seed)  # every conductor is measured on the same draws
     out = []
     for item in items:
-        for plan in conductor.sample_many_sync(PlanRequest(question_text(item), workers, max_steps=plan_steps), loaded,
-                                               samples, 1.0):
+        for plan in conductor.sample_many_sync(
+            PlanRequest(question_text(item), workers, max_steps=plan_steps), loaded, samples, 1.0
+        ):
             out.append((item, plan))
     return out
 
@@ -132,8 +144,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--lr", type=float, default=5e-3)
     parser.add_argument("--beta", type=float, default=0.1)
-    parser.add_argument("--sft-weight", type=float, default=0.0,
-                        help="RPO: + W x the chosen plan's NLL (1 keeps the embedded model's subtask text intact)")
+    parser.add_argument(
+        "--sft-weight",
+        type=float,
+        default=0.0,
+        help="RPO: + W x the chosen plan's NLL (1 keeps the embedded model's subtask text intact)",
+    )
     parser.add_argument("--lora-r", type=int, default=8)
     parser.add_argument("--plan-steps", type=int, default=1, help="the plans' step limit (default 1)")
     parser.add_argument("--subtask-chars", type=int, default=8)
@@ -149,12 +165,18 @@ def main() -> None:
     home.mkdir()
     from stiva_tui import paths
 
-    os.environ.update({"STIVA_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                       "STIVA_MODEL_CACHE": str(paths.model_cache_dir())})
-    from stiva_tui.evals.loaders import load_suite
-    from stiva_tui.evals.suite import split_of
+    os.environ.update(
+        {
+            "STIVA_HOME": str(home),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "STIVA_MODEL_CACHE": str(paths.model_cache_dir()),
+        }
+    )
     from stiva_tui.conductor.base import WorkerInfo
     from stiva_tui.config import parse_config
+    from stiva_tui.evals.loaders import load_suite
+    from stiva_tui.evals.suite import split_of
     from stiva_tui.runtime.modes import DirectMode, WorkflowMode
     from stiva_tui.sim.pool import pool_config, start_sim
     from stiva_tui.store import Store
@@ -186,9 +208,16 @@ def main() -> None:
     else:
         model_dir = str(Path(args.base).expanduser().resolve())
 
-    base_config = parse_config({"sim": {"latency_scale": 0.0},
-                                "conductor": {"max_steps": args.plan_steps, "max_reasoning_tokens": 0,
-                                              "max_subtask_chars": max(20, args.subtask_chars)}})
+    base_config = parse_config(
+        {
+            "sim": {"latency_scale": 0.0},
+            "conductor": {
+                "max_steps": args.plan_steps,
+                "max_reasoning_tokens": 0,
+                "max_subtask_chars": max(20, args.subtask_chars),
+            },
+        }
+    )
     config, server = start_sim(pool_config(base_config, "sim"))
     pool = Pool(config)
     report: dict = {}
@@ -196,13 +225,18 @@ def main() -> None:
         ids = [m.id for m in pool.models]
         workers = [WorkerInfo(m.id, m.description, m.kind) for m in pool.models]
         prices = {m.id: (m.price_in, m.price_out) for m in pool.models}
-        print(f"simulated pool: {', '.join(ids)}; {len(voted_items)} voted questions, {len(held_items)} held out",
-              flush=True)
+        print(
+            f"simulated pool: {', '.join(ids)}; {len(voted_items)} voted questions, {len(held_items)} held out",
+            flush=True,
+        )
 
         # 1. votes
         conductor, loaded = conductor_for(model_dir, None, args.subtask_chars)
-        plans = [(item, plan) for item, plan in sample_plans(conductor, loaded, voted_items, workers, args.plan_steps, 1)
-                 if plan.workflow is not None]
+        plans = [
+            (item, plan)
+            for item, plan in sample_plans(conductor, loaded, voted_items, workers, args.plan_steps, 1)
+            if plan.workflow is not None
+        ]
         store: Store = pool.runtime.store
         jobs = []
         for item, plan in plans:
@@ -215,7 +249,7 @@ def main() -> None:
         kinds: Counter = Counter()
         winners: Counter = Counter()
         for k, (item, _) in enumerate(plans):
-            block = results[k * per:(k + 1) * per]
+            block = results[k * per : (k + 1) * per]
             by_system = {"conductor": block[0], **{f"direct:{m}": r for m, r in zip(ids, block[1:])}}
             sid = store.create_compare_session(item.question)
             for system, result in by_system.items():
@@ -229,25 +263,35 @@ def main() -> None:
         store.wait_for_writes()
         harvest = read_votes(store)
         print(f"votes: {dict(kinds)}; winners {dict(winners)}; {len(harvest.pairs)} pairs", flush=True)
-        report["votes"] = {"questions": len(plans), "kinds": dict(kinds), "winners": dict(winners),
-                           "pairs": len(harvest.pairs), "by_pair": harvest.by_pair()[:12]}
+        report["votes"] = {
+            "questions": len(plans),
+            "kinds": dict(kinds),
+            "winners": dict(winners),
+            "pairs": len(harvest.pairs),
+            "by_pair": harvest.by_pair()[:12],
+        }
 
         # 2 and 3: an adapter per N, then the held-out questions
         def held_out(adapter: str | None) -> dict:
-            c, l = conductor_for(model_dir, adapter, args.subtask_chars)
-            sampled = sample_plans(c, l, held_items, workers, args.plan_steps, args.samples)
+            c, loaded = conductor_for(model_dir, adapter, args.subtask_chars)
+            sampled = sample_plans(c, loaded, held_items, workers, args.plan_steps, args.samples)
             sampled = [(item, plan) for item, plan in sampled if plan.workflow is not None]
             runs = pool.run_many([(item, WorkflowMode(plan.workflow, tuple(ids))) for item, plan in sampled])
             right = sum(r["correct"] for r in runs)
             picks = Counter(ids[s.model] for _, plan in sampled for s in plan.workflow.steps)
             subtasks = Counter(s.subtask for _, plan in sampled for s in plan.workflow.steps)
             n = len(runs)
-            return {"plans": n, "accuracy": round(right / n, 4), "accuracy_95": interval(right, n),
-                    "cost_usd_per_question": round(sum(r["cost_usd"] for r in runs) / n, 8),
-                    "tokens_per_question": round(sum(r["tokens"] for r in runs) / n, 1),
-                    "picks": dict(picks.most_common()),
-                    # the plans' subtask text: DPO alone garbles it on the embedded model (learning_rpo.json)
-                    "subtasks": dict(subtasks.most_common(3)), "distinct_subtasks": len(subtasks)}
+            return {
+                "plans": n,
+                "accuracy": round(right / n, 4),
+                "accuracy_95": interval(right, n),
+                "cost_usd_per_question": round(sum(r["cost_usd"] for r in runs) / n, 8),
+                "tokens_per_question": round(sum(r["tokens"] for r in runs) / n, 1),
+                "picks": dict(picks.most_common()),
+                # the plans' subtask text: DPO alone garbles it on the embedded model (learning_rpo.json)
+                "subtasks": dict(subtasks.most_common(3)),
+                "distinct_subtasks": len(subtasks),
+            }
 
         rows = []
         for n in counts:
@@ -259,17 +303,41 @@ def main() -> None:
                 subset = VoteHarvest(sessions=n, pairs=[p for p in harvest.pairs if p.session_id in chosen])
                 subset.votes.update(Counter(session_kinds[:n]))
                 out = work / f"adapter-{n}"
-                summary = train_from_votes(config, VoteTrainOptions(
-                    base=model_dir, out=out, steps=args.steps, batch=args.batch, lr=args.lr, beta=args.beta,
-                    sft_weight=args.sft_weight, device="cpu", lora_r=args.lora_r, lora_targets="all", prompt_style="compact",
-                    max_steps_per_plan=args.plan_steps, max_subtask_chars=args.subtask_chars,
-                    save_every=args.steps + 1, seed=args.seed), workers=workers, harvest=subset)
-                row = {"votes": n, "pairs": summary.pairs, "dpo_loss": [summary.loss_first, summary.loss_last],
-                       **held_out(str(out))}
+                summary = train_from_votes(
+                    config,
+                    VoteTrainOptions(
+                        base=model_dir,
+                        out=out,
+                        steps=args.steps,
+                        batch=args.batch,
+                        lr=args.lr,
+                        beta=args.beta,
+                        sft_weight=args.sft_weight,
+                        device="cpu",
+                        lora_r=args.lora_r,
+                        lora_targets="all",
+                        prompt_style="compact",
+                        max_steps_per_plan=args.plan_steps,
+                        max_subtask_chars=args.subtask_chars,
+                        save_every=args.steps + 1,
+                        seed=args.seed,
+                    ),
+                    workers=workers,
+                    harvest=subset,
+                )
+                row = {
+                    "votes": n,
+                    "pairs": summary.pairs,
+                    "dpo_loss": [summary.loss_first, summary.loss_last],
+                    **held_out(str(out)),
+                }
             row["seconds"] = round(time.monotonic() - t0, 1)
             rows.append(row)
-            print(f"N={n}: accuracy {row['accuracy']:.3f} {row['accuracy_95']} · ${row['cost_usd_per_question']:.6f}"
-                  f"/question · picks {row['picks']} · {row['seconds']} s", flush=True)
+            print(
+                f"N={n}: accuracy {row['accuracy']:.3f} {row['accuracy_95']} · ${row['cost_usd_per_question']:.6f}"
+                f"/question · picks {row['picks']} · {row['seconds']} s",
+                flush=True,
+            )
         report["rows"] = rows
         report["direct_prices"] = prices
     finally:
@@ -278,8 +346,9 @@ def main() -> None:
     report = {
         "label": "simulated pool",
         "what": "N simulated votes (right answer, else the cheaper) from the skills train split -> DPO + LoRA -> "
-                "held-out accuracy and cost of the conductor's plans on the simulated pool",
-        "base": args.base, "settings": {k: v for k, v in vars(args).items() if k not in ("no_save", "out")},
+        "held-out accuracy and cost of the conductor's plans on the simulated pool",
+        "base": args.base,
+        "settings": {k: v for k, v in vars(args).items() if k not in ("no_save", "out")},
         **report,
         "wall_s": round(time.monotonic() - started, 1),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared)",

@@ -47,35 +47,67 @@ picks the index scan again."""
 def models() -> list[dict]:
     return [
         {"id": "conductor-7b", "provider": "lab", "model": "conductor-7b", "description": "the planner"},
-        {"id": "gpt-4.1", "provider": "lab", "model": "gpt-4.1", "price_in": 2.0, "price_out": 8.0,
-         "description": "strong generalist"},
-        {"id": "claude-sonnet-4", "provider": "lab", "model": "claude-sonnet-4", "price_in": 3.0,
-         "price_out": 15.0, "description": "careful coder"},
-        {"id": "qwen3-32b", "provider": "lab", "model": "qwen3-32b", "price_in": 0.1, "price_out": 0.3,
-         "description": "fast open model"},
+        {
+            "id": "gpt-4.1",
+            "provider": "lab",
+            "model": "gpt-4.1",
+            "price_in": 2.0,
+            "price_out": 8.0,
+            "description": "strong generalist",
+        },
+        {
+            "id": "claude-sonnet-4",
+            "provider": "lab",
+            "model": "claude-sonnet-4",
+            "price_in": 3.0,
+            "price_out": 15.0,
+            "description": "careful coder",
+        },
+        {
+            "id": "qwen3-32b",
+            "provider": "lab",
+            "model": "qwen3-32b",
+            "price_in": 0.1,
+            "price_out": 0.3,
+            "description": "fast open model",
+        },
     ]
 
 
 def script(fake, slow: bool) -> None:
     from fakeprovider import Reply
 
-    words = ("Looking at the plan: a sequential scan on orders (1.2M rows) where an index scan was "
-             "expected; the filter on customer_id removes 99.9% of the rows. ") * 3
+    words = (
+        "Looking at the plan: a sequential scan on orders (1.2M rows) where an index scan was "
+        "expected; the filter on customer_id removes 99.9% of the rows. "
+    ) * 3
     delay = 0.15 if slow else 0.0
     fake.script("conductor-7b", Reply(PLAN, usage=(410, 96)))
+
     def gpt(request) -> Reply:
         if "Synthesize the responses" in request.user_text:  # the Mixture-of-Agents aggregator
             return Reply(MOA_ANSWER, chunk_delay_s=delay, usage=(1900, 70))
-        return Reply(ANSWER if "final answer" in request.user_text else words, chunk_delay_s=delay,
-                     usage=(620, 180))
+        return Reply(ANSWER if "final answer" in request.user_text else words, chunk_delay_s=delay, usage=(620, 180))
 
     fake.default("gpt-4.1", gpt)
-    fake.default("claude-sonnet-4", Reply("Add `CREATE INDEX orders_customer_id_idx ON orders (customer_id)`; "
-                                          "the rewrite with EXISTS is not needed once the index is back. " * 2,
-                                          chunk_delay_s=delay * 1.5, usage=(600, 140)))
-    fake.default("qwen3-32b", Reply("Both drafts agree on the missing index. One gap: run ANALYZE after "
-                                    "creating it, or the planner keeps the old statistics.",
-                                    chunk_delay_s=delay, usage=(900, 60)))
+    fake.default(
+        "claude-sonnet-4",
+        Reply(
+            "Add `CREATE INDEX orders_customer_id_idx ON orders (customer_id)`; "
+            "the rewrite with EXISTS is not needed once the index is back. " * 2,
+            chunk_delay_s=delay * 1.5,
+            usage=(600, 140),
+        ),
+    )
+    fake.default(
+        "qwen3-32b",
+        Reply(
+            "Both drafts agree on the missing index. One gap: run ANALYZE after "
+            "creating it, or the planner keeps the old statistics.",
+            chunk_delay_s=delay,
+            usage=(900, 60),
+        ),
+    )
 
 
 async def wait_until(pilot, predicate, timeout: float = 20.0) -> None:
@@ -105,13 +137,18 @@ async def shoot(out: Path) -> list[Path]:
 
     saved: list[Path] = []
     with FakeProvider() as fake:
-        config = parse_config({
-            "conductor": {"backend": "remote", "model": "conductor-7b"},
-            "providers": [{"name": "lab", "base_url": fake.base_url}],
-            "models": models(), "workers": {"retries": 0},
-            "moa": {"proposers": ["gpt-4.1", "claude-sonnet-4", "qwen3-32b"], "aggregator": "gpt-4.1", "layers": 1},
-            "discovery": {"enabled": False}, "catalog": False, "theme": "stiva-dark",
-        })
+        config = parse_config(
+            {
+                "conductor": {"backend": "remote", "model": "conductor-7b"},
+                "providers": [{"name": "lab", "base_url": fake.base_url}],
+                "models": models(),
+                "workers": {"retries": 0},
+                "moa": {"proposers": ["gpt-4.1", "claude-sonnet-4", "qwen3-32b"], "aggregator": "gpt-4.1", "layers": 1},
+                "discovery": {"enabled": False},
+                "catalog": False,
+                "theme": "stiva-dark",
+            }
+        )
         app = StivaApp(config)
         async with app.run_test(size=SIZE) as pilot:
             chat = app.chat_screen
@@ -126,9 +163,15 @@ async def shoot(out: Path) -> list[Path]:
             await ask(pilot, "This query went from 40 ms to 1.8 s after yesterday's deploy. Why, and how do I fix it?")
             # Both drafts streaming, the check and the answer waiting for them.
             state = lambda: chat.live.state  # noqa: E731 - a new run gets a new state
-            await wait_until(pilot, lambda: state().rounds and len(state().rounds[0].steps) == 4
-                             and state().step(1, 0).streamed_chars > 240
-                             and state().step(1, 1).streamed_chars > 100)
+            await wait_until(
+                pilot,
+                lambda: (
+                    state().rounds
+                    and len(state().rounds[0].steps) == 4
+                    and state().step(1, 0).streamed_chars > 240
+                    and state().step(1, 1).streamed_chars > 100
+                ),
+            )
             chat.tree.focus()
             chat.tree.move_cursor(chat.tree.node_for(("step", 1, 0)))
             await pilot.pause(0.3)
@@ -153,9 +196,12 @@ async def shoot(out: Path) -> list[Path]:
             await app.push_screen(compare)
             await pilot.pause(0.3)
             compare.query_one("#compare-question").insert(
-                "This query went from 40 ms to 1.8 s after yesterday's deploy. Why?")
-            await compare.start("This query went from 40 ms to 1.8 s after yesterday's deploy. Why?",
-                                [CONDUCTOR, MOA, "claude-sonnet-4"])
+                "This query went from 40 ms to 1.8 s after yesterday's deploy. Why?"
+            )
+            await compare.start(
+                "This query went from 40 ms to 1.8 s after yesterday's deploy. Why?",
+                [CONDUCTOR, MOA, "claude-sonnet-4"],
+            )
             await wait_until(pilot, lambda: not compare.running, timeout=60)
             await pilot.pause(0.3)
             saved.append(Path(app.save_screenshot("compare.svg", str(out))))

@@ -134,9 +134,17 @@ class SandboxConfig(_Strict):
     def settings(self, *, unsafe: bool = False):
         from .sandbox import SandboxSettings
 
-        return SandboxSettings(timeout_s=self.timeout_s, memory_mb=self.memory_mb, processes=self.processes,
-                               disk_mb=self.disk_mb, output_kb=self.output_kb, read_only=tuple(self.read_only),
-                               site_packages=self.site_packages, bwrap=self.bwrap, unsafe=unsafe)
+        return SandboxSettings(
+            timeout_s=self.timeout_s,
+            memory_mb=self.memory_mb,
+            processes=self.processes,
+            disk_mb=self.disk_mb,
+            output_kb=self.output_kb,
+            read_only=tuple(self.read_only),
+            site_packages=self.site_packages,
+            bwrap=self.bwrap,
+            unsafe=unsafe,
+        )
 
 
 class DiscoveryConfig(_Strict):
@@ -324,9 +332,7 @@ def parse_config(data: dict, source: str = "config") -> Config:
     except RecursionError:
         raise ConfigError(f"{source}: nested too deeply to be a Stiva config") from None
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors()
-        )
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors())
         raise ConfigError(f"{source}: {problems}") from None
     providers = {p.name for p in config.providers}
     from .catalog import catalog_provider_names

@@ -1,7 +1,7 @@
 """The config file `stiva config` writes when there is none: every section, commented out, so the
 file is valid as it is (all defaults) and says what can be set. See docs/configuration.md."""
 
-TEMPLATE = '''# Stiva's configuration. Every line below is a default, commented out: uncomment to change it.
+TEMPLATE = """# Stiva's configuration. Every line below is a default, commented out: uncomment to change it.
 # Unknown keys are errors, so a typo never silently changes anything. docs/configuration.md explains each.
 
 # These two stay above every [section] (below one, TOML would put them in it).
@@ -41,4 +41,4 @@ TEMPLATE = '''# Stiva's configuration. Every line below is a default, commented 
 
 # [keymap]
 # send = "ctrl+s"             # binding ids: F1 in the app lists them
-'''
+"""

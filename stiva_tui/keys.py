@@ -18,7 +18,8 @@ import functools
 import os
 import re
 import threading
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 SERVICE = "stiva"
 
@@ -83,8 +84,14 @@ class FileKeys:
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:
-            raise SecretsError(f"the key file {self.path} cannot be read ({type(exc).__name__}); fix or remove it") from None
-        return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(data, dict) else {}
+            raise SecretsError(
+                f"the key file {self.path} cannot be read ({type(exc).__name__}); fix or remove it"
+            ) from None
+        return (
+            {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+            if isinstance(data, dict)
+            else {}
+        )
 
     def _write(self, data: dict[str, str]) -> None:
         import json
@@ -160,7 +167,7 @@ def keyring_status() -> tuple[bool, str]:
 
 
 def store_kind() -> str:
-    """"keyring" or "file": where `set_key` puts a key."""
+    """ "keyring" or "file": where `set_key` puts a key."""
     return "file" if isinstance(_get_backend(), FileKeys) else "keyring"
 
 
@@ -226,8 +233,7 @@ def delete_key(provider: str) -> bool:
         return False
     except Exception as exc:
         raise SecretsError(
-            f"keyring {_backend_name(backend)} failed to delete the key for {provider!r} "
-            f"({type(exc).__name__})"
+            f"keyring {_backend_name(backend)} failed to delete the key for {provider!r} ({type(exc).__name__})"
         ) from None
     return True
 

@@ -28,8 +28,12 @@ SLOW_MARKERS = ("slow", "model", "tmux")
 
 
 def pytest_addoption(parser):
-    parser.addoption("--runslow", action="store_true", default=False,
-                     help="run the slow lane too (tests marked slow, model or tmux): the whole suite")
+    parser.addoption(
+        "--runslow",
+        action="store_true",
+        default=False,
+        help="run the slow lane too (tests marked slow, model or tmux): the whole suite",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects by markers
@@ -55,8 +59,10 @@ _LEFT_OUT = pytest.StashKey[int]()
 def pytest_terminal_summary(terminalreporter, config):
     left_out = config.stash.get(_LEFT_OUT, 0)
     if left_out:
-        terminalreporter.write_line(f"the slow lane ({left_out} tests) was left out: run everything with --runslow, "
-                                    "or the slow lane alone with -m slow")
+        terminalreporter.write_line(
+            f"the slow lane ({left_out} tests) was left out: run everything with --runslow, "
+            "or the slow lane alone with -m slow"
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -90,5 +96,15 @@ def pool_models(fake: FakeProvider, *names: str, price_in: float = 1.0, price_ou
     """PoolModels named `names`, served by `fake` under the same names."""
     from stiva_tui.pool.types import PoolModel
 
-    return [PoolModel(id=n, provider="fake", model=n, base_url=fake.base_url, price_in=price_in,
-                      price_out=price_out, description=f"test model {n}") for n in names]
+    return [
+        PoolModel(
+            id=n,
+            provider="fake",
+            model=n,
+            base_url=fake.base_url,
+            price_in=price_in,
+            price_out=price_out,
+            description=f"test model {n}",
+        )
+        for n in names
+    ]

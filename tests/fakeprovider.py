@@ -16,9 +16,9 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 
 @dataclass
@@ -202,8 +202,11 @@ def _make_handler(fake: FakeProvider):
                 self._json(401, {"error": {"message": "invalid api key"}})
                 return
             request = Request(
-                model=str(body.get("model")), messages=list(body.get("messages") or []), body=body,
-                headers={k.lower(): v for k, v in self.headers.items()}, path=self.path,
+                model=str(body.get("model")),
+                messages=list(body.get("messages") or []),
+                body=body,
+                headers={k.lower(): v for k, v in self.headers.items()},
+                path=self.path,
             )
             with fake._lock:
                 fake.requests.append(request)
@@ -257,13 +260,19 @@ def _make_handler(fake: FakeProvider):
             usage = reply.usage_numbers(request.body)
             if reply.fault == "json" or not request.body.get("stream"):
                 payload = {
-                    "id": "chatcmpl-fake", "object": "chat.completion", "model": request.model,
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.text},
-                                 "finish_reason": "stop"}],
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion",
+                    "model": request.model,
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": reply.text}, "finish_reason": "stop"}
+                    ],
                 }
                 if usage:
-                    payload["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1],
-                                        "total_tokens": sum(usage)}
+                    payload["usage"] = {
+                        "prompt_tokens": usage[0],
+                        "completion_tokens": usage[1],
+                        "total_tokens": sum(usage),
+                    }
                 # With a chunk delay, the body goes out in two writes that far apart, as a long
                 # reply over a real network arrives in several reads.
                 self._json(200, payload, split_s=reply.chunk_delay_s)
@@ -282,19 +291,31 @@ def _make_handler(fake: FakeProvider):
                     return
                 if reply.fault == "malformed" and i == max(1, len(pieces) // 2):
                     self._chunk("data: {not json\n\n")
-                chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": request.model,
-                         "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                chunk = {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion.chunk",
+                    "model": request.model,
+                    "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+                }
                 self._chunk(f"data: {json.dumps(chunk)}\n\n")
                 if reply.chunk_delay_s and i < len(pieces) - 1 and not self._sleep(reply.chunk_delay_s):
                     return
-            final = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": request.model,
-                     "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+            final = {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "model": request.model,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            }
             self._chunk(f"data: {json.dumps(final)}\n\n")
             include_usage = (request.body.get("stream_options") or {}).get("include_usage")
             if usage and include_usage:
-                chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": request.model,
-                         "choices": [], "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1],
-                                                  "total_tokens": sum(usage)}}
+                chunk = {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion.chunk",
+                    "model": request.model,
+                    "choices": [],
+                    "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)},
+                }
                 self._chunk(f"data: {json.dumps(chunk)}\n\n")
             self._chunk("data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
@@ -313,7 +334,7 @@ def _make_handler(fake: FakeProvider):
             for key, value in (headers or {}).items():
                 self.send_header(key, value)
             self.end_headers()
-            parts = [data[:len(data) // 2], data[len(data) // 2:]] if split_s else [data]
+            parts = [data[: len(data) // 2], data[len(data) // 2 :]] if split_s else [data]
             for i, part in enumerate(parts):
                 if i:
                     time.sleep(split_s)

@@ -13,19 +13,33 @@ torch, transformers and tokenizers are imported inside the functions only.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 # Qwen2's architecture at two sizes. "qwen2.5-7b" is Qwen/Qwen2.5-7B-Instruct's config.json.
 SHAPES: dict[str, dict[str, Any]] = {
     "qwen2.5-7b": dict(
-        hidden_size=3584, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
-        intermediate_size=18944, vocab_size=152064, max_position_embeddings=32768, rope_theta=1e6,
-        rms_norm_eps=1e-6, tie_word_embeddings=False, hidden_act="silu",
+        hidden_size=3584,
+        num_hidden_layers=28,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        intermediate_size=18944,
+        vocab_size=152064,
+        max_position_embeddings=32768,
+        rope_theta=1e6,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+        hidden_act="silu",
     ),
     "tiny": dict(
-        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        intermediate_size=128, vocab_size=None, tie_word_embeddings=False,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        vocab_size=None,
+        tie_word_embeddings=False,
     ),
 }
 
@@ -41,8 +55,10 @@ def default_corpus() -> list[str]:
     from stiva_tui.conductor.base import PlanRequest, WorkerInfo
     from stiva_tui.conductor.prompt import conductor_messages
 
-    workers = [WorkerInfo(f"model-{i}", d) for i, d in enumerate(
-        ["strong reasoner, expensive", "fast and cheap", "good at code", "long context"])]
+    workers = [
+        WorkerInfo(f"model-{i}", d)
+        for i, d in enumerate(["strong reasoner, expensive", "fast and cheap", "good at code", "long context"])
+    ]
     prompt = "\n".join(m["content"] for m in conductor_messages(PlanRequest("What is 17*23?", workers)))
     return [
         prompt,
@@ -53,8 +69,9 @@ def default_corpus() -> list[str]:
     ]
 
 
-def build_tokenizer(folder: Path, vocab_size: int = 1500, corpus: Iterable[str] | None = None,
-                    chat_template: str | None = CHATML) -> Any:
+def build_tokenizer(
+    folder: Path, vocab_size: int = 1500, corpus: Iterable[str] | None = None, chat_template: str | None = CHATML
+) -> Any:
     """Train a byte-level BPE tokenizer on `corpus` and save it (a PreTrainedTokenizerFast) in `folder`."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -62,8 +79,12 @@ def build_tokenizer(folder: Path, vocab_size: int = 1500, corpus: Iterable[str] 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     texts = list(corpus if corpus is not None else default_corpus())
     tok.train_from_iterator(texts * 20, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
@@ -73,9 +94,17 @@ def build_tokenizer(folder: Path, vocab_size: int = 1500, corpus: Iterable[str] 
     return fast
 
 
-def build_random_model(folder: Path | str, shape: str = "tiny", *, device: str = "cpu", dtype: str = "float32",
-                       seed: int = 0, chat_template: str | None = CHATML, tokenizer_vocab: int = 1500,
-                       corpus: Iterable[str] | None = None) -> Path:
+def build_random_model(
+    folder: Path | str,
+    shape: str = "tiny",
+    *,
+    device: str = "cpu",
+    dtype: str = "float32",
+    seed: int = 0,
+    chat_template: str | None = CHATML,
+    tokenizer_vocab: int = 1500,
+    corpus: Iterable[str] | None = None,
+) -> Path:
     """Save a random-weight model of `shape` and its tokenizer in `folder`; returns the folder.
 
     The model's vocabulary is padded past the tokenizer's (as Qwen2.5's is: 152064 rows, 151665

@@ -9,13 +9,13 @@ import json
 import logging
 
 import pytest
-
 from conftest import pool_models
 from fakeprovider import Reply
+from test_bench_runner import script_pool, stiva, write_config, write_suite
+
 from stiva_tui.pool.answer_cache import AnswerCache, CachingWorker, answer_key, cacheable
 from stiva_tui.pool.client import HttpWorker
 from stiva_tui.pool.types import PoolModel, ProviderError, TextDelta, UsageReport
-from test_bench_runner import script_pool, stiva, write_config, write_suite
 
 QUESTION = [{"role": "user", "content": "What is 2 + 2?"}]
 
@@ -75,8 +75,9 @@ async def test_identical_calls_at_once_are_paid_once(fake, tmp_path):
 
 
 async def test_a_failed_or_abandoned_call_stores_nothing_and_is_asked_again(fake, tmp_path):
-    fake.script("m", Reply(status=500, error_message="boom"), Reply("One two three four five."),
-                Reply("Four, at last."))
+    fake.script(
+        "m", Reply(status=500, error_message="boom"), Reply("One two three four five."), Reply("Four, at last.")
+    )
     (model,) = pool_models(fake, "m")
     worker = CachingWorker(HttpWorker(retries=0), AnswerCache.open(tmp_path / "a.sqlite"))
     try:
@@ -95,7 +96,8 @@ async def test_a_failed_or_abandoned_call_stores_nothing_and_is_asked_again(fake
 
 @pytest.mark.parametrize("damage", ["parent is a file", "not a database"])
 async def test_a_cache_that_cannot_be_opened_is_one_warning_and_every_call_still_goes_through(
-        fake, tmp_path, damage, caplog):
+    fake, tmp_path, damage, caplog
+):
     fake.default("m", Reply("Four."))
     (model,) = pool_models(fake, "m")
     if damage == "parent is a file":
@@ -130,8 +132,9 @@ def test_the_simulated_pool_and_the_embedded_model_are_not_cached():
     key = answer_key(hosted, QUESTION, temperature=0.0)
     assert key != answer_key(hosted, QUESTION, temperature=1.0)
     assert key != answer_key(hosted, QUESTION, temperature=0.0, max_tokens=10)
-    assert key != answer_key(PoolModel(id="m", provider="openai", model="m", base_url="http://other/v1"), QUESTION,
-                             temperature=0.0)
+    assert key != answer_key(
+        PoolModel(id="m", provider="openai", model="m", base_url="http://other/v1"), QUESTION, temperature=0.0
+    )
 
 
 def test_a_bench_with_answer_cache_asks_nothing_again_and_keeps_its_figures(fake, tmp_path, stiva_home):
@@ -140,8 +143,16 @@ def test_a_bench_with_answer_cache_asks_nothing_again_and_keeps_its_figures(fake
     script_pool(fake)
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 4)
-    args = ["bench", str(suite), "--systems", "direct:right,direct:wrong", "--config", str(config), "--json",
-            "--answer-cache"]
+    args = [
+        "bench",
+        str(suite),
+        "--systems",
+        "direct:right,direct:wrong",
+        "--config",
+        str(config),
+        "--json",
+        "--answer-cache",
+    ]
     first = stiva(*args, home=stiva_home)
     assert first.returncode == 0, first.stderr
     asked = len(fake.requests)
@@ -154,7 +165,9 @@ def test_a_bench_with_answer_cache_asks_nothing_again_and_keeps_its_figures(fake
     assert two["answer_cache"]["reused"] == 8 and two["answer_cache"]["asked"] == 0
     assert two["answer_cache"]["saved_usd"] == pytest.approx(4 * ((10 + 2 * 2) + (12 * 3 + 3 * 5)) / 1e6)
     keep = ("system", "n", "correct", "accuracy", "tokens_per_question", "cost_per_question")
-    assert [{k: row[k] for k in keep} for row in one["systems"]] == [{k: row[k] for k in keep} for row in two["systems"]]
+    assert [{k: row[k] for k in keep} for row in one["systems"]] == [
+        {k: row[k] for k in keep} for row in two["systems"]
+    ]
     assert "answer cache: 8 answers reused ($0.00026 not paid again), 0 asked" in second.stderr
     # without the flag nothing is reused
     third = stiva(*args[:-1], "--fresh", home=stiva_home)

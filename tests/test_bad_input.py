@@ -10,21 +10,24 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import pool_models
 from fakeprovider import Reply
+
 from stiva_tui.conductor.remote import RemoteConductor
 from stiva_tui.engine.executor import Engine
 from stiva_tui.pool.client import HttpWorker
 
 
 def _plan(models: list, subtasks: list, access: list) -> str:
-    return (f"Plan.\nmodel_id = {json.dumps(models, ensure_ascii=False)}\nsubtasks = {json.dumps(subtasks)}\n"
-            f"access_list = {json.dumps(access, ensure_ascii=False)}")
+    return (
+        f"Plan.\nmodel_id = {json.dumps(models, ensure_ascii=False)}\nsubtasks = {json.dumps(subtasks)}\n"
+        f"access_list = {json.dumps(access, ensure_ascii=False)}"
+    )
 
 
-@pytest.mark.parametrize("bad", [{"model_id": ["²"]}, {"model_id": ["١"]}, {"access": ["³"]},
-                                 {"model_id": ["1" * 5000]}])
+@pytest.mark.parametrize(
+    "bad", [{"model_id": ["²"]}, {"model_id": ["١"]}, {"access": ["³"]}, {"model_id": ["1" * 5000]}]
+)
 async def test_a_plan_with_a_step_number_int_refuses_goes_to_the_repair_retry(fake, bad):
     """A remote planner (a real HTTP server) first writes a plan whose step number str.isdigit()
     accepts but is no ASCII number, then a valid one: the run succeeds on the repair retry."""
@@ -74,20 +77,30 @@ def _one_line_error(result: subprocess.CompletedProcess, *needles: str) -> str:
 
 
 def _lcb_record(**changes) -> dict:
-    record = {"question_title": "t", "question_content": "Print the number.", "platform": "atcoder",
-              "question_id": "abc1", "contest_id": "abc", "contest_date": "2024-01-01", "starter_code": "",
-              "difficulty": "easy", "public_test_cases": json.dumps([{"input": "1\n", "output": "1\n",
-                                                                     "testtype": "stdin"}]),
-              "private_test_cases": "", "metadata": "{}"}
+    record = {
+        "question_title": "t",
+        "question_content": "Print the number.",
+        "platform": "atcoder",
+        "question_id": "abc1",
+        "contest_id": "abc",
+        "contest_date": "2024-01-01",
+        "starter_code": "",
+        "difficulty": "easy",
+        "public_test_cases": json.dumps([{"input": "1\n", "output": "1\n", "testtype": "stdin"}]),
+        "private_test_cases": "",
+        "metadata": "{}",
+    }
     record.update(changes)
     return record
 
 
 def test_a_huge_integer_in_a_suite_file_is_one_line_naming_file_and_line(tmp_path):
     suite = tmp_path / "huge.jsonl"
-    suite.write_text('{"id": "a", "question": "1+1?", "answer": "2", "grader": "numeric"}\n'
-                     '\n'
-                     f'{{"id": "b", "question": "2+2?", "answer": "4", "grader": "numeric", "tolerance": {BIG}}}\n')
+    suite.write_text(
+        '{"id": "a", "question": "1+1?", "answer": "2", "grader": "numeric"}\n'
+        "\n"
+        f'{{"id": "b", "question": "2+2?", "answer": "4", "grader": "numeric", "tolerance": {BIG}}}\n'
+    )
     _one_line_error(_stiva("bench", str(suite), "--systems", "direct:x", home=tmp_path / "home"), "huge.jsonl:3:")
 
 
@@ -109,21 +122,30 @@ def test_a_huge_integer_in_a_livecodebench_json_file_is_one_line_naming_file_and
     else:
         needles = ("lcb.json (record 2)",)
     (tmp_path / "lcb.json").write_text(text)
-    _one_line_error(_stiva("bench", f"livecodebench:{tmp_path / 'lcb.json'}", "--systems", "direct:x",
-                           home=tmp_path / "home"), *needles)
+    _one_line_error(
+        _stiva("bench", f"livecodebench:{tmp_path / 'lcb.json'}", "--systems", "direct:x", home=tmp_path / "home"),
+        *needles,
+    )
 
 
 def test_a_huge_integer_in_a_livecodebench_jsonl_file_is_one_line_naming_file_and_line(tmp_path):
-    bad = _lcb_record(question_id="abc2", metadata=json.dumps({"func_name": "f"}),
-                      public_test_cases=json.dumps([{"input": "1", "output": BIG, "testtype": "functional"}]))
+    bad = _lcb_record(
+        question_id="abc2",
+        metadata=json.dumps({"func_name": "f"}),
+        public_test_cases=json.dumps([{"input": "1", "output": BIG, "testtype": "functional"}]),
+    )
     lines = [json.dumps(_lcb_record()), json.dumps(bad), json.dumps(_lcb_record(question_id="abc3"))]
     lines[2] = lines[2].replace('"platform"', f'"rating": {BIG}, "platform"')
     (tmp_path / "lcb.jsonl").write_text("\n".join(lines) + "\n")
-    _one_line_error(_stiva("bench", f"livecodebench:{tmp_path / 'lcb.jsonl'}", "--systems", "direct:x",
-                           home=tmp_path / "home"), "lcb.jsonl:2:")
+    _one_line_error(
+        _stiva("bench", f"livecodebench:{tmp_path / 'lcb.jsonl'}", "--systems", "direct:x", home=tmp_path / "home"),
+        "lcb.jsonl:2:",
+    )
     (tmp_path / "lcb.jsonl").write_text("\n".join([lines[0], lines[2]]) + "\n")
-    _one_line_error(_stiva("bench", f"livecodebench:{tmp_path / 'lcb.jsonl'}", "--systems", "direct:x",
-                           home=tmp_path / "home"), "lcb.jsonl:2:")
+    _one_line_error(
+        _stiva("bench", f"livecodebench:{tmp_path / 'lcb.jsonl'}", "--systems", "direct:x", home=tmp_path / "home"),
+        "lcb.jsonl:2:",
+    )
 
 
 @pytest.mark.parametrize("number", [BIG, "-" + BIG, "1_" + "_".join(["999"] * 1500), "+" + BIG])
@@ -131,8 +153,10 @@ def test_a_huge_integer_in_the_config_is_one_config_error_naming_file_and_line(t
     from stiva_tui.config import ConfigError, load_config
 
     config = tmp_path / "huge.toml"
-    config.write_text(f'catalog = false\n[discovery]\nenabled = false\n[workers]\nretries = {number}\n'
-                      f'# a comment with {BIG} in it, after the line at fault\n')
+    config.write_text(
+        f"catalog = false\n[discovery]\nenabled = false\n[workers]\nretries = {number}\n"
+        f"# a comment with {BIG} in it, after the line at fault\n"
+    )
     with pytest.raises(ConfigError) as info:
         load_config(config)
     assert "huge.toml" in str(info.value) and "line 5" in str(info.value) and "\n" not in str(info.value)

@@ -10,8 +10,17 @@ import pytest
 
 from stiva_tui.evals import graders
 from stiva_tui.evals.graders import (
-    Grade, JudgeRequired, extract_choice, extract_code, extract_number, grade, grade_async, judge_prompt,
-    parse_judge_reply, parse_number, shutdown_graders,
+    Grade,
+    JudgeRequired,
+    extract_choice,
+    extract_code,
+    extract_number,
+    grade,
+    grade_async,
+    judge_prompt,
+    parse_judge_reply,
+    parse_number,
+    shutdown_graders,
 )
 from stiva_tui.evals.suite import SuiteItem
 
@@ -27,34 +36,40 @@ def fenced(code: str) -> str:
 # --- numeric -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("answer_text, correct, extracted", [
-    ("391", True, "391"),
-    ("17 × 23 = 391.", True, "391"),  # a sentence's final period is not a decimal point
-    ("The product is 390.", False, "390"),
-    ("First 17 × 20 = 340, then 17 × 3 = 51, so 340 + 51 = 391", True, "391"),
-    ("The answer is 391, since 17 × 23 = 391 and 400 - 9 = 391.", True, "391"),
-    ("The answer is 391. (I checked it 3 times.)", True, "391"),  # the anchor beats the last number
-    ("So we get \\boxed{391}. Checking with 2 other methods...", True, "391"),  # boxed beats both
-    ("No idea.", False, ""),
-    ("CO2 and H2O", False, ""),  # digits glued to letters are not numbers
-])
+@pytest.mark.parametrize(
+    "answer_text, correct, extracted",
+    [
+        ("391", True, "391"),
+        ("17 × 23 = 391.", True, "391"),  # a sentence's final period is not a decimal point
+        ("The product is 390.", False, "390"),
+        ("First 17 × 20 = 340, then 17 × 3 = 51, so 340 + 51 = 391", True, "391"),
+        ("The answer is 391, since 17 × 23 = 391 and 400 - 9 = 391.", True, "391"),
+        ("The answer is 391. (I checked it 3 times.)", True, "391"),  # the anchor beats the last number
+        ("So we get \\boxed{391}. Checking with 2 other methods...", True, "391"),  # boxed beats both
+        ("No idea.", False, ""),
+        ("CO2 and H2O", False, ""),  # digits glued to letters are not numbers
+    ],
+)
 def test_numeric(answer_text, correct, extracted):
     result = grade(item("numeric", "391"), answer_text)
     assert (result.correct, result.extracted) == (correct, extracted)
 
 
-@pytest.mark.parametrize("reference, answer_text", [
-    ("6912", "1,234 + 5,678 = 6,912"),
-    ("1234567.5", "It is 1,234,567.5 exactly."),
-    ("0.75", "3/4"),
-    ("0.75", "\\boxed{\\frac{3}{4}}"),
-    ("3/4", "That is 0.75"),
-    ("-7", "x = -7"),
-    ("-7", "The temperature is \u22127 degrees."),  # a typographic minus
-    ("36", "15% of 240 is 36"),
-    ("1e-3", "0.001"),
-    ("1000", "$1{,}000$"),
-])
+@pytest.mark.parametrize(
+    "reference, answer_text",
+    [
+        ("6912", "1,234 + 5,678 = 6,912"),
+        ("1234567.5", "It is 1,234,567.5 exactly."),
+        ("0.75", "3/4"),
+        ("0.75", "\\boxed{\\frac{3}{4}}"),
+        ("3/4", "That is 0.75"),
+        ("-7", "x = -7"),
+        ("-7", "The temperature is \u22127 degrees."),  # a typographic minus
+        ("36", "15% of 240 is 36"),
+        ("1e-3", "0.001"),
+        ("1000", "$1{,}000$"),
+    ],
+)
 def test_numeric_forms(reference, answer_text):
     assert grade(item("numeric", reference), answer_text).correct
 
@@ -83,35 +98,41 @@ def test_parse_number_accepts_exactly_one_number():
 # --- exact and contains --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("answer_text, correct", [
-    ("Paris", True),
-    ("paris.", True),
-    ('"Paris"', True),
-    ("The answer is Paris.", True),
-    ("**Answer:** Paris", True),
-    ("Let me think about capitals.\nThe French capital.\nParis", True),  # the last line
-    ("I am sure it is \\boxed{\\text{Paris}} and not Lyon", True),  # a boxed value wins
-    ("Paris, France", False),
-    ("Lyon", False),
-    ("Paris\nActually, no: Lyon", False),
-])
+@pytest.mark.parametrize(
+    "answer_text, correct",
+    [
+        ("Paris", True),
+        ("paris.", True),
+        ('"Paris"', True),
+        ("The answer is Paris.", True),
+        ("**Answer:** Paris", True),
+        ("Let me think about capitals.\nThe French capital.\nParis", True),  # the last line
+        ("I am sure it is \\boxed{\\text{Paris}} and not Lyon", True),  # a boxed value wins
+        ("Paris, France", False),
+        ("Lyon", False),
+        ("Paris\nActually, no: Lyon", False),
+    ],
+)
 def test_exact(answer_text, correct):
     assert grade(item("exact", "Paris"), answer_text).correct is correct
 
 
-@pytest.mark.parametrize("reference, answer_text, correct", [
-    ("Paris", "The capital of France is Paris.", True),
-    ("Paris", "the capital is PARIS", True),
-    ("Paris", "Parisian food is good.", False),
-    ("4", "2 + 2 = 4.", True),
-    ("4", "It is 42.", False),
-    ("4", "About 4.5 or so", False),
-    ("4", "It is -4.", False),
-    ("7|seven", "There are seven days in a week.", True),
-    ("24|twenty-four|twenty four", "A day has twenty four hours.", True),
-    ("24|twenty-four", "It has 240 minutes.", False),
-    ("cow|cows", "Milk comes from **cows**.", True),
-])
+@pytest.mark.parametrize(
+    "reference, answer_text, correct",
+    [
+        ("Paris", "The capital of France is Paris.", True),
+        ("Paris", "the capital is PARIS", True),
+        ("Paris", "Parisian food is good.", False),
+        ("4", "2 + 2 = 4.", True),
+        ("4", "It is 42.", False),
+        ("4", "About 4.5 or so", False),
+        ("4", "It is -4.", False),
+        ("7|seven", "There are seven days in a week.", True),
+        ("24|twenty-four|twenty four", "A day has twenty four hours.", True),
+        ("24|twenty-four", "It has 240 minutes.", False),
+        ("cow|cows", "Milk comes from **cows**.", True),
+    ],
+)
 def test_contains(reference, answer_text, correct):
     result = grade(item("contains", reference), answer_text)
     assert result.correct is correct
@@ -123,20 +144,23 @@ def test_contains(reference, answer_text, correct):
 FOUR = ["Venus", "Mercury", "Mars", "Earth"]
 
 
-@pytest.mark.parametrize("answer_text, extracted", [
-    ("The answer is (B).", "B"),
-    ("B.", "B"),
-    ("**B**", "B"),
-    ("Answer: B", "B"),
-    ("answer: **B**", "B"),
-    ("Mercury orbits closest.\nB", "B"),
-    ("B) Mercury", "B"),
-    ("\\boxed{B}", "B"),
-    ("Mercury", "B"),  # the text of an option
-    ("A is wrong and so is C; I'd pick (B) here.", "B"),
-    ("The answer is C.", "C"),
-    ("A planet closest to the Sun is Mercury, I believe.\nFinal answer: D", "D"),
-])
+@pytest.mark.parametrize(
+    "answer_text, extracted",
+    [
+        ("The answer is (B).", "B"),
+        ("B.", "B"),
+        ("**B**", "B"),
+        ("Answer: B", "B"),
+        ("answer: **B**", "B"),
+        ("Mercury orbits closest.\nB", "B"),
+        ("B) Mercury", "B"),
+        ("\\boxed{B}", "B"),
+        ("Mercury", "B"),  # the text of an option
+        ("A is wrong and so is C; I'd pick (B) here.", "B"),
+        ("The answer is C.", "C"),
+        ("A planet closest to the Sun is Mercury, I believe.\nFinal answer: D", "D"),
+    ],
+)
 def test_choice_reads_the_committed_letter(answer_text, extracted):
     result = grade(item("choice", "B", choices=FOUR), answer_text)
     assert result.extracted == extracted
@@ -154,16 +178,19 @@ def test_choice_ignores_letters_inside_words_and_out_of_range():
 # --- math ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("reference, answer_text, correct", [
-    ("\\frac{3}{4}", "So $x = \\boxed{\\frac{3}{4}}$.", True),
-    ("\\frac{3}{4}", "The answer is \\boxed{0.75}", True),
-    ("\\frac{3}{4}", "First I tried 1/2, which fails; the solution is \\boxed{3/4}.", True),
-    ("\\frac{3}{4}", "\\boxed{\\frac{4}{3}}", False),
-    ("5\\sqrt{2}", "$\\boxed{\\sqrt{50}}$", True),
-    ("5\\sqrt{2}", "\\boxed{5\\sqrt{3}}", False),
-    ("x^2 + 4x + 4", "\\boxed{(x+2)^2}", True),
-    ("x^2 + 4x + 4", "\\boxed{x^2+4}", False),
-])
+@pytest.mark.parametrize(
+    "reference, answer_text, correct",
+    [
+        ("\\frac{3}{4}", "So $x = \\boxed{\\frac{3}{4}}$.", True),
+        ("\\frac{3}{4}", "The answer is \\boxed{0.75}", True),
+        ("\\frac{3}{4}", "First I tried 1/2, which fails; the solution is \\boxed{3/4}.", True),
+        ("\\frac{3}{4}", "\\boxed{\\frac{4}{3}}", False),
+        ("5\\sqrt{2}", "$\\boxed{\\sqrt{50}}$", True),
+        ("5\\sqrt{2}", "\\boxed{5\\sqrt{3}}", False),
+        ("x^2 + 4x + 4", "\\boxed{(x+2)^2}", True),
+        ("x^2 + 4x + 4", "\\boxed{x^2+4}", False),
+    ],
+)
 def test_math_with_math_verify(reference, answer_text, correct):
     result = grade(item("math", reference), answer_text)
     assert result.correct is correct, result
@@ -179,7 +206,8 @@ async def test_math_async_runs_in_the_process_pool_and_shuts_down():
     try:
         right, wrong = await asyncio.gather(
             grade_async(item("math", "\\frac{\\pi}{3}"), "In radians: \\boxed{\\pi/3}"),
-            grade_async(item("math", "\\frac{\\pi}{3}"), "\\boxed{\\pi/6}"))
+            grade_async(item("math", "\\frac{\\pi}{3}"), "\\boxed{\\pi/6}"),
+        )
         assert right.correct and not wrong.correct
         pool = graders._pool
         assert pool is not None
@@ -195,8 +223,10 @@ async def test_math_async_runs_in_the_process_pool_and_shuts_down():
 
 
 def test_extract_code_takes_the_last_python_block():
-    text = ("```text\nnot code\n```\n```python\ndef f(): return 1\n```\nand better:\n"
-            "```python\ndef f(): return 2\n```\n```\nplain\n```")
+    text = (
+        "```text\nnot code\n```\n```python\ndef f(): return 1\n```\nand better:\n"
+        "```python\ndef f(): return 2\n```\n```\nplain\n```"
+    )
     assert extract_code(text) == "def f(): return 2"
     assert extract_code("```\nx = 1\n```") == "x = 1"
     assert extract_code("```python\ndef f():\n    return 3") == "def f():\n    return 3"  # cut off
@@ -223,20 +253,34 @@ def test_code_demo_under_main_guard_does_not_run_and_an_early_exit_fails():
 
 
 def test_code_stdin_stdout_cases():
-    summing = item("code", tests={"stdin_stdout": [
-        {"input": "3\n1 2 3\n", "output": "6\n"}, {"input": "2\n10 -4\n", "output": "6"}]})
+    summing = item(
+        "code",
+        tests={"stdin_stdout": [{"input": "3\n1 2 3\n", "output": "6\n"}, {"input": "2\n10 -4\n", "output": "6"}]},
+    )
     assert grade(summing, fenced("n = int(input())\nprint(sum(map(int, input().split())))")).correct
     wrong = grade(summing, fenced("n = int(input())\nprint(sum(map(abs, map(int, input().split()))))"))
     assert not wrong.correct and wrong.detail.startswith("case 2: expected")
 
 
 def test_code_functional_cases_with_a_solution_class_and_missing_imports():
-    two_sum = item("code", tests={"functional": {"fn_name": "twoSum", "cases": [
-        {"input": [[2, 7, 11, 15], 9], "output": [0, 1]}, {"input": [[3, 2, 4], 6], "output": [1, 2]}]}})
-    right = ("class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n"
-             "        seen = {}\n        for i, n in enumerate(nums):\n"
-             "            if target - n in seen:\n                return (seen[target - n], i)\n"
-             "            seen[n] = i\n")
+    two_sum = item(
+        "code",
+        tests={
+            "functional": {
+                "fn_name": "twoSum",
+                "cases": [
+                    {"input": [[2, 7, 11, 15], 9], "output": [0, 1]},
+                    {"input": [[3, 2, 4], 6], "output": [1, 2]},
+                ],
+            }
+        },
+    )
+    right = (
+        "class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n"
+        "        seen = {}\n        for i, n in enumerate(nums):\n"
+        "            if target - n in seen:\n                return (seen[target - n], i)\n"
+        "            seen[n] = i\n"
+    )
     assert grade(two_sum, fenced(right)).correct  # `List` without an import; a tuple for a list
     wrong = grade(two_sum, fenced("def twoSum(nums, target):\n    return [0, 1]"))
     assert not wrong.correct and "case 2" in wrong.detail and "returned [0, 1]" in wrong.detail
@@ -283,15 +327,18 @@ def test_judge_items_are_not_graded_here():
     assert "It makes sugar from light." in messages[1]["content"]
 
 
-@pytest.mark.parametrize("reply, correct, extracted, noted", [
-    ("The candidate matches the reference.\nCORRECT", True, "CORRECT", False),
-    ("It gives a different value.\nINCORRECT", False, "INCORRECT", False),
-    ("Close, but the sign is wrong.\n**Incorrect**", False, "INCORRECT", False),
-    ("Verdict: correct.", True, "CORRECT", False),
-    ("This is NOT CORRECT.", False, "INCORRECT", False),
-    ("INCORRECT at first sight, but on reflection CORRECT.\nThanks!", True, "CORRECT", True),
-    ("I am not sure.", False, "", True),
-])
+@pytest.mark.parametrize(
+    "reply, correct, extracted, noted",
+    [
+        ("The candidate matches the reference.\nCORRECT", True, "CORRECT", False),
+        ("It gives a different value.\nINCORRECT", False, "INCORRECT", False),
+        ("Close, but the sign is wrong.\n**Incorrect**", False, "INCORRECT", False),
+        ("Verdict: correct.", True, "CORRECT", False),
+        ("This is NOT CORRECT.", False, "INCORRECT", False),
+        ("INCORRECT at first sight, but on reflection CORRECT.\nThanks!", True, "CORRECT", True),
+        ("I am not sure.", False, "", True),
+    ],
+)
 def test_parse_judge_reply(reply, correct, extracted, noted):
     result = parse_judge_reply(reply)
     assert (result.correct, result.extracted) == (correct, extracted)

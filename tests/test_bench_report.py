@@ -15,8 +15,16 @@ from pathlib import Path
 from test_bench_runner import script_pool, write_config, write_suite
 from test_systems import stiva
 
-VOLATILE = {"bench_id", "run_id", "latency_s", "queue_wait_s", "latency_p50_s", "latency_p95_s",
-            "queue_wait_p50_s", "queue_wait_p95_s"}
+VOLATILE = {
+    "bench_id",
+    "run_id",
+    "latency_s",
+    "queue_wait_s",
+    "latency_p50_s",
+    "latency_p95_s",
+    "queue_wait_p50_s",
+    "queue_wait_p95_s",
+}
 
 
 def masked(value):
@@ -43,15 +51,35 @@ def test_the_json_report_prints_the_bytes_it_always_printed(fake, tmp_path, stiv
     script_pool(fake)
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 2)
-    report, text = printed(capsys, str(suite), "--systems", "direct:right,direct:wrong,conductor,oracle,random",
-                           "--config", str(config), "--answer-cache", "--out", str(tmp_path / "out"))
+    report, text = printed(
+        capsys,
+        str(suite),
+        "--systems",
+        "direct:right,direct:wrong,conductor,oracle,random",
+        "--config",
+        str(config),
+        "--answer-cache",
+        "--out",
+        str(tmp_path / "out"),
+    )
     assert text == (GOLDEN / "report_golden_full.json").read_text()
     assert json.loads((tmp_path / "out" / "report.json").read_text()) == report
     markdown = (tmp_path / "out" / "report.md").read_text().replace(report["bench_id"], "<bench_id>")
     latencies = re.compile(r"\| \d+\.\d\d \| \d+\.\d\d \|$", re.M)  # the p50 and p95 columns
     assert latencies.sub("| p50 | p95 |", markdown) == (GOLDEN / "report_golden_full.md").read_text()
     # a bench stopped by its budget before some systems ran an item: their rows are empty
-    partial, text = printed(capsys, str(suite), "--systems", "direct:wrong,direct:right", "--config", str(config),
-                            "--concurrency", "1", "--budget-usd", "0.00001", "--fresh")
+    partial, text = printed(
+        capsys,
+        str(suite),
+        "--systems",
+        "direct:wrong,direct:right",
+        "--config",
+        str(config),
+        "--concurrency",
+        "1",
+        "--budget-usd",
+        "0.00001",
+        "--fresh",
+    )
     assert text == (GOLDEN / "report_golden_partial.json").read_text()
     assert partial["status"] == "stopped" and partial["systems"][1]["n"] == 0

@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
-
 from fakeprovider import Reply
+
 from stiva_tui.bench.report import build_report, wilson
 from stiva_tui.bench.runner import BenchError, BenchRunner
-from stiva_tui.evals.loaders import load_suite
 from stiva_tui.config import load_config
+from stiva_tui.evals.loaders import load_suite
 from stiva_tui.runtime import Runtime
 from stiva_tui.runtime.systems import SystemNameError, parse_systems
 
@@ -78,8 +78,10 @@ price_out = 5.0
 
 
 def write_suite(path: Path, n: int) -> Path:
-    lines = [json.dumps({"id": f"add-{i}", "question": f"What is {i} + {i * 2}?", "answer": str(3 * i),
-                         "grader": "numeric"}) for i in range(1, n + 1)]
+    lines = [
+        json.dumps({"id": f"add-{i}", "question": f"What is {i} + {i * 2}?", "answer": str(3 * i), "grader": "numeric"})
+        for i in range(1, n + 1)
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -102,11 +104,20 @@ async def test_accuracy_tokens_and_cost_are_exact_on_a_pool_whose_truth_is_known
         await runtime.aclose()
     assert len(traces) == 15 and {t.source for t in traces} == {"bench"}
     assert outcome.status == "finished"
-    report = build_report("s", outcome.bench_id, ["direct:right", "direct:wrong", "conductor"],
-                          [f"add-{i}" for i in range(1, 6)], outcome.records).model_dump()
+    report = build_report(
+        "s",
+        outcome.bench_id,
+        ["direct:right", "direct:wrong", "conductor"],
+        [f"add-{i}" for i in range(1, 6)],
+        outcome.records,
+    ).model_dump()
     rows = {row["system"]: row for row in report["systems"]}
     assert (rows["direct:right"]["n"], rows["direct:right"]["correct"], rows["direct:right"]["accuracy"]) == (5, 5, 1.0)
-    assert (rows["direct:wrong"]["correct"], rows["direct:wrong"]["accuracy"], rows["direct:wrong"]["errors"]) == (0, 0.0, 0)
+    assert (rows["direct:wrong"]["correct"], rows["direct:wrong"]["accuracy"], rows["direct:wrong"]["errors"]) == (
+        0,
+        0.0,
+        0,
+    )
     assert rows["conductor"]["accuracy"] == 1.0
     assert rows["direct:right"]["tokens_per_question"] == 12
     assert rows["direct:right"]["cost_per_question"] == pytest.approx((10 * 1.0 + 2 * 2.0) / 1e6)
@@ -116,7 +127,10 @@ async def test_accuracy_tokens_and_cost_are_exact_on_a_pool_whose_truth_is_known
     assert rows["conductor"]["cost_per_question"] == pytest.approx((50 + 20 + 10 * 1.0 + 2 * 2.0) / 1e6)
     assert rows["direct:right"]["ci95"] == list(wilson(5, 5)) and rows["direct:right"]["ci95"][0] < 1.0
     items = {(i["system"], i["id"]): i for i in report["items"]}
-    assert items["direct:wrong", "add-2"]["extracted"] == "7" and items["direct:wrong", "add-2"]["answer"] == "The sum is 7."
+    assert (
+        items["direct:wrong", "add-2"]["extracted"] == "7"
+        and items["direct:wrong", "add-2"]["answer"] == "The sum is 7."
+    )
     assert len(fake.requests_for("right")) == 10 and len(fake.requests_for("wrong")) == 5
 
 
@@ -146,8 +160,12 @@ async def test_items_run_concurrently(fake, tmp_path, stiva_home):
 
 
 async def test_a_429_slows_the_provider_down_and_fails_no_item(fake, tmp_path, stiva_home):
-    fake.script("right", Reply(status=429, retry_after="0"), Reply(status=429, retry_after="0"),
-                Reply(status=429, retry_after="0"))
+    fake.script(
+        "right",
+        Reply(status=429, retry_after="0"),
+        Reply(status=429, retry_after="0"),
+        Reply(status=429, retry_after="0"),
+    )
     fake.default("right", lambda r: Reply(f"The sum is {_sum(r)}.", usage=(10, 2)))
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 4)
@@ -161,8 +179,9 @@ async def test_a_429_slows_the_provider_down_and_fails_no_item(fake, tmp_path, s
     assert runner._limited.window("lab").window < 4  # the window shrank
 
 
-async def test_latency_counts_from_the_first_call_and_the_queue_wait_is_reported_apart(fake, tmp_path, stiva_home,
-                                                                                      capsys):
+async def test_latency_counts_from_the_first_call_and_the_queue_wait_is_reported_apart(
+    fake, tmp_path, stiva_home, capsys
+):
     from stiva_tui.bench.report import percentile
     from stiva_tui.cli.bench import print_table
 
@@ -197,8 +216,14 @@ async def test_latency_counts_from_the_first_call_and_the_queue_wait_is_reported
 
 
 async def test_a_failing_item_is_an_error_not_a_wrong_answer_and_direct_never_falls_back(fake, tmp_path, stiva_home):
-    fake.default("right", lambda r: Reply(status=400, error_message="no such thing")
-                 if "2 + 4" in r.user_text else Reply(f"The sum is {_sum(r)}.", usage=(10, 2)))
+    fake.default(
+        "right",
+        lambda r: (
+            Reply(status=400, error_message="no such thing")
+            if "2 + 4" in r.user_text
+            else Reply(f"The sum is {_sum(r)}.", usage=(10, 2))
+        ),
+    )
     fake.default("wrong", lambda r: Reply(f"The sum is {_sum(r) + 1}.", usage=(12, 3)))
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 3)
@@ -222,12 +247,17 @@ async def test_a_failing_item_is_an_error_not_a_wrong_answer_and_direct_never_fa
 
 async def test_judge_items_are_graded_by_the_judge_model_and_its_cost_is_apart(fake, tmp_path, stiva_home):
     fake.default("right", Reply("Paris, on the Seine.", usage=(10, 2)))
-    fake.default("wrong", lambda r: Reply("Judgement: the answer names Paris.\nCORRECT"
-                                          if "Paris" in r.user_text else "INCORRECT", usage=(100, 10)))
+    fake.default(
+        "wrong",
+        lambda r: Reply(
+            "Judgement: the answer names Paris.\nCORRECT" if "Paris" in r.user_text else "INCORRECT", usage=(100, 10)
+        ),
+    )
     config = write_config(tmp_path / "c.toml", fake.base_url, extra_top='[bench]\njudge = "wrong"')
     suite = tmp_path / "open.jsonl"
-    suite.write_text(json.dumps({"id": "q1", "question": "Where is the Louvre?", "answer": "Paris",
-                                 "grader": "judge"}) + "\n")
+    suite.write_text(
+        json.dumps({"id": "q1", "question": "Where is the Louvre?", "answer": "Paris", "grader": "judge"}) + "\n"
+    )
     runtime, runner = await _runner(config, suite, "direct:right")
     try:
         outcome = await runner.run()
@@ -270,10 +300,37 @@ def stiva(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedP
     return subprocess.run([STIVA, *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
-ITEM_KEYS = {"id", "system", "run_id", "status", "correct", "answer", "extracted", "error", "failure", "prompt_tokens",
-             "completion_tokens", "cost_usd", "latency_s", "queue_wait_s"}
-SYSTEM_KEYS = {"system", "n", "correct", "errors", "accuracy", "ci95", "tokens_per_question", "cost_per_question",
-               "judge_cost_usd", "latency_p50_s", "latency_p95_s", "queue_wait_p50_s", "queue_wait_p95_s"}
+ITEM_KEYS = {
+    "id",
+    "system",
+    "run_id",
+    "status",
+    "correct",
+    "answer",
+    "extracted",
+    "error",
+    "failure",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "latency_s",
+    "queue_wait_s",
+}
+SYSTEM_KEYS = {
+    "system",
+    "n",
+    "correct",
+    "errors",
+    "accuracy",
+    "ci95",
+    "tokens_per_question",
+    "cost_per_question",
+    "judge_cost_usd",
+    "latency_p50_s",
+    "latency_p95_s",
+    "queue_wait_p50_s",
+    "queue_wait_p95_s",
+}
 
 
 def test_json_report_shape_and_report_files(fake, tmp_path, stiva_home):
@@ -281,8 +338,18 @@ def test_json_report_shape_and_report_files(fake, tmp_path, stiva_home):
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 3)
     out = tmp_path / "out"
-    result = stiva("bench", str(suite), "--systems", "conductor,direct:wrong", "--config", str(config),
-                   "--json", "--out", str(out), home=stiva_home)
+    result = stiva(
+        "bench",
+        str(suite),
+        "--systems",
+        "conductor,direct:wrong",
+        "--config",
+        str(config),
+        "--json",
+        "--out",
+        str(out),
+        home=stiva_home,
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)  # exactly one JSON object on stdout
     assert {"suite", "bench_id", "systems", "items", "frontier", "pool"} <= set(report)
@@ -307,8 +374,18 @@ def test_a_killed_bench_resumes_and_asks_nothing_twice(fake, tmp_path, stiva_hom
     script_pool(fake, latency_s=0.3)
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 12)
-    command = [STIVA, "bench", str(suite), "--systems", "direct:right", "--config", str(config), "--json",
-               "--concurrency", "2"]
+    command = [
+        STIVA,
+        "bench",
+        str(suite),
+        "--systems",
+        "direct:right",
+        "--config",
+        str(config),
+        "--json",
+        "--concurrency",
+        "2",
+    ]
     env = {**os.environ, "STIVA_HOME": str(stiva_home)}
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     database = stiva_home / "data" / "stiva.db"
@@ -319,8 +396,9 @@ def test_a_killed_bench_resumes_and_asks_nothing_twice(fake, tmp_path, stiva_hom
         if database.exists():
             try:
                 with sqlite3.connect(database) as conn:
-                    graded_before = {r[0] for r in conn.execute(
-                        "SELECT item_id FROM bench_items WHERE status = 'graded'")}
+                    graded_before = {
+                        r[0] for r in conn.execute("SELECT item_id FROM bench_items WHERE status = 'graded'")
+                    }
             except sqlite3.Error:
                 continue
     process.send_signal(signal.SIGKILL)
@@ -330,7 +408,7 @@ def test_a_killed_bench_resumes_and_asks_nothing_twice(fake, tmp_path, stiva_hom
     listed = stiva("history", "--json", home=stiva_home)
     assert listed.returncode == 0, listed.stderr
     with sqlite3.connect(database) as conn:
-        (status, reason), = conn.execute("SELECT status, stop_reason FROM bench_runs").fetchall()
+        ((status, reason),) = conn.execute("SELECT status, stop_reason FROM bench_runs").fetchall()
     assert status == "interrupted" and "was killed" in reason
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
@@ -361,12 +439,23 @@ def wait_until_a_bench_runs(database: Path, timeout: float = 60) -> None:
 
 
 def test_a_second_bench_on_the_same_bench_refuses_with_the_first_ones_pid_and_nothing_is_asked_twice(
-        fake, tmp_path, stiva_home):
+    fake, tmp_path, stiva_home
+):
     script_pool(fake, latency_s=0.5)
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 12)
-    command = [STIVA, "bench", str(suite), "--systems", "direct:right", "--config", str(config), "--json",
-               "--concurrency", "1"]
+    command = [
+        STIVA,
+        "bench",
+        str(suite),
+        "--systems",
+        "direct:right",
+        "--config",
+        str(config),
+        "--json",
+        "--concurrency",
+        "1",
+    ]
     env = {**os.environ, "STIVA_HOME": str(stiva_home)}
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     wait_until_a_bench_runs(stiva_home / "data" / "stiva.db")  # the first one has claimed the bench
@@ -388,8 +477,7 @@ def test_a_budget_stops_cleanly_with_a_partial_report_and_the_next_run_continues
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 10)
     # each item costs 36 + 15 = 51 microdollars on `wrong`: the cap lands after the third item
-    args = ("bench", str(suite), "--systems", "direct:wrong", "--config", str(config), "--json",
-            "--concurrency", "1")
+    args = ("bench", str(suite), "--systems", "direct:wrong", "--config", str(config), "--json", "--concurrency", "1")
     result = stiva(*args, "--budget-usd", "0.00015", home=stiva_home)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -446,8 +534,17 @@ def test_out_never_writes_through_a_planted_symlink(fake, tmp_path, stiva_home):
     out.mkdir()
     for name in ("report.json", "report.md", "frontier.png"):
         (out / name).symlink_to(victim)
-    result = stiva("bench", str(write_suite(tmp_path / "s.jsonl", 2)), "--systems", "direct:right",
-                   "--config", str(config), "--out", str(out), home=stiva_home)
+    result = stiva(
+        "bench",
+        str(write_suite(tmp_path / "s.jsonl", 2)),
+        "--systems",
+        "direct:right",
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        home=stiva_home,
+    )
     assert result.returncode == 0, result.stderr
     assert victim.read_text() == "precious"
     assert not any((out / n).is_symlink() for n in ("report.json", "report.md", "frontier.png"))
@@ -563,13 +660,34 @@ def test_grading_a_pool_that_another_bench_is_grading_fails_with_its_pid(fake, t
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 12)
     env = {**os.environ, "STIVA_HOME": str(stiva_home)}
-    first = subprocess.Popen([STIVA, "bench", str(suite), "--systems", "direct:*", "--config", str(config), "--json",
-                              "--concurrency", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    first = subprocess.Popen(
+        [STIVA, "bench", str(suite), "--systems", "direct:*", "--config", str(config), "--json", "--concurrency", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     wait_until_a_bench_runs(stiva_home / "data" / "stiva.db")
     asked = len(fake.requests_for("right")) + len(fake.requests_for("wrong"))
-    second = subprocess.run([STIVA, "--config", str(config), "train", str(suite), "--method", "graded-dpo",
-                             "--base", "embedded", "--out", str(tmp_path / "adapter"), "--json"],
-                            capture_output=True, text=True, env=env, timeout=120)
+    second = subprocess.run(
+        [
+            STIVA,
+            "--config",
+            str(config),
+            "train",
+            str(suite),
+            "--method",
+            "graded-dpo",
+            "--base",
+            "embedded",
+            "--out",
+            str(tmp_path / "adapter"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     still_running = first.poll() is None
     first.kill()
     first.communicate(timeout=60)

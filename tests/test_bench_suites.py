@@ -27,8 +27,13 @@ def write(tmp_path: Path, *lines: object, name: str = "mine.jsonl") -> Path:
 
 
 NUMERIC = {"id": "n1", "question": "2 + 2?", "answer": "4", "grader": "numeric"}
-CHOICE = {"id": "c1", "question": "Closest planet to the Sun?", "grader": "choice",
-          "choices": ["Venus", "Mercury", "Mars", "Earth"], "answer": "B"}
+CHOICE = {
+    "id": "c1",
+    "question": "Closest planet to the Sun?",
+    "grader": "choice",
+    "choices": ["Venus", "Mercury", "Mars", "Earth"],
+    "answer": "B",
+}
 
 
 # --- the format and its errors -----------------------------------------------------------------
@@ -44,26 +49,29 @@ def test_a_suite_file_loads_with_its_description_and_comments(tmp_path):
         suite.item("nope")
 
 
-@pytest.mark.parametrize("bad, line, says", [
-    ({**NUMERIC, "id": "n2", "grader": "fuzzy"}, 2, "unknown grader 'fuzzy'"),
-    ({"question": "no id?", "answer": "1", "grader": "numeric"}, 2, "id"),
-    ({"id": "n2", "answer": "1", "grader": "numeric"}, 2, "question"),
-    ({"id": "n2", "question": "   ", "answer": "1", "grader": "numeric"}, 2, "question is blank"),
-    ({**NUMERIC}, 2, "duplicate id 'n1' (first on line 1)"),
-    ({"id": "c2", "question": "Which?", "answer": "A", "grader": "choice"}, 2, "needs at least two choices"),
-    ({**CHOICE, "id": "c2", "answer": "E"}, 2, "neither a letter A-D"),
-    ({**CHOICE, "id": "c2", "choices": ["x", "x"], "answer": "A"}, 2, "distinct"),
-    ({"id": "k1", "question": "Write f.", "grader": "code"}, 2, "needs tests"),
-    ({"id": "k1", "question": "Write f.", "grader": "code", "tests": {"stdin_stdout": []}}, 2, "no cases"),
-    ({**NUMERIC, "id": "n2", "answer": "four"}, 2, "must be one number"),
-    ({**NUMERIC, "id": "n2", "answer": ""}, 2, "needs an answer"),
-    ({**NUMERIC, "id": "n2", "tolerence": 0.1}, 2, "tolerence: unknown key"),
-    ({**NUMERIC, "id": "n2", "tests": "assert True"}, 2, "tests is only for code items"),
-    ({**NUMERIC, "id": "n2", "shuffle": "yes"}, 2, "shuffle"),
-    ("{not json", 2, "not valid JSON"),
-    ("[1, 2]", 2, "must be a JSON object"),
-    ({"_suite": "late description"}, 2, "must come first"),
-])
+@pytest.mark.parametrize(
+    "bad, line, says",
+    [
+        ({**NUMERIC, "id": "n2", "grader": "fuzzy"}, 2, "unknown grader 'fuzzy'"),
+        ({"question": "no id?", "answer": "1", "grader": "numeric"}, 2, "id"),
+        ({"id": "n2", "answer": "1", "grader": "numeric"}, 2, "question"),
+        ({"id": "n2", "question": "   ", "answer": "1", "grader": "numeric"}, 2, "question is blank"),
+        ({**NUMERIC}, 2, "duplicate id 'n1' (first on line 1)"),
+        ({"id": "c2", "question": "Which?", "answer": "A", "grader": "choice"}, 2, "needs at least two choices"),
+        ({**CHOICE, "id": "c2", "answer": "E"}, 2, "neither a letter A-D"),
+        ({**CHOICE, "id": "c2", "choices": ["x", "x"], "answer": "A"}, 2, "distinct"),
+        ({"id": "k1", "question": "Write f.", "grader": "code"}, 2, "needs tests"),
+        ({"id": "k1", "question": "Write f.", "grader": "code", "tests": {"stdin_stdout": []}}, 2, "no cases"),
+        ({**NUMERIC, "id": "n2", "answer": "four"}, 2, "must be one number"),
+        ({**NUMERIC, "id": "n2", "answer": ""}, 2, "needs an answer"),
+        ({**NUMERIC, "id": "n2", "tolerence": 0.1}, 2, "tolerence: unknown key"),
+        ({**NUMERIC, "id": "n2", "tests": "assert True"}, 2, "tests is only for code items"),
+        ({**NUMERIC, "id": "n2", "shuffle": "yes"}, 2, "shuffle"),
+        ("{not json", 2, "not valid JSON"),
+        ("[1, 2]", 2, "must be a JSON object"),
+        ({"_suite": "late description"}, 2, "must come first"),
+    ],
+)
 def test_errors_name_the_file_and_line(tmp_path, bad, line, says):
     path = write(tmp_path, NUMERIC, bad)
     with pytest.raises(SuiteError) as caught:
@@ -87,8 +95,14 @@ def test_items_are_immutable():
     item = SuiteItem.model_validate(NUMERIC)
     with pytest.raises(Exception):
         item.answer = "5"  # type: ignore[misc]
-    code = SuiteItem.model_validate({"id": "k", "question": "f?", "grader": "code",
-                                     "tests": {"functional": {"fn_name": "f", "cases": [{"input": [[1]], "output": [1]}]}}})
+    code = SuiteItem.model_validate(
+        {
+            "id": "k",
+            "question": "f?",
+            "grader": "code",
+            "tests": {"functional": {"fn_name": "f", "cases": [{"input": [[1]], "output": [1]}]}},
+        }
+    )
     assert len({item, code, SuiteItem.model_validate(NUMERIC)}) == 2  # hashable, by content
 
 
@@ -111,8 +125,9 @@ def test_content_hash_ignores_comments_and_key_order_but_not_content():
     commented = json.dumps({**CHOICE, "_why": "a note"})
     same = parse_suite(f'{{"_suite": "described"}}\n{reordered_keys}\n{commented}', name="b").content_hash
     assert same == base
-    letter_as_text = parse_suite("\n".join(json.dumps(i) for i in (NUMERIC, {**CHOICE, "answer": "Mercury"})),
-                                 name="c").content_hash
+    letter_as_text = parse_suite(
+        "\n".join(json.dumps(i) for i in (NUMERIC, {**CHOICE, "answer": "Mercury"})), name="c"
+    ).content_hash
     assert letter_as_text == base  # the same item once normalised
     changed = [
         (NUMERIC | {"answer": "5"}, CHOICE),
@@ -147,8 +162,14 @@ def test_shuffle_is_seeded_by_id_stable_and_idempotent():
 
 
 def test_a_shuffled_item_keeps_its_answer_on_the_right_option():
-    data = {"id": "gpqa-1", "question": "Which is a noble gas?", "grader": "choice", "shuffle": True,
-            "choices": ["Argon", "Oxygen", "Nitrogen", "Chlorine"], "answer": "A"}
+    data = {
+        "id": "gpqa-1",
+        "question": "Which is a noble gas?",
+        "grader": "choice",
+        "shuffle": True,
+        "choices": ["Argon", "Oxygen", "Nitrogen", "Chlorine"],
+        "answer": "A",
+    }
     item = SuiteItem.model_validate(data)
     assert item.choices == tuple(shuffled_choices("gpqa-1", data["choices"]))
     assert item.choices[ord(item.answer) - ord("A")] == "Argon"
@@ -165,7 +186,8 @@ def test_question_text():
     choice = SuiteItem.model_validate(CHOICE)
     assert question_text(choice) == (
         "Closest planet to the Sun?\n\nA. Venus\nB. Mercury\nC. Mars\nD. Earth\n\n"
-        "Answer with the letter of the correct option (A, B, C or D) alone on the last line.")
+        "Answer with the letter of the correct option (A, B, C or D) alone on the last line."
+    )
     code = SuiteItem.model_validate({"id": "k", "question": "Write f.", "grader": "code", "tests": "assert f()"})
     assert question_text(code).startswith("Write f.\n\n") and "```python" in question_text(code)
     assert question_text(SuiteItem.model_validate(NUMERIC)) == "2 + 2?"
@@ -208,7 +230,7 @@ NUMERIC_ANSWERS = {
     "num-mul": 17 * 23,
     "num-add-thousands": 1234 + 5678,
     "num-div": 144 // 12,
-    "num-power": 2 ** 10,
+    "num-power": 2**10,
     "num-percent": Fraction(15, 100) * 240,
     "num-sqrt": sqrt(169),
     "num-factorial": factorial(7),
@@ -235,11 +257,21 @@ NUMERIC_ANSWERS = {
 
 # The text of the right option of every choice item of `basic`.
 CHOICE_ANSWERS = {
-    "mc-planet": "Mercury", "mc-gold": "Au", "mc-photosynthesis": "Carbon dioxide",
-    "mc-syllogism": "All bloops are lazzies", "mc-boiling": "100 °C", "mc-austen": "Jane Austen",
-    "mc-ocean": "Pacific Ocean", "mc-mitochondria": "Mitochondrion", "mc-heights": "Lee",
-    "mc-sequence": "42", "mc-force-unit": "Newton", "mc-hydrogen": "Hydrogen", "mc-ww2": "1945",
-    "mc-modus-tollens": "It is not raining", "mc-prime": "29",
+    "mc-planet": "Mercury",
+    "mc-gold": "Au",
+    "mc-photosynthesis": "Carbon dioxide",
+    "mc-syllogism": "All bloops are lazzies",
+    "mc-boiling": "100 °C",
+    "mc-austen": "Jane Austen",
+    "mc-ocean": "Pacific Ocean",
+    "mc-mitochondria": "Mitochondrion",
+    "mc-heights": "Lee",
+    "mc-sequence": "42",
+    "mc-force-unit": "Newton",
+    "mc-hydrogen": "Hydrogen",
+    "mc-ww2": "1945",
+    "mc-modus-tollens": "It is not raining",
+    "mc-prime": "29",
 }
 
 # For every math item: an equivalent form of the answer (right) and a near miss (wrong).
@@ -284,72 +316,86 @@ def test_basic_math_answers_verify_and_near_misses_do_not():
 CODE_SOLUTIONS = {
     "code-palindrome": (
         "def is_palindrome(s):\n    t = [c.lower() for c in s if c.isalnum()]\n    return t == t[::-1]",
-        "def is_palindrome(s):\n    t = [c.lower() for c in s if c.isalpha()]\n    return t == t[::-1]"),
+        "def is_palindrome(s):\n    t = [c.lower() for c in s if c.isalpha()]\n    return t == t[::-1]",
+    ),
     "code-fizzbuzz": (
         "def fizzbuzz(n):\n    out = []\n    for i in range(1, n + 1):\n"
         "        out.append('FizzBuzz' if i % 15 == 0 else 'Fizz' if i % 3 == 0 else 'Buzz' if i % 5 == 0 else str(i))\n"
         "    return out",
         "def fizzbuzz(n):\n    out = []\n    for i in range(1, n + 1):\n"
         "        out.append('Fizz' if i % 3 == 0 else 'Buzz' if i % 5 == 0 else 'FizzBuzz' if i % 15 == 0 else str(i))\n"
-        "    return out"),
+        "    return out",
+    ),
     "code-second-largest": (
         "def second_largest(nums):\n    values = sorted(set(nums))\n    return values[-2] if len(values) > 1 else None",
-        "def second_largest(nums):\n    values = sorted(nums)\n    return values[-2] if len(values) > 1 else None"),
+        "def second_largest(nums):\n    values = sorted(nums)\n    return values[-2] if len(values) > 1 else None",
+    ),
     "code-vowels": (
         "def count_vowels(s):\n    return sum(c in 'aeiouAEIOU' for c in s)",
-        "def count_vowels(s):\n    return sum(c in 'aeiou' for c in s)"),
+        "def count_vowels(s):\n    return sum(c in 'aeiou' for c in s)",
+    ),
     "code-flatten": (
         "def flatten(items):\n    out = []\n    for x in items:\n"
         "        out.extend(flatten(x) if isinstance(x, list) else [x])\n    return out",
         "def flatten(items):\n    out = []\n    for x in items:\n"
-        "        out.extend(x if isinstance(x, list) else [x])\n    return out"),
+        "        out.extend(x if isinstance(x, list) else [x])\n    return out",
+    ),
     "code-word-frequencies": (
         "import re\ndef word_frequencies(text):\n    counts = {}\n"
         "    for w in re.findall('[a-z]+', text.lower()):\n        counts[w] = counts.get(w, 0) + 1\n    return counts",
         "def word_frequencies(text):\n    counts = {}\n"
-        "    for w in text.lower().split():\n        counts[w] = counts.get(w, 0) + 1\n    return counts"),
+        "    for w in text.lower().split():\n        counts[w] = counts.get(w, 0) + 1\n    return counts",
+    ),
     "code-is-prime": (
         "def is_prime(n):\n    if n < 2:\n        return False\n    i = 2\n"
         "    while i * i <= n:\n        if n % i == 0:\n            return False\n        i += 1\n    return True",
-        "def is_prime(n):\n    if n < 2:\n        return False\n"
-        "    return all(n % i for i in range(2, int(n ** 0.5)))"),
+        "def is_prime(n):\n    if n < 2:\n        return False\n    return all(n % i for i in range(2, int(n ** 0.5)))",
+    ),
     "code-fibonacci": (
         "def fibonacci(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a",
-        "def fibonacci(n):\n    a, b = 1, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a"),
+        "def fibonacci(n):\n    a, b = 1, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a",
+    ),
     "code-reverse-words": (
         "def reverse_words(s):\n    return ' '.join(reversed(s.split()))",
-        "def reverse_words(s):\n    return ' '.join(reversed(s.split(' ')))"),
+        "def reverse_words(s):\n    return ' '.join(reversed(s.split(' ')))",
+    ),
     "code-merge-sorted": (
         "def merge_sorted(a, b):\n    out, i, j = [], 0, 0\n    while i < len(a) and j < len(b):\n"
         "        if a[i] <= b[j]:\n            out.append(a[i]); i += 1\n        else:\n"
         "            out.append(b[j]); j += 1\n    return out + a[i:] + b[j:]",
-        "def merge_sorted(a, b):\n    return sorted(set(a) | set(b))"),
+        "def merge_sorted(a, b):\n    return sorted(set(a) | set(b))",
+    ),
     "code-run-length": (
         "from itertools import groupby\ndef run_length_encode(s):\n"
         "    return ''.join(f'{c}{len(list(g))}' for c, g in groupby(s))",
-        "def run_length_encode(s):\n    return ''.join(f'{c}{s.count(c)}' for c in dict.fromkeys(s))"),
+        "def run_length_encode(s):\n    return ''.join(f'{c}{s.count(c)}' for c in dict.fromkeys(s))",
+    ),
     "code-brackets": (
         "def balanced(s):\n    pairs = {')': '(', ']': '[', '}': '{'}\n    stack = []\n    for c in s:\n"
         "        if c in '([{':\n            stack.append(c)\n        elif c in pairs:\n"
         "            if not stack or stack.pop() != pairs[c]:\n                return False\n    return not stack",
-        "def balanced(s):\n    return all(s.count(o) == s.count(c) for o, c in ('()', '[]', '{}'))"),
+        "def balanced(s):\n    return all(s.count(o) == s.count(c) for o, c in ('()', '[]', '{}'))",
+    ),
     "code-roman": (
         "def roman_to_int(s):\n    v = {'I': 1, 'V': 5, 'X': 10, 'L': 50, 'C': 100, 'D': 500, 'M': 1000}\n"
         "    total = 0\n    for i, c in enumerate(s):\n"
         "        if i + 1 < len(s) and v[c] < v[s[i + 1]]:\n            total -= v[c]\n"
         "        else:\n            total += v[c]\n    return total",
         "def roman_to_int(s):\n    v = {'I': 1, 'V': 5, 'X': 10, 'L': 50, 'C': 100, 'D': 500, 'M': 1000}\n"
-        "    return sum(v[c] for c in s)"),
+        "    return sum(v[c] for c in s)",
+    ),
     "code-two-sum": (
         "def two_sum(nums, target):\n    seen = {}\n    for j, n in enumerate(nums):\n"
         "        if target - n in seen:\n            return (seen[target - n], j)\n"
         "        seen.setdefault(n, j)\n    return None",
         "def two_sum(nums, target):\n    seen = {}\n    for j, n in enumerate(nums):\n"
         "        if target - n in seen:\n            return (seen[target - n], j)\n"
-        "        seen[n] = j\n    return None"),
+        "        seen[n] = j\n    return None",
+    ),
     "code-chunk": (
         "def chunk(items, size):\n    return [items[i:i + size] for i in range(0, len(items), size)]",
-        "def chunk(items, size):\n    return [items[i:i + size] for i in range(0, len(items) - size + 1, size)]"),
+        "def chunk(items, size):\n    return [items[i:i + size] for i in range(0, len(items) - size + 1, size)]",
+    ),
 }
 
 
@@ -375,18 +421,27 @@ def test_offline_suite_uses_the_graders_it_is_made_for():
 
 def test_formats_are_listed():
     assert [(f.name, f.grader) for f in list_formats()] == [
-        ("aime", "numeric"), ("math500", "math"), ("gpqa", "choice"), ("livecodebench", "code")]
+        ("aime", "numeric"),
+        ("math500", "math"),
+        ("gpqa", "choice"),
+        ("livecodebench", "code"),
+    ]
 
 
 def test_aime_jsonl_and_csv():
     suite = load_suite(f"aime:{FIXTURES / 'aime2024.jsonl'}")
     assert suite.name == "aime:aime2024"
     assert [(i.id, i.answer, i.grader) for i in suite] == [
-        ("2024-I-1", "24", "numeric"), ("2024-I-2", "24", "numeric"), ("2024-II-1", "024", "numeric")]
+        ("2024-I-1", "24", "numeric"),
+        ("2024-I-2", "24", "numeric"),
+        ("2024-II-1", "024", "numeric"),
+    ]
     assert grade(suite.items[2], "So the answer is $\\boxed{24}$.").correct  # "024" read as 24
     csv_suite = load_suite(f"aime:{FIXTURES / 'aime2025.csv'}")
     assert [(i.id, i.question, i.answer) for i in csv_suite] == [
-        ("1", "What is $3 \\times 37$?", "111"), ("2", "Find the number of subsets of a 5-element set.", "32")]
+        ("1", "What is $3 \\times 37$?", "111"),
+        ("2", "Find the number of subsets of a 5-element set.", "32"),
+    ]
 
 
 def test_math500():
@@ -422,7 +477,9 @@ def test_livecodebench_decodes_private_cases_without_unpickling():
     assert "standard input" in summing.question
     assert two_sum.tests.functional.fn_name == "twoSum"
     assert [(c.input, c.output) for c in two_sum.tests.functional.cases] == [
-        ([[2, 7, 11, 15], 9], [0, 1]), ([[3, 2, 4], 6], [1, 2])]
+        ([[2, 7, 11, 15], 9], [0, 1]),
+        ([[3, 2, 4], 6], [1, 2]),
+    ]
     assert "class Solution" in two_sum.question
     assert len(doubling.tests.stdin_stdout) == 1 and "never unpickled" in doubling.tests.note
     assert doubling.meta["platform"] == "codeforces"
@@ -434,9 +491,11 @@ def test_livecodebench_items_grade_for_real():
     adder = "```python\nn = int(input())\nprint(sum(map(int, input().split())))\n```"
     assert grade(summing, adder).correct
     assert not grade(summing, "```python\ninput()\nprint(sum(map(abs, map(int, input().split()))))\n```").correct
-    solution = ("```python\nclass Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n"
-                "        for i in range(len(nums)):\n            for j in range(i + 1, len(nums)):\n"
-                "                if nums[i] + nums[j] == target:\n                    return [i, j]\n```")
+    solution = (
+        "```python\nclass Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n"
+        "        for i in range(len(nums)):\n            for j in range(i + 1, len(nums)):\n"
+        "                if nums[i] + nums[j] == target:\n                    return [i, j]\n```"
+    )
     assert grade(two_sum, solution).correct
     doubled = grade(doubling, "```python\nprint(2 * int(input()))\n```")
     assert doubled.correct and "never unpickled" in doubled.detail
@@ -476,19 +535,22 @@ def _hostile_files(tmp_path: Path) -> dict[str, Path]:
     files["nested.json"] = tmp_path / "nested.json"
     files["nested.json"].write_text(deep)
     files["nested.jsonl"] = tmp_path / "nested.jsonl"
-    files["nested.jsonl"].write_text(json.dumps({"problem": "1+1?", "answer": 2}) + "\n" +
-                                     '{"problem": "deep", "answer": ' + deep + "}\n")
+    files["nested.jsonl"].write_text(
+        json.dumps({"problem": "1+1?", "answer": 2}) + "\n" + '{"problem": "deep", "answer": ' + deep + "}\n"
+    )
     files["livecodebench nested"] = tmp_path / "lcb.jsonl"
-    files["livecodebench nested"].write_text(json.dumps({
-        "question_id": "q1", "question_content": "Add.", "public_test_cases": deep}) + "\n")
+    files["livecodebench nested"].write_text(
+        json.dumps({"question_id": "q1", "question_content": "Add.", "public_test_cases": deep}) + "\n"
+    )
     files["long.csv"] = tmp_path / "long.csv"
-    files["long.csv"].write_text("problem,answer\nWhat is 1+1?,2\n\"" + "x" * 300_000 + "\",3\n")
-    table = pa.table({"problem": [f"What is {i} + {i}?" for i in range(3000)],
-                      "answer": [str(2 * i) for i in range(3000)]})
+    files["long.csv"].write_text('problem,answer\nWhat is 1+1?,2\n"' + "x" * 300_000 + '",3\n')
+    table = pa.table(
+        {"problem": [f"What is {i} + {i}?" for i in range(3000)], "answer": [str(2 * i) for i in range(3000)]}
+    )
     pq.write_table(table, tmp_path / "good.parquet")
     damaged = bytearray((tmp_path / "good.parquet").read_bytes())
     for offset in range(200, len(damaged) - 200, 997):  # scratches over the data pages
-        damaged[offset:offset + 16] = b"\xa5" * 16
+        damaged[offset : offset + 16] = b"\xa5" * 16
     files["damaged.parquet"] = tmp_path / "damaged.parquet"
     files["damaged.parquet"].write_bytes(bytes(damaged))
     files["cut.parquet"] = tmp_path / "cut.parquet"
@@ -501,9 +563,14 @@ def test_hostile_suite_files_are_one_line_errors_in_bounded_memory(tmp_path):
 
     files = _hostile_files(tmp_path)
     assert all(path.stat().st_size < 1_000_000 for path in files.values())
-    expected = {"nested.json": "nested too deeply", "nested.jsonl": ":2: JSON nested too deeply",
-                "livecodebench nested": "nested too deeply", "long.csv": ":3: not a usable CSV file: a field longer",
-                "damaged.parquet": "not a readable Parquet file", "cut.parquet": "not a readable Parquet file"}
+    expected = {
+        "nested.json": "nested too deeply",
+        "nested.jsonl": ":2: JSON nested too deeply",
+        "livecodebench nested": "nested too deeply",
+        "long.csv": ":3: not a usable CSV file: a field longer",
+        "damaged.parquet": "not a readable Parquet file",
+        "cut.parquet": "not a readable Parquet file",
+    }
     stiva = str(Path(sys.executable).parent / "stiva")
     env = {**os.environ, "STIVA_HOME": str(tmp_path / "home")}
     for name, path in files.items():
@@ -512,8 +579,12 @@ def test_hostile_suite_files_are_one_line_errors_in_bounded_memory(tmp_path):
         # goes to files, not pipes: waiting on a child that fills a pipe nobody reads never ends.
         err = tmp_path / f"{name}.stderr"
         with open(err, "w") as stderr_file:
-            process = subprocess.Popen([stiva, "bench", f"{fmt}:{path}", "--systems", "direct:x"], env=env,
-                                       stdout=subprocess.DEVNULL, stderr=stderr_file)
+            process = subprocess.Popen(
+                [stiva, "bench", f"{fmt}:{path}", "--systems", "direct:x"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr_file,
+            )
             _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)
         stderr = err.read_text()
@@ -547,9 +618,11 @@ def test_hub_targets_pass_config_and_split_to_datasets(monkeypatch):
 
 
 def test_bench_imports_neither_textual_nor_torch_nor_math_verify():
-    code = ("import sys\nimport stiva_tui.evals.suite, stiva_tui.evals.graders, stiva_tui.evals.loaders, "
-            "stiva_tui.sandbox\n"
-            "print(','.join(m for m in ('textual', 'torch', 'math_verify', 'sympy', 'datasets') if m in sys.modules))")
+    code = (
+        "import sys\nimport stiva_tui.evals.suite, stiva_tui.evals.graders, stiva_tui.evals.loaders, "
+        "stiva_tui.sandbox\n"
+        "print(','.join(m for m in ('textual', 'torch', 'math_verify', 'sympy', 'datasets') if m in sys.modules))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == ""

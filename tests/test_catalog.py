@@ -50,9 +50,7 @@ def test_providers_and_key_variables():
 def test_known_endpoints():
     catalog = load_catalog()
     assert catalog.provider("openai").base_url == "https://api.openai.com/v1"
-    assert catalog.provider("google").base_url == (
-        "https://generativelanguage.googleapis.com/v1beta/openai"
-    )
+    assert catalog.provider("google").base_url == ("https://generativelanguage.googleapis.com/v1beta/openai")
     assert catalog.provider("openrouter").base_url == "https://openrouter.ai/api/v1"
     assert catalog.provider("groq").base_url == "https://api.groq.com/openai/v1"
     assert catalog.provider("nope") is None
@@ -69,8 +67,7 @@ def test_models_are_complete_and_unique():
         assert model.model
         assert 0 < model.price_in <= model.price_out <= 100
         assert len(model.description) > 10 and "\n" not in model.description
-    for expected in ("openai/gpt-5", "anthropic/claude-sonnet-4", "google/gemini-2.5-pro",
-                     "deepseek/deepseek-chat"):
+    for expected in ("openai/gpt-5", "anthropic/claude-sonnet-4", "google/gemini-2.5-pro", "deepseek/deepseek-chat"):
         assert expected in ids
     gpt5 = catalog.model("openai/gpt-5")
     assert (gpt5.model, gpt5.price_in, gpt5.price_out) == ("gpt-5", 1.25, 10.0)
@@ -85,9 +82,10 @@ def test_cached_and_frozen():
 
 def _one(**provider_overrides):
     provider = {
-        "name": "acme", "base_url": "https://acme.test/v1", "api_key_env": "ACME_KEY",
-        "models": [{"id": "acme/a", "model": "a", "price_in": 1, "price_out": 2,
-                    "description": "a model"}],
+        "name": "acme",
+        "base_url": "https://acme.test/v1",
+        "api_key_env": "ACME_KEY",
+        "models": [{"id": "acme/a", "model": "a", "price_in": 1, "price_out": 2, "description": "a model"}],
     }
     provider.update(provider_overrides)
     return {"providers": [provider]}
@@ -105,10 +103,8 @@ def test_parse_valid_fills_provider():
         (_one(base_url="ftp://acme"), "base_url"),
         (_one(api_key_env="lower case"), "api_key_env"),
         (_one(extra=1), "extra"),
-        (_one(models=[{"id": "acme/a", "model": "a", "price_in": 1, "description": "x"}]),
-         "price_out"),
-        (_one(models=[{"id": "acme/a", "model": "a", "price_in": -1, "price_out": 1,
-                       "description": "x"}]), "price_in"),
+        (_one(models=[{"id": "acme/a", "model": "a", "price_in": 1, "description": "x"}]), "price_out"),
+        (_one(models=[{"id": "acme/a", "model": "a", "price_in": -1, "price_out": 1, "description": "x"}]), "price_in"),
         ({"providers": _one()["providers"] * 2}, "appears twice"),
     ],
 )
@@ -121,8 +117,9 @@ def test_parse_errors(data, fragment):
 
 def test_load_from_path(tmp_path):
     path = tmp_path / "cat.toml"
-    path.write_text('[[providers]]\nname = "x"\nbase_url = "https://x.test/v1"\n'
-                    'api_key_env = "X_KEY"\n', encoding="utf-8")
+    path.write_text(
+        '[[providers]]\nname = "x"\nbase_url = "https://x.test/v1"\napi_key_env = "X_KEY"\n', encoding="utf-8"
+    )
     assert load_catalog(path).provider_names() == {"x"}
     bad = tmp_path / "bad.toml"
     bad.write_text("[[providers]\n", encoding="utf-8")

@@ -15,10 +15,19 @@ from stiva_tui.pool.types import PoolModel
 def _qwen_folder(tmp_path):
     folder = tmp_path / "qwen"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({
-        "model_type": "qwen2", "hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28,
-        "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064,
-    }))
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "qwen2",
+                "hidden_size": 3584,
+                "num_hidden_layers": 28,
+                "num_attention_heads": 28,
+                "num_key_value_heads": 4,
+                "intermediate_size": 18944,
+                "vocab_size": 152064,
+            }
+        )
+    )
     return folder
 
 

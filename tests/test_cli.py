@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fakeprovider import Reply
 
 STIVA = str(Path(sys.executable).parent / "stiva")
@@ -72,8 +71,11 @@ def test_ask_json_trace(config, stiva_home):
     assert trace["conductor"]["backend"] == "remote" and trace["conductor"]["model"] == "cond"
     assert trace["conductor"]["usage"] == {"prompt_tokens": 50, "completion_tokens": 20}
     (round1,) = trace["rounds"]
-    assert round1["workflow"] == {"model_id": [1, 2, 1], "subtasks": ["draft A", "draft B", "combine"],
-                                  "access_list": [[], [], [0, 1]]}
+    assert round1["workflow"] == {
+        "model_id": [1, 2, 1],
+        "subtasks": ["draft A", "draft B", "combine"],
+        "access_list": [[], [], [0, 1]],
+    }
     steps = round1["steps"]
     assert [s["model"] for s in steps] == ["w1", "w2", "w1"]
     assert steps[2]["access"] == [0, 1] and steps[2]["status"] == "finished"
@@ -82,7 +84,9 @@ def test_ask_json_trace(config, stiva_home):
     assert all(s["attempts"] == 1 and s["latency_s"] >= 0 for s in steps)
     totals = trace["totals"]
     assert (totals["prompt_tokens"], totals["completion_tokens"]) == (50 + 10 + 12 + 10, 20 + 3 + 2 + 3)
-    assert totals["cost_usd"] == pytest.approx((70 + 2 * (10 * 2 + 3 * 4)) / 1e6)  # conductor + two w1 steps; w2 is free
+    assert totals["cost_usd"] == pytest.approx(
+        (70 + 2 * (10 * 2 + 3 * 4)) / 1e6
+    )  # conductor + two w1 steps; w2 is free
     # History lives under STIVA_HOME.
     assert (stiva_home / "data" / "stiva.db").exists()
 
@@ -100,7 +104,9 @@ def test_direct_baseline_and_unknown_model(config, stiva_home):
     trace = json.loads(result.stdout)
     assert trace["answer"] == "draft two" and trace["mode"] == "direct"
     result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:nope", home=stiva_home)
-    assert result.returncode == 2 and result.stderr.startswith("stiva: model 'nope' is not available; available: cond, w1")
+    assert result.returncode == 2 and result.stderr.startswith(
+        "stiva: model 'nope' is not available; available: cond, w1"
+    )
     assert len(result.stderr.strip().splitlines()) == 1
 
 
@@ -168,10 +174,12 @@ def test_options_before_the_command_reach_it(config, stiva_home):
 
 
 def test_help_is_fast_and_imports_no_torch():
-    code = ("import sys; from stiva_tui import cli; "
-            "import contextlib, io\n"
-            "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()): cli.main(['--help'])\n"
-            "assert 'torch' not in sys.modules and 'textual' not in sys.modules, sorted(sys.modules)")
+    code = (
+        "import sys; from stiva_tui import cli; "
+        "import contextlib, io\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()): cli.main(['--help'])\n"
+        "assert 'torch' not in sys.modules and 'textual' not in sys.modules, sorted(sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
 
@@ -215,8 +223,9 @@ def test_each_ask_is_a_conversation_and_continue_adds_to_it(config, fake, stiva_
     assert first.returncode == 0, first.stderr
     conversation_id = json.loads(first.stdout)["conversation_id"]
     assert conversation_id
-    second = stiva("ask", "Multiply it by six.", "--config", str(config), "--continue", conversation_id,
-                   home=stiva_home)
+    second = stiva(
+        "ask", "Multiply it by six.", "--config", str(config), "--continue", conversation_id, home=stiva_home
+    )
     assert second.returncode == 0, second.stderr
     assert f"stiva ask --continue {conversation_id}" in second.stderr
     # The conductor of the second question was shown the first exchange.
@@ -229,8 +238,11 @@ def test_each_ask_is_a_conversation_and_continue_adds_to_it(config, fake, stiva_
         conversation = store.get_conversation(conversation_id)
         assert conversation.kind == "ask"
         assert [(m.role, m.content) for m in conversation.messages] == [
-            ("user", "Remember the number 7."), ("assistant", "the combined answer"),
-            ("user", "Multiply it by six."), ("assistant", "the combined answer")]
+            ("user", "Remember the number 7."),
+            ("assistant", "the combined answer"),
+            ("user", "Multiply it by six."),
+            ("assistant", "the combined answer"),
+        ]
         assert [r.source for r in conversation.runs] == ["cli", "cli"]
 
     unknown = stiva("ask", "Q", "--config", str(config), "--continue", "nope", home=stiva_home)
@@ -280,8 +292,9 @@ def test_a_reply_that_is_no_chat_completion_fails_the_step_then_falls_back(fake,
     assert "fallback: step 1 of round 1 was answered by w2: w1 failed" in human.stderr
 
 
-@pytest.mark.parametrize("content", [b'theme = "caf\xe9"\n', b"keymap = " + b"[" * 5000 + b"]" * 5000 + b"\n",
-                                     b"[budget]\nusd = inf\n"])
+@pytest.mark.parametrize(
+    "content", [b'theme = "caf\xe9"\n', b"keymap = " + b"[" * 5000 + b"]" * 5000 + b"\n", b"[budget]\nusd = inf\n"]
+)
 def test_a_bad_config_file_is_one_line_and_exit_2(tmp_path, stiva_home, content):
     path = tmp_path / "bad.toml"
     path.write_bytes(content)
@@ -316,9 +329,13 @@ def _start_slow_run(fake, tmp_path, stiva_home, *extra):
     fake.script("cond", Reply('model_id = [1]\nsubtasks = ["a"]\naccess_list = [[]]'))
     fake.default("w1", Reply("slow " * 100, chunk_delay_s=0.1))
     config = write_config(tmp_path / "c.toml", fake.base_url)
-    process = subprocess.Popen([STIVA, "ask", "Q", "--config", str(config), *extra], text=True,
-                               env={**os.environ, "STIVA_HOME": str(stiva_home)},
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [STIVA, "ask", "Q", "--config", str(config), *extra],
+        text=True,
+        env={**os.environ, "STIVA_HOME": str(stiva_home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 30
     while not fake.requests_for("w1") and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -363,9 +380,12 @@ def test_ctrl_c_before_the_run_starts_is_one_line(monkeypatch, capsys):
 
 
 def test_a_reader_that_closes_the_pipe_early_ends_it_quietly(config, stiva_home):
-    process = subprocess.Popen([STIVA, "ask", "What is it?", "--config", str(config), "--json"],
-                               env={**os.environ, "STIVA_HOME": str(stiva_home)},
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [STIVA, "ask", "What is it?", "--config", str(config), "--json"],
+        env={**os.environ, "STIVA_HOME": str(stiva_home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     process.stdout.close()  # as `| head -c0` would
     err = process.stderr.read().decode()
     process.wait(30)
@@ -392,8 +412,13 @@ def test_a_provider_that_never_finishes_meets_the_deadline(fake, tmp_path, stiva
 def test_a_question_that_is_not_utf8_is_repaired_and_said_so(config, stiva_home):
     env = {**os.environ, "STIVA_HOME": str(stiva_home)}
     for args, stdin in (([b"caf\xe9?"], None), ([b"-"], b"na\xefve question\n")):
-        result = subprocess.run([STIVA.encode(), b"ask", *args, b"--config", str(config).encode(), b"--json"],
-                                input=stdin, capture_output=True, env=env, timeout=60)
+        result = subprocess.run(
+            [STIVA.encode(), b"ask", *args, b"--config", str(config).encode(), b"--json"],
+            input=stdin,
+            capture_output=True,
+            env=env,
+            timeout=60,
+        )
         assert result.returncode == 0, result.stderr
         err = result.stderr.decode()
         assert err.count("\n") == 1 and "not UTF-8; they were replaced with \ufffd" in err
@@ -419,10 +444,11 @@ def test_a_killed_run_is_interrupted_with_what_it_had_streamed(fake, tmp_path, s
     config = tmp_path / "c.toml"
     result = stiva("ask", "Next", "--config", str(config), "--baseline", "direct:w1", home=stiva_home)
     assert result.returncode == 0, result.stderr
-    (status, finished), = db.execute("select status, finished_at from runs where question = 'Q'").fetchall()
+    ((status, finished),) = db.execute("select status, finished_at from runs where question = 'Q'").fetchall()
     assert status == "interrupted" and finished
-    (step_status, output), = db.execute(
-        "select s.status, s.output from steps s join runs r on r.id = s.run_id where r.question = 'Q'").fetchall()
+    ((step_status, output),) = db.execute(
+        "select s.status, s.output from steps s join runs r on r.id = s.run_id where r.question = 'Q'"
+    ).fetchall()
     assert step_status == "interrupted" and output.startswith("slow slow")  # kept what it had written
 
 
@@ -435,8 +461,16 @@ def test_history_lists_runs_newest_first_and_shows_one(config, stiva_home):
     assert result.returncode == 0, result.stderr
     runs = json.loads(result.stdout)
     assert [r["question"] for r in runs] == [long_question.strip(), "First question"]  # whole text
-    assert set(runs[0]) == {"id", "started_at", "source", "question", "status", "prompt_tokens",
-                            "completion_tokens", "cost_usd"}
+    assert set(runs[0]) == {
+        "id",
+        "started_at",
+        "source",
+        "question",
+        "status",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost_usd",
+    }
     assert runs[0]["source"] == "cli" and runs[0]["status"] == "finished" and runs[0]["prompt_tokens"] > 0
     assert len(json.loads(stiva("history", "--json", "--limit", "1", home=stiva_home).stdout)) == 1
 
@@ -467,8 +501,10 @@ def test_any_printed_id_and_any_unique_start_of_one_works_in_history_show(config
     conversation = stiva("history", "show", conversation_id, home=stiva_home)
     assert conversation.returncode == 0, conversation.stderr
     assert conversation_id in conversation.stdout and "the combined answer" in conversation.stdout
-    assert json.loads(stiva("history", "show", conversation_id[:6], "--json", home=stiva_home).stdout)["id"] \
+    assert (
+        json.loads(stiva("history", "show", conversation_id[:6], "--json", home=stiva_home).stdout)["id"]
         == conversation_id
+    )
     listed = stiva("history", "conversations", home=stiva_home)
     assert listed.returncode == 0 and conversation_id in listed.stdout and "What is it?" in listed.stdout
     assert "finished" in next(line for line in listed.stdout.splitlines() if conversation_id in line)
@@ -515,11 +551,16 @@ def test_models_the_config_names_must_exist_and_say_when_they_are_unavailable(fa
     assert result.returncode == 2 and "conductor.model: 'nobody' (the remote conductor) is not a model" in result.stderr
 
     # Known but without a key right now: a warning line, and it still works.
-    config.write_text(base.replace("catalog = false", "catalog = true").replace(
-        "retries = 0", 'retries = 0\nfallbacks = ["openai/gpt-5"]'))
+    config.write_text(
+        base.replace("catalog = false", "catalog = true").replace(
+            "retries = 0", 'retries = 0\nfallbacks = ["openai/gpt-5"]'
+        )
+    )
     result = stiva("models", "--config", str(config), "--no-discovery", home=stiva_home)
     assert result.returncode == 0
-    assert "warning" in result.stderr and "workers.fallbacks: 'openai/gpt-5' is not available now (no key" in result.stderr
+    assert (
+        "warning" in result.stderr and "workers.fallbacks: 'openai/gpt-5' is not available now (no key" in result.stderr
+    )
 
 
 def test_embedded_worker_false_keeps_the_270m_model_out_of_every_plan(config, fake, stiva_home):
@@ -538,8 +579,9 @@ def test_an_empty_pool_is_one_line_saying_how_to_add_a_model(tmp_path, stiva_hom
     config = tmp_path / "empty.toml"
     # No keys, no catalog, no [[models]], and the embedded worker left out; the embedded model
     # stays the conductor, but nothing could answer: the question fails before anything loads.
-    config.write_text('embedded_worker = false\ncatalog = false\n[conductor]\nbackend = "embedded"\n'
-                      '[discovery]\nenabled = false\n')
+    config.write_text(
+        'embedded_worker = false\ncatalog = false\n[conductor]\nbackend = "embedded"\n[discovery]\nenabled = false\n'
+    )
     result = stiva("ask", "What is 2 + 2?", "--config", str(config), home=stiva_home)
     assert result.returncode != 0 and result.stdout == ""
     (line,) = result.stderr.strip().splitlines()
@@ -554,8 +596,14 @@ def test_in_a_terminal_ask_prints_its_totals_once(config, stiva_home):
 
     leader, follower = pty.openpty()
     env = {**os.environ, "STIVA_HOME": str(stiva_home), "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
-    process = subprocess.Popen([STIVA, "ask", "What is it?", "--config", str(config)], stdin=follower,
-                               stdout=follower, stderr=follower, env=env, close_fds=True)
+    process = subprocess.Popen(
+        [STIVA, "ask", "What is it?", "--config", str(config)],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+        close_fds=True,
+    )
     os.close(follower)
     chunks = []
     while True:

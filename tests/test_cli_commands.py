@@ -54,32 +54,67 @@ def test_each_train_method_takes_only_its_own_options(capsys):
     assert "--graded-seeds" in parse_error(capsys, "train", "dpo", *BASE, "--graded-seeds", "2")
     assert "required: SUITE" in parse_error(capsys, "train", "graded", *BASE)
     assert "required: METHOD" in parse_error(capsys, "train")
-    graded = parse_args(["--pool", "sim", "train", "graded", "skills", *BASE, "--graded-seeds", "2", "--bench", "b1",
-                         "--sft-weight", "1"])
-    assert (graded.train_method, graded.suite, graded.seeds, graded.benches, graded.pool) == \
-        ("graded", "skills", 2, ["b1"], "sim")
+    graded = parse_args(
+        [
+            "--pool",
+            "sim",
+            "train",
+            "graded",
+            "skills",
+            *BASE,
+            "--graded-seeds",
+            "2",
+            "--bench",
+            "b1",
+            "--sft-weight",
+            "1",
+        ]
+    )
+    assert (graded.train_method, graded.suite, graded.seeds, graded.benches, graded.pool) == (
+        "graded",
+        "skills",
+        2,
+        ["b1"],
+        "sim",
+    )
 
 
-@pytest.mark.parametrize("old, new", [
-    (["train", "skills", *BASE, "--steps", "3"], ["train", "grpo", "skills", *BASE, "--steps", "3"]),
-    (["--pool", "sim", "train", "--from-votes", "--bench", "b1", "--bench-pairs", "best", *BASE],
-     ["--pool", "sim", "train", "dpo", "--bench", "b1", "--bench-pairs", "best", *BASE]),
-    (["train", "skills", "--split", "train", "--method", "graded-dpo", "--graded-seeds", "2", *BASE],
-     ["train", "graded", "skills", "--split", "train", "--graded-seeds", "2", *BASE]),
-    (["train", "skills", "--method=grpo", "--pool", "sim", *BASE], ["train", "grpo", "skills", "--pool", "sim", *BASE]),
-])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        (["train", "skills", *BASE, "--steps", "3"], ["train", "grpo", "skills", *BASE, "--steps", "3"]),
+        (
+            ["--pool", "sim", "train", "--from-votes", "--bench", "b1", "--bench-pairs", "best", *BASE],
+            ["--pool", "sim", "train", "dpo", "--bench", "b1", "--bench-pairs", "best", *BASE],
+        ),
+        (
+            ["train", "skills", "--split", "train", "--method", "graded-dpo", "--graded-seeds", "2", *BASE],
+            ["train", "graded", "skills", "--split", "train", "--graded-seeds", "2", *BASE],
+        ),
+        (
+            ["train", "skills", "--method=grpo", "--pool", "sim", *BASE],
+            ["train", "grpo", "skills", "--pool", "sim", *BASE],
+        ),
+    ],
+)
 def test_the_spellings_before_the_methods_still_work(old, new):
     assert vars(parse_args(old)) == vars(parse_args(new))
 
 
-@pytest.mark.parametrize("argv, said", [
-    (["skills", "--beta", "0.2"], "--beta is DPO's: it goes with --from-votes or --method graded-dpo (now stiva train "
-                                  "dpo or stiva train graded SUITE)"),
-    (["skills", "--graded-seeds", "2"], "(stiva train graded SUITE ...)"),
-    (["skills", "--from-votes"], "(stiva train grpo SUITE ...)"),
-    ([], "(stiva train dpo ..., was --from-votes)"),
-    (["skills", "--method", "posh"], "--method takes grpo or graded-dpo, not 'posh'"),
-])
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (
+            ["skills", "--beta", "0.2"],
+            "--beta is DPO's: it goes with --from-votes or --method graded-dpo (now stiva train "
+            "dpo or stiva train graded SUITE)",
+        ),
+        (["skills", "--graded-seeds", "2"], "(stiva train graded SUITE ...)"),
+        (["skills", "--from-votes"], "(stiva train grpo SUITE ...)"),
+        ([], "(stiva train dpo ..., was --from-votes)"),
+        (["skills", "--method", "posh"], "--method takes grpo or graded-dpo, not 'posh'"),
+    ],
+)
 def test_an_old_spelling_that_mixes_methods_says_the_new_one_in_one_line(capsys, argv, said):
     code, err = run(capsys, "train", *argv, *BASE)
     assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
@@ -99,27 +134,52 @@ def test_options_not_given_are_the_trainers_own_defaults():
     from stiva_tui.train.trainer import TrainOptions
 
     out = Path("adapter")
-    assert Grpo.from_args(parse_args(["train", "grpo", "skills", *BASE])).options == \
-        TrainOptions(base="embedded", out=out)
+    assert Grpo.from_args(parse_args(["train", "grpo", "skills", *BASE])).options == TrainOptions(
+        base="embedded", out=out
+    )
     # DPO's batch stays the command's 2; graded DPO picks each item's best system by default
-    assert Dpo.from_args(parse_args(["train", "dpo", *BASE])).options == \
-        VoteTrainOptions(base="embedded", out=out, batch=2)
-    assert Graded.from_args(parse_args(["train", "graded", "skills", *BASE])).options == \
-        VoteTrainOptions(base="embedded", out=out, batch=2, bench_pairs="best")
-    given = Dpo.from_args(parse_args(["train", "dpo", *BASE, "--bench", "b1", "--prefer-levels", "best, cheap",
-                                      "--plan-steps", "1", "--beta", "0.3"])).options
-    assert (given.benches, given.preferences, given.max_steps_per_plan, given.beta) == \
-        (("b1",), ("best", "cheap"), 1, 0.3)
+    assert Dpo.from_args(parse_args(["train", "dpo", *BASE])).options == VoteTrainOptions(
+        base="embedded", out=out, batch=2
+    )
+    assert Graded.from_args(parse_args(["train", "graded", "skills", *BASE])).options == VoteTrainOptions(
+        base="embedded", out=out, batch=2, bench_pairs="best"
+    )
+    given = Dpo.from_args(
+        parse_args(
+            [
+                "train",
+                "dpo",
+                *BASE,
+                "--bench",
+                "b1",
+                "--prefer-levels",
+                "best, cheap",
+                "--plan-steps",
+                "1",
+                "--beta",
+                "0.3",
+            ]
+        )
+    ).options
+    assert (given.benches, given.preferences, given.max_steps_per_plan, given.beta) == (
+        ("b1",),
+        ("best", "cheap"),
+        1,
+        0.3,
+    )
 
 
-@pytest.mark.parametrize("argv, said", [
-    (["grpo", "skills", "--temperature", "6"], "--temperature must be above 0 and at most 5 (plans are sampled)"),
-    (["grpo", "skills", "--save-every", "0"], "--save-every must be at least 1"),
-    (["dpo", "--plan-steps", "0"], "--plan-steps and --subtask-chars must be at least 1"),
-    (["dpo", "--beta", "0"], "--beta must be above 0"),
-    (["graded", "skills", "--sft-weight", "-1"], "--sft-weight must be 0 or more"),
-    (["dpo", "--bench-pairs", "best"], "--bench-pairs says which pairs the graded benches give: add --bench ID"),
-])
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["grpo", "skills", "--temperature", "6"], "--temperature must be above 0 and at most 5 (plans are sampled)"),
+        (["grpo", "skills", "--save-every", "0"], "--save-every must be at least 1"),
+        (["dpo", "--plan-steps", "0"], "--plan-steps and --subtask-chars must be at least 1"),
+        (["dpo", "--beta", "0"], "--beta must be above 0"),
+        (["graded", "skills", "--sft-weight", "-1"], "--sft-weight must be 0 or more"),
+        (["dpo", "--bench-pairs", "best"], "--bench-pairs says which pairs the graded benches give: add --bench ID"),
+    ],
+)
 def test_each_methods_values_are_checked_before_anything_runs(capsys, argv, said):
     from stiva_tui.cli.common import UsageError
     from stiva_tui.cli.train import OPTIONS
@@ -137,8 +197,11 @@ def test_each_methods_values_are_checked_before_anything_runs(capsys, argv, said
 def _signal_calls(path: Path) -> list[int]:
     calls = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr in ("signal", "add_signal_handler"):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("signal", "add_signal_handler")
+        ):
             calls.append(node.lineno)
     return calls
 
@@ -172,12 +235,14 @@ def test_a_training_stops_after_its_step_on_ctrl_c_and_leaves_on_the_second(monk
 
 
 def test_python_dash_m_runs_the_command_without_loading_torch():
-    code = ("import runpy, sys\n"
-            "sys.argv = ['stiva', 'train', 'dpo', '--help']\n"
-            "try:\n    runpy.run_module('stiva_tui.cli', run_name='__main__')\n"
-            "except SystemExit as exc:\n    assert exc.code == 0, exc.code\n"
-            "heavy = [m for m in ('torch', 'textual', 'transformers') if m in sys.modules]\n"
-            "assert not heavy, heavy\n")
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['stiva', 'train', 'dpo', '--help']\n"
+        "try:\n    runpy.run_module('stiva_tui.cli', run_name='__main__')\n"
+        "except SystemExit as exc:\n    assert exc.code == 0, exc.code\n"
+        "heavy = [m for m in ('torch', 'textual', 'transformers') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "usage: stiva train dpo" in result.stdout and "--sft-weight" in result.stdout

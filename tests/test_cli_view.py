@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import io
 
-from rich.console import Console
-
 from conftest import pool_models
 from fakeprovider import Reply
+from rich.console import Console
+
 from stiva_tui.cli.view import LiveView
 from stiva_tui.conductor.remote import RemoteConductor
 from stiva_tui.engine.executor import Engine, RunOptions
@@ -32,8 +32,7 @@ async def test_live_view_shows_steps_fallbacks_and_totals(fake):
     engine = Engine(models, worker, RemoteConductor(models[0], worker))
     view = LiveView(Console(file=io.StringIO()), "What now?")
     before = draw(view)
-    result = await engine.run("What now?", emit=view.handle,
-                              options=RunOptions(retries=0, fallbacks=("cond",)))
+    result = await engine.run("What now?", emit=view.handle, options=RunOptions(retries=0, fallbacks=("cond",)))
     await worker.aclose()
     assert result.status == "finished"
     assert "What now?" in before and "planning" in before
@@ -55,7 +54,8 @@ def test_the_live_view_never_draws_escape_sequences():
     question = "Why\x1b]0;pwned\x07 is the sky\x1b[2J blue?"
     view = LiveView(Console(file=io.StringIO()), question)
     for event in (
-        ev.RunStarted("r", question, "conductor"), ev.RoundStarted("r", 1),
+        ev.RunStarted("r", question, "conductor"),
+        ev.RoundStarted("r", 1),
         ev.ConductorDelta("r", 1, "I will ask\x1b[31m w1"),
         ev.WorkflowReady("r", 1, Workflow((Step(0, "Explain\x1b[1A it", ()),)), "", Usage(), 0.1),
         ev.StepStarted("r", 1, 0, "w1", "Explain\x1b[1A it", ()),

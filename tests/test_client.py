@@ -6,12 +6,12 @@ import asyncio
 import time
 
 import pytest
-
 from conftest import pool_models
 from fakeprovider import Reply
+
+from stiva_tui.core.usage import Usage
 from stiva_tui.pool.client import HttpWorker
 from stiva_tui.pool.types import ProviderError, TextDelta, UsageReport
-from stiva_tui.core.usage import Usage
 
 MESSAGES = [{"role": "user", "content": "Say hello to the world"}]
 
@@ -114,8 +114,9 @@ async def test_a_reply_without_streaming_is_read_whole_across_reads(fake):
 async def test_a_reply_without_streaming_over_the_answer_cap_is_a_clear_error(fake):
     (model,) = pool_models(fake, "m1")
     fake.script("m1", Reply("word " * 300_000, fault="json"))  # 1.5 MB of answer: over the 1 MiB default
-    with pytest.raises(ProviderError, match=r"answer longer than the 1024 KiB cap \(\[workers\] max_answer_kb\)") \
-            as info:
+    with pytest.raises(
+        ProviderError, match=r"answer longer than the 1024 KiB cap \(\[workers\] max_answer_kb\)"
+    ) as info:
         await collect(HttpWorker(retries=2), model)
     assert not info.value.retryable and len(fake.requests) == 1
 
@@ -167,13 +168,16 @@ async def test_connections_are_reused_between_calls(fake):
     assert len(fake.requests) == 5 and fake.connections == 1
 
 
-@pytest.mark.parametrize("body, why", [
-    ({"choices": [{"message": ["a"]}]}, "no chat completion"),
-    ({"choices": []}, "no chat completion"),
-    ({"object": "list", "data": []}, "no chat completion"),
-    ({"choices": [{"message": {"role": "assistant", "content": ["a"]}}]}, "holds no text"),
-    ([1, 2, 3], "not a JSON object"),
-])
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        ({"choices": [{"message": ["a"]}]}, "no chat completion"),
+        ({"choices": []}, "no chat completion"),
+        ({"object": "list", "data": []}, "no chat completion"),
+        ({"choices": [{"message": {"role": "assistant", "content": ["a"]}}]}, "holds no text"),
+        ([1, 2, 3], "not a JSON object"),
+    ],
+)
 async def test_a_200_that_is_no_chat_completion_is_a_failed_call(fake, body, why):
     (model,) = pool_models(fake, "m1")
     fake.default("m1", Reply(body=body))
@@ -186,8 +190,14 @@ async def test_a_200_that_is_no_chat_completion_is_a_failed_call(fake, body, why
 
 async def test_a_refusal_is_the_answer(fake):
     (model,) = pool_models(fake, "m1")
-    fake.default("m1", Reply(body={"choices": [{"message": {"role": "assistant", "content": None,
-                                                            "refusal": "I cannot help with that."}}]}))
+    fake.default(
+        "m1",
+        Reply(
+            body={
+                "choices": [{"message": {"role": "assistant", "content": None, "refusal": "I cannot help with that."}}]
+            }
+        ),
+    )
     events = await collect(HttpWorker(), model)
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["I cannot help with that."]
 
@@ -198,8 +208,11 @@ async def test_a_long_chunk_is_read_whole_and_an_endless_line_fails_cleanly(fake
 
     (model,) = pool_models(fake, "m1")
     long_piece = "x" * 1_000_000
-    fake.script("m1", Reply(chunks=[long_piece, " end"], usage=(3, 2)),
-                Reply(chunks=["y" * (MAX_LINE_BYTES + 10)], usage=(3, 2)))
+    fake.script(
+        "m1",
+        Reply(chunks=[long_piece, " end"], usage=(3, 2)),
+        Reply(chunks=["y" * (MAX_LINE_BYTES + 10)], usage=(3, 2)),
+    )
     worker = HttpWorker(retries=0)
     events = await collect(worker, model)
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == long_piece + " end"
@@ -216,8 +229,11 @@ async def test_an_answer_within_a_cap_above_the_line_bound_is_read_whole_both_wa
 
     (model,) = pool_models(fake, "m1")
     text = "z" * (MAX_LINE_BYTES + 2**20)
-    fake.script("m1", Reply(text, chunks=[text[i:i + 65536] for i in range(0, len(text), 65536)], usage=(1, 1)),
-                Reply(text, fault="json", usage=(1, 1)))
+    fake.script(
+        "m1",
+        Reply(text, chunks=[text[i : i + 65536] for i in range(0, len(text), 65536)], usage=(1, 1)),
+        Reply(text, fault="json", usage=(1, 1)),
+    )
     worker = HttpWorker(retries=0, max_answer_bytes=len(text))
     for _ in range(2):
         events = await collect(worker, model)

@@ -32,7 +32,9 @@ def test_missing_explicit_file(home):
 
 
 def test_valid_file(home):
-    path = _write(home, """
+    path = _write(
+        home,
+        """
 [conductor]
 backend = "remote"
 model = "lab-qwen"
@@ -54,7 +56,8 @@ description = "strong at math and code, slow"
 id = "my-gpt"
 provider = "openai"
 model = "gpt-5"
-""")
+""",
+    )
     config = load_config(path)
     assert config.conductor.backend == "remote"
     assert config.providers[0].base_url == "http://127.0.0.1:8000/v1"
@@ -84,12 +87,15 @@ def test_unknown_nested_key(home):
 
 
 def test_unknown_provider(home):
-    path = _write(home, """
+    path = _write(
+        home,
+        """
 [[models]]
 id = "x"
 provider = "nowhere"
 model = "m"
-""")
+""",
+    )
     with pytest.raises(ConfigError) as info:
         load_config(path)
     message = str(info.value)
@@ -98,7 +104,9 @@ model = "m"
 
 
 def test_duplicate_model_id(home):
-    path = _write(home, """
+    path = _write(
+        home,
+        """
 [[models]]
 id = "same"
 provider = "openai"
@@ -108,15 +116,15 @@ model = "gpt-5"
 id = "same"
 provider = "anthropic"
 model = "claude"
-""")
+""",
+    )
     with pytest.raises(ConfigError, match="'same' appears twice"):
         load_config(path)
 
 
 def test_duplicate_provider_name():
     with pytest.raises(ConfigError, match="share a name"):
-        parse_config({"providers": [{"name": "a", "base_url": "http://x"},
-                                    {"name": "a", "base_url": "http://y"}]})
+        parse_config({"providers": [{"name": "a", "base_url": "http://x"}, {"name": "a", "base_url": "http://y"}]})
 
 
 @pytest.mark.parametrize("url", ["ftp://host/v1", "127.0.0.1:8000/v1", "localhost"])
@@ -153,17 +161,29 @@ def test_deeply_nested_toml_is_one_error_not_a_recursion_traceback(home):
         load_config(path)
 
 
-@pytest.mark.parametrize("text, field", [
-    ('[[providers]]\nname = "p"\nbase_url = "http://127.0.0.1:1/v1"\n'
-     '[[models]]\nid = "m"\nprovider = "p"\nmodel = "m"\nprice_out = inf\n', "models.0.price_out"),
-    ('[[providers]]\nname = "p"\nbase_url = "http://127.0.0.1:1/v1"\n'
-     '[[models]]\nid = "m"\nprovider = "p"\nmodel = "m"\nprice_in = nan\n', "models.0.price_in"),
-    ('[[providers]]\nname = "p"\nbase_url = "http://127.0.0.1:1/v1"\n'
-     '[[models]]\nid = "m"\nprovider = "p"\nmodel = "m"\nenabled = "yes"\n', "models.0.enabled"),
-    ("[conductor]\nmax_steps = 3.0\n", "conductor.max_steps"),
-    ('catalog = "false"\n', "catalog"),
-    ("[serve]\nport = \"8787\"\n", "serve.port"),
-])
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        (
+            '[[providers]]\nname = "p"\nbase_url = "http://127.0.0.1:1/v1"\n'
+            '[[models]]\nid = "m"\nprovider = "p"\nmodel = "m"\nprice_out = inf\n',
+            "models.0.price_out",
+        ),
+        (
+            '[[providers]]\nname = "p"\nbase_url = "http://127.0.0.1:1/v1"\n'
+            '[[models]]\nid = "m"\nprovider = "p"\nmodel = "m"\nprice_in = nan\n',
+            "models.0.price_in",
+        ),
+        (
+            '[[providers]]\nname = "p"\nbase_url = "http://127.0.0.1:1/v1"\n'
+            '[[models]]\nid = "m"\nprovider = "p"\nmodel = "m"\nenabled = "yes"\n',
+            "models.0.enabled",
+        ),
+        ("[conductor]\nmax_steps = 3.0\n", "conductor.max_steps"),
+        ('catalog = "false"\n', "catalog"),
+        ('[serve]\nport = "8787"\n', "serve.port"),
+    ],
+)
 def test_numbers_and_booleans_are_strict(home, text, field):
     with pytest.raises(ConfigError) as info:
         load_config(_write(home, text))
@@ -173,8 +193,13 @@ def test_numbers_and_booleans_are_strict(home, text, field):
 
 
 def test_whole_numbers_still_count_as_prices(home):
-    config = load_config(_write(home, '[[providers]]\nname = "p"\nbase_url = "http://127.0.0.1:1/v1"\n'
-                                      '[[models]]\nid = "m"\nprovider = "p"\nmodel = "m"\nprice_out = 2\n'))
+    config = load_config(
+        _write(
+            home,
+            '[[providers]]\nname = "p"\nbase_url = "http://127.0.0.1:1/v1"\n'
+            '[[models]]\nid = "m"\nprovider = "p"\nmodel = "m"\nprice_out = 2\n',
+        )
+    )
     assert config.models[0].price_out == 2.0
 
 

@@ -29,8 +29,7 @@ def _serve(routes: dict[str, tuple[int, object]]):
             status, body = route() if callable(route) else route
             data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
             self.send_response(status)
-            self.send_header("Content-Type",
-                             "text/html" if isinstance(body, str) else "application/json")
+            self.send_header("Content-Type", "text/html" if isinstance(body, str) else "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -40,8 +39,7 @@ def _serve(routes: dict[str, tuple[int, object]]):
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     return server, seen
 
@@ -75,7 +73,7 @@ def hanging_port():
         while not stop.is_set():
             try:
                 conn, _ = listener.accept()
-            except (socket.timeout, OSError):
+            except (TimeoutError, OSError):
                 continue
             held.append(conn)
 
@@ -98,10 +96,13 @@ def _closed_port() -> int:
     return port
 
 
-VLLM_MODELS = {"object": "list", "data": [
-    {"id": "Qwen/Qwen3-32B", "object": "model", "owned_by": "vllm"},
-    {"id": "meta-llama/Llama-3.1-8B-Instruct", "object": "model"},
-]}
+VLLM_MODELS = {
+    "object": "list",
+    "data": [
+        {"id": "Qwen/Qwen3-32B", "object": "model", "owned_by": "vllm"},
+        {"id": "meta-llama/Llama-3.1-8B-Instruct", "object": "model"},
+    ],
+}
 
 
 def test_default_ports():
@@ -114,8 +115,7 @@ async def test_finds_openai_style_server(http_server):
     models = await discover_models(ports={"vllm": port}, timeout_s=2.0)
     assert time.monotonic() - start < 2.0
     assert seen == ["/v1/models"]
-    assert [m.id for m in models] == [
-        "vllm/Qwen/Qwen3-32B", "vllm/meta-llama/Llama-3.1-8B-Instruct"]
+    assert [m.id for m in models] == ["vllm/Qwen/Qwen3-32B", "vllm/meta-llama/Llama-3.1-8B-Instruct"]
     first = models[0]
     assert first.provider == "vllm"
     assert first.model == "Qwen/Qwen3-32B"
@@ -127,17 +127,28 @@ async def test_finds_openai_style_server(http_server):
 
 
 async def test_ollama_falls_back_to_api_tags(http_server):
-    port, seen = http_server({"/api/tags": (200, {"models": [
-        {"name": "llama3.2:latest", "model": "llama3.2:latest"},
-        {"name": "qwen2.5:7b", "model": "qwen2.5:7b"},
-    ]})})
+    port, seen = http_server(
+        {
+            "/api/tags": (
+                200,
+                {
+                    "models": [
+                        {"name": "llama3.2:latest", "model": "llama3.2:latest"},
+                        {"name": "qwen2.5:7b", "model": "qwen2.5:7b"},
+                    ]
+                },
+            )
+        }
+    )
     servers = await discover_servers(ports={"ollama": port}, timeout_s=2.0)
     assert seen == ["/v1/models", "/api/tags"]
     assert len(servers) == 1
     assert servers[0].base_url == f"http://127.0.0.1:{port}/v1"
     models = servers[0].pool_models()
     assert [(m.id, m.model) for m in models] == [
-        ("ollama/llama3.2", "llama3.2:latest"), ("ollama/qwen2.5:7b", "qwen2.5:7b")]
+        ("ollama/llama3.2", "llama3.2:latest"),
+        ("ollama/qwen2.5:7b", "qwen2.5:7b"),
+    ]
 
 
 async def test_ollama_openai_endpoint_preferred(http_server):
@@ -150,8 +161,7 @@ async def test_ollama_openai_endpoint_preferred(http_server):
 async def test_nothing_listening_is_quick():
     port = _closed_port()
     start = time.monotonic()
-    result = await discover_servers(ports={"vllm": port, "llamacpp": _closed_port()},
-                                    timeout_s=30.0)
+    result = await discover_servers(ports={"vllm": port, "llamacpp": _closed_port()}, timeout_s=30.0)
     elapsed = time.monotonic() - start
     assert result == []
     # a refused connection ends the probe at once: it never waits out the (long) timeout
@@ -170,7 +180,8 @@ async def test_hanging_server_is_bounded(hanging_port):
 async def test_probes_run_concurrently(http_server, hanging_port):
     good, _ = http_server({"/v1/models": (200, {"data": [{"id": "model-a"}]})})
     servers = await discover_servers(
-        ports={"vllm": hanging_port, "ollama": hanging_port, "lmstudio": good}, timeout_s=0.5)
+        ports={"vllm": hanging_port, "ollama": hanging_port, "lmstudio": good}, timeout_s=0.5
+    )
     assert [s.name for s in servers] == ["lmstudio"]  # the hanging ones hold nothing up
     assert servers[0].models == ("model-a",)
     # Three servers that each answer only once all three have been asked: probes made one at a
@@ -193,8 +204,7 @@ async def test_unrelated_server_is_ignored(http_server):
     port, _ = http_server({"/v1/models": (200, "<html>hello</html>")})
     port2, _ = http_server({"/v1/models": (200, {"status": "ok"})})
     port3, _ = http_server({})  # 404 everywhere
-    servers = await discover_servers(
-        ports={"vllm": port, "llamacpp": port2, "ollama": port3}, timeout_s=2.0)
+    servers = await discover_servers(ports={"vllm": port, "llamacpp": port2, "ollama": port3}, timeout_s=2.0)
     assert servers == []
 
 
@@ -212,13 +222,16 @@ async def test_ports_select_and_skip():
         await discover_servers(ports={"nginx": 80}, timeout_s=0.2)
 
 
-@pytest.mark.parametrize("name, short", [
-    ("llama3.2:latest", "llama3.2"),
-    ("qwen2.5:7b", "qwen2.5:7b"),
-    ("/models/qwen-7b.Q4_K_M.gguf", "qwen-7b.Q4_K_M"),
-    ("Qwen/Qwen3-32B", "Qwen/Qwen3-32B"),
-    ("gemma.gguf", "gemma"),
-])
+@pytest.mark.parametrize(
+    "name, short",
+    [
+        ("llama3.2:latest", "llama3.2"),
+        ("qwen2.5:7b", "qwen2.5:7b"),
+        ("/models/qwen-7b.Q4_K_M.gguf", "qwen-7b.Q4_K_M"),
+        ("Qwen/Qwen3-32B", "Qwen/Qwen3-32B"),
+        ("gemma.gguf", "gemma"),
+    ],
+)
 def test_short_model_name(name, short):
     assert short_model_name(name) == short
 
@@ -263,8 +276,9 @@ async def test_model_ids_that_are_not_printable_or_too_long_are_skipped(http_ser
 
 
 async def test_ollama_tags_with_hostile_names_are_skipped(http_server):
-    port, _ = http_server({"/api/tags": (200, {"models": [
-        {"name": "llama3.2:latest"}, {"name": "bad\x1b]52;c;QQ==\x07:latest"}]})})
+    port, _ = http_server(
+        {"/api/tags": (200, {"models": [{"name": "llama3.2:latest"}, {"name": "bad\x1b]52;c;QQ==\x07:latest"}]})}
+    )
     models = await discover_models(ports={"ollama": port}, timeout_s=2.0)
     assert [m.id for m in models] == ["ollama/llama3.2"]
 
@@ -302,8 +316,9 @@ async def test_discovered_models_are_shown_as_discovered_in_the_listing(http_ser
     from stiva_tui.pool.registry import build_pool
 
     port, _ = http_server({"/v1/models": (200, {"data": [{"id": "local-7b"}, {"id": HOSTILE_IDS[1]}]})})
-    pool = await build_pool(parse_config({"discovery": {"timeout_s": 2.0}, "catalog": False}),
-                            discovery_ports={"vllm": port})
+    pool = await build_pool(
+        parse_config({"discovery": {"timeout_s": 2.0}, "catalog": False}), discovery_ports={"vllm": port}
+    )
     url = f"http://127.0.0.1:{port}/v1"
     rows = {row["id"]: row for row in models_json(pool, None)["models"]}
     assert rows["vllm/local-7b"]["source"] == "discovered" and url in rows["vllm/local-7b"]["reason"]

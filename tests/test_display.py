@@ -7,12 +7,26 @@ from stiva_tui.core import display as fmt
 
 def test_money_is_written_one_way():
     assert [fmt.money(v) for v in (None, 0, 0.000028, 0.0023, 0.0142, 0.5, 1.5, 1234.5)] == [
-        "$0.00", "$0.00", "$0.000028", "$0.0023", "$0.014", "$0.500", "$1.50", "$1,234.50"]
+        "$0.00",
+        "$0.00",
+        "$0.000028",
+        "$0.0023",
+        "$0.014",
+        "$0.500",
+        "$1.50",
+        "$1,234.50",
+    ]
 
 
 def test_durations_are_written_one_way():
     assert [fmt.seconds(v) for v in (None, 0.48, 10.91, 59.96, 71.2, 3600)] == [
-        "", "0.5s", "10.9s", "1m00s", "1m11s", "60m00s"]
+        "",
+        "0.5s",
+        "10.9s",
+        "1m00s",
+        "1m11s",
+        "60m00s",
+    ]
 
 
 def test_counts_say_one_step_and_two_steps():

@@ -91,14 +91,20 @@ def parse_error(command: str) -> str | None:
 
 
 def _all_commands() -> list[tuple[str, int, str]]:
-    return [(path.relative_to(ROOT).as_posix(), number, command)
-            for path in DOCS for number, command in bash_commands(path.read_text(encoding="utf-8"))]
+    return [
+        (path.relative_to(ROOT).as_posix(), number, command)
+        for path in DOCS
+        for number, command in bash_commands(path.read_text(encoding="utf-8"))
+    ]
 
 
 def test_every_stiva_command_in_the_docs_parses():
     commands = _all_commands()
-    bad = [f"{where}:{number}: {command}\n    {error}"
-           for where, number, command in commands if (error := parse_error(command))]
+    bad = [
+        f"{where}:{number}: {command}\n    {error}"
+        for where, number, command in commands
+        if (error := parse_error(command))
+    ]
     assert not bad, "commands in the docs that `stiva` no longer accepts:\n" + "\n".join(bad)
 
 
@@ -120,18 +126,20 @@ def test_a_made_up_flag_fails():
 
 
 def test_what_a_line_may_carry_beside_the_command():
-    text = "\n".join([
-        "```bash",
-        "stiva bench basic --systems conductor,moa --json > report.json   # a comment",
-        "stiva history [--json] [--limit N] | head",
-        "stiva train skills --pool sim --base embedded \\",
-        "    --out ~/adapters/sim --steps 80",
-        "```",
-        "stiva outside --any-block",
-        "```toml",
-        "stiva = 'not bash'",
-        "```",
-    ])
+    text = "\n".join(
+        [
+            "```bash",
+            "stiva bench basic --systems conductor,moa --json > report.json   # a comment",
+            "stiva history [--json] [--limit N] | head",
+            "stiva train skills --pool sim --base embedded \\",
+            "    --out ~/adapters/sim --steps 80",
+            "```",
+            "stiva outside --any-block",
+            "```toml",
+            "stiva = 'not bash'",
+            "```",
+        ]
+    )
     found = bash_commands(text)
     assert [number for number, _ in found] == [2, 3, 4]
     assert words(found[0][1]) == ["bench", "basic", "--systems", "conductor,moa", "--json"]
@@ -198,6 +206,8 @@ def test_every_link_in_the_docs_leads_somewhere():
 
 def test_a_broken_link_is_found(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("# A title: `--pool sim`\n\n[ok](#a-title---pool-sim) [gone](missing.md) "
-                    "[wrong](#no-such-title) [web](https://example.org)\n")
+    page.write_text(
+        "# A title: `--pool sim`\n\n[ok](#a-title---pool-sim) [gone](missing.md) "
+        "[wrong](#no-such-title) [web](https://example.org)\n"
+    )
     assert broken_links(page) == ["missing.md: no such file", "#no-such-title: no such heading"]

@@ -42,8 +42,11 @@ def test_the_status_line_tells_the_one_time_conversion_apart_from_the_load(monke
     converted: list[bool] = []
     monkeypatch.setattr(embedded, "embedded_checkpoint_ready", lambda: bool(converted))
     monkeypatch.setattr(embedded, "ensure_embedded_checkpoint", lambda progress=None: converted.append(True))
-    monkeypatch.setattr(embedded, "load_model", lambda spec, progress=None: LoadedModel(
-        None, None, spec, "cpu", None, load_s=4.8, memory_bytes=600 * 2**20))
+    monkeypatch.setattr(
+        embedded,
+        "load_model",
+        lambda spec, progress=None: LoadedModel(None, None, spec, "cpu", None, load_s=4.8, memory_bytes=600 * 2**20),
+    )
 
     class Conductor:  # what loaded_facts reads of a conductor
         def __init__(self, loaded):

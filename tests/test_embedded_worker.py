@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from conftest_model import cancel_and_expect_idle, embedded_loaded, model_cache  # noqa: F401 - fixtures
+
 from stiva_tui.pool.embedded import EmbeddedWorker, embedded_pool_model
 from stiva_tui.pool.types import TextDelta, UsageReport
 
@@ -59,7 +59,7 @@ async def test_closing_the_stream_stops_generation(embedded_loaded):
     worker = EmbeddedWorker()
     stream = worker.stream_chat(embedded_pool_model(), MESSAGES, max_tokens=2000)
     got = 0
-    async for event in stream:
+    async for _event in stream:
         got += 1
         if got == 2:
             break
@@ -95,8 +95,10 @@ def test_a_static_prefix_is_prefilled_once_and_changes_nothing(embedded_loaded):
     head = tok(BASE_WORKER_PREFIX, add_special_tokens=True)["input_ids"]
     embedded_loaded.extras.pop("prefix_kv", None)
     for question in ("What is the capital of France?", "How many legs does a spider have?"):
-        messages = [{"role": "system", "content": BASE_WORKER_PREFIX},
-                    {"role": "user", "content": f"Question: {question}\nAnswer:"}]
+        messages = [
+            {"role": "system", "content": BASE_WORKER_PREFIX},
+            {"role": "user", "content": f"Question: {question}\nAnswer:"},
+        ]
         prompt = tok(render_completion(messages), add_special_tokens=True)["input_ids"]
         n = shared_prefix_len(head, prompt)
         assert n == len(head)

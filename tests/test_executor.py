@@ -7,9 +7,9 @@ import threading
 import time
 
 import pytest
-
 from conftest import pool_models
 from fakeprovider import Reply
+
 from stiva_tui.conductor.remote import RemoteConductor
 from stiva_tui.core import events as ev
 from stiva_tui.engine.baselines import moa_workflow
@@ -20,8 +20,9 @@ from stiva_tui.pool.client import HttpWorker
 def plan(models, subtasks, access):
     import json
 
-    return (f"Plan.\nmodel_id = {json.dumps(models)}\nsubtasks = {json.dumps(subtasks)}\n"
-            f"access_list = {json.dumps(access)}")
+    return (
+        f"Plan.\nmodel_id = {json.dumps(models)}\nsubtasks = {json.dumps(subtasks)}\naccess_list = {json.dumps(access)}"
+    )
 
 
 def make_engine(fake, *names, retries=1, worker=None):
@@ -45,6 +46,7 @@ async def test_fan_in_runs_branches_concurrently(fake):
             except threading.BrokenBarrierError:
                 return Reply("alone")
             return Reply(text)
+
         return reply
 
     fake.default("w1", branch("alpha"))
@@ -65,8 +67,10 @@ async def test_fan_in_runs_branches_concurrently(fake):
 async def test_each_worker_sees_exactly_its_access_list(fake):
     fake.script("cond", Reply(plan([1, 1, 1, 1], ["s0", "s1", "s2", "s3"], [[], [0], [], [0, 2]])))
     outputs = iter(["OUT0", "OUT1", "OUT2", "OUT3"])
-    fake.default("w1", lambda request: Reply(request.user_text.split("Your assigned subtask: ")[1].upper()
-                                              + " " + next(outputs, "x")))
+    fake.default(
+        "w1",
+        lambda request: Reply(request.user_text.split("Your assigned subtask: ")[1].upper() + " " + next(outputs, "x")),
+    )
     engine, worker = make_engine(fake, "w1")
     result = await engine.run("The question", emit=None)
     await worker.aclose()
@@ -119,8 +123,9 @@ async def test_when_no_fallback_works_the_run_fails_naming_step_and_provider(fak
     worker = HttpWorker(retries=0)
     engine = Engine(models, worker, RemoteConductor(models[0], worker))
     events: list = []
-    result = await engine.run("Q", emit=events.append,
-                              options=RunOptions(retries=0, fallbacks=("cond",), max_fallbacks=1))
+    result = await engine.run(
+        "Q", emit=events.append, options=RunOptions(retries=0, fallbacks=("cond",), max_fallbacks=1)
+    )
     await worker.aclose()
     assert result.status == "failed"
     assert "step 2" in result.error and "cond" in result.error and "down" in result.error  # numbered from 1
@@ -180,8 +185,11 @@ async def test_cancellation_leaves_no_task_or_connection(fake):
 
 
 async def test_second_round_sees_previous_workflow_and_may_keep_the_answer(fake):
-    fake.script("cond", Reply(plan([1], ["first try"], [[]])),
-                Reply("Looks right.\nmodel_id = []\nsubtasks = []\naccess_list = []"))
+    fake.script(
+        "cond",
+        Reply(plan([1], ["first try"], [[]])),
+        Reply("Looks right.\nmodel_id = []\nsubtasks = []\naccess_list = []"),
+    )
     fake.script("w1", Reply("answer one"))
     engine, worker = make_engine(fake, "w1")
     events: list = []
@@ -205,8 +213,9 @@ async def test_second_round_may_replace_the_answer(fake):
 
 
 async def test_conductor_gets_one_repair_retry(fake):
-    fake.script("cond", Reply("model_id = [7]\nsubtasks = [\"a\"]\naccess_list = [[]]"),
-                Reply(plan([1], ["fixed"], [[]])))
+    fake.script(
+        "cond", Reply('model_id = [7]\nsubtasks = ["a"]\naccess_list = [[]]'), Reply(plan([1], ["fixed"], [[]]))
+    )
     engine, worker = make_engine(fake, "w1")
     result = await engine.run("Q")
     assert result.status == "finished"
@@ -228,7 +237,13 @@ async def test_direct_baseline_counts_like_any_step(fake):
     assert (result.totals.prompt_tokens, result.totals.completion_tokens) == (9, 2)
     assert events[0].mode == "direct"
     assert [type(e).__name__ for e in events if not isinstance(e, ev.StepDelta)] == [
-        "RunStarted", "RoundStarted", "WorkflowReady", "StepStarted", "StepFinished", "RunFinished"]
+        "RunStarted",
+        "RoundStarted",
+        "WorkflowReady",
+        "StepStarted",
+        "StepFinished",
+        "RunFinished",
+    ]
 
 
 async def test_mixture_of_agents_layers_then_aggregator(fake):
@@ -281,8 +296,8 @@ async def test_an_unexpected_worker_exception_is_a_step_failure_not_a_crash(fake
 def test_default_fallbacks_skip_the_embedded_model(fake):
     from dataclasses import replace
 
-    from stiva_tui.engine.executor import _Run
     from stiva_tui.core.workflow import Step
+    from stiva_tui.engine.executor import _Run
 
     models = pool_models(fake, "w1", "w2")
     embedded = replace(models[0], id="local/gemma-3-270m", kind="embedded")

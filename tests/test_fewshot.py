@@ -29,7 +29,9 @@ CLAUDE = WorkerInfo("claude", "careful writer")
 ONE_STEP = parse_workflow('model_id = [0]\nsubtasks = ["Name the capital."]\naccess_list = [[]]', 1)
 CHAIN = parse_workflow(
     'model_id = [0, 1, 0]\nsubtasks = ["Draft it.", "Draft again.", "Pick the better draft."]\n'
-    'access_list = [[], [], [1]]', 2)
+    "access_list = [[], [], [1]]",
+    2,
+)
 
 
 def test_a_one_step_worker_prompt_is_the_examples_then_the_question():
@@ -48,34 +50,40 @@ def test_a_later_step_reads_only_its_access_list_on_one_line_each():
     outputs = {0: "first draft\nwith two lines", 1: "second draft"}
     prompt = base_worker_prompt("Name a colour.\nJust one.", CHAIN, 2, outputs)
     case = prompt.messages[-1]["content"]
-    assert case.splitlines() == ["Question: Name a colour. Just one.", "Note: second draft",
-                                 "Task: Pick the better draft.", "Answer:"]
+    assert case.splitlines() == [
+        "Question: Name a colour. Just one.",
+        "Note: second draft",
+        "Task: Pick the better draft.",
+        "Answer:",
+    ]
     assert "first draft" not in render_completion(prompt.messages)
 
 
 def test_the_conversation_goes_before_the_question():
     turns = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello\nthere"}]
     case = base_worker_prompt("And you?", ONE_STEP, 0, {}, turns).messages[-1]["content"]
-    assert case.splitlines() == ["Earlier question: Hi", "Earlier answer: Hello there", "Question: And you?",
-                                 "Answer:"]
+    assert case.splitlines() == ["Earlier question: Hi", "Earlier answer: Hello there", "Question: And you?", "Answer:"]
     long = [{"role": "user", "content": f"question {i} " + "x" * 100} for i in range(20)]
     case = base_worker_prompt("Last?", ONE_STEP, 0, {}, long).messages[-1]["content"]
     assert "question 19" in case and "question 0 " not in case and len(case) < 900  # the newest kept
 
 
-@pytest.mark.parametrize("raw, clean", [
-    (" Paris is the capital of France.", "Paris is the capital of France."),
-    ("Answer: Paris.", "Paris."),
-    ("A: Paris.", "Paris."),
-    ("Paris. Question: What is the capital of Spain?", "Paris."),
-    ("Paris.\nQuestion: next", "Paris."),
-    ("Rome. User: thanks", "Rome."),
-    ("Rome. model_id = [0]", "Rome."),
-    ("Rome. Task: answer", "Rome."),
-    ("The answer is 5.", "The answer is 5."),  # "answer" inside a sentence is not a marker
-    ("The answer: 5.", "The answer: 5."),
-    ("Use a note: it helps.", "Use a note: it helps."),
-])
+@pytest.mark.parametrize(
+    "raw, clean",
+    [
+        (" Paris is the capital of France.", "Paris is the capital of France."),
+        ("Answer: Paris.", "Paris."),
+        ("A: Paris.", "Paris."),
+        ("Paris. Question: What is the capital of Spain?", "Paris."),
+        ("Paris.\nQuestion: next", "Paris."),
+        ("Rome. User: thanks", "Rome."),
+        ("Rome. model_id = [0]", "Rome."),
+        ("Rome. Task: answer", "Rome."),
+        ("The answer is 5.", "The answer is 5."),  # "answer" inside a sentence is not a marker
+        ("The answer: 5.", "The answer: 5."),
+        ("Use a note: it helps.", "Use a note: it helps."),
+    ],
+)
 def test_echoes_of_the_prompt_are_stripped(raw, clean):
     assert clean_base_answer(raw) == clean
 
@@ -88,7 +96,10 @@ def test_the_engine_sends_the_base_prompt_to_the_embedded_model_only():
     assert base.base and base.stop == ("\n",) and base.messages[-1]["content"].endswith("Answer:")
     assert not chat.base and chat.stop == () and chat.max_tokens is None
     # the one step of a one-step plan gets the question itself, the subtask only as guidance
-    assert chat.messages[-1]["content"].startswith("What is 2 + 2?") and "<overall_task>" not in chat.messages[0]["content"]
+    assert (
+        chat.messages[-1]["content"].startswith("What is 2 + 2?")
+        and "<overall_task>" not in chat.messages[0]["content"]
+    )
     two = parse_workflow('model_id = [0, 0]\nsubtasks = ["Draft it.", "Check it."]\naccess_list = [[], [0]]', 1, 5)
     assert "<overall_task>" in step_prompt(hosted, "What is 2 + 2?", two, 1, {0: "4"}).messages[0]["content"]
 
@@ -97,8 +108,9 @@ def _examples(text: str) -> list[str]:
     return [block for block in text.split("\n\n") if block.startswith("Question:") and "model_id" in block]
 
 
-@pytest.mark.parametrize("workers, max_steps", [([EMBEDDED], 1), ([GPT, CLAUDE, EMBEDDED], 2),
-                                                ([EMBEDDED, GPT], 2), ([GPT], 5)])
+@pytest.mark.parametrize(
+    "workers, max_steps", [([EMBEDDED], 1), ([GPT, CLAUDE, EMBEDDED], 2), ([EMBEDDED, GPT], 2), ([GPT], 5)]
+)
 def test_conductor_examples_parse_and_name_only_models_of_the_pool(workers, max_steps):
     prefix = base_conductor_prefix(workers, max_steps)
     examples = _examples(prefix)
@@ -126,19 +138,23 @@ def test_the_conductor_prompt_ends_at_the_question_and_has_no_rules_to_copy():
 
 def test_a_later_round_shows_the_previous_answer():
     first = parse_workflow('model_id = [0]\nsubtasks = ["Answer."]\naccess_list = [[]]', 1)
-    request = PlanRequest("Capital of Australia?", [GPT], max_steps=2, round=2,
-                          previous=PreviousRound(first, "Sydney.\nI think."))
+    request = PlanRequest(
+        "Capital of Australia?", [GPT], max_steps=2, round=2, previous=PreviousRound(first, "Sydney.\nI think.")
+    )
     text = base_conductor_prompt(request)
     assert "Previous answer: Sydney. I think." in text and text.endswith("Question: Capital of Australia?")
 
 
-@pytest.mark.parametrize("question, simple", [
-    ("What is the capital of France?", True),
-    ("2+2?", True),
-    ("Write a Python function that merges two sorted lists, then review it for bugs and edge cases.", False),
-    ("Fix this:\n```\nprint(1\n```", False),
-    ("x" * 200, False),
-])
+@pytest.mark.parametrize(
+    "question, simple",
+    [
+        ("What is the capital of France?", True),
+        ("2+2?", True),
+        ("Write a Python function that merges two sorted lists, then review it for bugs and edge cases.", False),
+        ("Fix this:\n```\nprint(1\n```", False),
+        ("x" * 200, False),
+    ],
+)
 def test_simple_questions(question, simple):
     assert is_simple_question(question) is simple
 
@@ -150,9 +166,12 @@ def test_arithmetic_gets_a_calculator_note_the_model_copies():
     assert case.splitlines() == ["Question: What is 20 + 30?", "Note: calculator: 20 + 30 = 50", "Answer:"]
     assert "Note: calculator: 14 + 29 = 43\nAnswer: 14 + 29 = 43." in BASE_WORKER_PREFIX
     # in a longer plan, the step's own task is what is computed
-    chain = parse_workflow('model_id = [0, 0]\nsubtasks = ["Add 2 and 3: 2 + 3.", "Now 4 times 5."]\n'
-                           'access_list = [[], [0]]', 1)
+    chain = parse_workflow(
+        'model_id = [0, 0]\nsubtasks = ["Add 2 and 3: 2 + 3.", "Now 4 times 5."]\naccess_list = [[], [0]]', 1
+    )
     case = base_worker_prompt("Two sums", chain, 1, {0: "5"}).messages[-1]["content"]
     assert "Note: calculator: 4 * 5 = 20" in case.splitlines()
     # no arithmetic, no note
-    assert "calculator" not in base_worker_prompt("What is the capital of Peru?", ONE_STEP, 0, {}).messages[-1]["content"]
+    assert (
+        "calculator" not in base_worker_prompt("What is the capital of Peru?", ONE_STEP, 0, {}).messages[-1]["content"]
+    )

@@ -26,8 +26,11 @@ ANSWER = "The sum is 3."
 
 def errors(result: subprocess.CompletedProcess) -> list[str]:
     """The lines stderr says as `stiva: ...` (failures and notes), and any history log line."""
-    return [line for line in result.stderr.splitlines()
-            if line.startswith("stiva") or ("history" in line.lower() and "conductor:" not in line)]
+    return [
+        line
+        for line in result.stderr.splitlines()
+        if line.startswith("stiva") or ("history" in line.lower() and "conductor:" not in line)
+    ]
 
 
 def assert_one_line(result: subprocess.CompletedProcess, *needles: str) -> str:
@@ -102,7 +105,8 @@ def _damage(database: Path, how: str, good: bytes) -> None:
 
 @pytest.mark.parametrize("how", ["garbage", "truncated"])
 def test_every_command_says_a_damaged_history_in_one_line_that_points_to_sqlite_recover(
-        how, config, tmp_path, stiva_home):
+    how, config, tmp_path, stiva_home
+):
     assert ask(stiva_home, config).returncode == 0
     database = stiva_home / "data" / "stiva.db"
     good = database.read_bytes()
@@ -164,7 +168,10 @@ def test_an_immutable_history_file_shows_the_answer_then_one_line(config, stiva_
     assert ask(stiva_home, config).returncode == 0
     database = stiva_home / "data" / "stiva.db"
     chattr = shutil.which("chattr")
-    if chattr is None or subprocess.run([chattr, "+i", str(database)], check=False, capture_output=True).returncode != 0:
+    if (
+        chattr is None
+        or subprocess.run([chattr, "+i", str(database)], check=False, capture_output=True).returncode != 0
+    ):
         pytest.skip("no chattr +i here (needs root and a file system that has the flag)")
     try:
         before = conversations(database)

@@ -10,16 +10,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from conftest import pool_models
 from fakeprovider import Reply
+from test_cli import stiva, write_config
+
 from stiva_tui.core.usage import Usage
 from stiva_tui.core.workflow import Step, Workflow
 from stiva_tui.engine.executor import Engine, RunOptions
 from stiva_tui.pool.client import HttpWorker
 from stiva_tui.pool.types import ProviderError, TextDelta, UsageReport
 from stiva_tui.store import Recorder, Store
-from test_cli import stiva, write_config
 
 MESSAGES = [{"role": "user", "content": "Say hello to the world"}]
 MAX_CALL_TOKENS = 10_000_000  # the most tokens one call may claim (core/usage.py)
@@ -80,8 +80,11 @@ async def test_the_cap_counts_utf8_bytes_of_answer_text_exactly(fake, fault):
     # 8 KiB: 4096 two-byte characters pass, one more fails; the same whether streamed or whole.
     (model,) = pool_models(fake, "m1")
     at_cap = ["é" * 1024] * 4
-    fake.script("m1", Reply("".join(at_cap), chunks=at_cap, fault=fault, usage=(1, 1)),
-                Reply("".join(at_cap) + "é", chunks=[*at_cap, "é"], fault=fault, usage=(1, 1)))
+    fake.script(
+        "m1",
+        Reply("".join(at_cap), chunks=at_cap, fault=fault, usage=(1, 1)),
+        Reply("".join(at_cap) + "é", chunks=[*at_cap, "é"], fault=fault, usage=(1, 1)),
+    )
     worker = HttpWorker(retries=0, max_answer_bytes=8 * 1024)
     events = await collect(worker, model)
     assert streamed(events) == "é" * 4096 and events[-1] == UsageReport(Usage(1, 1))
@@ -123,7 +126,8 @@ async def test_a_run_on_an_endless_answer_fails_and_the_history_stays_small(fake
     assert len(fake.requests_for("w1")) == 1  # the cap is not worth another try
     with sqlite3.connect(db) as c:
         output_bytes, status, error = c.execute(
-            "SELECT length(CAST(output AS BLOB)), status, error FROM steps").fetchone()
+            "SELECT length(CAST(output AS BLOB)), status, error FROM steps"
+        ).fetchone()
         run_error, answer = c.execute("SELECT error, answer FROM runs").fetchone()
     assert status == "failed" and DEFAULT_CAP_ERROR in error and DEFAULT_CAP_ERROR in run_error
     assert 0 < output_bytes <= 2**20 and not answer  # the text up to the cap is kept, never more
@@ -136,8 +140,9 @@ def test_the_config_cap_reaches_stiva_ask_and_its_history(fake, tmp_path, stiva_
     config = write_config(tmp_path / "c.toml", fake.base_url).read_text()
     config = config.replace("[workers]\n", "[workers]\nmax_answer_kb = 8\n")
     (tmp_path / "c.toml").write_text(config)
-    result = stiva("ask", "Q?", "--config", str(tmp_path / "c.toml"), "--baseline", "direct:w1", "--json",
-                   home=stiva_home)
+    result = stiva(
+        "ask", "Q?", "--config", str(tmp_path / "c.toml"), "--baseline", "direct:w1", "--json", home=stiva_home
+    )
     assert result.returncode != 0
     assert SMALL_CAP_ERROR in result.stdout + result.stderr and "Traceback" not in result.stderr
     (db,) = Path(stiva_home).rglob("stiva.db")
@@ -149,7 +154,7 @@ def test_the_config_cap_reaches_stiva_ask_and_its_history(fake, tmp_path, stiva_
 # --- usage that lies ------------------------------------------------------------------------------
 
 
-LIES = [(-10**12, -5), (10**13, 1), (MAX_CALL_TOKENS + 1, 3), (1.5, 2), (True, 3)]
+LIES = [(-(10**12), -5), (10**13, 1), (MAX_CALL_TOKENS + 1, 3), (1.5, 2), (True, 3)]
 
 
 @pytest.mark.parametrize("fault", [None, "json"])
@@ -168,8 +173,15 @@ async def test_implausible_usage_is_estimated_and_said_to_be(fake, lie, fault):
 
 async def test_usage_with_a_number_as_text_is_estimated(fake):
     (model,) = pool_models(fake, "m1")
-    fake.default("m1", Reply(body={"choices": [{"message": {"role": "assistant", "content": "hi"}}],
-                                   "usage": {"prompt_tokens": "7", "completion_tokens": 3}}))
+    fake.default(
+        "m1",
+        Reply(
+            body={
+                "choices": [{"message": {"role": "assistant", "content": "hi"}}],
+                "usage": {"prompt_tokens": "7", "completion_tokens": 3},
+            }
+        ),
+    )
     worker = HttpWorker(retries=0)
     usage = (await collect(worker, model))[-1].usage
     await worker.aclose()
@@ -185,7 +197,7 @@ async def test_plausible_usage_is_kept_as_sent(fake):
     await worker.aclose()
 
 
-@pytest.mark.parametrize("lie", [(-10**12, -5), (10**13, 1)])
+@pytest.mark.parametrize("lie", [(-(10**12), -5), (10**13, 1)])
 async def test_a_run_totals_and_costs_the_estimate_when_usage_lies(fake, lie):
     text = "a few honest words " * 20
     fake.script("w1", Reply(text, usage=None), Reply(text, usage=lie))
@@ -207,7 +219,7 @@ async def test_negative_usage_credits_no_budget(fake, budget):
     # Step 1's 800 characters are estimated at 200 tokens out, 20 in ($0.00042 at $1/$2 per 1M):
     # within either budget. Step 2 reads them (240 tokens in): past it. A provider claiming
     # -10^12 tokens for step 1 must not buy step 2 room.
-    fake.default("w1", Reply("word " * 160, usage=(-10**12, -5)))
+    fake.default("w1", Reply("word " * 160, usage=(-(10**12), -5)))
     fake.default("w2", Reply("word " * 160, usage=None))
     models = pool_models(fake, "w1", "w2")
     worker = HttpWorker(retries=0)
@@ -233,8 +245,10 @@ async def _raw_stream(worker: HttpWorker, model, body: bytes):
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n"
+        )
         try:
             writer.write(body)
             await writer.drain()
@@ -248,4 +262,3 @@ async def _raw_stream(worker: HttpWorker, model, body: bytes):
         return await collect(worker, replace(model, base_url=f"http://127.0.0.1:{port}/v1"))
     finally:
         server.close()
-

@@ -22,24 +22,69 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "stiva_tui"
 
 CORE = [
-    "stiva_tui.config", "stiva_tui.paths", "stiva_tui.keys", "stiva_tui.catalog", "stiva_tui.runtime",
-    "stiva_tui.cli", "stiva_tui.cli.view", "stiva_tui.cli.common", "stiva_tui.cli.bench",
-    "stiva_tui.bench.runner", "stiva_tui.bench.report", "stiva_tui.bench.limiter", "stiva_tui.store.benches",
-    "stiva_tui.conductor.fewshot", "stiva_tui.cli.train", "stiva_tui.train.trainer", "stiva_tui.train.rollout",
-    "stiva_tui.cli.votes", "stiva_tui.train.votes", "stiva_tui.train.dpo", "stiva_tui.cli.ask",
-    "stiva_tui.cli.models", "stiva_tui.cli.history", "stiva_tui.cli.serve", "stiva_tui.cli.config_cmd",
+    "stiva_tui.config",
+    "stiva_tui.paths",
+    "stiva_tui.keys",
+    "stiva_tui.catalog",
+    "stiva_tui.runtime",
+    "stiva_tui.cli",
+    "stiva_tui.cli.view",
+    "stiva_tui.cli.common",
+    "stiva_tui.cli.bench",
+    "stiva_tui.bench.runner",
+    "stiva_tui.bench.report",
+    "stiva_tui.bench.limiter",
+    "stiva_tui.store.benches",
+    "stiva_tui.conductor.fewshot",
+    "stiva_tui.cli.train",
+    "stiva_tui.train.trainer",
+    "stiva_tui.train.rollout",
+    "stiva_tui.cli.votes",
+    "stiva_tui.train.votes",
+    "stiva_tui.train.dpo",
+    "stiva_tui.cli.ask",
+    "stiva_tui.cli.models",
+    "stiva_tui.cli.history",
+    "stiva_tui.cli.serve",
+    "stiva_tui.cli.config_cmd",
     "stiva_tui.cli.main",
-    "stiva_tui.core.events", "stiva_tui.core.run_state", "stiva_tui.core.trace", "stiva_tui.core.workflow",
-    "stiva_tui.engine.executor", "stiva_tui.engine.baselines",
-    "stiva_tui.inference.checkpoints", "stiva_tui.inference.embedded", "stiva_tui.inference.generation",
-    "stiva_tui.inference.adapter_manifest", "stiva_tui.inference.grammar_mask", "stiva_tui.train.common",
-    "stiva_tui.conductor.prompt", "stiva_tui.conductor.remote", "stiva_tui.conductor.choose",
-    "stiva_tui.conductor.local", "stiva_tui.conductor.embedded", "stiva_tui.conductor.grammar",
-    "stiva_tui.pool.client", "stiva_tui.pool.registry", "stiva_tui.pool.discovery", "stiva_tui.pool.embedded",
-    "stiva_tui.pool.listing", "stiva_tui.store", "stiva_tui.store.export", "stiva_tui.sandbox",
-    "stiva_tui.sim.answers", "stiva_tui.sim.server", "stiva_tui.sim.pool", "stiva_tui.bench.derived",
-    "stiva_tui.sim.replay", "stiva_tui.bench.replay", "stiva_tui.bench.systems", "stiva_tui.runtime.systems",
-    "stiva_tui.evals.suite", "stiva_tui.evals.loaders", "stiva_tui.evals.graders",
+    "stiva_tui.core.events",
+    "stiva_tui.core.run_state",
+    "stiva_tui.core.trace",
+    "stiva_tui.core.workflow",
+    "stiva_tui.engine.executor",
+    "stiva_tui.engine.baselines",
+    "stiva_tui.inference.checkpoints",
+    "stiva_tui.inference.embedded",
+    "stiva_tui.inference.generation",
+    "stiva_tui.inference.adapter_manifest",
+    "stiva_tui.inference.grammar_mask",
+    "stiva_tui.train.common",
+    "stiva_tui.conductor.prompt",
+    "stiva_tui.conductor.remote",
+    "stiva_tui.conductor.choose",
+    "stiva_tui.conductor.local",
+    "stiva_tui.conductor.embedded",
+    "stiva_tui.conductor.grammar",
+    "stiva_tui.pool.client",
+    "stiva_tui.pool.registry",
+    "stiva_tui.pool.discovery",
+    "stiva_tui.pool.embedded",
+    "stiva_tui.pool.listing",
+    "stiva_tui.store",
+    "stiva_tui.store.export",
+    "stiva_tui.sandbox",
+    "stiva_tui.sim.answers",
+    "stiva_tui.sim.server",
+    "stiva_tui.sim.pool",
+    "stiva_tui.bench.derived",
+    "stiva_tui.sim.replay",
+    "stiva_tui.bench.replay",
+    "stiva_tui.bench.systems",
+    "stiva_tui.runtime.systems",
+    "stiva_tui.evals.suite",
+    "stiva_tui.evals.loaders",
+    "stiva_tui.evals.graders",
 ]
 HEAVY = ["torch", "transformers", "textual", "bitsandbytes", "xgrammar", "peft"]
 
@@ -70,7 +115,7 @@ def _names(layers: list[str]) -> set[str]:
     return {name.strip() for layer in layers for name in layer.replace("|", ":").split(":")}
 
 
-ABOVE_THE_ENGINE = _names(LAYERS[:LAYERS.index("runtime") + 1])
+ABOVE_THE_ENGINE = _names(LAYERS[: LAYERS.index("runtime") + 1])
 
 
 def test_core_imports_neither_textual_nor_torch():
@@ -148,7 +193,7 @@ def test_no_circle_between_subpackages():
         path.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == "open":
-                cycle = path[path.index(nxt):] + [nxt]
+                cycle = path[path.index(nxt) :] + [nxt]
                 raise AssertionError("import circle: " + " -> ".join(cycle))
             if nxt not in state:
                 visit(nxt)

@@ -152,11 +152,17 @@ def _encodings(key: str) -> dict[str, str]:
 
     raw = key.encode()
     forms = {
-        "exact": key, "upper": key.upper(), "lower": key.lower(), "swapped": key.swapcase(),
-        "percent": quote(key, safe=""), "percent-lower": quote(key, safe="").lower(),
-        "percent-plus": quote_plus(key), "percent-every-char": "".join(f"%{b:02X}" for b in raw),
+        "exact": key,
+        "upper": key.upper(),
+        "lower": key.lower(),
+        "swapped": key.swapcase(),
+        "percent": quote(key, safe=""),
+        "percent-lower": quote(key, safe="").lower(),
+        "percent-plus": quote_plus(key),
+        "percent-every-char": "".join(f"%{b:02X}" for b in raw),
         "percent-upper": quote(key.upper(), safe=""),
-        "hex": raw.hex(), "HEX": raw.hex().upper(),
+        "hex": raw.hex(),
+        "HEX": raw.hex().upper(),
     }
     for name, encode in (("b64", base64.b64encode), ("b64url", base64.urlsafe_b64encode)):
         full = encode(raw).decode()
@@ -193,7 +199,14 @@ def test_mask_leaves_ordinary_text_alone():
     assert keys.mask(text, [MASKED_KEY]) == text
 
 
-@pytest.mark.parametrize("key", ["sk-proj-ABCDEFGHIJKLMNOP1234", "SK-PROJ-ABCDEFGHIJKLMNOP1234",
-                                 "Sk-proj-abcdefghijklmnop1234", "AIZASYABCDEFGHIJKLMNOPQRSTUV"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "sk-proj-ABCDEFGHIJKLMNOP1234",
+        "SK-PROJ-ABCDEFGHIJKLMNOP1234",
+        "Sk-proj-abcdefghijklmnop1234",
+        "AIZASYABCDEFGHIJKLMNOPQRSTUV",
+    ],
+)
 def test_key_shapes_are_masked_in_any_case(key):
     assert keys.redact(f"echo: {key}.") == "echo: [redacted]."

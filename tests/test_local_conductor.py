@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import random
+import re
 
 import pytest
-
 from conftest_model import cancel_and_expect_idle, embedded_loaded, embedded_tokenizer, model_cache  # noqa: F401 - fixtures
+
 from stiva_tui.conductor.base import ConductorError, PlanRequest, PreviousRound, WorkerInfo
 from stiva_tui.conductor.grammar import lists_grammar, max_lists_bytes
 from stiva_tui.conductor.prompt import GENERATION_PREFIX
@@ -193,9 +193,11 @@ async def test_embedded_plans_always_parse(embedded_loaded):
             return request.max_steps
 
     conductors = {
-        (style, temperature): Uncapped(max_reasoning_tokens=12, max_subtask_chars=32, temperature=temperature,
-                                       prompt_style=style)
-        for style in ("base", "plain") for temperature in (0.0, 0.8)
+        (style, temperature): Uncapped(
+            max_reasoning_tokens=12, max_subtask_chars=32, temperature=temperature, prompt_style=style
+        )
+        for style in ("base", "plain")
+        for temperature in (0.0, 0.8)
     }
     greedy = conductors["base", 0.0]
     assert (await greedy.load()) is embedded_loaded  # shared, one load per process
@@ -278,8 +280,15 @@ async def test_embedded_later_round_may_keep_the_answer(embedded_loaded):
 
     from stiva_tui.conductor.grammar import compiled_lists_grammar
 
-    compiled = compiled_lists_grammar(embedded_loaded.tokenizer, 3, 3, 40, True,
-                                      vocab_size=embedded_loaded.model.config.vocab_size, stop_token_ids=[1])
+    compiled = compiled_lists_grammar(
+        embedded_loaded.tokenizer,
+        3,
+        3,
+        40,
+        True,
+        vocab_size=embedded_loaded.model.config.vocab_size,
+        stop_token_ids=[1],
+    )
     matcher = xgr.GrammarMatcher(compiled)
     assert matcher.accept_string("\nmodel_id = []\nsubtasks = []\naccess_list = []\n") and matcher.is_completed()
 
@@ -300,7 +309,9 @@ def test_grammar_random_logits_with_the_real_tokenizer(embedded_loaded):
         info = compiled.tokenizer_info
         for _ in range(3):
             matcher = xgr.GrammarMatcher(compiled, override_stop_tokens=[1])
-            text = _random_walk(matcher, info, lambda ids: tok.decode(ids), rng, max_lists_bytes(pool, max_steps, 30) + 1)
+            text = _random_walk(
+                matcher, info, lambda ids: tok.decode(ids), rng, max_lists_bytes(pool, max_steps, 30) + 1
+            )
             workflow = parse_workflow("Reasoning here.\n" + text, pool, max_steps, allow_empty=allow_empty)
             assert len(workflow) <= max_steps
 
@@ -325,8 +336,7 @@ async def test_lora_adapter_loads_and_changes_the_output(embedded_loaded, tmp_pa
     peft_model.save_pretrained(str(adapter))
     del peft_model, base
 
-    conductor = LocalConductor(folder, adapter=str(adapter), device="cpu", max_reasoning_tokens=8,
-                               max_subtask_chars=40)
+    conductor = LocalConductor(folder, adapter=str(adapter), device="cpu", max_reasoning_tokens=8, max_subtask_chars=40)
     loaded = await conductor.load()
     assert loaded is not embedded_loaded
     assert conductor.describe()["adapter"] == str(adapter)
@@ -368,7 +378,7 @@ def test_incremental_decoder_matches_full_decode(embedded_tokenizer):
     anchor = tok("Start:", add_special_tokens=False)["input_ids"]
     decoder = IncrementalDecoder(tok, anchor)
     out = "".join(decoder.push(t) for t in ids) + decoder.flush()
-    assert out == tok.decode(anchor[-1:] + ids)[len(tok.decode(anchor[-1:])):]
+    assert out == tok.decode(anchor[-1:] + ids)[len(tok.decode(anchor[-1:])) :]
     assert "\ufffd" not in out
 
 
@@ -379,10 +389,15 @@ def test_random_seed_independence_of_grammar_bound():
         text = lists_grammar(pool, steps, chars, bool(rng.getrandbits(1)))
         assert text.count("steps") >= steps
         # a maximal workflow fits in the byte bound
-        longest = ('\nmodel_id = [' + ", ".join([str(pool - 1)] * steps) + ']\nsubtasks = ['
-                   + ", ".join(['"' + "é" * chars + '"'] * steps) + ']\naccess_list = ['
-                   + ", ".join(["[" + ", ".join(str(j) for j in range(i)) + "]" if i else '"all"' for i in range(steps)])
-                   + "]\n")
+        longest = (
+            "\nmodel_id = ["
+            + ", ".join([str(pool - 1)] * steps)
+            + "]\nsubtasks = ["
+            + ", ".join(['"' + "é" * chars + '"'] * steps)
+            + "]\naccess_list = ["
+            + ", ".join(["[" + ", ".join(str(j) for j in range(i)) + "]" if i else '"all"' for i in range(steps)])
+            + "]\n"
+        )
         assert len(longest.encode()) <= max_lists_bytes(pool, steps, chars)
 
 
@@ -401,8 +416,15 @@ def test_batched_plans_of_different_prompts_match_one_by_one(embedded_loaded):
     model.load_state_dict({k: v.float() for k, v in embedded_loaded.model.state_dict().items()})
     model = model.float().eval()
     model.generation_config = embedded_loaded.model.generation_config
-    loaded = LoadedModel(model=model, tokenizer=embedded_loaded.tokenizer, spec=embedded_loaded.spec, device="cpu",
-                         quantization=None, load_s=0.0, memory_bytes=0)
+    loaded = LoadedModel(
+        model=model,
+        tokenizer=embedded_loaded.tokenizer,
+        spec=embedded_loaded.spec,
+        device="cpu",
+        quantization=None,
+        load_s=0.0,
+        memory_bytes=0,
+    )
     assert next(model.parameters()).dtype == torch.float32
     conductor = EmbeddedConductor(max_subtask_chars=40, prompt_style="compact")
     rng = random.Random(3)
@@ -431,13 +453,16 @@ def test_an_adapter_plans_under_the_step_limit_it_was_trained_under(tmp_path):
     from stiva_tui.conductor.local import HFConductor
     from stiva_tui.inference.checkpoints import ModelSpec
 
-    hard = ("Write a Python function that merges two sorted lists, then explain its running time in detail\n"
-            "and review it for bugs and edge cases.")  # not a simple question: the embedded cap of two applies
+    hard = (
+        "Write a Python function that merges two sorted lists, then explain its running time in detail\n"
+        "and review it for bugs and edge cases."
+    )  # not a simple question: the embedded cap of two applies
     request = PlanRequest(hard, WORKERS[:3], max_steps=5)
     trained = tmp_path / "one-step"
     trained.mkdir()
-    (trained / "stiva_adapter.json").write_text(json.dumps({"base": "embedded", "prompt_style": "compact",
-                                                            "max_steps_per_plan": 1}))
+    (trained / "stiva_adapter.json").write_text(
+        json.dumps({"base": "embedded", "prompt_style": "compact", "max_steps_per_plan": 1})
+    )
     wide = tmp_path / "three-steps"
     wide.mkdir()
     (wide / "stiva_adapter.json").write_text(json.dumps({"base": "embedded", "max_steps_per_plan": 3}))
@@ -462,9 +487,9 @@ def test_a_short_question_gets_a_second_step_only_from_a_model_trained_for_it(tm
     were noise). An adapter trained with `--plan-steps 2`, and the conductor that trains it, plan
     under two: capped at one, the two-step plan it learnt for such questions could never be
     written (the prompt said "at most 1 step" in training, and the grammar allowed one)."""
-    from stiva_tui.config import parse_config
     from stiva_tui.conductor.embedded import EmbeddedConductor
     from stiva_tui.conductor.prompt import compact_conductor_prompt
+    from stiva_tui.config import parse_config
     from stiva_tui.train.trainer import TrainOptions, _conductor_for
 
     short = PlanRequest("How many meters are in 3 kilometers?", WORKERS[:3], max_steps=5)
@@ -482,8 +507,9 @@ def test_a_short_question_gets_a_second_step_only_from_a_model_trained_for_it(tm
     assert EmbeddedConductor(adapter=str(two)).step_limit(PlanRequest(short.question, WORKERS[-1:], max_steps=5)) == 1
 
     config = parse_config({})
-    trainee = _conductor_for("embedded", config, TrainOptions(base="embedded", out=tmp_path / "out",
-                                                               max_steps_per_plan=2), "cpu")
+    trainee = _conductor_for(
+        "embedded", config, TrainOptions(base="embedded", out=tmp_path / "out", max_steps_per_plan=2), "cpu"
+    )
     assert trainee.step_limit(short) == 2
     assert compact_conductor_prompt(trainee.limited(short)).endswith("Plan, at most 2 steps:")
     untrained = _conductor_for("embedded", config, TrainOptions(base="embedded", out=tmp_path / "out"), "cpu")

@@ -15,17 +15,24 @@ import json
 import random
 
 import pytest
-
 from conftest_model import embedded_loaded, model_cache  # noqa: F401  (session fixtures)
-from stiva_tui.conductor.base import ConductorError, PlanRequest, PreviousRound, WorkerInfo
 from model_builders import CHATML, build_random_model
+
+from stiva_tui.conductor.base import ConductorError, PlanRequest, PreviousRound, WorkerInfo
 from stiva_tui.core.workflow import parse_workflow
 
-POOL = [WorkerInfo(f"model-{i}", d) for i, d in enumerate(
-    ["strong reasoner", "fast and cheap", "good at code", "long context", "careful writer", "math", "search"])]
+POOL = [
+    WorkerInfo(f"model-{i}", d)
+    for i, d in enumerate(
+        ["strong reasoner", "fast and cheap", "good at code", "long context", "careful writer", "math", "search"]
+    )
+]
 QUESTIONS = [
-    "What is 17*23?", "Write a haiku about rivers.", "Prove that the square root of 2 is irrational.",
-    "Summarise the causes of the French Revolution.", "Fix this Python: def f(x) return x",
+    "What is 17*23?",
+    "Write a haiku about rivers.",
+    "Prove that the square root of 2 is irrational.",
+    "Summarise the causes of the French Revolution.",
+    "Fix this Python: def f(x) return x",
 ]
 
 
@@ -42,8 +49,9 @@ def qwen_folder(tmp_path_factory):
 def qwen_conductor(qwen_folder):
     from stiva_tui.conductor.local import LocalConductor
 
-    conductor = LocalConductor(str(qwen_folder), device="cpu", temperature=1.0, max_reasoning_tokens=24,
-                               max_subtask_chars=80)
+    conductor = LocalConductor(
+        str(qwen_folder), device="cpu", temperature=1.0, max_reasoning_tokens=24, max_subtask_chars=80
+    )
     progress: list[tuple[float | None, str]] = []
     conductor.load_sync(lambda fraction, message: progress.append((fraction, message)))
     conductor.progress_seen = progress
@@ -174,8 +182,9 @@ async def test_a_base_model_without_a_chat_template_plans_from_worked_examples(t
 
     folder = build_qwen_like(tmp_path / "base", chat_template=None, seed=1)
     for style, marker in (("auto", "model_id = ["), ("plain", "Conductor:")):
-        conductor = LocalConductor(str(folder), device="cpu", temperature=1.0, max_reasoning_tokens=8,
-                                   max_subtask_chars=40, prompt_style=style)
+        conductor = LocalConductor(
+            str(folder), device="cpu", temperature=1.0, max_reasoning_tokens=8, max_subtask_chars=40, prompt_style=style
+        )
         loaded = await conductor.load()
         request = PlanRequest("What is 17*23?", POOL[:2], max_steps=2)
         text = loaded.tokenizer.decode(conductor.prompt_ids(request, loaded))
@@ -188,8 +197,8 @@ async def test_the_cuda_quantisation_settings_work_too(qwen_folder):
     """Double quantisation with bf16 compute (what the backend uses on CUDA), run here on the CPU."""
     import torch
 
-    from stiva_tui.inference.checkpoints import ModelSpec
     from stiva_tui.conductor.local import HFConductor
+    from stiva_tui.inference.checkpoints import ModelSpec
 
     spec = ModelSpec(str(qwen_folder), device="cpu", double_quant=True, compute_dtype="bfloat16", label="qwen-like")
     conductor = HFConductor(spec, temperature=1.0, max_reasoning_tokens=8, max_subtask_chars=40)
@@ -259,30 +268,34 @@ async def test_a_grammar_no_kernel_can_apply_fails_the_plan_with_one_conductor_e
     with pytest.raises(ConductorError) as info:
         await qwen_conductor.plan(PlanRequest("What is 2+2?", POOL[:2], max_steps=1))
     assert "generation failed: ConductorError: cannot apply the plan grammar on cpu: no auto kernel here" in str(
-        info.value)
+        info.value
+    )
 
 
 def test_auto_selection_refuses_a_model_that_is_not_a_causal_lm(monkeypatch, tmp_path):
-    from stiva_tui.conductor import select
+    from stiva_tui.conductor import choose
     from stiva_tui.config import ConductorConfig
 
-    monkeypatch.setattr(select, "_cuda_free_gib", lambda: 60.0)
+    monkeypatch.setattr(choose, "_cuda_free_gib", lambda: 60.0)
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "vit", "hidden_size": 768}))
-    conductor, reason = select.select_conductor(ConductorConfig(model=str(tmp_path)))
+    conductor, reason = choose.select_conductor(ConductorConfig(model=str(tmp_path)))
     assert conductor.backend == "embedded" and "not a causal language model" in reason
 
 
 @pytest.mark.model
 async def test_auto_falls_back_to_embedded_when_the_local_model_will_not_load(
-        monkeypatch, qwen_folder, embedded_loaded):
+    monkeypatch, qwen_folder, embedded_loaded
+):
     """The choice said `local` (a GPU reported room), the load failed (here: this machine has no
     CUDA): the run goes on with the embedded model and the reason says what happened."""
-    from stiva_tui.conductor import select
+    from stiva_tui.conductor import choose
     from stiva_tui.config import parse_config
     from stiva_tui.runtime import ConductorVariant, Runtime
 
-    monkeypatch.setattr(select, "_cuda_free_gib", lambda: 60.0)
-    config = parse_config({"conductor": {"backend": "auto", "model": str(qwen_folder)}, "discovery": {"enabled": False}})
+    monkeypatch.setattr(choose, "_cuda_free_gib", lambda: 60.0)
+    config = parse_config(
+        {"conductor": {"backend": "auto", "model": str(qwen_folder)}, "discovery": {"enabled": False}}
+    )
     runtime = await Runtime.create(config, with_store=False, discover=False)
     try:
         messages: list[str] = []

@@ -7,9 +7,8 @@ import json
 
 import keyring
 import pytest
-from textual.widgets import DataTable, Input, TextArea
-
 from fakeprovider import FakeProvider, Reply
+from textual.widgets import DataTable, Input, TextArea
 from tui_screens_helpers import PLAN, Host, make_runtime, wait_until
 
 SECRET = "sk-leakcheck-7f3a9c1e5b2d8f4a6c0e9b7d-Z9Q1"
@@ -114,8 +113,9 @@ async def test_a_key_from_the_keys_screen_is_used_and_never_leaks(guarded, stiva
 
     # A chat conversation with a run, exported both ways.
     conversation = runtime.store.create_conversation("leak check")
-    result = await runtime.engine().run("exported question", conversation_id=conversation,
-                                        options=runtime.run_options(max_fallbacks=0))
+    result = await runtime.engine().run(
+        "exported question", conversation_id=conversation, options=runtime.run_options(max_fallbacks=0)
+    )
     assert result.status == "finished"
     runtime.store.add_message(conversation, "user", "exported question")
     runtime.store.add_message(conversation, "assistant", result.answer, run_id=result.run_id)
@@ -185,9 +185,12 @@ def test_a_key_a_provider_echoes_in_its_error_is_masked_everywhere(tmp_path, sti
         fake.default("w1", refusal)
         config = _echoing_config(tmp_path, fake.base_url)
         stiva = str(Path(sys.executable).parent / "stiva")
-        outputs = [subprocess.run([stiva, "ask", "Q", "--config", str(config), *extra], capture_output=True,
-                                  text=True, timeout=60) for extra in ([], ["--json"], ["--baseline", "direct:w1"],
-                                                                       ["--baseline", "direct:w1", "--json"])]
+        outputs = [
+            subprocess.run(
+                [stiva, "ask", "Q", "--config", str(config), *extra], capture_output=True, text=True, timeout=60
+            )
+            for extra in ([], ["--json"], ["--baseline", "direct:w1"], ["--baseline", "direct:w1", "--json"])
+        ]
         assert all(o.returncode == 1 for o in outputs)
         assert "Incorrect API key provided: [redacted]" in outputs[2].stderr  # the reason is still said
         for n, output in enumerate(outputs):
@@ -206,9 +209,9 @@ def test_a_key_a_provider_echoes_in_its_error_is_masked_everywhere(tmp_path, sti
 
 async def test_the_api_never_sends_an_echoed_key_back(monkeypatch):
     import openai
+    from test_server import Served
 
     from stiva_tui.config import load_config
-    from test_server import Served
 
     monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
     with FakeProvider() as fake:
@@ -240,8 +243,10 @@ def _echoed_forms(key: str) -> dict[str, str]:
 
     raw = key.encode()
     return {
-        "upper-case": key.upper(), "lower-case": key.lower(),
-        "base64": base64.b64encode(raw).decode(), "base64url": base64.urlsafe_b64encode(raw).decode().rstrip("="),
+        "upper-case": key.upper(),
+        "lower-case": key.lower(),
+        "base64": base64.b64encode(raw).decode(),
+        "base64url": base64.urlsafe_b64encode(raw).decode().rstrip("="),
         "basic-auth": base64.b64encode(b"user:" + raw).decode(),
         "percent-encoded": quote(key, safe="").replace(".", "%2E"),
     }
@@ -251,9 +256,9 @@ async def test_the_api_and_the_history_never_keep_an_echoed_key_in_any_encoding(
     """A provider that repeats the key upper-cased, in base64 and percent-encoded: `stiva serve`'s
     502 body and the history file hold none of those forms, and still say why the call failed."""
     import openai
+    from test_server import Served
 
     from stiva_tui.config import load_config
-    from test_server import Served
 
     monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
     forms = _echoed_forms(ECHOED)

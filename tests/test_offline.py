@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest_model import model_cache  # noqa: F401  (session fixture: the converted model)
 
 STIVA = str(Path(sys.executable).parent / "stiva")
@@ -20,10 +19,20 @@ STIVA = str(Path(sys.executable).parent / "stiva")
 def test_offline_ask_plans_and_answers_on_the_embedded_model(model_cache, tmp_path, stiva_home):  # noqa: F811
     config = tmp_path / "offline.toml"
     config.write_text("")  # defaults everywhere: conductor auto, catalog on, discovery on
-    env = {**os.environ, "STIVA_HOME": str(stiva_home), "STIVA_MODEL_CACHE": str(model_cache),
-           "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
-    result = subprocess.run([STIVA, "ask", "What is the capital of France?", "--config", str(config), "--json"],
-                            capture_output=True, text=True, env=env, timeout=600)
+    env = {
+        **os.environ,
+        "STIVA_HOME": str(stiva_home),
+        "STIVA_MODEL_CACHE": str(model_cache),
+        "HF_HUB_OFFLINE": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+    }
+    result = subprocess.run(
+        [STIVA, "ask", "What is the capital of France?", "--config", str(config), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     # no library chatter a user can do nothing about (bitsandbytes' CPU backend warns at import)
     assert "kernels-community" not in result.stderr and "Traceback" not in result.stderr
@@ -53,12 +62,22 @@ def test_offline_ask_plans_and_answers_on_the_embedded_model(model_cache, tmp_pa
 def test_the_readme_sum_is_right_offline(model_cache, tmp_path, stiva_home):  # noqa: F811
     """`stiva ask "What is 17*23?"` with no keys: the 270M model alone writes a wrong product; with
     the calculator's note in its prompt it answers 391."""
-    env = {**os.environ, "STIVA_HOME": str(stiva_home), "STIVA_MODEL_CACHE": str(model_cache),
-           "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env = {
+        **os.environ,
+        "STIVA_HOME": str(stiva_home),
+        "STIVA_MODEL_CACHE": str(model_cache),
+        "HF_HUB_OFFLINE": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+    }
     config = tmp_path / "offline.toml"
     config.write_text("")
-    result = subprocess.run([STIVA, "ask", "What is 17*23?", "--config", str(config), "--json"],
-                            capture_output=True, text=True, env=env, timeout=600)
+    result = subprocess.run(
+        [STIVA, "ask", "What is 17*23?", "--config", str(config), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     trace = json.loads(result.stdout)
     assert "391" in trace["answer"], trace["answer"]
@@ -89,12 +108,19 @@ def test_loading_the_libraries_asks_no_hub(tmp_path):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-        env.update({"HF_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}", "HF_HOME": str(tmp_path / "hf"),
-                    "KERNELS_CACHE": str(tmp_path / "kernels")})
-        code = ("from stiva_tui.inference.checkpoints import quiet_libraries\n"
-                "quiet_libraries()\n"
-                "import peft, bitsandbytes.backends.cpu.ops\n"  # peft imports bitsandbytes too
-                "print('imported')\n")
+        env.update(
+            {
+                "HF_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}",
+                "HF_HOME": str(tmp_path / "hf"),
+                "KERNELS_CACHE": str(tmp_path / "kernels"),
+            }
+        )
+        code = (
+            "from stiva_tui.inference.checkpoints import quiet_libraries\n"
+            "quiet_libraries()\n"
+            "import peft, bitsandbytes.backends.cpu.ops\n"  # peft imports bitsandbytes too
+            "print('imported')\n"
+        )
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     finally:
         server.shutdown()

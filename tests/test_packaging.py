@@ -22,8 +22,12 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out),
-                    str(REPO)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(REPO)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     [built] = out.glob("stiva_tui-*.whl")
     return built
 
@@ -37,15 +41,27 @@ def test_an_installed_wheel_finds_every_theme(wheel, tmp_path):
     sources = {path.name: path.read_bytes() for path in (REPO / "themes").glob("*.toml")}
     assert len(sources) >= 3
     with zipfile.ZipFile(wheel) as archive:
-        shipped = {Path(name).name: archive.read(name) for name in archive.namelist()
-                   if name.startswith("stiva_tui/themes/") and name.endswith(".toml")}
+        shipped = {
+            Path(name).name: archive.read(name)
+            for name in archive.namelist()
+            if name.startswith("stiva_tui/themes/") and name.endswith(".toml")
+        }
         archive.extractall(tmp_path / "site")
     assert shipped == sources
     # the installed copy, not this tree, is what the app loads
     names = subprocess.run(
-        [sys.executable, "-c", "import stiva_tui.tui.themes as t; print(t.__file__); "
-                               "print(sorted(theme.name for theme in t.load_themes()))"],
-        cwd=tmp_path, env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},
-        capture_output=True, text=True, timeout=120, check=True).stdout.splitlines()
+        [
+            sys.executable,
+            "-c",
+            "import stiva_tui.tui.themes as t; print(t.__file__); "
+            "print(sorted(theme.name for theme in t.load_themes()))",
+        ],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.splitlines()
     assert names[0].startswith(str(tmp_path / "site"))
     assert len(ast.literal_eval(names[1])) == len(sources)

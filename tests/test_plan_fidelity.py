@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import pool_models
 from fakeprovider import Reply
+
+from stiva_tui.conductor.choose import choose_planner, describe_choice, select_conductor
 from stiva_tui.conductor.guard import degenerate
 from stiva_tui.conductor.remote import RemoteConductor
-from stiva_tui.conductor.choose import choose_planner, describe_choice, select_conductor
 from stiva_tui.config import ConductorConfig
 from stiva_tui.core import events as ev
 from stiva_tui.core.workflow import parse_workflow
@@ -23,8 +23,9 @@ from stiva_tui.pool.types import PoolModel
 
 
 def plan(models, subtasks, access):
-    return (f"Plan.\nmodel_id = {json.dumps(models)}\nsubtasks = {json.dumps(subtasks)}\n"
-            f"access_list = {json.dumps(access)}")
+    return (
+        f"Plan.\nmodel_id = {json.dumps(models)}\nsubtasks = {json.dumps(subtasks)}\naccess_list = {json.dumps(access)}"
+    )
 
 
 def model(id_, price=1.0, planner=False, source="catalog"):
@@ -36,8 +37,12 @@ def model(id_, price=1.0, planner=False, source="catalog"):
 
 def test_auto_lets_a_pool_model_plan_when_real_models_are_there_and_says_why():
     embedded = embedded_pool_model()
-    pool = [embedded, model("frontier", 10.0), model("cheap-planner", 0.3, planner=True),
-            model("dear-planner", 5.0, planner=True)]
+    pool = [
+        embedded,
+        model("frontier", 10.0),
+        model("cheap-planner", 0.3, planner=True),
+        model("dear-planner", 5.0, planner=True),
+    ]
     config = ConductorConfig()  # auto; this machine has no CUDA GPU
     chosen, why = choose_planner(config, pool)
     assert chosen.id == "cheap-planner" and why == "the cheapest model marked planner"
@@ -48,7 +53,10 @@ def test_auto_lets_a_pool_model_plan_when_real_models_are_there_and_says_why():
     # the config's model wins; unmarked pools take the first [[models]] entry
     assert choose_planner(ConductorConfig(model="frontier"), pool)[0].id == "frontier"
     unmarked = [embedded, model("found", source="discovered"), model("mine", source="config")]
-    assert choose_planner(config, unmarked) == (unmarked[2], "the first [[models]] entry (mark one planner = true to choose)")
+    assert choose_planner(config, unmarked) == (
+        unmarked[2],
+        "the first [[models]] entry (mark one planner = true to choose)",
+    )
     # only the embedded model: it plans itself
     conductor, reason = select_conductor(config, [embedded], HttpWorker())
     assert conductor.backend == "embedded" and reason.startswith("embedded: no CUDA GPU")
@@ -66,8 +74,11 @@ async def test_stiva_models_names_the_planner(fake, tmp_path, stiva_home):
     from test_cli import stiva, write_config
 
     config = write_config(tmp_path / "c.toml", fake.base_url)
-    config.write_text(config.read_text().replace('backend = "remote"\nmodel = "cond"', 'backend = "auto"')
-                      .replace('id = "w2"', 'id = "w2"\nplanner = true'))
+    config.write_text(
+        config.read_text()
+        .replace('backend = "remote"\nmodel = "cond"', 'backend = "auto"')
+        .replace('id = "w2"', 'id = "w2"\nplanner = true')
+    )
     listed = stiva("models", "--config", str(config), "--json", home=stiva_home)
     assert listed.returncode == 0, listed.stderr
     assert "w2 plans (marked planner)" in json.dumps(json.loads(listed.stdout))
@@ -76,16 +87,19 @@ async def test_stiva_models_names_the_planner(fake, tmp_path, stiva_home):
 # --- garbled plans -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("subtask, caught", [
-    ("Compute 12 times 3.", "copied from the planner's own examples"),
-    ("Write a short poem about the sea.", "copied from the planner's own examples"),
-    ("", "empty"),
-    ("Explain the migration of monarch butterflies.", "shares nothing with the question"),
-    ("Add the two numbers.", None),
-    ("Name the capital of France.", None),
-    ("Answer the question.", None),
-    ("Solve it step by step and check the final answer.", None),
-])
+@pytest.mark.parametrize(
+    "subtask, caught",
+    [
+        ("Compute 12 times 3.", "copied from the planner's own examples"),
+        ("Write a short poem about the sea.", "copied from the planner's own examples"),
+        ("", "empty"),
+        ("Explain the migration of monarch butterflies.", "shares nothing with the question"),
+        ("Add the two numbers.", None),
+        ("Name the capital of France.", None),
+        ("Answer the question.", None),
+        ("Solve it step by step and check the final answer.", None),
+    ],
+)
 def test_degenerate_plans_are_recognised(subtask, caught):
     workflow = parse_workflow(plan([0], [subtask], [[]]), 1, 5, allow_empty=True) if subtask else None
     if workflow is None:
@@ -111,7 +125,8 @@ async def test_a_copied_example_subtask_never_reaches_a_worker_and_the_answer_co
     events: list = []
     try:
         result = await Engine(models, worker, RemoteConductor(models[0], worker)).run(
-            "What is the capital of France?", emit=events.append)
+            "What is the capital of France?", emit=events.append
+        )
     finally:
         await worker.aclose()
     assert result.status == "finished" and result.answer == "Paris"
@@ -130,14 +145,17 @@ async def test_a_one_step_plan_sends_the_question_itself_with_the_subtask_as_gui
     worker = HttpWorker(retries=0)
     try:
         await Engine(models, worker, RemoteConductor(models[0], worker)).run(
-            "What is the capital of France?", conversation=[{"role": "user", "content": "Hi"},
-                                                            {"role": "assistant", "content": "Hello"}])
+            "What is the capital of France?",
+            conversation=[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}],
+        )
     finally:
         await worker.aclose()
     (asked,) = fake.requests_for("w")
     assert asked.messages[:2] == [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
-    assert asked.messages[2]["content"] == ("What is the capital of France?\n\n(A note from the planner, as "
-                                            "guidance only: Name the capital of France, one word.)")
+    assert asked.messages[2]["content"] == (
+        "What is the capital of France?\n\n(A note from the planner, as "
+        "guidance only: Name the capital of France, one word.)"
+    )
 
 
 # --- the instant plan --------------------------------------------------------------------------------
@@ -151,26 +169,36 @@ async def test_one_model_and_a_short_question_plan_instantly(fake):
     events: list = []
     try:
         result = await Engine([only], worker, RemoteConductor(conductor_model, worker)).run(
-            "What is the capital of France?", emit=events.append)
+            "What is the capital of France?", emit=events.append
+        )
         follow_up = await Engine([only], worker, RemoteConductor(conductor_model, worker)).run(
-            "And of Spain?", emit=events.append, conversation=[
+            "And of Spain?",
+            emit=events.append,
+            conversation=[
                 {"role": "user", "content": "What is the capital of France?"},
-                {"role": "assistant", "content": "Paris"}])
+                {"role": "assistant", "content": "Paris"},
+            ],
+        )
         long = await Engine([only], worker, RemoteConductor(conductor_model, worker)).run(
             "Explain, in two parts, why the sky is blue and why sunsets are red, with the physics of each "
-            "and an everyday example.")
+            "and an everyday example."
+        )
     finally:
         await worker.aclose()
     assert result.answer == "Paris"
     # the follow-up in a conversation too: its worker reads the earlier turns itself
     assert follow_up.status == "finished"
-    assert any("capital of France" in str(r.body["messages"]) and "And of Spain?" in str(r.body["messages"])
-               for r in fake.requests_for("only"))
+    assert any(
+        "capital of France" in str(r.body["messages"]) and "And of Spain?" in str(r.body["messages"])
+        for r in fake.requests_for("only")
+    )
     ready = [e for e in events if isinstance(e, ev.WorkflowReady)]
     assert len(ready) == 2
     assert all(r.note == "one model in the pool: one step" and r.latency_s == 0.0 for r in ready)
     planned = [r.user_text for r in fake.requests_for("cond")]
-    assert planned and all("capital of France" not in text and "Spain" not in text for text in planned)  # only the long one
+    assert planned and all(
+        "capital of France" not in text and "Spain" not in text for text in planned
+    )  # only the long one
     assert all("sky is blue" in text for text in planned[:1]) and long.run_id
 
 
@@ -183,10 +211,12 @@ async def test_a_planner_that_keeps_failing_is_paid_for_in_the_totals_and_the_bu
     worker = HttpWorker(retries=0)
     try:
         result = await Engine(models, worker, RemoteConductor(models[0], worker)).run(
-            "Explain the difference between a list and a tuple in Python, with examples of each use.")
+            "Explain the difference between a list and a tuple in Python, with examples of each use."
+        )
         budgeted = await Engine(models, worker, RemoteConductor(models[0], worker)).run(
             "Explain the difference between a list and a tuple in Python, with examples of each use.",
-            options=RunOptions(budget_tokens=10))
+            options=RunOptions(budget_tokens=10),
+        )
     finally:
         await worker.aclose()
     assert result.status == "failed" and result.failure == "conductor"
@@ -208,10 +238,12 @@ async def test_fallbacks_empty_means_none_and_unset_means_the_other_models(fake)
     from stiva_tui.engine.baselines import direct_workflow
 
     try:
-        none = await Engine(models, worker).run_workflow("Q", direct_workflow(), [models[0]],
-                                                         options=RunOptions(fallbacks=()))
-        others = await Engine(models, worker).run_workflow("Q", direct_workflow(), [models[0]],
-                                                           options=RunOptions(fallbacks=None))
+        none = await Engine(models, worker).run_workflow(
+            "Q", direct_workflow(), [models[0]], options=RunOptions(fallbacks=())
+        )
+        others = await Engine(models, worker).run_workflow(
+            "Q", direct_workflow(), [models[0]], options=RunOptions(fallbacks=None)
+        )
     finally:
         await worker.aclose()
     assert none.status == "failed" and others.answer == "from w2"

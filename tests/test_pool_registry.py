@@ -10,11 +10,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from stiva_tui import keys
-from stiva_tui.config import parse_config
 from stiva_tui.catalog import load_catalog
-from stiva_tui.pool.listing import models_json, models_table
+from stiva_tui.config import parse_config
 from stiva_tui.inference.embedded import EMBEDDED_DESCRIPTION, EMBEDDED_HF_ID, EMBEDDED_MODEL_ID
 from stiva_tui.pool.embedded import embedded_pool_model
+from stiva_tui.pool.listing import models_json, models_table
 from stiva_tui.pool.registry import Pool, build_pool, build_pool_sync
 from stiva_tui.pool.types import PoolModel
 
@@ -93,8 +93,14 @@ CONFIG = {
         {"name": "keyed", "base_url": "https://keyed.example.test/v1", "api_key_env": "MYLAB_KEY"},
     ],
     "models": [
-        {"id": "lab-qwen", "provider": "mylab", "model": "Qwen/Qwen3-32B", "price_in": 0.1,
-         "price_out": 0.3, "description": "strong at math"},
+        {
+            "id": "lab-qwen",
+            "provider": "mylab",
+            "model": "Qwen/Qwen3-32B",
+            "price_in": 0.1,
+            "price_out": 0.3,
+            "description": "strong at math",
+        },
         {"id": "gw", "provider": "gateway", "model": "m1"},
         {"id": "needs-key", "provider": "keyed", "model": "m2"},
         {"id": "off", "provider": "mylab", "model": "m3", "enabled": False},
@@ -148,8 +154,7 @@ def test_config_provider_key_from_env_and_keyring(monkeypatch):
 
 def test_config_provider_overrides_catalog_endpoint(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
-    pool = _build({"providers": [{"name": "openai", "base_url": "https://proxy.test/v1",
-                                  "headers": {"X-Team": "a"}}]})
+    pool = _build({"providers": [{"name": "openai", "base_url": "https://proxy.test/v1", "headers": {"X-Team": "a"}}]})
     gpt = pool["openai/gpt-5"]
     assert gpt.base_url == "https://proxy.test/v1"
     assert gpt.api_key == OPENAI_KEY  # still the catalog's variable
@@ -184,6 +189,7 @@ def test_pool_container():
 
 # --- discovery inside the pool -------------------------------------------------------------------
 
+
 @pytest.fixture
 def fake_vllm():
     body = json.dumps({"data": [{"id": "Qwen/Qwen3-8B"}]}).encode()
@@ -201,8 +207,7 @@ def fake_vllm():
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                     daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     yield server.server_address[1]
     server.shutdown()
     server.server_close()
@@ -213,8 +218,7 @@ async def test_discovered_models_before_embedded(fake_vllm, monkeypatch):
     config = parse_config({"discovery": {"timeout_s": 2.0}})
     pool = await build_pool(config, discovery_ports={"vllm": fake_vllm})
     available = [m.id for m in pool.available()]
-    assert available == ["openai/gpt-5", "openai/gpt-5-mini", "openai/gpt-4.1",
-                         "vllm/Qwen/Qwen3-8B", EMBEDDED]
+    assert available == ["openai/gpt-5", "openai/gpt-5-mini", "openai/gpt-4.1", "vllm/Qwen/Qwen3-8B", EMBEDDED]
     local = pool["vllm/Qwen/Qwen3-8B"]
     assert local.base_url == f"http://127.0.0.1:{fake_vllm}/v1"
     assert local.source == "discovered" and local.price_in == 0
@@ -230,11 +234,13 @@ async def test_discovery_off(fake_vllm):
 
 
 async def test_configured_server_not_discovered_twice(fake_vllm):
-    config = parse_config({
-        "discovery": {"timeout_s": 2.0},
-        "providers": [{"name": "mylab", "base_url": f"http://localhost:{fake_vllm}/v1"}],
-        "models": [{"id": "lab", "provider": "mylab", "model": "Qwen/Qwen3-8B"}],
-    })
+    config = parse_config(
+        {
+            "discovery": {"timeout_s": 2.0},
+            "providers": [{"name": "mylab", "base_url": f"http://localhost:{fake_vllm}/v1"}],
+            "models": [{"id": "lab", "provider": "mylab", "model": "Qwen/Qwen3-8B"}],
+        }
+    )
     pool = await build_pool(config, discovery_ports={"vllm": fake_vllm})
     assert "vllm/Qwen/Qwen3-8B" not in pool
     assert [m.id for m in pool.available()] == ["lab", EMBEDDED]
@@ -246,6 +252,7 @@ async def test_sync_wrapper_inside_running_loop():
 
 
 # --- keys never shown ----------------------------------------------------------------------------
+
 
 def test_no_key_text_in_any_output(monkeypatch, caplog):
     caplog.set_level(logging.DEBUG)
@@ -283,8 +290,18 @@ def test_models_json_shape(monkeypatch):
     assert data["conductor"] == "local/gemma-3-270m"
     assert data["total"] == len(pool) and data["available"] == len(pool.available())
     rows = {row["id"]: row for row in data["models"]}
-    assert set(rows["lab-qwen"]) == {"id", "provider", "model", "available", "reason", "price_in",
-                                     "price_out", "description", "source", "index"}
+    assert set(rows["lab-qwen"]) == {
+        "id",
+        "provider",
+        "model",
+        "available",
+        "reason",
+        "price_in",
+        "price_out",
+        "description",
+        "source",
+        "index",
+    }
     assert rows["lab-qwen"]["index"] == 0 and rows["lab-qwen"]["available"] is True
     assert rows["off"]["available"] is False and rows["off"]["index"] is None
     assert rows["anthropic/claude-sonnet-4"]["reason"].startswith("no key: set $ANTHROPIC_API_KEY")
@@ -322,14 +339,20 @@ def closed_port() -> int:
 
 async def test_a_dead_local_endpoint_is_unreachable_and_a_live_one_available(fake_vllm, closed_port):
     """An Ollama / LM Studio URL in the config with nothing listening is not shown as available."""
-    config = parse_config({
-        "discovery": {"timeout_s": 2.0},
-        "catalog": False,
-        "providers": [{"name": "ollama-here", "base_url": f"http://127.0.0.1:{closed_port}/v1"},
-                      {"name": "lab", "base_url": f"http://localhost:{fake_vllm}/v1"}],
-        "models": [{"id": "dead", "provider": "ollama-here", "model": "llama3.2"},
-                   {"id": "live", "provider": "lab", "model": "Qwen/Qwen3-8B"}],
-    })
+    config = parse_config(
+        {
+            "discovery": {"timeout_s": 2.0},
+            "catalog": False,
+            "providers": [
+                {"name": "ollama-here", "base_url": f"http://127.0.0.1:{closed_port}/v1"},
+                {"name": "lab", "base_url": f"http://localhost:{fake_vllm}/v1"},
+            ],
+            "models": [
+                {"id": "dead", "provider": "ollama-here", "model": "llama3.2"},
+                {"id": "live", "provider": "lab", "model": "Qwen/Qwen3-8B"},
+            ],
+        }
+    )
     pool = await build_pool(config, discovery_ports={})
     dead = pool["dead"]
     assert not dead.available

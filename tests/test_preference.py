@@ -8,8 +8,8 @@ import json
 import math
 
 import pytest
-
 from fakeprovider import Reply
+
 from stiva_tui.conductor.base import PlanRequest, WorkerInfo
 from stiva_tui.conductor.prompt import compact_conductor_prompt, conductor_user_message
 from stiva_tui.config import ConfigError, parse_config
@@ -18,21 +18,26 @@ from stiva_tui.core.preference import LEVELS, PreferenceError, next_level, parse
 from stiva_tui.core.run_state import RunState
 from stiva_tui.runtime import Ask, AskError, Runtime
 
-PLAN_TWO = ('Two drafts.\nmodel_id = [1, 2]\nsubtasks = ["Draft it.", "Check step 0."]\n'
-            'access_list = [[], [0]]')
+PLAN_TWO = 'Two drafts.\nmodel_id = [1, 2]\nsubtasks = ["Draft it.", "Check step 0."]\naccess_list = [[], [0]]'
 PLAN_ONE = 'The cheap one will do.\nmodel_id = [1]\nsubtasks = ["Answer it."]\naccess_list = [[]]'
 
 
 def config(fake, **conductor):
-    models = [{"id": "cond", "provider": "lab", "model": "cond", "price_in": 0.5, "price_out": 1.0},
-              {"id": "cheap", "provider": "lab", "model": "cheap", "price_in": 0.1, "price_out": 0.4,
-               "latency_s": 0.3},
-              {"id": "dear", "provider": "lab", "model": "dear", "price_in": 3.0, "price_out": 15.0}]
-    return parse_config({
-        "conductor": {"backend": "remote", "model": "cond", **conductor},
-        "providers": [{"name": "lab", "base_url": fake.base_url}],
-        "models": models, "workers": {"retries": 0}, "discovery": {"enabled": False}, "catalog": False,
-    })
+    models = [
+        {"id": "cond", "provider": "lab", "model": "cond", "price_in": 0.5, "price_out": 1.0},
+        {"id": "cheap", "provider": "lab", "model": "cheap", "price_in": 0.1, "price_out": 0.4, "latency_s": 0.3},
+        {"id": "dear", "provider": "lab", "model": "dear", "price_in": 3.0, "price_out": 15.0},
+    ]
+    return parse_config(
+        {
+            "conductor": {"backend": "remote", "model": "cond", **conductor},
+            "providers": [{"name": "lab", "base_url": fake.base_url}],
+            "models": models,
+            "workers": {"retries": 0},
+            "discovery": {"enabled": False},
+            "catalog": False,
+        }
+    )
 
 
 # --- parsing ------------------------------------------------------------------------------------
@@ -82,9 +87,11 @@ def test_a_bad_preference_in_the_config_is_a_config_error_naming_the_key(fake):
 
 
 def test_the_prompt_states_the_wish_and_each_models_price_and_latency_and_keeps_the_step_limit():
-    workers = [WorkerInfo("cheap", "small", price_in=0.1, price_out=0.4, latency_s=0.3),
-               WorkerInfo("dear", "large", price_in=3.0, price_out=15.0),
-               WorkerInfo("gemma", "embedded", kind="embedded")]
+    workers = [
+        WorkerInfo("cheap", "small", price_in=0.1, price_out=0.4, latency_s=0.3),
+        WorkerInfo("dear", "large", price_in=3.0, price_out=15.0),
+        WorkerInfo("gemma", "embedded", kind="embedded"),
+    ]
     plain = PlanRequest("What is 2+2?", workers, max_steps=3)
     cheap = PlanRequest("What is 2+2?", workers, max_steps=3, preference=parse_preference("cheap"))
     text = conductor_user_message(cheap)
@@ -94,31 +101,47 @@ def test_the_prompt_states_the_wish_and_each_models_price_and_latency_and_keeps_
     assert "at most 3 steps" in text  # the hard cap is stated whatever the preference
     assert "prefers" not in conductor_user_message(plain)  # no preference: the prompt says nothing of cost
     compact = compact_conductor_prompt(cheap)
-    assert compact.endswith("Plan for prefer cheap, at most 3 steps:") and "1 dear (large, $3/$15, latency unknown)" in compact
+    assert (
+        compact.endswith("Plan for prefer cheap, at most 3 steps:")
+        and "1 dear (large, $3/$15, latency unknown)" in compact
+    )
     assert "Prefer" not in compact_conductor_prompt(plain)
     assert "leaning to low cost" in conductor_user_message(
-        PlanRequest("q", workers, preference=parse_preference("0.6")))
+        PlanRequest("q", workers, preference=parse_preference("0.6"))
+    )
 
 
 def test_the_base_models_prompt_states_it_and_its_examples_show_it():
     from stiva_tui.conductor.fewshot import base_conductor_prompt
 
-    workers = [WorkerInfo("gemma", "", kind="embedded"), WorkerInfo("mid", "", price_in=0.3, price_out=1.2),
-               WorkerInfo("dear", "", price_in=3, price_out=15, latency_s=2.0),
-               WorkerInfo("cheap", "", price_in=0.1, price_out=0.4, latency_s=0.2)]
+    workers = [
+        WorkerInfo("gemma", "", kind="embedded"),
+        WorkerInfo("mid", "", price_in=0.3, price_out=1.2),
+        WorkerInfo("dear", "", price_in=3, price_out=15, latency_s=2.0),
+        WorkerInfo("cheap", "", price_in=0.1, price_out=0.4, latency_s=0.2),
+    ]
 
     def prompt(level):
         return base_conductor_prompt(PlanRequest("What is 2+2?", workers, preference=parse_preference(level)))
 
-    assert "The user prefers the most accurate answer, whatever it costs. Prices: 0 free (local), 1 $0.3/$1.2, " \
-           "2 $3/$15, 3 $0.1/$0.4." in prompt("best")
+    assert (
+        "The user prefers the most accurate answer, whatever it costs. Prices: 0 free (local), 1 $0.3/$1.2, "
+        "2 $3/$15, 3 $0.1/$0.4." in prompt("best")
+    )
     assert "prefers" not in prompt(None)
     # the worked examples' model: the first real one with no preference, else the one at the
     # preference's point of the price range (never the embedded model)
-    examples = {level: prompt(level).split("What is 12 times 3?")[1].split("\n")[1] for level in
-                (None, "best", "balanced", "cheap", "0.5")}
-    assert examples == {None: "model_id = [1]", "best": "model_id = [2]", "balanced": "model_id = [1]",
-                        "cheap": "model_id = [3]", "0.5": "model_id = [1]"}
+    examples = {
+        level: prompt(level).split("What is 12 times 3?")[1].split("\n")[1]
+        for level in (None, "best", "balanced", "cheap", "0.5")
+    }
+    assert examples == {
+        None: "model_id = [1]",
+        "best": "model_id = [2]",
+        "balanced": "model_id = [1]",
+        "cheap": "model_id = [3]",
+        "0.5": "model_id = [1]",
+    }
     # fast: by price (its cost weight) while a latency is unknown, the quickest once every one is known
     assert "Question: What is 12 times 3?\nmodel_id = [2]" in prompt("fast")
     workers[1] = WorkerInfo("mid", "", price_in=0.3, price_out=1.2, latency_s=0.1)
@@ -140,8 +163,7 @@ async def test_a_questions_preference_reaches_the_conductor_and_is_kept_with_the
         fake.script("cond", Reply(PLAN_ONE), Reply(PLAN_ONE))
         fake.script("cheap", Reply("four"), Reply("four"))
         events: list = []
-        outcome = await runtime.sessions.ask(Ask("What is 2+2?", options={"preference": "cheap"}),
-                                             emit=events.append)
+        outcome = await runtime.sessions.ask(Ask("What is 2+2?", options={"preference": "cheap"}), emit=events.append)
         assert outcome.result.status == "finished"
         prompt = json.dumps(fake.requests_for("cond")[0].messages)
         assert "The user prefers the cheapest plan" in prompt and "cheap - $0.1/$0.4, ~0.30 s a call" in prompt

@@ -75,8 +75,9 @@ def on_disk(store: Store, db_path: Path, sql: str, params: tuple = ()) -> list[t
 
 
 def step_on_disk(store: Store, db_path: Path, index: int, run_id: str = RUN) -> tuple:
-    rows = on_disk(store, db_path, "SELECT status, output FROM steps WHERE run_id = ? AND round = 1 AND idx = ?",
-                   (run_id, index))
+    rows = on_disk(
+        store, db_path, "SELECT status, output FROM steps WHERE run_id = ? AND round = 1 AND idx = ?", (run_id, index)
+    )
     return rows[0] if rows else None
 
 
@@ -108,13 +109,35 @@ def test_recorder_is_a_named_subscriber(store: Store):
 def test_run_row_is_on_disk_at_run_started(store: Store, recorder: Recorder, db_path: Path):
     cid = store.create_conversation("chat")
     before = store.get_conversation(cid).updated_at
-    recorder(started(conversation_id=cid, system="conductor-mini", source="cli",
-                     conductor_reason="a GPU with 24 GB", conductor_adapter="grpo-v1"))
+    recorder(
+        started(
+            conversation_id=cid,
+            system="conductor-mini",
+            source="cli",
+            conductor_reason="a GPU with 24 GB",
+            conductor_adapter="grpo-v1",
+        )
+    )
     # Before any call is made, a separate connection (as after a crash) already sees the question.
-    assert on_disk(store, db_path, "SELECT question, status, mode, system, source, conversation_id, conductor_backend,"
-                            " conductor_model, conductor_adapter, conductor_reason, failure FROM runs") == [
-        ("Write two drafts and merge them.", "running", "conductor", "conductor-mini", "cli", cid, "local",
-         "Qwen/Qwen2.5-7B", "grpo-v1", "a GPU with 24 GB", None)
+    assert on_disk(
+        store,
+        db_path,
+        "SELECT question, status, mode, system, source, conversation_id, conductor_backend,"
+        " conductor_model, conductor_adapter, conductor_reason, failure FROM runs",
+    ) == [
+        (
+            "Write two drafts and merge them.",
+            "running",
+            "conductor",
+            "conductor-mini",
+            "cli",
+            cid,
+            "local",
+            "Qwen/Qwen2.5-7B",
+            "grpo-v1",
+            "a GPU with 24 GB",
+            None,
+        )
     ]
     assert store.get_conversation(cid).updated_at > before
     trace = store.get_trace(RUN)
@@ -138,11 +161,20 @@ def test_finished_run_writes_every_row(store: Store, recorder: Recorder, clock: 
     )
     trace = store.get_trace(RUN)
     assert (trace.status, trace.failure, trace.answer, trace.error) == ("finished", None, "Merged.", None)
-    assert trace.totals.model_dump() == {"prompt_tokens": 120, "completion_tokens": 33, "cost_usd": 0.007,
-                                         "latency_s": 4.8, "estimated": True}
+    assert trace.totals.model_dump() == {
+        "prompt_tokens": 120,
+        "completion_tokens": 33,
+        "cost_usd": 0.007,
+        "latency_s": 4.8,
+        "estimated": True,
+    }
     (round_,) = trace.rounds
     assert (round_.reasoning, round_.usage.prompt_tokens, round_.latency_s, round_.shape()) == (
-        "Two drafts, then merge.", 50, 0.7, "fan-in")
+        "Two drafts, then merge.",
+        50,
+        0.7,
+        "fan-in",
+    )
     assert [(s.index, s.model, s.status, s.output, s.attempts, s.cost_usd) for s in round_.steps] == [
         (0, "model-a", "finished", "Draft one.", 1, 0.001),
         (1, "model-b", "finished", "Other draft.", 1, 0.002),
@@ -154,7 +186,8 @@ def test_finished_run_writes_every_row(store: Store, recorder: Recorder, clock: 
 
 def test_replaying_events_changes_nothing(store: Store, recorder: Recorder):
     events = [
-        started(), *planned(),
+        started(),
+        *planned(),
         ev.StepStarted(RUN, 1, 0, "model-a", "Draft one", ()),
         ev.StepFailed(RUN, 1, 0, "model-a", "HTTP 500", 1, fallback="model-b"),
         ev.StepStarted(RUN, 1, 0, "model-b", "Draft one", (), attempt=2),
@@ -207,7 +240,9 @@ def test_failed_run_stores_its_reason(store: Store, recorder: Recorder, reason: 
 
 def test_failed_step_fails_the_run_and_stops_the_others(store: Store, recorder: Recorder, db_path: Path):
     feed(
-        recorder, started(), *planned(),
+        recorder,
+        started(),
+        *planned(),
         ev.StepStarted(RUN, 1, 0, "model-a", "Draft one", ()),
         ev.StepStarted(RUN, 1, 1, "model-b", "Draft two", ()),
         ev.StepDelta(RUN, 1, 0, "Half of draft "),
@@ -217,7 +252,10 @@ def test_failed_step_fails_the_run_and_stops_the_others(store: Store, recorder: 
     )
     trace = store.get_trace(RUN)
     assert (trace.status, trace.failure, trace.error) == (
-        "failed", "step", "step 1 (round 1) failed: model-b: stream broke")
+        "failed",
+        "step",
+        "step 1 (round 1) failed: model-b: stream broke",
+    )
     assert [(s.status, s.output, s.error) for s in trace.rounds[0].steps] == [
         ("cancelled", "Half of draft ", None),  # still running: stopped by the run, its text kept
         ("failed", "Broken te", "stream broke"),  # the step that failed keeps what it wrote
@@ -230,7 +268,9 @@ def test_failed_step_fails_the_run_and_stops_the_others(store: Store, recorder: 
 
 def test_cancelled_run_keeps_partial_streamed_output(store: Store, recorder: Recorder, db_path: Path):
     feed(
-        recorder, started(), *planned(),
+        recorder,
+        started(),
+        *planned(),
         ev.StepStarted(RUN, 1, 0, "model-a", "Draft one", ()),
         ev.StepStarted(RUN, 1, 1, "model-b", "Draft two", ()),
         ev.StepFinished(RUN, 1, 1, "model-b", "Second draft.", Usage(5, 5), 0.001, 0.5, 1),
@@ -243,15 +283,21 @@ def test_cancelled_run_keeps_partial_streamed_output(store: Store, recorder: Rec
     assert (trace.status, trace.failure, trace.answer, trace.error) == ("cancelled", "cancelled", None, None)
     assert (trace.totals.completion_tokens, trace.totals.latency_s) == (25, 1.25)
     assert [(s.status, s.output) for s in trace.rounds[0].steps] == [
-        ("cancelled", "The partial te"), ("finished", "Second draft."), ("cancelled", "")]
+        ("cancelled", "The partial te"),
+        ("finished", "Second draft."),
+        ("cancelled", ""),
+    ]
     assert trace.partial_answer() == ""  # the answering step never started
     assert trace.last_output() == "Second draft."
 
 
 def test_run_stopped_while_planning_keeps_the_conductor_text(store: Store, recorder: Recorder):
     feed(
-        recorder, started(), ev.RoundStarted(RUN, 1),
-        ev.ConductorDelta(RUN, 1, "First I will "), ev.ConductorDelta(RUN, 1, "split the task"),
+        recorder,
+        started(),
+        ev.RoundStarted(RUN, 1),
+        ev.ConductorDelta(RUN, 1, "First I will "),
+        ev.ConductorDelta(RUN, 1, "split the task"),
         ev.RunCancelled(RUN),
     )
     (round_,) = store.get_trace(RUN).rounds
@@ -282,7 +328,12 @@ def test_step_retried_then_moved_to_a_fallback(store: Store, recorder: Recorder,
     recorder(ev.StepFinished(RUN, 1, 0, "model-d", "Good draft.", Usage(9, 3), 0.003, 4.5, 3))
     step = store.get_trace(RUN).rounds[0].steps[0]
     assert (step.model, step.status, step.output, step.attempts, step.error) == (
-        "model-d", "finished", "Good draft.", 3, None)
+        "model-d",
+        "finished",
+        "Good draft.",
+        3,
+        None,
+    )
     assert step.attempt_log == [
         AttemptRecord(model="model-a", error="stream broke", attempt=1),
         AttemptRecord(model="model-a", error="HTTP 503", attempt=2),
@@ -292,7 +343,9 @@ def test_step_retried_then_moved_to_a_fallback(store: Store, recorder: Recorder,
 
 def test_step_that_fails_on_every_model(store: Store, recorder: Recorder):
     feed(
-        recorder, started(), *planned(),
+        recorder,
+        started(),
+        *planned(),
         ev.StepStarted(RUN, 1, 0, "model-a", "Draft one", ()),
         ev.StepFailed(RUN, 1, 0, "model-a", "timeout", 1, fallback="model-b"),
         ev.StepStarted(RUN, 1, 0, "model-b", "Draft one", (), attempt=2),
@@ -300,15 +353,18 @@ def test_step_that_fails_on_every_model(store: Store, recorder: Recorder):
     )
     step = store.get_trace(RUN).rounds[0].steps[0]
     assert (step.status, step.error, step.attempts, step.model) == ("failed", "HTTP 429", 2, "model-b")
-    assert [(a.model, a.error, a.attempt) for a in step.attempt_log] == [("model-a", "timeout", 1),
-                                                                         ("model-b", "HTTP 429", 2)]
+    assert [(a.model, a.error, a.attempt) for a in step.attempt_log] == [
+        ("model-a", "timeout", 1),
+        ("model-b", "HTTP 429", 2),
+    ]
 
 
 # --- streaming text reaches the disk about once a second -------------------------------------------
 
 
-def test_streamed_text_is_written_at_most_once_a_second(store: Store, recorder: Recorder, clock: Clock,
-                                                        db_path: Path, monkeypatch):
+def test_streamed_text_is_written_at_most_once_a_second(
+    store: Store, recorder: Recorder, clock: Clock, db_path: Path, monkeypatch
+):
     feed(recorder, started(), *planned(), ev.StepStarted(RUN, 1, 0, "model-a", "Draft one", ()))
     writes = []
     real = recorder_module._write_output
@@ -320,8 +376,15 @@ def test_streamed_text_is_written_at_most_once_a_second(store: Store, recorder: 
 
     burst = "x" * 200
     # (seconds since the step started, delta, what the disk holds afterwards)
-    timeline = [(0.4, "a", ""), (0.99, "b", ""), (1.0, "c", burst + "abc"), (1.5, "d", burst + "abc"),
-                (1.99, "e", burst + "abc"), (2.0, "f", burst + "abcdef"), (9.0, "g", burst + "abcdefg")]
+    timeline = [
+        (0.4, "a", ""),
+        (0.99, "b", ""),
+        (1.0, "c", burst + "abc"),
+        (1.5, "d", burst + "abc"),
+        (1.99, "e", burst + "abc"),
+        (2.0, "f", burst + "abcdef"),
+        (9.0, "g", burst + "abcdefg"),
+    ]
     start = clock.now
     for offset, text, expected in timeline:
         clock.now = start + offset
@@ -388,8 +451,7 @@ def test_closed_store_makes_the_recorder_raise(store: Store, recorder: Recorder,
 
 def test_unknown_conversation_keeps_the_run_unlinked_and_says_so(store: Store, recorder: Recorder):
     raised = []
-    for event in (started(conversation_id="gone-1", question="Still worth keeping?"), *planned(),
-                  ev.RunCancelled(RUN)):
+    for event in (started(conversation_id="gone-1", question="Still worth keeping?"), *planned(), ev.RunCancelled(RUN)):
         try:
             recorder(event)
         except StoreError as exc:  # said once, on an event after it was found, at the latest the last
@@ -398,7 +460,11 @@ def test_unknown_conversation_keeps_the_run_unlinked_and_says_so(store: Store, r
     assert str(raised[0]) == "no conversation gone-1: run run-1 is recorded without one"
     trace = store.get_trace(RUN)
     assert (trace.question, trace.conversation_id, trace.status, len(trace.rounds)) == (
-        "Still worth keeping?", None, "cancelled", 1)
+        "Still worth keeping?",
+        None,
+        "cancelled",
+        1,
+    )
 
 
 def test_invalid_words_are_refused(store: Store, recorder: Recorder):
@@ -415,7 +481,9 @@ def test_error_texts_with_secrets_are_redacted(store: Store, recorder: Recorder,
     bearer = "sk-proj-AbCdEf0123456789SECRETSECRET"
     google = "AIzaSyD-0123456789abcdefghijklmnopq"
     feed(
-        recorder, started(), *planned(),
+        recorder,
+        started(),
+        *planned(),
         ev.StepStarted(RUN, 1, 0, "model-a", "Draft one", ()),
         ev.StepFailed(RUN, 1, 0, "model-a", f"401 (Authorization: Bearer {bearer})", 1, fallback=None),
         ev.RunFailed(RUN, f"step 0 failed: x-goog-api-key: {google}", Totals(), "step"),
@@ -456,7 +524,13 @@ async def test_engine_run_is_recorded(store: Store):
     result = await engine_with(store).run_direct("Say hello", "w1", conversation_id=cid)
     trace = store.get_trace(result.run_id)
     assert (trace.status, trace.answer, trace.system, trace.mode, trace.source, trace.conversation_id) == (
-        "finished", "Hello.", "direct:w1", "direct", "cli", cid)
+        "finished",
+        "Hello.",
+        "direct:w1",
+        "direct",
+        "cli",
+        cid,
+    )
     assert [(s.model, s.status, s.output) for s in trace.rounds[0].steps] == [("w1", "finished", "Hello.")]
     assert (trace.totals.prompt_tokens, trace.totals.completion_tokens) == (12, 3)
 

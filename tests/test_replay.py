@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from fakeprovider import Reply
-from stiva_tui.evals.loaders import load_suite
-from stiva_tui.config import load_config, parse_config
-from stiva_tui.bench.replay import start_pool
-from stiva_tui.sim.pool import pool_config
 from test_bench_runner import script_pool, stiva, write_config, write_suite
 from train_helpers import StubTrainer
+
+from stiva_tui.bench.replay import start_pool
+from stiva_tui.config import load_config, parse_config
+from stiva_tui.evals.loaders import load_suite
+from stiva_tui.sim.pool import pool_config
 
 
 def recorded_bench(fake, tmp_path, home, n: int = 4) -> tuple[str, object, object]:
@@ -23,8 +23,9 @@ def recorded_bench(fake, tmp_path, home, n: int = 4) -> tuple[str, object, objec
     script_pool(fake)
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", n)
-    done = stiva("bench", str(suite), "--systems", "direct:right,direct:wrong", "--config", str(config), "--json",
-                 home=home)
+    done = stiva(
+        "bench", str(suite), "--systems", "direct:right,direct:wrong", "--config", str(config), "--json", home=home
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)["bench_id"], config, suite
 
@@ -33,8 +34,18 @@ def recorded_bench(fake, tmp_path, home, n: int = 4) -> tuple[str, object, objec
 def test_a_replayed_bench_gives_back_each_models_recorded_answers_without_a_call(fake, tmp_path, stiva_home):
     bench_id, config, suite = recorded_bench(fake, tmp_path, stiva_home)
     asked = len(fake.requests)
-    replay = stiva("bench", str(suite), "--pool", f"replay:{bench_id[:6]}",
-                   "--systems", "direct:*", "--config", str(config), "--json", home=stiva_home)
+    replay = stiva(
+        "bench",
+        str(suite),
+        "--pool",
+        f"replay:{bench_id[:6]}",
+        "--systems",
+        "direct:*",
+        "--config",
+        str(config),
+        "--json",
+        home=stiva_home,
+    )
     assert replay.returncode == 0, replay.stderr
     assert len(fake.requests) == asked  # the provider is not called again
     report = json.loads(replay.stdout)
@@ -49,8 +60,7 @@ def test_a_replayed_bench_gives_back_each_models_recorded_answers_without_a_call
     assert rows["direct:replay:wrong"]["cost_per_question"] > rows["direct:replay:right"]["cost_per_question"] > 0
     markdown = (stiva_home / "data" / "bench" / report["bench_id"] / "report.md").read_text()
     assert f"**REPLAYED POOL (BENCH {bench_id.upper()}):** every answer here is a real model's answer" in markdown
-    listing = stiva("models", "--pool", f"replay:{bench_id}", "--config", str(config),
-                    home=stiva_home)
+    listing = stiva("models", "--pool", f"replay:{bench_id}", "--config", str(config), home=stiva_home)
     assert listing.returncode == 0, listing.stderr
     assert "replay:right" in listing.stdout and "replay:wrong" in listing.stdout
 
@@ -62,10 +72,15 @@ def test_bad_replays_are_one_line_usage_errors(fake, tmp_path, stiva_home):
     planned = stiva("bench", str(suite), "--systems", "conductor", "--config", str(config), "--json", home=stiva_home)
     assert planned.returncode == 0, planned.stderr
     conductor_only = json.loads(planned.stdout)["bench_id"]
-    for pool, message in (("replay:ab", "4 characters or more"), ("replay:abcdef", "no bench abcdef"),
-                          (f"replay:{conductor_only}", "no graded direct: answers"), ("nope", "use sim, sim:SEED or replay")):
-        result = stiva("bench", str(suite), "--pool", pool, "--systems", "direct:*", "--config", str(config),
-                       home=stiva_home)
+    for pool, message in (
+        ("replay:ab", "4 characters or more"),
+        ("replay:abcdef", "no bench abcdef"),
+        (f"replay:{conductor_only}", "no graded direct: answers"),
+        ("nope", "use sim, sim:SEED or replay"),
+    ):
+        result = stiva(
+            "bench", str(suite), "--pool", pool, "--systems", "direct:*", "--config", str(config), home=stiva_home
+        )
         assert result.returncode == 2, (pool, result.stderr)
         assert message in result.stderr and "Traceback" not in result.stderr, (pool, result.stderr)
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
@@ -80,8 +95,10 @@ class NamesConductor:
         from stiva_tui.conductor.local import SampledPlan
         from stiva_tui.core.workflow import Step, Workflow
 
-        return [SampledPlan([1], [2], [-0.5], f"model_id = [{i % 2}]", Workflow((Step(i % 2, "Answer it.", ()),)))
-                for i in range(n)]
+        return [
+            SampledPlan([1], [2], [-0.5], f"model_id = [{i % 2}]", Workflow((Step(i % 2, "Answer it.", ()),)))
+            for i in range(n)
+        ]
 
 
 def test_training_rollouts_on_a_replayed_bench_reward_the_model_that_was_right(fake, tmp_path, stiva_home):
@@ -115,11 +132,16 @@ def test_rollouts_send_each_provider_at_most_the_cap_at_once(fake, tmp_path, sti
     latency = 0.4
     fake.default("a", Reply("The sum is 3.", usage=(5, 2), latency_s=latency))
     fake.default("b", Reply("The sum is 3.", usage=(5, 2), latency_s=latency))
-    config = parse_config({
-        "providers": [{"name": "lab", "base_url": fake.base_url}],
-        "models": [{"id": name, "provider": "lab", "model": name} for name in ("a", "b")],
-        "catalog": False, "embedded_worker": False, "discovery": {"enabled": False}, "workers": {"retries": 0},
-    })
+    config = parse_config(
+        {
+            "providers": [{"name": "lab", "base_url": fake.base_url}],
+            "models": [{"id": name, "provider": "lab", "model": name} for name in ("a", "b")],
+            "catalog": False,
+            "embedded_worker": False,
+            "discovery": {"enabled": False},
+            "workers": {"retries": 0},
+        }
+    )
     suite = load_suite(str(write_suite(tmp_path / "s.jsonl", 8)))
     engine = EngineLoop(config, discover=False, concurrency=cap)  # the answer cache off: every call is asked
     try:

@@ -23,12 +23,18 @@ import time
 from pathlib import Path
 
 import pytest
-
 from fakeprovider import Reply
+
 from stiva_tui.evals.graders import grade, grade_async
 from stiva_tui.evals.suite import SuiteItem
 from stiva_tui.sandbox import (
-    SandboxSettings, SandboxUnavailable, find_isolation, forget_isolation, remove_tree, run_code, run_code_async,
+    SandboxSettings,
+    SandboxUnavailable,
+    find_isolation,
+    forget_isolation,
+    remove_tree,
+    run_code,
+    run_code_async,
     run_functional_async,
 )
 from stiva_tui.sandbox._child import CrossingError, decode_value, encode_value
@@ -72,9 +78,14 @@ def test_the_code_reads_no_file_of_the_user(tmp_path, monkeypatch):
     keyring = home / ".local" / "share" / "python_keyring"
     keyring.mkdir(parents=True)
     (keyring / "keyring_pass.cfg").write_text(canary)
-    targets = [str(home / ".ssh" / "id_rsa"), str(keyring / "keyring_pass.cfg"),
-               str(Path(__file__).resolve()), str(Path(sys.prefix) / "pyvenv.cfg"), "/etc/passwd",
-               str(Path.home() / ".bashrc")]
+    targets = [
+        str(home / ".ssh" / "id_rsa"),
+        str(keyring / "keyring_pass.cfg"),
+        str(Path(__file__).resolve()),
+        str(Path(sys.prefix) / "pyvenv.cfg"),
+        "/etc/passwd",
+        str(Path.home() / ".bashrc"),
+    ]
     # the control: this process can read every target that exists
     assert (home / ".ssh" / "id_rsa").read_text() == canary
     monkeypatch.setenv("STIVA_SECRET_IN_ENV", canary)
@@ -100,7 +111,11 @@ def test_the_code_reads_no_file_of_the_user(tmp_path, monkeypatch):
     # the user's home holds at most the path down to the interpreter, nothing else of theirs
     listed = eval(result.stdout.split("HOME ", 1)[1])  # noqa: S307 - a list of names printed above
     interpreter = os.path.realpath(sys._base_executable)
-    allowed = {Path(interpreter).relative_to(Path.home()).parts[0]} if interpreter.startswith(str(Path.home()) + "/") else set()
+    allowed = (
+        {Path(interpreter).relative_to(Path.home()).parts[0]}
+        if interpreter.startswith(str(Path.home()) + "/")
+        else set()
+    )
     assert set(listed) <= allowed, listed
 
 
@@ -108,8 +123,13 @@ def test_the_code_writes_nothing_outside(tmp_path):
     token = secrets.token_hex(6)
     purelib = Path(sysconfig.get_path("purelib"))
     assert os.access(purelib, os.W_OK)  # the control: this user could plant a .pth there
-    targets = [tmp_path / "outside.txt", tmp_path / ".bashrc", purelib / f"stiva-evil-{token}.pth",
-               Path("/tmp") / f"stiva-escape-{token}", Path.cwd() / f"stiva-escape-{token}"]
+    targets = [
+        tmp_path / "outside.txt",
+        tmp_path / ".bashrc",
+        purelib / f"stiva-evil-{token}.pth",
+        Path("/tmp") / f"stiva-escape-{token}",
+        Path.cwd() / f"stiva-escape-{token}",
+    ]
     attack = (
         f"for path in {[str(t) for t in targets]!r}:\n"
         "    try:\n"
@@ -141,13 +161,15 @@ def test_an_answer_that_plants_files_through_the_bench_changes_nothing_of_the_us
     victims = [purelib / f"stiva-evil-{token}.pth", tmp_path / "history.db"]
     (tmp_path / "history.db").write_bytes(b"")
     size_before = (tmp_path / "history.db").stat().st_size
-    attack = ("def add(a, b):\n"
-              f"    for path in {[str(v) for v in victims]!r}:\n"
-              "        try:\n"
-              "            open(path, 'a').write('forged')\n"
-              "        except OSError:\n"
-              "            pass\n"
-              "    return a + b\n")
+    attack = (
+        "def add(a, b):\n"
+        f"    for path in {[str(v) for v in victims]!r}:\n"
+        "        try:\n"
+        "            open(path, 'a').write('forged')\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    return a + b\n"
+    )
     assert grade(ADD, fenced(attack)).correct  # the honest part of it passes ...
     assert not victims[0].exists() and (tmp_path / "history.db").stat().st_size == size_before  # ... nothing else
 
@@ -178,14 +200,16 @@ def _gone(token: str, within: float = 3.0) -> bool:
 
 def test_a_double_forked_setsid_survivor_is_ended_with_the_run():
     token = "stiva-survivor-" + secrets.token_hex(6)
-    attack = ("import os, sys, time\n"
-              "if os.fork() == 0:\n"
-              "    os.setsid()\n"
-              "    if os.fork() == 0:\n"
-              f"        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', {token!r}])\n"
-              "    os._exit(0)\n"
-              "time.sleep(0.5)\n"
-              "print('parent leaves')\n")
+    attack = (
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', {token!r}])\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.5)\n"
+        "print('parent leaves')\n"
+    )
     result = run_code(attack)
     assert result.ok and "parent leaves" in result.stdout
     assert _gone(token), "a process of the sandbox outlived its run"
@@ -204,10 +228,12 @@ def test_the_control_for_survivors_sees_a_real_survivor():
 
 def test_a_timeout_ends_every_process_of_the_run():
     token = "stiva-looper-" + secrets.token_hex(6)
-    attack = ("import os, sys\n"
-              "if os.fork() == 0:\n"
-              f"    os.execv(sys.executable, [sys.executable, '-c', 'while True: pass', {token!r}])\n"
-              "while True:\n    pass\n")
+    attack = (
+        "import os, sys\n"
+        "if os.fork() == 0:\n"
+        f"    os.execv(sys.executable, [sys.executable, '-c', 'while True: pass', {token!r}])\n"
+        "while True:\n    pass\n"
+    )
     started = time.monotonic()
     result = run_code(attack, timeout_s=1)
     assert result.timed_out and not result.ok
@@ -217,7 +243,9 @@ def test_a_timeout_ends_every_process_of_the_run():
 
 async def test_cancelling_a_run_ends_it():
     token = "stiva-sleeper-" + secrets.token_hex(6)
-    attack = f"import os, sys\nos.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', {token!r}])"
+    attack = (
+        f"import os, sys\nos.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', {token!r}])"
+    )
     task = asyncio.create_task(run_code_async(attack, timeout_s=60))
     for _ in range(100):
         if _host_processes_with(token):
@@ -233,21 +261,23 @@ async def test_cancelling_a_run_ends_it():
 def test_the_code_cannot_signal_a_process_outside():
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        attack = ("import ctypes, os, signal\n"
-                  "libc = ctypes.CDLL(None, use_errno=True)\n"
-                  f"pid = {victim.pid}\n"
-                  "for how in ('kill', 'killpg', 'pidfd'):\n"
-                  "    try:\n"
-                  "        if how == 'kill':\n"
-                  "            os.kill(pid, signal.SIGKILL)\n"
-                  "        elif how == 'killpg':\n"
-                  "            os.killpg(pid, signal.SIGKILL)\n"
-                  "        else:\n"
-                  "            fd = libc.syscall(434, pid, 0)\n"  # pidfd_open
-                  "            print('pidfd', fd, libc.syscall(424, fd, 9, 0, 0))\n"  # pidfd_send_signal
-                  "    except OSError as e:\n"
-                  "        print(how, type(e).__name__)\n"
-                  "os.kill(-1, signal.SIGKILL)\n")  # every process it can reach
+        attack = (
+            "import ctypes, os, signal\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            f"pid = {victim.pid}\n"
+            "for how in ('kill', 'killpg', 'pidfd'):\n"
+            "    try:\n"
+            "        if how == 'kill':\n"
+            "            os.kill(pid, signal.SIGKILL)\n"
+            "        elif how == 'killpg':\n"
+            "            os.killpg(pid, signal.SIGKILL)\n"
+            "        else:\n"
+            "            fd = libc.syscall(434, pid, 0)\n"  # pidfd_open
+            "            print('pidfd', fd, libc.syscall(424, fd, 9, 0, 0))\n"  # pidfd_send_signal
+            "    except OSError as e:\n"
+            "        print(how, type(e).__name__)\n"
+            "os.kill(-1, signal.SIGKILL)\n"
+        )  # every process it can reach
         result = run_code(attack)
         time.sleep(0.2)
         assert victim.poll() is None, f"the victim was killed: {result}"
@@ -257,22 +287,24 @@ def test_the_code_cannot_signal_a_process_outside():
 
 
 def test_the_supervisor_and_other_processes_are_out_of_reach():
-    attack = ("import ctypes, os, signal\n"
-              "libc = ctypes.CDLL(None, use_errno=True)\n"
-              "print('ptrace', libc.ptrace(16, 2, 0, 0), ctypes.get_errno())\n"  # PTRACE_ATTACH the supervisor
-              "for pid in (1, 2):\n"
-              "    try:\n"
-              "        os.kill(pid, signal.SIGSTOP)\n"
-              "        print('stopped', pid)\n"
-              "    except OSError as e:\n"
-              "        print('kill', pid, e.errno)\n"
-              "    try:\n"
-              "        open(f'/proc/{pid}/mem', 'rb').read(1)\n"
-              "        print('mem read', pid)\n"
-              "    except OSError as e:\n"
-              "        print('mem', pid, e.errno)\n"
-              "print('unshare', libc.unshare(0x10000000), ctypes.get_errno())\n"  # a new user namespace
-              "print('visible', sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n")
+    attack = (
+        "import ctypes, os, signal\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "print('ptrace', libc.ptrace(16, 2, 0, 0), ctypes.get_errno())\n"  # PTRACE_ATTACH the supervisor
+        "for pid in (1, 2):\n"
+        "    try:\n"
+        "        os.kill(pid, signal.SIGSTOP)\n"
+        "        print('stopped', pid)\n"
+        "    except OSError as e:\n"
+        "        print('kill', pid, e.errno)\n"
+        "    try:\n"
+        "        open(f'/proc/{pid}/mem', 'rb').read(1)\n"
+        "        print('mem read', pid)\n"
+        "    except OSError as e:\n"
+        "        print('mem', pid, e.errno)\n"
+        "print('unshare', libc.unshare(0x10000000), ctypes.get_errno())\n"  # a new user namespace
+        "print('visible', sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
+    )
     result = run_code(attack)
     assert result.ok, result.stderr
     out = result.stdout
@@ -321,23 +353,25 @@ def _accepted(servers) -> int:
 
 
 def _network_attack(where) -> str:
-    return ("import socket\n"
-            "def attempt(family, address):\n"
-            "    try:\n"
-            "        s = socket.socket(family, socket.SOCK_STREAM)\n"
-            "        s.settimeout(2)\n"
-            "        s.connect(address)\n"
-            "        s.sendall(b'secret')\n"
-            "        print('CONNECTED', address)\n"
-            "    except OSError as e:\n"
-            "        print('REFUSED', type(e).__name__)\n"
-            f"attempt(socket.AF_INET, ('127.0.0.1', {where['port']}))\n"
-            f"attempt(socket.AF_UNIX, {where['path']!r})\n"
-            f"attempt(socket.AF_UNIX, {where['abstract']!r})\n"
-            "try:\n"
-            "    print('interfaces', [name for _, name in socket.if_nameindex()])\n"
-            "except OSError as e:\n"
-            "    print('interfaces', type(e).__name__, e.errno)\n")
+    return (
+        "import socket\n"
+        "def attempt(family, address):\n"
+        "    try:\n"
+        "        s = socket.socket(family, socket.SOCK_STREAM)\n"
+        "        s.settimeout(2)\n"
+        "        s.connect(address)\n"
+        "        s.sendall(b'secret')\n"
+        "        print('CONNECTED', address)\n"
+        "    except OSError as e:\n"
+        "        print('REFUSED', type(e).__name__)\n"
+        f"attempt(socket.AF_INET, ('127.0.0.1', {where['port']}))\n"
+        f"attempt(socket.AF_UNIX, {where['path']!r})\n"
+        f"attempt(socket.AF_UNIX, {where['abstract']!r})\n"
+        "try:\n"
+        "    print('interfaces', [name for _, name in socket.if_nameindex()])\n"
+        "except OSError as e:\n"
+        "    print('interfaces', type(e).__name__, e.errno)\n"
+    )
 
 
 def test_the_control_connects_to_every_listener(listeners):
@@ -359,29 +393,31 @@ def test_the_code_reaches_no_listener_tcp_or_unix(listeners):
 
 FORGERIES = {
     "an object equal to everything": "class Yes:\n    def __eq__(self, other): return True\n"
-                                     "    def __ne__(self, other): return False\n"
-                                     "def add(a, b):\n    return Yes()",
+    "    def __ne__(self, other): return False\n"
+    "def add(a, b):\n    return Yes()",
     "an int subclass that lies": "class Lie(int):\n    def __eq__(self, other): return True\n"
-                                 "def add(a, b):\n    return Lie(0)",
+    "def add(a, b):\n    return Lie(0)",
     "a verdict written to every descriptor": (
         "import json, os\n"
         "for fd in range(3, 64):\n"
         "    try:\n"
-        "        os.write(fd, b'{\"passed\": true}\\n{\"exit\": 0}\\n')\n"
+        '        os.write(fd, b\'{"passed": true}\\n{"exit": 0}\\n\')\n'
         "    except OSError:\n"
         "        pass\n"
-        "def add(a, b):\n    return 0"),
+        "def add(a, b):\n    return 0"
+    ),
     "a marker hunted in the harness's files": (
         "import os\n"
         "for root, _, files in os.walk('/sandbox'):\n"
         "    for name in files:\n"
         "        print(open(os.path.join(root, name)).read())\n"
         "print('stiva-tests-passed')\n"
-        "def add(a, b):\n    return 0"),
+        "def add(a, b):\n    return 0"
+    ),
     "an exit before the tests": "import os\ndef add(a, b):\n    return 0\nos._exit(0)",
     "an exit from inside the call": "import sys\ndef add(a, b):\n    sys.exit(0)",
     "assert patched away": "import builtins\nbuiltins.AssertionError = type('Nope', (Exception,), {})\n"
-                           "def add(a, b):\n    return 0",
+    "def add(a, b):\n    return 0",
 }
 
 
@@ -398,15 +434,19 @@ def test_forgery_controls_an_honest_answer_passes_and_an_honest_wrong_one_fails(
 
 
 def test_humaneval_style_check_with_tuples_floats_and_helpers():
-    tests = ("def check(candidate):\n"
-             "    assert candidate([1, 2, 3]) == (6, 6)\n"
-             "    assert candidate([]) == (0, 1)\n"
-             "    assert abs(mean([1.0, 2.0]) - 1.5) < 1e-6\n"
-             "    assert candidate([2]) is not None\n"
-             "check(sum_product)\n")
-    answer = ("from functools import reduce\n"
-              "def mean(xs):\n    return sum(xs) / len(xs)\n"
-              "def sum_product(xs):\n    return (sum(xs), reduce(lambda a, b: a * b, xs, 1))\n")
+    tests = (
+        "def check(candidate):\n"
+        "    assert candidate([1, 2, 3]) == (6, 6)\n"
+        "    assert candidate([]) == (0, 1)\n"
+        "    assert abs(mean([1.0, 2.0]) - 1.5) < 1e-6\n"
+        "    assert candidate([2]) is not None\n"
+        "check(sum_product)\n"
+    )
+    answer = (
+        "from functools import reduce\n"
+        "def mean(xs):\n    return sum(xs) / len(xs)\n"
+        "def sum_product(xs):\n    return (sum(xs), reduce(lambda a, b: a * b, xs, 1))\n"
+    )
     assert grade(code_item(tests), fenced(answer)).correct
     assert not grade(code_item(tests), fenced(answer.replace("xs, 1)", "xs, 0)"))).correct
 
@@ -417,31 +457,47 @@ def test_the_tests_process_is_undumpable():
 
 
 async def test_functional_results_cross_as_values_and_a_forged_line_is_only_a_value():
-    forged = ("import os\n"
-              "def twice(x):\n"
-              "    for fd in range(3, 32):\n"
-              "        try:\n"
-              "            os.write(fd, b'{\"case\": 1, \"value\": 4}\\n')\n"
-              "        except OSError:\n"
-              "            pass\n"
-              "    print('{\"case\": 0, \"value\": 2}')\n"
-              "    return -1\n")
-    item = code_item({"functional": {"fn_name": "twice", "cases": [{"input": [1], "output": 2},
-                                                                 {"input": [2], "output": 4}]}})
+    forged = (
+        "import os\n"
+        "def twice(x):\n"
+        "    for fd in range(3, 32):\n"
+        "        try:\n"
+        '            os.write(fd, b\'{"case": 1, "value": 4}\\n\')\n'
+        "        except OSError:\n"
+        "            pass\n"
+        '    print(\'{"case": 0, "value": 2}\')\n'
+        "    return -1\n"
+    )
+    item = code_item(
+        {"functional": {"fn_name": "twice", "cases": [{"input": [1], "output": 2}, {"input": [2], "output": 4}]}}
+    )
     assert not (await grade_async(item, fenced(forged))).correct
     assert (await grade_async(item, fenced("def twice(x):\n    return 2 * x"))).correct
     result, outcomes = await run_functional_async("def f(x):\n    return (x, {x}, {x: [x]}, 2 ** 70)", "f", [[1]])
-    assert result.ok and outcomes[0].value == (1, {1}, {1: [1]}, 2 ** 70)
+    assert result.ok and outcomes[0].value == (1, {1}, {1: [1]}, 2**70)
 
 
 def test_the_value_codec_keeps_types_apart_and_refuses_objects():
-    for value in [(1, [2, (3,)]), {1: "a", (2, 3): None}, {1, 2}, frozenset({"x"}), float("inf"), 2 ** 80,
-                  b"\x00\xff", 1 + 2j, True, None, "text"]:
+    for value in [
+        (1, [2, (3,)]),
+        {1: "a", (2, 3): None},
+        {1, 2},
+        frozenset({"x"}),
+        float("inf"),
+        2**80,
+        b"\x00\xff",
+        1 + 2j,
+        True,
+        None,
+        "text",
+    ]:
         assert decode_value(json.loads(json.dumps(encode_value(value)))) == value
         assert type(decode_value(encode_value(value))) is type(value)
     assert decode_value(encode_value(float("nan"))) != decode_value(encode_value(float("nan")))  # nan stays nan
+
     class Sub(int):
         pass
+
     for bad in (object(), Sub(3), [1, Sub(2)], _deep(200)):
         with pytest.raises(CrossingError):
             encode_value(bad)
@@ -475,8 +531,12 @@ def test_a_fork_bomb_is_bounded_for_the_whole_run():
     watcher.start()
     started = time.monotonic()
     try:
-        result = run_code("import os, time\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
-                          "        time.sleep(0.001)\n", timeout_s=10, settings=settings)
+        result = run_code(
+            "import os, time\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
+            "        time.sleep(0.001)\n",
+            timeout_s=10,
+            settings=settings,
+        )
     finally:
         stop.set()
         watcher.join()
@@ -489,13 +549,15 @@ def test_a_fork_bomb_is_bounded_for_the_whole_run():
 
 def test_memory_is_bounded_across_processes():
     # four children of 100 MB each: every one is under the limit, together they are not
-    attack = ("import os, time\n"
-              "for _ in range(4):\n"
-              "    if os.fork() == 0:\n"
-              "        block = b'x' * (100 * 1024 * 1024)\n"
-              "        time.sleep(20)\n"
-              "        os._exit(0)\n"
-              "time.sleep(20)\n")
+    attack = (
+        "import os, time\n"
+        "for _ in range(4):\n"
+        "    if os.fork() == 0:\n"
+        "        block = b'x' * (100 * 1024 * 1024)\n"
+        "        time.sleep(20)\n"
+        "        os._exit(0)\n"
+        "time.sleep(20)\n"
+    )
     started = time.monotonic()
     result = run_code(attack, timeout_s=30, settings=SandboxSettings(memory_mb=256))
     assert not result.ok and (result.limit or "").startswith("memory"), result
@@ -503,22 +565,27 @@ def test_memory_is_bounded_across_processes():
 
 
 def test_one_process_past_the_memory_limit_fails():
-    result = run_code("blocks = []\nwhile True:\n    blocks.append(b'x' * (32 * 1024 * 1024))",
-                      timeout_s=20, settings=SandboxSettings(memory_mb=256))
+    result = run_code(
+        "blocks = []\nwhile True:\n    blocks.append(b'x' * (32 * 1024 * 1024))",
+        timeout_s=20,
+        settings=SandboxSettings(memory_mb=256),
+    )
     assert not result.ok and not result.timed_out
     assert "MemoryError" in result.stderr or (result.limit or "").startswith("memory"), result
 
 
 def test_disk_is_bounded_across_files_and_processes(tmp_path):
-    attack = ("import os\n"
-              "written = 0\n"
-              "try:\n"
-              "    for i in range(8):\n"
-              "        with open(f'/tmp/fill-{i}', 'wb') as f:\n"
-              "            f.write(b'x' * (6 * 1024 * 1024))\n"
-              "        written += 6\n"
-              "except OSError as e:\n"
-              "    print('stopped', written, e.errno)\n")
+    attack = (
+        "import os\n"
+        "written = 0\n"
+        "try:\n"
+        "    for i in range(8):\n"
+        "        with open(f'/tmp/fill-{i}', 'wb') as f:\n"
+        "            f.write(b'x' * (6 * 1024 * 1024))\n"
+        "        written += 6\n"
+        "except OSError as e:\n"
+        "    print('stopped', written, e.errno)\n"
+    )
     result = run_code(attack, settings=SandboxSettings(disk_mb=16))
     out = result.stdout
     assert ("stopped" in out and int(out.split()[1]) <= 16) or (result.limit or "").startswith("disk"), result
@@ -563,9 +630,11 @@ def test_output_is_capped_by_bytes_kept_and_stdin_given():
 def no_userns_bwrap(tmp_path):
     """A bwrap that behaves as on a system refusing unprivileged user namespaces."""
     fake = tmp_path / "bwrap"
-    fake.write_text("#!/bin/sh\n"
-                    "case \"$1\" in --version) echo 'bubblewrap 0.11.0'; exit 0;; --help) echo '--size --disable-userns --perms'; exit 0;; esac\n"
-                    "echo 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake.write_text(
+        "#!/bin/sh\n"
+        "case \"$1\" in --version) echo 'bubblewrap 0.11.0'; exit 0;; --help) echo '--size --disable-userns --perms'; exit 0;; esac\n"
+        "echo 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"
+    )
     fake.chmod(0o755)
     forget_isolation()
     yield str(fake)
@@ -594,8 +663,12 @@ def test_unsafe_code_runs_unisolated_only_when_asked_and_says_so(no_userns_bwrap
     assert result.ok and result.stdout == "ran\n" and result.isolation == "none"
     assert grade(ADD, fenced("def add(a, b):\n    return a + b"), sandbox=settings).correct
     # its temporary folder is removed without recursion, however deep the code made it
-    deep = run_code("import os\nos.chdir(os.environ['TMPDIR'])\nfor _ in range(5000):\n    os.mkdir('d')\n"
-                    "    os.chdir('d')\nprint(os.environ['TMPDIR'])", settings=settings, timeout_s=60)
+    deep = run_code(
+        "import os\nos.chdir(os.environ['TMPDIR'])\nfor _ in range(5000):\n    os.mkdir('d')\n"
+        "    os.chdir('d')\nprint(os.environ['TMPDIR'])",
+        settings=settings,
+        timeout_s=60,
+    )
     assert deep.ok, deep.stderr
     assert not Path(deep.stdout.strip()).exists()
 
@@ -624,14 +697,25 @@ def test_stiva_bench_refuses_code_items_before_asking_anything(no_userns_bwrap, 
     fake.default("right", Reply("```python\ndef add(a, b):\n    return a + b\n```"))
     config = write_config(tmp_path / "c.toml", fake.base_url, extra=f'[sandbox]\nbwrap = "{no_userns_bwrap}"\n')
     suite = tmp_path / "code.jsonl"
-    suite.write_text(json.dumps({"id": "add", "question": "Write add(a, b).", "grader": "code",
-                                 "tests": "assert add(1, 2) == 3"}) + "\n")
+    suite.write_text(
+        json.dumps({"id": "add", "question": "Write add(a, b).", "grader": "code", "tests": "assert add(1, 2) == 3"})
+        + "\n"
+    )
     refused = stiva("bench", str(suite), "--systems", "direct:right", "--config", str(config), home=stiva_home)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and "1 code item refused" in refused.stderr
     assert "--unsafe-code" in refused.stderr and not fake.requests_for("right")
-    unsafe = stiva("bench", str(suite), "--systems", "direct:right", "--config", str(config), "--json",
-                   "--unsafe-code", home=stiva_home)
+    unsafe = stiva(
+        "bench",
+        str(suite),
+        "--systems",
+        "direct:right",
+        "--config",
+        str(config),
+        "--json",
+        "--unsafe-code",
+        home=stiva_home,
+    )
     assert unsafe.returncode == 0, unsafe.stderr
     report = json.loads(unsafe.stdout)
     assert report["sandbox"].startswith("NONE") and report["systems"][0]["correct"] == 1
@@ -645,20 +729,42 @@ def test_stiva_bench_grades_an_attacker_at_zero_and_the_honest_model_in_full(fak
 
     token = secrets.token_hex(6)
     purelib = Path(sysconfig.get_path("purelib"))
-    attacker = ("```python\nimport os, glob\n"
-                f"for path in glob.glob({str(stiva_home)!r} + '/**', recursive=True):\n"
-                f"    try:\n        open(path, 'a').write({token!r}[::-1])\n    except OSError:\n        pass\n"
-                f"try:\n    open({str(purelib / f'stiva-evil-{token}.pth')!r}, 'w').write('import os')\nexcept OSError:\n    pass\n"
-                "class Yes:\n    def __eq__(self, other): return True\n"
-                "def add(a, b):\n    return Yes()\n```")
+    attacker = (
+        "```python\nimport os, glob\n"
+        f"for path in glob.glob({str(stiva_home)!r} + '/**', recursive=True):\n"
+        f"    try:\n        open(path, 'a').write({token!r}[::-1])\n    except OSError:\n        pass\n"
+        f"try:\n    open({str(purelib / f'stiva-evil-{token}.pth')!r}, 'w').write('import os')\nexcept OSError:\n    pass\n"
+        "class Yes:\n    def __eq__(self, other): return True\n"
+        "def add(a, b):\n    return Yes()\n```"
+    )
     fake.default("right", Reply("```python\ndef add(a, b):\n    return a + b\n```"))
     fake.default("wrong", Reply(attacker))
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = tmp_path / "code.jsonl"
-    suite.write_text("\n".join(json.dumps({"id": f"add-{i}", "question": "Write add(a, b).", "grader": "code",
-                                           "tests": f"assert add({i}, 1) == {i + 1}"}) for i in range(3)) + "\n")
-    result = stiva("bench", str(suite), "--systems", "direct:right,direct:wrong", "--config", str(config), "--json",
-                   home=stiva_home)
+    suite.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "id": f"add-{i}",
+                    "question": "Write add(a, b).",
+                    "grader": "code",
+                    "tests": f"assert add({i}, 1) == {i + 1}",
+                }
+            )
+            for i in range(3)
+        )
+        + "\n"
+    )
+    result = stiva(
+        "bench",
+        str(suite),
+        "--systems",
+        "direct:right,direct:wrong",
+        "--config",
+        str(config),
+        "--json",
+        home=stiva_home,
+    )
     assert result.returncode == 0, result.stderr
     rows = {row["system"]: row for row in json.loads(result.stdout)["systems"]}
     assert rows["direct:right"]["accuracy"] == 1.0 and rows["direct:wrong"]["accuracy"] == 0.0
@@ -675,7 +781,12 @@ def test_the_config_tunes_the_sandbox_and_refuses_nonsense(tmp_path):
 
     config = parse_config({"sandbox": {"memory_mb": 256, "processes": 8, "read_only": ["/opt/data"]}})
     settings = config.sandbox.settings(unsafe=True)
-    assert (settings.memory_mb, settings.processes, settings.read_only, settings.unsafe) == (256, 8, ("/opt/data",), True)
+    assert (settings.memory_mb, settings.processes, settings.read_only, settings.unsafe) == (
+        256,
+        8,
+        ("/opt/data",),
+        True,
+    )
     for bad in ({"memory_mb": "lots"}, {"processes": 0}, {"network": True}):
         with pytest.raises(ConfigError):
             parse_config({"sandbox": bad})

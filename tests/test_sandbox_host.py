@@ -17,12 +17,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from fakeprovider import Reply
+
 from stiva_tui.evals.graders import grade
 from stiva_tui.evals.suite import SuiteItem
-from stiva_tui.sandbox import SandboxSettings, find_isolation, run_code
-from stiva_tui.sandbox import cgroups
+from stiva_tui.sandbox import SandboxSettings, cgroups, find_isolation, run_code
 
 LEASE = Path("/proc/sys/fs/lease-break-time")
 CORE = Path("/proc/sys/kernel/core_pattern")
@@ -105,24 +104,37 @@ def test_the_control_root_outside_the_sandbox_can_write_and_read_them(lease_knob
 
 
 def test_a_bench_answer_carrying_the_escape_is_graded_wrong_and_leaves_the_host_alone(
-        lease_knob, fake, tmp_path, stiva_home):
+    lease_knob, fake, tmp_path, stiva_home
+):
     from test_bench_runner import stiva, write_config
 
     marker = Path("/tmp") / f"stiva-escaped-{secrets.token_hex(4)}"
-    payload = ("import os, signal\n"
-               f"open('/proc/sys/fs/lease-break-time', 'w').write('{lease_knob + 9}')\n"
-               f"open('/proc/sys/kernel/core_pattern', 'w').write({CORE.read_text()!r})\n"
-               f"open({str(marker)!r}, 'w').write('root')\n"
-               "if os.fork() == 0:\n    os.abort()\n"
-               "def add(a, b):\n    return a + b\n")
+    payload = (
+        "import os, signal\n"
+        f"open('/proc/sys/fs/lease-break-time', 'w').write('{lease_knob + 9}')\n"
+        f"open('/proc/sys/kernel/core_pattern', 'w').write({CORE.read_text()!r})\n"
+        f"open({str(marker)!r}, 'w').write('root')\n"
+        "if os.fork() == 0:\n    os.abort()\n"
+        "def add(a, b):\n    return a + b\n"
+    )
     fake.default("wrong", Reply(fenced(payload)))
     fake.default("right", Reply(fenced("def add(a, b):\n    return a + b")))
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = tmp_path / "code.jsonl"
-    suite.write_text(json.dumps({"id": "add", "question": "Write add(a, b).", "grader": "code",
-                                 "tests": "assert add(2, 3) == 5"}) + "\n")
-    result = stiva("bench", str(suite), "--systems", "direct:wrong,direct:right", "--config", str(config),
-                   "--json", home=stiva_home)
+    suite.write_text(
+        json.dumps({"id": "add", "question": "Write add(a, b).", "grader": "code", "tests": "assert add(2, 3) == 5"})
+        + "\n"
+    )
+    result = stiva(
+        "bench",
+        str(suite),
+        "--systems",
+        "direct:wrong,direct:right",
+        "--config",
+        str(config),
+        "--json",
+        home=stiva_home,
+    )
     assert result.returncode == 0, result.stderr
     rows = {row["system"]: row for row in json.loads(result.stdout)["systems"]}
     assert rows["direct:right"]["accuracy"] == 1.0
@@ -133,18 +145,20 @@ def test_a_bench_answer_carrying_the_escape_is_graded_wrong_and_leaves_the_host_
 # --- the verdict ---------------------------------------------------------------------------------
 
 
-BUILTIN_TESTS = ("assert sorted(evens([4, 1, 2])) == [2, 4]\n"
-                 "assert len(evens([1, 3])) == 0\n"
-                 "assert abs(evens([-2])[0]) == 2\n")
+BUILTIN_TESTS = (
+    "assert sorted(evens([4, 1, 2])) == [2, 4]\nassert len(evens([1, 3])) == 0\nassert abs(evens([-2])[0]) == 2\n"
+)
 
 
 def test_an_answer_cannot_shadow_the_builtins_the_tests_use():
     item = code_item(BUILTIN_TESTS)
     honest = "def evens(xs):\n    return [x for x in xs if x % 2 == 0]"
-    shadow = ("def evens(xs):\n    return xs\n"
-              "def sorted(xs):\n    return [2, 4]\n"
-              "def len(xs):\n    return 0\n"
-              "def abs(x):\n    return 2\n")
+    shadow = (
+        "def evens(xs):\n    return xs\n"
+        "def sorted(xs):\n    return [2, 4]\n"
+        "def len(xs):\n    return 0\n"
+        "def abs(x):\n    return 2\n"
+    )
     assert grade(item, fenced(honest)).correct
     forged = grade(item, fenced(shadow))
     assert not forged.correct, forged
@@ -165,7 +179,7 @@ def test_stop_iteration_from_the_candidate_fails_the_test_that_called_it():
         assert not forged.correct, (raised, forged)
     assert grade(code_item(tests), fenced(honest)).correct
     # an exception the tests expect keeps its type
-    expecting = ("try:\n    check(-1)\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError('no error')\n")
+    expecting = "try:\n    check(-1)\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError('no error')\n"
     assert grade(code_item(expecting), fenced("def check(n):\n    if n < 0:\n        raise ValueError(n)")).correct
 
 
@@ -173,41 +187,54 @@ def test_stop_iteration_from_the_candidate_fails_the_test_that_called_it():
 
 
 def test_no_socket_family_but_unix_and_no_signal_or_priority_reaches_the_supervisor():
-    attack = ("import ctypes, os, signal, socket\n"
-              "libc = ctypes.CDLL(None, use_errno=True)\n"
-              "def call(name, *args):\n"
-              "    ctypes.set_errno(0)\n"
-              "    print(name, libc.syscall(*args), ctypes.get_errno())\n"
-              "for family in (40, 16, 17, 2, 10):\n"  # AF_VSOCK, AF_NETLINK, AF_PACKET, AF_INET, AF_INET6
-              "    try:\n"
-              "        socket.socket(family, socket.SOCK_STREAM if family in (2, 10, 40) else socket.SOCK_RAW)\n"
-              "        print('socket', family, 'made')\n"
-              "    except OSError as e:\n"
-              "        print('socket', family, e.errno)\n"
-              "a, b = socket.socketpair()\n"
-              "print('unix pair ok')\n"
-              "info = ctypes.create_string_buffer(128)\n"
-              "call('rt_sigqueueinfo', 129, 2, signal.SIGSTOP, info)\n"
-              "call('rt_tgsigqueueinfo', 297, 2, 2, signal.SIGSTOP, info)\n"
-              "call('setpriority_user', 141, 2, 0, 19)\n"  # PRIO_USER, this uid: the supervisor too
-              "call('setpriority_pid2', 141, 0, 2, 19)\n"
-              "call('prlimit_pid2', 302, 2, 7, 0, 0)\n"  # RLIMIT_NOFILE of the supervisor
-              "call('ioprio_pid2', 251, 1, 2, 7)\n"
-              "call('sched_setaffinity_pid2', 203, 2, 8, ctypes.byref(ctypes.c_ulong(1)))\n"
-              "call('personality', 135, 0x0040000)\n"  # ADDR_NO_RANDOMIZE
-              "call('modify_ldt', 154, 0, 0, 0)\n"
-              "call('memfd_create', 319, b'x', 0)\n"
-              "call('shmget', 29, 0, 1 << 20, 0o1600)\n"
-              "os.nice(1)\n"
-              "print('own nice ok')\n")
+    attack = (
+        "import ctypes, os, signal, socket\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "def call(name, *args):\n"
+        "    ctypes.set_errno(0)\n"
+        "    print(name, libc.syscall(*args), ctypes.get_errno())\n"
+        "for family in (40, 16, 17, 2, 10):\n"  # AF_VSOCK, AF_NETLINK, AF_PACKET, AF_INET, AF_INET6
+        "    try:\n"
+        "        socket.socket(family, socket.SOCK_STREAM if family in (2, 10, 40) else socket.SOCK_RAW)\n"
+        "        print('socket', family, 'made')\n"
+        "    except OSError as e:\n"
+        "        print('socket', family, e.errno)\n"
+        "a, b = socket.socketpair()\n"
+        "print('unix pair ok')\n"
+        "info = ctypes.create_string_buffer(128)\n"
+        "call('rt_sigqueueinfo', 129, 2, signal.SIGSTOP, info)\n"
+        "call('rt_tgsigqueueinfo', 297, 2, 2, signal.SIGSTOP, info)\n"
+        "call('setpriority_user', 141, 2, 0, 19)\n"  # PRIO_USER, this uid: the supervisor too
+        "call('setpriority_pid2', 141, 0, 2, 19)\n"
+        "call('prlimit_pid2', 302, 2, 7, 0, 0)\n"  # RLIMIT_NOFILE of the supervisor
+        "call('ioprio_pid2', 251, 1, 2, 7)\n"
+        "call('sched_setaffinity_pid2', 203, 2, 8, ctypes.byref(ctypes.c_ulong(1)))\n"
+        "call('personality', 135, 0x0040000)\n"  # ADDR_NO_RANDOMIZE
+        "call('modify_ldt', 154, 0, 0, 0)\n"
+        "call('memfd_create', 319, b'x', 0)\n"
+        "call('shmget', 29, 0, 1 << 20, 0o1600)\n"
+        "os.nice(1)\n"
+        "print('own nice ok')\n"
+    )
     result = run_code(attack)
     assert result.ok, result.stderr
     out = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
     sockets = [line for line in result.stdout.splitlines() if line.startswith("socket ")]
     assert sockets == [f"socket {f} 97" for f in (40, 16, 17, 2, 10)], sockets  # EAFNOSUPPORT
     assert "unix pair ok" in result.stdout and "own nice ok" in result.stdout
-    for name in ("rt_sigqueueinfo", "rt_tgsigqueueinfo", "setpriority_user", "setpriority_pid2", "prlimit_pid2",
-                 "ioprio_pid2", "sched_setaffinity_pid2", "personality", "modify_ldt", "memfd_create", "shmget"):
+    for name in (
+        "rt_sigqueueinfo",
+        "rt_tgsigqueueinfo",
+        "setpriority_user",
+        "setpriority_pid2",
+        "prlimit_pid2",
+        "ioprio_pid2",
+        "sched_setaffinity_pid2",
+        "personality",
+        "modify_ldt",
+        "memfd_create",
+        "shmget",
+    ):
         assert out[name] == "-1 1", (name, out.get(name))  # EPERM
 
 
@@ -221,16 +248,18 @@ def no_cgroup(monkeypatch):
 
 
 def test_dev_shm_counts_as_memory_and_dev_is_read_only(no_cgroup):
-    fill = ("import os, time\n"
-            "try:\n    open('/dev/planted', 'w')\nexcept OSError as e:\n    print('dev', e.errno, flush=True)\n"
-            "block = b'x' * (16 * 1024 * 1024)\n"
-            "for i in range(8):\n"  # 8 files of 48 MB: each under the file-size limit, 384 MB in all
-            "    with open(f'/dev/shm/fill-{i}', 'wb') as f:\n"
-            "        for _ in range(3):\n"
-            "            f.write(block)\n"
-            "            time.sleep(0.01)\n"
-            "print('filled')\n"
-            "time.sleep(5)\n")
+    fill = (
+        "import os, time\n"
+        "try:\n    open('/dev/planted', 'w')\nexcept OSError as e:\n    print('dev', e.errno, flush=True)\n"
+        "block = b'x' * (16 * 1024 * 1024)\n"
+        "for i in range(8):\n"  # 8 files of 48 MB: each under the file-size limit, 384 MB in all
+        "    with open(f'/dev/shm/fill-{i}', 'wb') as f:\n"
+        "        for _ in range(3):\n"
+        "            f.write(block)\n"
+        "            time.sleep(0.01)\n"
+        "print('filled')\n"
+        "time.sleep(5)\n"
+    )
     result = run_code(fill, timeout_s=30, settings=SandboxSettings(memory_mb=256))
     assert not result.ok and "filled" not in result.stdout, result
     assert (result.limit or "").startswith("memory") or "No space left" in result.stderr, result
@@ -245,11 +274,13 @@ def test_dev_shm_counts_as_memory_and_dev_is_read_only(no_cgroup):
 def test_run_cgroups_of_a_gone_stiva_are_swept_and_a_live_ones_kept():
     parent = cgroups._parent()
     assert parent is not None, "CI runs as root, where runs get a cgroup of their own"
-    gone = 2 ** 22 + 12345  # above pid_max's default: no process has it
+    gone = 2**22 + 12345  # above pid_max's default: no process has it
     while Path(f"/proc/{gone}").exists():
         gone += 1
-    dead = [os.path.join(base, f"stiva-sandbox-{gone}-{secrets.token_hex(4)}")
-            for base in dict.fromkeys([parent.pids, parent.memory])]
+    dead = [
+        os.path.join(base, f"stiva-sandbox-{gone}-{secrets.token_hex(4)}")
+        for base in dict.fromkeys([parent.pids, parent.memory])
+    ]
     live = os.path.join(parent.pids, f"stiva-sandbox-{os.getpid()}-{secrets.token_hex(4)}")
     for folder in (*dead, live):
         os.mkdir(folder)

@@ -16,7 +16,6 @@ import httpx
 import openai
 import pytest
 import uvicorn
-
 from fakeprovider import Reply
 
 from stiva_tui import keys
@@ -76,8 +75,14 @@ class Served:
         self.runtime = await Runtime.create(self.config, discover=False)
         try:
             app = create_app(self.runtime, self.token, **self.app_options)
-            self.server = guarded_server(app, self.config.serve, host="127.0.0.1", port=self.port,
-                                         log_level="warning", timeout_graceful_shutdown=2)
+            self.server = guarded_server(
+                app,
+                self.config.serve,
+                host="127.0.0.1",
+                port=self.port,
+                log_level="warning",
+                timeout_graceful_shutdown=2,
+            )
             await self.server.serve()
         finally:
             await self.runtime.aclose()
@@ -168,7 +173,8 @@ def test_models_lists_the_conductors_and_every_pool_model(server):
 def test_conductor_mini_answers_with_the_last_step_and_counts_every_token(server, fake):
     prompt, completion = script_mini(fake)
     reply = server.client().chat.completions.create(
-        model="conductor-mini", messages=[{"role": "user", "content": "What is six times seven?"}])
+        model="conductor-mini", messages=[{"role": "user", "content": "What is six times seven?"}]
+    )
     assert reply.object == "chat.completion" and reply.model == "conductor-mini"
     assert reply.choices[0].message.content == "the final answer is 42"
     assert reply.choices[0].finish_reason == "stop"
@@ -184,14 +190,19 @@ def test_conductor_mini_answers_with_the_last_step_and_counts_every_token(server
     conversation = server.store.get_conversation(trace.conversation_id)
     assert conversation.kind == "api"
     assert [(m.role, m.content) for m in conversation.messages] == [
-        ("user", "What is six times seven?"), ("assistant", "the final answer is 42")]
+        ("user", "What is six times seven?"),
+        ("assistant", "the final answer is 42"),
+    ]
 
 
 def test_conductor_mini_streams_the_answer_with_usage(server, fake):
     prompt, completion = script_mini(fake)
     stream = server.client().chat.completions.create(
-        model="conductor-mini", messages=[{"role": "user", "content": "Six times seven?"}], stream=True,
-        stream_options={"include_usage": True})
+        model="conductor-mini",
+        messages=[{"role": "user", "content": "Six times seven?"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "the final answer is 42"
@@ -207,9 +218,13 @@ def test_conductor_mini_streams_the_answer_with_usage(server, fake):
 def test_the_stream_says_each_step_as_it_starts_numbered_from_1(server, fake):
     """The SSE comments that keep proxies from timing out name the steps as people count them."""
     script_mini(fake)
-    with httpx.stream("POST", server.url + "/v1/chat/completions", timeout=10,
-                      headers={"authorization": f"Bearer {TOKEN}"},
-                      json={"model": "conductor-mini", "messages": USER, "stream": True}) as response:
+    with httpx.stream(
+        "POST",
+        server.url + "/v1/chat/completions",
+        timeout=10,
+        headers={"authorization": f"Bearer {TOKEN}"},
+        json={"model": "conductor-mini", "messages": USER, "stream": True},
+    ) as response:
         comments = [line for line in response.iter_lines() if line.startswith(":")]
     assert ": stiva step 1 started on w1" in comments and ": stiva step 2 started on w2" in comments, comments
     assert not any("step 0" in c for c in comments)
@@ -218,8 +233,10 @@ def test_the_stream_says_each_step_as_it_starts_numbered_from_1(server, fake):
 def test_a_requests_preference_reaches_the_conductor_and_is_kept_with_the_plan(server, fake):
     script_mini(fake)
     reply = server.client().chat.completions.create(
-        model="conductor-mini", messages=[{"role": "user", "content": "Six times seven?"}],
-        extra_body={"stiva_preference": "cheap"})
+        model="conductor-mini",
+        messages=[{"role": "user", "content": "Six times seven?"}],
+        extra_body={"stiva_preference": "cheap"},
+    )
     assert reply.choices[0].message.content == "the final answer is 42"
     prompt = json.dumps(fake.requests_for("cond")[0].messages)
     assert "The user prefers the cheapest plan" in prompt and "w1 - price unknown, latency unknown" in prompt
@@ -234,12 +251,14 @@ def test_conductor_runs_two_rounds_and_keeps_the_first_answer(start, fake):
     fake.script("w1", Reply("a rough draft", usage=(30, 4)))
     fake.script("w2", Reply("the final answer is 42", usage=(40, 6)))
     stream = server.client().chat.completions.create(
-        model="conductor", messages=[{"role": "user", "content": "Six times seven?"}], stream=True,
-        stream_options={"include_usage": True})
+        model="conductor",
+        messages=[{"role": "user", "content": "Six times seven?"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     chunks = list(stream)
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "the final answer is 42"
-    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (100 + 150 + 30 + 40,
-                                                                                    10 + 7 + 4 + 6)
+    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (100 + 150 + 30 + 40, 10 + 7 + 4 + 6)
     # the conductor's part, apart: both of its rounds
     assert chunks[-1].usage.model_extra["stiva_orchestration"]["total_tokens"] == 100 + 10 + 150 + 7
     assert [r.model for r in fake.requests] == ["cond", "w1", "w2", "cond"]
@@ -247,12 +266,15 @@ def test_conductor_runs_two_rounds_and_keeps_the_first_answer(start, fake):
 
 def test_conversation_and_system_message_reach_the_run(server, fake):
     script_mini(fake)
-    server.client().chat.completions.create(model="conductor-mini", messages=[
-        {"role": "system", "content": "Answer tersely."},
-        {"role": "user", "content": "Remember the number 7."},
-        {"role": "assistant", "content": "Noted: 7."},
-        {"role": "user", "content": [{"type": "text", "text": "Multiply it by six."}]},
-    ])
+    server.client().chat.completions.create(
+        model="conductor-mini",
+        messages=[
+            {"role": "system", "content": "Answer tersely."},
+            {"role": "user", "content": "Remember the number 7."},
+            {"role": "assistant", "content": "Noted: 7."},
+            {"role": "user", "content": [{"type": "text", "text": "Multiply it by six."}]},
+        ],
+    )
     planner = json.dumps(fake.requests_for("cond")[0].messages)
     assert "Remember the number 7." in planner and "Noted: 7." in planner
     assert "Answer tersely." in planner and "Multiply it by six." in planner
@@ -260,23 +282,33 @@ def test_conversation_and_system_message_reach_the_run(server, fake):
     [summary] = server.store.list_conversations()
     conversation = server.store.get_conversation(summary.id)
     assert [(m.role, m.content) for m in conversation.messages] == [
-        ("system", "Answer tersely."), ("user", "Remember the number 7."), ("assistant", "Noted: 7."),
-        ("user", "Multiply it by six."), ("assistant", "the final answer is 42")]
+        ("system", "Answer tersely."),
+        ("user", "Remember the number 7."),
+        ("assistant", "Noted: 7."),
+        ("user", "Multiply it by six."),
+        ("assistant", "the final answer is 42"),
+    ]
 
 
 def test_trace_only_on_request(server, fake):
     script_mini(fake)
     client = server.client()
-    reply = client.chat.completions.create(model="conductor-mini", messages=[{"role": "user", "content": "q"}],
-                                           extra_body={"stiva_trace": True})
+    reply = client.chat.completions.create(
+        model="conductor-mini", messages=[{"role": "user", "content": "q"}], extra_body={"stiva_trace": True}
+    )
     trace = reply.model_dump()["stiva_trace"]
     assert trace["rounds"][0]["workflow"]["model_id"] == [1, 2]
     assert [s["model"] for s in trace["rounds"][0]["steps"]] == ["w1", "w2"]
 
     script_mini(fake)
-    chunks = list(client.chat.completions.create(
-        model="conductor-mini", messages=[{"role": "user", "content": "q"}], stream=True,
-        extra_headers={"X-Stiva-Trace": "1"}))
+    chunks = list(
+        client.chat.completions.create(
+            model="conductor-mini",
+            messages=[{"role": "user", "content": "q"}],
+            stream=True,
+            extra_headers={"X-Stiva-Trace": "1"},
+        )
+    )
     traced = [c.model_dump()["stiva_trace"] for c in chunks if "stiva_trace" in c.model_dump()]
     assert len(traced) == 1 and traced[0]["status"] == "finished"
 
@@ -288,8 +320,12 @@ def test_pass_through_model_non_streaming_and_streaming(server, fake):
     fake.script("w1", Reply("direct answer here", usage=(12, 3)), Reply("streamed direct answer", usage=(13, 4)))
     client = server.client()
     reply = client.chat.completions.create(
-        model="w1", messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}],
-        max_tokens=7, temperature=0.3, user="someone")
+        model="w1",
+        messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}],
+        max_tokens=7,
+        temperature=0.3,
+        user="someone",
+    )
     assert reply.choices[0].message.content == "direct answer here"
     assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (12, 3)
     upstream = fake.requests_for("w1")[0]
@@ -298,9 +334,15 @@ def test_pass_through_model_non_streaming_and_streaming(server, fake):
     assert upstream.messages == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}]
     assert not fake.requests_for("cond")  # no planning for a pass-through model
 
-    chunks = list(client.chat.completions.create(
-        model="w1", messages=[{"role": "user", "content": "Hi?"}], stream=True,
-        stream_options={"include_usage": True}, max_completion_tokens=9))
+    chunks = list(
+        client.chat.completions.create(
+            model="w1",
+            messages=[{"role": "user", "content": "Hi?"}],
+            stream=True,
+            stream_options={"include_usage": True},
+            max_completion_tokens=9,
+        )
+    )
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "streamed direct answer"
     assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) >= 3  # live deltas
     assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (13, 4)
@@ -309,16 +351,22 @@ def test_pass_through_model_non_streaming_and_streaming(server, fake):
 
 def test_the_streamed_answer_starts_where_the_answer_does_not_on_a_space(server, fake):
     fake.script("w1", Reply(" Paris is the capital.", chunks=[" ", " Paris", " is the capital."], usage=(5, 4)))
-    chunks = list(server.client().chat.completions.create(
-        model="w1", messages=[{"role": "user", "content": "Capital of France?"}], stream=True))
+    chunks = list(
+        server.client().chat.completions.create(
+            model="w1", messages=[{"role": "user", "content": "Capital of France?"}], stream=True
+        )
+    )
     pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
     assert "".join(pieces) == "Paris is the capital." and not pieces[0].startswith(" ")
 
 
 def test_a_pass_through_keeps_every_turn_and_role_and_never_falls_back(server, fake):
-    turns = [{"role": "developer", "content": "Answer in French."}, {"role": "user", "content": "Hello"},
-             {"role": "assistant", "content": "Bonjour"}, {"role": "user", "content": [
-                 {"type": "text", "text": "How are "}, {"type": "text", "text": "you?"}]}]
+    turns = [
+        {"role": "developer", "content": "Answer in French."},
+        {"role": "user", "content": "Hello"},
+        {"role": "assistant", "content": "Bonjour"},
+        {"role": "user", "content": [{"type": "text", "text": "How are "}, {"type": "text", "text": "you?"}]},
+    ]
     fake.script("w1", Reply("Bien", usage=(5, 1)))
     client = server.client()
     client.chat.completions.create(model="w1", messages=turns)
@@ -335,8 +383,11 @@ def test_stop_sequences_cut_the_answer(server, fake):
     client = server.client()
     reply = client.chat.completions.create(model="w1", messages=[{"role": "user", "content": "go"}], stop="STOP")
     assert reply.choices[0].message.content == "alpha beta "
-    chunks = list(client.chat.completions.create(model="w1", messages=[{"role": "user", "content": "go"}],
-                                                 stop=["ST", "delta"], stream=True))
+    chunks = list(
+        client.chat.completions.create(
+            model="w1", messages=[{"role": "user", "content": "go"}], stop=["ST", "delta"], stream=True
+        )
+    )
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "alpha beta "
     # The stop sequences also went upstream, so a provider that honours them stops generating.
     assert [r.body.get("stop") for r in fake.requests_for("w1")[-2:]] == [["STOP"], ["ST", "delta"]]
@@ -348,20 +399,37 @@ def test_stop_sequences_cut_the_answer(server, fake):
 USER = [{"role": "user", "content": "hi"}]
 
 
-@pytest.mark.parametrize("kwargs, param", [
-    (dict(model="w1", messages=USER, tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}]),
-     "tools"),
-    (dict(model="w1", messages=USER, n=2), "n"),
-    (dict(model="w1", messages=[{"role": "user", "content": [
-        {"type": "text", "text": "what is this?"},
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]), "messages.0.content.1.type"),
-    (dict(model="w1", messages=[{"role": "system", "content": "only a system message"}]), "messages"),
-    (dict(model="w1", messages=[]), "messages"),
-    (dict(model="w1", messages=[{"role": "tool", "content": "42", "tool_call_id": "c1"}]), "messages.0.role"),
-    (dict(model="w1", messages=USER, extra_body={"stiva_trace": 0}), "stiva_trace"),
-    (dict(model="conductor", messages=USER, extra_body={"stiva_preference": "cheapest"}), "stiva_preference"),
-    (dict(model="conductor", messages=USER, extra_body={"stiva_preference": 2}), "stiva_preference"),
-])
+@pytest.mark.parametrize(
+    "kwargs, param",
+    [
+        (
+            dict(model="w1", messages=USER, tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}]),
+            "tools",
+        ),
+        (dict(model="w1", messages=USER, n=2), "n"),
+        (
+            dict(
+                model="w1",
+                messages=[
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": "what is this?"},
+                            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                        ],
+                    }
+                ],
+            ),
+            "messages.0.content.1.type",
+        ),
+        (dict(model="w1", messages=[{"role": "system", "content": "only a system message"}]), "messages"),
+        (dict(model="w1", messages=[]), "messages"),
+        (dict(model="w1", messages=[{"role": "tool", "content": "42", "tool_call_id": "c1"}]), "messages.0.role"),
+        (dict(model="w1", messages=USER, extra_body={"stiva_trace": 0}), "stiva_trace"),
+        (dict(model="conductor", messages=USER, extra_body={"stiva_preference": "cheapest"}), "stiva_preference"),
+        (dict(model="conductor", messages=USER, extra_body={"stiva_preference": 2}), "stiva_preference"),
+    ],
+)
 def test_requests_it_cannot_honour_are_400(server, kwargs, param):
     with pytest.raises(openai.BadRequestError) as caught:
         server.client().chat.completions.create(**kwargs)
@@ -376,16 +444,19 @@ def test_unknown_model_is_404(server):
     assert caught.value.code == "model_not_found" and "gpt-nope" in caught.value.message
 
 
-@pytest.mark.parametrize("body, code, param", [
-    (b'{"model": "w1", "messages": [', "invalid_json", None),
-    (b"", "invalid_request", None),
-    ({"model": "w1"}, "missing_parameter", "messages"),
-    ({"model": "w1", "messages": "hi"}, "invalid_value", "messages"),
-    ({"model": "w1", "messages": USER, "temperature": "hot"}, "invalid_value", "temperature"),
-    ({"model": 5, "messages": USER}, "invalid_value", "model"),
-    ({"model": "w1", "messages": [{"role": "wizard", "content": "x"}]}, "invalid_value", "messages.0.role"),
-    ([1, 2, 3], "invalid_value", None),
-])
+@pytest.mark.parametrize(
+    "body, code, param",
+    [
+        (b'{"model": "w1", "messages": [', "invalid_json", None),
+        (b"", "invalid_request", None),
+        ({"model": "w1"}, "missing_parameter", "messages"),
+        ({"model": "w1", "messages": "hi"}, "invalid_value", "messages"),
+        ({"model": "w1", "messages": USER, "temperature": "hot"}, "invalid_value", "temperature"),
+        ({"model": 5, "messages": USER}, "invalid_value", "model"),
+        ({"model": "w1", "messages": [{"role": "wizard", "content": "x"}]}, "invalid_value", "messages.0.role"),
+        ([1, 2, 3], "invalid_value", None),
+    ],
+)
 def test_malformed_bodies_are_400_error_objects(server, body, code, param):
     response = server.post(body)
     assert response.status_code == 400, response.text
@@ -475,15 +546,22 @@ def test_no_auth_refuses_a_rebound_host_and_cross_origin_browsers(start, fake):
     rebound = httpx.get(url, headers={"Host": f"evil.example:{port}"})  # DNS rebinding: the page's own name
     assert rebound.status_code == 403 and "not served without authentication" in rebound.json()["error"]["message"]
     for headers in ({"Origin": "http://evil.example"}, {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"}):
-        refused = httpx.post(server.url + "/v1/chat/completions", headers=headers,
-                             json={"model": "w1", "messages": [{"role": "user", "content": "Hi"}]})
+        refused = httpx.post(
+            server.url + "/v1/chat/completions",
+            headers=headers,
+            json={"model": "w1", "messages": [{"role": "user", "content": "Hi"}]},
+        )
         assert refused.status_code == 403 and "cross-origin" in refused.json()["error"]["message"], headers
     assert httpx.get(url, headers={"Origin": f"http://127.0.0.1:{port}"}).status_code == 200  # same origin
     assert not fake.requests_for("w1")
     # with a token, the token is the check: any Host may ask
     with_token = start()
-    assert httpx.get(with_token.url + "/v1/models", headers={"Host": "evil.example",
-                                                             "Authorization": f"Bearer {TOKEN}"}).status_code == 200
+    assert (
+        httpx.get(
+            with_token.url + "/v1/models", headers={"Host": "evil.example", "Authorization": f"Bearer {TOKEN}"}
+        ).status_code
+        == 200
+    )
 
 
 def test_stiva_serve_runs_on_uvloop_where_it_is_installed(fake, monkeypatch):
@@ -564,12 +642,14 @@ def test_queue_full_is_429_with_retry_after(start, fake):
 def test_many_requests_at_once_are_independent_runs(server, fake):
     fake.default("cond", Reply(PLAN2, usage=(10, 1)))
     fake.default("w1", Reply("draft", latency_s=0.1, usage=(3, 1)))
-    fake.default("w2", lambda request: Reply("final for " + request.user_text.split("<overall_task>")[-1][:12],
-                                             usage=(4, 1)))
+    fake.default(
+        "w2", lambda request: Reply("final for " + request.user_text.split("<overall_task>")[-1][:12], usage=(4, 1))
+    )
 
     def ask(i: int):
         return server.client().chat.completions.create(
-            model="conductor-mini", messages=[{"role": "user", "content": f"question {i}"}])
+            model="conductor-mini", messages=[{"role": "user", "content": f"question {i}"}]
+        )
 
     from concurrent.futures import ThreadPoolExecutor
 
@@ -584,9 +664,13 @@ def test_many_requests_at_once_are_independent_runs(server, fake):
 
 def test_disconnect_while_streaming_cancels_the_run(server, fake):
     fake.script("w1", Reply("one two three four five six seven eight nine ten", chunk_delay_s=0.3))
-    with httpx.stream("POST", server.url + "/v1/chat/completions", timeout=10,
-                      headers={"authorization": f"Bearer {TOKEN}"},
-                      json={"model": "w1", "messages": USER, "stream": True}) as response:
+    with httpx.stream(
+        "POST",
+        server.url + "/v1/chat/completions",
+        timeout=10,
+        headers={"authorization": f"Bearer {TOKEN}"},
+        json={"model": "w1", "messages": USER, "stream": True},
+    ) as response:
         run_id = response.headers["x-stiva-run-id"]
         for line in response.iter_lines():
             if '"content": "one' in line:
@@ -602,30 +686,45 @@ def test_disconnect_while_streaming_cancels_the_run(server, fake):
 def test_disconnect_while_waiting_cancels_the_run(server, fake):
     fake.script("w1", Reply("late", latency_s=5))
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(server.url + "/v1/chat/completions", headers={"authorization": f"Bearer {TOKEN}"},
-                   json={"model": "w1", "messages": USER}, timeout=0.5)
+        httpx.post(
+            server.url + "/v1/chat/completions",
+            headers={"authorization": f"Bearer {TOKEN}"},
+            json={"model": "w1", "messages": USER},
+            timeout=0.5,
+        )
     assert fake.wait_idle(5)
     runs = server.store.list_runs(source="api")
     assert len(runs) == 1
     assert server.wait_run(runs[0].run_id, "cancelled").status == "cancelled"
 
 
-@pytest.mark.parametrize("body, param", [
-    ({"model": "w1", "messages": [{"role": "user", "content": "\ud800"}]}, "messages.0.content"),
-    ({"model": "conductor-mini", "messages": [{"role": "user", "content": [{"type": "text", "text": "a\udfff"}]}]},
-     "messages.0.content.0.text"),
-    ({"model": "w1", "messages": [{"role": "user", "content": "hi"}], "stop": ["\ud800"]}, "stop"),
-])
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"model": "w1", "messages": [{"role": "user", "content": "\ud800"}]}, "messages.0.content"),
+        (
+            {
+                "model": "conductor-mini",
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "a\udfff"}]}],
+            },
+            "messages.0.content.0.text",
+        ),
+        ({"model": "w1", "messages": [{"role": "user", "content": "hi"}], "stop": ["\ud800"]}, "stop"),
+    ],
+)
 def test_text_that_is_not_valid_unicode_is_a_400_naming_the_field(server, fake, body, param):
     fake.default("w1", Reply("ok"))
     with httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {TOKEN}"}) as client:
         # json.dumps spells a lone surrogate as \\ud800, as a client may send it.
-        response = client.post("/v1/chat/completions", content=json.dumps(body),
-                               headers={"content-type": "application/json"})
+        response = client.post(
+            "/v1/chat/completions", content=json.dumps(body), headers={"content-type": "application/json"}
+        )
         assert response.status_code == 400, response.text
         assert response.json()["error"]["param"] == param
         # The same keep-alive connection still serves the next request.
-        again = client.post("/v1/chat/completions", json={"model": "w1", "messages": [{"role": "user", "content": "hi"}]})
+        again = client.post(
+            "/v1/chat/completions", json={"model": "w1", "messages": [{"role": "user", "content": "hi"}]}
+        )
         assert again.status_code == 200 and again.json()["choices"][0]["message"]["content"] == "ok"
     # Nothing deeper saw it: no upstream call carried it, and the history holds the good request only.
     assert all("\\ud" not in json.dumps(r.body) for r in fake.requests)
@@ -653,7 +752,7 @@ def _until_closed(sock: socket.socket, timeout: float = 6.0) -> tuple[bytes, flo
     try:
         while chunk := sock.recv(65536):
             data += chunk
-    except (socket.timeout, ConnectionResetError):
+    except (TimeoutError, ConnectionResetError):
         pass
     return data, time.monotonic() - started
 
@@ -665,7 +764,9 @@ def _response(sock: socket.socket) -> bytes:
     while b"\r\n\r\n" not in data:
         data += sock.recv(65536)
     head, _, body = data.partition(b"\r\n\r\n")
-    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+    length = int(
+        next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    )
     while len(body) < length:
         body += sock.recv(65536)
     return head
@@ -698,8 +799,9 @@ def test_a_half_sent_request_gets_408_within_the_header_timeout(start):
     silent = _connect(server)
     # A keep-alive connection whose next request stops after its first bytes: uvicorn's own timer
     # stops at the first byte and never starts again, so this one stayed open for good.
-    kept = _connect(server, f"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
-                    .encode())
+    kept = _connect(
+        server, f"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode()
+    )
     assert _response(kept).startswith(b"HTTP/1.1 200")
     kept.sendall(b"GET /v1/mo")
     # A head sent one byte at a time: the deadline counts from the start, not from the last byte.
@@ -740,9 +842,13 @@ def test_a_half_sent_request_gets_408_within_the_header_timeout(start):
 def test_a_body_sent_too_slowly_gets_408_and_starts_no_run(start, fake):
     server = start(serve={"body_timeout_s": 1.0})
     body = json.dumps({"model": "w1", "messages": USER}).encode()
-    sock = _connect(server, b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                            + f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
-                              f"Content-Length: {len(body)}\r\n\r\n".encode() + body[:10])
+    sock = _connect(
+        server,
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        + f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body[:10],
+    )
     data, waited = _until_closed(sock)
     sock.close()
     _assert_408(data, "body_timeout_s")
@@ -820,10 +926,17 @@ def test_at_the_connection_cap_new_clients_wait_for_a_connection_to_end(start, f
     assert max(waited for _, waited in answers) > 1.4
 
 
-@pytest.mark.parametrize("key, value", [
-    ("header_timeout_s", 0), ("body_timeout_s", -1), ("keepalive_timeout_s", "5"), ("max_connections", 0),
-    ("max_idle_connections", 2.0), ("header_timeout", 10),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("header_timeout_s", 0),
+        ("body_timeout_s", -1),
+        ("keepalive_timeout_s", "5"),
+        ("max_connections", 0),
+        ("max_idle_connections", 2.0),
+        ("header_timeout", 10),
+    ],
+)
 def test_connection_limits_in_the_config_are_checked(key, value):
     from stiva_tui.config import ConfigError
 
@@ -880,9 +993,19 @@ class ServeProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         config = tmp_path / "config.toml"
         serve = {"port": self.port, "max_concurrent_runs": 2, **serve}
-        lines = ["catalog = false", "[conductor]", 'backend = "remote"', 'model = "cond"', "[discovery]",
-                 "enabled = false", "[serve]", *(f"{k} = {json.dumps(v)}" for k, v in serve.items()),
-                 "[[providers]]", 'name = "fake"', f'base_url = "{fake.base_url}"']
+        lines = [
+            "catalog = false",
+            "[conductor]",
+            'backend = "remote"',
+            'model = "cond"',
+            "[discovery]",
+            "enabled = false",
+            "[serve]",
+            *(f"{k} = {json.dumps(v)}" for k, v in serve.items()),
+            "[[providers]]",
+            'name = "fake"',
+            f'base_url = "{fake.base_url}"',
+        ]
         for model in ("cond", "w1"):
             lines += ["[[models]]", f'id = "{model}"', 'provider = "fake"', f'model = "{model}"']
         config.write_text("\n".join(lines) + "\n")
@@ -896,8 +1019,13 @@ class ServeProcess:
             resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
         self._log = open(self.log_path, "wb")
-        self.process = subprocess.Popen([sys.executable, str(launcher), "serve", "--config", str(config)],
-                                        env=env, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=limit)
+        self.process = subprocess.Popen(
+            [sys.executable, str(launcher), "serve", "--config", str(config)],
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=limit,
+        )
         deadline = time.monotonic() + 60
         while True:
             try:

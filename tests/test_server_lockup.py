@@ -9,7 +9,6 @@ import time
 
 import httpx
 import pytest
-
 from fakeprovider import Reply
 from test_server import TOKEN, USER, ServeProcess
 
@@ -69,7 +68,7 @@ def _drain(sock: socket.socket, within_s: float) -> tuple[bytes, bool]:
         sock.settimeout(min(left, 1.0))
         try:
             chunk = sock.recv(1 << 16)
-        except socket.timeout:
+        except TimeoutError:
             continue
         except ConnectionResetError:
             return data, True
@@ -113,8 +112,13 @@ def _real_client_is_answered(served: ServeProcess, bound_s: float = 3.0) -> list
     except Exception:  # a timeout is the lock-up this test is about
         took.append(bound_s + 5)
     try:
-        took.append(_timed(lambda: httpx.get(served.url + "/v1/models", headers={"authorization": f"Bearer {TOKEN}"},
-                                             timeout=bound_s + 5).raise_for_status()))
+        took.append(
+            _timed(
+                lambda: httpx.get(
+                    served.url + "/v1/models", headers={"authorization": f"Bearer {TOKEN}"}, timeout=bound_s + 5
+                ).raise_for_status()
+            )
+        )
     except Exception:
         took.append(bound_s + 5)
     return took
@@ -177,8 +181,10 @@ def test_a_client_that_pipelines_gets_only_a_few_replies_ahead_of_what_it_reads(
     _assert_calm(served.stop())
 
 
-@pytest.mark.parametrize("key, value", [("write_timeout_s", 0), ("write_timeout_s", "5"),
-                                        ("max_pipelined_requests", 0), ("max_pipelined_requests", 2.5)])
+@pytest.mark.parametrize(
+    "key, value",
+    [("write_timeout_s", 0), ("write_timeout_s", "5"), ("max_pipelined_requests", 0), ("max_pipelined_requests", 2.5)],
+)
 def test_write_limits_in_the_config_are_checked(key, value):
     from stiva_tui.config import ConfigError, parse_config
 

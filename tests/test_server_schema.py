@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
+from fakeprovider import Reply
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
-
-from fakeprovider import Reply
 from test_server import PLAN2, TOKEN, Served, make_config
 
 
@@ -49,5 +48,4 @@ def test_the_document_declares_the_chat_request_body(fake):
 @schema.parametrize()
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_request_gets_a_server_error(case):
-    case.call_and_validate(headers={"Authorization": f"Bearer {TOKEN}"}, checks=[not_a_server_error],
-                           timeout=10)
+    case.call_and_validate(headers={"Authorization": f"Bearer {TOKEN}"}, checks=[not_a_server_error], timeout=10)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from fakeprovider import Reply
+
 from stiva_tui.config import parse_config
 from stiva_tui.core import events as ev
 from stiva_tui.core.workflow import Step, Workflow
@@ -27,14 +27,21 @@ PLAN_ONE = 'One call.\nmodel_id = [1]\nsubtasks = ["Answer it."]\naccess_list = 
 
 
 def config(fake, **extra):
-    models = [{"id": name, "provider": "lab", "model": name, "price_in": 1.0, "price_out": 1.0}
-              for name in ("cond", "w1", "w2", "w3")]
-    return parse_config({
-        "conductor": {"backend": "remote", "model": "cond"},
-        "providers": [{"name": "lab", "base_url": fake.base_url}],
-        "models": models, "workers": {"retries": 0}, "discovery": {"enabled": False}, "catalog": False,
-        **extra,
-    })
+    models = [
+        {"id": name, "provider": "lab", "model": name, "price_in": 1.0, "price_out": 1.0}
+        for name in ("cond", "w1", "w2", "w3")
+    ]
+    return parse_config(
+        {
+            "conductor": {"backend": "remote", "model": "cond"},
+            "providers": [{"name": "lab", "base_url": fake.base_url}],
+            "models": models,
+            "workers": {"retries": 0},
+            "discovery": {"enabled": False},
+            "catalog": False,
+            **extra,
+        }
+    )
 
 
 @pytest.fixture
@@ -59,7 +66,11 @@ async def test_a_question_starts_a_conversation_of_its_sources_kind_and_continue
     conversation = runtime.store.get_conversation(first.conversation_id)
     assert conversation.kind == "chat"
     assert [(m.role, m.content) for m in conversation.messages] == [
-        ("user", "Remember 7."), ("assistant", "seven"), ("user", "Times six?"), ("assistant", "forty-two")]
+        ("user", "Remember 7."),
+        ("assistant", "seven"),
+        ("user", "Times six?"),
+        ("assistant", "forty-two"),
+    ]
     assert [m.run_id for m in conversation.messages] == [first.result.run_id] * 2 + [second.result.run_id] * 2
 
 
@@ -90,7 +101,11 @@ async def test_a_question_asked_in_place_of_an_earlier_one_replaces_it_and_the_l
     await runtime.sessions.ask(Ask("Times seven?", source="tui", conversation_id=cid, replaces=1))
     conversation = runtime.store.get_conversation(cid)
     assert [(m.role, m.content) for m in conversation.messages] == [
-        ("user", "Remember 70."), ("assistant", "seventy"), ("user", "Times seven?"), ("assistant", "forty-nine")]
+        ("user", "Remember 70."),
+        ("assistant", "seventy"),
+        ("user", "Times seven?"),
+        ("assistant", "forty-nine"),
+    ]
     assert first.result.run_id not in {r.run_id for r in conversation.runs}
     assert runtime.store.get_trace(second.result.run_id).conversation_id is None  # kept, unlinked
 
@@ -161,9 +176,18 @@ async def test_compare_records_a_session_and_runs_each_column_outside_any_conver
     start = runtime.sessions.start_compare("Q?", ["conductor", "w2", "moa"])
     assert start.session_id is not None and start.warning is None
     for system in ("conductor", "w2"):
-        events = [e async for e in runtime.sessions.stream(Ask(
-            "Q?", mode=column_system(system, runtime.models).mode, source="tui", in_conversation=False,
-            run_id=start.run_ids[system]))]
+        events = [
+            e
+            async for e in runtime.sessions.stream(
+                Ask(
+                    "Q?",
+                    mode=column_system(system, runtime.models).mode,
+                    source="tui",
+                    in_conversation=False,
+                    run_id=start.run_ids[system],
+                )
+            )
+        ]
         assert events[0].run_id == start.run_ids[system] and isinstance(events[-1], ev.RunFinished)
     session = runtime.store.get_compare_session(start.session_id)
     assert [e.system for e in session.entries] == ["conductor", "w2", "moa"]
@@ -216,8 +240,11 @@ async def test_without_a_history_a_conversation_lives_in_memory(fake):
 
 
 async def test_presets_bound_the_conductor(runtime, fake):
-    fake.script("cond", Reply('Two.\nmodel_id = [1, 1, 1]\nsubtasks = ["a", "b", "c"]\naccess_list = [[], [], []]'),
-                Reply("still three"))
+    fake.script(
+        "cond",
+        Reply('Two.\nmodel_id = [1, 1, 1]\nsubtasks = ["a", "b", "c"]\naccess_list = [[], [], []]'),
+        Reply("still three"),
+    )
     outcome = await runtime.sessions.ask(Ask("Q", mode=ConductorMode(preset="conductor-mini")))
     assert outcome.result.failure == "conductor"
     assert "at most 2 steps" in json.dumps(fake.requests_for("cond")[0].messages)

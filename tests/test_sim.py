@@ -30,7 +30,9 @@ def _ask(answerer, model, item, drafts=(), subtask=None):
     if drafts or subtask:
         parts = [f"<overall_task>\n{question_text(item)}\n</overall_task>"]
         for j, draft in enumerate(drafts):
-            parts.append(f"<step_{j}_subtask>\nAnswer.\n</step_{j}_subtask>\n<step_{j}_response>\n{draft}\n</step_{j}_response>")
+            parts.append(
+                f"<step_{j}_subtask>\nAnswer.\n</step_{j}_subtask>\n<step_{j}_response>\n{draft}\n</step_{j}_response>"
+            )
         parts.append(f"Your assigned subtask: {subtask or 'Check the answers shown and give the right one.'}")
         messages = [{"role": "user", "content": "\n\n".join(parts)}]
     else:
@@ -94,11 +96,17 @@ def test_the_server_speaks_the_openai_wire_format_to_the_official_client():
     with SimServer(default_models(), SKILLS.items, latency_scale=0.0) as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="none", max_retries=0)
         assert {m.id for m in client.models.list()} == {m.name for m in default_models()}
-        reply = client.chat.completions.create(model="quiz", messages=[{"role": "user", "content": question_text(item)}])
+        reply = client.chat.completions.create(
+            model="quiz", messages=[{"role": "user", "content": question_text(item)}]
+        )
         text = reply.choices[0].message.content
         assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
-        streamed = client.chat.completions.create(model="quiz", messages=[{"role": "user", "content": question_text(item)}],
-                                                  stream=True, stream_options={"include_usage": True})
+        streamed = client.chat.completions.create(
+            model="quiz",
+            messages=[{"role": "user", "content": question_text(item)}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
         chunks = list(streamed)
         assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == text
         assert chunks[-1].usage.completion_tokens == reply.usage.completion_tokens
@@ -108,15 +116,26 @@ def test_the_server_speaks_the_openai_wire_format_to_the_official_client():
 
 
 def _record(system, item, correct, cost):
-    return BenchItemRecord(system=system, item_id=item, status="graded", correct=correct, cost_usd=cost,
-                           error=None if correct else "expected 1")
+    return BenchItemRecord(
+        system=system,
+        item_id=item,
+        status="graded",
+        correct=correct,
+        cost_usd=cost,
+        error=None if correct else "expected 1",
+    )
 
 
 def test_oracle_takes_the_cheapest_right_model_and_random_draws_one():
-    records = [_record("direct:a", "q1", True, 1.0), _record("direct:b", "q1", True, 5.0),
-               _record("direct:a", "q2", False, 1.0), _record("direct:b", "q2", True, 5.0),
-               _record("direct:a", "q3", False, 1.0), _record("direct:b", "q3", False, 5.0),
-               _record("direct:a", "q4", True, 1.0)]  # q4 lacks b: left out
+    records = [
+        _record("direct:a", "q1", True, 1.0),
+        _record("direct:b", "q1", True, 5.0),
+        _record("direct:a", "q2", False, 1.0),
+        _record("direct:b", "q2", True, 5.0),
+        _record("direct:a", "q3", False, 1.0),
+        _record("direct:b", "q3", False, 5.0),
+        _record("direct:a", "q4", True, 1.0),
+    ]  # q4 lacks b: left out
     oracle = {r.item_id: r for r in derived_records("oracle", records, ["direct:a", "direct:b"])}
     assert sorted(oracle) == ["q1", "q2", "q3"]
     assert (oracle["q1"].cost_usd, oracle["q2"].cost_usd, oracle["q3"].cost_usd) == (1.0, 5.0, 1.0)
@@ -137,10 +156,19 @@ def test_the_frontier_is_the_non_decreasing_convex_hull_and_aiq_the_area_under_i
 
 
 def _bench(home: Path, *args: str) -> tuple[int, dict, str]:
-    env = {"STIVA_HOME": str(home), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1",
-           "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring"}
-    done = subprocess.run([STIVA, "bench", "skills", "--pool", "sim", "--json", *args], capture_output=True,
-                          text=True, env=env, timeout=400)
+    env = {
+        "STIVA_HOME": str(home),
+        "PATH": "/usr/bin:/bin",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
+    }
+    done = subprocess.run(
+        [STIVA, "bench", "skills", "--pool", "sim", "--json", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=400,
+    )
     return done.returncode, (json.loads(done.stdout) if done.stdout.strip() else {}), done.stderr
 
 
@@ -149,8 +177,17 @@ def test_bench_on_the_simulated_pool_with_every_baseline(tmp_path):
     home = tmp_path / "home"
     (home / "config").mkdir(parents=True)
     (home / "config" / "config.toml").write_text("[sim]\nlatency_scale = 0.0\n")  # where STIVA_HOME's config is
-    code, report, err = _bench(home, "--split", "heldout", "--limit", "24", "--concurrency", "8",
-                               "--systems", "direct:*,self-moa,oracle,random")
+    code, report, err = _bench(
+        home,
+        "--split",
+        "heldout",
+        "--limit",
+        "24",
+        "--concurrency",
+        "8",
+        "--systems",
+        "direct:*,self-moa,oracle,random",
+    )
     assert code == 0, err
     assert report["pool"] == "simulated pool"
     rows = {r["system"]: r for r in report["systems"]}
@@ -166,13 +203,24 @@ def test_bench_on_the_simulated_pool_with_every_baseline(tmp_path):
     assert wrong and all(i["failure"] for i in wrong)
     assert any(i["failure"].startswith("expected") for i in wrong)
     # a rerun asks again and gets exactly the same answers (the draw is keyed, not random)
-    code, again, err = _bench(home, "--split", "heldout", "--limit", "24", "--concurrency", "8",
-                              "--systems", "direct:*,self-moa,oracle,random", "--fresh")
+    code, again, err = _bench(
+        home,
+        "--split",
+        "heldout",
+        "--limit",
+        "24",
+        "--concurrency",
+        "8",
+        "--systems",
+        "direct:*,self-moa,oracle,random",
+        "--fresh",
+    )
     assert code == 0, err
     # the same bench, although its server listens on another port: a sim bench can resume and --fresh redoes it
     assert again["bench_id"] == report["bench_id"]
-    assert [(i["id"], i["system"], i["correct"], i["answer"]) for i in again["items"]] == \
-        [(i["id"], i["system"], i["correct"], i["answer"]) for i in report["items"]]
+    assert [(i["id"], i["system"], i["correct"], i["answer"]) for i in again["items"]] == [
+        (i["id"], i["system"], i["correct"], i["answer"]) for i in report["items"]
+    ]
     folder = home / "data" / "bench" / report["bench_id"]
     assert "SIMULATED POOL" in (folder / "report.md").read_text() and (folder / "frontier.png").stat().st_size > 0
 
@@ -221,7 +269,9 @@ def test_a_pool_of_your_own_sim_models_follows_their_profiles(tmp_path):
     home = tmp_path / "home"
     (home / "config").mkdir(parents=True)
     (home / "config" / "config.toml").write_text(SURE_AND_NEVER)
-    code, report, err = _bench(home, "--split", "heldout", "--limit", "12", "--concurrency", "8", "--systems", "direct:*")
+    code, report, err = _bench(
+        home, "--split", "heldout", "--limit", "12", "--concurrency", "8", "--systems", "direct:*"
+    )
     assert code == 0, err
     rows = {r["system"]: r for r in report["systems"]}
     assert sorted(rows) == ["direct:sim:never", "direct:sim:sure"] and report["pool"] == "simulated pool"
@@ -235,12 +285,15 @@ def test_a_pool_of_your_own_sim_models_follows_their_profiles(tmp_path):
     assert [m.description for m in config.models] == ["simulated: always right, dear", "simulated"]
 
 
-@pytest.mark.parametrize("models, error", [
-    ('[[sim.models]]\nname = "a"\n[[sim.models]]\nname = "a"', "names must differ: a given twice"),
-    ('[[sim.models]]\nname = "a"\nskills = { code = 1.5 }', "sim.models.0.skills.code"),
-    ('[[sim.models]]\nname = "a b"', "sim.models.0.name"),
-    ('[[sim.models]]\nname = "a"\nspeed = 3', "sim.models.0.speed"),
-])
+@pytest.mark.parametrize(
+    "models, error",
+    [
+        ('[[sim.models]]\nname = "a"\n[[sim.models]]\nname = "a"', "names must differ: a given twice"),
+        ('[[sim.models]]\nname = "a"\nskills = { code = 1.5 }', "sim.models.0.skills.code"),
+        ('[[sim.models]]\nname = "a b"', "sim.models.0.name"),
+        ('[[sim.models]]\nname = "a"\nspeed = 3', "sim.models.0.speed"),
+    ],
+)
 def test_a_bad_sim_model_is_a_config_error_that_names_it(models, error):
     from stiva_tui.config import ConfigError, parse_config
 
@@ -257,8 +310,17 @@ def test_a_chain_system_checks_its_first_answer_and_gives_two_step_graded_pairs(
     home = tmp_path / "home"
     (home / "config").mkdir(parents=True)
     (home / "config" / "config.toml").write_text("[sim]\nlatency_scale = 0.0\n")
-    code, report, err = _bench(home, "--split", "train", "--limit", "40", "--concurrency", "8", "--systems",
-                               "direct:sim:generalist,chain:sim:generalist>sim:generalist")
+    code, report, err = _bench(
+        home,
+        "--split",
+        "train",
+        "--limit",
+        "40",
+        "--concurrency",
+        "8",
+        "--systems",
+        "direct:sim:generalist,chain:sim:generalist>sim:generalist",
+    )
     assert code == 0, err
     rows = {r["system"]: r for r in report["systems"]}
     single, chain = rows["direct:sim:generalist"], rows["chain:sim:generalist>sim:generalist"]
@@ -269,8 +331,9 @@ def test_a_chain_system_checks_its_first_answer_and_gives_two_step_graded_pairs(
     from stiva_tui.train.votes import graded_pairs
 
     with Store.open() as store:
-        runs = [store.get_trace(i.run_id) for i in store.bench_items(report["bench_id"])
-                if i.system.startswith("chain:")]
+        runs = [
+            store.get_trace(i.run_id) for i in store.bench_items(report["bench_id"]) if i.system.startswith("chain:")
+        ]
         pairs, left = graded_pairs(store, report["bench_id"])
     assert {t.system for t in runs} == {"chain:sim:generalist>sim:generalist"} and left == []
     two = [p.chosen for p in pairs if p.chosen_system.startswith("chain:")]
@@ -309,8 +372,13 @@ def test_pool_sim_keeps_only_the_simulated_models_and_plans_with_the_embedded_co
     from stiva_tui.config import parse_config
     from stiva_tui.sim.pool import pool_config, start_sim
 
-    base = parse_config({"providers": [{"name": "lab", "base_url": "http://127.0.0.1:9/v1"}],
-                         "models": [{"id": "lab-1", "provider": "lab", "model": "x"}], "sim": {"seed": 4}})
+    base = parse_config(
+        {
+            "providers": [{"name": "lab", "base_url": "http://127.0.0.1:9/v1"}],
+            "models": [{"id": "lab-1", "provider": "lab", "model": "x"}],
+            "sim": {"seed": 4},
+        }
+    )
     config = pool_config(base, "sim")
     assert (config.catalog, config.embedded_worker, config.discovery.enabled) == (False, False, False)
     assert config.conductor.backend == "embedded" and config.sim.seed == 4 and not config.models
@@ -324,13 +392,15 @@ def test_pool_sim_keeps_only_the_simulated_models_and_plans_with_the_embedded_co
 
 def test_self_moa_samples_are_each_a_draw_of_their_own():
     from stiva_tui.bench.systems import resolve_systems
-    from stiva_tui.runtime.systems import parse_systems
     from stiva_tui.engine.baselines import moa_workflow
     from stiva_tui.pool.types import PoolModel
+    from stiva_tui.runtime.systems import parse_systems
 
     subtasks = [s.subtask for s in moa_workflow(3, 1, samples=True).steps[:3]]
     assert len(set(subtasks)) == 3 and all("sample" in s for s in subtasks)
-    models = [PoolModel(id=i, provider="p", model=i, base_url="http://127.0.0.1:9/v1", price_in=p, price_out=p)
-              for i, p in (("cheap", 0.1), ("dear", 5.0))]
+    models = [
+        PoolModel(id=i, provider="p", model=i, base_url="http://127.0.0.1:9/v1", price_in=p, price_out=p)
+        for i, p in (("cheap", 0.1), ("dear", 5.0))
+    ]
     (system,) = resolve_systems(parse_systems(["self-moa"]), models)
     assert system.mode.proposers == ("dear",) * 3 and system.mode.aggregator == "dear"

@@ -14,7 +14,6 @@ import pytest
 
 from stiva_tui.core import events as ev
 from stiva_tui.core import words
-from stiva_tui.store import writer
 from stiva_tui.core.events import Totals, Usage
 from stiva_tui.core.trace import Trace, TraceTotals
 from stiva_tui.core.workflow import Step, Workflow
@@ -29,8 +28,9 @@ from stiva_tui.store import (
     RunSummary,
     Store,
     StoreError,
+    schema,
+    writer,
 )
-from stiva_tui.store import schema
 from stiva_tui.store.export import conversation_json, conversation_markdown, totals_line, workflow_summary
 
 RUN = "run-0001"
@@ -45,12 +45,25 @@ WF1 = Workflow(
 )
 
 
-def scripted_events(run_id: str = RUN, *, conversation_id: str | None = None, source: str = "tui",
-                    error_text: str = "HTTP 500 from provider") -> list[ev.Event]:
+def scripted_events(
+    run_id: str = RUN,
+    *,
+    conversation_id: str | None = None,
+    source: str = "tui",
+    error_text: str = "HTTP 500 from provider",
+) -> list[ev.Event]:
     """Two rounds: three steps (step 1 fails on model-a and falls back to model-b), then 'keep'."""
     return [
-        ev.RunStarted(run_id, QUESTION, "conductor", conductor_backend="local", conductor_model="Qwen/Qwen2.5-7B",
-                      system="conductor", source=source, conversation_id=conversation_id),
+        ev.RunStarted(
+            run_id,
+            QUESTION,
+            "conductor",
+            conductor_backend="local",
+            conductor_model="Qwen/Qwen2.5-7B",
+            system="conductor",
+            source=source,
+            conversation_id=conversation_id,
+        ),
         ev.RoundStarted(run_id, 1),
         ev.ConductorDelta(run_id, 1, "Let me split this"),
         ev.WorkflowReady(run_id, 1, WF1, "Split into outline, solve, check.", Usage(100, 50), 1.5, preference="cheap"),
@@ -84,24 +97,46 @@ EXPECTED_ROUNDS = [
         "preference": "cheap",
         "steps": [
             {
-                "index": 0, "model": "model-c", "subtask": "Outline an approach", "access": [],
-                "status": "finished", "output": "Add the numbers.",
+                "index": 0,
+                "model": "model-c",
+                "subtask": "Outline an approach",
+                "access": [],
+                "status": "finished",
+                "output": "Add the numbers.",
                 "usage": {"prompt_tokens": 10, "completion_tokens": 20},
-                "cost_usd": 0.001, "latency_s": 2.0, "attempts": 1, "attempt_log": [], "error": None,
+                "cost_usd": 0.001,
+                "latency_s": 2.0,
+                "attempts": 1,
+                "attempt_log": [],
+                "error": None,
             },
             {
-                "index": 1, "model": "model-b", "subtask": "Solve using the outline", "access": [0],
-                "status": "finished", "output": "4",
+                "index": 1,
+                "model": "model-b",
+                "subtask": "Solve using the outline",
+                "access": [0],
+                "status": "finished",
+                "output": "4",
                 "usage": {"prompt_tokens": 30, "completion_tokens": 5},
-                "cost_usd": 0.002, "latency_s": 3.0, "attempts": 2,
+                "cost_usd": 0.002,
+                "latency_s": 3.0,
+                "attempts": 2,
                 "attempt_log": [{"model": "model-a", "error": "HTTP 500 from provider", "attempt": 1}],
                 "error": None,
             },
             {
-                "index": 2, "model": "model-b", "subtask": "Check and give the final answer", "access": [0, 1],
-                "status": "finished", "output": "The answer is 4.",
+                "index": 2,
+                "model": "model-b",
+                "subtask": "Check and give the final answer",
+                "access": [0, 1],
+                "status": "finished",
+                "output": "The answer is 4.",
                 "usage": {"prompt_tokens": 40, "completion_tokens": 10},
-                "cost_usd": 0.003, "latency_s": 1.0, "attempts": 1, "attempt_log": [], "error": None,
+                "cost_usd": 0.003,
+                "latency_s": 1.0,
+                "attempts": 1,
+                "attempt_log": [],
+                "error": None,
             },
         ],
     },
@@ -166,11 +201,29 @@ def test_open_creates_parents_sets_schema_version_and_wal(db_path: Path):
     assert conn.execute("PRAGMA application_id").fetchone()[0] == schema.APPLICATION_ID
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert tables == {"conversations", "messages", "runs", "rounds", "steps", "compare_sessions",
-                      "compare_entries", "votes", "bench_runs", "bench_items"}  # no *_v2 left behind
+    assert tables == {
+        "conversations",
+        "messages",
+        "runs",
+        "rounds",
+        "steps",
+        "compare_sessions",
+        "compare_entries",
+        "votes",
+        "bench_runs",
+        "bench_items",
+    }  # no *_v2 left behind
     indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index' AND sql IS NOT NULL")}
-    assert indexes == {"conversations_updated", "runs_conversation", "runs_created", "runs_running", "messages_run",
-                       "compare_entries_run", "bench_runs_updated", "bench_runs_running"}
+    assert indexes == {
+        "conversations_updated",
+        "runs_conversation",
+        "runs_created",
+        "runs_running",
+        "messages_run",
+        "compare_entries_run",
+        "bench_runs_updated",
+        "bench_runs_running",
+    }
     conn.close()
 
 
@@ -208,8 +261,12 @@ def test_empty_v0_database_is_migrated(tmp_path: Path):
 def test_newer_database_is_refused_and_left_unchanged(tmp_path: Path):
     (tmp_path / "only").mkdir()
     path = tmp_path / "only" / "future.db"
-    make_sqlite(path, "CREATE TABLE conversations (id TEXT)", "INSERT INTO conversations VALUES ('x')",
-                "PRAGMA user_version = 999")
+    make_sqlite(
+        path,
+        "CREATE TABLE conversations (id TEXT)",
+        "INSERT INTO conversations VALUES ('x')",
+        "PRAGMA user_version = 999",
+    )
     before = path.read_bytes()
     with pytest.raises(StoreError, match="newer Stiva"):
         Store.open(path)
@@ -316,8 +373,10 @@ def test_check_constraints_accept_every_word_and_nothing_else(store: Store, db_p
     conn.execute("INSERT INTO runs (id, created_at) VALUES ('r', 'now')")
     conn.execute("INSERT INTO rounds (run_id, round) VALUES ('r', 1)")
     inserts = {
-        ("conversations", "kind"):
-            "INSERT INTO conversations (id, kind, created_at, updated_at) VALUES (?, ?, 'n', 'n')",
+        (
+            "conversations",
+            "kind",
+        ): "INSERT INTO conversations (id, kind, created_at, updated_at) VALUES (?, ?, 'n', 'n')",
         ("runs", "mode"): "INSERT INTO runs (id, mode, created_at) VALUES (?, ?, 'n')",
         ("runs", "status"): "INSERT INTO runs (id, status, created_at) VALUES (?, ?, 'n')",
         ("runs", "source"): "INSERT INTO runs (id, source, created_at) VALUES (?, ?, 'n')",
@@ -407,8 +466,16 @@ def test_v1_database_upgrades_to_v2_keeping_every_row(tmp_path: Path):
     path = tmp_path / "stiva.db"
     make_v1_database(path)
     before = table_rows(path)
-    assert before == {"conversations": 2, "messages": 2, "runs": 7, "rounds": 3, "steps": 5,
-                      "compare_sessions": 1, "compare_entries": 2, "votes": 1}
+    assert before == {
+        "conversations": 2,
+        "messages": 2,
+        "runs": 7,
+        "rounds": 3,
+        "steps": 5,
+        "compare_sessions": 1,
+        "compare_entries": 2,
+        "votes": 1,
+    }
     with Store.open(path) as s:
         # V2's rebuild, V3's bench tables, V4's bench owner, V5's pid and queue wait, V6's plan preference,
         # V7's vote kinds
@@ -419,8 +486,15 @@ def test_v1_database_upgrades_to_v2_keeping_every_row(tmp_path: Path):
         assert ok.conductor.backend == "local" and ok.conductor.adapter is None
         assert ok.rounds[0].steps[0].attempt_log[0].model == "m9"
         # Rowids were copied: runs written in the same instant keep their order.
-        assert [r.run_id for r in s.list_runs()] == ["r-live", "r-cancel", "r-bug", "r-step", "r-cond", "r-budget",
-                                                     "r-ok"]
+        assert [r.run_id for r in s.list_runs()] == [
+            "r-live",
+            "r-cancel",
+            "r-bug",
+            "r-step",
+            "r-cond",
+            "r-budget",
+            "r-ok",
+        ]
         failures = {r.run_id: (r.status, r.failure) for r in s.list_runs()}
         assert failures == {
             "r-ok": ("finished", None),
@@ -444,7 +518,9 @@ def test_v1_database_upgrades_to_v2_keeping_every_row(tmp_path: Path):
         session = s.get_compare_session("s1")
         assert (session.winner, session.vote_kind) == ("conductor", "winner")
         assert [(e.system, e.trace.status if e.trace else None) for e in session.entries] == [
-            ("conductor", "finished"), ("direct:m", "failed")]
+            ("conductor", "finished"),
+            ("direct:m", "failed"),
+        ]
     assert table_rows(path) == before
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
@@ -498,9 +574,16 @@ def test_full_trace_is_typed_and_exact(store: Store):
     assert isinstance(trace, Trace)
     assert (trace.run_id, trace.question, trace.answer) == (RUN, QUESTION, "The answer is 4.")
     assert (trace.status, trace.failure, trace.mode, trace.system, trace.error) == (
-        "finished", None, "conductor", "conductor", None)
+        "finished",
+        None,
+        "conductor",
+        "conductor",
+        None,
+    )
     assert trace.conductor.model_dump(include={"backend", "model", "usage"}) == {
-        "backend": "local", "model": "Qwen/Qwen2.5-7B", "usage": {"prompt_tokens": 300, "completion_tokens": 60},
+        "backend": "local",
+        "model": "Qwen/Qwen2.5-7B",
+        "usage": {"prompt_tokens": 300, "completion_tokens": 60},
     }
     assert rounds_of(trace) == EXPECTED_ROUNDS
     assert trace.totals == TraceTotals(prompt_tokens=380, completion_tokens=95, cost_usd=0.006, latency_s=8.0)
@@ -587,8 +670,10 @@ def test_conversation_with_messages_and_traces_survives_reopen(db_path: Path):
         assert isinstance(after, Conversation)
         assert after == before
         assert [(m.seq, m.role, m.run_id) for m in after.messages] == [(0, "user", RUN), (1, "assistant", RUN)]
-        assert after.turns() == [{"role": "user", "content": QUESTION},
-                                 {"role": "assistant", "content": "The answer is 4."}]
+        assert after.turns() == [
+            {"role": "user", "content": QUESTION},
+            {"role": "assistant", "content": "The answer is 4."},
+        ]
         assert rounds_of(after.runs[0]) == EXPECTED_ROUNDS
         assert after.runs[0].conversation_id == cid
         assert s.get_compare_session(sid) == compare_before
@@ -738,7 +823,8 @@ def test_leaderboard_math(store: Store):
     assert isinstance(detail, CompareSession)
     assert detail.winner == "conductor" and detail.voted_at is not None
     assert [(e.system, e.run_id, e.trace.totals.cost_usd) for e in detail.entries] == [
-        ("conductor", "c1", 0.010), ("direct:gpt", "d1", 0.020)
+        ("conductor", "c1", 0.010),
+        ("direct:gpt", "d1", 0.020),
     ]
 
 
@@ -767,11 +853,14 @@ def test_a_trained_adapter_has_its_own_row_beside_its_base(store: Store):
     "conductor:base" without it, and older "conductor" runs from before the adapter."""
     recorder = Recorder(store)
     adapter = "/home/u/adapters/votes-1"
-    for n, (system, with_adapter, winner) in enumerate([("conductor", True, True), ("conductor", True, True),
-                                                       ("conductor", False, False)]):
+    for n, (system, with_adapter, winner) in enumerate(
+        [("conductor", True, True), ("conductor", True, True), ("conductor", False, False)]
+    ):
         sid = store.create_compare_session(f"q{n}")
-        for name, rid, adapt in ((system, f"c{n}", adapter if with_adapter else None),
-                                 ("conductor:base", f"b{n}", None)):
+        for name, rid, adapt in (
+            (system, f"c{n}", adapter if with_adapter else None),
+            ("conductor:base", f"b{n}", None),
+        ):
             recorder(ev.RunStarted(rid, "q", "conductor", system=name, conductor_adapter=adapt))
             recorder(ev.RunFinished(rid, "a", Totals(10, 10, 0.01, 1.0)))
             store.add_compare_entry(sid, name, rid)
@@ -790,7 +879,9 @@ def test_compare_entry_without_a_run_has_no_trace(store: Store):
     store.add_compare_entry(sid, "direct:m", "never-written")
     session = store.get_compare_session(sid)
     assert [(e.system, e.run_id, e.trace) for e in session.entries] == [
-        ("conductor", None, None), ("direct:m", "never-written", None)]
+        ("conductor", None, None),
+        ("direct:m", "never-written", None),
+    ]
     assert (session.winner, session.voted_at) == (None, None)
     assert store.leaderboard()[0].avg_cost_usd is None
 
@@ -817,8 +908,9 @@ def test_exports(store: Store):
     assert data["runs"][0]["rounds"] == EXPECTED_ROUNDS
     assert [m["content"] for m in data["messages"]] == [QUESTION, "The answer is 4."]
     assert json.loads(json.dumps(data)) == data
-    assert Conversation.model_validate({k: v for k, v in data.items() if k not in ("format", "version")}) == \
-        store.get_conversation(cid)
+    assert Conversation.model_validate(
+        {k: v for k, v in data.items() if k not in ("format", "version")}
+    ) == store.get_conversation(cid)
 
 
 def test_export_of_a_stopped_run_shows_its_partial_output(store: Store):
@@ -905,8 +997,9 @@ def test_concurrent_writes_from_threads(db_path: Path):
     assert len(runs) == n and all(r.status == "finished" for r in runs)
     conv = main.get_conversation(cid)
     assert [m.seq for m in conv.messages] == list(range(n))
-    assert sorted(r.answer for r in conv.runs) == sorted(f"out {t}/{i}" for t in range(threads)
-                                                         for i in range(per_thread))
+    assert sorted(r.answer for r in conv.runs) == sorted(
+        f"out {t}/{i}" for t in range(threads) for i in range(per_thread)
+    )
     assert all(not r._streams for r in recorders.values())  # nothing left buffered
     second.close()
     main.close()
@@ -925,8 +1018,10 @@ async def test_writes_queued_on_an_event_loop_share_one_commit(store: Store):
     what is queued first; a failing piece costs only itself."""
     statements: list[str] = []
     store._conn.set_trace_callback(statements.append)
-    insert = ("INSERT INTO conversations (id, title, kind, created_at, updated_at)"
-              " VALUES (?, '', ?, '2026-01-01', '2026-01-01')")
+    insert = (
+        "INSERT INTO conversations (id, title, kind, created_at, updated_at)"
+        " VALUES (?, '', ?, '2026-01-01', '2026-01-01')"
+    )
     for i in range(50):
         store.write_later(lambda c, i=i: c.execute(insert, (f"c{i}", "chat")))
     store.write_later(lambda c: c.execute(insert, ("bad", "fax")))  # refused by the CHECK
@@ -942,8 +1037,11 @@ async def test_writes_queued_on_an_event_loop_share_one_commit(store: Store):
 
 
 def test_without_an_event_loop_a_write_is_made_at_once(store: Store, db_path: Path):
-    store.write_later(lambda c: c.execute(
-        "INSERT INTO conversations (id, title, kind, created_at, updated_at) VALUES ('now', '', 'chat', 'x', 'x')"))
+    store.write_later(
+        lambda c: c.execute(
+            "INSERT INTO conversations (id, title, kind, created_at, updated_at) VALUES ('now', '', 'chat', 'x', 'x')"
+        )
+    )
     conn = sqlite3.connect(db_path)
     assert conn.execute("SELECT id FROM conversations").fetchall() == [("now",)]
     conn.close()

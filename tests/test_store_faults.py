@@ -15,12 +15,12 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-
 from test_bench_runner import STIVA, script_pool, write_config, write_suite
 
 
-def stiva(*args: str, home: Path, fsize: int | None = None, prefix: tuple[str, ...] = (),
-          timeout: float = 120) -> subprocess.CompletedProcess:
+def stiva(
+    *args: str, home: Path, fsize: int | None = None, prefix: tuple[str, ...] = (), timeout: float = 120
+) -> subprocess.CompletedProcess:
     """The real command; `fsize` caps every file it writes at that many bytes (a full disk)."""
 
     def limit() -> None:
@@ -28,8 +28,14 @@ def stiva(*args: str, home: Path, fsize: int | None = None, prefix: tuple[str, .
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 
     env = {**os.environ, "STIVA_HOME": str(home)}
-    return subprocess.run([*prefix, STIVA, *args], capture_output=True, text=True, env=env, timeout=timeout,
-                          preexec_fn=limit if fsize is not None else None)
+    return subprocess.run(
+        [*prefix, STIVA, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        preexec_fn=limit if fsize is not None else None,
+    )
 
 
 def said(result: subprocess.CompletedProcess) -> list[str]:
@@ -42,8 +48,7 @@ def graded(database: Path) -> set[str]:
         return {row[0] for row in conn.execute("SELECT item_id FROM bench_items WHERE status = 'graded'")}
 
 
-def test_a_full_disk_stops_the_bench_in_one_line_keeps_what_was_graded_and_reads_still_work(
-        fake, tmp_path, stiva_home):
+def test_a_full_disk_stops_the_bench_in_one_line_keeps_what_was_graded_and_reads_still_work(fake, tmp_path, stiva_home):
     script_pool(fake)
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 30)
@@ -51,8 +56,21 @@ def test_a_full_disk_stops_the_bench_in_one_line_keeps_what_was_graded_and_reads
     database = stiva_home / "data" / "stiva.db"
     # room for the bench's first few items in the WAL, and no more
     room = database.stat().st_size + 33_001
-    result = stiva("bench", str(suite), "--systems", "direct:right", "--config", str(config), "--json",
-                   "--concurrency", "1", "--out", str(tmp_path / "out"), home=stiva_home, fsize=room)
+    result = stiva(
+        "bench",
+        str(suite),
+        "--systems",
+        "direct:right",
+        "--config",
+        str(config),
+        "--json",
+        "--concurrency",
+        "1",
+        "--out",
+        str(tmp_path / "out"),
+        home=stiva_home,
+        fsize=room,
+    )
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     assert result.returncode == 1, result.stderr
     lines = said(result)
@@ -68,11 +86,10 @@ def test_a_full_disk_stops_the_bench_in_one_line_keeps_what_was_graded_and_reads
     listed = stiva("history", "--json", home=stiva_home, fsize=room)
     assert listed.returncode == 0, listed.stderr
     with closing(sqlite3.connect(database)) as conn:
-        (runs,), = conn.execute("SELECT count(*) FROM runs WHERE source = 'bench'").fetchall()
+        ((runs,),) = conn.execute("SELECT count(*) FROM runs WHERE source = 'bench'").fetchall()
     assert runs >= 1 and sum(run["source"] == "bench" for run in json.loads(listed.stdout)) == runs
     # once there is room again, the bench continues where it stopped
-    again = stiva("bench", str(suite), "--systems", "direct:right", "--config", str(config), "--json",
-                  home=stiva_home)
+    again = stiva("bench", str(suite), "--systems", "direct:right", "--config", str(config), "--json", home=stiva_home)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["systems"][0]["correct"] == 30
     # and reads work even where SQLite cannot make the 32 KiB -shm file it reads a WAL database with
@@ -80,7 +97,7 @@ def test_a_full_disk_stops_the_bench_in_one_line_keeps_what_was_graded_and_reads
     tight = stiva("history", "--json", "--limit", "100", home=stiva_home, fsize=16 * 1024)
     assert tight.returncode == 0, tight.stderr
     with closing(sqlite3.connect(database)) as conn:
-        (runs,), = conn.execute("SELECT count(*) FROM runs WHERE source = 'bench'").fetchall()
+        ((runs,),) = conn.execute("SELECT count(*) FROM runs WHERE source = 'bench'").fetchall()
     assert runs >= 29 and sum(run["source"] == "bench" for run in json.loads(tight.stdout)) == runs
     assert "disk is full" in tight.stderr and "Traceback" not in tight.stderr
 
@@ -99,8 +116,9 @@ def _read_only(folder: Path) -> tuple[str, ...] | None:
     if unshare is None:
         return None
     script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@"'
-    probe = subprocess.run([unshare, "-m", "sh", "-c", script, str(folder), "touch", str(folder / "probe")],
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        [unshare, "-m", "sh", "-c", script, str(folder), "touch", str(folder / "probe")], capture_output=True, text=True
+    )
     if "Read-only file system" not in probe.stderr:
         return None
     return (unshare, "-m", "sh", "-c", script, str(folder))
@@ -110,8 +128,7 @@ def test_a_read_only_history_is_called_read_only_and_still_read(fake, tmp_path, 
     script_pool(fake)
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 3)
-    first = stiva("bench", str(suite), "--systems", "direct:right", "--config", str(config), "--json",
-                  home=stiva_home)
+    first = stiva("bench", str(suite), "--systems", "direct:right", "--config", str(config), "--json", home=stiva_home)
     assert first.returncode == 0, first.stderr
     prefix = _read_only(stiva_home / "data")
     if prefix is None:
@@ -122,8 +139,17 @@ def test_a_read_only_history_is_called_read_only_and_still_read(fake, tmp_path, 
     assert "read-only" in listed.stderr and "not a Stiva history" not in listed.stderr
     shown = stiva("history", "show", json.loads(listed.stdout)[0]["id"], home=stiva_home, prefix=prefix)
     assert shown.returncode == 0 and "What is" in shown.stdout, shown.stderr
-    bench = stiva("bench", str(suite), "--systems", "direct:right", "--config", str(config), "--fresh",
-                  home=stiva_home, prefix=prefix)
+    bench = stiva(
+        "bench",
+        str(suite),
+        "--systems",
+        "direct:right",
+        "--config",
+        str(config),
+        "--fresh",
+        home=stiva_home,
+        prefix=prefix,
+    )
     assert bench.returncode == 1
     lines = said(bench)
     assert len(lines) == 1 and "is read-only" in lines[0], lines
@@ -134,8 +160,8 @@ def test_a_read_only_history_is_called_read_only_and_still_read(fake, tmp_path, 
 def _smash_root_page(database: Path, table: str) -> None:
     """Overwrite the first b-tree page of `table` with garbage, as a bad sector or a torn write would."""
     with closing(sqlite3.connect(database)) as conn:
-        (root,), = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchall()
-        (page_size,), = conn.execute("PRAGMA page_size").fetchall()
+        ((root,),) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchall()
+        ((page_size,),) = conn.execute("PRAGMA page_size").fetchall()
     with database.open("r+b") as handle:
         handle.seek((root - 1) * page_size)
         handle.write(bytes([0xA5]) * page_size)
@@ -144,18 +170,41 @@ def _smash_root_page(database: Path, table: str) -> None:
 def test_a_damaged_page_stops_the_bench_in_one_line_that_points_to_sqlite_recover(fake, tmp_path, stiva_home):
     script_pool(fake)
     config = write_config(tmp_path / "c.toml", fake.base_url)
-    first = stiva("bench", str(write_suite(tmp_path / "a.jsonl", 3)), "--systems", "direct:right",
-                  "--config", str(config), "--json", home=stiva_home)
+    first = stiva(
+        "bench",
+        str(write_suite(tmp_path / "a.jsonl", 3)),
+        "--systems",
+        "direct:right",
+        "--config",
+        str(config),
+        "--json",
+        home=stiva_home,
+    )
     assert first.returncode == 0, first.stderr
     run_id = json.loads(first.stdout)["items"][0]["run_id"]
     database = stiva_home / "data" / "stiva.db"
     _smash_root_page(database, "steps")
     suite = tmp_path / "b.jsonl"
-    suite.write_text("".join(json.dumps({"id": f"b-{i}", "question": f"What is {i} + {i}?", "answer": str(2 * i),
-                                         "grader": "numeric"}) + "\n" for i in range(1, 6)))
+    suite.write_text(
+        "".join(
+            json.dumps({"id": f"b-{i}", "question": f"What is {i} + {i}?", "answer": str(2 * i), "grader": "numeric"})
+            + "\n"
+            for i in range(1, 6)
+        )
+    )
     before = len(fake.requests)
-    result = stiva("bench", str(suite), "--systems", "direct:right", "--config", str(config), "--json",
-                   "--concurrency", "1", home=stiva_home)
+    result = stiva(
+        "bench",
+        str(suite),
+        "--systems",
+        "direct:right",
+        "--config",
+        str(config),
+        "--json",
+        "--concurrency",
+        "1",
+        home=stiva_home,
+    )
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     assert result.returncode == 1, result.stderr
     lines = said(result)
@@ -176,8 +225,21 @@ def test_a_full_disk_while_grading_the_pool_stops_stiva_train_in_one_line(fake, 
     assert stiva("history", home=stiva_home).returncode == 0
     database = stiva_home / "data" / "stiva.db"
     room = database.stat().st_size + 33_001
-    result = stiva("--config", str(config), "train", str(suite), "--method", "graded-dpo", "--base", "embedded",
-                   "--out", str(tmp_path / "adapter"), "--json", home=stiva_home, fsize=room)
+    result = stiva(
+        "--config",
+        str(config),
+        "train",
+        str(suite),
+        "--method",
+        "graded-dpo",
+        "--base",
+        "embedded",
+        "--out",
+        str(tmp_path / "adapter"),
+        "--json",
+        home=stiva_home,
+        fsize=room,
+    )
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     assert result.returncode == 1, result.stderr
     lines = said(result)

@@ -16,8 +16,8 @@ import signal
 from pathlib import Path
 
 import pytest
-
 from fakeprovider import Reply
+
 from stiva_tui import cli
 from stiva_tui.bench.systems import resolve_systems
 from stiva_tui.config import load_config
@@ -66,8 +66,10 @@ def setup(fake, tmp_path, stiva_home):
     fake.default("cond", Reply(PLAN, usage=(20, 10)))
     for name in ("w1", "w2", "w3"):
         fake.default(name, Reply(f"{name} says 4.", usage=(5, 3)))
-    models = "".join(f'[[models]]\nid = "{n}"\nprovider = "lab"\nmodel = "{n}"\nprice_in = 1.0\nprice_out = {p}\n'
-                     for n, p in (("cond", 1.0), ("w1", 1.0), ("w2", 2.0), ("w3", 3.0)))
+    models = "".join(
+        f'[[models]]\nid = "{n}"\nprovider = "lab"\nmodel = "{n}"\nprice_in = 1.0\nprice_out = {p}\n'
+        for n, p in (("cond", 1.0), ("w1", 1.0), ("w2", 2.0), ("w3", 3.0))
+    )
     config = tmp_path / "c.toml"
     config.write_text(f"""catalog = false
 embedded_worker = false
@@ -184,6 +186,9 @@ def test_the_error_of_a_bad_name_does_not_shadow_a_builtin():
     import stiva_tui.runtime.systems as runtime_systems
 
     for module in (bench_systems, runtime_systems):
-        assert not any(getattr(module, name, None) is not getattr(builtins, name)
-                       for name in dir(builtins) if not name.startswith("_") and hasattr(module, name)), module
+        assert not any(
+            getattr(module, name, None) is not getattr(builtins, name)
+            for name in dir(builtins)
+            if not name.startswith("_") and hasattr(module, name)
+        ), module
     assert issubclass(SystemNameError, ValueError)

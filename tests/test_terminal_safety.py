@@ -25,8 +25,10 @@ from stiva_tui.tui.app import StivaApp
 SIZE = (150, 46)
 OSC_TITLE = "\x1b]2;owned title\x07"
 OSC_CLIPBOARD = "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # base64 of "echo pwned"
-HOSTILE_ANSWER = (f"Hello {OSC_TITLE}world {OSC_CLIPBOARD}and \x1b[2J\x1b[?1049lred\x1b[31m text"
-                  " \x1bP1$qm\x1b\\still \x9b2Jhere \u202eevil\u202c done")
+HOSTILE_ANSWER = (
+    f"Hello {OSC_TITLE}world {OSC_CLIPBOARD}and \x1b[2J\x1b[?1049lred\x1b[31m text"
+    " \x1bP1$qm\x1b\\still \x9b2Jhere \u202eevil\u202c done"
+)
 HOSTILE_OUTLINE = "Outline \x1b]0;second title\x1b\\first, \x1b[1;1Hthen the rest."
 HOSTILE_ID = "evil\x1b]2;pwned-by-id\x07model"
 PAYLOADS = ("owned title", "ZWNobyBwd25lZA", "second title", "pwned-by-id", "1$qm", "2J", "1049")
@@ -72,20 +74,23 @@ def clean(text: str) -> bool:
 # --- the stripping function ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("raw, shown", [
-    (f"a{OSC_TITLE}b", "ab"),
-    (f"a{OSC_CLIPBOARD}b", "ab"),
-    ("a\x1b]52;c;ZWNobw==\x1b\\b", "ab"),  # OSC ended by ST
-    ("a\x1b]2;unterminated", "a"),  # what a terminal would swallow goes
-    ("a\x1b[2Jb\x1b[?1049lc\x1b[38;5;196md", "abcd"),
-    ("a\x1bP1$qm\x1b\\b", "ab"),  # DCS
-    ("a\x1b_apc\x1b\\b\x1b^pm\x1b\\c", "abc"),  # APC, PM
-    ("a\x9b2Jb\x9d0;t\x9cc\x90dcs\x9cd", "abcd"),  # 8-bit CSI, OSC, DCS
-    ("a\x1b(Bb\x1bcc\x1b7d", "abcd"),  # charset, reset, save cursor
-    ("a\x07b\x08c\x00d\x7fe\x85f", "abcdef"),
-    ("\u202eevil\u202c \u2066x\u2069", "evil x"),
-    ("lines\nand\ttabs stay; naïve 日本語 🎉", "lines\nand\ttabs stay; naïve 日本語 🎉"),
-])
+@pytest.mark.parametrize(
+    "raw, shown",
+    [
+        (f"a{OSC_TITLE}b", "ab"),
+        (f"a{OSC_CLIPBOARD}b", "ab"),
+        ("a\x1b]52;c;ZWNobw==\x1b\\b", "ab"),  # OSC ended by ST
+        ("a\x1b]2;unterminated", "a"),  # what a terminal would swallow goes
+        ("a\x1b[2Jb\x1b[?1049lc\x1b[38;5;196md", "abcd"),
+        ("a\x1bP1$qm\x1b\\b", "ab"),  # DCS
+        ("a\x1b_apc\x1b\\b\x1b^pm\x1b\\c", "abc"),  # APC, PM
+        ("a\x9b2Jb\x9d0;t\x9cc\x90dcs\x9cd", "abcd"),  # 8-bit CSI, OSC, DCS
+        ("a\x1b(Bb\x1bcc\x1b7d", "abcd"),  # charset, reset, save cursor
+        ("a\x07b\x08c\x00d\x7fe\x85f", "abcdef"),
+        ("\u202eevil\u202c \u2066x\u2069", "evil x"),
+        ("lines\nand\ttabs stay; naïve 日本語 🎉", "lines\nand\ttabs stay; naïve 日本語 🎉"),
+    ],
+)
 def test_printable_strips_every_kind_of_sequence(raw, shown):
     assert printable(raw) == shown
 
@@ -118,12 +123,17 @@ def test_scrub_cleans_events_and_traces_without_changing_them():
 async def hostile_app(fake):
     """A chat app whose pool holds a model with escapes in its id, which writes the first step
     (its output holds escapes); w2 writes the hostile answer."""
-    fake.script("cond", Reply('Two steps.\nmodel_id = [3, 2]\nsubtasks = ["Outline", "Answer"]\n'
-                              'access_list = [[], [0]]'))
+    fake.script(
+        "cond", Reply('Two steps.\nmodel_id = [3, 2]\nsubtasks = ["Outline", "Answer"]\naccess_list = [[], [0]]')
+    )
     fake.default(HOSTILE_ID, Reply(HOSTILE_OUTLINE))
     fake.default("w2", Reply(HOSTILE_ANSWER))
-    config = make_test_config(fake, extra_models=[{"id": HOSTILE_ID, "provider": "fake", "model": HOSTILE_ID,
-                                                   "description": f"described {OSC_TITLE}here"}])
+    config = make_test_config(
+        fake,
+        extra_models=[
+            {"id": HOSTILE_ID, "provider": "fake", "model": HOSTILE_ID, "description": f"described {OSC_TITLE}here"}
+        ],
+    )
     runtime = await make_runtime(config)
     yield config, runtime
     await runtime.aclose()
@@ -145,8 +155,20 @@ async def test_hostile_answer_and_model_id_reach_the_chat_clean(hostile_app, mon
         # The answer, the tree (the hostile id on step 1) and the step pane on step 1.
         await wait_for(pilot, lambda: screen.detail.key == ("step", 1, 0), what="the step pane on step 1")
         await pilot.pause(0.1)
-        assert_terminal_safe(app, "Hello", "world", "red", "still", "here", "evil", "done", "evilmodel",
-                             "Outline", "first", "then the rest")
+        assert_terminal_safe(
+            app,
+            "Hello",
+            "world",
+            "red",
+            "still",
+            "here",
+            "evil",
+            "done",
+            "evilmodel",
+            "Outline",
+            "first",
+            "then the rest",
+        )
         # The last step, and what the copy keys put on the clipboard.
         screen.tree.move_cursor(screen.tree.node_for(("step", 1, 1)))
         await wait_for(pilot, lambda: screen.detail.key == ("step", 1, 1), what="step 2 selected")
@@ -171,8 +193,9 @@ async def test_hostile_answer_and_model_id_reach_the_chat_clean(hostile_app, mon
 async def test_step_pane_shows_a_fast_steps_output(fake):
     """Found on the way (not an escape): a step that ended while the pane following it was being
     drawn stayed "Waiting for the first tokens…" on screen, although finished."""
-    fake.script("cond", Reply('Two steps.\nmodel_id = [1, 2]\nsubtasks = ["Outline", "Answer"]\n'
-                              'access_list = [[], [0]]'))
+    fake.script(
+        "cond", Reply('Two steps.\nmodel_id = [1, 2]\nsubtasks = ["Outline", "Answer"]\naccess_list = [[], [0]]')
+    )
     fake.default("w1", Reply("Outline first, then the rest."))
     fake.default("w2", Reply("Hello world"))
     config = make_test_config(fake)
@@ -195,18 +218,21 @@ async def test_provider_error_body_and_notifications_are_clean(fake):
     """A provider's error body reaches the step pane and a notification printable, and its
     brackets as written: a lone "[" or a "[/]" used to end the app in a MarkupError."""
     script_plan(fake)
-    fake.default("w1", Reply("x", status=500,
-                             error_message=f"upstream {OSC_CLIPBOARD}exploded \x1b[2J now (token [ at 3) [/]"))
+    fake.default(
+        "w1", Reply("x", status=500, error_message=f"upstream {OSC_CLIPBOARD}exploded \x1b[2J now (token [ at 3) [/]")
+    )
     fake.default("w2", Reply("fine"))
-    config = make_test_config(fake, workers={"retries": 0, "timeout_s": 10, "connect_timeout_s": 2,
-                                             "fallbacks": []})
+    config = make_test_config(fake, workers={"retries": 0, "timeout_s": 10, "connect_timeout_s": 2, "fallbacks": []})
     runtime = await make_runtime(config)
     app = StivaApp(config, runtime=runtime, frozen=True)
     try:
         async with app.run_test(size=SIZE, notifications=True) as pilot:
             await ask(pilot, "Go")
-            await wait_for(pilot, lambda: app.chat_screen.live.state.status in ("finished", "failed")
-                           and not app.chat_screen.running, what="the run to end")
+            await wait_for(
+                pilot,
+                lambda: app.chat_screen.live.state.status in ("finished", "failed") and not app.chat_screen.running,
+                what="the run to end",
+            )
             screen = app.chat_screen
             screen.tree.move_cursor(screen.tree.node_for(("step", 1, 0)))
             await wait_for(pilot, lambda: screen.detail.key == ("step", 1, 0), what="step 1 selected")
@@ -247,8 +273,11 @@ async def test_compare_answer_is_clean(hostile_app):
         screen = app.screen
         screen.query_one("#compare-question").text = "Hello?"
         await pilot.press("ctrl+j")
-        await wait_for(pilot, lambda: len(screen.columns) == 2 and all(c.finished for c in screen.columns),
-                       what="both columns to finish")
+        await wait_for(
+            pilot,
+            lambda: len(screen.columns) == 2 and all(c.finished for c in screen.columns),
+            what="both columns to finish",
+        )
         await pilot.pause(0.2)
         assert_terminal_safe(app, "Hello", "done", "Outline", "then the rest", "evilmodel")
 
@@ -260,9 +289,16 @@ async def test_pool_screen_shows_a_hostile_discovered_name_clean(hostile_app):
 
     config, runtime = hostile_app
     # As a local server listed it before discovery checked names: the screen must still be safe.
-    found = replace(runtime.pool["w1"], id=f"vllm/{HOSTILE_ID}", provider="vllm", model=HOSTILE_ID,
-                    base_url="http://127.0.0.1:8000/v1", source="discovered",
-                    reason="discovered at http://127.0.0.1:8000/v1", description=f"x{OSC_CLIPBOARD}y")
+    found = replace(
+        runtime.pool["w1"],
+        id=f"vllm/{HOSTILE_ID}",
+        provider="vllm",
+        model=HOSTILE_ID,
+        base_url="http://127.0.0.1:8000/v1",
+        source="discovered",
+        reason="discovered at http://127.0.0.1:8000/v1",
+        description=f"x{OSC_CLIPBOARD}y",
+    )
     runtime.pool = Pool([*runtime.pool, found])
     app = StivaApp(config, runtime=runtime, frozen=True)
     async with app.run_test(size=(190, 46)) as pilot:
@@ -277,8 +313,10 @@ async def test_pool_screen_shows_a_hostile_discovered_name_clean(hostile_app):
 
 
 @pytest.mark.tmux
-@pytest.mark.skipif(__import__("shutil").which("tmux") is None and not __import__("os").environ.get("CI"),
-                    reason="tmux is not installed (in CI this fails instead)")
+@pytest.mark.skipif(
+    __import__("shutil").which("tmux") is None and not __import__("os").environ.get("CI"),
+    reason="tmux is not installed (in CI this fails instead)",
+)
 def test_real_terminal_keeps_its_title_and_clipboard(fake, tmp_path, stiva_home):
     """The real `stiva` in tmux (which honours OSC 2 and, set so, OSC 52): a hostile answer leaves
     the pane's title and tmux's clipboard buffers as they were."""

@@ -12,30 +12,51 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest_model import embedded_loaded, model_cache  # noqa: F401 - fixtures
 from fakeprovider import Reply
 from model_builders import build_random_model
-from stiva_tui.evals.suite import parse_suite
+
 from stiva_tui.config import parse_config
+from stiva_tui.evals.suite import parse_suite
 
 STIVA = str(Path(sys.executable).parent / "stiva")
-LOG_FIELDS = {"step", "reward_mean", "reward_std", "loss", "valid_plan_rate", "mean_plan_steps", "tokens", "cost_usd",
-              "generate_s", "rollout_s", "update_s", "answers_reused"}
+LOG_FIELDS = {
+    "step",
+    "reward_mean",
+    "reward_std",
+    "loss",
+    "valid_plan_rate",
+    "mean_plan_steps",
+    "tokens",
+    "cost_usd",
+    "generate_s",
+    "rollout_s",
+    "update_s",
+    "answers_reused",
+}
 
 
 def pool_config(fake, names, **conductor):
-    return parse_config({
-        "providers": [{"name": "lab", "base_url": fake.base_url}],
-        "models": [{"id": m, "provider": "lab", "model": m, "price_in": 1.0, "price_out": 1.0} for m in names],
-        "catalog": False, "embedded_worker": False, "discovery": {"enabled": False}, "workers": {"retries": 0},
-        "conductor": conductor,
-    })
+    return parse_config(
+        {
+            "providers": [{"name": "lab", "base_url": fake.base_url}],
+            "models": [{"id": m, "provider": "lab", "model": m, "price_in": 1.0, "price_out": 1.0} for m in names],
+            "catalog": False,
+            "embedded_worker": False,
+            "discovery": {"enabled": False},
+            "workers": {"retries": 0},
+            "conductor": conductor,
+        }
+    )
 
 
 def suite_of(n: int):
-    lines = [json.dumps({"id": f"q{i}", "question": f"What is {i} times 6 plus {42 - 6 * i}?", "answer": "42",
-                         "grader": "numeric"}) for i in range(n)]
+    lines = [
+        json.dumps(
+            {"id": f"q{i}", "question": f"What is {i} times 6 plus {42 - 6 * i}?", "answer": "42", "grader": "numeric"}
+        )
+        for i in range(n)
+    ]
     return parse_suite("\n".join(lines), name="t")
 
 
@@ -73,8 +94,11 @@ def test_two_grpo_steps_on_the_embedded_model(model_cache, embedded_loaded, fake
     fake.default("a", lambda r: Reply("It is 42." if next(turn) % 2 else "It is 41.", usage=(10, 2)))
     fake.default("b", lambda r: Reply("It is 42." if next(turn) % 2 else "It is 40.", usage=(10, 2)))
     out = tmp_path / "adapter"
-    summary = train(pool_config(fake, "ab"), suite_of(3),
-                    TrainOptions(base="embedded", out=out, steps=2, group=4, batch=1, lr=1e-3, device="cpu"))
+    summary = train(
+        pool_config(fake, "ab"),
+        suite_of(3),
+        TrainOptions(base="embedded", out=out, steps=2, group=4, batch=1, lr=1e-3, device="cpu"),
+    )
     assert summary.steps == 2 and summary.adapter == str(out)
     lines = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines] == [1, 2] and all(set(line) == LOG_FIELDS for line in lines)
@@ -91,8 +115,9 @@ def test_two_grpo_steps_on_the_embedded_model(model_cache, embedded_loaded, fake
     import asyncio
 
     conductor = EmbeddedConductor(adapter=str(out))
-    plan = asyncio.run(conductor.plan(PlanRequest("What is 7 times 6?", [WorkerInfo("a", ""), WorkerInfo("b", "")],
-                                                  max_steps=2)))
+    plan = asyncio.run(
+        conductor.plan(PlanRequest("What is 7 times 6?", [WorkerInfo("a", ""), WorkerInfo("b", "")], max_steps=2))
+    )
     assert parse_workflow(plan.raw_text, 2, 1) == plan.workflow
     assert conductor.describe()["adapter"] == str(out)
     from stiva_tui.conductor.choose import loaded_facts
@@ -123,17 +148,23 @@ def test_the_conductor_learns_to_pick_the_model_that_is_right(tiny_model, fake, 
     config = pool_config(fake, "abc", max_steps=1, max_reasoning_tokens=0, max_subtask_chars=20)
     out = tmp_path / "adapter"
     reports = []
-    summary = train(config, suite_of(4), _tiny_options(out, base=str(tiny_model), steps=40, save_every=100),
-                    on_step=reports.append)
+    summary = train(
+        config, suite_of(4), _tiny_options(out, base=str(tiny_model), steps=40, save_every=100), on_step=reports.append
+    )
     assert summary.steps == 40
     late = sum(r.picks.get("b", 0) for r in reports[-10:]) / sum(sum(r.picks.values()) for r in reports[-10:])
     import torch
 
     def share_of_b(adapter: str | None) -> float:
         """Plans sampled afresh from the model as the conductor loads it (with the adapter or not)."""
-        conductor = HFConductor(ModelSpec(str(tiny_model), device="cpu", adapter=adapter, quantize=False,
-                                          compute_dtype="float32", label="tiny"),
-                                max_reasoning_tokens=0, max_subtask_chars=20, temperature=1.0)
+        conductor = HFConductor(
+            ModelSpec(
+                str(tiny_model), device="cpu", adapter=adapter, quantize=False, compute_dtype="float32", label="tiny"
+            ),
+            max_reasoning_tokens=0,
+            max_subtask_chars=20,
+            temperature=1.0,
+        )
         loaded = conductor.load_sync()
         torch.manual_seed(123)
         workers = [WorkerInfo(m, "") for m in "abc"]
@@ -175,8 +206,13 @@ def test_repeated_plans_are_not_run_again_and_resume_continues(tiny_model, fake,
 def command_files(tmp_path, fake, *, items: int = 2, price_b: float = 2.0):
     """(suite, config) files for the real `stiva train`: `items` questions, models a and b on `fake`."""
     suite = tmp_path / "s.jsonl"
-    suite.write_text("\n".join(json.dumps({"id": f"q{i}", "question": f"What is {i} + 42 - {i}?", "answer": "42",
-                                           "grader": "numeric"}) for i in range(items)) + "\n")
+    suite.write_text(
+        "\n".join(
+            json.dumps({"id": f"q{i}", "question": f"What is {i} + 42 - {i}?", "answer": "42", "grader": "numeric"})
+            for i in range(items)
+        )
+        + "\n"
+    )
     config = tmp_path / "c.toml"
     config.write_text(f"""catalog = false
 embedded_worker = false
@@ -206,8 +242,7 @@ price_out = {price_b}
 
 
 @pytest.mark.slow
-def test_a_training_killed_and_resumed_logs_each_step_once_and_keeps_its_spend(tiny_model, fake, tmp_path,
-                                                                               stiva_home):
+def test_a_training_killed_and_resumed_logs_each_step_once_and_keeps_its_spend(tiny_model, fake, tmp_path, stiva_home):
     import signal
     import time
 
@@ -217,8 +252,26 @@ def test_a_training_killed_and_resumed_logs_each_step_once_and_keeps_its_spend(t
     suite, config = command_files(tmp_path, fake, items=3, price_b=1.0)
     out = tmp_path / "adapter"
     log = out / "train_log.jsonl"
-    command = [STIVA, "train", str(suite), "--base", str(tiny_model), "--out", str(out), "--steps", "4",
-               "--group", "2", "--batch", "1", "--save-every", "2", "--config", str(config), "--json"]
+    command = [
+        STIVA,
+        "train",
+        str(suite),
+        "--base",
+        str(tiny_model),
+        "--out",
+        str(out),
+        "--steps",
+        "4",
+        "--group",
+        "2",
+        "--batch",
+        "1",
+        "--save-every",
+        "2",
+        "--config",
+        str(config),
+        "--json",
+    ]
     env = {**os.environ, "STIVA_HOME": str(stiva_home)}
 
     def steps() -> list[int]:
@@ -236,8 +289,9 @@ def test_a_training_killed_and_resumed_logs_each_step_once_and_keeps_its_spend(t
     assert spent > 0
     asked = len(fake.requests)
     # the spend is carried: a budget the killed run already used up refuses at once, asking nothing
-    refused = subprocess.run([*command, "--resume", "--budget-usd", f"{spent / 2:.6f}"], capture_output=True,
-                             text=True, env=env, timeout=240)
+    refused = subprocess.run(
+        [*command, "--resume", "--budget-usd", f"{spent / 2:.6f}"], capture_output=True, text=True, env=env, timeout=240
+    )
     assert refused.returncode == 2 and "already spent" in refused.stderr, refused.stderr[-2000:]
     assert len(refused.stderr.strip().splitlines()) == 1 and len(fake.requests) == asked
     # resumed from checkpoint 2: step 3 is done again, and logged once
@@ -271,11 +325,15 @@ def test_an_adapter_trained_on_another_base_is_refused(tiny_model, fake, tmp_pat
     fake.default("a", Reply("It is 42.", usage=(10, 2)))
     fake.default("b", Reply("It is 41.", usage=(10, 2)))
     out = tmp_path / "adapter"
-    train(pool_config(fake, "ab", max_steps=1, max_reasoning_tokens=0, max_subtask_chars=20), suite_of(2),
-          _tiny_options(out, base=str(tiny_model), steps=1))
+    train(
+        pool_config(fake, "ab", max_steps=1, max_reasoning_tokens=0, max_subtask_chars=20),
+        suite_of(2),
+        _tiny_options(out, base=str(tiny_model), steps=1),
+    )
     other = build_random_model(tmp_path / "other", "tiny", seed=1, tokenizer_vocab=1200)
-    conductor = HFConductor(ModelSpec(str(other), device="cpu", adapter=str(out), quantize=False,
-                                      compute_dtype="float32", label="other"))
+    conductor = HFConductor(
+        ModelSpec(str(other), device="cpu", adapter=str(out), quantize=False, compute_dtype="float32", label="other")
+    )
     with pytest.raises(ConductorError, match="trained on"):
         conductor.load_sync()
 
@@ -287,22 +345,75 @@ def test_train_command_json_summary(tiny_model, fake, tmp_path, stiva_home):
     suite, config = command_files(tmp_path, fake)
     out = tmp_path / "adapter"
     env = {**os.environ, "STIVA_HOME": str(stiva_home)}
-    result = subprocess.run([STIVA, "train", str(suite), "--base", str(tiny_model), "--out", str(out), "--steps", "2",
-                             "--group", "2", "--batch", "1", "--config", str(config), "--json", "--save-every", "1"],
-                            capture_output=True, text=True, env=env, timeout=300)
+    result = subprocess.run(
+        [
+            STIVA,
+            "train",
+            str(suite),
+            "--base",
+            str(tiny_model),
+            "--out",
+            str(out),
+            "--steps",
+            "2",
+            "--group",
+            "2",
+            "--batch",
+            "1",
+            "--config",
+            str(config),
+            "--json",
+            "--save-every",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout)  # exactly one JSON object on stdout
     # no library chatter a user can do nothing about (bitsandbytes' kernels, tqdm, FutureWarnings)
-    assert "kernels" not in result.stderr and "Warning" not in result.stderr and "it/s" not in result.stderr, \
+    assert "kernels" not in result.stderr and "Warning" not in result.stderr and "it/s" not in result.stderr, (
         result.stderr[-2000:]
-    assert set(summary) == {"steps", "reward_first", "reward_last", "adapter", "cost_usd", "answers_reused", "saved_usd"}
+    )
+    assert set(summary) == {
+        "steps",
+        "reward_first",
+        "reward_last",
+        "adapter",
+        "cost_usd",
+        "answers_reused",
+        "saved_usd",
+    }
     assert summary["steps"] == 2 and summary["adapter"] == str(out) and summary["cost_usd"] > 0
     assert summary["answers_reused"] == 0  # a new STIVA_HOME: nothing was paid for before
     # the same training again into another folder (no rollouts.jsonl): the same seed samples the
     # same plans, whose calls the answer cache has; they are not paid for again
-    again = subprocess.run([STIVA, "train", str(suite), "--base", str(tiny_model), "--out", str(tmp_path / "again"),
-                            "--steps", "2", "--group", "2", "--batch", "1", "--config", str(config), "--json"],
-                           capture_output=True, text=True, env=env, timeout=300)
+    again = subprocess.run(
+        [
+            STIVA,
+            "train",
+            str(suite),
+            "--base",
+            str(tiny_model),
+            "--out",
+            str(tmp_path / "again"),
+            "--steps",
+            "2",
+            "--group",
+            "2",
+            "--batch",
+            "1",
+            "--config",
+            str(config),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     second = json.loads(again.stdout)
     assert second["answers_reused"] > 0 and second["cost_usd"] < summary["cost_usd"], (summary, second)
@@ -313,13 +424,36 @@ def test_train_command_json_summary(tiny_model, fake, tmp_path, stiva_home):
     assert [r["answers_reused"] for r in first_log] == [0, 0]
     assert sum(r["answers_reused"] for r in again_log) == second["answers_reused"]
     # --save-every 1: a checkpoint after each step (the default would keep none of 2 steps)
-    assert sorted(p.name for p in (out / "checkpoints").iterdir() if p.name.startswith("checkpoint-")) == \
-        ["checkpoint-1", "checkpoint-2"]
-    zero = subprocess.run([STIVA, "train", str(suite), "--base", str(tiny_model), "--out", str(out),
-                           "--save-every", "0", "--config", str(config)], capture_output=True, text=True, env=env)
+    assert sorted(p.name for p in (out / "checkpoints").iterdir() if p.name.startswith("checkpoint-")) == [
+        "checkpoint-1",
+        "checkpoint-2",
+    ]
+    zero = subprocess.run(
+        [
+            STIVA,
+            "train",
+            str(suite),
+            "--base",
+            str(tiny_model),
+            "--out",
+            str(out),
+            "--save-every",
+            "0",
+            "--config",
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert zero.returncode == 2 and "--save-every must be at least 1" in zero.stderr
-    bad = subprocess.run([STIVA, "train", str(suite), "--base", "Qwen/Qwen2.5-7B-Instruct", "--out", str(out),
-                          "--config", str(config)], capture_output=True, text=True, env=env, timeout=120)
+    bad = subprocess.run(
+        [STIVA, "train", str(suite), "--base", "Qwen/Qwen2.5-7B-Instruct", "--out", str(out), "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "CUDA" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
@@ -330,9 +464,11 @@ def test_code_items_are_refused_before_training_where_there_is_no_sandbox(fake, 
     fake_bwrap.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
     fake_bwrap.chmod(0o755)
     config = pool_config(fake, "ab", max_steps=1).model_copy(
-        update={"sandbox": parse_config({"sandbox": {"bwrap": str(fake_bwrap)}}).sandbox})
-    code = parse_suite(json.dumps({"id": "c", "question": "Write f().", "grader": "code", "tests": "assert f()"}),
-                       name="code")
+        update={"sandbox": parse_config({"sandbox": {"bwrap": str(fake_bwrap)}}).sandbox}
+    )
+    code = parse_suite(
+        json.dumps({"id": "c", "question": "Write f().", "grader": "code", "tests": "assert f()"}), name="code"
+    )
     with pytest.raises(TrainError, match="1 code items refused: no code sandbox"):
         train(config, code, _tiny_options(tmp_path / "out", base="embedded"))
     assert not fake.requests  # nothing was asked, nothing loaded
@@ -384,8 +520,14 @@ def test_the_fused_head_scores_only_the_valid_positions_with_the_same_logprobs(m
     # TRL's own (an earlier train() in this process patched it); undone after the test
     monkeypatch.setattr(trl_utils, "_use_triton", getattr(trl_utils._use_triton, "_original", trl_utils._use_triton))
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2)
+    config = LlamaConfig(
+        vocab_size=300,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
     model = LlamaForCausalLM(config)
     trl_utils.add_fused_lm_head(model, outputs=("log_probs", "entropy"))
     ids = torch.randint(0, 300, (3, 12))
@@ -403,8 +545,11 @@ def test_the_fused_head_scores_only_the_valid_positions_with_the_same_logprobs(m
 
     seen: list[int] = []
     kernel = trl_utils._ChunkedLogProbFunction.apply
-    monkeypatch.setattr(trl_utils._ChunkedLogProbFunction, "apply",
-                        lambda hidden, *rest: (seen.append(hidden.shape[0]), kernel(hidden, *rest))[1])
+    monkeypatch.setattr(
+        trl_utils._ChunkedLogProbFunction,
+        "apply",
+        lambda hidden, *rest: (seen.append(hidden.shape[0]), kernel(hidden, *rest))[1],
+    )
     before = run()
     assert score_valid_positions_only()
     assert score_valid_positions_only()  # patched once
@@ -427,9 +572,21 @@ def test_the_live_view_shows_a_steps_reused_answers():
 
     def shown(reused: int) -> str:
         view.rewards.clear()
-        view.step(StepReport(step=1, reward_mean=0.5, reward_std=0.1, loss=0.01, valid_plan_rate=1.0,
-                             mean_plan_steps=1.0, tokens=120, cost_usd=0.0001, picks={"a": 3, "b": 1},
-                             spent_usd=0.0002, reused=reused))
+        view.step(
+            StepReport(
+                step=1,
+                reward_mean=0.5,
+                reward_std=0.1,
+                loss=0.01,
+                valid_plan_rate=1.0,
+                mean_plan_steps=1.0,
+                tokens=120,
+                cost_usd=0.0001,
+                picks={"a": 3, "b": 1},
+                spent_usd=0.0002,
+                reused=reused,
+            )
+        )
         console.print(view.render())
         return console.export_text()
 

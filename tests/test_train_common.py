@@ -121,9 +121,20 @@ def test_an_old_or_hand_made_manifest_still_reads_and_bad_values_are_left_out(tm
     manifest = AdapterManifest.read(bare)
     assert manifest is not None and manifest.base == "embedded" and manifest.identity is None
     assert manifest.fingerprint == {} and manifest.plan_format() == (None, None, None)
-    odd = adapter_folder(tmp_path, "odd", json.dumps({"base": "", "max_steps_per_plan": True, "prompt_style": "loud",
-                                                      "max_subtask_chars": -3, "fingerprint": [1, 2],
-                                                      "later_field": {"kept": 1}}))
+    odd = adapter_folder(
+        tmp_path,
+        "odd",
+        json.dumps(
+            {
+                "base": "",
+                "max_steps_per_plan": True,
+                "prompt_style": "loud",
+                "max_subtask_chars": -3,
+                "fingerprint": [1, 2],
+                "later_field": {"kept": 1},
+            }
+        ),
+    )
     manifest = AdapterManifest.read(odd)
     assert manifest is not None and manifest.base is None and manifest.fingerprint == {}
     assert manifest.plan_format() == (None, None, None)
@@ -158,10 +169,11 @@ def test_the_step_plans_are_sampled_in_one_batch_whatever_the_environment_says(m
     pool's plans (each its own prompt) are sampled in one batched generation."""
     import asyncio
 
-    from stiva_tui.evals.suite import parse_suite
-    from stiva_tui.conductor.local import SampledPlan
-    from stiva_tui.train.rollout import Rollouts
     from train_helpers import StubTrainer
+
+    from stiva_tui.conductor.local import SampledPlan
+    from stiva_tui.evals.suite import parse_suite
+    from stiva_tui.train.rollout import Rollouts
 
     class Conductor:
         spec = None
@@ -178,16 +190,22 @@ def test_the_step_plans_are_sampled_in_one_batch_whatever_the_environment_says(m
             return [SampledPlan([1], [2], [-0.5], "no plan", None) for _ in range(n)]
 
     monkeypatch.setenv("STIVA_TRAIN_UNBATCHED", "1")
-    models = [SimpleNamespace(id=f"m{i}", description="", kind="remote", price_in=1.0, price_out=1.0, latency_s=None)
-              for i in range(2)]
-    engine = SimpleNamespace(runtime=SimpleNamespace(models=models, config=None),
-                             caching=SimpleNamespace(paid_usd=0.0, paid_tokens=0, hits=0),
-                             call=lambda coro: asyncio.run(coro))
-    suite = parse_suite(json.dumps({"id": "q0", "question": "What is 6 times 7?", "answer": "42",
-                                    "grader": "numeric"}), name="t")
+    models = [
+        SimpleNamespace(id=f"m{i}", description="", kind="remote", price_in=1.0, price_out=1.0, latency_s=None)
+        for i in range(2)
+    ]
+    engine = SimpleNamespace(
+        runtime=SimpleNamespace(models=models, config=None),
+        caching=SimpleNamespace(paid_usd=0.0, paid_tokens=0, hits=0),
+        call=lambda coro: asyncio.run(coro),
+    )
+    suite = parse_suite(
+        json.dumps({"id": "q0", "question": "What is 6 times 7?", "answer": "42", "grader": "numeric"}), name="t"
+    )
     conductor = Conductor()
-    rollouts = Rollouts(engine, conductor, suite.items, None, cache_path=tmp_path / "cache.jsonl", max_steps=1,
-                        shuffle_pool=True)
+    rollouts = Rollouts(
+        engine, conductor, suite.items, None, cache_path=tmp_path / "cache.jsonl", max_steps=1, shuffle_pool=True
+    )
     out = rollouts(["q0"] * 4, StubTrainer)
     assert conductor.calls == [("batched", 4)]
     assert len(out["completion_ids"]) == 4
@@ -246,8 +264,9 @@ def test_the_callback_logs_each_step_and_stops_cleanly_when_asked_or_over_budget
         assert elapsed >= 0.0
         return SimpleNamespace(log_line=lambda: {"step": step, "loss": logs["loss"]})
 
-    callback = run.callback(report, on_step=seen.append, should_stop=lambda: stop["reason"],
-                            over_budget=lambda: budget["reason"])
+    callback = run.callback(
+        report, on_step=seen.append, should_stop=lambda: stop["reason"], over_budget=lambda: budget["reason"]
+    )
     state = SimpleNamespace(global_step=1)
     callback.on_step_begin(None, state, control())
     callback.on_log(None, state, control(), logs={"learning_rate": 0.1})  # not a step's line

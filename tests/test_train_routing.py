@@ -11,16 +11,36 @@ import json
 import random
 
 import pytest
-
 from model_builders import build_random_model
-from stiva_tui.evals.suite import parse_suite
-from stiva_tui.config import parse_config
-from stiva_tui.sim.profiles import SimModel
-from stiva_tui.sim.server import SimServer
 from train_helpers import StubTrainer
 
-COUNTRIES = ["France", "Japan", "Canada", "Peru", "Spain", "Italy", "Kenya", "Norway", "Chile", "Egypt", "India",
-             "Ghana", "Nepal", "Cuba", "Iran", "Laos", "Mali", "Oman", "Chad", "Fiji"]
+from stiva_tui.config import parse_config
+from stiva_tui.evals.suite import parse_suite
+from stiva_tui.sim.profiles import SimModel
+from stiva_tui.sim.server import SimServer
+
+COUNTRIES = [
+    "France",
+    "Japan",
+    "Canada",
+    "Peru",
+    "Spain",
+    "Italy",
+    "Kenya",
+    "Norway",
+    "Chile",
+    "Egypt",
+    "India",
+    "Ghana",
+    "Nepal",
+    "Cuba",
+    "Iran",
+    "Laos",
+    "Mali",
+    "Oman",
+    "Chad",
+    "Fiji",
+]
 
 
 def routing_items():
@@ -29,10 +49,24 @@ def routing_items():
     rows = []
     for i in range(20):
         a, b = rng.randint(2, 60), rng.randint(2, 60)
-        rows.append({"id": f"math-{i}", "question": f"Compute {a} times {b}.", "answer": str(a * b), "grader": "numeric",
-                     "meta": {"domain": "math", "split": "train" if i < 12 else "heldout"}})
-        rows.append({"id": f"geo-{i}", "question": f"Which city is the capital of {COUNTRIES[i]}?", "answer": "City",
-                     "grader": "contains", "meta": {"domain": "geo", "split": "train" if i < 12 else "heldout"}})
+        rows.append(
+            {
+                "id": f"math-{i}",
+                "question": f"Compute {a} times {b}.",
+                "answer": str(a * b),
+                "grader": "numeric",
+                "meta": {"domain": "math", "split": "train" if i < 12 else "heldout"},
+            }
+        )
+        rows.append(
+            {
+                "id": f"geo-{i}",
+                "question": f"Which city is the capital of {COUNTRIES[i]}?",
+                "answer": "City",
+                "grader": "contains",
+                "meta": {"domain": "geo", "split": "train" if i < 12 else "heldout"},
+            }
+        )
     suite = parse_suite("\n".join(json.dumps(r) for r in rows), name="routing")
     train = parse_suite("\n".join(json.dumps(r) for r in rows if r["meta"]["split"] == "train"), name="routing:train")
     held = [item for item in suite.items if item.meta["split"] == "heldout"]
@@ -53,9 +87,15 @@ def routed_right(model_dir, adapter, held, workers, prompt_style="auto") -> floa
     from stiva_tui.conductor.local import HFConductor
     from stiva_tui.inference.checkpoints import ModelSpec
 
-    conductor = HFConductor(ModelSpec(str(model_dir), device="cpu", adapter=adapter, quantize=False,
-                                      compute_dtype="float32", label="router"),
-                            max_reasoning_tokens=0, max_subtask_chars=4, temperature=1.0, prompt_style=prompt_style)
+    conductor = HFConductor(
+        ModelSpec(
+            str(model_dir), device="cpu", adapter=adapter, quantize=False, compute_dtype="float32", label="router"
+        ),
+        max_reasoning_tokens=0,
+        max_subtask_chars=4,
+        temperature=1.0,
+        prompt_style=prompt_style,
+    )
     loaded = conductor.load_sync()
     torch.manual_seed(11)
     right = total = 0
@@ -73,22 +113,42 @@ def test_the_conductor_learns_to_send_each_domain_to_its_model(small_model, tmp_
     from stiva_tui.train.trainer import TrainOptions, train
 
     suite, train_suite, held = routing_items()
-    models = [SimModel("alpha", {"math": 1.0, "geo": 0.0}, latency_s=0.0, words=0),
-              SimModel("beta", {"math": 0.0, "geo": 1.0}, latency_s=0.0, words=0)]
+    models = [
+        SimModel("alpha", {"math": 1.0, "geo": 0.0}, latency_s=0.0, words=0),
+        SimModel("beta", {"math": 0.0, "geo": 1.0}, latency_s=0.0, words=0),
+    ]
     with SimServer(models, suite.items, latency_scale=0.0) as server:
-        config = parse_config({
-            "providers": [{"name": "sim", "base_url": server.base_url}],
-            "models": [{"id": m.name, "provider": "sim", "model": m.name} for m in models],
-            "catalog": False, "embedded_worker": False, "discovery": {"enabled": False}, "workers": {"retries": 0},
-            "conductor": {"max_steps": 1, "max_reasoning_tokens": 0, "max_subtask_chars": 20},
-        })
+        config = parse_config(
+            {
+                "providers": [{"name": "sim", "base_url": server.base_url}],
+                "models": [{"id": m.name, "provider": "sim", "model": m.name} for m in models],
+                "catalog": False,
+                "embedded_worker": False,
+                "discovery": {"enabled": False},
+                "workers": {"retries": 0},
+                "conductor": {"max_steps": 1, "max_reasoning_tokens": 0, "max_subtask_chars": 20},
+            }
+        )
         workers = [WorkerInfo("alpha", ""), WorkerInfo("beta", "")]
         before = routed_right(small_model, None, held, workers, "compact")
         out = tmp_path / "adapter"
         # the compact prompt (~60 tokens, not ~1,300), LoRA on every linear layer, short subtasks
-        options = TrainOptions(base=str(small_model), out=out, steps=40, group=4, batch=4, lr=5e-3, device="cpu",
-                               seed=0, save_every=100, lora_r=8, lora_targets="all", prompt_style="compact",
-                               max_subtask_chars=4, max_steps_per_plan=1)
+        options = TrainOptions(
+            base=str(small_model),
+            out=out,
+            steps=40,
+            group=4,
+            batch=4,
+            lr=5e-3,
+            device="cpu",
+            seed=0,
+            save_every=100,
+            lora_r=8,
+            lora_targets="all",
+            prompt_style="compact",
+            max_subtask_chars=4,
+            max_steps_per_plan=1,
+        )
         summary = train(config, train_suite, options)
         assert summary.steps == 40
         marker = json.loads((out / "stiva_adapter.json").read_text())
@@ -123,16 +183,28 @@ def test_a_shuffled_pool_makes_a_first_model_conductor_try_every_model(shuffle, 
     suite, train_suite, _ = routing_items()
     models = [SimModel(name, {}, latency_s=0.0, words=0) for name in ("alpha", "beta", "gamma")]
     with SimServer(models, suite.items, latency_scale=0.0) as server:
-        config = parse_config({
-            "providers": [{"name": "sim", "base_url": server.base_url}],
-            "models": [{"id": m.name, "provider": "sim", "model": m.name} for m in models],
-            "catalog": False, "embedded_worker": False, "discovery": {"enabled": False}, "workers": {"retries": 0},
-        })
+        config = parse_config(
+            {
+                "providers": [{"name": "sim", "base_url": server.base_url}],
+                "models": [{"id": m.name, "provider": "sim", "model": m.name} for m in models],
+                "catalog": False,
+                "embedded_worker": False,
+                "discovery": {"enabled": False},
+                "workers": {"retries": 0},
+            }
+        )
         engine = EngineLoop(config, discover=False)
         try:
             conductor = FirstModelConductor()
-            rollouts = Rollouts(engine, conductor, train_suite.items, tokenizer=None, cache_path=tmp_path / "c.jsonl",
-                                shuffle_pool=shuffle, seed=1)
+            rollouts = Rollouts(
+                engine,
+                conductor,
+                train_suite.items,
+                tokenizer=None,
+                cache_path=tmp_path / "c.jsonl",
+                shuffle_pool=shuffle,
+                seed=1,
+            )
 
             ids = [item.id for item in train_suite.items[:4] for _ in range(6)]
             rollouts(ids, StubTrainer)

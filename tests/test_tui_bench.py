@@ -11,7 +11,6 @@ import itertools
 
 import pytest
 from textual.widgets import ContentSwitcher, DataTable, Static, TabbedContent
-
 from tui_helpers import ask, labels, make_runtime, make_test_config, script_plan, wait_for
 from tui_screens_helpers import Host
 
@@ -24,15 +23,22 @@ from stiva_tui.tui.widgets.bench_report import BenchReportView
 SIZE = (80, 24)
 SYSTEMS = ["conductor", "direct:w1"]
 # (item, question, expected answer); each system's outcome per item below
-ITEMS = [("add-1", "What is 2+3?", "5"), ("cap-fr", "Capital of France?", "Paris"),
-         ("primes", "How many primes are below 20?", "8")]
+ITEMS = [
+    ("add-1", "What is 2+3?", "5"),
+    ("cap-fr", "Capital of France?", "Paris"),
+    ("primes", "How many primes are below 20?", "8"),
+]
 OUTCOMES = {  # system -> item -> (status, correct, extracted, error, latency, cost, tokens)
-    "conductor": {"add-1": ("graded", True, "5", None, 3.2, 0.0021, 900),
-                  "cap-fr": ("graded", True, "Paris", None, 2.5, 0.0018, 800),
-                  "primes": ("graded", False, "7", "expected [2, 3, 5]", 4.9, 0.0030, 1300)},
-    "direct:w1": {"add-1": ("graded", True, "5", None, 0.6, 0.00003, 40),
-                  "cap-fr": ("error", False, "", "w1: 429 Too Many Requests", 1.1, 0.0, 0),
-                  "primes": ("graded", False, "[2, 3, 5, 7]", "expected [2, 3, 5]", 0.9, 0.00004, 60)},
+    "conductor": {
+        "add-1": ("graded", True, "5", None, 3.2, 0.0021, 900),
+        "cap-fr": ("graded", True, "Paris", None, 2.5, 0.0018, 800),
+        "primes": ("graded", False, "7", "expected [2, 3, 5]", 4.9, 0.0030, 1300),
+    },
+    "direct:w1": {
+        "add-1": ("graded", True, "5", None, 0.6, 0.00003, 40),
+        "cap-fr": ("error", False, "", "w1: 429 Too Many Requests", 1.1, 0.0, 0),
+        "primes": ("graded", False, "[2, 3, 5, 7]", "expected [2, 3, 5]", 0.9, 0.00004, 60),
+    },
 }
 
 
@@ -77,22 +83,48 @@ def stored_run(store: Store, question: str, answer: str, system: str, *, run_id:
     return run_id
 
 
-def fill_store(store: Store, bench_id: str = "basic-3f2a9c0d", *, suite: str = "basic",
-               systems: list[str] = SYSTEMS, status: str = "finished", stop_reason: str | None = None) -> None:
+def fill_store(
+    store: Store,
+    bench_id: str = "basic-3f2a9c0d",
+    *,
+    suite: str = "basic",
+    systems: list[str] = SYSTEMS,
+    status: str = "finished",
+    stop_reason: str | None = None,
+) -> None:
     """A bench of every system on ITEMS, each graded item pointing at a stored run."""
-    store.open_bench(bench_id, suite=suite, suite_hash="sha-" + bench_id, systems=systems, config_hash="cfg",
-                     items=len(ITEMS))
+    store.open_bench(
+        bench_id, suite=suite, suite_hash="sha-" + bench_id, systems=systems, config_hash="cfg", items=len(ITEMS)
+    )
     for item_id, question, _ in ITEMS:
         for system in systems:
             status_, correct, extracted, error, latency, cost, tokens = OUTCOMES[system][item_id]
             run_id = None
             if status_ == "graded":
-                run_id = stored_run(store, question, f"The answer is {extracted}.", system,
-                                    run_id=f"run-{bench_id}-{system}-{item_id}".replace(":", "-"))
-            store.record_bench_item(bench_id, BenchItemRecord(
-                system=system, item_id=item_id, run_id=run_id, status=status_, correct=correct,
-                answer=f"The answer is {extracted}." if extracted else "", extracted=extracted, error=error,
-                prompt_tokens=tokens * 3 // 4, completion_tokens=tokens // 4, cost_usd=cost, latency_s=latency))
+                run_id = stored_run(
+                    store,
+                    question,
+                    f"The answer is {extracted}.",
+                    system,
+                    run_id=f"run-{bench_id}-{system}-{item_id}".replace(":", "-"),
+                )
+            store.record_bench_item(
+                bench_id,
+                BenchItemRecord(
+                    system=system,
+                    item_id=item_id,
+                    run_id=run_id,
+                    status=status_,
+                    correct=correct,
+                    answer=f"The answer is {extracted}." if extracted else "",
+                    extracted=extracted,
+                    error=error,
+                    prompt_tokens=tokens * 3 // 4,
+                    completion_tokens=tokens // 4,
+                    cost_usd=cost,
+                    latency_s=latency,
+                ),
+            )
     if status != "running":
         store.close_bench(bench_id, status, stop_reason)
 
@@ -184,8 +216,9 @@ async def test_report_matches_build_report_of_the_stored_items(store):
     app = Host(lambda: BenchScreen(store))
     async with app.run_test(size=SIZE) as pilot:
         screen = await _open_first_report(pilot)
-        report = build_report("basic", "basic-3f2a9c0d", SYSTEMS, [i for i, _, _ in ITEMS],
-                              store.bench_items("basic-3f2a9c0d"))
+        report = build_report(
+            "basic", "basic-3f2a9c0d", SYSTEMS, [i for i, _, _ in ITEMS], store.bench_items("basic-3f2a9c0d")
+        )
         assert screen.shown.systems == report.systems
         assert screen.shown.items == report.items
 
@@ -212,15 +245,23 @@ async def test_with_no_hosted_model_the_empty_screen_suggests_what_runs_offline(
 
 async def test_a_bench_still_running_shows_its_progress_and_reload_reads_more(store):
     store.open_bench("live", suite="basic", suite_hash="h", systems=SYSTEMS, config_hash="c", items=3)
-    store.record_bench_item("live", BenchItemRecord(system="conductor", item_id="add-1", status="graded",
-                                                    correct=True, extracted="5", latency_s=1.0))
+    store.record_bench_item(
+        "live",
+        BenchItemRecord(
+            system="conductor", item_id="add-1", status="graded", correct=True, extracted="5", latency_s=1.0
+        ),
+    )
     app = Host(lambda: BenchScreen(store))
     async with app.run_test(size=SIZE) as pilot:
         screen = await _open_first_report(pilot)
         assert "running" in str(screen.query_one("#report-heading", Static).render())
         assert "1/6 items" in str(screen.query_one("#report-heading", Static).render())
-        store.record_bench_item("live", BenchItemRecord(system="direct:w1", item_id="add-1", status="graded",
-                                                        correct=False, extracted="6", latency_s=0.5))
+        store.record_bench_item(
+            "live",
+            BenchItemRecord(
+                system="direct:w1", item_id="add-1", status="graded", correct=False, extracted="6", latency_s=0.5
+            ),
+        )
         await pilot.press("r")
         await wait_for(pilot, lambda: screen.shown is not None and screen.shown.done == 2, what="the new item")
         assert screen.query_one("#report-items", DataTable).row_count == 2
@@ -263,8 +304,11 @@ async def test_f12_opens_benches_and_an_item_opens_its_run_on_a_screen_esc_leave
             await pilot.press("enter")  # the first item: add-1 on the conductor
             from stiva_tui.tui.screens.run import RunScreen
 
-            await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.state is not None,
-                           what="the run's screen")
+            await wait_for(
+                pilot,
+                lambda: isinstance(app.screen, RunScreen) and app.screen.state is not None,
+                what="the run's screen",
+            )
             run_screen = app.screen
             tree = "\n".join(labels(run_screen.query_one("#run-tree")))
             assert "What is 2+3?" in tree and "1 w1" in tree and "2 w2" in tree
@@ -286,8 +330,15 @@ async def test_f12_opens_benches_and_an_item_opens_its_run_on_a_screen_esc_leave
             # The chat goes on where it was, never under the bench's question.
             script_plan(fake)
             await ask(pilot, "A new question")
-            await wait_for(pilot, lambda: chat.live.state.question == "A new question"
-                           and chat.live.state.status == "finished" and not chat.running, what="the new run")
+            await wait_for(
+                pilot,
+                lambda: (
+                    chat.live.state.question == "A new question"
+                    and chat.live.state.status == "finished"
+                    and not chat.running
+                ),
+                what="the new run",
+            )
             assert chat.conversation.questions == ["A chat in progress", "A new question"]
             assert "What is 2+3?" not in str(fake.requests_for("cond")[-1].messages)
     finally:

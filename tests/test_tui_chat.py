@@ -6,8 +6,8 @@ import asyncio
 import json
 
 import pytest
-from textual import events
 from fakeprovider import Reply
+from textual import events
 from tui_helpers import ask, labels, make_runtime, make_test_config, record_run, script_plan, wait_for
 
 from stiva_tui.tui.app import StivaApp
@@ -88,9 +88,16 @@ async def test_step_streams_into_the_pane_while_running(fake, setup):
     async with app.run_test(size=SIZE) as pilot:
         await ask(pilot, "Stream please")
         screen = app.chat_screen
-        await wait_for(pilot, lambda: screen.detail.key == ("step", 1, 0) and "word10" in screen.detail.text
-                       and screen.live.state.step(1, 0).status == "running", what="the running step to stream")
-        assert any("⠋" in l or "~" in l for l in labels(screen.tree))  # running: spinner and live tokens
+        await wait_for(
+            pilot,
+            lambda: (
+                screen.detail.key == ("step", 1, 0)
+                and "word10" in screen.detail.text
+                and screen.live.state.step(1, 0).status == "running"
+            ),
+            what="the running step to stream",
+        )
+        assert any("⠋" in label or "~" in label for label in labels(screen.tree))  # running: spinner and live tokens
         await wait_for(pilot, finished(app), what="the run to finish")
         await pilot.pause(0.1)
         assert screen.detail._stream is None
@@ -105,8 +112,15 @@ async def test_escape_cancels_and_the_run_stays_in_history(fake, setup):
     async with app.run_test(size=SIZE) as pilot:
         await ask(pilot, "A long one")
         screen = app.chat_screen
-        await wait_for(pilot, lambda: screen.live.state.rounds and screen.live.state.rounds[0].steps
-                       and screen.live.state.step(1, 0).streamed_chars > 20, what="step 0 streaming")
+        await wait_for(
+            pilot,
+            lambda: (
+                screen.live.state.rounds
+                and screen.live.state.rounds[0].steps
+                and screen.live.state.step(1, 0).streamed_chars > 20
+            ),
+            what="step 0 streaming",
+        )
         await pilot.press("escape")
         await wait_for(pilot, finished(app, "cancelled"), what="the cancel")
         await pilot.pause(0.1)
@@ -154,8 +168,11 @@ async def test_a_cancelled_turn_shows_as_cancelled_and_reopens_as_it_was(fake, s
         if when == "planning":
             await wait_for(pilot, lambda: state.rounds and len(state.rounds[0].conductor_text) > 5, what="planning")
         else:
-            await wait_for(pilot, lambda: state.rounds and state.rounds[0].steps
-                           and state.step(1, 0).streamed_chars > 20, what="step 0 streaming")
+            await wait_for(
+                pilot,
+                lambda: state.rounds and state.rounds[0].steps and state.step(1, 0).streamed_chars > 20,
+                what="step 0 streaming",
+            )
         await pilot.press("escape")
         await wait_for(pilot, finished(app, "cancelled"), what="the cancel")
         await pilot.pause(0.1)
@@ -311,14 +328,23 @@ async def test_question_before_the_conductor_loads_waits_and_says_so(fake, setup
     async with app.run_test(size=SIZE) as pilot:
         screen = app.chat_screen
         status = screen.status_bar
-        await wait_for(pilot, lambda: status.load_shown and getattr(status, "_cover_widget", None) is None and status.query_one("#status-progress").display,
-                       what="the load progress")
+        await wait_for(
+            pilot,
+            lambda: (
+                status.load_shown
+                and getattr(status, "_cover_widget", None) is None
+                and status.query_one("#status-progress").display
+            ),
+            what="the load progress",
+        )
         assert status.load_fraction == 0.5 and status.load_message == "loading the conductor"
         assert "conductor: loading" in str(status.query_one("#status-conductor").render())
         await ask(pilot, "Early bird")
-        await wait_for(pilot, lambda: "Waiting for the conductor" in
-                       str(list(screen.query(AnswerView))[-1].query_one("Markdown").source),
-                       what="the waiting note")
+        await wait_for(
+            pilot,
+            lambda: "Waiting for the conductor" in str(list(screen.query(AnswerView))[-1].query_one("Markdown").source),
+            what="the waiting note",
+        )
         # Typing still works while it loads.
         screen.query_one("#prompt").insert("typing meanwhile")
         assert screen.query_one("#prompt").text == "typing meanwhile"
@@ -344,8 +370,16 @@ async def test_start_up_and_a_question_as_typed_messages(fake):
         await wait_for(pilot, lambda: any(isinstance(m, msg.RunEnded) for m in seen), what="the end of the run")
         store = app.runtime.store
         conversation = store.get_conversation(app.chat_screen.conversation_id)
-    kinds = (msg.RuntimeReady, msg.StartupFailed, msg.ConductorProgress, msg.ConductorReady, msg.ConductorFailed,
-             PromptInput.Submitted, msg.RunEnded, msg.OpenCompare)
+    kinds = (
+        msg.RuntimeReady,
+        msg.StartupFailed,
+        msg.ConductorProgress,
+        msg.ConductorReady,
+        msg.ConductorFailed,
+        PromptInput.Submitted,
+        msg.RunEnded,
+        msg.OpenCompare,
+    )
     flow = list({id(m): m for m in seen if isinstance(m, kinds)}.values())  # a bubbling one is seen twice
     assert [type(m).__name__ for m in flow] == ["RuntimeReady", "ConductorReady", "Submitted", "RunEnded"]
     runtime_ready, conductor_ready, submitted, ended = flow
@@ -427,9 +461,9 @@ def test_stiva_config_creates_a_valid_commented_file_once_and_never_overwrites(t
     from stiva_tui.config import Config
 
     assert load_config(target) == Config()  # every line commented out: the defaults, and valid
-    target.write_text("theme = \"mine\"\n")
+    target.write_text('theme = "mine"\n')
     again = subprocess.run([stiva, "config", "--config", str(target)], capture_output=True, text=True, timeout=60)
-    assert again.returncode == 0 and target.read_text() == "theme = \"mine\"\n" and "created" not in again.stderr
+    assert again.returncode == 0 and target.read_text() == 'theme = "mine"\n' and "created" not in again.stderr
     default = subprocess.run([stiva, "config"], capture_output=True, text=True, timeout=60)
     assert default.returncode == 0 and Path(default.stdout.strip()).is_file()  # in STIVA_HOME
 
@@ -448,8 +482,9 @@ async def test_a_model_the_config_names_but_cannot_use_is_a_warning(stiva_home):
     app = StivaApp(config, runtime=runtime)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: any("openai/gpt-5" in n.message for n in app._notifications),
-                           what="the warning")
+            await wait_for(
+                pilot, lambda: any("openai/gpt-5" in n.message for n in app._notifications), what="the warning"
+            )
             (note,) = [n for n in app._notifications if "openai/gpt-5" in n.message]
             assert "workers.fallbacks" in note.message and "no key" in note.message
             assert note.severity == "warning"
@@ -527,7 +562,9 @@ async def test_keymap_remaps_send(fake, setup):
         from stiva_tui.tui.screens.help import HelpScreen
 
         assert isinstance(app.screen, HelpScreen)
-        rows = [app.screen.query_one("DataTable").get_row_at(i) for i in range(app.screen.query_one("DataTable").row_count)]
+        rows = [
+            app.screen.query_one("DataTable").get_row_at(i) for i in range(app.screen.query_one("DataTable").row_count)
+        ]
         send = next(r for r in rows if r[2] == "send")
         assert "ctrl+s" in send[0]
         # every hint says the live keys: the prompt's placeholder too
@@ -554,8 +591,12 @@ def test_a_keymap_id_no_binding_has_is_one_line_and_exit_2(tmp_path, stiva_home)
 
     config = tmp_path / "c.toml"
     config.write_text('[keymap]\nsned = "ctrl+s"\n')
-    done = subprocess.run([str(Path(sys.executable).parent / "stiva"), "--config", str(config)],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "stiva"), "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "no key binding has the id 'sned'" in done.stderr and "send" in done.stderr
 
@@ -574,8 +615,22 @@ async def test_help_lists_every_binding_and_question_mark_types_in_the_prompt(fa
         assert isinstance(app.screen, HelpScreen)
         table = app.screen.query_one("DataTable")
         ids = {table.get_row_at(i)[2] for i in range(table.row_count)}
-        assert {"send", "cancel", "new_chat", "history", "export_markdown", "export_json", "copy_answer",
-                "copy_step", "help", "compare", "pool", "keys", "leaderboard", "quit"} <= ids
+        assert {
+            "send",
+            "cancel",
+            "new_chat",
+            "history",
+            "export_markdown",
+            "export_json",
+            "copy_answer",
+            "copy_step",
+            "help",
+            "compare",
+            "pool",
+            "keys",
+            "leaderboard",
+            "quit",
+        } <= ids
         assert all(table.get_row_at(i)[3] for i in range(table.row_count))  # every one has a tooltip
         await pilot.press("escape")
         await pilot.pause()
@@ -652,8 +707,11 @@ async def test_history_reopens_a_compare_session_in_compare_mode(fake, setup):
     async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
         await pilot.press("f2")
         sidebar = app.chat_screen.query_one(HistorySidebar)
-        await wait_for(pilot, lambda: sidebar.display and ("compare", session) in [(i.kind, i.id) for i in sidebar.items],
-                       what="the compare session listed")
+        await wait_for(
+            pilot,
+            lambda: sidebar.display and ("compare", session) in [(i.kind, i.id) for i in sidebar.items],
+            what="the compare session listed",
+        )
         await pilot.press("enter")  # from the search box to the list
         await pilot.press("enter")  # open the highlighted (newest) entry
         await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), what="compare mode")
@@ -758,12 +816,14 @@ async def test_regenerate_asks_the_last_question_again_in_place_of_its_answer(fa
         script_plan(fake)
         fake.default("w2", Reply("Blue."))
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: _questions(runtime, screen)[-1:] == [("assistant", "Blue.")],
-                       what="the regenerated answer")
+        await wait_for(
+            pilot, lambda: _questions(runtime, screen)[-1:] == [("assistant", "Blue.")], what="the regenerated answer"
+        )
         await wait_for(pilot, finished(app), what="the second run to end")
         assert _questions(runtime, screen) == [("user", "Name a colour"), ("assistant", "Blue.")]
         assert [a.text for a in screen.query(AnswerView)] == ["Blue."] and screen.conversation.questions == [
-            "Name a colour"]
+            "Name a colour"
+        ]
         assert "a poor answer" not in json.dumps(fake.requests_for("cond")[-1].messages)
         assert runtime.store.get_trace(first_run).conversation_id is None  # kept in the run history
         from stiva_tui.tui import messages as msg
@@ -791,15 +851,19 @@ async def test_edit_and_resend_replaces_a_question_and_every_later_turn(fake, se
         assert (prompt.editing, prompt.text) == (0, "Capital of Frnace?")
         assert screen.conversation.question(0).has_class("-editing")
         await pilot.press("escape")  # leaves, changing nothing
-        assert prompt.editing is None and prompt.text == "" and not screen.conversation.question(0).has_class(
-            "-editing")
+        assert (
+            prompt.editing is None and prompt.text == "" and not screen.conversation.question(0).has_class("-editing")
+        )
         await pilot.press("ctrl+o", "ctrl+o")
         prompt.load_text("Capital of France?")
         script_plan(fake)
         fake.default("w2", Reply("Paris."))
         await pilot.press("ctrl+j")
-        await wait_for(pilot, lambda: _questions(runtime, screen)[-1:] == [("assistant", "Paris.")],
-                       what="the edited question's answer")
+        await wait_for(
+            pilot,
+            lambda: _questions(runtime, screen)[-1:] == [("assistant", "Paris.")],
+            what="the edited question's answer",
+        )
         await wait_for(pilot, finished(app), what="the run to end")
         assert _questions(runtime, screen) == [("user", "Capital of France?"), ("assistant", "Paris.")]
         assert screen.conversation.questions == ["Capital of France?"]
@@ -842,6 +906,7 @@ async def test_the_footer_keeps_help_in_sight_at_80_columns(fake, setup):
 
     config, runtime = await setup()
     app = StivaApp(config, runtime=runtime)
+
     def shown_keys() -> list:
         return [k for k in app.screen.query(FooterKey) if k.region.width]
 
@@ -926,8 +991,11 @@ async def test_the_palette_regenerates_the_last_answer(fake, setup):
         await pilot.pause(0.5)
         await pilot.press("enter")
         screen = app.chat_screen
-        await wait_for(pilot, lambda: _questions(runtime, screen) == [("user", "Try twice"), ("assistant", "second try")],
-                       what="the regenerated answer")
+        await wait_for(
+            pilot,
+            lambda: _questions(runtime, screen) == [("user", "Try twice"), ("assistant", "second try")],
+            what="the regenerated answer",
+        )
 
 
 async def test_help_lists_the_new_keys_with_their_ids(fake, setup):

@@ -20,17 +20,26 @@ from stiva_tui.tui import messages as msg
 from stiva_tui.tui.app import StivaApp
 
 SIZE = (140, 42)
-POOL = [PoolModel("w1", "fake", "w1", price_in=1.0, price_out=2.0),
-        PoolModel("w2", "fake", "w2", price_in=3.0, price_out=6.0),
-        PoolModel("gemma", "embedded", "gemma", kind="embedded")]
+POOL = [
+    PoolModel("w1", "fake", "w1", price_in=1.0, price_out=2.0),
+    PoolModel("w2", "fake", "w2", price_in=3.0, price_out=6.0),
+    PoolModel("gemma", "embedded", "gemma", kind="embedded"),
+]
 
 
 def finished_demo(preference: str = "cheap") -> RunState:
     state = RunState(model_names=["cond", "w1", "w2"])
     for event in demo_events(finished=True):
         if isinstance(event, ev.WorkflowReady):
-            event = ev.WorkflowReady(event.run_id, event.round, event.workflow, event.reasoning, event.usage,
-                                     event.latency_s, preference=preference)
+            event = ev.WorkflowReady(
+                event.run_id,
+                event.round,
+                event.workflow,
+                event.reasoning,
+                event.usage,
+                event.latency_s,
+                preference=preference,
+            )
         state.apply(event)
     return state
 
@@ -49,9 +58,13 @@ def test_the_counterfactual_is_priced_from_this_runs_own_tokens():
     # no model with a price: the first real one, in tokens (a price of 0 may be "unknown")
     (alone,) = counterfactuals(state, [PoolModel("free", "lab", "free"), POOL[2]])
     assert (alone.label, alone.cost_usd, alone.tokens) == ("free alone", 0.0, 58 + 96)
-    assert reason_line("Let me think about how to split this question into subtasks, which models to use for each, "
-                       "and which step should see which answers. The cheap model knows arithmetic. Then check it.") \
-        == "The cheap model knows arithmetic."  # its first sentence
+    assert (
+        reason_line(
+            "Let me think about how to split this question into subtasks, which models to use for each, "
+            "and which step should see which answers. The cheap model knows arithmetic. Then check it."
+        )
+        == "The cheap model knows arithmetic."
+    )  # its first sentence
     assert reason_line("[Stiva: one model in the pool: one step]") == ""
 
 
@@ -127,8 +140,9 @@ async def test_a_simulated_pool_is_labelled_in_the_status_bar(stiva_home):
 
     config = pool_config(parse_config({}), "sim")
     # a sim: model cannot plan, but nothing is asked here: a remote conductor loads nothing
-    config = config.model_copy(update={"conductor": config.conductor.model_copy(
-        update={"backend": "remote", "model": "sim:calc"})})
+    config = config.model_copy(
+        update={"conductor": config.conductor.model_copy(update={"backend": "remote", "model": "sim:calc"})}
+    )
     config, server = start_sim(config)
     try:
         runtime = await make_runtime(config, load_conductor=False)

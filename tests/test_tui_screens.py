@@ -6,7 +6,6 @@ from __future__ import annotations
 import keyring
 import pytest
 from textual.widgets import Button, DataTable, Input, Markdown, OptionList, SelectionList, Static, TextArea
-
 from tui_helpers import labels
 from tui_screens_helpers import Host, make_runtime, screens_config, script_fake, wait_until
 
@@ -67,19 +66,23 @@ async def test_compare_runs_mixture_of_agents_as_a_column(fake):
             if "Synthesize the responses" in request.user_text:
                 return Reply(f"Merged answer by {name}", usage=(50, 4), chunk_delay_s=0.01)
             return Reply(f"Proposal by {name}", usage=(10, 2))
+
         return reply
 
     fake.default("w1", worker("w1"))
     fake.default("w2", worker("w2"))
     config = screens_config(fake.base_url).model_copy(
-        update={"moa": MoAConfig(proposers=["w1", "w2"], aggregator="w2", layers=1)})
+        update={"moa": MoAConfig(proposers=["w1", "w2"], aggregator="w2", layers=1)}
+    )
     runtime = await make_runtime(config)
     app = Host(lambda: CompareScreen(runtime, systems=["moa", "w1"]))
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         selection = screen.query_one("#compare-systems", SelectionList)
-        prompts = {str(selection.get_option_at_index(i).prompt): selection.get_option_at_index(i).value
-                   for i in range(selection.option_count)}
+        prompts = {
+            str(selection.get_option_at_index(i).prompt): selection.get_option_at_index(i).value
+            for i in range(selection.option_count)
+        }
         assert prompts["Mixture-of-Agents"] == "moa"
         assert screen.chosen_systems() == ["moa", "w1"]
         screen.query_one("#compare-question", TextArea).text = "Mix it"
@@ -196,8 +199,9 @@ async def test_compare_marks_chosen_systems_by_shape_and_fits_long_names(fake):
 
     script_fake(fake)
     long_id = "openrouter/qwen/qwen3-235b-a22b"
-    runtime = await make_runtime(screens_config(fake.base_url, extra_models=[
-        {"id": long_id, "provider": "fake", "model": "w1"}]))
+    runtime = await make_runtime(
+        screens_config(fake.base_url, extra_models=[{"id": long_id, "provider": "fake", "model": "w1"}])
+    )
     app = Host(lambda: CompareScreen(runtime, systems=["conductor", "moa", "w1", long_id]))
     async with app.run_test(size=(100, 30)) as pilot:
         screen = app.screen
@@ -318,8 +322,9 @@ async def test_escape_cancels_running_answers(fake):
         assert [c.status for c in screen.columns] == ["cancelled", "cancelled"]
         assert isinstance(app.screen, CompareScreen)  # the first esc only cancels
         session = runtime.store.get_compare_session(screen.session_id)
-        await wait_until(pilot, lambda: all(
-            (runtime.store.get_trace(e.run_id).status == "cancelled") for e in session.entries))
+        await wait_until(
+            pilot, lambda: all((runtime.store.get_trace(e.run_id).status == "cancelled") for e in session.entries)
+        )
     await runtime.aclose()
 
 
@@ -335,9 +340,17 @@ async def test_pool_screen_lists_models_availability_prices_and_conductor(fake, 
 
     monkeypatch.delenv("LOCKED_KEY", raising=False)
     config = screens_config(fake.base_url)
-    config = config.model_copy(update={"providers": [*config.providers, config.providers[0].model_copy(
-        update={"name": "locked", "base_url": "https://locked.invalid/v1", "api_key_env": "LOCKED_KEY"})],
-        "models": [*config.models, config.models[1].model_copy(update={"id": "paid", "provider": "locked"})]})
+    config = config.model_copy(
+        update={
+            "providers": [
+                *config.providers,
+                config.providers[0].model_copy(
+                    update={"name": "locked", "base_url": "https://locked.invalid/v1", "api_key_env": "LOCKED_KEY"}
+                ),
+            ],
+            "models": [*config.models, config.models[1].model_copy(update={"id": "paid", "provider": "locked"})],
+        }
+    )
     runtime = await make_runtime(config)  # no conductor chosen yet: the screen describes the choice
     assert runtime.conductor is None
     app = Host(lambda: PoolScreen(runtime))
@@ -369,8 +382,15 @@ async def test_pool_screen_shows_loaded_conductor_and_discovered_servers(fake):
 
     runtime = await make_runtime(screens_config(fake.base_url))
     await runtime.ensure_conductor()
-    found = replace(runtime.pool["w1"], id="llama3:8b", provider="ollama", model="llama3:8b",
-                    base_url="http://127.0.0.1:11434/v1", source="discovered", reason="server reachable")
+    found = replace(
+        runtime.pool["w1"],
+        id="llama3:8b",
+        provider="ollama",
+        model="llama3:8b",
+        base_url="http://127.0.0.1:11434/v1",
+        source="discovered",
+        reason="server reachable",
+    )
     runtime.pool = Pool([*runtime.pool, found])
     app = Host(lambda: PoolScreen(runtime))
     async with app.run_test(size=SIZE) as pilot:
@@ -565,8 +585,10 @@ async def test_history_compare_session_reopens_in_compare_screen(fake):
     async with app.run_test(size=SIZE) as pilot:
         app.query_one("#history-list", OptionList).focus()
         await pilot.press("enter")
-        await wait_until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.columns
-                         and app.screen.columns[0].finished)
+        await wait_until(
+            pilot,
+            lambda: isinstance(app.screen, CompareScreen) and app.screen.columns and app.screen.columns[0].finished,
+        )
         assert app.screen.columns[0].answer == "Direct answer by w1"
     await runtime.aclose()
 
@@ -576,9 +598,9 @@ async def test_history_compare_session_reopens_in_compare_screen(fake):
 
 async def test_run_screen_shows_a_stored_run_and_esc_leaves_it(stiva_home):
     from textual.widgets import Static
-
     from tui_helpers import DEMO_ANSWER, DEMO_QUESTION, demo_events, labels
     from tui_screens_helpers import Host, wait_until
+
     from stiva_tui.store import Recorder, Store
     from stiva_tui.tui.screens.run import RunScreen
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 from textual.widgets import Static
-
 from tui_helpers import record_run
 from tui_screens_helpers import Host
 
@@ -22,19 +21,23 @@ BASE_URL = "http://127.0.0.1:9/v1"  # never called: nothing here runs a model
 def _config():
     from stiva_tui.config import parse_config
 
-    return parse_config({
-        "conductor": {"backend": "remote", "model": "cond"},
-        "providers": [{"name": "lab", "base_url": BASE_URL},
-                      {"name": "paid", "base_url": "https://paid.invalid/v1", "api_key_env": "PAID_KEY"}],
-        "models": [
-            {"id": "cond", "provider": "lab", "model": "cond-7b", "description": "the planner"},
-            {"id": "w1", "provider": "lab", "model": "worker-1", "description": "fast generalist"},
-            {"id": "w2", "provider": "lab", "model": "worker-2", "description": "careful at math"},
-            {"id": "big", "provider": "paid", "model": "big-1", "description": "strongest, costly"},
-        ],
-        "discovery": {"enabled": False},
-        "catalog": False,
-    })
+    return parse_config(
+        {
+            "conductor": {"backend": "remote", "model": "cond"},
+            "providers": [
+                {"name": "lab", "base_url": BASE_URL},
+                {"name": "paid", "base_url": "https://paid.invalid/v1", "api_key_env": "PAID_KEY"},
+            ],
+            "models": [
+                {"id": "cond", "provider": "lab", "model": "cond-7b", "description": "the planner"},
+                {"id": "w1", "provider": "lab", "model": "worker-1", "description": "fast generalist"},
+                {"id": "w2", "provider": "lab", "model": "worker-2", "description": "careful at math"},
+                {"id": "big", "provider": "paid", "model": "big-1", "description": "strongest, costly"},
+            ],
+            "discovery": {"enabled": False},
+            "catalog": False,
+        }
+    )
 
 
 def _pool():
@@ -42,22 +45,53 @@ def _pool():
     from stiva_tui.pool.types import PoolModel
 
     def lab(mid, model, price_in, price_out, description):
-        return PoolModel(id=mid, provider="lab", model=model, base_url=BASE_URL, price_in=price_in,
-                         price_out=price_out, description=description, reason="no key needed")
+        return PoolModel(
+            id=mid,
+            provider="lab",
+            model=model,
+            base_url=BASE_URL,
+            price_in=price_in,
+            price_out=price_out,
+            description=description,
+            reason="no key needed",
+        )
 
-    return Pool([
-        lab("cond", "cond-7b", 0.2, 0.6, "the planner"),
-        lab("w1", "worker-1", 1.0, 2.0, "fast generalist"),
-        lab("w2", "worker-2", 3.0, 15.0, "careful at math"),
-        PoolModel(id="big", provider="paid", model="big-1", base_url="https://paid.invalid/v1", price_in=5.0,
-                  price_out=25.0, description="strongest, costly", available=False,
-                  reason="no key: set $PAID_KEY or add one with the keys screen"),
-        PoolModel(id="qwen3:8b", provider="ollama", model="qwen3:8b", base_url="http://127.0.0.1:11434/v1",
-                  description="found on a local server", reason="server reachable", source="discovered"),
-        PoolModel(id="local/gemma-3-270m", provider="local", model="gemma-3-270m", kind="embedded",
-                  description="Gemma-3 270M base model on the CPU", reason="embedded: runs offline",
-                  source="embedded"),
-    ])
+    return Pool(
+        [
+            lab("cond", "cond-7b", 0.2, 0.6, "the planner"),
+            lab("w1", "worker-1", 1.0, 2.0, "fast generalist"),
+            lab("w2", "worker-2", 3.0, 15.0, "careful at math"),
+            PoolModel(
+                id="big",
+                provider="paid",
+                model="big-1",
+                base_url="https://paid.invalid/v1",
+                price_in=5.0,
+                price_out=25.0,
+                description="strongest, costly",
+                available=False,
+                reason="no key: set $PAID_KEY or add one with the keys screen",
+            ),
+            PoolModel(
+                id="qwen3:8b",
+                provider="ollama",
+                model="qwen3:8b",
+                base_url="http://127.0.0.1:11434/v1",
+                description="found on a local server",
+                reason="server reachable",
+                source="discovered",
+            ),
+            PoolModel(
+                id="local/gemma-3-270m",
+                provider="local",
+                model="gemma-3-270m",
+                kind="embedded",
+                description="Gemma-3 270M base model on the CPU",
+                reason="embedded: runs offline",
+                source="embedded",
+            ),
+        ]
+    )
 
 
 @pytest.fixture
@@ -72,13 +106,16 @@ def runtime():
 
 
 def _finished_run(store, system: str, question: str, answer: str, totals: ev.Totals) -> str:
-    return record_run(store, question, answer, system=system if system in ("conductor", "moa") else f"direct:{system}",
-                      totals=totals)
+    return record_run(
+        store, question, answer, system=system if system in ("conductor", "moa") else f"direct:{system}", totals=totals
+    )
 
 
 ANSWERS = {
-    "conductor": ("The capital of France is **Paris**.\n\n- seat of government\n- largest city",
-                  ev.Totals(812, 96, 0.00142, 3.21)),
+    "conductor": (
+        "The capital of France is **Paris**.\n\n- seat of government\n- largest city",
+        ev.Totals(812, 96, 0.00142, 3.21),
+    ),
     "w1": ("Paris.", ev.Totals(24, 2, 0.000028, 0.48)),
     "w2": ("It is *Paris*, on the Seine.", ev.Totals(24, 9, 0.000207, 1.07)),
 }

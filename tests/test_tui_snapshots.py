@@ -17,14 +17,20 @@ SIZE = (140, 42)
 
 def snapshot_app(theme: str) -> StivaApp:
     # Nothing listens on port 9: the replayed run makes no calls, and the URL is never shown.
-    config = parse_config({
-        "conductor": {"backend": "remote", "model": "cond"},
-        "providers": [{"name": "fake", "base_url": "http://127.0.0.1:9/v1"}],
-        "models": [{"id": "cond", "provider": "fake", "model": "cond"},
-                   {"id": "w1", "provider": "fake", "model": "w1", "price_in": 1, "price_out": 2},
-                   {"id": "w2", "provider": "fake", "model": "w2", "price_in": 3, "price_out": 6}],
-        "discovery": {"enabled": False}, "catalog": False, "theme": theme,
-    })
+    config = parse_config(
+        {
+            "conductor": {"backend": "remote", "model": "cond"},
+            "providers": [{"name": "fake", "base_url": "http://127.0.0.1:9/v1"}],
+            "models": [
+                {"id": "cond", "provider": "fake", "model": "cond"},
+                {"id": "w1", "provider": "fake", "model": "w1", "price_in": 1, "price_out": 2},
+                {"id": "w2", "provider": "fake", "model": "w2", "price_in": 3, "price_out": 6},
+            ],
+            "discovery": {"enabled": False},
+            "catalog": False,
+            "theme": theme,
+        }
+    )
     return StivaApp(config, frozen=True)
 
 
@@ -60,7 +66,13 @@ def test_chat_at_80_columns_editing_a_question(snap_compare):
 
         await replay(True)(pilot)
         await pilot.press("ctrl+o")
-        for box in pilot.app.screen.query(TextArea):  # a blinking cursor in its off phase differs by a cell
+        # The cursor shows only while its box has focus, and blinks: wait for the focus (it moves a
+        # message later, which a busy machine delays), then stop the blink in its on phase.
+        for _ in range(200):
+            if isinstance(pilot.app.focused, TextArea):
+                break
+            await pilot.pause(0.02)
+        for box in pilot.app.screen.query(TextArea):
             box.cursor_blink = False
         await pilot.pause(0.2)
 

@@ -16,8 +16,13 @@ import tomli_w
 from fakeprovider import Reply
 from tui_helpers import PLAN_TWO_STEPS
 
-pytestmark = [pytest.mark.tmux, pytest.mark.skipif(shutil.which("tmux") is None and not os.environ.get("CI"),
-                                                reason="tmux is not installed (in CI this fails instead)")]
+pytestmark = [
+    pytest.mark.tmux,
+    pytest.mark.skipif(
+        shutil.which("tmux") is None and not os.environ.get("CI"),
+        reason="tmux is not installed (in CI this fails instead)",
+    ),
+]
 
 STIVA = Path(sys.executable).parent / "stiva"
 
@@ -56,8 +61,12 @@ class Tmux:
         """True once the session is gone (the app exited and tmux closed its window)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            alive = subprocess.run(["tmux", "-L", self.socket, "has-session", "-t", self.session],
-                                   capture_output=True).returncode == 0
+            alive = (
+                subprocess.run(
+                    ["tmux", "-L", self.socket, "has-session", "-t", self.session], capture_output=True
+                ).returncode
+                == 0
+            )
             if not alive:
                 return True
             time.sleep(0.2)
@@ -69,21 +78,36 @@ class Tmux:
 
 def _stiva_command(fake, tmp_path, stiva_home) -> str:
     config = tmp_path / "config.toml"
-    config.write_text(tomli_w.dumps({
-        "conductor": {"backend": "remote", "model": "cond"},
-        "providers": [{"name": "fake", "base_url": fake.base_url}],
-        "models": [
-            {"id": "cond", "provider": "fake", "model": "cond", "description": "conductor"},
-            {"id": "w1", "provider": "fake", "model": "w1", "price_in": 1.0, "price_out": 2.0},
-            {"id": "w2", "provider": "fake", "model": "w2", "price_in": 3.0, "price_out": 6.0},
-        ],
-        "discovery": {"enabled": False},
-        "catalog": False,
-    }))
-    env = {"STIVA_HOME": str(stiva_home), "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
-           "HF_HUB_OFFLINE": "1", "TERM": "xterm-256color"}
-    return " ".join(["env", *(f"{k}={shlex.quote(v)}" for k, v in env.items()),
-                     shlex.quote(str(STIVA)), "--config", shlex.quote(str(config))])
+    config.write_text(
+        tomli_w.dumps(
+            {
+                "conductor": {"backend": "remote", "model": "cond"},
+                "providers": [{"name": "fake", "base_url": fake.base_url}],
+                "models": [
+                    {"id": "cond", "provider": "fake", "model": "cond", "description": "conductor"},
+                    {"id": "w1", "provider": "fake", "model": "w1", "price_in": 1.0, "price_out": 2.0},
+                    {"id": "w2", "provider": "fake", "model": "w2", "price_in": 3.0, "price_out": 6.0},
+                ],
+                "discovery": {"enabled": False},
+                "catalog": False,
+            }
+        )
+    )
+    env = {
+        "STIVA_HOME": str(stiva_home),
+        "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
+        "HF_HUB_OFFLINE": "1",
+        "TERM": "xterm-256color",
+    }
+    return " ".join(
+        [
+            "env",
+            *(f"{k}={shlex.quote(v)}" for k, v in env.items()),
+            shlex.quote(str(STIVA)),
+            "--config",
+            shlex.quote(str(config)),
+        ]
+    )
 
 
 def test_real_stiva_answers_in_tmux(fake, tmp_path, stiva_home):
@@ -121,19 +145,48 @@ def test_real_stiva_bench_shows_live_progress_in_a_terminal(fake, tmp_path, stiv
 
     fake.default("w1", lambda r: Reply("The sum is 3.", usage=(10, 2), latency_s=0.3))
     config = tmp_path / "config.toml"
-    config.write_text(tomli_w.dumps({
-        "providers": [{"name": "fake", "base_url": fake.base_url}],
-        "models": [{"id": "w1", "provider": "fake", "model": "w1", "price_in": 1.0, "price_out": 2.0}],
-        "discovery": {"enabled": False}, "catalog": False, "embedded_worker": False,
-    }))
+    config.write_text(
+        tomli_w.dumps(
+            {
+                "providers": [{"name": "fake", "base_url": fake.base_url}],
+                "models": [{"id": "w1", "provider": "fake", "model": "w1", "price_in": 1.0, "price_out": 2.0}],
+                "discovery": {"enabled": False},
+                "catalog": False,
+                "embedded_worker": False,
+            }
+        )
+    )
     suite = tmp_path / "s.jsonl"
-    suite.write_text("".join(_json.dumps({"id": f"q{i}", "question": f"What is 1 + 2? ({i})", "answer": "3",
-                                          "grader": "numeric"}) + "\n" for i in range(30)))
-    env = {"STIVA_HOME": str(stiva_home), "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
-           "HF_HUB_OFFLINE": "1", "TERM": "xterm-256color"}
-    command = " ".join(["env", *(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.quote(str(STIVA)),
-                        "bench", shlex.quote(str(suite)), "--systems", "direct:w1", "--concurrency", "2",
-                        "--config", shlex.quote(str(config)), ";", "sleep", "30"])
+    suite.write_text(
+        "".join(
+            _json.dumps({"id": f"q{i}", "question": f"What is 1 + 2? ({i})", "answer": "3", "grader": "numeric"}) + "\n"
+            for i in range(30)
+        )
+    )
+    env = {
+        "STIVA_HOME": str(stiva_home),
+        "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
+        "HF_HUB_OFFLINE": "1",
+        "TERM": "xterm-256color",
+    }
+    command = " ".join(
+        [
+            "env",
+            *(f"{k}={shlex.quote(v)}" for k, v in env.items()),
+            shlex.quote(str(STIVA)),
+            "bench",
+            shlex.quote(str(suite)),
+            "--systems",
+            "direct:w1",
+            "--concurrency",
+            "2",
+            "--config",
+            shlex.quote(str(config)),
+            ";",
+            "sleep",
+            "30",
+        ]
+    )
     tmux = Tmux(tmp_path)
     tmux.start(command)
     try:

@@ -4,6 +4,8 @@ sidebar, and the LiveRun that owns the state and the one frame timer."""
 
 from __future__ import annotations
 
+from datetime import UTC
+
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.widgets import Input, Markdown, OptionList, Static
@@ -38,8 +40,11 @@ def state_of(events) -> RunState:
 
 def starts_with_a_space(label: Text) -> list[str]:
     """The styled runs of `label` that begin with a space (SVG viewers would shift them left)."""
-    return [label.plain[span.start:span.end] for span in label.spans
-            if span.end > span.start and label.plain[span.start] == " "]
+    return [
+        label.plain[span.start : span.end]
+        for span in label.spans
+        if span.end > span.start and label.plain[span.start] == " "
+    ]
 
 
 # --- the workflow tree ----------------------------------------------------------------------------
@@ -50,9 +55,13 @@ async def test_the_plan_line_says_when_stiva_replaced_the_plan(tmp_path):
 
     note = "plan replaced by one step on strong: step 1's subtask is copied from the planner's own examples"
     workflow = Workflow((Step(0, "Answer the question.", ()),))
-    state = state_of([ev.RunStarted("r", "What is the capital of France?", "conductor", "remote", "cond", ""),
-                      ev.RoundStarted("r", 1),
-                      ev.WorkflowReady("r", 1, workflow, "[Stiva: " + note + "]", Usage(40, 10), 0.3, note=note)])
+    state = state_of(
+        [
+            ev.RunStarted("r", "What is the capital of France?", "conductor", "remote", "cond", ""),
+            ev.RoundStarted("r", 1),
+            ev.WorkflowReady("r", 1, workflow, "[Stiva: " + note + "]", Usage(40, 10), 0.3, note=note),
+        ]
+    )
     tree = WorkflowTree(state)
     async with One(tree).run_test(size=SIZE) as pilot:
         await pilot.pause()
@@ -65,9 +74,13 @@ async def test_the_plan_line_says_when_stiva_replaced_the_plan(tmp_path):
 async def test_a_run_cancelled_while_planning_is_no_finished_plan_of_0_steps():
     from stiva_tui.tui.widgets.workflow_tree import WorkflowTree
 
-    state = state_of([ev.RunStarted("r", "A long question", "conductor", "remote", "cond", ""),
-                      ev.RoundStarted("r", 1),
-                      ev.RunCancelled("r", ev.Totals(0, 0, 0.0, 1.5))])
+    state = state_of(
+        [
+            ev.RunStarted("r", "A long question", "conductor", "remote", "cond", ""),
+            ev.RoundStarted("r", 1),
+            ev.RunCancelled("r", ev.Totals(0, 0, 0.0, 1.5)),
+        ]
+    )
     tree = WorkflowTree(state)
     async with One(tree).run_test(size=SIZE) as pilot:
         await pilot.pause()
@@ -93,7 +106,7 @@ async def test_workflow_tree_draws_the_state_it_is_given():
         assert "✗ w2 attempt 1: fake: stream ended before the answer was complete  → w1" in drawn
 
         # It draws, it never folds: the owner applies the rest and says what changed.
-        rest = demo_events(finished=True)[len(events):]
+        rest = demo_events(finished=True)[len(events) :]
         changed = set()
         for event in rest:
             changed.update(state.apply(event))
@@ -222,11 +235,12 @@ async def test_status_bar_renders_from_its_reactives():
         bar.load_shown = False
         await pilot.pause()
         assert shown("#status-totals") == "running · 1.2k→56 tok · $0.012 · 4.2s"
-        assert shown("#status-conductor") == ("conductor: local GPU 4-bit Qwen/Qwen2.5-7B-Instruct "
-                                              "— nf4 on cuda · CUDA GPU")
+        assert shown("#status-conductor") == (
+            "conductor: local GPU 4-bit Qwen/Qwen2.5-7B-Instruct — nf4 on cuda · CUDA GPU"
+        )
         assert not bar.query_one("#status-load").display and not bar.query_one("#status-progress").display
         line = bar.conductor.content()
-        assert all(not line.plain[s.start:s.end].startswith(" ") for s in line.spans)
+        assert all(not line.plain[s.start : s.end].startswith(" ") for s in line.spans)
 
         bar.message = "conductor failed to load: no GPU"  # a message wins over the line
         await pilot.pause()
@@ -331,7 +345,10 @@ async def test_history_sidebar_lists_filters_and_posts_selected():
     async with app.run_test(size=(100, 30)) as pilot:
         sidebar = app.query_one(HistorySidebar)
         assert [(item.kind, item.id) for item in sidebar.items] == [
-            ("chat", ids["chat-new"]), ("compare", ids["cmp"]), ("chat", ids["chat-old"])]
+            ("chat", ids["chat-new"]),
+            ("compare", ids["cmp"]),
+            ("chat", ids["chat-old"]),
+        ]
         options = sidebar.query_one(OptionList)
         assert options.option_count == 3
         assert str(options.get_option_at_index(1).prompt).startswith("vs Compare: capital of France?\n")
@@ -384,8 +401,11 @@ async def test_history_items_say_when_where_from_and_how_they_ended():
         await pilot.pause()
         sidebar = app.query_one(HistorySidebar)
         metas = {item.title: (item.source, item.status) for item in sidebar.items}
-        assert metas == {"Asked from the shell": ("CLI", "failed"), "Served over the API": ("API", "no runs"),
-                         "A bench item": ("bench", "no runs")}
+        assert metas == {
+            "Asked from the shell": ("CLI", "failed"),
+            "Served over the API": ("API", "no runs"),
+            "A bench item": ("bench", "no runs"),
+        }
         prompt = str(sidebar.query_one(OptionList).get_option_at_index(2).prompt)
         title, meta = prompt.split("\n")
         assert title == "Asked from the shell" and meta.endswith(" · CLI · failed") and ":" in meta  # hh:mm today
@@ -394,21 +414,22 @@ async def test_history_items_say_when_where_from_and_how_they_ended():
 
 
 def test_a_history_time_is_short_today_and_dated_before():
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from stiva_tui.tui.widgets.history import when_text
 
-    now = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
     assert len(when_text("2026-12-01T11:00:00+00:00", now)) == 5  # "HH:MM", in local time
     assert when_text("2025-03-14T12:00:00+00:00", now) == "14 Mar 2025"
     assert when_text("not a time", now) == ""
 
 
 async def test_history_sidebar_renames_and_deletes_from_the_list():
+    from tui_screens_helpers import wait_until
+
     from stiva_tui.store import Store
     from stiva_tui.tui.screens.dialogs import ConfirmDialog, TitleDialog
     from stiva_tui.tui.widgets.history import HistorySidebar
-    from tui_screens_helpers import wait_until
 
     store = Store.open()
     ids = _fill_history(store)
@@ -517,10 +538,15 @@ async def test_the_apps_screenshot_keeps_its_spaces():
     from stiva_tui.config import parse_config
     from stiva_tui.tui.app import StivaApp
 
-    config = parse_config({"conductor": {"backend": "remote", "model": "cond"},
-                           "providers": [{"name": "fake", "base_url": "http://127.0.0.1:9/v1"}],
-                           "models": [{"id": "cond", "provider": "fake", "model": "cond"}],
-                           "discovery": {"enabled": False}, "catalog": False})
+    config = parse_config(
+        {
+            "conductor": {"backend": "remote", "model": "cond"},
+            "providers": [{"name": "fake", "base_url": "http://127.0.0.1:9/v1"}],
+            "models": [{"id": "cond", "provider": "fake", "model": "cond"}],
+            "discovery": {"enabled": False},
+            "catalog": False,
+        }
+    )
     app = StivaApp(config, frozen=True)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()

@@ -26,8 +26,9 @@ def _options_for(module: str, monkeypatch: pytest.MonkeyPatch):
     return options, options.clone_for_module(module)
 
 
-@pytest.mark.parametrize("module", [f"{package}.{name}" for package, name in zip(
-    STRICT, ["run_state", "executor", "db", "sessions"])])
+@pytest.mark.parametrize(
+    "module", [f"{package}.{name}" for package, name in zip(STRICT, ["run_state", "executor", "db", "sessions"])]
+)
 def test_the_four_packages_are_checked_strictly(module: str, monkeypatch: pytest.MonkeyPatch) -> None:
     options, checked = _options_for(module, monkeypatch)
     assert options.files == [package.replace(".", "/") for package in STRICT]
@@ -51,7 +52,11 @@ def test_mypy_strict_passes(tmp_path: Path) -> None:
     """The configured check, as CI runs it: `python -m mypy` at the root, nothing cached."""
     done = subprocess.run(
         [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache")],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Success: no issues found" in done.stdout

@@ -26,12 +26,16 @@ STIVA = str(Path(sys.executable).parent / "stiva")
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def record_plan_run(store: Store, run_id: str, question: str, system: str, steps, *, fallback: dict | None = None,
-                    cost: float = 0.001) -> str:
+def record_plan_run(
+    store: Store, run_id: str, question: str, system: str, steps, *, fallback: dict | None = None, cost: float = 0.001
+) -> str:
     """A finished run whose first round ran `steps` [(model, subtask, access)], as the recorder writes it.
     `fallback`: {step index: the model it fell back to} (the step's chosen model failed first)."""
-    mode = "direct" if system.startswith("direct:") or system in ("alpha", "beta", "gamma") else (
-        "moa" if system == "moa" else "conductor")
+    mode = (
+        "direct"
+        if system.startswith("direct:") or system in ("alpha", "beta", "gamma")
+        else ("moa" if system == "moa" else "conductor")
+    )
     rec = Recorder(store)
     rec(ev.RunStarted(run_id, question, mode, system=system))
     rec(ev.RoundStarted(run_id, 1))
@@ -64,8 +68,11 @@ def session(store: Store, question: str, entries: dict[str, str | None], vote=No
 
 
 CONDUCTOR_PLAN = [("alpha", "Outline the steps", ()), ("beta", "Solve with the outline", (0,))]
-MOA_PLAN = [("alpha", "Answer the question.", ()), ("beta", "Answer the question.", ()),
-            ("gamma", "Synthesize the responses", (0, 1))]
+MOA_PLAN = [
+    ("alpha", "Answer the question.", ()),
+    ("beta", "Answer the question.", ()),
+    ("gamma", "Synthesize the responses", (0, 1)),
+]
 
 
 def history_with_every_kind_of_vote(store: Store) -> dict[str, str]:
@@ -79,8 +86,7 @@ def history_with_every_kind_of_vote(store: Store) -> dict[str, str]:
     ids["tie"] = session(store, "Tie?", {"conductor": "c2", "beta": None}, "tie")
     ids["all_wrong"] = session(store, "Nobody?", {"conductor": "c2", "beta": None}, "all_wrong")
     # compare mode names a pool model's column by its id; the conductor's run was never written
-    ids["no_trace"] = session(store, "Lost run?", {"conductor": "never-written", "beta": None, "oracle": None},
-                              "beta")
+    ids["no_trace"] = session(store, "Lost run?", {"conductor": "never-written", "beta": None, "oracle": None}, "beta")
     record_plan_run(store, "c3", "Same?", "conductor", [("beta", "Answer the question", ())])
     ids["same"] = session(store, "Same?", {"conductor": "c3", "direct:beta": None}, "direct:beta")
     ids["unvoted"] = session(store, "Later?", {"conductor": "c3", "beta": None}, None)
@@ -103,8 +109,9 @@ def test_votes_become_pairs_of_workflows(tmp_path):
     assert over_conductor.session_id == ids["winner"] and over_conductor.question == "What is 17 times 23?"
     assert over_conductor.chosen == V.NamedPlan(("beta",), ("Answer the question.",), ((),))
     # the plan the conductor made: step 1's model is the one it chose (alpha -> beta), not the fallback (gamma)
-    assert over_conductor.rejected == V.NamedPlan(("alpha", "beta"), ("Outline the steps", "Solve with the outline"),
-                                                  ((), (0,)))
+    assert over_conductor.rejected == V.NamedPlan(
+        ("alpha", "beta"), ("Outline the steps", "Solve with the outline"), ((), (0,))
+    )
     assert pairs["direct:beta", "moa"].rejected.models == ("alpha", "beta", "gamma")
     assert pairs["direct:beta", "moa"].rejected.access == ((), (), (0, 1))
     # what gave no pair, and why
@@ -120,8 +127,13 @@ def test_votes_become_pairs_of_workflows(tmp_path):
     assert (data["voted"], data["pairs"]) == (5, 2)
     assert data["votes_without_pairs"] == {"all wrong": 1, "tie": 1}
     rows = {(r["chosen"], r["rejected"]): r for r in data["by_pair"]}
-    assert rows["direct:beta", "conductor"] == {"chosen": "direct:beta", "rejected": "conductor", "votes": 2,
-                                                "pairs": 1, "left_out": {"same plan": 1}}
+    assert rows["direct:beta", "conductor"] == {
+        "chosen": "direct:beta",
+        "rejected": "conductor",
+        "votes": 2,
+        "pairs": 1,
+        "left_out": {"same plan": 1},
+    }
     assert rows["beta", "oracle"]["left_out"] == {"unknown system": 1}
 
 
@@ -162,8 +174,14 @@ def test_a_pair_is_written_as_the_plan_grammar_writes_it_for_the_training_pool(t
     with pytest.raises(ValueError, match=V.OVER_LIMIT):
         V.plan_text(plan, ["alpha", "beta"], max_steps=1, max_subtask_chars=10)
     pair = V.VotePair("s", "q", "beta", "conductor", V.NamedPlan(("beta",), ("Answer",), ((),)), plan)
-    same = V.VotePair("s", "q", "beta", "x", V.NamedPlan(("beta",), ("Answer A",), ((),)),
-                      V.NamedPlan(("beta",), ("Answer B",), ((),)))
+    same = V.VotePair(
+        "s",
+        "q",
+        "beta",
+        "x",
+        V.NamedPlan(("beta",), ("Answer A",), ((),)),
+        V.NamedPlan(("beta",), ("Answer B",), ((),)),
+    )
     texts, skipped = V.pair_texts([pair, same], ["alpha", "beta"], max_steps=1, max_subtask_chars=6)
     assert texts == [] and dict(skipped) == {V.OVER_LIMIT: 1, V.SAME_PLAN: 1}  # "Answer" both, once clipped
 
@@ -213,7 +231,7 @@ def test_a_damaged_history_is_one_clear_error(stiva_home, damage):
             history_with_every_kind_of_vote(store)
         data = bytearray(path.read_bytes())
         for offset in range(4096, len(data), 4096):  # every page after the first: the tables' pages
-            data[offset:offset + 64] = b"\xff" * 64
+            data[offset : offset + 64] = b"\xff" * 64
         path.write_bytes(bytes(data))
     result = stiva("votes", home=stiva_home)
     assert result.returncode != 0
@@ -226,16 +244,23 @@ def test_a_damaged_history_is_one_clear_error(stiva_home, damage):
     assert again.returncode != 0 and len(again.stderr.strip().splitlines()) == 1, again.stderr
 
 
-def test_a_graded_bench_gives_pairs_right_over_wrong_and_the_cheaper_right_over_the_dearer(fake, tmp_path,
-                                                                                             stiva_home):
+def test_a_graded_bench_gives_pairs_right_over_wrong_and_the_cheaper_right_over_the_dearer(fake, tmp_path, stiva_home):
     """`--bench ID`: a real bench's graded items as pairs, by the rule of a voter who knows the answers."""
     from test_bench_runner import script_pool, write_config, write_suite
 
     script_pool(fake)
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 3)
-    done = stiva("bench", str(suite), "--systems", "direct:right,direct:wrong,conductor", "--config", str(config),
-                 "--json", home=stiva_home)
+    done = stiva(
+        "bench",
+        str(suite),
+        "--systems",
+        "direct:right,direct:wrong,conductor",
+        "--config",
+        str(config),
+        "--json",
+        home=stiva_home,
+    )
     assert done.returncode == 0, done.stderr
     bench_id = json.loads(done.stdout)["bench_id"]
     with Store.open() as store:
@@ -243,8 +268,11 @@ def test_a_graded_bench_gives_pairs_right_over_wrong_and_the_cheaper_right_over_
     got = sorted((p.session_id.rsplit(":", 1)[1], p.chosen_system, p.rejected_system) for p in pairs)
     # right over wrong; the conductor (right, but it also paid for its plan) over wrong, and
     # direct:right (right and cheaper) over the conductor; two wrong or equal ones give nothing
-    assert got == sorted((f"add-{i}", a, b) for i in (1, 2, 3) for a, b in (
-        ("direct:right", "direct:wrong"), ("conductor", "direct:wrong"), ("direct:right", "conductor")))
+    assert got == sorted(
+        (f"add-{i}", a, b)
+        for i in (1, 2, 3)
+        for a, b in (("direct:right", "direct:wrong"), ("conductor", "direct:wrong"), ("direct:right", "conductor"))
+    )
     assert left == []
     first = next(p for p in pairs if p.chosen_system == "conductor")
     assert first.question.startswith("What is ") and first.chosen.models == ("right",)
@@ -261,8 +289,22 @@ def test_benches_of_one_suite_graded_again_are_pooled_by_mean_grade(tmp_path, st
     config = tmp_path / "sim.toml"
     config.write_text("[sim]\nlatency_scale = 0.0\n")
     for seed in (0, 1, 2):
-        done = stiva("--pool", f"sim:{seed}", "--config", str(config), "bench", "skills", "--split", "train", "--limit", "16",
-                     "--systems", ",".join(systems), "--json", home=stiva_home)
+        done = stiva(
+            "--pool",
+            f"sim:{seed}",
+            "--config",
+            str(config),
+            "bench",
+            "skills",
+            "--split",
+            "train",
+            "--limit",
+            "16",
+            "--systems",
+            ",".join(systems),
+            "--json",
+            home=stiva_home,
+        )
         assert done.returncode == 0, done.stderr
         ids.append(json.loads(done.stdout)["bench_id"])
     assert len(set(ids)) == 3  # the seed is part of what a bench measures
@@ -314,15 +356,36 @@ def graded_under_levels(store: Store, items: list[str]) -> list[str]:
     ids = []
     for sample in (0, 1):
         bench_id = f"levels-{sample}"
-        store.open_bench(bench_id, suite="levels", suite_hash="h", systems=["direct:alpha", "direct:beta"],
-                         config_hash=f"c{sample}", items=len(items))
+        store.open_bench(
+            bench_id,
+            suite="levels",
+            suite_hash="h",
+            systems=["direct:alpha", "direct:beta"],
+            config_hash=f"c{sample}",
+            items=len(items),
+        )
         for i, question in enumerate(items):
             for model, right, cost, latency in (("alpha", sample == 0, 0.0001, 0.1), ("beta", True, 0.01, 1.0)):
-                run_id = record_plan_run(store, f"{bench_id}-{model}-{i}", question, f"direct:{model}",
-                                         [(model, "Answer the question.", ())], cost=cost)
-                store.record_bench_item(bench_id, BenchItemRecord(
-                    system=f"direct:{model}", item_id=f"q{i}", run_id=run_id, status="graded", correct=right,
-                    cost_usd=cost, latency_s=latency))
+                run_id = record_plan_run(
+                    store,
+                    f"{bench_id}-{model}-{i}",
+                    question,
+                    f"direct:{model}",
+                    [(model, "Answer the question.", ())],
+                    cost=cost,
+                )
+                store.record_bench_item(
+                    bench_id,
+                    BenchItemRecord(
+                        system=f"direct:{model}",
+                        item_id=f"q{i}",
+                        run_id=run_id,
+                        status="graded",
+                        correct=right,
+                        cost_usd=cost,
+                        latency_s=latency,
+                    ),
+                )
         store.close_bench(bench_id, "finished")
         ids.append(bench_id)
     return ids
@@ -342,8 +405,11 @@ def test_graded_pairs_under_preference_levels_follow_each_levels_reward(tmp_path
     assert {(p.chosen_system, p.preference) for p in plain} == {("direct:beta", None)}
     got = sorted((p.session_id.rsplit(":", 1)[1], p.preference, p.chosen_system, p.rejected_system) for p in pairs)
     winner = {"best": "beta", "balanced": "beta", "cheap": "alpha", "fast": "alpha"}
-    assert got == sorted((f"q{i}", level, f"direct:{w}", f"direct:{'alpha' if w == 'beta' else 'beta'}")
-                         for i in (0, 1) for level, w in winner.items())
+    assert got == sorted(
+        (f"q{i}", level, f"direct:{w}", f"direct:{'alpha' if w == 'beta' else 'beta'}")
+        for i in (0, 1)
+        for level, w in winner.items()
+    )
     texts, _ = V.pair_texts(pairs, ["alpha", "beta"], 1, 40)
     assert sorted({t.preference for t in texts}) == sorted(winner)
 
@@ -372,22 +438,65 @@ def test_train_from_votes_says_what_is_missing(stiva_home):
     none = stiva("train", "--base", "embedded", "--out", "x", home=stiva_home)
     assert none.returncode == 2 and "--from-votes" in none.stderr
     # levels grade the benches' pairs: a vote states none
-    levels = stiva("train", "--from-votes", "--prefer-levels", "best,cheap", "--base", "embedded", "--out", "x",
-                   home=stiva_home)
+    levels = stiva(
+        "train", "--from-votes", "--prefer-levels", "best,cheap", "--base", "embedded", "--out", "x", home=stiva_home
+    )
     assert levels.returncode == 2 and "a vote states no level: add a graded bench" in levels.stderr, levels.stderr
-    posh = stiva("train", "--from-votes", "--bench", "abcdef", "--prefer-levels", "best,posh", "--base", "embedded",
-                 "--out", "x", home=stiva_home)
+    posh = stiva(
+        "train",
+        "--from-votes",
+        "--bench",
+        "abcdef",
+        "--prefer-levels",
+        "best,posh",
+        "--base",
+        "embedded",
+        "--out",
+        "x",
+        home=stiva_home,
+    )
     assert posh.returncode == 2 and "--prefer-levels: preference 'posh'" in posh.stderr, posh.stderr
     # GRPO's options are said to be of no use here, not silently dropped
-    several = stiva("train", "--from-votes", "--group", "8", "--cost-weight", "0.3", "--base", "embedded", "--out",
-                    "x", home=stiva_home)
+    several = stiva(
+        "train",
+        "--from-votes",
+        "--group",
+        "8",
+        "--cost-weight",
+        "0.3",
+        "--base",
+        "embedded",
+        "--out",
+        "x",
+        home=stiva_home,
+    )
     assert several.returncode == 2 and "--group, --cost-weight are for training on a suite" in several.stderr
 
 
 # --- learning from the votes ----------------------------------------------------------------------
 
-COUNTRIES = ["France", "Japan", "Canada", "Peru", "Spain", "Italy", "Kenya", "Norway", "Chile", "Egypt", "India",
-             "Ghana", "Nepal", "Cuba", "Iran", "Laos", "Mali", "Oman", "Chad", "Fiji"]
+COUNTRIES = [
+    "France",
+    "Japan",
+    "Canada",
+    "Peru",
+    "Spain",
+    "Italy",
+    "Kenya",
+    "Norway",
+    "Chile",
+    "Egypt",
+    "India",
+    "Ghana",
+    "Nepal",
+    "Cuba",
+    "Iran",
+    "Laos",
+    "Mali",
+    "Oman",
+    "Chad",
+    "Fiji",
+]
 
 
 def questions() -> tuple[list[str], list[str]]:
@@ -419,9 +528,15 @@ def picks_beta(model_dir, adapter, held, workers, prompt_style="auto", preferenc
     from stiva_tui.core.preference import parse_preference
     from stiva_tui.inference.checkpoints import ModelSpec
 
-    conductor = HFConductor(ModelSpec(str(model_dir), device="cpu", adapter=adapter, quantize=False,
-                                      compute_dtype="float32", label="voter"),
-                            max_reasoning_tokens=0, max_subtask_chars=4, temperature=1.0, prompt_style=prompt_style)
+    conductor = HFConductor(
+        ModelSpec(
+            str(model_dir), device="cpu", adapter=adapter, quantize=False, compute_dtype="float32", label="voter"
+        ),
+        max_reasoning_tokens=0,
+        max_subtask_chars=4,
+        temperature=1.0,
+        prompt_style=prompt_style,
+    )
     loaded = conductor.load_sync()
     torch.manual_seed(11)
     beta = total = 0
@@ -436,10 +551,10 @@ def picks_beta(model_dir, adapter, held, workers, prompt_style="auto", preferenc
 
 @pytest.mark.slow
 def test_votes_for_b_over_the_conductor_teach_the_conductor_to_pick_b(small_model, tmp_path, stiva_home, monkeypatch):
-    from stiva_tui.evals.suite import parse_suite
-    from stiva_tui.runtime.systems import parse_system
     from stiva_tui.conductor.base import WorkerInfo
     from stiva_tui.config import parse_config
+    from stiva_tui.evals.suite import parse_suite
+    from stiva_tui.runtime.systems import parse_system
     from stiva_tui.sim.profiles import SimModel
     from stiva_tui.sim.server import SimServer
     from stiva_tui.train.dpo import VoteTrainOptions, train_from_votes
@@ -449,29 +564,50 @@ def test_votes_for_b_over_the_conductor_teach_the_conductor_to_pick_b(small_mode
     with Store.open(history) as store:
         for i, question in enumerate(voted):
             # the conductor planned one step on alpha; the user preferred beta's direct answer, every time
-            conductor = record_plan_run(store, f"c{i}", question, "conductor",
-                                        [("alpha", ["Solve it", "Think", "Work"][i % 3], ())])
+            conductor = record_plan_run(
+                store, f"c{i}", question, "conductor", [("alpha", ["Solve it", "Think", "Work"][i % 3], ())]
+            )
             direct = record_plan_run(store, f"d{i}", question, "beta", [("beta", "Answer the question.", ())])
             session(store, question, {"conductor": conductor, "beta": direct}, "beta")
         session(store, "A tie", {"conductor": "c0", "beta": "d0"}, "tie")  # no pair
     models = [SimModel("alpha", {}, latency_s=0.0, words=0), SimModel("beta", {}, latency_s=0.0, words=0)]
-    items = parse_suite(json.dumps({"id": "q", "question": "q", "answer": "a", "grader": "contains"}),
-                        name="none").items
+    items = parse_suite(
+        json.dumps({"id": "q", "question": "q", "answer": "a", "grader": "contains"}), name="none"
+    ).items
     with SimServer(models, items, latency_scale=0.0) as server:
-        config = parse_config({
-            "providers": [{"name": "sim", "base_url": server.base_url}],
-            "models": [{"id": m.name, "provider": "sim", "model": m.name} for m in models],
-            "catalog": False, "embedded_worker": False, "discovery": {"enabled": False},
-            "conductor": {"max_steps": 1, "max_reasoning_tokens": 0, "max_subtask_chars": 20},
-        })
+        config = parse_config(
+            {
+                "providers": [{"name": "sim", "base_url": server.base_url}],
+                "models": [{"id": m.name, "provider": "sim", "model": m.name} for m in models],
+                "catalog": False,
+                "embedded_worker": False,
+                "discovery": {"enabled": False},
+                "conductor": {"max_steps": 1, "max_reasoning_tokens": 0, "max_subtask_chars": 20},
+            }
+        )
         workers = [WorkerInfo("alpha", ""), WorkerInfo("beta", "")]
         before = picks_beta(small_model, None, held, workers, "compact")
         out = tmp_path / "adapter"
         steps = []
         rows = watch_the_fused_head(monkeypatch)
-        summary = train_from_votes(config, VoteTrainOptions(
-            base=str(small_model), out=out, steps=20, batch=4, lr=5e-3, device="cpu", lora_r=8, lora_targets="all",
-            prompt_style="compact", max_subtask_chars=4, save_every=100, history=history), on_step=steps.append)
+        summary = train_from_votes(
+            config,
+            VoteTrainOptions(
+                base=str(small_model),
+                out=out,
+                steps=20,
+                batch=4,
+                lr=5e-3,
+                device="cpu",
+                lora_r=8,
+                lora_targets="all",
+                prompt_style="compact",
+                max_subtask_chars=4,
+                save_every=100,
+                history=history,
+            ),
+            on_step=steps.append,
+        )
     assert (summary.steps, summary.pairs, summary.votes) == (20, 24, 24)
     assert [s.step for s in steps] == list(range(1, 21))  # progress per step
     assert summary.loss_last < summary.loss_first
@@ -490,8 +626,9 @@ def test_votes_for_b_over_the_conductor_teach_the_conductor_to_pick_b(small_mode
 
     tok = AutoTokenizer.from_pretrained(small_model)
     pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
-    completion = max(len(tok(p[k], add_special_tokens=False)["input_ids"]) + 1 for p in pairs
-                     for k in ("chosen", "rejected"))
+    completion = max(
+        len(tok(p[k], add_special_tokens=False)["input_ids"]) + 1 for p in pairs for k in ("chosen", "rejected")
+    )
     prompt = min(len(tok(f"Question: {p['question']}", add_special_tokens=False)["input_ids"]) for p in pairs)
     assert rows and max(rows) <= 8 * completion < 8 * (prompt + completion), (rows[:4], completion, prompt)
 
@@ -510,22 +647,49 @@ def test_one_adapter_learns_what_each_preference_level_prefers(small_model, tmp_
     history = tmp_path / "history.db"
     with Store.open(history) as store:
         ids = graded_under_levels(store, voted)
-    config = parse_config({"catalog": False, "embedded_worker": False, "discovery": {"enabled": False},
-                           "conductor": {"max_steps": 1, "max_reasoning_tokens": 0, "max_subtask_chars": 20}})
-    workers = [WorkerInfo("alpha", "", price_in=0.1, price_out=0.4, latency_s=0.1),
-               WorkerInfo("beta", "", price_in=10.0, price_out=40.0, latency_s=1.0)]
+    config = parse_config(
+        {
+            "catalog": False,
+            "embedded_worker": False,
+            "discovery": {"enabled": False},
+            "conductor": {"max_steps": 1, "max_reasoning_tokens": 0, "max_subtask_chars": 20},
+        }
+    )
+    workers = [
+        WorkerInfo("alpha", "", price_in=0.1, price_out=0.4, latency_s=0.1),
+        WorkerInfo("beta", "", price_in=10.0, price_out=40.0, latency_s=1.0),
+    ]
     before = {level: picks_beta(small_model, None, held, workers, "compact", level) for level in ("best", "cheap")}
     out = tmp_path / "adapter"
-    summary = train_from_votes(config, VoteTrainOptions(
-        base=str(small_model), out=out, steps=48, batch=4, lr=5e-3, device="cpu", lora_r=8, lora_targets="all",
-        prompt_style="compact", max_subtask_chars=4, save_every=100, history=history, benches=tuple(ids),
-        bench_pairs="best", preferences=("best", "cheap")), workers=workers)
+    summary = train_from_votes(
+        config,
+        VoteTrainOptions(
+            base=str(small_model),
+            out=out,
+            steps=48,
+            batch=4,
+            lr=5e-3,
+            device="cpu",
+            lora_r=8,
+            lora_targets="all",
+            prompt_style="compact",
+            max_subtask_chars=4,
+            save_every=100,
+            history=history,
+            benches=tuple(ids),
+            bench_pairs="best",
+            preferences=("best", "cheap"),
+        ),
+        workers=workers,
+    )
     assert (summary.pairs, summary.graded) == (48, 48)  # 24 questions x 2 levels
     marker = json.loads((out / "stiva_adapter.json").read_text())
     assert marker["preferences"] == ["best", "cheap"]
     pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
-    assert {(p["preference"], p["chosen_system"]) for p in pairs} == {("best", "direct:beta"),
-                                                                       ("cheap", "direct:alpha")}
+    assert {(p["preference"], p["chosen_system"]) for p in pairs} == {
+        ("best", "direct:beta"),
+        ("cheap", "direct:alpha"),
+    }
     after = {level: picks_beta(small_model, str(out), held, workers, preference=level) for level in ("best", "cheap")}
     assert min(before["best"], 1 - before["cheap"]) < 0.6, before  # untrained, it does not already follow both
     # measured: 0.89 and 0.92 (after 32 steps, neither yet: the level is learnt after the pick)
@@ -548,17 +712,39 @@ def test_the_sft_weight_holds_the_chosen_plans_likelihood_up(small_model, tmp_pa
             conductor = record_plan_run(store, f"c{i}", question, "conductor", [("alpha", "Solve it", ())])
             direct = record_plan_run(store, f"d{i}", question, "beta", [("beta", "Answer the question.", ())])
             session(store, question, {"conductor": conductor, "beta": direct}, "beta")
-    config = parse_config({"catalog": False, "embedded_worker": False, "discovery": {"enabled": False},
-                           "conductor": {"max_steps": 1, "max_reasoning_tokens": 0, "max_subtask_chars": 20}})
+    config = parse_config(
+        {
+            "catalog": False,
+            "embedded_worker": False,
+            "discovery": {"enabled": False},
+            "conductor": {"max_steps": 1, "max_reasoning_tokens": 0, "max_subtask_chars": 20},
+        }
+    )
     workers = [WorkerInfo("alpha", ""), WorkerInfo("beta", "")]
     logs = {}
     for weight in (0.0, 1.0):
         out = tmp_path / f"adapter-{weight}"
         steps: list = []
-        summary = train_from_votes(config, VoteTrainOptions(
-            base=str(small_model), out=out, steps=16, batch=4, lr=5e-3, device="cpu", lora_r=8, lora_targets="all",
-            prompt_style="compact", max_subtask_chars=4, save_every=100, history=history, sft_weight=weight),
-            workers=workers, on_step=steps.append)
+        summary = train_from_votes(
+            config,
+            VoteTrainOptions(
+                base=str(small_model),
+                out=out,
+                steps=16,
+                batch=4,
+                lr=5e-3,
+                device="cpu",
+                lora_r=8,
+                lora_targets="all",
+                prompt_style="compact",
+                max_subtask_chars=4,
+                save_every=100,
+                history=history,
+                sft_weight=weight,
+            ),
+            workers=workers,
+            on_step=steps.append,
+        )
         assert summary.steps == 16
         logs[weight] = steps
         marker = json.loads((out / "stiva_adapter.json").read_text())
@@ -579,8 +765,11 @@ def watch_the_fused_head(monkeypatch) -> list[int]:
     monkeypatch.delenv("STIVA_TRAIN_ALL_POSITIONS", raising=False)
     rows: list[int] = []
     kernel = trl_utils._ChunkedLogProbFunction.apply
-    monkeypatch.setattr(trl_utils._ChunkedLogProbFunction, "apply",
-                        lambda hidden, *rest: (rows.append(hidden.shape[0]), kernel(hidden, *rest))[1])
+    monkeypatch.setattr(
+        trl_utils._ChunkedLogProbFunction,
+        "apply",
+        lambda hidden, *rest: (rows.append(hidden.shape[0]), kernel(hidden, *rest))[1],
+    )
     return rows
 
 
@@ -596,14 +785,50 @@ def test_stiva_train_from_votes_writes_an_adapter_for_the_pool(small_model, stiv
         c = record_plan_run(store, "gone", "q", "conductor", [("retired-model", "Solve it", ())])
         session(store, "q", {"conductor": c, "sim:calc": None}, "sim:calc")
     # and a graded bench mixed in (--bench): calc, right and cheap, over the dear generalist
-    bench = stiva("--pool", "sim", "bench", "skills", "--split", "train", "--limit", "4", "--systems",
-                  "direct:sim:calc,direct:sim:generalist", "--json", home=stiva_home)
+    bench = stiva(
+        "--pool",
+        "sim",
+        "bench",
+        "skills",
+        "--split",
+        "train",
+        "--limit",
+        "4",
+        "--systems",
+        "direct:sim:calc,direct:sim:generalist",
+        "--json",
+        home=stiva_home,
+    )
     assert bench.returncode == 0, bench.stderr
     bench_id = json.loads(bench.stdout)["bench_id"]
     out = stiva_home / "taste"
-    result = stiva("--pool", "sim", "train", "--from-votes", "--bench", bench_id, "--base", str(small_model),
-                   "--bench-pairs", "best", "--out", str(out), "--steps", "2", "--batch", "2", "--lora-r", "2",
-                   "--subtask-chars", "4", "--plan-steps", "1", "--json", home=stiva_home, timeout=600)
+    result = stiva(
+        "--pool",
+        "sim",
+        "train",
+        "--from-votes",
+        "--bench",
+        bench_id,
+        "--base",
+        str(small_model),
+        "--bench-pairs",
+        "best",
+        "--out",
+        str(out),
+        "--steps",
+        "2",
+        "--batch",
+        "2",
+        "--lora-r",
+        "2",
+        "--subtask-chars",
+        "4",
+        "--plan-steps",
+        "1",
+        "--json",
+        home=stiva_home,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     graded = summary["graded_pairs"]
@@ -647,19 +872,50 @@ def test_stiva_train_graded_dpo_grades_the_pool_then_learns_from_its_pairs(small
     from stiva_tui.evals.loaders import load_suite
 
     skills = [i for i in load_suite("skills").items if i.meta.get("domain") in ("arithmetic", "facts")]
-    picked = [i for i in skills if i.meta["split"] == "train"][:3] + [i for i in skills if i.meta["split"] == "train"][-3:]
+    picked = [i for i in skills if i.meta["split"] == "train"][:3] + [i for i in skills if i.meta["split"] == "train"][
+        -3:
+    ]
     picked += [i for i in skills if i.meta["split"] == "heldout"][:2]
     assert {i.meta["domain"] for i in picked[:6]} == {"arithmetic", "facts"}
     suite = tmp_path / "two.jsonl"
-    lines = {json.loads(line).get("id"): line for line in
-             (ROOT / "stiva_tui" / "evals" / "data" / "skills.jsonl").read_text().splitlines()}
+    lines = {
+        json.loads(line).get("id"): line
+        for line in (ROOT / "stiva_tui" / "evals" / "data" / "skills.jsonl").read_text().splitlines()
+    }
     suite.write_text("".join(lines[i.id] + "\n" for i in picked))
     config = tmp_path / "pool.toml"
     config.write_text(GRADED_POOL.format(suite=suite))
     out = tmp_path / "adapter"
-    args = ["--pool", "sim", "--config", str(config), "train", str(suite), "--split", "train", "--method", "graded-dpo",
-            "--graded-seeds", "2", "--base", str(small_model), "--out", str(out), "--steps", "2", "--batch", "2",
-            "--lora-r", "2", "--subtask-chars", "4", "--plan-steps", "1", "--sft-weight", "1"]
+    args = [
+        "--pool",
+        "sim",
+        "--config",
+        str(config),
+        "train",
+        str(suite),
+        "--split",
+        "train",
+        "--method",
+        "graded-dpo",
+        "--graded-seeds",
+        "2",
+        "--base",
+        str(small_model),
+        "--out",
+        str(out),
+        "--steps",
+        "2",
+        "--batch",
+        "2",
+        "--lora-r",
+        "2",
+        "--subtask-chars",
+        "4",
+        "--plan-steps",
+        "1",
+        "--sft-weight",
+        "1",
+    ]
     result = stiva(*args, "--json", home=stiva_home, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout)
@@ -679,10 +935,37 @@ def test_stiva_train_graded_dpo_grades_the_pool_then_learns_from_its_pairs(small
     # chain systems graded too (--graded-systems): two-step plans among the pairs, trained under
     # --plan-steps 2. scholar drafting for adder is right on facts (adder reads a right draft) and
     # often wrong on arithmetic (a wrong draft drags adder down): the cheaper single step wins.
-    chained = stiva("--pool", "sim", "--config", str(config), "train", str(suite), "--split", "train", "--method",
-                    "graded-dpo", "--graded-systems", "direct:*,chain:sim:scholar>sim:adder", "--base",
-                    str(small_model), "--out", str(tmp_path / "chained"), "--steps", "1", "--batch", "2", "--lora-r",
-                    "2", "--subtask-chars", "4", "--plan-steps", "2", "--json", home=stiva_home, timeout=600)
+    chained = stiva(
+        "--pool",
+        "sim",
+        "--config",
+        str(config),
+        "train",
+        str(suite),
+        "--split",
+        "train",
+        "--method",
+        "graded-dpo",
+        "--graded-systems",
+        "direct:*,chain:sim:scholar>sim:adder",
+        "--base",
+        str(small_model),
+        "--out",
+        str(tmp_path / "chained"),
+        "--steps",
+        "1",
+        "--batch",
+        "2",
+        "--lora-r",
+        "2",
+        "--subtask-chars",
+        "4",
+        "--plan-steps",
+        "2",
+        "--json",
+        home=stiva_home,
+        timeout=600,
+    )
     assert chained.returncode == 0, chained.stderr[-3000:]
     chain_pairs = [json.loads(line) for line in (tmp_path / "chained" / "pairs.jsonl").read_text().splitlines()]
     assert any(p["rejected"].startswith("\nmodel_id = [1, 0]") for p in chain_pairs), chain_pairs[:3]
@@ -701,13 +984,16 @@ def test_stiva_train_graded_dpo_grades_the_pool_then_learns_from_its_pairs(small
     assert "--from-votes" not in said.stderr, said.stderr
 
 
-@pytest.mark.parametrize("extra, error", [
-    (["--graded-seeds", "2"], "--graded-seeds and --graded-systems go with --method graded-dpo"),
-    (["--graded-systems", "direct:*,moa"], "--graded-seeds and --graded-systems go with --method graded-dpo"),
-    (["--method", "graded-dpo", "--group", "8"], "--group is for training on a suite by GRPO"),
-    (["--method", "graded-dpo", "--from-votes"], "name the suite instead of --from-votes"),
-    (["--beta", "0.2"], "--beta is DPO's: it goes with --from-votes or --method graded-dpo"),
-])
+@pytest.mark.parametrize(
+    "extra, error",
+    [
+        (["--graded-seeds", "2"], "--graded-seeds and --graded-systems go with --method graded-dpo"),
+        (["--graded-systems", "direct:*,moa"], "--graded-seeds and --graded-systems go with --method graded-dpo"),
+        (["--method", "graded-dpo", "--group", "8"], "--group is for training on a suite by GRPO"),
+        (["--method", "graded-dpo", "--from-votes"], "name the suite instead of --from-votes"),
+        (["--beta", "0.2"], "--beta is DPO's: it goes with --from-votes or --method graded-dpo"),
+    ],
+)
 def test_graded_dpo_usage_errors(extra, error, stiva_home):
     result = stiva("train", "skills", "--base", "embedded", "--out", str(stiva_home / "a"), *extra, home=stiva_home)
     assert result.returncode == 2 and error in result.stderr, result.stderr
@@ -715,11 +1001,26 @@ def test_graded_dpo_usage_errors(extra, error, stiva_home):
 
 def test_graded_seeds_need_a_simulated_pool(fake, tmp_path, stiva_home):
     config = tmp_path / "real.toml"
-    config.write_text(f'[[providers]]\nname = "fake"\nbase_url = "{fake.base_url}"\n'
-                      '[[models]]\nid = "a"\nprovider = "fake"\nmodel = "a"\n'
-                      '[[models]]\nid = "b"\nprovider = "fake"\nmodel = "b"\n')
-    result = stiva("--config", str(config), "train", "skills", "--method", "graded-dpo",
-                   "--graded-seeds", "3", "--base", "embedded", "--out", str(tmp_path / "a"), home=stiva_home)
+    config.write_text(
+        f'[[providers]]\nname = "fake"\nbase_url = "{fake.base_url}"\n'
+        '[[models]]\nid = "a"\nprovider = "fake"\nmodel = "a"\n'
+        '[[models]]\nid = "b"\nprovider = "fake"\nmodel = "b"\n'
+    )
+    result = stiva(
+        "--config",
+        str(config),
+        "train",
+        "skills",
+        "--method",
+        "graded-dpo",
+        "--graded-seeds",
+        "3",
+        "--base",
+        "embedded",
+        "--out",
+        str(tmp_path / "a"),
+        home=stiva_home,
+    )
     assert result.returncode == 2 and "grades a simulated pool under 3 seeds" in result.stderr, result.stderr
     # no --split on a suite that has one: said before anything is asked
     assert "training on every item of skills, its held-out ones too; --split train" in result.stderr

@@ -42,8 +42,12 @@ def test_unclosed_think_is_an_error():
 
 @pytest.mark.parametrize(
     "labels",
-    [("model id", "subtasks", "access list"), ("model_ids", "subtask", "access"),
-     ("Model_ID", "Subtasks", "Access_List"), ("**model_id**", "**subtasks**", "**access_list**")],
+    [
+        ("model id", "subtasks", "access list"),
+        ("model_ids", "subtask", "access"),
+        ("Model_ID", "Subtasks", "Access_List"),
+        ("**model_id**", "**subtasks**", "**access_list**"),
+    ],
 )
 def test_label_variants(labels):
     m, s, a = labels
@@ -79,21 +83,23 @@ def test_empty_lists_keep_previous_only_when_allowed():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("model_id = [0, 1]\nsubtasks = [\"a\"]\naccess_list = [[]]", "differ in length"),
-        ("model_id = [3]\nsubtasks = [\"a\"]\naccess_list = [[]]", "pool has models 0..2"),
-        ("model_id = [-1]\nsubtasks = [\"a\"]\naccess_list = [[]]", "pool has models"),
-        ("model_id = [\"gpt\"]\nsubtasks = [\"a\"]\naccess_list = [[]]", "must be a model number"),
-        ("model_id = [0]\nsubtasks = [\"\"]\naccess_list = [[]]", "is empty"),
+        ('model_id = [0, 1]\nsubtasks = ["a"]\naccess_list = [[]]', "differ in length"),
+        ('model_id = [3]\nsubtasks = ["a"]\naccess_list = [[]]', "pool has models 0..2"),
+        ('model_id = [-1]\nsubtasks = ["a"]\naccess_list = [[]]', "pool has models"),
+        ('model_id = ["gpt"]\nsubtasks = ["a"]\naccess_list = [[]]', "must be a model number"),
+        ('model_id = [0]\nsubtasks = [""]\naccess_list = [[]]', "is empty"),
         ("model_id = [0]\nsubtasks = [3]\naccess_list = [[]]", "must be a string"),
-        ("model_id = [0, 0]\nsubtasks = [\"a\", \"b\"]\naccess_list = [[], [1]]", "may only read earlier"),
-        ("model_id = [0]\nsubtasks = [\"a\"]\naccess_list = [[0]]", "first step"),
-        ("model_id = [0]\nsubtasks = [\"a\"]\naccess_list = [\"some\"]", "or \"all\""),
-        ("model_id = [0,0,0,0,0,0]\nsubtasks = [\"a\",\"a\",\"a\",\"a\",\"a\",\"a\"]\naccess_list = [[],[],[],[],[],[]]",
-         "at most 5"),
-        ("model_id = [0]\nsubtasks = [\"a\"]", "access_list is missing"),
+        ('model_id = [0, 0]\nsubtasks = ["a", "b"]\naccess_list = [[], [1]]', "may only read earlier"),
+        ('model_id = [0]\nsubtasks = ["a"]\naccess_list = [[0]]', "first step"),
+        ('model_id = [0]\nsubtasks = ["a"]\naccess_list = ["some"]', 'or "all"'),
+        (
+            'model_id = [0,0,0,0,0,0]\nsubtasks = ["a","a","a","a","a","a"]\naccess_list = [[],[],[],[],[],[]]',
+            "at most 5",
+        ),
+        ('model_id = [0]\nsubtasks = ["a"]', "access_list is missing"),
         ("nothing to see here", "no workflow found"),
-        ("model_id = [0\nsubtasks = [\"a\"]\naccess_list = [[]]", "never closed"),
-        ("model_id = [0]\nsubtasks = [\"a\"]\naccess_list = [[], []]", "differ in length"),
+        ('model_id = [0\nsubtasks = ["a"]\naccess_list = [[]]', "never closed"),
+        ('model_id = [0]\nsubtasks = ["a"]\naccess_list = [[], []]', "differ in length"),
         ("model_id = [0]\nsubtasks = [a b]\naccess_list = [[]]", "not a valid literal"),
     ],
 )
@@ -105,7 +111,7 @@ def test_invalid_workflows_say_what_and_where(text, message):
 
 def test_error_carries_field_and_position():
     with pytest.raises(WorkflowParseError) as info:
-        parse_workflow("model_id = [0]\nsubtasks = [\"a\"]\naccess_list = [[1]]", 3)
+        parse_workflow('model_id = [0]\nsubtasks = ["a"]\naccess_list = [[1]]', 3)
     assert info.value.field == "access_list[0]"
     with pytest.raises(WorkflowParseError) as info:
         parse_workflow("xx model_id = [0, 1", 3)
@@ -134,12 +140,50 @@ def test_arbitrary_text_raises_only_the_typed_error(text):
         pass
 
 
-_fragments = st.sampled_from([
-    "model_id", "subtasks", "access_list", "access", "model id", "=", ":", "[", "]", "{", "}", "(", ")",
-    '"', "'", "\\", ",", " ", "\n", "0", "1", "-1", "99", '"all"', "<think>", "</think>", "[[", "]]",
-    "1e999", "True", "None", "'''", "[0, 1]", '"x"',
-    '"0"', '" 1 "', '"²"', '"١"', '"\uff11"', '"' + "1" * 5000 + '"',  # numbers as strings, not all ASCII digits
-])
+_fragments = st.sampled_from(
+    [
+        "model_id",
+        "subtasks",
+        "access_list",
+        "access",
+        "model id",
+        "=",
+        ":",
+        "[",
+        "]",
+        "{",
+        "}",
+        "(",
+        ")",
+        '"',
+        "'",
+        "\\",
+        ",",
+        " ",
+        "\n",
+        "0",
+        "1",
+        "-1",
+        "99",
+        '"all"',
+        "<think>",
+        "</think>",
+        "[[",
+        "]]",
+        "1e999",
+        "True",
+        "None",
+        "'''",
+        "[0, 1]",
+        '"x"',
+        '"0"',
+        '" 1 "',
+        '"²"',
+        '"١"',
+        '"\uff11"',
+        '"' + "1" * 5000 + '"',  # numbers as strings, not all ASCII digits
+    ]
+)
 
 
 @settings(max_examples=600, deadline=None)

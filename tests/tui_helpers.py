@@ -1,22 +1,25 @@
 """Helpers for TUI tests: a scripted config over a FakeProvider, a Runtime, and waiting for the UI.
 
-    config = make_test_config(fake, extra_models=[{"id": "w3", ...}])
-    runtime = await make_runtime(config)
-    app = StivaApp(config, runtime=runtime)
-    async with app.run_test(size=(140, 42)) as pilot: ...
+config = make_test_config(fake, extra_models=[{"id": "w3", ...}])
+runtime = await make_runtime(config)
+app = StivaApp(config, runtime=runtime)
+async with app.run_test(size=(140, 42)) as pilot: ...
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from fakeprovider import FakeProvider, Reply
 
-PLAN_TWO_STEPS = ('I will split this in two: an outline, then the answer.\n'
-                  'model_id = [1, 2]\nsubtasks = ["Outline the approach", "Answer using the outline"]\n'
-                  'access_list = [[], [0]]')
+PLAN_TWO_STEPS = (
+    "I will split this in two: an outline, then the answer.\n"
+    'model_id = [1, 2]\nsubtasks = ["Outline the approach", "Answer using the outline"]\n'
+    "access_list = [[], [0]]"
+)
 
 
 def make_test_config(fake: FakeProvider, extra_models: list[dict] | None = None, **overrides: Any):
@@ -28,10 +31,22 @@ def make_test_config(fake: FakeProvider, extra_models: list[dict] | None = None,
 
     models = [
         {"id": "cond", "provider": "fake", "model": "cond", "description": "the test conductor"},
-        {"id": "w1", "provider": "fake", "model": "w1", "price_in": 1.0, "price_out": 2.0,
-         "description": "test worker one"},
-        {"id": "w2", "provider": "fake", "model": "w2", "price_in": 3.0, "price_out": 6.0,
-         "description": "test worker two"},
+        {
+            "id": "w1",
+            "provider": "fake",
+            "model": "w1",
+            "price_in": 1.0,
+            "price_out": 2.0,
+            "description": "test worker one",
+        },
+        {
+            "id": "w2",
+            "provider": "fake",
+            "model": "w2",
+            "price_in": 3.0,
+            "price_out": 6.0,
+            "description": "test worker two",
+        },
         *(extra_models or []),
     ]
     data = {
@@ -92,8 +107,9 @@ async def ask(pilot, text: str) -> None:
     await pilot.press("ctrl+j")
 
 
-def record_run(store, question: str, answer: str, *, system: str = "conductor", totals=None,
-               run_id: str | None = None) -> str:
+def record_run(
+    store, question: str, answer: str, *, system: str = "conductor", totals=None, run_id: str | None = None
+) -> str:
     """A finished run written to `store` as the engine's recorder writes one; returns its id."""
     import uuid
 
@@ -129,24 +145,33 @@ Call `price.cache_clear()` when the data changes."""
 
 def demo_events(finished: bool = True) -> list:
     """A fixed three-step run (fan-in), mid-run or finished: the same pixels every time."""
-    from stiva_tui.core.workflow import Step, Workflow
     from stiva_tui.core import events as ev
     from stiva_tui.core.usage import Usage
+    from stiva_tui.core.workflow import Step, Workflow
 
     rid = "demo-run"
-    workflow = Workflow((
-        Step(1, "List the caching options in the standard library", ()),
-        Step(2, "Write a short example with lru_cache", ()),
-        Step(1, "Combine both into a final answer with code", (0, 1)),
-    ))
+    workflow = Workflow(
+        (
+            Step(1, "List the caching options in the standard library", ()),
+            Step(2, "Write a short example with lru_cache", ()),
+            Step(1, "Combine both into a final answer with code", (0, 1)),
+        )
+    )
     out0 = "- `functools.lru_cache`\n- `functools.cache`\n- `functools.cached_property`"
     out1 = "```python\n@lru_cache(maxsize=1024)\ndef price(item_id): ...\n```"
     events = [
         ev.RunStarted(rid, DEMO_QUESTION, "conductor", "remote", "cond", "configured in [conductor]"),
         ev.RoundStarted(rid, 1),
         ev.ConductorDelta(rid, 1, "Two independent drafts, then a merge."),
-        ev.WorkflowReady(rid, 1, workflow, "Two independent drafts, then a merge: the stdlib options from w1, "
-                         "an example from w2, and w1 combines them.", Usage(312, 41), 0.8),
+        ev.WorkflowReady(
+            rid,
+            1,
+            workflow,
+            "Two independent drafts, then a merge: the stdlib options from w1, "
+            "an example from w2, and w1 combines them.",
+            Usage(312, 41),
+            0.8,
+        ),
         ev.StepStarted(rid, 1, 0, "w1", workflow.steps[0].subtask, (), 1),
         ev.StepStarted(rid, 1, 1, "w2", workflow.steps[1].subtask, (), 1),
         ev.StepDelta(rid, 1, 0, out0),

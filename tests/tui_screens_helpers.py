@@ -3,37 +3,58 @@ local provider, runtimes with a remote conductor, and a small host app that show
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
-from textual.app import App, ComposeResult
-from textual.screen import Screen
+from collections.abc import Callable
+from typing import Any
 
 from fakeprovider import Reply
+from textual.app import App, ComposeResult
+from textual.screen import Screen
 
 PLAN = 'I will draft, then refine.\nmodel_id = [1, 2]\nsubtasks = ["Draft", "Refine"]\naccess_list = [[], [0]]'
 
 
-def screens_config(base_url: str, *, provider_extra: dict | None = None, catalog: bool = False,
-                   extra_models: list[dict] | None = None):
+def screens_config(
+    base_url: str, *, provider_extra: dict | None = None, catalog: bool = False, extra_models: list[dict] | None = None
+):
     """cond (the remote conductor), w1 and w2 on one provider; no discovery, no catalog."""
     from stiva_tui.config import parse_config
 
     provider = {"name": "fake", "base_url": base_url, **(provider_extra or {})}
-    return parse_config({
-        "conductor": {"backend": "remote", "model": "cond"},
-        "providers": [provider],
-        "models": [
-            {"id": "cond", "provider": "fake", "model": "cond", "description": "the planner",
-             "price_in": 0.5, "price_out": 1.0},
-            {"id": "w1", "provider": "fake", "model": "w1", "description": "first worker",
-             "price_in": 1.0, "price_out": 2.0},
-            {"id": "w2", "provider": "fake", "model": "w2", "description": "second worker",
-             "price_in": 3.0, "price_out": 6.0},
-            *(extra_models or []),
-        ],
-        "discovery": {"enabled": False},
-        "catalog": catalog,
-    })
+    return parse_config(
+        {
+            "conductor": {"backend": "remote", "model": "cond"},
+            "providers": [provider],
+            "models": [
+                {
+                    "id": "cond",
+                    "provider": "fake",
+                    "model": "cond",
+                    "description": "the planner",
+                    "price_in": 0.5,
+                    "price_out": 1.0,
+                },
+                {
+                    "id": "w1",
+                    "provider": "fake",
+                    "model": "w1",
+                    "description": "first worker",
+                    "price_in": 1.0,
+                    "price_out": 2.0,
+                },
+                {
+                    "id": "w2",
+                    "provider": "fake",
+                    "model": "w2",
+                    "description": "second worker",
+                    "price_in": 3.0,
+                    "price_out": 6.0,
+                },
+                *(extra_models or []),
+            ],
+            "discovery": {"enabled": False},
+            "catalog": catalog,
+        }
+    )
 
 
 def script_fake(fake) -> None:
@@ -47,6 +68,7 @@ def script_fake(fake) -> None:
             if "Your assigned subtask: Draft" in request.user_text:
                 return Reply(f"Draft by {name}", usage=(30, 3))
             return Reply(f"Direct answer by {name}", usage=(20, 4), chunk_delay_s=0.01)
+
         return reply
 
     fake.default("w1", worker("w1"))

@@ -13,7 +13,7 @@ Both bounds need every `direct:` system graded on an item; items where one is mi
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from ..store.records import BenchItemRecord
 
@@ -25,8 +25,11 @@ def _direct_by_item(records: Iterable[BenchItemRecord], direct: Sequence[str]) -
     for record in records:
         if record.system in direct:
             by_item.setdefault(record.item_id, {})[record.system] = record
-    return {item: [found[s] for s in direct] for item, found in by_item.items()
-            if len(found) == len(direct) and all(r.status == "graded" for r in found.values())}
+    return {
+        item: [found[s] for s in direct]
+        for item, found in by_item.items()
+        if len(found) == len(direct) and all(r.status == "graded" for r in found.values())
+    }
 
 
 def derived_records(system: str, records: Sequence[BenchItemRecord], direct: Sequence[str]) -> list[BenchItemRecord]:
@@ -41,8 +44,17 @@ def derived_records(system: str, records: Sequence[BenchItemRecord], direct: Seq
             digest = hashlib.sha256(f"random:{item_id}".encode()).digest()
             pick = runs[int.from_bytes(digest[:8], "big") % len(runs)]
             why = pick.error
-        out.append(pick.model_copy(update={"system": system, "error": why, "judge_prompt_tokens": 0,
-                                           "judge_completion_tokens": 0, "judge_cost_usd": 0.0}))
+        out.append(
+            pick.model_copy(
+                update={
+                    "system": system,
+                    "error": why,
+                    "judge_prompt_tokens": 0,
+                    "judge_completion_tokens": 0,
+                    "judge_cost_usd": 0.0,
+                }
+            )
+        )
     return out
 
 

@@ -23,9 +23,10 @@ import asyncio
 import contextvars
 import logging
 import time
+from collections.abc import AsyncIterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Sequence
+from typing import Any
 
 from ..pool.types import ChatEvent, PoolModel, ProviderError, TextDelta, WorkerWrapper
 
@@ -101,8 +102,16 @@ class _Window:
 class LimitedWorker(WorkerWrapper):
     """The `Worker` protocol, with a per-provider window that 429s shrink."""
 
-    def __init__(self, worker: Any, limit: int = 8, *, max_waits: int = 8, base_wait_s: float = 1.0,
-                 max_wait_s: float = 60.0, grow_after: int = 10):
+    def __init__(
+        self,
+        worker: Any,
+        limit: int = 8,
+        *,
+        max_waits: int = 8,
+        base_wait_s: float = 1.0,
+        max_wait_s: float = 60.0,
+        grow_after: int = 10,
+    ):
         self.worker = worker
         self.limit = max(1, limit)
         self.max_waits = max_waits
@@ -151,7 +160,7 @@ class LimitedWorker(WorkerWrapper):
                     raise
                 window.throttled += 1
                 window.successes = 0
-                retry_in = min(exc.retry_after or self.base_wait_s * 2 ** waits, self.max_wait_s)
+                retry_in = min(exc.retry_after or self.base_wait_s * 2**waits, self.max_wait_s)
                 waits += 1
             finally:
                 if clock is not None:

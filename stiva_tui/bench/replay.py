@@ -54,14 +54,22 @@ def read_recorded(store, bench_text: str) -> RecordedBench:
     run_ids = [r.run_id for r in records if r.run_id]
     questions: dict[str, str] = {}
     for start in range(0, len(run_ids), _CHUNK):
-        chunk = run_ids[start:start + _CHUNK]
+        chunk = run_ids[start : start + _CHUNK]
         rows = store.query(f"SELECT id, question FROM runs WHERE id IN ({', '.join('?' * len(chunk))})", tuple(chunk))
         questions.update({row["id"]: row["question"] for row in rows})
     answers = tuple(
-        RecordedAnswer(model=r.system.removeprefix("direct:"), item_id=r.item_id,
-                       question=questions.get(r.run_id or "", ""), answer=r.answer, correct=r.correct,
-                       prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens, cost_usd=r.cost_usd,
-                       latency_s=r.latency_s)
-        for r in records)
+        RecordedAnswer(
+            model=r.system.removeprefix("direct:"),
+            item_id=r.item_id,
+            question=questions.get(r.run_id or "", ""),
+            answer=r.answer,
+            correct=r.correct,
+            prompt_tokens=r.prompt_tokens,
+            completion_tokens=r.completion_tokens,
+            cost_usd=r.cost_usd,
+            latency_s=r.latency_s,
+        )
+        for r in records
+    )
     models = tuple(s.removeprefix("direct:") for s in store.get_bench(bench_id).systems if s.startswith("direct:"))
     return RecordedBench(bench_id, models, answers)

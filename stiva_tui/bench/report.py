@@ -38,8 +38,9 @@ import json
 import math
 import random
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
@@ -180,8 +181,9 @@ def bootstrap_mean(values: Sequence[float], resamples: int = 4000, seed: int = 0
     return (mean, percentile(means, 2.5), percentile(means, 97.5))
 
 
-def bootstrap_difference(pairs: Sequence[tuple[float, float]], resamples: int = 4000,
-                         seed: int = 0) -> tuple[float, float, float]:
+def bootstrap_difference(
+    pairs: Sequence[tuple[float, float]], resamples: int = 4000, seed: int = 0
+) -> tuple[float, float, float]:
     """(mean, low, high) of b - a over paired values (the same questions under two systems):
     the paired bootstrap, which is the honest test of "b is above a" when both saw each question."""
     return bootstrap_mean([b - a for a, b in pairs], resamples, seed)
@@ -221,9 +223,16 @@ def system_row(system: str, records: Sequence[BenchItemRecord]) -> SystemRow:
     )
 
 
-def build_report(suite: str, bench_id: str, systems: Sequence[str], item_order: Sequence[str],
-                 records: Iterable[BenchItemRecord], *, status: str = "finished",
-                 stop_reason: str | None = None) -> BenchReport:
+def build_report(
+    suite: str,
+    bench_id: str,
+    systems: Sequence[str],
+    item_order: Sequence[str],
+    records: Iterable[BenchItemRecord],
+    *,
+    status: str = "finished",
+    stop_reason: str | None = None,
+) -> BenchReport:
     """The report of `records` (one per finished system x item), systems and items in the
     order given (the command line's, the suite's)."""
     by_system: dict[str, list[BenchItemRecord]] = {s: [] for s in systems}
@@ -250,12 +259,22 @@ def build_report(suite: str, bench_id: str, systems: Sequence[str], item_order: 
         systems=rows,
         frontier=frontier_summary(rows),
         items=[
-            ItemRow(id=r.item_id, system=r.system, run_id=r.run_id, status=r.status,
-                    correct=bool(r.status == "graded" and r.correct), answer=r.answer, extracted=r.extracted,
-                    error=r.error if r.status == "error" else None,
-                    failure=None if r.status == "graded" and r.correct else (r.error or "wrong answer"),
-                    prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
-                    cost_usd=r.cost_usd, latency_s=r.latency_s, queue_wait_s=r.queue_wait_s)
+            ItemRow(
+                id=r.item_id,
+                system=r.system,
+                run_id=r.run_id,
+                status=r.status,
+                correct=bool(r.status == "graded" and r.correct),
+                answer=r.answer,
+                extracted=r.extracted,
+                error=r.error if r.status == "error" else None,
+                failure=None if r.status == "graded" and r.correct else (r.error or "wrong answer"),
+                prompt_tokens=r.prompt_tokens,
+                completion_tokens=r.completion_tokens,
+                cost_usd=r.cost_usd,
+                latency_s=r.latency_s,
+                queue_wait_s=r.queue_wait_s,
+            )
             for r in ordered
         ],
     )
@@ -280,9 +299,14 @@ def frontier_summary(rows: Sequence[SystemRow]) -> Frontier:
     singles = [(getattr(r, key), r.accuracy) for r in measured if r.system.startswith("direct:")]
     hull = frontier(points)
     on_hull = [r.system for r in measured if (getattr(r, key), r.accuracy) in hull]
-    return Frontier(axis=key, label=label, aiq=aiq(points, low, high),
-                    aiq_single_models=aiq(singles, low, high) if singles else None,
-                    hull=[[x, y] for x, y in hull], on_hull=on_hull)
+    return Frontier(
+        axis=key,
+        label=label,
+        aiq=aiq(points, low, high),
+        aiq_single_models=aiq(singles, low, high) if singles else None,
+        hull=[[x, y] for x, y in hull],
+        on_hull=on_hull,
+    )
 
 
 # --- the conductor's plans --------------------------------------------------------------------------
@@ -328,40 +352,57 @@ def report_markdown(report: BenchReport, mixes: dict[str, tuple[Counter, Counter
     """The report as Markdown: the table, then the conductor systems' plan mix."""
     lines = [f"# Bench `{report.bench_id}` on `{report.suite}`", ""]
     if (report.pool or "").startswith("replayed"):
-        lines += [f"**{report.pool.upper()}:** every answer here is a real model's answer recorded by that bench, "
-                  "replayed: a step that read other steps' drafts got the same answer as without them.", ""]
+        lines += [
+            f"**{report.pool.upper()}:** every answer here is a real model's answer recorded by that bench, "
+            "replayed: a step that read other steps' drafts got the same answer as without them.",
+            "",
+        ]
     elif report.pool:
-        lines += [f"**{report.pool.upper()}:** every figure here comes from simulated models whose strengths are "
-                  "set by their profiles, not from real language models.", ""]
+        lines += [
+            f"**{report.pool.upper()}:** every figure here comes from simulated models whose strengths are "
+            "set by their profiles, not from real language models.",
+            "",
+        ]
     if report.status != "finished":
-        lines += [f"**Partial report:** the bench was stopped ({report.stop_reason or report.status}); "
-                  "run the same command again to continue it.", ""]
+        lines += [
+            f"**Partial report:** the bench was stopped ({report.stop_reason or report.status}); "
+            "run the same command again to continue it.",
+            "",
+        ]
     sandbox = report.sandbox
     if sandbox:
         loud = sandbox.startswith("NONE")
         lines += [f"{'**' if loud else ''}Code items ran in: {sandbox}{'**' if loud else ''}", ""]
-    lines += ["| system | n | correct | errors | accuracy | 95% CI | tokens/q | cost/q (USD) | judge USD | p50 s | p95 s |",
-              "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
+    lines += [
+        "| system | n | correct | errors | accuracy | 95% CI | tokens/q | cost/q (USD) | judge USD | p50 s | p95 s |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
     for row in report.systems:
         lo, hi = row.ci95
         lines.append(
             f"| {row.system} | {row.n} | {row.correct} | {row.errors} | {_fmt(row.accuracy)} | "
             f"[{lo:.3f}, {hi:.3f}] | {row.tokens_per_question:.0f} | {row.cost_per_question:.6f} | "
-            f"{row.judge_cost_usd:.6f} | {row.latency_p50_s:.2f} | {row.latency_p95_s:.2f} |")
+            f"{row.judge_cost_usd:.6f} | {row.latency_p50_s:.2f} | {row.latency_p95_s:.2f} |"
+        )
     summary = report.frontier
     if summary.aiq is not None:
         single = summary.aiq_single_models
-        lines += ["", f"AIQ (area under the accuracy-vs-{summary.label.split(' per ')[0]} frontier): "
-                      f"{summary.aiq:.3f}" + (f"; single models alone: {single:.3f}" if single is not None else "")
-                  + f". On the frontier: {', '.join(summary.on_hull)}."]
+        lines += [
+            "",
+            f"AIQ (area under the accuracy-vs-{summary.label.split(' per ')[0]} frontier): "
+            f"{summary.aiq:.3f}"
+            + (f"; single models alone: {single:.3f}" if single is not None else "")
+            + f". On the frontier: {', '.join(summary.on_hull)}.",
+        ]
     for system, (shapes, models) in (mixes or {}).items():
         total = sum(shapes.values())
         steps = sum(models.values())
         if not total:
             continue
-        lines += ["", f"## Plans of `{system}`", "",
-                  "| topology | runs | share |", "|---|---:|---:|"]
-        lines += [f"| {shape} | {shapes[shape]} | {shapes[shape] / total:.0%} |" for shape in TOPOLOGIES if shapes[shape]]
+        lines += ["", f"## Plans of `{system}`", "", "| topology | runs | share |", "|---|---:|---:|"]
+        lines += [
+            f"| {shape} | {shapes[shape]} | {shapes[shape] / total:.0%} |" for shape in TOPOLOGIES if shapes[shape]
+        ]
         lines += ["", "| model | steps | share of steps |", "|---|---:|---:|"]
         lines += [f"| {model} | {count} | {count / steps:.0%} |" for model, count in models.most_common()]
     return "\n".join(lines) + "\n"
@@ -386,8 +427,14 @@ def write_frontier_png(report: BenchReport, path: Path) -> bool:
         acc = row.accuracy or 0.0
         lo, hi = row.ci95
         # a legend, not labels beside the points: systems of equal cost and accuracy would overlap
-        ax.errorbar([getattr(row, key)], [acc], yerr=[[acc - lo], [hi - acc]], fmt=markers[i % len(markers)],
-                    capsize=4, label=f"{row.system} ({acc:.0%}, n={row.n})")
+        ax.errorbar(
+            [getattr(row, key)],
+            [acc],
+            yerr=[[acc - lo], [hi - acc]],
+            fmt=markers[i % len(markers)],
+            capsize=4,
+            label=f"{row.system} ({acc:.0%}, n={row.n})",
+        )
     dearest = max((getattr(row, key) for row in rows), default=0.0)
     right = dearest * 1.15 if dearest > 0 else 1.0
     hull = report.frontier.hull
@@ -395,8 +442,15 @@ def write_frontier_png(report: BenchReport, path: Path) -> bool:
         xs = [x for x, _ in hull] + [right]
         ys = [y for _, y in hull] + [hull[-1][1]]
         aiq_value = report.frontier.aiq
-        ax.plot(xs, ys, "-", color="0.5", alpha=0.6, zorder=0,
-                label="frontier" + (f" (AIQ {aiq_value:.3f})" if aiq_value is not None else ""))
+        ax.plot(
+            xs,
+            ys,
+            "-",
+            color="0.5",
+            alpha=0.6,
+            zorder=0,
+            label="frontier" + (f" (AIQ {aiq_value:.3f})" if aiq_value is not None else ""),
+        )
     ax.set_xlim(left=-0.03 * right, right=right)  # a free system sits just inside the frame
     ax.set_xticks([t for t in ax.get_xticks() if 0 <= t <= right])  # and no negative costs on the axis
     ax.legend(fontsize=7, loc="lower right")
@@ -429,8 +483,7 @@ def terminal_frontier(report: BenchReport, width: int = 48, height: int = 12) ->
         x = 0 if hi_cost == lo_cost else round((row.cost_per_question - lo_cost) / span * (width - 1))
         y = height - 1 - round((row.accuracy or 0.0) * (height - 1))
         grid[y][x] = mark if grid[y][x] == " " else "+"
-        legend.append(f"{mark} {row.system}: accuracy {_fmt(row.accuracy)}, "
-                      f"{fmt.money(row.cost_per_question)}/q")
+        legend.append(f"{mark} {row.system}: accuracy {_fmt(row.accuracy)}, {fmt.money(row.cost_per_question)}/q")
     lines = []
     for j, cells in enumerate(grid):
         label = f"{1 - j / (height - 1):4.2f}" if j in (0, height // 2, height - 1) else "    "

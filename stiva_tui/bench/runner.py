@@ -36,8 +36,8 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from ..config import REPLAY_PROVIDER, SIM_PROVIDER
 from ..core.usage import Usage
@@ -45,11 +45,11 @@ from ..evals.graders import grade_async, judge_prompt, parse_judge_reply
 from ..evals.suite import Suite, SuiteItem, question_text
 from ..pool.types import TextDelta, UsageReport
 from ..runtime.sessions import Ask, AskError
+from ..runtime.systems import System, SystemNameError
 from ..store.errors import BenchBusyError, HistoryFault
 from ..store.records import BenchItemRecord
 from .limiter import ItemClock, LimitedWorker, item_clock
 from .systems import resolve_systems
-from ..runtime.systems import System, SystemNameError
 
 log = logging.getLogger(__name__)
 
@@ -142,10 +142,20 @@ ProgressCallback = Callable[[BenchProgress], None]
 
 
 class BenchRunner:
-    def __init__(self, runtime, suite: Suite, systems: Sequence[System], *, concurrency: int = 4,
-                 budget_usd: float | None = None, limit: int | None = None, fresh: bool = False,
-                 on_progress: ProgressCallback | None = None, unsafe_code: bool = False,
-                 answer_cache=None):
+    def __init__(
+        self,
+        runtime,
+        suite: Suite,
+        systems: Sequence[System],
+        *,
+        concurrency: int = 4,
+        budget_usd: float | None = None,
+        limit: int | None = None,
+        fresh: bool = False,
+        on_progress: ProgressCallback | None = None,
+        unsafe_code: bool = False,
+        answer_cache=None,
+    ):
         if runtime.store is None:
             raise BenchError("a bench needs the history store (it keeps the results and resumes from them)")
         self.runtime = runtime
@@ -164,11 +174,13 @@ class BenchRunner:
         self.sandbox = runtime.config.sandbox.settings(unsafe=unsafe_code)
         # How code items run, for the report: None when the suite has none.
         self.sandbox_line: str | None = None
-        self.bench_id, self.config_hash = bench_key(suite, self.systems, runtime.config,
-                                                    [m.id for m in runtime.models])
-        self.progress = BenchProgress(self.bench_id, suite.name,
-                                      {s.name: SystemProgress(s.name, len(self.items)) for s in self.run_systems},
-                                      time.monotonic())
+        self.bench_id, self.config_hash = bench_key(suite, self.systems, runtime.config, [m.id for m in runtime.models])
+        self.progress = BenchProgress(
+            self.bench_id,
+            suite.name,
+            {s.name: SystemProgress(s.name, len(self.items)) for s in self.run_systems},
+            time.monotonic(),
+        )
         self._stop: str | None = None
         self._tasks: set[asyncio.Task] = set()
         self._limited: LimitedWorker | None = None
@@ -205,8 +217,7 @@ class BenchRunner:
     def _judge_model(self):
         judge = self.runtime.config.bench.judge
         if not judge:
-            raise BenchError("the suite has judge items: name the grading model in the config, "
-                             "[bench] judge = \"MODEL\"")
+            raise BenchError('the suite has judge items: name the grading model in the config, [bench] judge = "MODEL"')
         model = self.runtime.pool.get(judge)
         if model is None or not (model.enabled and model.available):
             why = f" ({model.reason})" if model is not None and model.reason else ""
@@ -219,11 +230,16 @@ class BenchRunner:
         self.check()
         store = self.runtime.store
         try:
-            store.open_bench(self.bench_id, suite=self.suite.name, suite_hash=self.suite.content_hash,
-                             systems=[s.name for s in self.systems], config_hash=self.config_hash,
-                             items=len(self.items),
-                             # --fresh redoes what this invocation will run, and forgets nothing else
-                             fresh=[item.id for item in self.items] if self.fresh else False)
+            store.open_bench(
+                self.bench_id,
+                suite=self.suite.name,
+                suite_hash=self.suite.content_hash,
+                systems=[s.name for s in self.systems],
+                config_hash=self.config_hash,
+                items=len(self.items),
+                # --fresh redoes what this invocation will run, and forgets nothing else
+                fresh=[item.id for item in self.items] if self.fresh else False,
+            )
         except BenchBusyError as exc:
             raise BenchBusy(str(exc)) from None
         skip = store.items_to_skip(self.bench_id)
@@ -252,8 +268,10 @@ class BenchRunner:
             self.caching = self.runtime.worker = CachingWorker(self._limited, self.answer_cache, replay_latency=True)
         self._emit()
         try:
-            workers = [asyncio.create_task(self._work(queue), name=f"bench-{i}")
-                       for i in range(min(self.concurrency, queue.qsize()))]
+            workers = [
+                asyncio.create_task(self._work(queue), name=f"bench-{i}")
+                for i in range(min(self.concurrency, queue.qsize()))
+            ]
             self._tasks.update(workers)
             await asyncio.gather(*workers, return_exceptions=False)
         except BaseException as exc:  # ctrl+c, or a fault outside any item (the history failing)
@@ -293,8 +311,11 @@ class BenchRunner:
             self._count(record)
             self.progress.asked += 1
             # what was paid: with the answer cache, only the calls that reached a provider
-            self.progress.spent_usd = (self.caching.paid_usd if self.caching is not None
-                                       else self.progress.spent_usd + record.cost_usd + record.judge_cost_usd)
+            self.progress.spent_usd = (
+                self.caching.paid_usd
+                if self.caching is not None
+                else self.progress.spent_usd + record.cost_usd + record.judge_cost_usd
+            )
             if self.budget_usd is not None and self.progress.spent_usd >= self.budget_usd:
                 self._stop = f"budget: ${self.progress.spent_usd:.4f} spent of ${self.budget_usd:.4f}"
                 self.progress.stopped = self._stop
@@ -320,8 +341,14 @@ class BenchRunner:
 
     async def _one(self, system: System, item: SuiteItem) -> BenchItemRecord:
         started = time.monotonic()
-        ask = Ask(question_text(item), mode=system.mode, source="bench", in_conversation=False,
-                  options=dict(system.options), title=f"bench {self.suite.name} {item.id}")
+        ask = Ask(
+            question_text(item),
+            mode=system.mode,
+            source="bench",
+            in_conversation=False,
+            options=dict(system.options),
+            title=f"bench {self.suite.name} {item.id}",
+        )
         clock = ItemClock()  # the time its calls queued behind other items (limiter.py)
         try:
             with item_clock(clock):
@@ -329,16 +356,28 @@ class BenchRunner:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the conductor could not load, an unknown model...
-            return BenchItemRecord(system=system.name, item_id=item.id, status="error",
-                                   error=f"{type(exc).__name__}: {exc}", queue_wait_s=round(clock.queued_s, 4),
-                                   latency_s=max(0.0, time.monotonic() - started - clock.queued_s))
+            return BenchItemRecord(
+                system=system.name,
+                item_id=item.id,
+                status="error",
+                error=f"{type(exc).__name__}: {exc}",
+                queue_wait_s=round(clock.queued_s, 4),
+                latency_s=max(0.0, time.monotonic() - started - clock.queued_s),
+            )
         result = outcome.result
         totals = result.totals
         wall = totals.latency_s or (time.monotonic() - started)
-        base = dict(system=system.name, item_id=item.id, run_id=result.run_id, answer=result.answer,
-                    prompt_tokens=totals.prompt_tokens, completion_tokens=totals.completion_tokens,
-                    cost_usd=totals.cost_usd, latency_s=round(max(0.0, wall - clock.queued_s), 4),
-                    queue_wait_s=round(clock.queued_s, 4))
+        base = dict(
+            system=system.name,
+            item_id=item.id,
+            run_id=result.run_id,
+            answer=result.answer,
+            prompt_tokens=totals.prompt_tokens,
+            completion_tokens=totals.completion_tokens,
+            cost_usd=totals.cost_usd,
+            latency_s=round(max(0.0, wall - clock.queued_s), 4),
+            queue_wait_s=round(clock.queued_s, 4),
+        )
         if result.status != "finished":
             return BenchItemRecord(status="error", error=result.error or (result.failure or result.status), **base)
         # A graded item's `error` is why a wrong answer is wrong (the grader's detail), for report.json.
@@ -349,25 +388,37 @@ class BenchRunner:
                 raise
             except Exception as exc:  # noqa: BLE001 - the judge's own call failed: not the system's fault
                 return BenchItemRecord(status="error", error=f"judge: {exc}", **base)
-            return BenchItemRecord(status="graded", correct=verdict.correct, extracted=verdict.extracted,
-                                   error=None if verdict.correct else (verdict.detail or "the judge said incorrect"),
-                                   judge_prompt_tokens=usage.prompt_tokens,
-                                   judge_completion_tokens=usage.completion_tokens, judge_cost_usd=cost, **base)
+            return BenchItemRecord(
+                status="graded",
+                correct=verdict.correct,
+                extracted=verdict.extracted,
+                error=None if verdict.correct else (verdict.detail or "the judge said incorrect"),
+                judge_prompt_tokens=usage.prompt_tokens,
+                judge_completion_tokens=usage.completion_tokens,
+                judge_cost_usd=cost,
+                **base,
+            )
         try:
             verdict = await grade_async(item, result.answer, sandbox=self.sandbox)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a grader that broke: an error, asked again on resume
             return BenchItemRecord(status="error", error=f"grader: {type(exc).__name__}: {exc}", **base)
-        return BenchItemRecord(status="graded", correct=verdict.correct, extracted=verdict.extracted,
-                               error=None if verdict.correct else verdict.detail, **base)
+        return BenchItemRecord(
+            status="graded",
+            correct=verdict.correct,
+            extracted=verdict.extracted,
+            error=None if verdict.correct else verdict.detail,
+            **base,
+        )
 
     async def _judge(self, item: SuiteItem, answer: str):
         model = self._judge_model()
         parts: list[str] = []
         usage = Usage()
-        stream = self.runtime.worker.stream_chat(model, judge_prompt(item, answer), temperature=0.0,
-                                                 max_tokens=self.runtime.config.bench.judge_max_tokens)
+        stream = self.runtime.worker.stream_chat(
+            model, judge_prompt(item, answer), temperature=0.0, max_tokens=self.runtime.config.bench.judge_max_tokens
+        )
         async for event in stream:
             if isinstance(event, TextDelta):
                 parts.append(event.text)
@@ -377,10 +428,12 @@ class BenchRunner:
 
     def _loading(self, system: str):
         """A progress callback for a conductor's load (called from the loading thread)."""
+
         def progress(fraction: float | None, message: str) -> None:
             pct = f" {fraction:.0%}" if fraction is not None else ""
             self.progress.stage = f"{system}: {message}{pct}"
             self._emit()
+
         return progress
 
     def _count(self, record: BenchItemRecord) -> None:

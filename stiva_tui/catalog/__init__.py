@@ -94,17 +94,13 @@ def parse_catalog(data: dict, source: str = "catalog") -> Catalog:
         for provider in raw.get("providers", []) or []:
             provider = dict(provider)
             provider["models"] = [
-                {"provider": provider.get("name", ""), **model}
-                for model in provider.get("models", [])
+                {"provider": provider.get("name", ""), **model} for model in provider.get("models", [])
             ]
             providers.append(provider)
         raw["providers"] = providers
         return Catalog.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
-            for err in exc.errors()
-        )
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors())
         raise CatalogError(f"{source}: {problems}") from None
     except (TypeError, AttributeError) as exc:
         raise CatalogError(f"{source}: malformed catalog: {exc}") from None

@@ -26,5 +26,15 @@ from .common import (  # the exit codes are the command's interface
 )
 from .main import PRESET_NAMES, build_parser, entry, main, parse_args
 
-__all__ = ["EXIT_BROKEN_PIPE", "EXIT_CANCELLED", "EXIT_FAILED", "EXIT_TERMINATED", "EXIT_USAGE", "PRESET_NAMES",
-           "build_parser", "entry", "main", "parse_args"]
+__all__ = [
+    "EXIT_BROKEN_PIPE",
+    "EXIT_CANCELLED",
+    "EXIT_FAILED",
+    "EXIT_TERMINATED",
+    "EXIT_USAGE",
+    "PRESET_NAMES",
+    "build_parser",
+    "entry",
+    "main",
+    "parse_args",
+]

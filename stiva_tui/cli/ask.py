@@ -25,13 +25,23 @@ def add_parser(sub, common) -> None:
     ask.add_argument("--max-steps", type=int, help="at most this many steps per workflow (default 5)")
     ask.add_argument("--budget-usd", type=float, help="stop the run once it has cost this much")
     ask.add_argument("--budget-tokens", type=int, help="stop the run once it has used this many tokens")
-    ask.add_argument("--baseline", metavar="SYSTEM",
-                     help="run another system instead of the conductor: direct:MODEL (one model), moa "
-                          "(Mixture-of-Agents), or any one system stiva bench --systems takes")
-    ask.add_argument("--preset", choices=sorted(PRESET_NAMES),
-                     help="the conductor with a preset's limits (conductor-mini: 2 steps, 1 round)")
-    ask.add_argument("--continue", dest="continue_id", metavar="ID",
-                     help="add this question to conversation ID (printed after each answer)")
+    ask.add_argument(
+        "--baseline",
+        metavar="SYSTEM",
+        help="run another system instead of the conductor: direct:MODEL (one model), moa "
+        "(Mixture-of-Agents), or any one system stiva bench --systems takes",
+    )
+    ask.add_argument(
+        "--preset",
+        choices=sorted(PRESET_NAMES),
+        help="the conductor with a preset's limits (conductor-mini: 2 steps, 1 round)",
+    )
+    ask.add_argument(
+        "--continue",
+        dest="continue_id",
+        metavar="ID",
+        help="add this question to conversation ID (printed after each answer)",
+    )
 
 
 def run(args: argparse.Namespace, config) -> int:
@@ -108,8 +118,9 @@ def _read_question(argument: str) -> str:
         raw = argument.encode("utf-8", "surrogateescape")
     question = raw.decode("utf-8", "replace")
     if "\ufffd" in question and "\ufffd" not in raw.decode("utf-8", "ignore"):
-        print("stiva: note: the question held bytes that are not UTF-8; they were replaced with \ufffd",
-              file=sys.stderr)
+        print(
+            "stiva: note: the question held bytes that are not UTF-8; they were replaced with \ufffd", file=sys.stderr
+        )
     return question
 
 
@@ -137,9 +148,19 @@ async def _ask(args, runtime, question: str, held_back) -> int:
     console = Console(stderr=True)
     show_live = not args.json and console.is_terminal
     mode, options = _mode(args, runtime)
-    request = Ask(question, mode=mode, source="cli", conversation_id=args.continue_id, options=dict(
-        options, rounds=args.rounds, max_steps=args.max_steps, budget_usd=args.budget_usd,
-        budget_tokens=args.budget_tokens))
+    request = Ask(
+        question,
+        mode=mode,
+        source="cli",
+        conversation_id=args.continue_id,
+        options=dict(
+            options,
+            rounds=args.rounds,
+            max_steps=args.max_steps,
+            budget_usd=args.budget_usd,
+            budget_tokens=args.budget_tokens,
+        ),
+    )
     for warning in runtime.warnings:
         console.print(f"[yellow]warning:[/] config: {escape(printable(warning))}", highlight=False)
     runtime.sessions.check(request)  # an unknown model or conversation fails before a model loads
@@ -163,14 +184,24 @@ async def _ask(args, runtime, question: str, held_back) -> int:
             console.print(f"[yellow]fallback:[/] {escape(note)}", highlight=False, soft_wrap=True)
         if view is None:  # the live view's last frame already ends on the same totals
             t = result.totals
-            console.print(f"[dim]{t.prompt_tokens:,} in · {t.completion_tokens:,} out"
-                          f"{' (estimated)' if t.estimated else ''} · {fmt.money(t.cost_usd)} · "
-                          f"{fmt.seconds(t.latency_s)}[/]")
+            console.print(
+                f"[dim]{t.prompt_tokens:,} in · {t.completion_tokens:,} out"
+                f"{' (estimated)' if t.estimated else ''} · {fmt.money(t.cost_usd)} · "
+                f"{fmt.seconds(t.latency_s)}[/]"
+            )
     # Only an id that is on disk, with this run, is offered: `--continue` on any other would fail.
-    if (outcome.conversation_id and not args.json and trouble is None
-            and _conversation_kept(runtime, outcome.conversation_id, result.run_id)):
-        console.print(f"[dim]conversation {outcome.conversation_id} · continue it with "
-                      f"stiva ask --continue {outcome.conversation_id} \"...\"[/]", highlight=False, soft_wrap=True)
+    if (
+        outcome.conversation_id
+        and not args.json
+        and trouble is None
+        and _conversation_kept(runtime, outcome.conversation_id, result.run_id)
+    ):
+        console.print(
+            f"[dim]conversation {outcome.conversation_id} · continue it with "
+            f'stiva ask --continue {outcome.conversation_id} "..."[/]',
+            highlight=False,
+            soft_wrap=True,
+        )
     if result.status != "finished":
         code = fail(result.error or result.status, EXIT_FAILED)
         return fail(trouble, code) if trouble is not None else code
@@ -200,9 +231,12 @@ def _fallback_notes(runtime, run_id: str) -> list[str]:
     except Exception:  # noqa: BLE001 - the history may be unwritable: the answer stands
         return []
     # steps numbered from 1, as the live view and the tree number them
-    return [f"step {fmt.step(step.index)} of round {round_.round} was answered by {step.model}: "
-            f"{step.first_model} failed" for round_ in trace.rounds for step in round_.steps
-            if step.status == "finished" and step.on_fallback]
+    return [
+        f"step {fmt.step(step.index)} of round {round_.round} was answered by {step.model}: {step.first_model} failed"
+        for round_ in trace.rounds
+        for step in round_.steps
+        if step.status == "finished" and step.on_fallback
+    ]
 
 
 async def _load_conductor(runtime, console, quiet: bool) -> None:
@@ -210,6 +244,7 @@ async def _load_conductor(runtime, console, quiet: bool) -> None:
     from ..conductor.choose import loaded_facts
 
     with console.status("choosing the conductor…") as status:
+
         def progress(fraction: float | None, message: str) -> None:
             pct = f" {fraction:.0%}" if fraction is not None else ""
             status.update(f"{message}{pct}")
@@ -217,8 +252,12 @@ async def _load_conductor(runtime, console, quiet: bool) -> None:
         conductor = await runtime.ensure_conductor(progress)
     if not quiet:
         facts = loaded_facts(conductor)
-        console.print(f"[dim]conductor:[/] {conductor.backend} · {conductor.model}"
-                      f"{' · ' + facts if facts else ''} — {runtime.conductor_reason}", highlight=False, soft_wrap=True)
+        console.print(
+            f"[dim]conductor:[/] {conductor.backend} · {conductor.model}"
+            f"{' · ' + facts if facts else ''} — {runtime.conductor_reason}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _trace_json(runtime, result, question: str, mode, system: str | None, *, recorded: bool = True) -> str:
@@ -237,17 +276,29 @@ def _trace_json(runtime, result, question: str, mode, system: str | None, *, rec
         trace = _result_trace(result, question, mode, system)
     if not recorded:
         t = result.totals
-        trace = trace.model_copy(update=dict(
-            conversation_id=None, status=result.status, failure=result.failure,
-            answer=result.answer if result.status == "finished" else trace.answer,
-            error=result.error or None, totals=type(trace.totals)(
-                prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens, cost_usd=t.cost_usd,
-                latency_s=t.latency_s, estimated=t.estimated)))
+        trace = trace.model_copy(
+            update=dict(
+                conversation_id=None,
+                status=result.status,
+                failure=result.failure,
+                answer=result.answer if result.status == "finished" else trace.answer,
+                error=result.error or None,
+                totals=type(trace.totals)(
+                    prompt_tokens=t.prompt_tokens,
+                    completion_tokens=t.completion_tokens,
+                    cost_usd=t.cost_usd,
+                    latency_s=t.latency_s,
+                    estimated=t.estimated,
+                ),
+            )
+        )
     if with_conductor and runtime.conductor is not None:
         # What the run recorded (backend, model, usage) stands; the rest is what it runs on.
-        facts = {k: v for k, v in runtime.conductor.describe().items()
-                 if k in type(trace.conductor).model_fields and k not in ("backend", "model", "usage")
-                 and v is not None}
+        facts = {
+            k: v
+            for k, v in runtime.conductor.describe().items()
+            if k in type(trace.conductor).model_fields and k not in ("backend", "model", "usage") and v is not None
+        }
         conductor = trace.conductor.model_copy(update={**facts, "reason": runtime.conductor_reason})
         trace = trace.model_copy(update={"conductor": conductor})
     return trace.model_dump_json(indent=2)
@@ -259,5 +310,11 @@ def _result_trace(result, question: str, mode, system: str | None):
     from ..core.words import RUN_MODES
 
     kind = type(mode).__name__.removesuffix("Mode").lower()  # DirectMode: "direct"
-    return Trace(run_id=result.run_id, question=question, status=result.status, source="cli",
-                 mode=kind if kind in RUN_MODES else "conductor", system=system or "conductor")
+    return Trace(
+        run_id=result.run_id,
+        question=question,
+        status=result.status,
+        source="cli",
+        mode=kind if kind in RUN_MODES else "conductor",
+        system=system or "conductor",
+    )

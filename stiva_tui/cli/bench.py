@@ -33,26 +33,44 @@ from .common import (
 
 def add_parser(sub, common) -> None:
     bench = sub.add_parser(
-        "bench", parents=[common], help="measure the conductor against single models and MoA on a suite",
+        "bench",
+        parents=[common],
+        help="measure the conductor against single models and MoA on a suite",
         description="Run every item of SUITE on every system, grade the answers, and report accuracy, tokens, "
-                    "cost and latency. Running the same command again continues an interrupted bench.")
+        "cost and latency. Running the same command again continues an interrupted bench.",
+    )
     bench.add_argument("suite", nargs="?", help="a JSONL suite file, FORMAT:PATH (see --list), or a built-in name")
-    bench.add_argument("--systems", action="append", default=[], metavar="S1,S2",
-                       help="conductor, conductor-mini, moa, self-moa[:MODEL], direct:MODEL, direct:* (every pool model), "
-                            "adapter:DIR, oracle, random (comma-separated; repeatable)")
+    bench.add_argument(
+        "--systems",
+        action="append",
+        default=[],
+        metavar="S1,S2",
+        help="conductor, conductor-mini, moa, self-moa[:MODEL], direct:MODEL, direct:* (every pool model), "
+        "adapter:DIR, oracle, random (comma-separated; repeatable)",
+    )
     bench.add_argument("--limit", type=int, help="only the first N items of the suite")
-    bench.add_argument("--split", metavar="NAME", help="only the items whose meta.split is NAME (skills: train, heldout)")
+    bench.add_argument(
+        "--split", metavar="NAME", help="only the items whose meta.split is NAME (skills: train, heldout)"
+    )
     bench.add_argument("--concurrency", type=int, default=4, help="items run at once, across systems (default 4)")
     bench.add_argument("--budget-usd", type=float, help="stop cleanly once this invocation has spent this much")
     bench.add_argument("--out", metavar="DIR", help="where the report files go (default: the data dir)")
     bench.add_argument("--fresh", action="store_true", help="start over instead of continuing the same bench")
-    bench.add_argument("--answer-cache", action="store_true",
-                       help="reuse the answers already paid for: a model sent the same prompt under the same "
-                            "sampling gets its recorded answer, with its recorded tokens, cost and latency")
+    bench.add_argument(
+        "--answer-cache",
+        action="store_true",
+        help="reuse the answers already paid for: a model sent the same prompt under the same "
+        "sampling gets its recorded answer, with its recorded tokens, cost and latency",
+    )
     bench.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    bench.add_argument("--list", action="store_true", help="list the suite formats, the built-in suites and the sandbox")
-    bench.add_argument("--unsafe-code", action="store_true",
-                       help="run model-written code WITHOUT isolation where no sandbox can be had (reports say so)")
+    bench.add_argument(
+        "--list", action="store_true", help="list the suite formats, the built-in suites and the sandbox"
+    )
+    bench.add_argument(
+        "--unsafe-code",
+        action="store_true",
+        help="run model-written code WITHOUT isolation where no sandbox can be had (reports say so)",
+    )
 
 
 def run(args: argparse.Namespace, config) -> int:
@@ -104,13 +122,25 @@ async def bench(args: argparse.Namespace, config) -> int:
 
         answer_cache = AnswerCache.open()
     try:
-        runner = BenchRunner(runtime, suite, systems, concurrency=args.concurrency, budget_usd=args.budget_usd,
-                             limit=args.limit, fresh=args.fresh, on_progress=view.update if view else None,
-                             unsafe_code=args.unsafe_code, answer_cache=answer_cache)
+        runner = BenchRunner(
+            runtime,
+            suite,
+            systems,
+            concurrency=args.concurrency,
+            budget_usd=args.budget_usd,
+            limit=args.limit,
+            fresh=args.fresh,
+            on_progress=view.update if view else None,
+            unsafe_code=args.unsafe_code,
+            answer_cache=answer_cache,
+        )
         runner.check()
         if runner.sandbox.unsafe and runner.sandbox_line:
-            console.print("[bold red]--unsafe-code:[/] model-written code runs WITHOUT isolation: it can read and "
-                          "write your files and reach the network", highlight=False)
+            console.print(
+                "[bold red]--unsafe-code:[/] model-written code runs WITHOUT isolation: it can read and "
+                "write your files and reach the network",
+                highlight=False,
+            )
         if view:
             with view:
                 outcome = await runner.run()
@@ -199,14 +229,24 @@ def write_reports(runtime, runner, status: str, reason: str | None, out: str | N
 def build_bench_report(runner, records, status: str, reason: str | None):
     from ..bench.report import AnswerCacheLine, build_report
 
-    report = build_report(runner.suite.name, runner.bench_id, [s.name for s in runner.systems],
-                          [item.id for item in runner.items], records, status=status, stop_reason=reason)
+    report = build_report(
+        runner.suite.name,
+        runner.bench_id,
+        [s.name for s in runner.systems],
+        [item.id for item in runner.items],
+        records,
+        status=status,
+        stop_reason=reason,
+    )
     report.sandbox = runner.sandbox_line
     if runner.caching is not None:
         cache = runner.caching
-        report.answer_cache = AnswerCacheLine(reused=cache.hits, asked=cache.misses,
-                                              saved_usd=round(cache.saved_usd, 10),
-                                              off=cache.cache.failed if cache.cache is not None else None)
+        report.answer_cache = AnswerCacheLine(
+            reused=cache.hits,
+            asked=cache.misses,
+            saved_usd=round(cache.saved_usd, 10),
+            off=cache.cache.failed if cache.cache is not None else None,
+        )
     report.pool = runtime_pool_label(runner.runtime)
     return report
 
@@ -222,7 +262,7 @@ def cache_line(caching) -> str:
 
 
 def runtime_pool_label(runtime) -> str | None:
-    """"simulated pool" when the sim: models answer, "replayed pool (bench ID)" for a replay
+    """ "simulated pool" when the sim: models answer, "replayed pool (bench ID)" for a replay
     (every table, report and plot says so)."""
     from ..sim.pool import pool_label
 
@@ -253,21 +293,36 @@ def print_table(report) -> None:
     for row in report.systems:
         lo, hi = row.ci95
         accuracy = "—" if row.accuracy is None else f"{row.accuracy:.1%}"
-        table.add_row(row.system, str(row.n), accuracy, f"{lo:.2f}–{hi:.2f}", str(row.errors),
-                      f"{row.tokens_per_question:,.0f}", fmt.money(row.cost_per_question),
-                      fmt.seconds(row.latency_p50_s), fmt.seconds(row.latency_p95_s))
+        table.add_row(
+            row.system,
+            str(row.n),
+            accuracy,
+            f"{lo:.2f}–{hi:.2f}",
+            str(row.errors),
+            f"{row.tokens_per_question:,.0f}",
+            fmt.money(row.cost_per_question),
+            fmt.seconds(row.latency_p50_s),
+            fmt.seconds(row.latency_p95_s),
+        )
     console = stdout_console(soft_wrap=True)  # piped to a file, nothing is cut to 80 columns
     console.print(table)
     # latency counts from each item's first call; the time items queued behind others, apart
-    queued = [f"{row.system} {row.queue_wait_p50_s:.1f}/{row.queue_wait_p95_s:.1f}"
-              for row in report.systems if row.queue_wait_p95_s]
+    queued = [
+        f"{row.system} {row.queue_wait_p50_s:.1f}/{row.queue_wait_p95_s:.1f}"
+        for row in report.systems
+        if row.queue_wait_p95_s
+    ]
     if queued:
         console.print("queued before the first call, p50/p95 s: " + " · ".join(queued), highlight=False)
     summary = report.frontier
     if summary.aiq is not None:
         single = summary.aiq_single_models
-        console.print(f"AIQ {summary.aiq:.3f}" + (f" (single models alone {single:.3f})" if single is not None else "")
-                      + f" · frontier: {', '.join(summary.on_hull)}", highlight=False)
+        console.print(
+            f"AIQ {summary.aiq:.3f}"
+            + (f" (single models alone {single:.3f})" if single is not None else "")
+            + f" · frontier: {', '.join(summary.on_hull)}",
+            highlight=False,
+        )
 
 
 def listing(config=None) -> str:
@@ -281,8 +336,15 @@ def listing(config=None) -> str:
     lines += ["", "Built-in suites:"]
     for info in list_builtins():
         lines.append(f"  {info.name:<15} {info.items:>4} items  {info.description}")
-    lines += ["", "A JSONL suite file: one {\"id\", \"question\", \"answer\", \"grader\"} object a line "
-              "(graders: numeric, exact, contains, choice, math, code, judge)."]
+    lines += [
+        "",
+        'A JSONL suite file: one {"id", "question", "answer", "grader"} object a line '
+        "(graders: numeric, exact, contains, choice, math, code, judge).",
+    ]
     sandbox = (config or Config()).sandbox
-    lines += ["", "Code items run in the sandbox ([sandbox] in the config):", "  " + describe_isolation(sandbox.settings())]
+    lines += [
+        "",
+        "Code items run in the sandbox ([sandbox] in the config):",
+        "  " + describe_isolation(sandbox.settings()),
+    ]
     return "\n".join(lines)

@@ -14,8 +14,11 @@ from .common import EXIT_FAILED, EXIT_USAGE, fail
 
 
 def add_parser(sub, common) -> None:
-    configure = sub.add_parser("config", parents=[common], help="create the config file if there is none, "
-                               "print its path, and open it with --edit")
+    configure = sub.add_parser(
+        "config",
+        parents=[common],
+        help="create the config file if there is none, print its path, and open it with --edit",
+    )
     configure.add_argument("--edit", action="store_true", help="open it in $EDITOR (or $VISUAL)")
 
 

@@ -1,7 +1,7 @@
 """`stiva history`: the stored runs and conversations; show, rename or delete one.
 
-    stiva history [--json] [--limit N]
-    stiva history show ID | conversations | rename ID TITLE | delete ID
+stiva history [--json] [--limit N]
+stiva history show ID | conversations | rename ID TITLE | delete ID
 """
 
 from __future__ import annotations
@@ -19,11 +19,16 @@ def add_parser(sub, common) -> None:
     history = sub.add_parser("history", parents=[common], help="the stored runs, newest first")
     history.add_argument("--json", action="store_true", help="print JSON")
     history.add_argument("--limit", type=int, default=20, help="at most this many runs (default 20)")
-    shows = history.add_subparsers(dest="history_command",
-                                   metavar="{show ID, conversations, rename ID TITLE, delete ID}")
+    shows = history.add_subparsers(
+        dest="history_command", metavar="{show ID, conversations, rename ID TITLE, delete ID}"
+    )
     show = shows.add_parser("show", help="one run's trace with its plan, or a conversation's runs")
-    show.add_argument("run_id", metavar="ID", help="a run's or a conversation's id, or a unique start of one "
-                                                  "(4 characters or more), as any stiva listing prints it")
+    show.add_argument(
+        "run_id",
+        metavar="ID",
+        help="a run's or a conversation's id, or a unique start of one "
+        "(4 characters or more), as any stiva listing prints it",
+    )
     show.add_argument("--json", dest="show_json", action="store_true", help="print the trace as JSON")
     conversations = shows.add_parser("conversations", help="the conversations, newest first")
     conversations.add_argument("--json", dest="show_json", action="store_true", help="print them as JSON")
@@ -54,8 +59,9 @@ def history(args: argparse.Namespace) -> int:
         return fail(str(exc), EXIT_FAILED if isinstance(exc, HistoryFault) else EXIT_USAGE)
     with store:
         if store.fault is not None:
-            print(f"stiva: note: {store.fault.summary}: only reading it (nothing is swept or recorded)",
-                  file=sys.stderr)
+            print(
+                f"stiva: note: {store.fault.summary}: only reading it (nothing is swept or recorded)", file=sys.stderr
+            )
         if args.limit < 1:
             return fail("--limit must be at least 1", EXIT_USAGE)
         try:
@@ -81,10 +87,25 @@ def history(args: argparse.Namespace) -> int:
         except StoreError as exc:  # a damaged page met while reading
             return fail(str(exc), EXIT_FAILED)
     if args.json:
-        print(json.dumps([{"id": r.run_id, "started_at": r.created_at, "source": r.source, "question": r.question,
-                           "status": r.status, "prompt_tokens": r.prompt_tokens,
-                           "completion_tokens": r.completion_tokens, "cost_usd": r.cost_usd} for r in runs],
-                         indent=2, ensure_ascii=False))
+        print(
+            json.dumps(
+                [
+                    {
+                        "id": r.run_id,
+                        "started_at": r.created_at,
+                        "source": r.source,
+                        "question": r.question,
+                        "status": r.status,
+                        "prompt_tokens": r.prompt_tokens,
+                        "completion_tokens": r.completion_tokens,
+                        "cost_usd": r.cost_usd,
+                    }
+                    for r in runs
+                ],
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
     else:
         _print_runs(runs)
     return 0
@@ -104,8 +125,11 @@ def _change_history(args: argparse.Namespace) -> int:
             if args.history_command == "rename":
                 title = " ".join(args.title.split())
                 if kind != "conversation":
-                    return fail(f"{args.run_id} is a run: only a conversation has a title "
-                                "(stiva history conversations lists them)", EXIT_USAGE)
+                    return fail(
+                        f"{args.run_id} is a run: only a conversation has a title "
+                        "(stiva history conversations lists them)",
+                        EXIT_USAGE,
+                    )
                 if not title:
                     return fail("the new title is empty", EXIT_USAGE)
                 store.rename_conversation(whole, title)
@@ -128,16 +152,35 @@ def _print_runs(runs) -> None:
 
     console = stdout_console()  # a pipe or a file: whole ids and every column, for grep and scripts
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for name, justify in (("id", "left"), ("started", "left"), ("source", "left"), ("status", "left"),
-                          ("tokens", "right"), ("cost", "right"), ("question", "left")):
+    for name, justify in (
+        ("id", "left"),
+        ("started", "left"),
+        ("source", "left"),
+        ("status", "left"),
+        ("tokens", "right"),
+        ("cost", "right"),
+        ("question", "left"),
+    ):
         # The id stays whole (`stiva history show ID`); the question gives way first.
-        table.add_column(name, justify=justify, no_wrap=True, overflow="ellipsis",
-                         min_width=32 if name == "id" else None, max_width=60 if name == "question" else None,
-                         ratio=1 if name == "question" else None)
+        table.add_column(
+            name,
+            justify=justify,
+            no_wrap=True,
+            overflow="ellipsis",
+            min_width=32 if name == "id" else None,
+            max_width=60 if name == "question" else None,
+            ratio=1 if name == "question" else None,
+        )
     for r in runs:
-        table.add_row(r.run_id, r.created_at[:16].replace("T", " "), r.source, r.status,
-                      f"{r.prompt_tokens:,}→{r.completion_tokens:,}", fmt.money(r.cost_usd),
-                      printable(" ".join(r.question.split())))
+        table.add_row(
+            r.run_id,
+            r.created_at[:16].replace("T", " "),
+            r.source,
+            r.status,
+            f"{r.prompt_tokens:,}→{r.completion_tokens:,}",
+            fmt.money(r.cost_usd),
+            printable(" ".join(r.question.split())),
+        )
     console.print(table if runs else "no runs yet", highlight=False)
 
 
@@ -155,9 +198,15 @@ def _print_conversation(conversation) -> None:
     from ..store.export import run_markdown
 
     console = stdout_console()
-    console.print(Markdown(printable(f"# {conversation.title or 'Untitled conversation'}\n\n"
-                                     f"_{conversation.kind} · {conversation.id} · started "
-                                     f"{conversation.created_at[:16].replace('T', ' ')} UTC_")))
+    console.print(
+        Markdown(
+            printable(
+                f"# {conversation.title or 'Untitled conversation'}\n\n"
+                f"_{conversation.kind} · {conversation.id} · started "
+                f"{conversation.created_at[:16].replace('T', ' ')} UTC_"
+            )
+        )
+    )
     for trace in conversation.runs:
         console.print(Markdown(printable(run_markdown(trace, plan=True))))
     if not conversation.runs:
@@ -169,9 +218,20 @@ def _print_conversations(found) -> None:
 
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name in ("id", "updated", "kind", "runs", "status", "title"):
-        table.add_column(name, no_wrap=True, overflow="ellipsis", justify="right" if name == "runs" else "left",
-                         min_width=32 if name == "id" else None)
+        table.add_column(
+            name,
+            no_wrap=True,
+            overflow="ellipsis",
+            justify="right" if name == "runs" else "left",
+            min_width=32 if name == "id" else None,
+        )
     for c in found:  # status: how its newest run ended, as the app's history sidebar says it
-        table.add_row(c.id, c.updated_at[:16].replace("T", " "), c.kind, str(c.run_count),
-                      c.last_status or "no runs", printable(" ".join((c.title or "(untitled)").split())))
+        table.add_row(
+            c.id,
+            c.updated_at[:16].replace("T", " "),
+            c.kind,
+            str(c.run_count),
+            c.last_status or "no runs",
+            printable(" ".join((c.title or "(untitled)").split())),
+        )
     stdout_console().print(table if found else "no conversations yet", highlight=False)

@@ -27,8 +27,16 @@ from .common import (
 
 # The commands, in the order `stiva --help` lists them. `config` runs before the config is loaded
 # (a broken file is what one may want to open); `history` and `votes` read the history alone.
-COMMANDS = {"ask": ask, "models": models, "history": history, "bench": bench, "train": train, "votes": votes,
-            "config": config_cmd, "serve": serve}
+COMMANDS = {
+    "ask": ask,
+    "models": models,
+    "history": history,
+    "bench": bench,
+    "train": train,
+    "votes": votes,
+    "config": config_cmd,
+    "serve": serve,
+}
 WITHOUT_POOL = ("history", "votes")
 
 
@@ -70,21 +78,30 @@ def build_parser() -> argparse.ArgumentParser:
     # (`stiva --pool sim bench ...`), instead of resetting it to None.
     common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
     common.add_argument("--config", metavar="FILE", help="config file (default: the platform config dir)")
-    common.add_argument("--conductor", metavar="BACKEND[:MODEL]",
-                        help="auto, local[:HF_ID_OR_DIR], embedded or remote:POOL_MODEL_ID")
-    common.add_argument("--pool", metavar="sim|sim:SEED|replay:BENCH_ID",
-                        help="use another pool instead of the configured one: sim, the SIMULATED pool whose "
-                             "strengths are known (sim:SEED: under another seed, another draw of which calls are "
-                             "right), or replay:BENCH_ID, the recorded direct: answers of a bench "
-                             "(both served by Stiva on 127.0.0.1)")
-    common.add_argument("--prefer", metavar="LEVEL",
-                        help="what the conductor optimises for: best, balanced, cheap, fast, or a number from 0 "
-                             "(best) to 1 (cheap); the budget and the step limit still bound every plan "
-                             "(default: [conductor] prefer)")
+    common.add_argument(
+        "--conductor", metavar="BACKEND[:MODEL]", help="auto, local[:HF_ID_OR_DIR], embedded or remote:POOL_MODEL_ID"
+    )
+    common.add_argument(
+        "--pool",
+        metavar="sim|sim:SEED|replay:BENCH_ID",
+        help="use another pool instead of the configured one: sim, the SIMULATED pool whose "
+        "strengths are known (sim:SEED: under another seed, another draw of which calls are "
+        "right), or replay:BENCH_ID, the recorded direct: answers of a bench "
+        "(both served by Stiva on 127.0.0.1)",
+    )
+    common.add_argument(
+        "--prefer",
+        metavar="LEVEL",
+        help="what the conductor optimises for: best, balanced, cheap, fast, or a number from 0 "
+        "(best) to 1 (cheap); the budget and the step limit still bound every plan "
+        "(default: [conductor] prefer)",
+    )
 
     parser = CommandParser(
-        prog="stiva", parents=[common],
-        description="A conductor model orchestrates a pool of language models. With no command, opens the app.")
+        prog="stiva",
+        parents=[common],
+        description="A conductor model orchestrates a pool of language models. With no command, opens the app.",
+    )
     from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"stiva {__version__}")

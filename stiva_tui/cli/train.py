@@ -45,13 +45,21 @@ Family = Callable[[argparse.ArgumentParser, str], list[argparse.Action]]
 def _suite_options(p: argparse.ArgumentParser, method: str) -> list[argparse.Action]:
     return [
         p.add_argument("suite", metavar="SUITE", help="a bench suite: JSONL file, FORMAT:PATH or a built-in name"),
-        p.add_argument("--split", metavar="NAME",
-                       help="only the items whose meta.split is NAME (skills: train, the held-out ones unseen)"),
-        p.add_argument("--unsafe-code", action="store_true",
-                       help="grade code items WITHOUT isolation where no sandbox can be had"),
-        p.add_argument("--no-answer-cache", dest="answer_cache", action="store_false",
-                       help="ask every call again, instead of reusing the answers already paid for (a model sent "
-                            "the same prompt under the same sampling, in any training or --answer-cache bench)"),
+        p.add_argument(
+            "--split",
+            metavar="NAME",
+            help="only the items whose meta.split is NAME (skills: train, the held-out ones unseen)",
+        ),
+        p.add_argument(
+            "--unsafe-code", action="store_true", help="grade code items WITHOUT isolation where no sandbox can be had"
+        ),
+        p.add_argument(
+            "--no-answer-cache",
+            dest="answer_cache",
+            action="store_false",
+            help="ask every call again, instead of reusing the answers already paid for (a model sent "
+            "the same prompt under the same sampling, in any training or --answer-cache bench)",
+        ),
     ]
 
 
@@ -61,35 +69,70 @@ def _model_options(p: argparse.ArgumentParser, method: str) -> list[argparse.Act
     dpo = method != "grpo"
     return [
         p.add_argument("--base", required=True, help="embedded, an HF id or a model folder (QLoRA on CUDA)"),
-        p.add_argument("--out", required=True, metavar="DIR", type=Path,
-                       help="where the adapter, log and checkpoints go"),
+        p.add_argument(
+            "--out", required=True, metavar="DIR", type=Path, help="where the adapter, log and checkpoints go"
+        ),
         p.add_argument("--steps", type=int, help=f"{'DPO' if dpo else 'GRPO'} steps (default 50)"),
         # DPO's batch stays the command's 2 of before the methods (VoteTrainOptions' own is 4)
-        p.add_argument("--batch", type=int, default=2 if dpo else None,
-                       help=f"{'pairs' if dpo else 'questions'} per step (default 2)"),
+        p.add_argument(
+            "--batch",
+            type=int,
+            default=2 if dpo else None,
+            help=f"{'pairs' if dpo else 'questions'} per step (default 2)",
+        ),
         p.add_argument("--lr", type=float, help="learning rate (default 5e-5)"),
         p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in DIR"),
-        p.add_argument("--save-every", type=int, metavar="N",
-                       help="keep a checkpoint every N steps (default 10; --resume continues from the last)"),
+        p.add_argument(
+            "--save-every",
+            type=int,
+            metavar="N",
+            help="keep a checkpoint every N steps (default 10; --resume continues from the last)",
+        ),
         p.add_argument("--lora-r", type=int, metavar="R", help="LoRA rank (default 16)"),
-        p.add_argument("--lora-targets", choices=["attention", "all"],
-                       help="LoRA on the attention projections (the default) or on every linear layer"),
-        p.add_argument("--prompt", choices=["compact"], dest="prompt_style",
-                       help="plan under the short compact prompt (DPO's default already: its pairs are plans "
-                            "written without reasoning)" if dpo else
-                            "train (and plan, with the adapter) under the ~60-token compact prompt instead of "
-                            "the ~1,300-token one: many times faster on a CPU"),
-        p.add_argument("--plan-steps", type=int, metavar="N", dest="max_steps_per_plan",
-                       help="at most N steps per plan (default: [conductor] max_steps)"),
-        p.add_argument("--subtask-chars", type=int, metavar="N", dest="max_subtask_chars",
-                       help="at most N characters per subtask while training (default: the conductor's)"),
-        p.add_argument("--prefer-levels", metavar="LEVELS", dest="preferences", type=comma_list,
-                       help="comma-separated preferences (best,balanced,cheap,fast or numbers 0..1): "
-                            + ("the graded benches' pairs are graded under each level, stated in the prompt, so "
-                               "one adapter follows every level" if dpo else
-                               "each question's plans are sampled under one of them, stated in the prompt, and "
-                               "rewarded by its cost and latency weights, so one adapter follows every level "
-                               "(replaces --cost-weight)")),
+        p.add_argument(
+            "--lora-targets",
+            choices=["attention", "all"],
+            help="LoRA on the attention projections (the default) or on every linear layer",
+        ),
+        p.add_argument(
+            "--prompt",
+            choices=["compact"],
+            dest="prompt_style",
+            help="plan under the short compact prompt (DPO's default already: its pairs are plans "
+            "written without reasoning)"
+            if dpo
+            else "train (and plan, with the adapter) under the ~60-token compact prompt instead of "
+            "the ~1,300-token one: many times faster on a CPU",
+        ),
+        p.add_argument(
+            "--plan-steps",
+            type=int,
+            metavar="N",
+            dest="max_steps_per_plan",
+            help="at most N steps per plan (default: [conductor] max_steps)",
+        ),
+        p.add_argument(
+            "--subtask-chars",
+            type=int,
+            metavar="N",
+            dest="max_subtask_chars",
+            help="at most N characters per subtask while training (default: the conductor's)",
+        ),
+        p.add_argument(
+            "--prefer-levels",
+            metavar="LEVELS",
+            dest="preferences",
+            type=comma_list,
+            help="comma-separated preferences (best,balanced,cheap,fast or numbers 0..1): "
+            + (
+                "the graded benches' pairs are graded under each level, stated in the prompt, so "
+                "one adapter follows every level"
+                if dpo
+                else "each question's plans are sampled under one of them, stated in the prompt, and "
+                "rewarded by its cost and latency weights, so one adapter follows every level "
+                "(replaces --cost-weight)"
+            ),
+        ),
         p.add_argument("--seed", type=int, help="the random seed (default 0)"),
         p.add_argument("--json", action="store_true", help="print the summary as one JSON object"),
     ]
@@ -98,46 +141,79 @@ def _model_options(p: argparse.ArgumentParser, method: str) -> list[argparse.Act
 def _grpo_options(p: argparse.ArgumentParser, method: str) -> list[argparse.Action]:
     return [
         p.add_argument("--group", type=int, help="plans per question (G, default 4)"),
-        p.add_argument("--cost-weight", type=float,
-                       help="reward minus W x the run's cost, normalised within each question's group"),
+        p.add_argument(
+            "--cost-weight", type=float, help="reward minus W x the run's cost, normalised within each question's group"
+        ),
         p.add_argument("--budget-usd", type=float, help="stop cleanly once the rollouts have cost this much"),
-        p.add_argument("--shuffle-pool", action="store_true",
-                       help="sample each plan under its own order of the pool: a conductor that always names "
-                            "the first model then tries them all, and learns to route by name, not by place"),
+        p.add_argument(
+            "--shuffle-pool",
+            action="store_true",
+            help="sample each plan under its own order of the pool: a conductor that always names "
+            "the first model then tries them all, and learns to route by name, not by place",
+        ),
         p.add_argument("--temperature", type=float, help="sampling temperature of the plans (default 1)"),
-        p.add_argument("--rollout-concurrency", type=int, metavar="N",
-                       help="at most N calls at once to each provider (default 8; a 429 halves it for a while)"),
+        p.add_argument(
+            "--rollout-concurrency",
+            type=int,
+            metavar="N",
+            help="at most N calls at once to each provider (default 8; a 429 halves it for a while)",
+        ),
     ]
 
 
 def _pair_options(p: argparse.ArgumentParser, method: str) -> list[argparse.Action]:
     graded = method == "graded"
     return [
-        p.add_argument("--bench", action="append", dest="benches", metavar="ID",
-                       help=("add another graded bench's items as pairs too; repeatable" if graded else
-                             "add a graded bench's items as pairs too (right over wrong, the cheaper right over "
-                             "the dearer), so votes and a graded suite train one adapter; repeatable: benches of "
-                             "one suite graded again (another sim seed, a temperature) are pooled by item and "
-                             "compared by mean grade")),
-        p.add_argument("--bench-pairs", choices=["all", "best"],
-                       help="every pair the rule gives, or only each item's best system over every other: one "
-                            f"consistent pick per question (default {'best' if graded else 'all'})"),
-        p.add_argument("--beta", type=float, help="DPO's beta, how far the adapter may move from its base "
-                                                  "(default 0.1)"),
-        p.add_argument("--sft-weight", type=float, metavar="W",
-                       help="add W x the chosen plan's mean NLL to DPO's loss (RPO), so the adapter cannot widen "
-                            "the margin by making both plans unlikely (default 0: DPO alone)"),
+        p.add_argument(
+            "--bench",
+            action="append",
+            dest="benches",
+            metavar="ID",
+            help=(
+                "add another graded bench's items as pairs too; repeatable"
+                if graded
+                else "add a graded bench's items as pairs too (right over wrong, the cheaper right over "
+                "the dearer), so votes and a graded suite train one adapter; repeatable: benches of "
+                "one suite graded again (another sim seed, a temperature) are pooled by item and "
+                "compared by mean grade"
+            ),
+        ),
+        p.add_argument(
+            "--bench-pairs",
+            choices=["all", "best"],
+            help="every pair the rule gives, or only each item's best system over every other: one "
+            f"consistent pick per question (default {'best' if graded else 'all'})",
+        ),
+        p.add_argument(
+            "--beta", type=float, help="DPO's beta, how far the adapter may move from its base (default 0.1)"
+        ),
+        p.add_argument(
+            "--sft-weight",
+            type=float,
+            metavar="W",
+            help="add W x the chosen plan's mean NLL to DPO's loss (RPO), so the adapter cannot widen "
+            "the margin by making both plans unlikely (default 0: DPO alone)",
+        ),
     ]
 
 
 def _graded_options(p: argparse.ArgumentParser, method: str) -> list[argparse.Action]:
     return [
-        p.add_argument("--graded-seeds", type=int, metavar="K", dest="seeds",
-                       help="on a simulated pool: grade it under K seeds (K samples of every model per "
-                            "question), pairs by mean grade (default 1)"),
-        p.add_argument("--graded-systems", metavar="SYSTEMS", dest="systems",
-                       help="the systems graded, as stiva bench --systems takes them (default direct:*, every "
-                            "single model); chain:A>B adds two-step plans (train them with --plan-steps 2)"),
+        p.add_argument(
+            "--graded-seeds",
+            type=int,
+            metavar="K",
+            dest="seeds",
+            help="on a simulated pool: grade it under K seeds (K samples of every model per "
+            "question), pairs by mean grade (default 1)",
+        ),
+        p.add_argument(
+            "--graded-systems",
+            metavar="SYSTEMS",
+            dest="systems",
+            help="the systems graded, as stiva bench --systems takes them (default direct:*, every "
+            "single model); chain:A>B adds two-step plans (train them with --plan-steps 2)",
+        ),
     ]
 
 
@@ -152,19 +228,22 @@ METHODS: dict[str, Method] = {
     "grpo": Method(
         "sample plans on a suite, run and grade them, learn by GRPO",
         "Sample G plans per question with the conductor, run each on the pool, grade the answers, and update "
-        "a LoRA adapter with GRPO (TRL). Then set [conductor] adapter = \"DIR\", and compare with: "
+        'a LoRA adapter with GRPO (TRL). Then set [conductor] adapter = "DIR", and compare with: '
         "stiva bench SUITE --systems conductor,adapter:DIR",
-        (_suite_options, _model_options, _grpo_options)),
+        (_suite_options, _model_options, _grpo_options),
+    ),
     "dpo": Method(
         "learn the compare-mode votes (and graded benches) by DPO",
         "Train on the compare-mode votes (see stiva votes): DPO on each vote's winning plan over the others', "
         "and with --bench ID on a graded bench's items too (right over wrong, the cheaper right over the dearer).",
-        (_model_options, _pair_options)),
+        (_model_options, _pair_options),
+    ),
     "graded": Method(
         "grade every model of the pool on a suite, then learn by DPO which to pick",
         "Grade every single model of the pool on SUITE (a bench of each), then learn by DPO which model each "
         "question's best answer came from.",
-        (_suite_options, _model_options, _pair_options, _graded_options)),
+        (_suite_options, _model_options, _pair_options, _graded_options),
+    ),
 }
 
 
@@ -172,11 +251,14 @@ def add_parser(sub, common) -> None:
     from .train_legacy import legacy_argv
 
     train = sub.add_parser(
-        "train", parents=[common], rewrite=lambda argv: legacy_argv(argv, common),
+        "train",
+        parents=[common],
+        rewrite=lambda argv: legacy_argv(argv, common),
         help="teach the conductor your pool (GRPO, graded DPO) or your votes (DPO), with a LoRA adapter",
         description="Teach the conductor with a LoRA adapter, by one of the methods below (stiva train METHOD "
-                    "--help for its options). The spellings before the methods still work: stiva train SUITE is "
-                    "grpo, --method graded-dpo is graded, --from-votes is dpo.")
+        "--help for its options). The spellings before the methods still work: stiva train SUITE is "
+        "grpo, --method graded-dpo is graded, --from-votes is dpo.",
+    )
     methods = train.add_subparsers(dest="train_method", metavar="METHOD", required=True)
     for name, method in METHODS.items():
         parser = methods.add_parser(name, parents=[common], help=method.help, description=method.description)
@@ -278,8 +360,9 @@ class Graded:
         from ..train.dpo import VoteTrainOptions
 
         options = VoteTrainOptions(**_given(args, VoteTrainOptions, bench_pairs=args.bench_pairs or "best"))
-        return cls(args.suite, args.split, args.json, args.seeds, args.systems, args.unsafe_code, args.answer_cache,
-                   options)
+        return cls(
+            args.suite, args.split, args.json, args.seeds, args.systems, args.unsafe_code, args.answer_cache, options
+        )
 
     def run(self, config) -> int:
         return _graded(self, config)
@@ -317,8 +400,11 @@ def _load_suite(name: str, split: str | None):
     except SuiteError as exc:
         raise UsageError(str(exc)) from None
     if not split and any(item.meta.get("split") == "train" for item in suite.items):
-        Console(stderr=True).print(f"[yellow]note:[/] training on every item of {suite.name}, its held-out ones "
-                                    "too; --split train keeps them unseen for the bench after", highlight=False)
+        Console(stderr=True).print(
+            f"[yellow]note:[/] training on every item of {suite.name}, its held-out ones "
+            "too; --split train keeps them unseen for the bench after",
+            highlight=False,
+        )
     return suite
 
 
@@ -340,11 +426,13 @@ def _grpo(method: Grpo, config) -> int:
         try:
             if view:
                 with view:
-                    summary = train(config, suite, options, on_step=view.step, progress=view.stage,
-                                    should_stop=should_stop)
+                    summary = train(
+                        config, suite, options, on_step=view.step, progress=view.stage, should_stop=should_stop
+                    )
             else:
-                summary = train(config, suite, options, should_stop=should_stop,
-                                on_step=None if method.json else _print_step)
+                summary = train(
+                    config, suite, options, should_stop=should_stop, on_step=None if method.json else _print_step
+                )
         except TrainError as exc:
             return fail(str(exc), EXIT_USAGE)
         except Exception as exc:  # noqa: BLE001 - a model that cannot load, a provider gone: one line
@@ -354,17 +442,28 @@ def _grpo(method: Grpo, config) -> int:
     else:
         first = "—" if summary.reward_first is None else f"{summary.reward_first:.3f}"
         last = "—" if summary.reward_last is None else f"{summary.reward_last:.3f}"
-        print(f"{fmt.count(summary.steps, 'step')} · reward {first} → {last} · {fmt.money(summary.cost_usd)} · "
-              f"adapter {summary.adapter}")
+        print(
+            f"{fmt.count(summary.steps, 'step')} · reward {first} → {last} · {fmt.money(summary.cost_usd)} · "
+            f"adapter {summary.adapter}"
+        )
         if summary.answers_reused:
-            console.print(f"[dim]answer cache: {fmt.reused(summary.answers_reused, summary.saved_usd)}[/]",
-                          highlight=False)
-        console.print("[dim]" + escape(f"use it: [conductor] adapter = \"{summary.adapter}\"; compare: stiva bench "
-                                       f"{method.suite} --systems conductor,adapter:{summary.adapter}") + "[/]",
-                      highlight=False, soft_wrap=True)
+            console.print(
+                f"[dim]answer cache: {fmt.reused(summary.answers_reused, summary.saved_usd)}[/]", highlight=False
+            )
+        console.print(
+            "[dim]"
+            + escape(
+                f'use it: [conductor] adapter = "{summary.adapter}"; compare: stiva bench '
+                f"{method.suite} --systems conductor,adapter:{summary.adapter}"
+            )
+            + "[/]",
+            highlight=False,
+            soft_wrap=True,
+        )
     if summary.stopped:
-        console.print(f"[yellow]stopped:[/] {summary.stopped} — the adapter so far is saved; --resume continues",
-                      highlight=False)
+        console.print(
+            f"[yellow]stopped:[/] {summary.stopped} — the adapter so far is saved; --resume continues", highlight=False
+        )
     return EXIT_CANCELLED if summary.stopped == "cancelled" else 0
 
 
@@ -385,16 +484,23 @@ def _graded(method: Graded, config) -> int:
 
     chosen = {"seeds": method.seeds, "systems": method.systems}
     try:
-        benches = grade_pool(config, suite, progress=say, unsafe_code=method.unsafe_code,
-                             answer_cache=method.answer_cache, **{k: v for k, v in chosen.items() if v is not None})
+        benches = grade_pool(
+            config,
+            suite,
+            progress=say,
+            unsafe_code=method.unsafe_code,
+            answer_cache=method.answer_cache,
+            **{k: v for k, v in chosen.items() if v is not None},
+        )
     except (GradingFailed, HistoryFault) as exc:  # it ran and stopped; a full disk, a damaged history
         return fail(str(exc), EXIT_FAILED)
     except (TrainError, StoreError) as exc:
         return fail(str(exc), EXIT_USAGE)
     except Exception as exc:  # noqa: BLE001 - a pool gone: one line
         return fail(f"grading failed: {type(exc).__name__}: {exc}", EXIT_FAILED)
-    options = dataclasses.replace(method.options,
-                                  benches=tuple(b.bench_id for b in benches) + tuple(method.options.benches))
+    options = dataclasses.replace(
+        method.options, benches=tuple(b.bench_id for b in benches) + tuple(method.options.benches)
+    )
     return _train_on_pairs(options, config, json_out=method.json, method="graded", suite=method.suite)
 
 
@@ -410,9 +516,12 @@ def _train_on_pairs(options, config, *, json_out: bool, method: str, suite: str 
 
     def on_step(report) -> None:
         if not json_out:
-            print(f"step {report.step}/{options.steps}: loss {report.loss:.4f} · chosen above rejected "
-                  f"{report.accuracy:.0%} · margin {report.margin:+.3f} · {fmt.seconds(report.seconds)}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"step {report.step}/{options.steps}: loss {report.loss:.4f} · chosen above rejected "
+                f"{report.accuracy:.0%} · margin {report.margin:+.3f} · {fmt.seconds(report.seconds)}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def stage(message: str) -> None:
         if not json_out:
@@ -432,18 +541,32 @@ def _train_on_pairs(options, config, *, json_out: bool, method: str, suite: str 
         last = "—" if summary.loss_last is None else f"{summary.loss_last:.4f}"
         skipped = f" ({', '.join(f'{k} {v}' for k, v in summary.skipped.items())} left out)" if summary.skipped else ""
         graded = f" and {fmt.count(summary.graded, 'graded pair')}" if summary.graded else ""
-        print(f"{fmt.count(summary.steps, 'step')} on {fmt.count(summary.pairs, 'pair')} from "
-              f"{fmt.count(summary.votes, 'vote')}{graded}{skipped} · "
-              f"DPO loss {first} → {last} · adapter {summary.adapter}")
-        console.print("[dim]" + escape(f"use it: [conductor] adapter = \"{summary.adapter}\"; compare: stiva bench "
-                                       f"{suite or 'SUITE'} --systems conductor,adapter:{summary.adapter}") + "[/]",
-                      highlight=False, soft_wrap=True)
+        print(
+            f"{fmt.count(summary.steps, 'step')} on {fmt.count(summary.pairs, 'pair')} from "
+            f"{fmt.count(summary.votes, 'vote')}{graded}{skipped} · "
+            f"DPO loss {first} → {last} · adapter {summary.adapter}"
+        )
+        console.print(
+            "[dim]"
+            + escape(
+                f'use it: [conductor] adapter = "{summary.adapter}"; compare: stiva bench '
+                f"{suite or 'SUITE'} --systems conductor,adapter:{summary.adapter}"
+            )
+            + "[/]",
+            highlight=False,
+            soft_wrap=True,
+        )
     if summary.stopped:
-        console.print(f"[yellow]stopped:[/] {summary.stopped} — the adapter so far is saved; --resume continues",
-                      highlight=False)
+        console.print(
+            f"[yellow]stopped:[/] {summary.stopped} — the adapter so far is saved; --resume continues", highlight=False
+        )
     return EXIT_CANCELLED if summary.stopped == "cancelled" else 0
 
 
 def _print_step(report) -> None:
-    print(f"step {report.step}: reward {report.reward_mean:.3f} ± {report.reward_std:.3f} · loss {report.loss:.4f} · "
-          f"valid {report.valid_plan_rate:.0%} · {fmt.money(report.spent_usd)}", file=sys.stderr, flush=True)
+    print(
+        f"step {report.step}: reward {report.reward_mean:.3f} ± {report.reward_std:.3f} · loss {report.loss:.4f} · "
+        f"valid {report.valid_plan_rate:.0%} · {fmt.money(report.spent_usd)}",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -82,14 +82,17 @@ def legacy_argv(argv: list[str], common) -> list[str]:
     return _rewrite(argv, "dpo" if from_votes else LEGACY_METHODS[old_method or "grpo"])
 
 
-def _legacy_problem(suite: str | None, from_votes: bool, old_method: str | None,
-                    options: list[tuple[Family, str]]) -> str | None:
+def _legacy_problem(
+    suite: str | None, from_votes: bool, old_method: str | None, options: list[tuple[Family, str]]
+) -> str | None:
     """Why an old spelling's options do not go together (one line, with the new spelling), or None."""
     if old_method is not None and old_method not in LEGACY_METHODS:
         return f"--method takes grpo or graded-dpo, not {old_method!r}: stiva train grpo|graded SUITE ..."
     if from_votes and old_method == "graded-dpo":
-        return ("--method graded-dpo grades the pool on a suite and trains on it (with the votes too): name the "
-                "suite instead of --from-votes (stiva train graded SUITE ...)")
+        return (
+            "--method graded-dpo grades the pool on a suite and trains on it (with the votes too): name the "
+            "suite instead of --from-votes (stiva train graded SUITE ...)"
+        )
     method = "dpo" if from_votes else LEGACY_METHODS[old_method or "grpo"]
     misfit = [(family, flag) for family, flag in options if family not in METHODS[method].families]
     if any(family is _graded_options for family, _ in misfit):
@@ -99,17 +102,23 @@ def _legacy_problem(suite: str | None, from_votes: bool, old_method: str | None,
         first = min(pairs, key=list(_NOT_GRPO).index)
         return f"{_NOT_GRPO[first]}: it goes with --from-votes or --method graded-dpo ({_NOW})"
     if method == "dpo" and suite is not None:
-        return ("--from-votes trains on pairs: add a graded suite as a bench of it (stiva bench SUITE --systems ...), "
-                "then --bench ID; or train on the suite in a run of its own (stiva train grpo SUITE ...)")
+        return (
+            "--from-votes trains on pairs: add a graded suite as a bench of it (stiva bench SUITE --systems ...), "
+            "then --bench ID; or train on the suite in a run of its own (stiva train grpo SUITE ...)"
+        )
     if misfit:
         flags = [flag for _, flag in misfit]
         one = len(flags) == 1
-        return (f"{', '.join(flags)} {'is' if one else 'are'} for training on a suite by GRPO (its sampled plans), "
-                f"not by DPO on pairs: leave {'it' if one else 'them'} out with "
-                f"{'--from-votes' if from_votes else '--method graded-dpo'}")
+        return (
+            f"{', '.join(flags)} {'is' if one else 'are'} for training on a suite by GRPO (its sampled plans), "
+            f"not by DPO on pairs: leave {'it' if one else 'them'} out with "
+            f"{'--from-votes' if from_votes else '--method graded-dpo'}"
+        )
     if method != "dpo" and suite is None:
-        return ("name a suite to train on (stiva train grpo SUITE ...), or train on the compare-mode votes "
-                "(stiva train dpo ..., was --from-votes)")
+        return (
+            "name a suite to train on (stiva train grpo SUITE ...), or train on the compare-mode votes "
+            "(stiva train dpo ..., was --from-votes)"
+        )
     return None
 
 

@@ -14,15 +14,31 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from ..core import events as ev
 from ..core import display as fmt
+from ..core import events as ev
 from ..core.run_state import RunState, StepState
 from ..core.terminal import printable  # importable from here too, as it always was
 
-STATUS_STYLE = {"waiting": "dim", "running": "yellow", "finished": "green", "failed": "red",
-                "cancelled": "red dim", "interrupted": "red dim"}
-COLUMNS = (("", "left"), ("step", "right"), ("model", "left"), ("subtask", "left"), ("reads", "left"),
-           ("status", "left"), ("in", "right"), ("out", "right"), ("cost", "right"), ("time", "right"))
+STATUS_STYLE = {
+    "waiting": "dim",
+    "running": "yellow",
+    "finished": "green",
+    "failed": "red",
+    "cancelled": "red dim",
+    "interrupted": "red dim",
+}
+COLUMNS = (
+    ("", "left"),
+    ("step", "right"),
+    ("model", "left"),
+    ("subtask", "left"),
+    ("reads", "left"),
+    ("status", "left"),
+    ("in", "right"),
+    ("out", "right"),
+    ("cost", "right"),
+    ("time", "right"),
+)
 
 
 class LiveView:
@@ -48,8 +64,9 @@ class LiveView:
         state = self.state
         table = Table(box=None, pad_edge=False, header_style="bold")
         for name, justify in COLUMNS:
-            table.add_column(name, justify=justify, no_wrap=name != "subtask",
-                             max_width={"subtask": 48, "model": 32}.get(name))
+            table.add_column(
+                name, justify=justify, no_wrap=name != "subtask", max_width={"subtask": 48, "model": 32}.get(name)
+            )
         for round_ in state.rounds:
             for step in round_.steps:
                 table.add_row(*_row(step))
@@ -57,8 +74,7 @@ class LiveView:
                     moved = f" → {failure.fallback}" if failure.fallback else ""
                     note = printable(f"{failure.model} failed{moved}: {failure.error}")
                     # Under the step, in the wide subtask column, so it never widens the model column.
-                    table.add_row("", "", "", Text(note, style="red dim", overflow="ellipsis", no_wrap=True),
-                                  *[""] * 6)
+                    table.add_row("", "", "", Text(note, style="red dim", overflow="ellipsis", no_wrap=True), *[""] * 6)
         parts: list = [Text(printable(f"❯ {state.question.strip()[:200]}"), style="bold")]
         if state.rounds and (reasoning := state.rounds[-1].conductor_text.strip()):
             prefer = f"(prefer {state.rounds[-1].preference}) " if state.rounds[-1].preference else ""
@@ -76,11 +92,16 @@ def _row(step: StepState) -> tuple:
         elapsed = time.monotonic() - step.started_at
     out = str(step.completion_tokens) if done else (f"~{step.streamed_chars // 4}" if step.streamed_chars else "")
     return (
-        f"R{step.round}", fmt.step(step.index), printable(step.model or "?"), printable(step.subtask.replace("\n", " ")),
+        f"R{step.round}",
+        fmt.step(step.index),
+        printable(step.model or "?"),
+        printable(step.subtask.replace("\n", " ")),
         fmt.reads(step.index, step.access, step.access_all).removeprefix("← ") or "—",
-        Text(step.status + (" (fallback)" if done and step.on_fallback else ""),
-             style=STATUS_STYLE.get(step.status, "")),
-        str(step.prompt_tokens) if done else "", out,
+        Text(
+            step.status + (" (fallback)" if done and step.on_fallback else ""), style=STATUS_STYLE.get(step.status, "")
+        ),
+        str(step.prompt_tokens) if done else "",
+        out,
         fmt.money(step.cost_usd) if done else "",
         fmt.seconds(elapsed),
     )
@@ -94,8 +115,10 @@ def _footer(state: RunState) -> str:
         steps = fmt.count(len(last.steps), "step")
         return f"round {last.round}: " + ("planning" if last.planning else f"{steps} running")
     t = state.totals
-    return (f"{state.status} · {t.prompt_tokens:,} in · {t.completion_tokens:,} out · "
-            f"{fmt.money(t.cost_usd)} · {fmt.seconds(t.latency_s)}")
+    return (
+        f"{state.status} · {t.prompt_tokens:,} in · {t.completion_tokens:,} out · "
+        f"{fmt.money(t.cost_usd)} · {fmt.seconds(t.latency_s)}"
+    )
 
 
 # --- stiva train ---------------------------------------------------------------------------------
@@ -145,20 +168,35 @@ class TrainView:
         lines = [Text(f"stiva train · {self.message}", style="bold")]
         report = self.last
         if report is not None:
-            lines.append(Text(f"step {report.step}/{self.steps} · reward {report.reward_mean:.3f} ± "
-                              f"{report.reward_std:.3f} · loss {report.loss:.4f} · valid plans "
-                              f"{report.valid_plan_rate:.0%} · steps/plan {report.mean_plan_steps:.2f}"))
-            lines.append(Text(f"reward  {sparkline(self.rewards)}  (first {self.rewards[0]:.3f}, "
-                              f"best {max(self.rewards):.3f})"))
-            lines.append(Text(f"spent {fmt.money(report.spent_usd)} · this step {report.tokens:,} tokens "
-                              f"{fmt.money(report.cost_usd)}"
-                              + (f" · {fmt.count(report.reused, 'answer')} reused" if report.reused else "")
-                              + f" · generate {fmt.seconds(report.generate_s)} rollouts "
-                              f"{fmt.seconds(report.rollout_s)} update {fmt.seconds(report.update_s)}"))
+            lines.append(
+                Text(
+                    f"step {report.step}/{self.steps} · reward {report.reward_mean:.3f} ± "
+                    f"{report.reward_std:.3f} · loss {report.loss:.4f} · valid plans "
+                    f"{report.valid_plan_rate:.0%} · steps/plan {report.mean_plan_steps:.2f}"
+                )
+            )
+            lines.append(
+                Text(f"reward  {sparkline(self.rewards)}  (first {self.rewards[0]:.3f}, best {max(self.rewards):.3f})")
+            )
+            lines.append(
+                Text(
+                    f"spent {fmt.money(report.spent_usd)} · this step {report.tokens:,} tokens "
+                    f"{fmt.money(report.cost_usd)}"
+                    + (f" · {fmt.count(report.reused, 'answer')} reused" if report.reused else "")
+                    + f" · generate {fmt.seconds(report.generate_s)} rollouts "
+                    f"{fmt.seconds(report.rollout_s)} update {fmt.seconds(report.update_s)}"
+                )
+            )
             if report.picks:
                 total = sum(report.picks.values())
-                lines.append(Text("models  " + "  ".join(f"{m} {n / total:.0%}" for m, n in
-                                                         sorted(report.picks.items(), key=lambda kv: -kv[1]))))
+                lines.append(
+                    Text(
+                        "models  "
+                        + "  ".join(
+                            f"{m} {n / total:.0%}" for m, n in sorted(report.picks.items(), key=lambda kv: -kv[1])
+                        )
+                    )
+                )
             lines += [Text("  " + sample, overflow="ellipsis", no_wrap=True) for sample in report.samples]
         return Group(*lines)
 
@@ -174,8 +212,12 @@ class ProgressView:
         self.last = None
         # Drawn anew at every refresh, not only when an item finishes: the clock and the ETA
         # keep ticking while slow items run, so the bench never looks hung.
-        self.live = Live(console=console, refresh_per_second=4, transient=False,
-                         get_renderable=lambda: self.render(self.last) if self.last is not None else Text(""))
+        self.live = Live(
+            console=console,
+            refresh_per_second=4,
+            transient=False,
+            get_renderable=lambda: self.render(self.last) if self.last is not None else Text(""),
+        )
 
     def __enter__(self):
         self.live.__enter__()
@@ -192,8 +234,10 @@ class ProgressView:
     def render(progress):
         eta = progress.eta_s
         elapsed = time.monotonic() - progress.started
-        caption = (f"{progress.done}/{progress.total} items · {fmt.seconds(elapsed)} · "
-                   f"ETA {'—' if eta is None else fmt.seconds(eta)} · spent {fmt.money(progress.spent_usd)}")
+        caption = (
+            f"{progress.done}/{progress.total} items · {fmt.seconds(elapsed)} · "
+            f"ETA {'—' if eta is None else fmt.seconds(eta)} · spent {fmt.money(progress.spent_usd)}"
+        )
         if progress.resumed:
             caption += f" · {progress.resumed} resumed"
         if progress.throttled:
@@ -205,8 +249,14 @@ class ProgressView:
             table.add_column(column, justify="left" if column == "system" else "right")
         for s in progress.systems.values():
             accuracy = "—" if s.accuracy is None else f"{s.accuracy:.1%}"
-            table.add_row(s.system, f"{s.done}/{s.total}", accuracy, str(s.errors), f"{s.tokens:,}",
-                          fmt.money(s.cost_usd + s.judge_cost_usd))
+            table.add_row(
+                s.system,
+                f"{s.done}/{s.total}",
+                accuracy,
+                str(s.errors),
+                f"{s.tokens:,}",
+                fmt.money(s.cost_usd + s.judge_cost_usd),
+            )
         # below the table, not as its caption: a caption wraps at the table's width
         lines = [table, Text(caption, style="dim")]
         if progress.stage:

@@ -17,10 +17,13 @@ from .common import EXIT_FAILED, EXIT_USAGE, fail
 
 def add_parser(sub, common) -> None:
     votes = sub.add_parser(
-        "votes", parents=[common], help="the compare-mode votes and the preference pairs they give for training",
+        "votes",
+        parents=[common],
+        help="the compare-mode votes and the preference pairs they give for training",
         description="Each vote in compare mode says one system's plan was better than another's on that question. "
-                    "This counts the votes and the usable preference pairs, per pair of systems; "
-                    "stiva train dpo trains the conductor on them.")
+        "This counts the votes and the usable preference pairs, per pair of systems; "
+        "stiva train dpo trains the conductor on them.",
+    )
     votes.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -49,8 +52,10 @@ def votes_text(harvest) -> str:
     """What `stiva votes` prints."""
     data = harvest.as_json()
     kinds = data["votes"]
-    lines = [f"{data['sessions']} compare sessions · {data['voted']} voted ({kinds['winner']} winner, "
-             f"{kinds['tie']} tie, {kinds['all_wrong']} all wrong) · {data['pairs']} usable preference pairs"]
+    lines = [
+        f"{data['sessions']} compare sessions · {data['voted']} voted ({kinds['winner']} winner, "
+        f"{kinds['tie']} tie, {kinds['all_wrong']} all wrong) · {data['pairs']} usable preference pairs"
+    ]
     rows = data["by_pair"]
     if rows:
         width = max(len("chosen"), *(len(r["chosen"]) for r in rows))

@@ -7,8 +7,9 @@ torch only inside the local backends' own code paths.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ..core.preference import Preference
 from ..core.usage import Usage

@@ -22,12 +22,13 @@ first use (or `await conductor.load()`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..config import DEFAULT_LOCAL_MODEL, ConductorConfig
-from .base import Conductor, ConductorError
 from ..inference.progress import Progress
+from .base import Conductor, ConductorError
 
 
 def _cuda_free_gib() -> float | None:
@@ -67,7 +68,11 @@ def _local_model_status(model: str) -> tuple[bool, str, float]:
         if model.startswith(("/", ".", "~")) or model.count("/") > 1:
             return False, f"local model {model} not found", 0.0
         if not hf_cached(model):
-            return False, f"local model {model} not found in the Hugging Face cache (`hf download {model}` fetches it)", 0.0
+            return (
+                False,
+                f"local model {model} not found in the Hugging Face cache (`hf download {model}` fetches it)",
+                0.0,
+            )
         try:
             from huggingface_hub import try_to_load_from_cache
 
@@ -145,8 +150,11 @@ def loaded_facts(conductor: Any) -> str:
 def choose_planner(config: ConductorConfig, pool_models: Sequence[Any]) -> tuple[Any, str] | None:
     """The pool model that plans when `auto` has no local conductor, and why; None when the pool
     holds nothing but the embedded model (see the module's docstring for the rule)."""
-    real = [m for m in pool_models if getattr(m, "kind", "") != "embedded"
-            and getattr(m, "enabled", True) and getattr(m, "available", True)]
+    real = [
+        m
+        for m in pool_models
+        if getattr(m, "kind", "") != "embedded" and getattr(m, "enabled", True) and getattr(m, "available", True)
+    ]
     if not real:
         return None
     named = next((m for m in real if m.id == config.model), None)
@@ -184,8 +192,9 @@ def describe_choice(config: ConductorConfig, pool_models: Sequence[Any] = ()) ->
     return _embedded_reason(why)
 
 
-def fallback_conductor(config: ConductorConfig, pool_models: Sequence[Any], worker: Any, why: str,
-                       deadline_s: float | None = None) -> tuple[Conductor, str]:
+def fallback_conductor(
+    config: ConductorConfig, pool_models: Sequence[Any], worker: Any, why: str, deadline_s: float | None = None
+) -> tuple[Conductor, str]:
     """What `auto` runs when the local conductor cannot (`why`): a pool model planning, else the
     embedded model."""
     planner = choose_planner(config, pool_models)
@@ -219,8 +228,10 @@ def select_conductor(
             )
         if worker_for_remote is None:
             raise ConductorError("the remote conductor needs a worker to call its model")
-        return (RemoteConductor(model, worker_for_remote, deadline_s=deadline_s),
-                f"remote: config says so ({config.model})")
+        return (
+            RemoteConductor(model, worker_for_remote, deadline_s=deadline_s),
+            f"remote: config says so ({config.model})",
+        )
     if backend == "embedded":
         from .embedded import EmbeddedConductor
 
@@ -232,7 +243,6 @@ def select_conductor(
         return LocalConductor.from_config(config), f"local: {why}"
     if backend == "local":
         raise ConductorError(
-            f"the local conductor cannot run: {why}. Use backend = \"embedded\" or \"auto\", "
-            "or fix [conductor] model"
+            f'the local conductor cannot run: {why}. Use backend = "embedded" or "auto", or fix [conductor] model'
         )
     return fallback_conductor(config, pool_models, worker_for_remote, why, deadline_s)

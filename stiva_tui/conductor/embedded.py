@@ -72,8 +72,9 @@ class EmbeddedConductor(HFConductor):
         return cls(
             # `auto` falling back to the embedded model keeps an adapter trained on it, and drops
             # one made for the local model (it would not fit)
-            adapter=config.adapter if (getattr(config, "backend", "") == "embedded"
-                                       or adapter_base(config.adapter) == "embedded") else None,
+            adapter=config.adapter
+            if (getattr(config, "backend", "") == "embedded" or adapter_base(config.adapter) == "embedded")
+            else None,
             max_reasoning_tokens=min(config.max_reasoning_tokens, 64),
             max_subtask_chars=min(config.max_subtask_chars, 100),
             temperature=config.temperature,

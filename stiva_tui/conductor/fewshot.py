@@ -18,12 +18,12 @@ followed by the new case, left open where the model is to write:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ..core.arithmetic import calculation
-from ..core.workflow import Workflow
 from ..core.preference import Preference, price_text
+from ..core.workflow import Workflow
 from .base import PlanRequest, WorkerInfo
 
 # --- the worker ---------------------------------------------------------------------------------
@@ -163,8 +163,10 @@ class _Example:
     def text(self) -> str:
         models = ", ".join(str(m) for m in self.models)
         subtasks = ", ".join(f'"{s}"' for s in self.subtasks)
-        return (f"Question: {self.question}\nmodel_id = [{models}]\nsubtasks = [{subtasks}]\n"
-                f"access_list = [{', '.join(self.access)}]")
+        return (
+            f"Question: {self.question}\nmodel_id = [{models}]\nsubtasks = [{subtasks}]\n"
+            f"access_list = [{', '.join(self.access)}]"
+        )
 
 
 def _example_models(workers: Sequence[WorkerInfo], preference: Preference | None) -> tuple[int, int]:
@@ -200,15 +202,17 @@ def _examples(workers: Sequence[WorkerInfo], max_steps: int, preference: Prefere
     strong, other = _example_models(workers, preference)
     examples = [
         _Example("What is the capital of Italy?", (strong,), ("Name the capital of Italy.",), ("[]",)),
-        _Example("How many legs does a spider have?", (strong,),
-                 ("Say how many legs a spider has.",), ("[]",)),
+        _Example("How many legs does a spider have?", (strong,), ("Say how many legs a spider has.",), ("[]",)),
     ]
     if max_steps >= 2 and (preference is None or preference.thrift < 1.0):
-        examples.append(_Example(
-            "Write a short poem about the sea, then check that it rhymes.", (strong, other),
-            ("Write a short poem about the sea.", "Check that the poem of step 0 rhymes and give the final poem."),
-            ("[]", "[0]"),
-        ))
+        examples.append(
+            _Example(
+                "Write a short poem about the sea, then check that it rhymes.",
+                (strong, other),
+                ("Write a short poem about the sea.", "Check that the poem of step 0 rhymes and give the final poem."),
+                ("[]", "[0]"),
+            )
+        )
     examples.append(_Example("What is 12 times 3?", (strong,), ("Compute 12 times 3.",), ("[]",)))
     return examples
 
@@ -227,8 +231,7 @@ def _is_embedded(worker: WorkerInfo) -> bool:
 def base_conductor_prefix(workers: Sequence[WorkerInfo], max_steps: int, preference: Preference | None = None) -> str:
     """The static part of the base conductor prompt: what it does, the models, the examples."""
     models = "\n".join(
-        f"{i}: {w.id}" + (f" - {w.description.strip()}" if w.description.strip() else "")
-        for i, w in enumerate(workers)
+        f"{i}: {w.id}" + (f" - {w.description.strip()}" if w.description.strip() else "") for i, w in enumerate(workers)
     )
     examples = "\n\n".join(e.text() for e in _examples(workers, max_steps, preference))
     return f"{BASE_CONDUCTOR_INTRO}\n\nModels:\n{models}\n\n{examples}"
@@ -259,5 +262,4 @@ _SIMPLE_CHARS = 120
 def is_simple_question(question: str) -> bool:
     """A short, one-line question: one step is the plan for it."""
     text = question.strip()
-    return ("\n" not in text and "```" not in text and len(text) <= _SIMPLE_CHARS
-            and len(text.split()) <= _SIMPLE_WORDS)
+    return "\n" not in text and "```" not in text and len(text) <= _SIMPLE_CHARS and len(text.split()) <= _SIMPLE_WORDS

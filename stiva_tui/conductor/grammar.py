@@ -51,8 +51,11 @@ def lists_grammar(pool_size: int, max_steps: int, max_subtask_chars: int = 400, 
     alts += [f"steps{n}" for n in range(1, max_steps + 1)]
     rules.append(f'root ::= "\\n" ({" | ".join(alts)}) "\\n"')
     rules.append("mid ::= " + " | ".join(_lit(str(i)) for i in range(pool_size)))
-    rules.append(f'sub ::= "\\"" {SUBTASK_FIRST} {SUBTASK_CHAR}{{0,{max_subtask_chars - 1}}} "\\""'
-                 if max_subtask_chars > 1 else f'sub ::= "\\"" {SUBTASK_FIRST} "\\""')
+    rules.append(
+        f'sub ::= "\\"" {SUBTASK_FIRST} {SUBTASK_CHAR}{{0,{max_subtask_chars - 1}}} "\\""'
+        if max_subtask_chars > 1
+        else f'sub ::= "\\"" {SUBTASK_FIRST} "\\""'
+    )
     # access entry i: [] | "all" | [strictly increasing numbers < i]
     for i in range(max_steps):
         options = ['"[]"', _lit('"all"')]
@@ -64,7 +67,7 @@ def lists_grammar(pool_size: int, max_steps: int, max_subtask_chars: int = 400, 
             inc_alts = []
             for j in range(k, i):
                 if j + 1 < i:
-                    inc_alts.append(f'{_lit(str(j))} ({_lit(", ")} inc{i}_{j + 1})?')
+                    inc_alts.append(f"{_lit(str(j))} ({_lit(', ')} inc{i}_{j + 1})?")
                 else:
                     inc_alts.append(_lit(str(j)))
             rules.append(f"inc{i}_{k} ::= " + " | ".join(inc_alts))
@@ -73,9 +76,7 @@ def lists_grammar(pool_size: int, max_steps: int, max_subtask_chars: int = 400, 
         mids = f" {sep} ".join(["mid"] * n)
         subs = f" {sep} ".join(["sub"] * n)
         accs = f" {sep} ".join(f"acc{i}" for i in range(n))
-        rules.append(
-            f'steps{n} ::= "model_id = [" {mids} "]\\nsubtasks = [" {subs} "]\\naccess_list = [" {accs} "]"'
-        )
+        rules.append(f'steps{n} ::= "model_id = [" {mids} "]\\nsubtasks = [" {subs} "]\\naccess_list = [" {accs} "]"')
     return "\n".join(rules) + "\n"
 
 
@@ -110,9 +111,7 @@ def _compiler(tokenizer: Any, vocab_size: int | None, stop_token_ids: list[int] 
     with _lock:
         entry = _compilers.get(key)
         if entry is None or entry[0] is not tokenizer:
-            info = xgr.TokenizerInfo.from_huggingface(
-                tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids
-            )
+            info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids)
             compiler = xgr.GrammarCompiler(info, max_threads=2)
             entry = (tokenizer, info, compiler)
             _compilers[key] = entry

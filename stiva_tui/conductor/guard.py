@@ -25,7 +25,8 @@ __all__ = ["degenerate"]
 
 _WORD = re.compile(r"[a-z0-9]+")
 # Instruction words any plan may use, whatever the question: not "specific".
-_GENERIC = set("""
+_GENERIC = set(
+    """
 a an the and or of to in on for with by from as at is are be it its this that these those each
 answer answers answering question questions task tasks problem problems step steps subtask final
 give write solve solving solution compute calculate work out explain reasoning reason think carefully
@@ -40,7 +41,8 @@ text word words sentence using use based into more less your you our we can shou
 yes only just also very well good right wrong new old help helpful concise precise accurate
 add sum multiply subtract divide number total count value evaluate simplify equation expression
 describe discuss analyse analyze consider topic information fact facts
-""".split())
+""".split()
+)
 
 
 def _words(text: str) -> set[str]:
@@ -61,9 +63,11 @@ def degenerate(workflow: Workflow, question: str, conversation: Sequence[dict] =
         if not subtask:
             return f"step {index + 1}'s subtask is empty"
         for example_question, example in example_subtasks():
-            if (_WORD.findall(subtask.lower()) == _WORD.findall(example.lower())
-                    and " ".join(_WORD.findall(example_question.lower())) != normalized_question
-                    and not (_words(example) - _GENERIC) <= asked):
+            if (
+                _WORD.findall(subtask.lower()) == _WORD.findall(example.lower())
+                and " ".join(_WORD.findall(example_question.lower())) != normalized_question
+                and not (_words(example) - _GENERIC) <= asked
+            ):
                 return f"step {index + 1}'s subtask is copied from the planner's own examples: {subtask!r}"
         specific = _words(subtask) - _GENERIC
         # three specific words or more, none of them asked about (a question of no words is skipped)

@@ -21,7 +21,8 @@ import dataclasses
 import re
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..config import DEFAULT_LOCAL_MODEL
 from ..core.usage import Usage
@@ -37,8 +38,8 @@ from ..inference.generation import (
     generate_rows_sync,
     has_chat_template,
     prompt_ids,
-    shared_prefix_len,
     render_plain,
+    shared_prefix_len,
 )
 from ..inference.grammar_mask import GrammarMask, GrammarMaskError, token_tables
 from ..inference.progress import Progress
@@ -60,8 +61,16 @@ _WANTS_LISTS = re.compile(r"""(?i)^\s*(\*\*|`{1,3}|#+\s*)?(model[ _-]?id|subtask
 class PlanLogitsProcessor:
     """Free reasoning (bounded, no special tokens), then the three lists under the grammar."""
 
-    def __init__(self, tokenizer: Any, compiled_grammar: Any, vocab_size: int, eos_id: int,
-                 max_reasoning_tokens: int, anchor: Sequence[int], use_grammar: bool = True):
+    def __init__(
+        self,
+        tokenizer: Any,
+        compiled_grammar: Any,
+        vocab_size: int,
+        eos_id: int,
+        max_reasoning_tokens: int,
+        anchor: Sequence[int],
+        use_grammar: bool = True,
+    ):
         self.tokenizer = tokenizer
         self.compiled = compiled_grammar
         self.vocab_size = vocab_size
@@ -200,8 +209,13 @@ class HFConductor:
         return self._loaded is not None
 
     def describe(self) -> dict:
-        info: dict = {"backend": self.backend, "model": self.model, "quantization": self.quantization,
-                      "device": self.spec.device, "grammar": self.grammar}
+        info: dict = {
+            "backend": self.backend,
+            "model": self.model,
+            "quantization": self.quantization,
+            "device": self.spec.device,
+            "grammar": self.grammar,
+        }
         if self._loaded is not None:
             info.update(self._loaded.describe())
         return info
@@ -253,16 +267,32 @@ class HFConductor:
         eos_id = eos[0] if eos else int(loaded.tokenizer.eos_token_id)
         from .grammar import compiled_lists_grammar, max_lists_bytes
 
-        compiled = compiled_lists_grammar(loaded.tokenizer, pool, request.max_steps, self.max_subtask_chars,
-                                          allow_empty, vocab_size=vocab, stop_token_ids=[eos_id])
-        processor = PlanLogitsProcessor(loaded.tokenizer, compiled, vocab, eos_id, reasoning_tokens, prompt,
-                                        use_grammar=self.grammar)
+        compiled = compiled_lists_grammar(
+            loaded.tokenizer,
+            pool,
+            request.max_steps,
+            self.max_subtask_chars,
+            allow_empty,
+            vocab_size=vocab,
+            stop_token_ids=[eos_id],
+        )
+        processor = PlanLogitsProcessor(
+            loaded.tokenizer, compiled, vocab, eos_id, reasoning_tokens, prompt, use_grammar=self.grammar
+        )
         if self.grammar:  # every token is >= 1 byte of the bounded grammar: it always ends
             budget = reasoning_tokens + max_lists_bytes(pool, request.max_steps, self.max_subtask_chars) + 2
         else:  # unconstrained (benchmarks, experiments): a generous but finite length
             budget = reasoning_tokens + request.max_steps * (self.max_subtask_chars // 3 + 24) + 32
-        return _PlanSetup(prompt, processor, budget, eos_id, prefix, pool, allow_empty,
-                          self._static_prefix_tokens(request, loaded, style, prompt))
+        return _PlanSetup(
+            prompt,
+            processor,
+            budget,
+            eos_id,
+            prefix,
+            pool,
+            allow_empty,
+            self._static_prefix_tokens(request, loaded, style, prompt),
+        )
 
     @staticmethod
     def _static_prefix_tokens(request: PlanRequest, loaded: LoadedModel, style: str, prompt: list[int]) -> int:
@@ -301,26 +331,35 @@ class HFConductor:
         it was sampled from (the grammar's mask and the temperature applied). Blocking."""
         return self.sample_many_sync(request, loaded, 1, temperature)[0]
 
-    def sample_many_sync(self, request: PlanRequest, loaded: LoadedModel, n: int,
-                         temperature: float = 1.0) -> list["SampledPlan"]:
+    def sample_many_sync(
+        self, request: PlanRequest, loaded: LoadedModel, n: int, temperature: float = 1.0
+    ) -> list["SampledPlan"]:
         """`n` plans for one request sampled in one batched `generate` (they share the prompt, so
         no padding), each row under its own grammar state, as `sample_sync` describes. Blocking."""
         request = self.limited(request)
         setups = [self._prepare(request, loaded) for _ in range(n)]
         recorder = _LogprobRecorder()
-        rows = generate_batch_sync(loaded, setups[0].prompt, n, max_new_tokens=setups[0].budget,
-                                   temperature=temperature, eos_ids=[setups[0].eos_id],
-                                   logits_processors=[_RowProcessors([s.processor for s in setups]), recorder])
+        rows = generate_batch_sync(
+            loaded,
+            setups[0].prompt,
+            n,
+            max_new_tokens=setups[0].budget,
+            temperature=temperature,
+            eos_ids=[setups[0].eos_id],
+            logits_processors=[_RowProcessors([s.processor for s in setups]), recorder],
+        )
         plans = []
         for i, (setup, ids) in enumerate(zip(setups, rows)):
             text = loaded.tokenizer.decode([t for t in ids if t != setup.eos_id], skip_special_tokens=True)
             full, workflow, _error = self._parse(setup, request, text, loaded)
-            plans.append(SampledPlan(list(setup.prompt), list(ids), recorder.logprobs(ids, temperature, row=i),
-                                     full, workflow))
+            plans.append(
+                SampledPlan(list(setup.prompt), list(ids), recorder.logprobs(ids, temperature, row=i), full, workflow)
+            )
         return plans
 
-    def sample_each_sync(self, requests: Sequence[PlanRequest], loaded: LoadedModel,
-                         temperature: float = 1.0) -> list["SampledPlan"]:
+    def sample_each_sync(
+        self, requests: Sequence[PlanRequest], loaded: LoadedModel, temperature: float = 1.0
+    ) -> list["SampledPlan"]:
         """One plan per request (each its own prompt, e.g. its own order of the pool), all sampled
         in one batched `generate` with left padding: the same distribution per plan as
         `sample_sync` on each request, at the cost of about one generation instead of one per
@@ -331,16 +370,22 @@ class HFConductor:
         setups = [self._prepare(r, loaded) for r in requests]
         recorder = _LogprobRecorder()
         budget = max(s.budget for s in setups)  # each row's grammar ends it within its own budget
-        rows = generate_rows_sync(loaded, [s.prompt for s in setups], max_new_tokens=budget,
-                                  temperature=temperature, eos_ids=[setups[0].eos_id],
-                                  logits_processors=[_RowProcessors([s.processor for s in setups]), recorder])
+        rows = generate_rows_sync(
+            loaded,
+            [s.prompt for s in setups],
+            max_new_tokens=budget,
+            temperature=temperature,
+            eos_ids=[setups[0].eos_id],
+            logits_processors=[_RowProcessors([s.processor for s in setups]), recorder],
+        )
         plans = []
         for i, (request, setup, ids) in enumerate(zip(requests, setups, rows)):
             ids = ids[: setup.budget]
             text = loaded.tokenizer.decode([t for t in ids if t != setup.eos_id], skip_special_tokens=True)
             full, workflow, _error = self._parse(setup, request, text, loaded)
-            plans.append(SampledPlan(list(setup.prompt), list(ids), recorder.logprobs(ids, temperature, row=i),
-                                     full, workflow))
+            plans.append(
+                SampledPlan(list(setup.prompt), list(ids), recorder.logprobs(ids, temperature, row=i), full, workflow)
+            )
         return plans
 
     async def plan(self, request: PlanRequest, on_delta: DeltaCallback | None = None) -> Plan:
@@ -354,11 +399,19 @@ class HFConductor:
         except ConductorError:
             raise
         except Exception as exc:  # noqa: BLE001
-            raise ConductorError(f"{self.backend} conductor: cannot prepare the plan: {type(exc).__name__}: {exc}") from exc
+            raise ConductorError(
+                f"{self.backend} conductor: cannot prepare the plan: {type(exc).__name__}: {exc}"
+            ) from exc
         try:
             result = await generate_async(
-                loaded, setup.prompt, on_text=on_delta, max_new_tokens=setup.budget, temperature=self.temperature,
-                logits_processors=[setup.processor], eos_ids=[setup.eos_id], prefix_tokens=setup.prefix_tokens,
+                loaded,
+                setup.prompt,
+                on_text=on_delta,
+                max_new_tokens=setup.budget,
+                temperature=self.temperature,
+                logits_processors=[setup.processor],
+                eos_ids=[setup.eos_id],
+                prefix_tokens=setup.prefix_tokens,
             )
         except asyncio.CancelledError:
             raise
@@ -367,9 +420,12 @@ class HFConductor:
         full, workflow, error = self._parse(setup, request, result.text, loaded)
         latency = time.monotonic() - started
         self.last_stats = {
-            "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
-            "reasoning_tokens": setup.processor.reasoning_tokens, "first_token_s": result.first_token_s,
-            "generate_s": result.seconds, "finish": result.finish,
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "reasoning_tokens": setup.processor.reasoning_tokens,
+            "first_token_s": result.first_token_s,
+            "generate_s": result.seconds,
+            "finish": result.finish,
         }
         if workflow is None:
             raise ConductorError(
@@ -462,7 +518,7 @@ def _lists_part(raw: str, processor: PlanLogitsProcessor, loaded: LoadedModel, p
     """The text from where the grammar phase began (a fallback parse)."""
     reasoning = processor.decoder.text
     if raw.startswith(reasoning):
-        return raw[len(reasoning):]
+        return raw[len(reasoning) :]
     return None
 
 
@@ -494,9 +550,16 @@ class LocalConductor(HFConductor):
             compute_dtype="bfloat16" if cuda else "float32",
             label=model,
         )
-        super().__init__(spec, model_label=model, max_reasoning_tokens=max_reasoning_tokens,
-                         max_subtask_chars=max_subtask_chars, temperature=temperature, grammar=grammar,
-                         prompt_style=prompt_style, plan_steps=plan_steps)
+        super().__init__(
+            spec,
+            model_label=model,
+            max_reasoning_tokens=max_reasoning_tokens,
+            max_subtask_chars=max_subtask_chars,
+            temperature=temperature,
+            grammar=grammar,
+            prompt_style=prompt_style,
+            plan_steps=plan_steps,
+        )
 
     @classmethod
     def from_config(cls, config: Any, **kwargs: Any) -> "LocalConductor":

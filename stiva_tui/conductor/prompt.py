@@ -10,11 +10,11 @@ chat template's generation prompt.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
-from .base import PlanRequest, PreviousRound, WorkerInfo
 from ..core.preference import latency_text, price_text
 from ..core.workflow import Workflow
+from .base import PlanRequest, PreviousRound, WorkerInfo
 
 SYSTEM_PROMPT = """You are the Conductor: you do not answer questions yourself. You plan how a \
 team of language models answers one, and a system runs your plan.
@@ -89,12 +89,21 @@ def compact_conductor_prompt(request: PlanRequest) -> str:
     lines.append(f"Question: {' '.join(request.question.split())}")
     preference = request.preference
     if preference is None:
-        lines.append("Models: " + "; ".join(f"{i} {w.id}" + (f" ({w.description.strip()})" if w.description.strip() else "")
-                                           for i, w in enumerate(request.workers)))
+        lines.append(
+            "Models: "
+            + "; ".join(
+                f"{i} {w.id}" + (f" ({w.description.strip()})" if w.description.strip() else "")
+                for i, w in enumerate(request.workers)
+            )
+        )
     else:  # the prices and latencies the preference weighs, inline; the preference last, next to the plan
-        lines.append("Models: " + "; ".join(
-            f"{i} {w.id} ({', '.join(filter(None, [w.description.strip(), price_text(w), latency_text(w)]))})"
-            for i, w in enumerate(request.workers)))
+        lines.append(
+            "Models: "
+            + "; ".join(
+                f"{i} {w.id} ({', '.join(filter(None, [w.description.strip(), price_text(w), latency_text(w)]))})"
+                for i, w in enumerate(request.workers)
+            )
+        )
     steps = f"at most {request.max_steps} step{'s' if request.max_steps != 1 else ''}"
     lines.append(f"Plan, {steps}:" if preference is None else f"Plan for prefer {preference.name}, {steps}:")
     return "\n".join(lines)
@@ -102,8 +111,7 @@ def compact_conductor_prompt(request: PlanRequest) -> str:
 
 def format_workers(workers: Sequence[WorkerInfo]) -> str:
     return "\n".join(
-        f"{i}: {w.id}" + (f" - {w.description.strip()}" if w.description.strip() else "")
-        for i, w in enumerate(workers)
+        f"{i}: {w.id}" + (f" - {w.description.strip()}" if w.description.strip() else "") for i, w in enumerate(workers)
     )
 
 

@@ -13,11 +13,11 @@ import asyncio
 import contextlib
 import time
 
-from ..pool.types import PoolModel, ProviderError, TextDelta, UsageReport, Worker
 from ..core.usage import Usage, estimate_tokens
+from ..core.workflow import WorkflowParseError, parse_workflow, split_reasoning
+from ..pool.types import PoolModel, ProviderError, TextDelta, UsageReport, Worker
 from .base import ConductorError, DeltaCallback, Plan, PlanRequest
 from .prompt import GENERATION_PREFIX, conductor_messages
-from ..core.workflow import WorkflowParseError, parse_workflow, split_reasoning
 
 REPAIR_PROMPT = (
     "Your plan could not be read: {error}.\n"
@@ -32,9 +32,17 @@ class RemoteConductor:
     adapter = None
     loaded = True  # nothing to load: the model is served elsewhere
 
-    def __init__(self, model: PoolModel, worker: Worker, *, max_repairs: int = 1,
-                 max_tokens: int | None = 1024, temperature: float | None = 0.0,
-                 deadline_s: float | None = None, retries: int = 1):
+    def __init__(
+        self,
+        model: PoolModel,
+        worker: Worker,
+        *,
+        max_repairs: int = 1,
+        max_tokens: int | None = 1024,
+        temperature: float | None = 0.0,
+        deadline_s: float | None = None,
+        retries: int = 1,
+    ):
         self.pool_model = model
         self.model = model.id
         self.worker = worker
@@ -48,8 +56,12 @@ class RemoteConductor:
         """Nothing to load (the Conductor protocol)."""
 
     def describe(self) -> dict:
-        return {"backend": self.backend, "model": self.model, "quantization": None,
-                "device": self.pool_model.base_url or self.pool_model.provider}
+        return {
+            "backend": self.backend,
+            "model": self.model,
+            "quantization": None,
+            "device": self.pool_model.base_url or self.pool_model.provider,
+        }
 
     async def plan(self, request: PlanRequest, on_delta: DeltaCallback | None = None) -> Plan:
         started = time.monotonic()
@@ -67,16 +79,17 @@ class RemoteConductor:
                 raise ConductorError(str(exc), usage + (exc.usage or Usage())) from None
             usage = usage + call_usage
             try:
-                workflow = parse_workflow(text, len(request.workers), request.max_steps,
-                                          allow_empty=request.round > 1)
+                workflow = parse_workflow(text, len(request.workers), request.max_steps, allow_empty=request.round > 1)
             except WorkflowParseError as exc:
                 error = exc
-                messages = [*messages, {"role": "assistant", "content": text},
-                            {"role": "user", "content": REPAIR_PROMPT.format(error=exc)}]
+                messages = [
+                    *messages,
+                    {"role": "assistant", "content": text},
+                    {"role": "user", "content": REPAIR_PROMPT.format(error=exc)},
+                ]
                 continue
             return Plan(workflow, split_reasoning(text), text, usage, round(time.monotonic() - started, 4), attempt)
-        raise ConductorError(
-            f"{self.model} wrote no valid plan after {self.max_repairs + 1} tries: {error}", usage)
+        raise ConductorError(f"{self.model} wrote no valid plan after {self.max_repairs + 1} tries: {error}", usage)
 
     async def _complete(self, messages: list[dict], on_delta: DeltaCallback | None) -> tuple[str, Usage]:
         """One reply of the conductor model; one that broke off after text is asked for again.
@@ -97,8 +110,9 @@ class RemoteConductor:
     async def _call(self, messages: list[dict], on_delta: DeltaCallback | None) -> tuple[str, Usage]:
         parts: list[str] = []
         usage = Usage()
-        stream = self.worker.stream_chat(self.pool_model, messages, max_tokens=self.max_tokens,
-                                         temperature=self.temperature)
+        stream = self.worker.stream_chat(
+            self.pool_model, messages, max_tokens=self.max_tokens, temperature=self.temperature
+        )
         try:
             async with asyncio.timeout(self.deadline_s), contextlib.aclosing(stream):
                 async for event in stream:

@@ -43,7 +43,10 @@ _EXPRESSION = re.compile(rf"{_OPERAND}(?:{_OPERATOR}{_OPERAND})+")
 
 # A power may be complex ((-8) ** 0.5): _value refuses it.
 _BINARY: dict[type[ast.operator], Callable[[float, float], float | complex]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
     ast.Pow: operator.pow,
 }
 _LIMIT = 1e15  # results and operands beyond this are not a question's arithmetic

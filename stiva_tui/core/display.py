@@ -8,7 +8,7 @@ reads them; the plan format and the stored traces number them from 0), `1 step` 
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 
 def money(usd: float | None) -> str:
@@ -47,7 +47,7 @@ def seconds(s: float | None) -> str:
 
 
 def count(n: int, noun: str) -> str:
-    """"1 step", "3 steps", "0 steps"."""
+    """ "1 step", "3 steps", "0 steps"."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 

@@ -28,8 +28,9 @@ Hard caps do not move: the budget and the step limit bound every plan, whatever 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 __all__ = ["LEVELS", "Preference", "PreferenceError", "parse_preference", "next_level"]
 
@@ -68,14 +69,18 @@ class Preference:
             return _WISHES["best"]
         if self.thrift >= 0.85:
             return _WISHES["cheap"]
-        return (f"a balance of accuracy and cost, leaning {'to low cost' if self.thrift > 0.5 else 'to accuracy'}: "
-                "pay for a dearer model or an extra step only where it makes the answer better")
+        return (
+            f"a balance of accuracy and cost, leaning {'to low cost' if self.thrift > 0.5 else 'to accuracy'}: "
+            "pay for a dearer model or an extra step only where it makes the answer better"
+        )
 
     def sentence(self, workers: Sequence[_Named]) -> str:
         """The conductor prompt's preference paragraph: the wish, then each model's price and latency
         (`workers` are `WorkerInfo`s, numbered as in the prompt)."""
-        lines = [f"The user prefers {self.wish}. Each model's price (USD per million input/output tokens) "
-                 "and typical latency:"]
+        lines = [
+            f"The user prefers {self.wish}. Each model's price (USD per million input/output tokens) "
+            "and typical latency:"
+        ]
         for i, worker in enumerate(workers):
             lines.append(f"{i}: {worker.id} - {price_text(worker)}, {latency_text(worker)}")
         return "\n".join(lines)
@@ -87,8 +92,9 @@ class Preference:
 
 _WISHES = {
     "best": "the most accurate answer, whatever it costs",
-    "balanced": ("a balance of accuracy and cost: pay for a dearer model or an extra step only where it "
-                 "makes the answer better"),
+    "balanced": (
+        "a balance of accuracy and cost: pay for a dearer model or an extra step only where it makes the answer better"
+    ),
     "cheap": "the cheapest plan that still answers well: as few steps as possible, on the cheapest models that can do them",
     "fast": "a fast answer: as few steps in a row as possible, on the quickest models that can do them",
 }
@@ -129,8 +135,9 @@ def parse_preference(value: object) -> Preference | None:
         try:
             number = float(text)
         except ValueError:
-            raise PreferenceError(f"preference {value!r}: use {', '.join(LEVELS)} or a number from 0 (best) to "
-                                  "1 (cheap)") from None
+            raise PreferenceError(
+                f"preference {value!r}: use {', '.join(LEVELS)} or a number from 0 (best) to 1 (cheap)"
+            ) from None
     if not 0.0 <= number <= 1.0 or number != number:
         raise PreferenceError(f"preference {value!r}: a number must be from 0 (best) to 1 (cheap)")
     return Preference(text, round(number * CHEAP_COST, 6), 0.0)

@@ -248,10 +248,20 @@ class RunState:
     def from_trace(cls, trace: Trace) -> "RunState":
         """Rebuild the state of a stored run (finished, failed, cancelled or interrupted)."""
         c = trace.conductor
-        state = cls(question=trace.question, run_id=trace.run_id, status=trace.status, mode=trace.mode,
-                    system=trace.system, conductor_backend=c.backend, conductor_model=c.model,
-                    conductor_reason=c.reason, conductor_adapter=c.adapter, answer=trace.answer or "",
-                    error=trace.error or "", failure=trace.failure)
+        state = cls(
+            question=trace.question,
+            run_id=trace.run_id,
+            status=trace.status,
+            mode=trace.mode,
+            system=trace.system,
+            conductor_backend=c.backend,
+            conductor_model=c.model,
+            conductor_reason=c.reason,
+            conductor_adapter=c.adapter,
+            answer=trace.answer or "",
+            error=trace.error or "",
+            failure=trace.failure,
+        )
         if state.status == "running":  # a run this process never saw end: show it as stopped
             state.status = "interrupted"
         t = trace.totals

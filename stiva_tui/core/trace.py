@@ -64,8 +64,12 @@ class TraceWorkflow(_Record):
     def workflow(self) -> Workflow | None:
         """The `Workflow` again (None when the stored lists no longer validate)."""
         try:
-            return workflow_from_lists(self.model_dump(), pool_size=max(self.model_id, default=0) + 1,
-                                       max_steps=max(len(self.model_id), 1), allow_empty=True)
+            return workflow_from_lists(
+                self.model_dump(),
+                pool_size=max(self.model_id, default=0) + 1,
+                max_steps=max(len(self.model_id), 1),
+                allow_empty=True,
+            )
         except WorkflowParseError:
             return None
 

@@ -35,5 +35,9 @@ VOTE_KINDS: tuple[str, ...] = get_args(VoteKind)
 
 # The kind of conversation each front end keeps.
 KIND_OF_SOURCE: dict[Source, ConversationKind] = {
-    "tui": "chat", "cli": "ask", "api": "api", "bench": "bench", "train": "train",
+    "tui": "chat",
+    "cli": "ask",
+    "api": "api",
+    "bench": "bench",
+    "train": "train",
 }

@@ -15,8 +15,9 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 MAX_SUBTASK_CHARS = 20_000  # a sanity bound; the grammar of local backends is much tighter
 
@@ -66,9 +67,7 @@ class Workflow:
     def to_text(self) -> str:
         """The paper's three-line form, which `parse_workflow` reads back."""
         lists = self.to_lists()
-        return "\n".join(
-            f"{key} = {json.dumps(value, ensure_ascii=False)}" for key, value in lists.items()
-        )
+        return "\n".join(f"{key} = {json.dumps(value, ensure_ascii=False)}" for key, value in lists.items())
 
     def shape(self) -> str:
         """A short name of the topology, for display: single, chain, parallel, fan-in, mixed."""
@@ -86,9 +85,7 @@ class Workflow:
         return "dag"
 
 
-def parse_workflow(
-    text: str, pool_size: int, max_steps: int = 5, *, allow_empty: bool = False
-) -> Workflow:
+def parse_workflow(text: str, pool_size: int, max_steps: int = 5, *, allow_empty: bool = False) -> Workflow:
     """Parse and validate a conductor's output.
 
     `allow_empty` accepts three empty lists (a later round keeping the previous answer).
@@ -207,9 +204,7 @@ def _find_lists(body: str, offset: int) -> dict[str, Any]:
         return from_json
     missing = [k for k in ("model_id", "subtasks", "access_list") if k not in found]
     if len(missing) == 3:
-        raise WorkflowParseError(
-            "no workflow found: expected model_id = [...], subtasks = [...], access_list = [...]"
-        )
+        raise WorkflowParseError("no workflow found: expected model_id = [...], subtasks = [...], access_list = [...]")
     for key, (pos, value) in found.items():
         if value is _UNCLOSED:
             raise WorkflowParseError(f"the list {key} is never closed", pos, key)

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..core.workflow import Step, Workflow
 from ..pool.types import PoolModel
@@ -26,8 +26,9 @@ CHECK_SUBTASK = "Check the answer above: give it if it is right, else the right 
 def chain_workflow(steps: int) -> Workflow:
     """A chain of `steps` on model indices 0..steps-1: the first answers the question, each later
     one reads the step before it and checks it (the last one's answer is the run's)."""
-    return Workflow(tuple(Step(i, "Answer the question." if i == 0 else CHECK_SUBTASK, (i - 1,) if i else ())
-                          for i in range(steps)))
+    return Workflow(
+        tuple(Step(i, "Answer the question." if i == 0 else CHECK_SUBTASK, (i - 1,) if i else ()) for i in range(steps))
+    )
 
 
 def moa_workflow(proposers: int, layers: int, samples: bool = False) -> Workflow:
@@ -38,14 +39,21 @@ def moa_workflow(proposers: int, layers: int, samples: bool = False) -> Workflow
     for layer in range(layers):
         current = []
         for p in range(proposers):
-            subtask = (f"Answer the question (sample {p + 1} of {proposers})." if samples else "Answer the question."
-                       ) if layer == 0 else (
-                "Answer the question. Earlier responses are shown: use what is right in them, fix what is wrong.")
+            subtask = (
+                (f"Answer the question (sample {p + 1} of {proposers})." if samples else "Answer the question.")
+                if layer == 0
+                else ("Answer the question. Earlier responses are shown: use what is right in them, fix what is wrong.")
+            )
             current.append(len(steps))
             steps.append(Step(p, subtask, previous))
         previous = tuple(current)
-    steps.append(Step(proposers, "Synthesize the responses shown into one single, accurate, complete answer to "
-                                 "the question.", previous))
+    steps.append(
+        Step(
+            proposers,
+            "Synthesize the responses shown into one single, accurate, complete answer to the question.",
+            previous,
+        )
+    )
     return Workflow(tuple(steps))
 
 

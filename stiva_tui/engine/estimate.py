@@ -15,8 +15,9 @@ model writes another length of answer.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from ..core.run_state import RunState
 from ..core.usage import estimate_tokens
@@ -61,8 +62,9 @@ def _price(models: Sequence[Priced], model_id: str) -> tuple[float, float] | Non
     return None
 
 
-def counterfactuals(state: RunState, models: Sequence[Priced], moa: tuple[Sequence[str], str, int] | None = None
-                    ) -> list[Estimate]:
+def counterfactuals(
+    state: RunState, models: Sequence[Priced], moa: tuple[Sequence[str], str, int] | None = None
+) -> list[Estimate]:
     """The cheapest single model and MoA for `state`'s question (an empty list before the run has
     an answer or with no models). `models` are PoolModel-likes (id, price_in, price_out, kind)."""
     if state.status != "finished" or not models:
@@ -71,8 +73,11 @@ def counterfactuals(state: RunState, models: Sequence[Priced], moa: tuple[Sequen
     estimates: list[Estimate] = []
     # The cheapest of the models with a price (a price of 0 is as often "unknown" as "free"); with
     # none priced, the first real model, in tokens.
-    priced = [((m.price_in * q + m.price_out * a) / 1e6, i, m) for i, m in enumerate(models)
-              if m.kind != "embedded" and m.price_in + m.price_out > 0]
+    priced = [
+        ((m.price_in * q + m.price_out * a) / 1e6, i, m)
+        for i, m in enumerate(models)
+        if m.kind != "embedded" and m.price_in + m.price_out > 0
+    ]
     real = [m for m in models if m.kind != "embedded"] or list(models)
     cost, _, cheapest = min(priced) if priced else (0.0, 0, real[0])
     estimates.append(Estimate(f"{cheapest.id} alone", cost, q + a))
@@ -96,8 +101,11 @@ def counterfactuals(state: RunState, models: Sequence[Priced], moa: tuple[Sequen
 
 
 _NOTE = re.compile(r"\[Stiva:[^\]]*\]")
-_PREFIX = re.compile(r"^(let me think about how to split this question into subtasks, which models to use for each, "
-                     r"and which step should see which answers\.?\s*)", re.IGNORECASE)
+_PREFIX = re.compile(
+    r"^(let me think about how to split this question into subtasks, which models to use for each, "
+    r"and which step should see which answers\.?\s*)",
+    re.IGNORECASE,
+)
 
 
 def reason_line(reasoning: str, limit: int = 100) -> str:

@@ -17,9 +17,9 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
 
 from ..conductor.base import Conductor, ConductorError, Plan, PlanRequest, PreviousRound, WorkerInfo
 from ..conductor.fewshot import WorkerPrompt, base_worker_prompt, clean_base_answer, is_simple_question
@@ -147,10 +147,20 @@ class Engine:
         run = _Run(self, question, emit, options or RunOptions(), run_id, conversation)
 
         async def body() -> str:
-            run.emit(RunStarted(
-                run.id, question, "conductor", conductor.backend, conductor.model, self.conductor_reason,
-                system=system, source=self.source, conversation_id=conversation_id,
-                conductor_adapter=getattr(conductor, "adapter", None)))
+            run.emit(
+                RunStarted(
+                    run.id,
+                    question,
+                    "conductor",
+                    conductor.backend,
+                    conductor.model,
+                    self.conductor_reason,
+                    system=system,
+                    source=self.source,
+                    conversation_id=conversation_id,
+                    conductor_adapter=getattr(conductor, "adapter", None),
+                )
+            )
             previous: PreviousRound | None = None
             answer = ""
             for round_ in range(1, run.options.rounds + 1):
@@ -158,8 +168,7 @@ class Engine:
                 plan = await self._plan(run, conductor, round_, previous, conversation)
                 if plan.workflow.is_empty:
                     break
-                answer = await run.execute(round_, plan.workflow, self.models,
-                                           final=round_ == run.options.rounds)
+                answer = await run.execute(round_, plan.workflow, self.models, final=round_ == run.options.rounds)
                 previous = PreviousRound(
                     plan.workflow, answer, tuple(self.models[s.model].id for s in plan.workflow.steps)
                 )
@@ -168,17 +177,27 @@ class Engine:
         return await run.guard(body)
 
     async def run_workflow(
-        self, question: str, workflow: Workflow, models: Sequence[PoolModel], *, mode: RunMode = "workflow",
-        system: str = "workflow", emit: Emit | None = None, conversation: Sequence[dict[str, Any]] = (),
-        options: RunOptions | None = None, run_id: str | None = None, conversation_id: str | None = None,
+        self,
+        question: str,
+        workflow: Workflow,
+        models: Sequence[PoolModel],
+        *,
+        mode: RunMode = "workflow",
+        system: str = "workflow",
+        emit: Emit | None = None,
+        conversation: Sequence[dict[str, Any]] = (),
+        options: RunOptions | None = None,
+        run_id: str | None = None,
+        conversation_id: str | None = None,
     ) -> RunResult:
         """Run a given workflow without planning (one round); `models[i]` is the model of index i.
         Baselines and training rollouts run this way."""
         run = _Run(self, question, emit, options or RunOptions(), run_id, conversation)
 
         async def body() -> str:
-            run.emit(RunStarted(run.id, question, mode, system=system, source=self.source,
-                                conversation_id=conversation_id))
+            run.emit(
+                RunStarted(run.id, question, mode, system=system, source=self.source, conversation_id=conversation_id)
+            )
             run.emit(RoundStarted(run.id, 1))
             run.emit(WorkflowReady(run.id, 1, workflow, "", Usage(), 0.0))
             return await run.execute(1, workflow, models, final=True)
@@ -187,16 +206,30 @@ class Engine:
 
     async def run_direct(self, question: str, model_id: str, **kwargs: Any) -> RunResult:
         """The baseline of one call to one model, through the same executor and events."""
-        return await self.run_workflow(question, direct_workflow(), [self.model(model_id)], mode="direct",
-                                       system=f"direct:{model_id}", **kwargs)
+        return await self.run_workflow(
+            question, direct_workflow(), [self.model(model_id)], mode="direct", system=f"direct:{model_id}", **kwargs
+        )
 
-    async def run_moa(self, question: str, proposers: Sequence[str], aggregator: str, layers: int = 2,
-                      samples: bool = False, **kwargs: Any) -> RunResult:
+    async def run_moa(
+        self,
+        question: str,
+        proposers: Sequence[str],
+        aggregator: str,
+        layers: int = 2,
+        samples: bool = False,
+        **kwargs: Any,
+    ) -> RunResult:
         """Mixture-of-Agents: `layers` layers of proposers (each later layer reads the one before),
         then one aggregator step that reads the last layer. `samples`: Self-MoA's numbered samples."""
         models = [*(self.model(m) for m in proposers), self.model(aggregator)]
-        return await self.run_workflow(question, moa_workflow(len(proposers), layers, samples), models, mode="moa",
-                                       system="self-moa" if samples else "moa", **kwargs)
+        return await self.run_workflow(
+            question,
+            moa_workflow(len(proposers), layers, samples),
+            models,
+            mode="moa",
+            system="self-moa" if samples else "moa",
+            **kwargs,
+        )
 
     def stream(self, method: str, *args: Any, **kwargs: Any) -> AsyncIterator[Event]:
         """Iterate a run's events: `async for event in engine.stream("run", question)`."""
@@ -209,17 +242,35 @@ class Engine:
         raise KeyError(f"unknown model {model_id!r}; available: {', '.join(m.id for m in self.models)}")
 
     def workers_info(self) -> list[WorkerInfo]:
-        return [WorkerInfo(m.id, m.description, m.kind, m.price_in, m.price_out,
-                           m.latency_s if m.latency_s is not None else self.latencies.get(m.id))
-                for m in self.models]
+        return [
+            WorkerInfo(
+                m.id,
+                m.description,
+                m.kind,
+                m.price_in,
+                m.price_out,
+                m.latency_s if m.latency_s is not None else self.latencies.get(m.id),
+            )
+            for m in self.models
+        ]
 
     # --- helpers -------------------------------------------------------------------------------
 
-    async def _plan(self, run: "_Run", conductor: Conductor, round_: int, previous: PreviousRound | None,
-                    conversation: Sequence[dict[str, Any]]) -> Plan:
+    async def _plan(
+        self,
+        run: "_Run",
+        conductor: Conductor,
+        round_: int,
+        previous: PreviousRound | None,
+        conversation: Sequence[dict[str, Any]],
+    ) -> Plan:
         request = PlanRequest(
-            question=run.question, workers=self.workers_info(), max_steps=run.options.max_steps,
-            conversation=tuple(conversation), round=round_, previous=previous,
+            question=run.question,
+            workers=self.workers_info(),
+            max_steps=run.options.max_steps,
+            conversation=tuple(conversation),
+            round=round_,
+            previous=previous,
             preference=run.options.preference,
         )
         run.check_budget()
@@ -228,13 +279,25 @@ class Engine:
             # a one-step plan reads the conversation itself). The plan is known without generating it.
             note = "one model in the pool: one step"
             plan = Plan(direct_workflow(), f"[Stiva: {note}]", "", Usage(), 0.0)
-            run.emit(WorkflowReady(run.id, round_, plan.workflow, plan.reasoning, plan.usage, 0.0, note=note,
-                                   preference=str(request.preference or "")))
+            run.emit(
+                WorkflowReady(
+                    run.id,
+                    round_,
+                    plan.workflow,
+                    plan.reasoning,
+                    plan.usage,
+                    0.0,
+                    note=note,
+                    preference=str(request.preference or ""),
+                )
+            )
             return plan
         try:
             plan = await conductor.plan(request, lambda text: run.emit(ConductorDelta(run.id, round_, text)))
         except ConductorError as exc:
-            if exc.usage is not None and exc.usage.total_tokens:  # failed attempts are paid for: the budget, the totals and the bench see them
+            if (
+                exc.usage is not None and exc.usage.total_tokens
+            ):  # failed attempts are paid for: the budget, the totals and the bench see them
                 run.add_usage(exc.usage, self._conductor_cost(conductor, exc.usage), conductor=True)
             raise
         run.add_usage(plan.usage, self._conductor_cost(conductor, plan.usage), conductor=True)
@@ -245,11 +308,24 @@ class Engine:
             index = self._strongest()
             note = f"plan replaced by one step on {self.models[index].id}: {why}"
             log.info("run %s: %s", run.id, note)
-            plan = replace(plan, workflow=Workflow((Step(index, "Answer the question.", ()),)),
-                           reasoning=(plan.reasoning + "\n\n" if plan.reasoning else "") + f"[Stiva: {note}]")
-        run.emit(WorkflowReady(run.id, round_, plan.workflow, plan.reasoning, plan.usage, plan.latency_s,
-                               keep_previous=plan.workflow.is_empty, note=note,
-                               preference=str(request.preference or "")))
+            plan = replace(
+                plan,
+                workflow=Workflow((Step(index, "Answer the question.", ()),)),
+                reasoning=(plan.reasoning + "\n\n" if plan.reasoning else "") + f"[Stiva: {note}]",
+            )
+        run.emit(
+            WorkflowReady(
+                run.id,
+                round_,
+                plan.workflow,
+                plan.reasoning,
+                plan.usage,
+                plan.latency_s,
+                keep_previous=plan.workflow.is_empty,
+                note=note,
+                preference=str(request.preference or ""),
+            )
+        )
         return plan
 
     def _strongest(self) -> int:
@@ -307,8 +383,15 @@ def _worth_another_try(exc: Exception) -> bool:
 class _Run:
     """The state of one run: its events, totals, budget and step outputs."""
 
-    def __init__(self, engine: Engine, question: str, emit: Emit | None, options: RunOptions,
-                 run_id: str | None, conversation: Sequence[dict[str, Any]]):
+    def __init__(
+        self,
+        engine: Engine,
+        question: str,
+        emit: Emit | None,
+        options: RunOptions,
+        run_id: str | None,
+        conversation: Sequence[dict[str, Any]],
+    ):
         self.engine = engine
         self.question = question
         self.options = options
@@ -343,9 +426,15 @@ class _Run:
                     other(notice)
 
     def totals(self) -> Totals:
-        return Totals(self.usage.prompt_tokens, self.usage.completion_tokens, round(self.cost, 10),
-                      round(time.monotonic() - self.started, 4), self.usage.estimated,
-                      self.conductor_usage.total_tokens, round(self.conductor_cost, 10))
+        return Totals(
+            self.usage.prompt_tokens,
+            self.usage.completion_tokens,
+            round(self.cost, 10),
+            round(time.monotonic() - self.started, 4),
+            self.usage.estimated,
+            self.conductor_usage.total_tokens,
+            round(self.conductor_cost, 10),
+        )
 
     def add_usage(self, usage: Usage, cost: float, *, conductor: bool = False) -> None:
         self.usage = self.usage + usage
@@ -358,7 +447,8 @@ class _Run:
         o = self.options
         if o.budget_tokens is not None and self.usage.total_tokens + extra_tokens > o.budget_tokens:
             raise BudgetExceeded(
-                f"token budget of {o.budget_tokens} reached ({self.usage.total_tokens + extra_tokens} used)")
+                f"token budget of {o.budget_tokens} reached ({self.usage.total_tokens + extra_tokens} used)"
+            )
         if o.budget_usd is not None and self.cost + extra_cost > o.budget_usd:
             raise BudgetExceeded(f"budget of ${o.budget_usd:g} reached (${self.cost + extra_cost:.4f} spent)")
 
@@ -390,8 +480,7 @@ class _Run:
 
     # --- the DAG -------------------------------------------------------------------------------
 
-    async def execute(self, round_: int, workflow: Workflow, models: Sequence[PoolModel], *,
-                      final: bool) -> str:
+    async def execute(self, round_: int, workflow: Workflow, models: Sequence[PoolModel], *, final: bool) -> str:
         """Run every step as soon as its inputs are done; return the last step's output. `final`:
         no later round can follow, so the last step's output is the run's answer for certain."""
         outputs: dict[int, str] = {}
@@ -427,8 +516,15 @@ class _Run:
             extra = [m for m in self.engine.models if m.id != own.id and m.kind != "embedded"]
         return [own, *extra[: self.options.max_fallbacks]]
 
-    async def _run_step(self, round_: int, workflow: Workflow, index: int, models: Sequence[PoolModel],
-                        outputs: dict[int, str], final: bool) -> str:
+    async def _run_step(
+        self,
+        round_: int,
+        workflow: Workflow,
+        index: int,
+        models: Sequence[PoolModel],
+        outputs: dict[int, str],
+        final: bool,
+    ) -> str:
         step = workflow.steps[index]
         writes_answer = index == len(workflow.steps) - 1
         stop = self.options.stop if writes_answer else ()
@@ -441,8 +537,19 @@ class _Run:
                 tries_left -= 1
                 attempt += 1
                 self.check_budget()
-                self.emit(StepStarted(self.id, round_, index, model.id, step.subtask, step.access, attempt,
-                                       writes_answer=writes_answer, final=writes_answer and final))
+                self.emit(
+                    StepStarted(
+                        self.id,
+                        round_,
+                        index,
+                        model.id,
+                        step.subtask,
+                        step.access,
+                        attempt,
+                        writes_answer=writes_answer,
+                        final=writes_answer and final,
+                    )
+                )
                 try:
                     if self.options.messages is not None and len(workflow.steps) == 1 and model.kind != "embedded":
                         prompt = WorkerPrompt([dict(m) for m in self.options.messages])
@@ -454,10 +561,20 @@ class _Run:
                 except Exception as exc:  # noqa: BLE001 - any worker fault is this attempt's failure
                     message = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
                     again = tries_left > 0 and _worth_another_try(exc)
-                    following = model if again else (
-                        candidates[position + 1] if position + 1 < len(candidates) else None)
-                    self.emit(StepFailed(self.id, round_, index, model.id, message, attempt,
-                                         following.id if following is not None else None))
+                    following = (
+                        model if again else (candidates[position + 1] if position + 1 < len(candidates) else None)
+                    )
+                    self.emit(
+                        StepFailed(
+                            self.id,
+                            round_,
+                            index,
+                            model.id,
+                            message,
+                            attempt,
+                            following.id if following is not None else None,
+                        )
+                    )
                     if following is None:
                         raise StepError(round_, index, f"{model.id}: {message}") from None
                     if again:
@@ -465,14 +582,26 @@ class _Run:
                     break
                 cost = model.cost(usage)
                 self.add_usage(usage, cost)
-                self.emit(StepFinished(self.id, round_, index, model.id, text, usage, cost,
-                                       round(time.monotonic() - started, 4), attempt))
+                self.emit(
+                    StepFinished(
+                        self.id,
+                        round_,
+                        index,
+                        model.id,
+                        text,
+                        usage,
+                        cost,
+                        round(time.monotonic() - started, 4),
+                        attempt,
+                    )
+                )
                 self.check_budget()
                 return text
         raise StepError(round_, index, "no model to run it on")
 
-    async def _call(self, round_: int, index: int, model: PoolModel, prompt: WorkerPrompt,
-                    stop: tuple[str, ...] = ()) -> tuple[str, Usage]:
+    async def _call(
+        self, round_: int, index: int, model: PoolModel, prompt: WorkerPrompt, stop: tuple[str, ...] = ()
+    ) -> tuple[str, Usage]:
         parts: list[str] = []
         usage: Usage | None = None
         messages = prompt.messages
@@ -481,8 +610,8 @@ class _Run:
             max_tokens = min(max_tokens or prompt.max_tokens, prompt.max_tokens)
         stops = list(dict.fromkeys((*prompt.stop, *stop)))
         stream = self.engine.worker.stream_chat(
-            model, messages, max_tokens=max_tokens, temperature=self.options.temperature,
-            stop=stops or None)
+            model, messages, max_tokens=max_tokens, temperature=self.options.temperature, stop=stops or None
+        )
         limited = self.options.budget_tokens is not None or self.options.budget_usd is not None
         prompt_estimate = sum(estimate_tokens(m["content"]) for m in messages)
         chars = 0
@@ -495,8 +624,7 @@ class _Run:
                         self.emit(StepDelta(self.id, round_, index, event.text))
                         if limited:
                             out = (chars + 3) // 4  # estimate_tokens of the text so far, without joining it
-                            self.check_budget(prompt_estimate + out,
-                                              model.cost(Usage(prompt_estimate, out)))
+                            self.check_budget(prompt_estimate + out, model.cost(Usage(prompt_estimate, out)))
                     elif isinstance(event, UsageReport):
                         usage = event.usage
         except TimeoutError:
@@ -508,8 +636,14 @@ class _Run:
         return (clean_base_answer(text) if prompt.base else text), usage
 
 
-def step_prompt(model: PoolModel, question: str, workflow: Workflow, index: int, outputs: dict[int, str],
-                conversation: Sequence[dict[str, Any]] = ()) -> WorkerPrompt:
+def step_prompt(
+    model: PoolModel,
+    question: str,
+    workflow: Workflow,
+    index: int,
+    outputs: dict[int, str],
+    conversation: Sequence[dict[str, Any]] = (),
+) -> WorkerPrompt:
     """What `model` is sent for step `index`: the few-shot completion prompt for a base model
     (the embedded one), today's chat prompt for every other."""
     if model.kind == "embedded":

@@ -52,17 +52,36 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..sandbox import (
-    SandboxResult, SandboxSettings, run_code_async, run_functional_async, run_sync, run_with_tests_async,
+    SandboxResult,
+    SandboxSettings,
+    run_code_async,
+    run_functional_async,
+    run_sync,
+    run_with_tests_async,
 )
 from .numbers import extract_number, parse_number
 from .numbers import unboxed as _unboxed
 from .suite import LETTERS, CodeTests, SuiteItem
 
 __all__ = [
-    "DEFAULT_CODE_TIMEOUT_S", "DEFAULT_TOLERANCE", "MATH_HARD_TIMEOUT_S", "Grade", "GraderError",
-    "JudgeRequired", "extract_choice", "extract_code", "extract_number", "grade", "grade_async",
-    "judge_prompt", "normalize_exact", "parse_judge_reply", "parse_number", "same_output",
-    "same_value", "shutdown_graders",
+    "DEFAULT_CODE_TIMEOUT_S",
+    "DEFAULT_TOLERANCE",
+    "MATH_HARD_TIMEOUT_S",
+    "Grade",
+    "GraderError",
+    "JudgeRequired",
+    "extract_choice",
+    "extract_code",
+    "extract_number",
+    "grade",
+    "grade_async",
+    "judge_prompt",
+    "normalize_exact",
+    "parse_judge_reply",
+    "parse_number",
+    "same_output",
+    "same_value",
+    "shutdown_graders",
 ]
 
 DEFAULT_TOLERANCE = 1e-6
@@ -126,6 +145,7 @@ async def grade_async(item: SuiteItem, answer_text: str, *, sandbox: SandboxSett
 
 
 # --- numeric -------------------------------------------------------------------------------------
+
 
 def _grade_numeric(item: SuiteItem, text: str) -> Grade:
     reference = parse_number(item.answer)
@@ -203,8 +223,11 @@ def extract_choice(text: str, n_choices: int) -> str | None:
         inner = re.sub(r"\\text(?:bf)?\{([^{}]*)\}", r"\1", boxed).strip(" ()[].*$").upper()
         if len(inner) == 1 and inner in letters:
             return inner
-    anchored = re.findall(rf"(?i:answer)\W{{0,4}}(?:is|:|=)?\W{{0,4}}(?:(?i:option|choice)\s*)?"
-                          rf"[\s*_(\[]*({cls})(?![\w])", text)
+    anchored = re.findall(
+        rf"(?i:answer)\W{{0,4}}(?:is|:|=)?\W{{0,4}}(?:(?i:option|choice)\s*)?"
+        rf"[\s*_(\[]*({cls})(?![\w])",
+        text,
+    )
     if anchored:
         return anchored[-1]
     lines = [line.strip(" \t*_#>") for line in text.splitlines() if line.strip(" \t*_#>")]
@@ -274,9 +297,9 @@ def _math_pool() -> ProcessPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ProcessPoolExecutor(max_workers=_MATH_WORKERS,
-                                        mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=_warm_math)
+            _pool = ProcessPoolExecutor(
+                max_workers=_MATH_WORKERS, mp_context=multiprocessing.get_context("spawn"), initializer=_warm_math
+            )
         return _pool
 
 
@@ -310,8 +333,9 @@ async def _grade_math_in_pool(reference: str, text: str) -> Grade:
     for attempt in (1, 2):
         pool = _math_pool()
         try:
-            verdict = await asyncio.wait_for(loop.run_in_executor(pool, _math_verdict, reference, text),
-                                             MATH_HARD_TIMEOUT_S)
+            verdict = await asyncio.wait_for(
+                loop.run_in_executor(pool, _math_verdict, reference, text), MATH_HARD_TIMEOUT_S
+            )
             return Grade(*verdict)
         except TimeoutError:
             _discard_pool(pool)
@@ -390,8 +414,7 @@ async def _grade_code_async(item: SuiteItem, text: str, sandbox: SandboxSettings
     for index, case in enumerate(tests.stdin_stdout, 1):
         # Keep enough output to compare against a long expected answer.
         limit = max(settings.output_bytes, 2 * len(case.output.encode("utf-8")) + 1024)
-        result = await run_code_async(code, stdin=case.input, timeout_s=timeout, settings=settings,
-                                      output_limit=limit)
+        result = await run_code_async(code, stdin=case.input, timeout_s=timeout, settings=settings, output_limit=limit)
         failure = None
         if not result.ok:
             failure = f"case {index}: " + _failure(result, "")
@@ -400,9 +423,13 @@ async def _grade_code_async(item: SuiteItem, text: str, sandbox: SandboxSettings
         if failure is not None:
             return Grade(False, code, _with_note(item, failure))
     if tests.functional is not None:
-        failure = await _functional(code, tests.functional.fn_name,
-                                    [(case.input, case.output) for case in tests.functional.cases],
-                                    timeout, settings)
+        failure = await _functional(
+            code,
+            tests.functional.fn_name,
+            [(case.input, case.output) for case in tests.functional.cases],
+            timeout,
+            settings,
+        )
         if failure is not None:
             return Grade(False, code, _with_note(item, failure))
     return Grade(True, code, _with_note(item, None))
@@ -413,12 +440,14 @@ def _with_note(item: SuiteItem, failure: str | None) -> str | None:
     return "; ".join(part for part in (failure, note) if part) or None
 
 
-async def _functional(code: str, fn_name: str, cases: list[tuple[list[Any], Any]], timeout: float,
-                      settings: SandboxSettings) -> str | None:
+async def _functional(
+    code: str, fn_name: str, cases: list[tuple[list[Any], Any]], timeout: float, settings: SandboxSettings
+) -> str | None:
     """None when every case's result equals the expected one; else the first failure."""
     total = min(timeout * len(cases), max(timeout, 60.0))
-    result, outcomes = await run_functional_async(code, fn_name, [arguments for arguments, _ in cases],
-                                                  timeout_s=total, settings=settings)
+    result, outcomes = await run_functional_async(
+        code, fn_name, [arguments for arguments, _ in cases], timeout_s=total, settings=settings
+    )
     by_case = {outcome.case: outcome for outcome in outcomes}
     for index, (arguments, expected) in enumerate(cases):
         outcome = by_case.get(index)
@@ -454,6 +483,7 @@ def _show(value: Any) -> str:
 def same_output(got: str, expected: str) -> bool:
     """Program output equal to the expected output: line by line, spaces around lines and blank
     lines around the output ignored; failing that, token by token with numbers equal within 1e-6."""
+
     def lines(text: str) -> list[str]:
         return [row.strip() for row in text.strip().splitlines()]
 
@@ -522,8 +552,10 @@ _JUDGE_RUBRIC = (
 
 def judge_prompt(item: SuiteItem, answer: str) -> list[dict[str, str]]:
     """Chat messages asking a judge model whether `answer` is right for `item`."""
-    user = (f"Question:\n{item.question.strip()}\n\nReference answer:\n{item.answer.strip()}\n\n"
-            f"Candidate answer:\n{answer.strip()}")
+    user = (
+        f"Question:\n{item.question.strip()}\n\nReference answer:\n{item.answer.strip()}\n\n"
+        f"Candidate answer:\n{answer.strip()}"
+    )
     return [{"role": "system", "content": _JUDGE_RUBRIC}, {"role": "user", "content": user}]
 
 

@@ -48,7 +48,13 @@ from typing import Any
 from .suite import Suite, SuiteError, json_loads, load_suite_file, parse_suite, validate_item
 
 __all__ = [
-    "FORMATS", "BuiltinInfo", "FormatInfo", "list_builtins", "list_formats", "load_builtin", "load_format",
+    "FORMATS",
+    "BuiltinInfo",
+    "FormatInfo",
+    "list_builtins",
+    "list_formats",
+    "load_builtin",
+    "load_format",
     "load_suite",
 ]
 
@@ -134,8 +140,7 @@ def load_suite(spec: str) -> Suite:
     try:
         return _load_suite(spec)
     except RecursionError:  # nested too deeply for a step no loader names (validating, hashing)
-        raise SuiteError("nested too deeply to read (more levels than Python's recursion limit)",
-                         source=spec) from None
+        raise SuiteError("nested too deeply to read (more levels than Python's recursion limit)", source=spec) from None
     except MemoryError:
         raise SuiteError("too large to load into memory", source=spec) from None
 
@@ -152,7 +157,9 @@ def _load_suite(spec: str) -> Suite:
         return load_suite_file(path)
     raise SuiteError(
         f"no such suite: not a file, not a built-in ({', '.join(builtins) or 'none'}), and not "
-        f"FORMAT:PATH with a format among {', '.join(FORMATS)}", source=spec)
+        f"FORMAT:PATH with a format among {', '.join(FORMATS)}",
+        source=spec,
+    )
 
 
 def load_builtin(name: str) -> Suite:
@@ -178,8 +185,11 @@ def list_builtins() -> list[BuiltinInfo]:
 def _builtin_files() -> dict[str, Traversable]:
     """Every `*.jsonl` in the package's data folder, by stem, sorted: a new file is a new built-in."""
     folder = _data_dir()
-    found = {entry.name[: -len(".jsonl")]: entry for entry in folder.iterdir()
-             if entry.name.endswith(".jsonl") and entry.is_file()}
+    found = {
+        entry.name[: -len(".jsonl")]: entry
+        for entry in folder.iterdir()
+        if entry.name.endswith(".jsonl") and entry.is_file()
+    }
     return dict(sorted(found.items()))
 
 
@@ -217,7 +227,7 @@ def _jsonl_records(path: Path, spec: str) -> Iterator[tuple[int, int | None, Rec
                 return
             line += 1
             if len(raw) > MAX_RECORD_CHARS:
-                raise SuiteError(f"a line longer than {MAX_RECORD_CHARS // 2 ** 20} MB", source=spec, line=line)
+                raise SuiteError(f"a line longer than {MAX_RECORD_CHARS // 2**20} MB", source=spec, line=line)
             if not raw.strip():
                 continue
             try:
@@ -237,8 +247,7 @@ TOO_DEEP = "JSON nested too deeply (more levels than the parser's recursion limi
 
 def _read_whole(path: Path, spec: str) -> str:
     if path.stat().st_size > MAX_FILE_BYTES:
-        raise SuiteError(f"larger than {MAX_FILE_BYTES // 2 ** 30} GB: give it as JSONL, read line by line",
-                         source=spec)
+        raise SuiteError(f"larger than {MAX_FILE_BYTES // 2**30} GB: give it as JSONL, read line by line", source=spec)
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -253,12 +262,14 @@ def _json_records(path: Path, spec: str) -> list[Record]:
     except RecursionError:
         raise SuiteError(TOO_DEEP, source=spec) from None
     if isinstance(data, dict):
-        lists = [data[key] for key in ("data", "rows", "train", "test", "examples")
-                 if isinstance(data.get(key), list)]
+        lists = [data[key] for key in ("data", "rows", "train", "test", "examples") if isinstance(data.get(key), list)]
         data = lists[0] if lists else None
     if not isinstance(data, list) or not all(isinstance(record, dict) for record in data):
-        raise SuiteError("expected a list of records (objects), or an object with one under "
-                         '"data", "rows", "train", "test" or "examples"', source=spec)
+        raise SuiteError(
+            "expected a list of records (objects), or an object with one under "
+            '"data", "rows", "train", "test" or "examples"',
+            source=spec,
+        )
     return data
 
 
@@ -266,8 +277,9 @@ def _parquet_records(path: Path, spec: str) -> list[Record]:
     try:
         import pyarrow.parquet as parquet
     except ImportError:
-        raise SuiteError("reading Parquet needs pyarrow: pip install pyarrow "
-                         "(or convert the file to JSONL or CSV)", source=spec) from None
+        raise SuiteError(
+            "reading Parquet needs pyarrow: pip install pyarrow (or convert the file to JSONL or CSV)", source=spec
+        ) from None
     import pyarrow
 
     try:
@@ -275,8 +287,11 @@ def _parquet_records(path: Path, spec: str) -> list[Record]:
         metadata = handle.metadata
         size = sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
         if size > MAX_FILE_BYTES:  # told by the footer: nothing of it is read yet
-            raise SuiteError(f"its data take {size / 2 ** 30:.1f} GB once read, more than the "
-                             f"{MAX_FILE_BYTES // 2 ** 30} GB a suite may", source=spec)
+            raise SuiteError(
+                f"its data take {size / 2**30:.1f} GB once read, more than the "
+                f"{MAX_FILE_BYTES // 2**30} GB a suite may",
+                source=spec,
+            )
         return handle.read().to_pylist()
     except (pyarrow.ArrowException, OSError, ValueError, MemoryError) as error:
         reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
@@ -293,8 +308,7 @@ def _csv_records(path: Path, spec: str) -> list[Record]:
             message = str(error)
             if "field larger than field limit" in message:
                 message = f"a field longer than {csv.field_size_limit():,} characters"
-            raise SuiteError(f"not a usable CSV file: {message}", source=spec,
-                             line=reader.line_num + 1) from None
+            raise SuiteError(f"not a usable CSV file: {message}", source=spec, line=reader.line_num + 1) from None
         except UnicodeDecodeError:
             raise SuiteError("not UTF-8 text", source=spec, line=reader.line_num + 1) from None
 
@@ -306,8 +320,11 @@ def _numbered(records: list[Record]) -> Iterator[tuple[int, int | None, Record]]
 
 def _looks_like_path(target: str) -> bool:
     """A target meant as a local file (so a typo is "no such file", not a hub download)."""
-    return (target.startswith(("/", ".", "~")) or "\\" in target
-            or Path(target).suffix.lower() in (".jsonl", ".ndjson", ".json", ".csv", ".parquet"))
+    return (
+        target.startswith(("/", ".", "~"))
+        or "\\" in target
+        or Path(target).suffix.lower() in (".jsonl", ".ndjson", ".json", ".csv", ".parquet")
+    )
 
 
 def _hub_target(target: str, default_split: str) -> tuple[str, str | None, str]:
@@ -317,14 +334,15 @@ def _hub_target(target: str, default_split: str) -> tuple[str, str | None, str]:
     return dataset, config or None, split or default_split
 
 
-def _hub_records(dataset: str, config: str | None, split: str,
-                 spec: str) -> Iterator[tuple[int, int | None, Record]]:
+def _hub_records(dataset: str, config: str | None, split: str, spec: str) -> Iterator[tuple[int, int | None, Record]]:
     try:
         import datasets
     except ImportError:
-        raise SuiteError("not a file; loading a Hugging Face dataset needs the `datasets` package "
-                         "(pip install datasets), or download the file and give its path",
-                         source=spec) from None
+        raise SuiteError(
+            "not a file; loading a Hugging Face dataset needs the `datasets` package "
+            "(pip install datasets), or download the file and give its path",
+            source=spec,
+        ) from None
     try:
         loaded = datasets.load_dataset(dataset, config, split=split)
     except Exception as error:  # network, auth, unknown dataset: all end the same way for the user
@@ -401,8 +419,11 @@ def _livecodebench(record: Record, number: int) -> Record:
     cases += private
     metadata = _json_object(record.get("metadata"))
     fn_name = metadata.get("func_name")
-    stdio = [{"input": str(c.get("input", "")), "output": str(c.get("output", ""))}
-             for c in cases if c.get("testtype", "stdin") == "stdin"]
+    stdio = [
+        {"input": str(c.get("input", "")), "output": str(c.get("output", ""))}
+        for c in cases
+        if c.get("testtype", "stdin") == "stdin"
+    ]
     calls = [c for c in cases if c.get("testtype") == "functional"]
     tests: dict[str, Any] = {"stdin_stdout": stdio}
     if calls:
@@ -417,8 +438,9 @@ def _livecodebench(record: Record, number: int) -> Record:
         question += f"\n\nComplete this starter code:\n```python\n{starter}\n```"
     if stdio and not calls:
         question += "\n\nRead the input from standard input and write the answer to standard output."
-    meta = {key: _text(record[key]) for key in ("platform", "difficulty", "contest_date")
-            if record.get(key) is not None}
+    meta = {
+        key: _text(record[key]) for key in ("platform", "difficulty", "contest_date") if record.get(key) is not None
+    }
     return {"id": ident, "question": question, "grader": "code", "tests": tests, "meta": meta}
 
 
@@ -476,8 +498,10 @@ def _private_cases(raw: Any) -> tuple[list[Record], str | None]:
     except (binascii.Error, ValueError, zlib.error):
         return [], "private test cases skipped: neither JSON nor base64+zlib"
     if len(blob) > PRIVATE_CASES_LIMIT or inflater.unconsumed_tail:
-        return [], (f"private test cases skipped: more than {PRIVATE_CASES_LIMIT // 2 ** 20} MB once "
-                    "decompressed (a zip bomb, or cases too large to grade)")
+        return [], (
+            f"private test cases skipped: more than {PRIVATE_CASES_LIMIT // 2**20} MB once "
+            "decompressed (a zip bomb, or cases too large to grade)"
+        )
     if blob.lstrip().startswith(b"["):
         payload: str | None = blob.decode("utf-8", errors="replace")
     else:
@@ -523,11 +547,14 @@ class _Format:
 
 FORMATS: dict[str, _Format] = {
     "aime": _Format(FormatInfo("aime", "numeric", "AIME problems (integer answers 0-999)", "train"), _aime),
-    "math500": _Format(FormatInfo("math500", "math", "MATH-500 competition maths, checked with math-verify",
-                                  "test"), _math500),
-    "gpqa": _Format(FormatInfo("gpqa", "choice", "GPQA(-Diamond) graduate science, four shuffled options",
-                               "train"), _gpqa),
-    "livecodebench": _Format(FormatInfo("livecodebench", "code",
-                                        "LiveCodeBench code generation, run against its test cases",
-                                        "test"), _livecodebench),
+    "math500": _Format(
+        FormatInfo("math500", "math", "MATH-500 competition maths, checked with math-verify", "test"), _math500
+    ),
+    "gpqa": _Format(
+        FormatInfo("gpqa", "choice", "GPQA(-Diamond) graduate science, four shuffled options", "train"), _gpqa
+    ),
+    "livecodebench": _Format(
+        FormatInfo("livecodebench", "code", "LiveCodeBench code generation, run against its test cases", "test"),
+        _livecodebench,
+    ),
 }

@@ -11,10 +11,10 @@ from fractions import Fraction
 __all__ = ["extract_number", "parse_number", "unboxed"]
 
 _NUMBER = re.compile(
-    r"(?<![\w.])-?"                                        # not inside a word or after a point
+    r"(?<![\w.])-?"  # not inside a word or after a point
     r"(?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+)"  # 1,234.5 | 1234.5 | .5
-    r"(?:[eE][-+]?\d+)?"                                    # 1e-6
-    r"(?:\s*/\s*\d+(?:\.\d+)?)?"                            # 3/4
+    r"(?:[eE][-+]?\d+)?"  # 1e-6
+    r"(?:\s*/\s*\d+(?:\.\d+)?)?"  # 3/4
 )
 _ANSWER_ANCHOR = re.compile(r"answer\W{0,4}(?:is|:|=)", re.IGNORECASE)
 
@@ -38,7 +38,7 @@ def extract_number(text: str) -> tuple[str, float] | None:
     text = _delatex(text)
     anchors = list(_ANSWER_ANCHOR.finditer(text))
     if anchors:
-        after = _numbers(text[anchors[-1].end():])
+        after = _numbers(text[anchors[-1].end() :])
         if after:
             return after[0]
     found = _numbers(text)
@@ -72,8 +72,16 @@ def _delatex(text: str) -> str:
     """The LaTeX that wraps plain numbers, removed: \\frac{a}{b} -> a/b, 1{,}000, \\$, \\%, \\text."""
     text = _FRAC.sub(r"\1/\2", text)
     text = re.sub(r"\\text\{([^{}]*)\}", r"\1", text)
-    for latex, plain in (("{,}", ","), ("\\,", ""), ("\\!", ""), ("\\$", "$"), ("\\%", "%"),
-                         ("\\left", ""), ("\\right", ""), ("\u2212", "-")):
+    for latex, plain in (
+        ("{,}", ","),
+        ("\\,", ""),
+        ("\\!", ""),
+        ("\\$", "$"),
+        ("\\%", "%"),
+        ("\\left", ""),
+        ("\\right", ""),
+        ("\u2212", "-"),
+    ):
         text = text.replace(latex, plain)
     return text
 
@@ -90,5 +98,5 @@ def unboxed(text: str) -> str | None:
     for index in range(brace, len(text)):
         depth += {"{": 1, "}": -1}.get(text[index], 0)
         if depth == 0:
-            return text[brace + 1:index]
-    return text[brace + 1:]  # unclosed: an answer cut off at the end
+            return text[brace + 1 : index]
+    return text[brace + 1 :]  # unclosed: an answer cut off at the end

@@ -44,9 +44,23 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 from .numbers import parse_number
 
 __all__ = [
-    "GRADERS", "LETTERS", "CodeTests", "FunctionalCase", "FunctionalTests", "GraderName", "IOCase", "Suite",
-    "SuiteError", "SuiteItem", "json_loads", "load_suite_file", "parse_suite", "question_text", "shuffled_choices",
-    "split_of", "validate_item",
+    "GRADERS",
+    "LETTERS",
+    "CodeTests",
+    "FunctionalCase",
+    "FunctionalTests",
+    "GraderName",
+    "IOCase",
+    "Suite",
+    "SuiteError",
+    "SuiteItem",
+    "json_loads",
+    "load_suite_file",
+    "parse_suite",
+    "question_text",
+    "shuffled_choices",
+    "split_of",
+    "validate_item",
 ]
 
 GraderName = Literal["numeric", "exact", "contains", "choice", "math", "code", "judge"]
@@ -58,8 +72,7 @@ class SuiteError(ValueError):
     """A suite that cannot be used, with where: `source` (a path, a built-in, a dataset), and the
     JSONL `line` or the `record` number (1-based) of a loaded dataset where one item is at fault."""
 
-    def __init__(self, message: str, *, source: str = "", line: int | None = None,
-                 record: int | None = None) -> None:
+    def __init__(self, message: str, *, source: str = "", line: int | None = None, record: int | None = None) -> None:
         self.message, self.source, self.line, self.record = message, source, line, record
         where = source
         if line is not None:
@@ -140,8 +153,12 @@ class SuiteItem(_Strict):
         if not isinstance(data, dict) or data.get("grader") != "choice":
             return data
         choices, answer = data.get("choices"), data.get("answer")
-        if not (isinstance(choices, list | tuple) and all(isinstance(c, str) for c in choices)
-                and isinstance(answer, str) and isinstance(data.get("id"), str | int)):
+        if not (
+            isinstance(choices, list | tuple)
+            and all(isinstance(c, str) for c in choices)
+            and isinstance(answer, str)
+            and isinstance(data.get("id"), str | int)
+        ):
             return data
         options = [c.strip() for c in choices]
         if len(set(options)) != len(options) or not 2 <= len(options) <= len(LETTERS):
@@ -166,8 +183,7 @@ class SuiteItem(_Strict):
         _only_for(self, "timeout_s", self.timeout_s is not None, "code")
         if self.grader == "choice":
             _check_choice(self)
-        elif self.grader == "code" and (self.tests is None or (isinstance(self.tests, str)
-                                                                and not self.tests.strip())):
+        elif self.grader == "code" and (self.tests is None or (isinstance(self.tests, str) and not self.tests.strip())):
             raise ValueError("a code item needs tests")
         elif self.grader == "numeric":
             if parse_number(self.answer) is None:
@@ -188,8 +204,10 @@ def _check_choice(item: SuiteItem) -> None:
     if len(set(item.choices)) != len(item.choices):
         raise ValueError("choices must be distinct")
     if item.answer not in LETTERS[: len(item.choices)]:
-        raise ValueError(f"answer {item.answer!r} is neither a letter A-{LETTERS[len(item.choices) - 1]} "
-                         "nor the text of one of the choices")
+        raise ValueError(
+            f"answer {item.answer!r} is neither a letter A-{LETTERS[len(item.choices) - 1]} "
+            "nor the text of one of the choices"
+        )
 
 
 def _correct_option(options: list[str], answer: str) -> str | None:
@@ -218,8 +236,9 @@ def question_text(item: SuiteItem) -> str:
         letters = LETTERS[: len(item.choices)]
         options = "\n".join(f"{letter}. {choice}" for letter, choice in zip(letters, item.choices))
         span = f"{', '.join(letters[:-1])} or {letters[-1]}"
-        return (f"{question}\n\n{options}\n\n"
-                f"Answer with the letter of the correct option ({span}) alone on the last line.")
+        return (
+            f"{question}\n\n{options}\n\nAnswer with the letter of the correct option ({span}) alone on the last line."
+        )
     if item.grader == "code":
         return f"{question}\n\nWrite your solution in Python and give it as one ```python code block."
     return question
@@ -271,8 +290,10 @@ def split_of(suite: Suite, split: str) -> Suite:
     items = tuple(item for item in suite.items if item.meta.get("split") == split)
     if not items:
         splits = sorted({str(item.meta["split"]) for item in suite.items if item.meta.get("split") is not None})
-        raise SuiteError(f"no item has meta.split = {split!r} (splits here: {', '.join(splits) or 'none'})",
-                         source=suite.source or suite.name)
+        raise SuiteError(
+            f"no item has meta.split = {split!r} (splits here: {', '.join(splits) or 'none'})",
+            source=suite.source or suite.name,
+        )
     return Suite(f"{suite.name}:{split}", items, description=suite.description, source=suite.source)
 
 
@@ -311,9 +332,12 @@ def json_loads(text: str) -> Any:
         return json.loads(text, parse_int=_bounded_int)
     except _HugeInteger as huge:
         found = re.search(r"(?<![0-9.\"])" + re.escape(huge.digits) + r"(?![0-9])", text)
-        raise json.JSONDecodeError(f"a whole number of {len(huge.digits.lstrip('-'))} digits (at most "
-                                   f"{sys.get_int_max_str_digits()} are read)", text,
-                                   found.start() if found else 0) from None
+        raise json.JSONDecodeError(
+            f"a whole number of {len(huge.digits.lstrip('-'))} digits (at most "
+            f"{sys.get_int_max_str_digits()} are read)",
+            text,
+            found.start() if found else 0,
+        ) from None
 
 
 def parse_suite(text: str, *, name: str, source: str = "") -> Suite:
@@ -328,23 +352,27 @@ def parse_suite(text: str, *, name: str, source: str = "") -> Suite:
         try:
             data = json_loads(raw)
         except json.JSONDecodeError as error:
-            raise SuiteError(f"not valid JSON: {error.msg} (column {error.colno})",
-                             source=source, line=number) from error
+            raise SuiteError(
+                f"not valid JSON: {error.msg} (column {error.colno})", source=source, line=number
+            ) from error
         except RecursionError:
-            raise SuiteError("JSON nested too deeply (more levels than the parser's recursion limit)",
-                             source=source, line=number) from None
+            raise SuiteError(
+                "JSON nested too deeply (more levels than the parser's recursion limit)", source=source, line=number
+            ) from None
         if not isinstance(data, dict):
             raise SuiteError("each line must be a JSON object", source=source, line=number)
         if "_suite" in data:
             if items or description or not isinstance(data["_suite"], str):
-                raise SuiteError('the {"_suite": "description"} line must come first and hold a string',
-                                 source=source, line=number)
+                raise SuiteError(
+                    'the {"_suite": "description"} line must come first and hold a string', source=source, line=number
+                )
             description = data["_suite"].strip()
             continue
         item = validate_item(data, source=source, line=number)
         if item.id in first_line:
-            raise SuiteError(f"duplicate id {item.id!r} (first on line {first_line[item.id]})",
-                             source=source, line=number)
+            raise SuiteError(
+                f"duplicate id {item.id!r} (first on line {first_line[item.id]})", source=source, line=number
+            )
         first_line[item.id] = number
         items.append(item)
     if not items:
@@ -352,8 +380,9 @@ def parse_suite(text: str, *, name: str, source: str = "") -> Suite:
     return Suite(name=name, items=tuple(items), description=description, source=source)
 
 
-def validate_item(data: dict[str, Any], *, source: str = "", line: int | None = None,
-                  record: int | None = None) -> SuiteItem:
+def validate_item(
+    data: dict[str, Any], *, source: str = "", line: int | None = None, record: int | None = None
+) -> SuiteItem:
     """A `SuiteItem` from a dict (keys starting with "_" dropped), or a `SuiteError` saying where
     and what is wrong, in one line."""
     data = {key: value for key, value in data.items() if not key.startswith("_")}

@@ -23,8 +23,14 @@ from typing import Any
 
 ADAPTER_MARKER = "stiva_adapter.json"
 PROMPT_STYLES = ("chat", "plain", "base", "compact")
-_FINGERPRINT = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                "vocab_size")
+_FINGERPRINT = (
+    "model_type",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "vocab_size",
+)
 # Written whatever their value (a training always knows them); the others only when set.
 _ALWAYS = ("base", "label", "identity", "fingerprint", "suite", "steps")
 
@@ -50,8 +56,9 @@ class AdapterManifest:
     @classmethod
     def trained(cls, base: str, label: str, folder: str, model_config: Any, **fields: Any) -> "AdapterManifest":
         """The manifest of an adapter just trained on `base` (loaded from `folder`)."""
-        return cls(base=base, label=label, identity=base_identity(folder), fingerprint=base_fingerprint(model_config),
-                   **fields)
+        return cls(
+            base=base, label=label, identity=base_identity(folder), fingerprint=base_fingerprint(model_config), **fields
+        )
 
     # writing
     def as_json(self) -> dict[str, Any]:
@@ -82,15 +89,21 @@ class AdapterManifest:
         fingerprint = data.get("fingerprint")
         style = data.get("prompt_style")
         return cls(
-            base=_text(data.get("base")), label=_text(data.get("label")), identity=_text(data.get("identity")),
+            base=_text(data.get("base")),
+            label=_text(data.get("label")),
+            identity=_text(data.get("identity")),
             fingerprint=dict(fingerprint) if isinstance(fingerprint, dict) else {},
-            suite=_text(data.get("suite")), steps=_count(data.get("steps"), 0),
-            trained_on=_text(data.get("trained_on")), pairs=_count(data.get("pairs"), 0),
+            suite=_text(data.get("suite")),
+            steps=_count(data.get("steps"), 0),
+            trained_on=_text(data.get("trained_on")),
+            pairs=_count(data.get("pairs"), 0),
             prompt_style=style if style in PROMPT_STYLES else None,
-            benches=_texts(data.get("benches")), bench_pairs=_text(data.get("bench_pairs")),
+            benches=_texts(data.get("benches")),
+            bench_pairs=_text(data.get("bench_pairs")),
             max_subtask_chars=_count(data.get("max_subtask_chars"), 1),
             max_steps_per_plan=_count(data.get("max_steps_per_plan"), 1),
-            sft_weight=_number(data.get("sft_weight")), preferences=_texts(data.get("preferences")),
+            sft_weight=_number(data.get("sft_weight")),
+            preferences=_texts(data.get("preferences")),
         )
 
     @property

@@ -27,6 +27,7 @@ from .adapter_manifest import (  # noqa: F401 - ADAPTER_MARKER, adapter_base: st
 from .errors import ModelError
 from .progress import Progress, forward_progress, report
 
+
 def quiet_libraries() -> None:
     """Silence library chatter that says nothing a user can act on (call before importing them).
 
@@ -75,8 +76,10 @@ def import_bitsandbytes_without_hub_kernels() -> None:
 
 
 def offline() -> bool:
-    return any(os.environ.get(v, "").strip() not in ("", "0", "false", "False") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-
+    return any(
+        os.environ.get(v, "").strip() not in ("", "0", "false", "False")
+        for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
 
 
 # transformers' loading is not thread-safe: it swaps process-wide state while it builds a model
@@ -207,6 +210,7 @@ def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
+
     def at(share: float) -> float:
         return spec.progress_from + (1.0 - spec.progress_from) * share
 
@@ -292,11 +296,15 @@ def _load_failure(spec: ModelSpec, exc: Exception) -> str:
     text = f"{type(exc).__name__}: {exc}"
     lowered = text.lower()
     if "out of memory" in lowered:
-        return (f"{spec.source} did not fit in GPU memory ({text.splitlines()[0][:200]}); free the GPU, "
-                "choose a smaller [conductor] model, or use backend = \"embedded\"")
+        return (
+            f"{spec.source} did not fit in GPU memory ({text.splitlines()[0][:200]}); free the GPU, "
+            'choose a smaller [conductor] model, or use backend = "embedded"'
+        )
     if "bitsandbytes" in lowered or "bnb" in lowered:
-        return (f"cannot load {spec.source} in 4-bit: {text[:300]}. Check that bitsandbytes supports this "
-                "machine (`python -m bitsandbytes`), or use backend = \"embedded\"")
+        return (
+            f"cannot load {spec.source} in 4-bit: {text[:300]}. Check that bitsandbytes supports this "
+            'machine (`python -m bitsandbytes`), or use backend = "embedded"'
+        )
     return f"cannot load {spec.source}: {text[:500]}"
 
 
@@ -330,8 +338,10 @@ def _apply_adapter(model: Any, adapter: str, source: str = "") -> Any:
     except Exception as exc:  # noqa: BLE001
         text = f"{type(exc).__name__}: {exc}"
         if "size mismatch" in text:
-            raise ModelError(f"the LoRA adapter {path} was trained on another base model (its shapes do not fit "
-                             f"this one); use it with the model it was trained on, or train one for this model") from exc
+            raise ModelError(
+                f"the LoRA adapter {path} was trained on another base model (its shapes do not fit "
+                f"this one); use it with the model it was trained on, or train one for this model"
+            ) from exc
         raise ModelError(f"cannot apply the LoRA adapter {path}: {text[:500]}") from exc
 
 
@@ -344,7 +354,8 @@ def _check_adapter_base(model: Any, path: Path, source: str = "") -> None:
     if trained.identity and source and trained.identity != base_identity(source):
         raise ModelError(
             f"the LoRA adapter {path} was trained on {trained.name}, not on "
-            f"{source}; use it with the model it was trained on, or train one for this model")
+            f"{source}; use it with the model it was trained on, or train one for this model"
+        )
     here = base_fingerprint(getattr(model, "config", None))
     there = trained.fingerprint
     differ = [key for key in _FINGERPRINT if there.get(key) is not None and there.get(key) != here.get(key)]
@@ -352,7 +363,8 @@ def _check_adapter_base(model: Any, path: Path, source: str = "") -> None:
         raise ModelError(
             f"the LoRA adapter {path} was trained on {trained.name} "
             f"({', '.join(f'{k} {there[k]}' for k in differ)}), not on this model ("
-            f"{', '.join(f'{k} {here[k]}' for k in differ)}); use it with its base or train one for this model")
+            f"{', '.join(f'{k} {here[k]}' for k in differ)}); use it with its base or train one for this model"
+        )
 
 
 def estimate_4bit_bytes(config: Any) -> int:
@@ -389,7 +401,7 @@ def free_cuda_bytes() -> int | None:
 def _check_vram(spec: ModelSpec, config: Any) -> None:
     free = free_cuda_bytes()
     if free is None:
-        raise ModelError("the local backend needs a CUDA GPU; none is available (use backend = \"embedded\")")
+        raise ModelError('the local backend needs a CUDA GPU; none is available (use backend = "embedded")')
     need = estimate_4bit_bytes(config) * 1.15 + 1.5 * 2**30  # weights + KV cache and workspace
     if need > free:
         raise ModelError(

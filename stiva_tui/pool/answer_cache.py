@@ -38,9 +38,10 @@ import logging
 import sqlite3
 import threading
 import time
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Sequence
+from typing import Any
 
 from ..config import REPLAY_PROVIDER, SIM_PROVIDER
 from ..core.usage import Usage
@@ -71,11 +72,24 @@ class CachedAnswer:
     latency_s: float
 
 
-def answer_key(model: PoolModel, messages: Sequence[dict], *, max_tokens: int | None = None,
-               temperature: float | None = None, stop: Sequence[str] | None = None) -> str:
+def answer_key(
+    model: PoolModel,
+    messages: Sequence[dict],
+    *,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    stop: Sequence[str] | None = None,
+) -> str:
     """The cache key of one call (see the module's docstring)."""
-    what = [model.provider, model.base_url.rstrip("/"), model.model, list(messages), max_tokens, temperature,
-            list(stop) if stop else None]
+    what = [
+        model.provider,
+        model.base_url.rstrip("/"),
+        model.model,
+        list(messages),
+        max_tokens,
+        temperature,
+        list(stop) if stop else None,
+    ]
     return hashlib.sha256(json.dumps(what, ensure_ascii=False, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -121,8 +135,10 @@ class AnswerCache:
             return None
         try:
             with self._lock:
-                row = self._db.execute("SELECT text, prompt_tokens, completion_tokens, estimated, latency_s "
-                                       "FROM answers WHERE key = ?", (key,)).fetchone()
+                row = self._db.execute(
+                    "SELECT text, prompt_tokens, completion_tokens, estimated, latency_s FROM answers WHERE key = ?",
+                    (key,),
+                ).fetchone()
         except sqlite3.Error as exc:
             self._off(f"cannot be read: {exc}")
             return None
@@ -135,10 +151,19 @@ class AnswerCache:
             return
         try:
             with self._lock:
-                self._db.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                                 (key, model.id, answer.text, answer.usage.prompt_tokens,
-                                  answer.usage.completion_tokens, int(answer.usage.estimated),
-                                  answer.latency_s, time.time()))
+                self._db.execute(
+                    "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        key,
+                        model.id,
+                        answer.text,
+                        answer.usage.prompt_tokens,
+                        answer.usage.completion_tokens,
+                        int(answer.usage.estimated),
+                        answer.latency_s,
+                        time.time(),
+                    ),
+                )
         except sqlite3.Error as exc:
             self._off(f"cannot be written: {exc}")
 

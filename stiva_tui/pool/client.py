@@ -22,7 +22,7 @@ import email.utils
 import json
 import random
 import time
-from typing import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 
 import aiohttp
 import aiohttp.http_exceptions
@@ -78,7 +78,9 @@ class HttpWorker:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=256),
                 # a line is read whole up to twice the buffer: MAX_LINE_BYTES
-                timeout=self._timeout, read_bufsize=MAX_LINE_BYTES // 2, trust_env=False,
+                timeout=self._timeout,
+                read_bufsize=MAX_LINE_BYTES // 2,
+                trust_env=False,
             )
             self._loop = loop
         return self._session
@@ -137,9 +139,7 @@ class HttpWorker:
         base = self.backoff_s * (2 ** (attempt - 1))
         return min(base, 8.0) * (0.75 + random.random() * 0.5)
 
-    async def _stream_once(
-        self, model: PoolModel, url: str, body: dict, headers: dict
-    ) -> AsyncIterator[ChatEvent]:
+    async def _stream_once(self, model: PoolModel, url: str, body: dict, headers: dict) -> AsyncIterator[ChatEvent]:
         provider = model.provider
         cap = self.max_answer_bytes
         text_parts: list[str] = []
@@ -148,8 +148,13 @@ class HttpWorker:
         try:
             async with self.session.post(url, json=body, headers=headers) as response:
                 if response.status >= 400:
-                    raise _status_error(response.status, response.reason or "", await _read_some(response),
-                                        response.headers.get("retry-after"), provider)
+                    raise _status_error(
+                        response.status,
+                        response.reason or "",
+                        await _read_some(response),
+                        response.headers.get("retry-after"),
+                        provider,
+                    )
                 if "text/event-stream" not in response.headers.get("content-type", ""):
                     # Some servers ignore stream=True and answer with one JSON object. Read at most
                     # what an answer within the cap can take as JSON (\u escapes: 6 bytes a byte).
@@ -171,8 +176,11 @@ class HttpWorker:
                             event_bytes += len(line)
                             if event_bytes > MAX_LINE_BYTES:
                                 response.close()
-                                raise ProviderError(f"a stream event over {MAX_LINE_BYTES // 2**20} MiB: "
-                                                    "no chat stream", provider=provider, retryable=False)
+                                raise ProviderError(
+                                    f"a stream event over {MAX_LINE_BYTES // 2**20} MiB: no chat stream",
+                                    provider=provider,
+                                    retryable=False,
+                                )
                         sse = decoder.decode(line)
                         if sse is None:
                             continue
@@ -206,7 +214,7 @@ class HttpWorker:
                             )
         except ProviderError:
             raise
-        except asyncio.TimeoutError as exc:  # aiohttp's timeouts are asyncio.TimeoutError subclasses
+        except TimeoutError as exc:  # aiohttp's timeouts are asyncio.TimeoutError subclasses
             raise ProviderError(
                 f"timed out ({type(exc).__name__}) waiting for {model.base_url}", provider=provider, retryable=True
             ) from None
@@ -254,8 +262,9 @@ def _utf8_size(text: str) -> int:
 def _too_long(cap: int, provider: str) -> ProviderError:
     """The failure of a call whose answer went past the cap: the same call would again."""
     size = f"{cap // 1024} KiB" if cap % 1024 == 0 else f"{cap} byte"
-    return ProviderError(f"answer longer than the {size} cap ([workers] max_answer_kb)", provider=provider,
-                         retryable=False)
+    return ProviderError(
+        f"answer longer than the {size} cap ([workers] max_answer_kb)", provider=provider, retryable=False
+    )
 
 
 async def _drain(response: aiohttp.ClientResponse, timeout_s: float = 1.0) -> None:
@@ -270,7 +279,7 @@ async def _drain(response: aiohttp.ClientResponse, timeout_s: float = 1.0) -> No
             if not chunk:
                 return
             read += len(chunk)
-    except (asyncio.TimeoutError, aiohttp.ClientError):
+    except (TimeoutError, aiohttp.ClientError):
         pass
 
 
@@ -294,8 +303,7 @@ def _chunk_text(chunk: dict, provider: str) -> str:
         delta = choice.get("delta") if isinstance(choice, dict) else None
         content = delta.get("content") if isinstance(delta, dict) else None
         if not isinstance(delta, dict | None) or not isinstance(content, str | None):
-            raise ProviderError(f"malformed stream chunk: {json.dumps(choice)[:80]}", provider=provider,
-                                retryable=True)
+            raise ProviderError(f"malformed stream chunk: {json.dumps(choice)[:80]}", provider=provider, retryable=True)
         if content:
             parts.append(content)
     return "".join(parts)
@@ -307,14 +315,16 @@ def _completion_text(payload: dict, provider: str) -> str:
     first = choices[0] if isinstance(choices, list) and choices else None
     message = first.get("message") if isinstance(first, dict) else None
     if not isinstance(message, dict):
-        raise ProviderError(f"the reply is no chat completion: {json.dumps(payload)[:80]}", provider=provider,
-                            retryable=True)
+        raise ProviderError(
+            f"the reply is no chat completion: {json.dumps(payload)[:80]}", provider=provider, retryable=True
+        )
     content = message.get("content")
     if content is None:
         content = message.get("refusal")  # a model that declines says why here
     if not isinstance(content, str):
-        raise ProviderError("the reply is no chat completion: its message holds no text", provider=provider,
-                            retryable=True)
+        raise ProviderError(
+            "the reply is no chat completion: its message holds no text", provider=provider, retryable=True
+        )
     return content
 
 

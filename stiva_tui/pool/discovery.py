@@ -23,8 +23,8 @@ import asyncio
 import json
 import logging
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 from urllib.parse import urlsplit
 
 import httpx
@@ -125,8 +125,7 @@ def _model_names(path: str, payload: object) -> list[str] | None:
     return names
 
 
-async def _probe(client: httpx.AsyncClient, kind: LocalServerKind, host: str,
-                 port: int) -> DiscoveredServer | None:
+async def _probe(client: httpx.AsyncClient, kind: LocalServerKind, host: str, port: int) -> DiscoveredServer | None:
     root = f"http://{host}:{port}"
     for path in kind.models_paths:
         try:
@@ -145,8 +144,9 @@ async def _probe(client: httpx.AsyncClient, kind: LocalServerKind, host: str,
             names = None
         if names is None:
             continue
-        return DiscoveredServer(kind.name, kind.label, root + kind.api_path,
-                                tuple(_acceptable(names, f"{kind.label} at {root}")))
+        return DiscoveredServer(
+            kind.name, kind.label, root + kind.api_path, tuple(_acceptable(names, f"{kind.label} at {root}"))
+        )
     return None
 
 
@@ -177,11 +177,16 @@ def _acceptable(names: list[str], where: str) -> list[str]:
         if acceptable_model_id(name):
             kept.append(name)
         else:  # ascii(): the line shows the id's escapes rather than acting on them
-            log.warning("discovery: %s lists a model id that is not printable text of at most %d characters; "
-                        "skipped: %s", where, MAX_MODEL_ID_CHARS, ascii(name[:80]) + ("…" if len(name) > 80 else ""))
+            log.warning(
+                "discovery: %s lists a model id that is not printable text of at most %d characters; skipped: %s",
+                where,
+                MAX_MODEL_ID_CHARS,
+                ascii(name[:80]) + ("…" if len(name) > 80 else ""),
+            )
     if len(kept) > MAX_MODELS_PER_SERVER:
-        log.warning("discovery: %s lists %d models; only the first %d are used", where, len(kept),
-                    MAX_MODELS_PER_SERVER)
+        log.warning(
+            "discovery: %s lists %d models; only the first %d are used", where, len(kept), MAX_MODELS_PER_SERVER
+        )
         kept = kept[:MAX_MODELS_PER_SERVER]
     return kept
 
@@ -213,15 +218,13 @@ async def discover_servers(
 
     timeout = httpx.Timeout(timeout_s)
     # trust_env=False: never route loopback probes through a proxy from the environment.
-    async with httpx.AsyncClient(timeout=timeout, trust_env=False,
-                                 follow_redirects=False) as client:
+    async with httpx.AsyncClient(timeout=timeout, trust_env=False, follow_redirects=False) as client:
 
         async def bounded(kind: LocalServerKind, port: int) -> DiscoveredServer | None:
             try:
                 return await asyncio.wait_for(_probe(client, kind, host, port), timeout_s)
-            except (asyncio.TimeoutError, TimeoutError):
-                log.debug("discovery: %s on port %s did not answer in %.2fs", kind.name, port,
-                          timeout_s)
+            except TimeoutError:
+                log.debug("discovery: %s on port %s did not answer in %.2fs", kind.name, port, timeout_s)
                 return None
 
         results = await asyncio.gather(*(bounded(kind, port) for kind, port in targets))
@@ -254,7 +257,7 @@ async def unreachable(urls: Iterable[str], *, timeout_s: float = 0.3) -> dict[st
             return "no port in its URL"
         try:
             _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             return f"no answer in {timeout_s:g} s"
         except ConnectionRefusedError:
             return "connection refused"

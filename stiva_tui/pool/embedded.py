@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 
 from ..core.usage import Usage
 from ..inference.embedded import EMBEDDED_DESCRIPTION, EMBEDDED_HF_ID, EMBEDDED_MODEL_ID
@@ -99,7 +99,8 @@ class EmbeddedWorker:
         def run():
             try:
                 return generate_sync(
-                    loaded, prompt,
+                    loaded,
+                    prompt,
                     max_new_tokens=max_tokens or self.default_max_tokens,
                     temperature=float(temperature or 0.0),
                     stop_strings=list(stop or ()),

@@ -10,8 +10,7 @@ from .registry import Pool
 if TYPE_CHECKING:
     from rich.table import Table
 
-FIELDS = ("id", "provider", "model", "available", "reason", "price_in", "price_out",
-          "description", "source")
+FIELDS = ("id", "provider", "model", "available", "reason", "price_in", "price_out", "description", "source")
 
 
 def _index(pool: Pool) -> dict[str, int]:
@@ -76,8 +75,7 @@ def models_table(pool: Pool, conductor_choice: str | None) -> "Table":
         name = Text(printable(model.id), style="bold cyan" if usable else "cyan")
         name.append(printable(f"\n{model.provider}: {model.model}"), style="dim")
         name.append(f" ({model.source})", style="dim italic")
-        status = Text(("✓ " if usable else "✗ ") + printable(model.reason),
-                      style="green" if usable else "red")
+        status = Text(("✓ " if usable else "✗ ") + printable(model.reason), style="green" if usable else "red")
         table.add_row(
             str(index[model.id]) if usable else "-",
             name,

@@ -16,8 +16,8 @@ import asyncio
 import concurrent.futures
 import ipaddress
 import logging
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Iterable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 from ..config import Config
@@ -79,6 +79,7 @@ class Pool:
 
 
 # --- keys ---------------------------------------------------------------------------------------
+
 
 def is_loopback_url(url: str) -> bool:
     host = (urlsplit(url).hostname or "").lower()
@@ -158,6 +159,7 @@ def _resolve_keys(providers: Iterable[_Provider]) -> dict[str, _KeyState]:
 
 # --- building -----------------------------------------------------------------------------------
 
+
 def _needed_providers(config: Config, providers: Mapping[str, _Provider]) -> list[_Provider]:
     from ..catalog import load_catalog
 
@@ -171,9 +173,14 @@ def _needed_providers(config: Config, providers: Mapping[str, _Provider]) -> lis
     return list(seen.values())
 
 
-def _assemble(config: Config, providers: Mapping[str, _Provider], keys: Mapping[str, _KeyState],
-              discovered: Iterable[PoolModel], embedded: PoolModel,
-              dead: Mapping[str, str] | None = None) -> Pool:
+def _assemble(
+    config: Config,
+    providers: Mapping[str, _Provider],
+    keys: Mapping[str, _KeyState],
+    discovered: Iterable[PoolModel],
+    embedded: PoolModel,
+    dead: Mapping[str, str] | None = None,
+) -> Pool:
     """`dead`: the local base URLs nothing answers at, with why; their models are unavailable."""
     from ..catalog import load_catalog
 
@@ -192,13 +199,26 @@ def _assemble(config: Config, providers: Mapping[str, _Provider], keys: Mapping[
             available, reason = False, f"unreachable: {dead[provider.base_url]} at {provider.base_url}"
         if not entry.enabled:
             available, reason = False, "disabled in config"
-        models.append(PoolModel(
-            id=entry.id, provider=provider.name, model=entry.model, base_url=provider.base_url,
-            price_in=entry.price_in, price_out=entry.price_out, description=entry.description,
-            kind="openai", enabled=entry.enabled, available=available, reason=reason,
-            source="config", api_key=state.key, headers=provider.headers, planner=entry.planner,
-            latency_s=entry.latency_s,
-        ))
+        models.append(
+            PoolModel(
+                id=entry.id,
+                provider=provider.name,
+                model=entry.model,
+                base_url=provider.base_url,
+                price_in=entry.price_in,
+                price_out=entry.price_out,
+                description=entry.description,
+                kind="openai",
+                enabled=entry.enabled,
+                available=available,
+                reason=reason,
+                source="config",
+                api_key=state.key,
+                headers=provider.headers,
+                planner=entry.planner,
+                latency_s=entry.latency_s,
+            )
+        )
         taken.add(entry.id)
 
     if config.catalog:
@@ -214,17 +234,26 @@ def _assemble(config: Config, providers: Mapping[str, _Provider], keys: Mapping[
                 if m.id in taken:
                     continue
                 model = PoolModel(
-                    id=m.id, provider=cat.name, model=m.model, base_url=provider.base_url,
-                    price_in=m.price_in, price_out=m.price_out, description=m.description,
-                    kind="openai", available=available, reason=reason,
-                    source="catalog", api_key=state.key, headers=provider.headers, planner=m.planner,
+                    id=m.id,
+                    provider=cat.name,
+                    model=m.model,
+                    base_url=provider.base_url,
+                    price_in=m.price_in,
+                    price_out=m.price_out,
+                    description=m.description,
+                    kind="openai",
+                    available=available,
+                    reason=reason,
+                    source="catalog",
+                    api_key=state.key,
+                    headers=provider.headers,
+                    planner=m.planner,
                 )
                 (keyed if available else keyless).append(model)
                 taken.add(m.id)
         models += keyed + keyless
 
-    configured_urls = {_norm_url(p.base_url) for p in providers.values()
-                       if is_loopback_url(p.base_url)}
+    configured_urls = {_norm_url(p.base_url) for p in providers.values() if is_loopback_url(p.base_url)}
     for model in discovered:
         if model.id in taken or model.id == embedded.id:
             continue
@@ -250,8 +279,9 @@ def _norm_url(url: str) -> str:
     return f"{parts.scheme}://{host}:{port}{parts.path}"
 
 
-async def build_pool(config: Config, *, discover: bool | None = None,
-                     discovery_ports: Mapping[str, int | None] | None = None) -> Pool:
+async def build_pool(
+    config: Config, *, discover: bool | None = None, discovery_ports: Mapping[str, int | None] | None = None
+) -> Pool:
     """Build the pool for `config`. `discover` None follows `config.discovery.enabled`;
     `discovery_ports` overrides where local servers are looked for (see discovery)."""
     from .discovery import discover_models, unreachable
@@ -286,8 +316,9 @@ async def build_pool(config: Config, *, discover: bool | None = None,
     return _assemble(config, providers, keys, discovered, embedded_pool_model(), dead)
 
 
-def build_pool_sync(config: Config, *, discover: bool | None = None,
-                    discovery_ports: Mapping[str, int | None] | None = None) -> Pool:
+def build_pool_sync(
+    config: Config, *, discover: bool | None = None, discovery_ports: Mapping[str, int | None] | None = None
+) -> Pool:
     """`build_pool` for synchronous callers; works inside a running event loop too (it then runs
     in a worker thread with its own loop)."""
     coro_args = dict(discover=discover, discovery_ports=discovery_ports)
@@ -307,8 +338,9 @@ def with_availability(model: PoolModel, available: bool, reason: str) -> PoolMod
 # --- references from the config ---------------------------------------------------------------------
 
 
-def check_references(config: Config, pool: Pool, conductor_backend: str | None = None,
-                     conductor_model: str | None = None) -> tuple[list[str], list[str]]:
+def check_references(
+    config: Config, pool: Pool, conductor_backend: str | None = None, conductor_model: str | None = None
+) -> tuple[list[str], list[str]]:
     """(errors, warnings) about the models the config names: a fallback, a MoA model or the
     remote conductor's model that no pool knows is an error; one known but unavailable right now
     (no key, a server down) is a warning. Each names the config field."""

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Iterable, Literal, Protocol, Sequence
+from typing import Any, Literal, Protocol
 
 from ..core.usage import Usage
 
@@ -13,8 +14,15 @@ ModelKind = Literal["openai", "embedded"]
 class ProviderError(Exception):
     """A chat call failed. `status` is the HTTP status (None for connection faults)."""
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False,
-                 retry_after: float | None = None, provider: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        provider: str | None = None,
+    ):
         self.status = status
         self.retryable = retryable
         self.retry_after = retry_after
@@ -28,8 +36,9 @@ class ProviderError(Exception):
     @classmethod
     def past_deadline(cls, provider: str, deadline_s: float | None, partial: bool) -> "ProviderError":
         """A call that ran past `[workers] deadline_s`: it fails like any other (retry, fallback)."""
-        error = cls(f"no complete reply within {deadline_s:g} s ([workers] deadline_s)", provider=provider,
-                    retryable=True)
+        error = cls(
+            f"no complete reply within {deadline_s:g} s ([workers] deadline_s)", provider=provider, retryable=True
+        )
         error.partial = partial
         return error
 
@@ -83,10 +92,19 @@ class PoolModel:
     def public(self) -> dict:
         """Everything about the model that may be shown or stored (no key)."""
         return {
-            "id": self.id, "provider": self.provider, "model": self.model, "base_url": self.base_url,
-            "price_in": self.price_in, "price_out": self.price_out, "description": self.description,
-            "kind": self.kind, "enabled": self.enabled, "available": self.available,
-            "reason": self.reason, "source": self.source, "planner": self.planner,
+            "id": self.id,
+            "provider": self.provider,
+            "model": self.model,
+            "base_url": self.base_url,
+            "price_in": self.price_in,
+            "price_out": self.price_out,
+            "description": self.description,
+            "kind": self.kind,
+            "enabled": self.enabled,
+            "available": self.available,
+            "reason": self.reason,
+            "source": self.source,
+            "planner": self.planner,
         }
 
 

@@ -20,7 +20,25 @@ from .sessions import Ask, AskError, CompareStart, Outcome, Sessions
 from .systems import System, SystemNameError, column_system, one_system, parse_system, parse_systems
 
 __all__ = [
-    "PRESETS", "Ask", "AskError", "CompareStart", "ConductorMode", "ConductorVariant", "DirectMode", "MoAMode",
-    "Mode", "Outcome", "Preset", "Runtime", "Sessions", "StartupError", "System", "SystemNameError", "WorkflowMode",
-    "column_system", "one_system", "parse_system", "parse_systems",
+    "PRESETS",
+    "Ask",
+    "AskError",
+    "CompareStart",
+    "ConductorMode",
+    "ConductorVariant",
+    "DirectMode",
+    "MoAMode",
+    "Mode",
+    "Outcome",
+    "Preset",
+    "Runtime",
+    "Sessions",
+    "StartupError",
+    "System",
+    "SystemNameError",
+    "WorkflowMode",
+    "column_system",
+    "one_system",
+    "parse_system",
+    "parse_systems",
 ]

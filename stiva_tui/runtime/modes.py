@@ -15,7 +15,6 @@ configured LoRA adapter: a trained adapter compared, and voted on, beside its ba
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 from ..core.workflow import Workflow
 
@@ -106,4 +105,4 @@ class WorkflowMode:
         return self.name
 
 
-Mode = Union[ConductorMode, DirectMode, MoAMode, WorkflowMode]
+Mode = ConductorMode | DirectMode | MoAMode | WorkflowMode

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..conductor.base import Conductor, ConductorError
-from ..config import REPLAY_PROVIDER, SIM_PROVIDER, Config, ConductorConfig, ConfigError, with_conductor_override
+from ..config import REPLAY_PROVIDER, SIM_PROVIDER, ConductorConfig, Config, ConfigError, with_conductor_override
 from ..core.preference import parse_preference
 from ..core.words import Source
 from ..engine.executor import Engine, RunOptions
@@ -60,19 +60,32 @@ class Runtime:
     _latencies: dict[str, float] | None = None
 
     @classmethod
-    async def create(cls, config: Config, *, conductor: str | None = None, with_store: bool = True,
-                     discover: bool | None = None, store_path: Any = None) -> "Runtime":
+    async def create(
+        cls,
+        config: Config,
+        *,
+        conductor: str | None = None,
+        with_store: bool = True,
+        discover: bool | None = None,
+        store_path: Any = None,
+    ) -> "Runtime":
         """Build the pool (and discover local servers) and open the history; loads no model. A
         [sim] config must come with its server started (`stiva_tui.sim.pool.start_sim`, which the
         command line does): the simulated pool is a server of its own, above the runtime."""
         if config.sim is not None and not any(p.name in (SIM_PROVIDER, REPLAY_PROVIDER) for p in config.providers):
-            raise StartupError("config: [sim] is set but the simulated pool is not running: start it with "
-                               "stiva_tui.sim.pool.start_sim(config) (the stiva command does)")
+            raise StartupError(
+                "config: [sim] is set but the simulated pool is not running: start it with "
+                "stiva_tui.sim.pool.start_sim(config) (the stiva command does)"
+            )
         pool = await build_pool(config, discover=discover)
-        worker = PoolWorker(HttpWorker(timeout_s=config.workers.timeout_s,
-                                       connect_timeout_s=config.workers.connect_timeout_s,
-                                       retries=config.workers.retries,
-                                       max_answer_bytes=config.workers.max_answer_kb * 1024))
+        worker = PoolWorker(
+            HttpWorker(
+                timeout_s=config.workers.timeout_s,
+                connect_timeout_s=config.workers.connect_timeout_s,
+                retries=config.workers.retries,
+                max_answer_bytes=config.workers.max_answer_kb * 1024,
+            )
+        )
         worker.know_secrets(pool)
         store = None
         if with_store:
@@ -115,7 +128,8 @@ class Runtime:
             raise StartupError(str(exc)) from None
         if variant is not None:
             changes: dict[str, str | None] = {
-                k: v for k, v in (("backend", variant.backend), ("model", variant.model), ("adapter", variant.adapter))
+                k: v
+                for k, v in (("backend", variant.backend), ("model", variant.model), ("adapter", variant.adapter))
                 if v is not None
             }
             if variant.base:
@@ -139,8 +153,9 @@ class Runtime:
         conductor = self.conductor
         return conductor is not None and conductor.loaded
 
-    async def ensure_conductor(self, progress: Progress | None = None,
-                               variant: ConductorVariant | None = None) -> Conductor:
+    async def ensure_conductor(
+        self, progress: Progress | None = None, variant: ConductorVariant | None = None
+    ) -> Conductor:
         """Choose and load (in a thread) the conductor of `variant` (None: the configured one),
         once; later calls return it at once, and calls during a load wait for it. Raises
         ConductorError when it cannot run."""
@@ -163,17 +178,18 @@ class Runtime:
     async def _choose_and_load(self, cfg: ConductorConfig, progress: Progress | None) -> _Loaded:
         from ..conductor.choose import fallback_conductor, select_conductor
 
-        conductor, reason = await asyncio.to_thread(select_conductor, cfg, self.models, self.worker, progress,
-                                                    self.config.workers.deadline_s)
+        conductor, reason = await asyncio.to_thread(
+            select_conductor, cfg, self.models, self.worker, progress, self.config.workers.deadline_s
+        )
         try:
             await conductor.load(progress)
         except ConductorError as exc:
             if cfg.backend != "auto" or conductor.backend != "local":
                 raise
             # auto chose the GPU model and it would not load: a pool model plans, or the CPU model
-            conductor, reason = fallback_conductor(cfg, self.models, self.worker,
-                                                   f"the local model failed to load ({exc})",
-                                                   self.config.workers.deadline_s)
+            conductor, reason = fallback_conductor(
+                cfg, self.models, self.worker, f"the local model failed to load ({exc})", self.config.workers.deadline_s
+            )
             report(progress, None, reason)
             await conductor.load(progress)
         return _Loaded(conductor, reason)
@@ -193,18 +209,30 @@ class Runtime:
         subscribers = [Recorder(self.store, wait_at_end=source != "api")] if self.store is not None else []
         conductor = conductor or self.conductor
         reason = self.reason_for(conductor) if conductor is not None else None
-        return Engine(self.models, self.worker, conductor, subscribers=subscribers,
-                      conductor_reason=reason, source=source, latencies=self.typical_latencies())
+        return Engine(
+            self.models,
+            self.worker,
+            conductor,
+            subscribers=subscribers,
+            conductor_reason=reason,
+            source=source,
+            latencies=self.typical_latencies(),
+        )
 
     def run_options(self, **overrides: Any) -> RunOptions:
         """Run options from the config; `overrides` that are not None win."""
         cfg = self.config
         conductor = self.conductor_config()
         options = RunOptions(
-            rounds=conductor.rounds, max_steps=conductor.max_steps, budget_usd=cfg.budget.usd,
-            budget_tokens=cfg.budget.tokens, max_tokens=cfg.workers.max_tokens,
-            temperature=cfg.workers.temperature, fallbacks=None if cfg.workers.fallbacks is None else tuple(cfg.workers.fallbacks),
-            retries=cfg.workers.retries, deadline_s=cfg.workers.deadline_s,
+            rounds=conductor.rounds,
+            max_steps=conductor.max_steps,
+            budget_usd=cfg.budget.usd,
+            budget_tokens=cfg.budget.tokens,
+            max_tokens=cfg.workers.max_tokens,
+            temperature=cfg.workers.temperature,
+            fallbacks=None if cfg.workers.fallbacks is None else tuple(cfg.workers.fallbacks),
+            retries=cfg.workers.retries,
+            deadline_s=cfg.workers.deadline_s,
             preference=parse_preference(conductor.prefer),
         )
         return replace(options, **{k: v for k, v in overrides.items() if v is not None})

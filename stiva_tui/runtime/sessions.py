@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.events import Event
 from ..core.preference import PreferenceError, parse_preference
@@ -24,7 +25,7 @@ from ..engine.baselines import default_moa_proposers
 from ..engine.executor import Engine, RunOptions, RunResult, Subscriber, events_of
 from ..inference.progress import Progress
 from ..pool.types import PoolModel
-from .modes import ConductorMode, DirectMode, MoAMode, Mode, PRESETS, WorkflowMode
+from .modes import PRESETS, ConductorMode, DirectMode, MoAMode, Mode, WorkflowMode
 
 if TYPE_CHECKING:
     from .root import Runtime
@@ -83,9 +84,17 @@ class CompareStart:
 class _Start(Protocol):
     """How a mode's run starts on an engine (Sessions._runner)."""
 
-    def __call__(self, engine: Engine, question: str, *, emit: Subscriber | None,
-                 conversation: Sequence[dict[str, Any]], options: RunOptions, run_id: str,
-                 conversation_id: str | None) -> Awaitable[RunResult]: ...
+    def __call__(
+        self,
+        engine: Engine,
+        question: str,
+        *,
+        emit: Subscriber | None,
+        conversation: Sequence[dict[str, Any]],
+        options: RunOptions,
+        run_id: str,
+        conversation_id: str | None,
+    ) -> Awaitable[RunResult]: ...
 
 
 class Sessions:
@@ -115,8 +124,15 @@ class Sessions:
         self._add(conversation_id, "user", ask.question, run_id, warnings)
         engine = self.runtime.engine(source=ask.source, conductor=conductor)
         question = f"{ask.instructions}\n\n{ask.question}" if ask.instructions else ask.question
-        result = await start(engine, question, emit=emit, conversation=turns, options=options,
-                             run_id=run_id, conversation_id=conversation_id)
+        result = await start(
+            engine,
+            question,
+            emit=emit,
+            conversation=turns,
+            options=options,
+            run_id=run_id,
+            conversation_id=conversation_id,
+        )
         if result.status == "finished":
             self._add(conversation_id, "assistant", result.answer, run_id, warnings)
         return Outcome(result, conversation_id, warnings)
@@ -146,12 +162,14 @@ class Sessions:
             return lambda engine, question, **kw: engine.run_direct(question, mode.model, **kw)
         if isinstance(mode, MoAMode):
             proposers, aggregator, layers = self._moa(mode)
-            return lambda engine, question, **kw: engine.run_moa(question, proposers, aggregator, layers,
-                                                                 samples=mode.samples, **kw)
+            return lambda engine, question, **kw: engine.run_moa(
+                question, proposers, aggregator, layers, samples=mode.samples, **kw
+            )
         if isinstance(mode, WorkflowMode):
             models = [self._model(m) for m in mode.models]
-            return lambda engine, question, **kw: engine.run_workflow(question, mode.workflow, models,
-                                                                      system=mode.system, **kw)
+            return lambda engine, question, **kw: engine.run_workflow(
+                question, mode.workflow, models, system=mode.system, **kw
+            )
         raise AskError(f"unknown mode {mode!r}")
 
     def _model(self, model_id: str) -> PoolModel:
@@ -179,8 +197,9 @@ class Sessions:
         options = self.runtime.run_options()
         if isinstance(ask.mode, ConductorMode) and ask.mode.preset is not None:
             preset = PRESETS[ask.mode.preset]
-            options = replace(options, max_steps=preset.max_steps or options.max_steps,
-                              rounds=preset.rounds or options.rounds)
+            options = replace(
+                options, max_steps=preset.max_steps or options.max_steps, rounds=preset.rounds or options.rounds
+            )
         if isinstance(ask.mode, DirectMode):
             # direct:MODEL means that model, in every front end: never another one instead
             options = replace(options, max_fallbacks=0, fallbacks=())
@@ -195,8 +214,9 @@ class Sessions:
 
     # --- conversations -------------------------------------------------------------------------
 
-    def _open(self, ask: Ask, warnings: list[str],
-              earlier: list[dict[str, Any]] | None) -> tuple[str | None, list[dict[str, Any]]]:
+    def _open(
+        self, ask: Ask, warnings: list[str], earlier: list[dict[str, Any]] | None
+    ) -> tuple[str | None, list[dict[str, Any]]]:
         """The conversation the question joins (created when new) and its turns so far."""
         if not ask.in_conversation:
             return None, _engine_turns(ask.history or ())
@@ -213,7 +233,8 @@ class Sessions:
 
         try:  # queued: the run does not wait for the disk (a failure shows as the history's)
             conversation_id = store.start_conversation_later(
-                title, KIND_OF_SOURCE[ask.source], [(t["role"], t["content"], None) for t in history])
+                title, KIND_OF_SOURCE[ask.source], [(t["role"], t["content"], None) for t in history]
+            )
         except StoreError as exc:
             log.warning("the conversation could not be recorded: %s", exc)
             warnings.append(f"the history could not record this conversation: {exc}")
@@ -237,8 +258,9 @@ class Sessions:
             raise AskError(f"cannot read conversation {conversation_id}: {exc}") from None
         answered = {m.run_id for m in conversation.messages if m.role == "assistant" and m.run_id}
         # A question whose run gave no answer (failed, cancelled) is left out of what follows.
-        messages = [m for m in conversation.messages
-                    if not (m.role == "user" and m.run_id and m.run_id not in answered)]
+        messages = [
+            m for m in conversation.messages if not (m.role == "user" and m.run_id and m.run_id not in answered)
+        ]
         return _engine_turns({"role": m.role, "content": m.content} for m in messages)
 
     def _rewind(self, conversation_id: str, question: int) -> None:
@@ -251,7 +273,7 @@ class Sessions:
                 raise AskError(f"no conversation {conversation_id}")
             asked = [i for i, t in enumerate(turns) if t["role"] == "user"]
             if 0 <= question < len(asked):
-                del turns[asked[question]:]
+                del turns[asked[question] :]
             return
         from ..store import NotFoundError, StoreError
 
@@ -262,8 +284,7 @@ class Sessions:
         except StoreError as exc:
             raise AskError(f"cannot change conversation {conversation_id}: {exc}") from None
 
-    def _add(self, conversation_id: str | None, role: str, content: str, run_id: str,
-             warnings: list[str]) -> None:
+    def _add(self, conversation_id: str | None, role: str, content: str, run_id: str, warnings: list[str]) -> None:
         if conversation_id is None:
             return
         store = self.runtime.store

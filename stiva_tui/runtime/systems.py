@@ -34,24 +34,48 @@ A name none of them reads is a `SystemNameError` whose message says what to use.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ..core.preference import PreferenceError, parse_preference
 from ..engine.baselines import chain_workflow
 from ..inference.adapter_manifest import adapter_base
-from .modes import (BASE_SUFFIX, MOA_SYSTEM, PRESETS, ConductorMode, ConductorVariant, DirectMode, MoAMode, Mode,
-                    WorkflowMode)
+from .modes import (
+    BASE_SUFFIX,
+    MOA_SYSTEM,
+    PRESETS,
+    ConductorMode,
+    ConductorVariant,
+    DirectMode,
+    MoAMode,
+    Mode,
+    WorkflowMode,
+)
 
 __all__ = [
-    "BENCH_ONLY", "DERIVED", "SELF_MOA", "SYSTEM_HELP", "System", "SystemNameError", "check_chain", "column_system",
-    "is_conductor_system", "one_system", "parse_system", "parse_systems", "resolve_system", "self_moa_mode",
+    "BENCH_ONLY",
+    "DERIVED",
+    "SELF_MOA",
+    "SYSTEM_HELP",
+    "System",
+    "SystemNameError",
+    "check_chain",
+    "column_system",
+    "is_conductor_system",
+    "one_system",
+    "parse_system",
+    "parse_systems",
+    "resolve_system",
+    "self_moa_mode",
 ]
 
-SYSTEM_HELP = ("conductor, conductor-mini, moa, self-moa[:MODEL], direct:MODEL, direct:*, chain:A>B, adapter:DIR, "
-               "oracle, random; "
-               "a conductor system@LEVEL (conductor@cheap) plans under that preference")
+SYSTEM_HELP = (
+    "conductor, conductor-mini, moa, self-moa[:MODEL], direct:MODEL, direct:*, chain:A>B, adapter:DIR, "
+    "oracle, random; "
+    "a conductor system@LEVEL (conductor@cheap) plans under that preference"
+)
 DERIVED = ("oracle", "random")
 EVERY_MODEL = "direct:*"
 BENCH_ONLY = (EVERY_MODEL, *DERIVED)
@@ -99,8 +123,10 @@ def parse_system(spec: str) -> System:
             raise SystemNameError(f"{name}: {exc}") from None
         system = parse_system(base)
         if not system.conductor:
-            raise SystemNameError(f"{name}: only a conductor system (conductor, conductor-mini, adapter:DIR) takes "
-                                  "a preference; the others have no plan to make")
+            raise SystemNameError(
+                f"{name}: only a conductor system (conductor, conductor-mini, adapter:DIR) takes "
+                "a preference; the others have no plan to make"
+            )
         return System(f"{system.name}@{level}", system.mode, {**system.options, "preference": str(preference)})
     if name == "conductor":
         return System(name, ConductorMode())
@@ -108,8 +134,9 @@ def parse_system(spec: str) -> System:
         return System(name, ConductorMode(preset=name))
     if name.endswith(BASE_SUFFIX) and is_conductor_system(name):  # conductor:base, beside its adapter
         preset = name.removesuffix(BASE_SUFFIX)
-        return System(name, ConductorMode(preset=None if preset == "conductor" else preset,
-                                          variant=ConductorVariant(base=True)))
+        return System(
+            name, ConductorMode(preset=None if preset == "conductor" else preset, variant=ConductorVariant(base=True))
+        )
     if name == MOA_SYSTEM:
         return System(name, MoAMode())
     if name in DERIVED:
@@ -167,8 +194,10 @@ def check_chain(system: System, known: set[str]) -> None:
     """SystemNameError when `system` is a chain on a model the pool lacks (it would fail on every question)."""
     missing = [m for m in system.mode.models if m not in known] if isinstance(system.mode, WorkflowMode) else []
     if missing:
-        raise SystemNameError(f"{system.name}: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in "
-                              f"the pool; available: {', '.join(sorted(known))}")
+        raise SystemNameError(
+            f"{system.name}: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in "
+            f"the pool; available: {', '.join(sorted(known))}"
+        )
 
 
 # --- the front ends -----------------------------------------------------------------------------
@@ -216,8 +245,12 @@ def column_system(name: str, models: Sequence[Any] | None = None, moa_aggregator
 
 def _one_run(system: System) -> System:
     if system.name in BENCH_ONLY:
-        what = ("names every pool model" if system.name == EVERY_MODEL
-                else "is computed from a bench's direct: runs, with no run of its own")
-        raise SystemNameError(f"{system.name} {what}: only stiva bench measures it; name one system "
-                              "(conductor, moa, direct:MODEL, ...)")
+        what = (
+            "names every pool model"
+            if system.name == EVERY_MODEL
+            else "is computed from a bench's direct: runs, with no run of its own"
+        )
+        raise SystemNameError(
+            f"{system.name} {what}: only stiva bench measures it; name one system (conductor, moa, direct:MODEL, ...)"
+        )
     return system

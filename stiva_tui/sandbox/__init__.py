@@ -11,13 +11,32 @@ and verdicts decided where the code cannot reach. Imports nothing of Stiva's.
 
 from .isolation import Isolation, describe_isolation, find_isolation, forget_isolation
 from .runner import (
-    FunctionalOutcome, SandboxResult, TestedResult, remove_tree, run_code, run_code_async, run_functional_async,
-    run_sync, run_with_tests_async,
+    FunctionalOutcome,
+    SandboxResult,
+    TestedResult,
+    remove_tree,
+    run_code,
+    run_code_async,
+    run_functional_async,
+    run_sync,
+    run_with_tests_async,
 )
 from .settings import SandboxSettings, SandboxUnavailable
 
 __all__ = [
-    "FunctionalOutcome", "Isolation", "SandboxResult", "SandboxSettings", "SandboxUnavailable", "TestedResult",
-    "describe_isolation", "find_isolation", "forget_isolation", "remove_tree", "run_code", "run_code_async",
-    "run_functional_async", "run_sync", "run_with_tests_async",
+    "FunctionalOutcome",
+    "Isolation",
+    "SandboxResult",
+    "SandboxSettings",
+    "SandboxUnavailable",
+    "TestedResult",
+    "describe_isolation",
+    "find_isolation",
+    "forget_isolation",
+    "remove_tree",
+    "run_code",
+    "run_code_async",
+    "run_functional_async",
+    "run_sync",
+    "run_with_tests_async",
 ]

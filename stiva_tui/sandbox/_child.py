@@ -62,7 +62,7 @@ def encode_value(value, _depth=0, _count=None):
     if value is None or kind is bool or kind is str:
         return value
     if kind is int:
-        return value if -(2 ** 53) < value < 2 ** 53 else {"$": "int", "v": str(value)}
+        return value if -(2**53) < value < 2**53 else {"$": "int", "v": str(value)}
     if kind is float:
         return value if math.isfinite(value) else {"$": "float", "v": repr(value)}
     if kind is list:
@@ -71,8 +71,7 @@ def encode_value(value, _depth=0, _count=None):
         items = [encode_value(item, _depth + 1, count) for item in value]
         return {"$": kind.__name__, "v": items}
     if kind is dict:
-        pairs = [[encode_value(k, _depth + 1, count), encode_value(v, _depth + 1, count)]
-                 for k, v in value.items()]
+        pairs = [[encode_value(k, _depth + 1, count), encode_value(v, _depth + 1, count)] for k, v in value.items()]
         return {"$": "dict", "v": pairs}
     if kind is bytes:
         return {"$": "bytes", "v": base64.b64encode(value).decode("ascii")}
@@ -214,9 +213,11 @@ def _mode_serve(cfg):
         replies.send({"error": "the code failed to load: " + _describe(error)})
         raise
     # Only what the answer itself defines is offered: not `Counter` it imported, not builtins.
-    offered = sorted(name for name, value in namespace.items()
-                     if not name.startswith("__") and callable(value)
-                     and getattr(value, "__module__", None) == "__solution__")
+    offered = sorted(
+        name
+        for name, value in namespace.items()
+        if not name.startswith("__") and callable(value) and getattr(value, "__module__", None) == "__solution__"
+    )
     replies.send({"names": offered})
     while True:
         message = calls.receive()
@@ -287,9 +288,13 @@ def _mode_tests(cfg):
         return
     import builtins
 
-    builtin_errors = {name: value for name, value in vars(builtins).items()
-                      if isinstance(value, type) and issubclass(value, Exception)
-                      and not issubclass(value, (StopIteration, StopAsyncIteration))}
+    builtin_errors = {
+        name: value
+        for name, value in vars(builtins).items()
+        if isinstance(value, type)
+        and issubclass(value, Exception)
+        and not issubclass(value, (StopIteration, StopAsyncIteration))
+    }
     with open(cfg["tests"], encoding="utf-8") as handle:
         source = handle.read()
     namespace = {"__name__": "__tests__"}
@@ -302,8 +307,7 @@ def _mode_tests(cfg):
     # answer's own `abs`, `sorted` or `len` must not stand in for the real ones the tests use.
     wanted = _global_names(code)
     for name in hello["names"]:
-        if (type(name) is str and name.isidentifier() and name in wanted
-                and not hasattr(builtins, name)):
+        if type(name) is str and name.isidentifier() and name in wanted and not hasattr(builtins, name):
             namespace[name] = _proxy(name, calls, replies, builtin_errors)
     try:
         exec(code, namespace)
@@ -503,8 +507,12 @@ def _drop(uid, gid):
         os.setresuid(uid, uid, uid)
         with open("/proc/self/status", encoding="utf-8") as handle:
             caps = {line.split(":")[0]: int(line.split()[1], 16) for line in handle if line.startswith("Cap")}
-        if (os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid) or os.getgroups()
-                or any(caps.get(name, 1) for name in ("CapInh", "CapPrm", "CapEff", "CapAmb"))):
+        if (
+            os.getresuid() != (uid, uid, uid)
+            or os.getresgid() != (gid, gid, gid)
+            or os.getgroups()
+            or any(caps.get(name, 1) for name in ("CapInh", "CapPrm", "CapEff", "CapAmb"))
+        ):
             raise PermissionError(f"still uid {os.getresuid()}, gid {os.getresgid()}, capabilities {caps}")
     except (OSError, ValueError) as error:
         sys.stderr.write(f"sandbox: could not drop root to uid {uid}: {error}\n")

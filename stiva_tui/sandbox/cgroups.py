@@ -26,17 +26,19 @@ __all__ = ["RunCgroup", "cgroup_support", "sweep_orphans"]
 
 _MOUNT = "/sys/fs/cgroup"
 _PREFIX = "stiva-sandbox-"
-_WRAP = ("import os, sys\n"
-         "try:\n"
-         "    n = int(sys.argv[1])\n"
-         "    for path in sys.argv[2:2 + n]:\n"
-         "        fd = os.open(path, os.O_WRONLY)\n"
-         "        os.write(fd, str(os.getpid()).encode())\n"
-         "        os.close(fd)\n"
-         "except BaseException as error:\n"
-         "    sys.stderr.write(f'sandbox: could not join the run cgroup: {error}\\n')\n"
-         "    os._exit(126)\n"
-         "os.execv(sys.argv[2 + n], sys.argv[3 + n:])\n")
+_WRAP = (
+    "import os, sys\n"
+    "try:\n"
+    "    n = int(sys.argv[1])\n"
+    "    for path in sys.argv[2:2 + n]:\n"
+    "        fd = os.open(path, os.O_WRONLY)\n"
+    "        os.write(fd, str(os.getpid()).encode())\n"
+    "        os.close(fd)\n"
+    "except BaseException as error:\n"
+    "    sys.stderr.write(f'sandbox: could not join the run cgroup: {error}\\n')\n"
+    "    os._exit(126)\n"
+    "os.execv(sys.argv[2 + n], sys.argv[3 + n:])\n"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,7 @@ _lock = threading.Lock()
 
 
 def cgroup_support() -> str | None:
-    """"cgroup v1" / "cgroup v2" when runs get a cgroup of their own here, else None."""
+    """ "cgroup v1" / "cgroup v2" when runs get a cgroup of their own here, else None."""
     parent = _parent()
     return f"cgroup v{parent.version}" if parent else None
 
@@ -100,7 +102,7 @@ def sweep_orphans(parent: _Parent | None = None) -> list[str]:
 
 def _owner_alive(name: str, folder: str) -> bool:
     try:
-        pid = int(name[len(_PREFIX):].split("-", 1)[0])
+        pid = int(name[len(_PREFIX) :].split("-", 1)[0])
     except ValueError:
         return True  # not one of ours: leave it
     if pid == os.getpid():

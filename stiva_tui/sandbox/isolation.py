@@ -54,9 +54,11 @@ from .settings import SandboxSettings, SandboxUnavailable
 
 __all__ = ["Isolation", "describe_isolation", "find_isolation", "interpreter"]
 
-HOW_TO_ENABLE = ("install bubblewrap (apt install bubblewrap, dnf install bubblewrap) on a system that "
-                 "allows unprivileged user namespaces, or pass --unsafe-code to run model-written code "
-                 "WITHOUT isolation")
+HOW_TO_ENABLE = (
+    "install bubblewrap (apt install bubblewrap, dnf install bubblewrap) on a system that "
+    "allows unprivileged user namespaces, or pass --unsafe-code to run model-written code "
+    "WITHOUT isolation"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,15 +81,22 @@ class Isolation:
         return self.kind != "none"
 
     def describe(self, settings: SandboxSettings) -> str:
-        limits = (f"{settings.timeout_s:g} s, {settings.memory_mb} MB, {settings.processes} processes, "
-                  f"{settings.disk_mb} MB of /tmp per run")
+        limits = (
+            f"{settings.timeout_s:g} s, {settings.memory_mb} MB, {settings.processes} processes, "
+            f"{settings.disk_mb} MB of /tmp per run"
+        )
         if self.kind == "bwrap":
             extras = ["seccomp"] if self.seccomp else []
             spaces = "pid, net, ipc, uts" if self.drop_root else "user, pid, net, ipc, uts"
-            who = ("code runs as a fresh unprivileged uid, never root" if self.drop_root
-                   else f"code runs as uid {os.getuid()}, without capabilities")
-            return (f"bubblewrap {self.version} ({self.source}, {self.path}): {spaces} "
-                    f"namespaces{', ' + ', '.join(extras) if extras else ''}; {who}; {limits}")
+            who = (
+                "code runs as a fresh unprivileged uid, never root"
+                if self.drop_root
+                else f"code runs as uid {os.getuid()}, without capabilities"
+            )
+            return (
+                f"bubblewrap {self.version} ({self.source}, {self.path}): {spaces} "
+                f"namespaces{', ' + ', '.join(extras) if extras else ''}; {who}; {limits}"
+            )
         if self.kind == "sandbox-exec":
             return f"sandbox-exec (deny-by-default profile; untested here): {limits}"
         return f"NONE: model-written code runs WITHOUT isolation (--unsafe-code); {limits}"
@@ -135,12 +144,16 @@ def _find(settings: SandboxSettings) -> Isolation:
     if sys.platform == "darwin":
         if Path("/usr/bin/sandbox-exec").exists():
             return Isolation("sandbox-exec", "/usr/bin/sandbox-exec")
-        raise SandboxUnavailable("no code sandbox: /usr/bin/sandbox-exec is missing; pass --unsafe-code "
-                                 "to run model-written code WITHOUT isolation")
+        raise SandboxUnavailable(
+            "no code sandbox: /usr/bin/sandbox-exec is missing; pass --unsafe-code "
+            "to run model-written code WITHOUT isolation"
+        )
     if not sys.platform.startswith("linux"):
-        raise SandboxUnavailable(f"no code sandbox on {sys.platform}: only Linux (bubblewrap) and macOS "
-                                 "(sandbox-exec) are supported; pass --unsafe-code to run model-written "
-                                 "code WITHOUT isolation")
+        raise SandboxUnavailable(
+            f"no code sandbox on {sys.platform}: only Linux (bubblewrap) and macOS "
+            "(sandbox-exec) are supported; pass --unsafe-code to run model-written "
+            "code WITHOUT isolation"
+        )
     failures = []
     for path, source in _candidates(settings):
         found = _probe(path, source, settings)
@@ -153,7 +166,8 @@ def _find(settings: SandboxSettings) -> Isolation:
         raise SandboxUnavailable(
             "no code sandbox: Stiva runs as root, and model-written code never does: it runs under bwrap "
             "as a fresh unprivileged uid, which failed here (" + "; ".join(failures) + "). Run stiva as an "
-            "ordinary user, or pass --unsafe-code to run model-written code WITHOUT isolation")
+            "ordinary user, or pass --unsafe-code to run model-written code WITHOUT isolation"
+        )
     raise SandboxUnavailable("no code sandbox: " + "; ".join(failures) + f". {_hint(failures)}{HOW_TO_ENABLE}")
 
 
@@ -166,9 +180,11 @@ def running_as_root() -> bool:
 def _hint(failures: list[str]) -> str:
     text = " ".join(failures).lower()
     if "uid map" in text or "namespace" in text or "operation not permitted" in text or "permission denied" in text:
-        return ("Unprivileged user namespaces are refused here (a container's default seccomp profile, "
-                "or Ubuntu's kernel.apparmor_restrict_unprivileged_userns=1, which allows the "
-                "distribution's /usr/bin/bwrap): ")
+        return (
+            "Unprivileged user namespaces are refused here (a container's default seccomp profile, "
+            "or Ubuntu's kernel.apparmor_restrict_unprivileged_userns=1, which allows the "
+            "distribution's /usr/bin/bwrap): "
+        )
     return ""
 
 
@@ -207,16 +223,24 @@ def _options(path: str) -> tuple[bool, bool, str]:
 
 def _probe(path: str, source: str, settings: SandboxSettings) -> Isolation | str:
     """A real run of a tiny script through `path`: the Isolation, or why it failed (one clause)."""
-    from .seccomp import seccomp_program
     from .runner import probe_run
+    from .seccomp import seccomp_program
 
     if not os.access(path, os.X_OK):
         return f"{path} is not an executable file"
     size, no_userns, version = _options(path)
     if not version:
         return f"{path} does not run as bubblewrap" + (" 0.5 or newer" if running_as_root() else "")
-    candidate = Isolation("bwrap", path, version, source, size_cap=size, no_userns=no_userns,
-                          seccomp=seccomp_program() is not None, drop_root=running_as_root())
+    candidate = Isolation(
+        "bwrap",
+        path,
+        version,
+        source,
+        size_cap=size,
+        no_userns=no_userns,
+        seccomp=seccomp_program() is not None,
+        drop_root=running_as_root(),
+    )
     error = probe_run(candidate, settings)
     if error is None:
         return candidate
@@ -255,8 +279,13 @@ def interpreter(settings: SandboxSettings) -> Interpreter:
         binds += [p for p in paths if not p.startswith("/usr/")]
     binds += [os.path.realpath(p) for p in settings.read_only]
     covered = ["/usr"] + binds
-    hidden = tuple(sorted(p for p in all_sites - set(paths) if os.path.isdir(p)
-                          and any(p == c or p.startswith(c.rstrip("/") + "/") for c in covered)))
+    hidden = tuple(
+        sorted(
+            p
+            for p in all_sites - set(paths)
+            if os.path.isdir(p) and any(p == c or p.startswith(c.rstrip("/") + "/") for c in covered)
+        )
+    )
     return Interpreter(executable, tuple(dict.fromkeys(binds)), hidden, paths)
 
 
@@ -264,23 +293,69 @@ def interpreter(settings: SandboxSettings) -> Interpreter:
 # its access() check says they are writable, which a kernel may answer wrongly for root), and the
 # host's identity (its boot command line) and the kernel's internals made unreadable.
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
-PROC_HIDDEN = ("cmdline", "kallsyms", "modules", "keys", "key-users", "timer_list", "sched_debug",
-                "kcore", "config.gz", "bootconfig")
+PROC_HIDDEN = (
+    "cmdline",
+    "kallsyms",
+    "modules",
+    "keys",
+    "key-users",
+    "timer_list",
+    "sched_debug",
+    "kcore",
+    "config.gz",
+    "bootconfig",
+)
 
 
-def bwrap_argv(iso: Isolation, settings: SandboxSettings, interp: Interpreter, *, data: dict[str, int],
-               seccomp_fd: int | None, child_args: list[str]) -> list[str]:
+def bwrap_argv(
+    iso: Isolation,
+    settings: SandboxSettings,
+    interp: Interpreter,
+    *,
+    data: dict[str, int],
+    seccomp_fd: int | None,
+    child_args: list[str],
+) -> list[str]:
     """bwrap's command line for one run; `data` maps a path inside the sandbox to a readable fd."""
     if iso.drop_root:
         # No user namespace: its uid 0 would be the host's root. bwrap (root) builds the sandbox;
         # the supervisor keeps only the right to change its uid, and uses it first.
-        argv = [iso.path or "bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-                "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv",
-                "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--hostname", "sandbox"]
+        argv = [
+            iso.path or "bwrap",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--die-with-parent",
+            "--new-session",
+            "--clearenv",
+            "--cap-drop",
+            "ALL",
+            "--cap-add",
+            "CAP_SETUID",
+            "--cap-add",
+            "CAP_SETGID",
+            "--hostname",
+            "sandbox",
+        ]
     else:
-        argv = [iso.path or "bwrap", "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-                "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv",
-                "--cap-drop", "ALL", "--hostname", "sandbox"]
+        argv = [
+            iso.path or "bwrap",
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--die-with-parent",
+            "--new-session",
+            "--clearenv",
+            "--cap-drop",
+            "ALL",
+            "--hostname",
+            "sandbox",
+        ]
         if iso.no_userns:
             argv.append("--disable-userns")
     argv += ["--ro-bind", "/usr", "/usr"]
@@ -327,8 +402,20 @@ def bwrap_argv(iso: Isolation, settings: SandboxSettings, interp: Interpreter, *
         argv += ["--seccomp", str(seccomp_fd)]
     for key, value in sandbox_env("/tmp").items():
         argv += ["--setenv", key, value]
-    argv += ["--remount-ro", "/", "--chdir", "/tmp", "--", interp.executable, "-I", "-S", "-B", "-X", "utf8",
-             *child_args]
+    argv += [
+        "--remount-ro",
+        "/",
+        "--chdir",
+        "/tmp",
+        "--",
+        interp.executable,
+        "-I",
+        "-S",
+        "-B",
+        "-X",
+        "utf8",
+        *child_args,
+    ]
     return argv
 
 
@@ -340,8 +427,7 @@ def _folders_above(paths: tuple[str, ...]) -> list[str]:
         parts = path.strip("/").split("/")[:-1]
         for depth in range(1, len(parts) + 1):
             folder = "/" + "/".join(parts[:depth])
-            if folder not in found and not any(folder == p or folder.startswith(p.rstrip("/") + "/")
-                                               for p in provided):
+            if folder not in found and not any(folder == p or folder.startswith(p.rstrip("/") + "/") for p in provided):
                 found.append(folder)
     return found
 
@@ -363,17 +449,28 @@ def sandbox_env(home: str) -> dict[str, str]:
 
 def sandbox_exec_profile(interp: Interpreter, workdir: str) -> str:
     """macOS: a deny-by-default Seatbelt profile for one run (untested here)."""
-    reads = ["/usr/lib", "/usr/share", "/System", "/Library/Apple", "/private/var/db/dyld", "/dev",
-             *interp.binds, os.path.dirname(interp.executable), workdir]
+    reads = [
+        "/usr/lib",
+        "/usr/share",
+        "/System",
+        "/Library/Apple",
+        "/private/var/db/dyld",
+        "/dev",
+        *interp.binds,
+        os.path.dirname(interp.executable),
+        workdir,
+    ]
     quoted = " ".join(f"(subpath {json.dumps(p)})" for p in dict.fromkeys(reads))
-    return "\n".join([
-        "(version 1)",
-        "(deny default)",
-        "(allow process-fork)",
-        f"(allow process-exec (literal {json.dumps(interp.executable)}))",
-        "(allow signal (target same-sandbox))",
-        "(allow sysctl-read)",
-        f"(allow file-read* {quoted} (literal \"/\"))",
-        f"(allow file-write* (subpath {json.dumps(workdir)}) (literal \"/dev/null\"))",
-        "(deny network*)",
-    ])
+    return "\n".join(
+        [
+            "(version 1)",
+            "(deny default)",
+            "(allow process-fork)",
+            f"(allow process-exec (literal {json.dumps(interp.executable)}))",
+            "(allow signal (target same-sandbox))",
+            "(allow sysctl-read)",
+            f'(allow file-read* {quoted} (literal "/"))',
+            f'(allow file-write* (subpath {json.dumps(workdir)}) (literal "/dev/null"))',
+            "(deny network*)",
+        ]
+    )

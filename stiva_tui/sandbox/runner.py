@@ -30,15 +30,27 @@ from importlib import resources
 from typing import Any
 
 from . import _child
-from .isolation import (
-    Isolation, bwrap_argv, find_isolation, interpreter, sandbox_env, sandbox_exec_profile,
-)
 from .cgroups import RunCgroup
+from .isolation import (
+    Isolation,
+    bwrap_argv,
+    find_isolation,
+    interpreter,
+    sandbox_env,
+    sandbox_exec_profile,
+)
 from .seccomp import seccomp_program
 from .settings import SandboxSettings
 
-__all__ = ["FunctionalOutcome", "SandboxResult", "TestedResult", "run_code", "run_code_async",
-           "run_functional_async", "run_with_tests_async"]
+__all__ = [
+    "FunctionalOutcome",
+    "SandboxResult",
+    "TestedResult",
+    "run_code",
+    "run_code_async",
+    "run_functional_async",
+    "run_with_tests_async",
+]
 
 _DEFAULT = SandboxSettings()
 _STATUS_LIMIT = 64 * 1024
@@ -86,24 +98,39 @@ class TestedResult:
 # --- the three runs ------------------------------------------------------------------------------
 
 
-async def run_code_async(source: str, *, stdin: str | None = None, timeout_s: float | None = None,
-                         settings: SandboxSettings | None = None,
-                         output_limit: int | None = None) -> SandboxResult:
+async def run_code_async(
+    source: str,
+    *,
+    stdin: str | None = None,
+    timeout_s: float | None = None,
+    settings: SandboxSettings | None = None,
+    output_limit: int | None = None,
+) -> SandboxResult:
     """Run `source` as `__main__` in the sandbox and wait for it. Raises SandboxUnavailable where
     no isolation can be had (and `settings.unsafe` is not set). Cancelling it ends the run."""
     settings = settings or _DEFAULT
     iso = find_isolation(settings)
     timeout = _timeout(timeout_s, settings)
-    started = await _start(iso, settings, "script", {"solution.py": source}, timeout_s=timeout,
-                           output_limit=output_limit or settings.output_bytes,
-                           stdin=None if stdin is None else stdin.encode("utf-8"))
+    started = await _start(
+        iso,
+        settings,
+        "script",
+        {"solution.py": source},
+        timeout_s=timeout,
+        output_limit=output_limit or settings.output_bytes,
+        stdin=None if stdin is None else stdin.encode("utf-8"),
+    )
     return await _finish(started, timeout)
 
 
-async def run_functional_async(source: str, fn_name: str, cases: list[list[Any]], *,
-                               timeout_s: float | None = None,
-                               settings: SandboxSettings | None = None
-                               ) -> tuple[SandboxResult, list[FunctionalOutcome]]:
+async def run_functional_async(
+    source: str,
+    fn_name: str,
+    cases: list[list[Any]],
+    *,
+    timeout_s: float | None = None,
+    settings: SandboxSettings | None = None,
+) -> tuple[SandboxResult, list[FunctionalOutcome]]:
     """Call `fn_name` (a function of the code, or a method of its class `Solution`) on each case's
     arguments, in order, stopping at the first error. The outcomes are what crossed the result
     pipe, decoded; a malformed one is dropped (the caller sees a missing case)."""
@@ -113,9 +140,17 @@ async def run_functional_async(source: str, fn_name: str, cases: list[list[Any]]
     files = {"solution.py": source, "arguments.json": json.dumps(cases)}
     timeout = _timeout(timeout_s, settings)
     try:
-        started = await _start(iso, settings, "functional", files, timeout_s=timeout,
-                               output_limit=settings.output_bytes,
-                               fds={"result_fd": result_w}, extra={"fn_name": fn_name}, reads={"result": result_r})
+        started = await _start(
+            iso,
+            settings,
+            "functional",
+            files,
+            timeout_s=timeout,
+            output_limit=settings.output_bytes,
+            fds={"result_fd": result_w},
+            extra={"fn_name": fn_name},
+            reads={"result": result_r},
+        )
     finally:
         _close(result_w)
     result = await _finish(started, timeout)
@@ -131,8 +166,9 @@ async def run_functional_async(source: str, fn_name: str, cases: list[list[Any]]
     return result, outcomes
 
 
-async def run_with_tests_async(source: str, tests: str, *, timeout_s: float | None = None,
-                               settings: SandboxSettings | None = None) -> TestedResult:
+async def run_with_tests_async(
+    source: str, tests: str, *, timeout_s: float | None = None, settings: SandboxSettings | None = None
+) -> TestedResult:
     """Run `tests` (Python asserts that call the code's functions by name) against `source`, the
     two in separate sandboxes. Passed only when the tests' process ran to its end, said so on its
     verdict pipe, and exited cleanly."""
@@ -144,13 +180,25 @@ async def run_with_tests_async(source: str, tests: str, *, timeout_s: float | No
     verdict_r, verdict_w = os.pipe()
     candidate = checker = None
     try:
-        candidate = await _start(iso, settings, "serve", {"solution.py": source}, timeout_s=timeout,
-                                 output_limit=settings.output_bytes,
-                                 fds={"calls_fd": calls_r, "replies_fd": replies_w})
-        checker = await _start(iso, settings, "tests", {"tests.py": tests}, timeout_s=timeout,
-                               output_limit=settings.output_bytes,
-                               fds={"calls_fd": calls_w, "replies_fd": replies_r, "verdict_fd": verdict_w},
-                               reads={"result": verdict_r})
+        candidate = await _start(
+            iso,
+            settings,
+            "serve",
+            {"solution.py": source},
+            timeout_s=timeout,
+            output_limit=settings.output_bytes,
+            fds={"calls_fd": calls_r, "replies_fd": replies_w},
+        )
+        checker = await _start(
+            iso,
+            settings,
+            "tests",
+            {"tests.py": tests},
+            timeout_s=timeout,
+            output_limit=settings.output_bytes,
+            fds={"calls_fd": calls_w, "replies_fd": replies_r, "verdict_fd": verdict_w},
+            reads={"result": verdict_r},
+        )
     except BaseException:
         for started in (candidate, checker):
             if started is not None:
@@ -167,7 +215,7 @@ async def run_with_tests_async(source: str, tests: str, *, timeout_s: float | No
         await candidate.kill()
     candidate_result = await _finish(candidate, 0.1, ended=True)
     verdict = tests_result.messages[-1] if tests_result.messages else None
-    passed = (tests_result.ok and isinstance(verdict, dict) and verdict.get("passed") is True)
+    passed = tests_result.ok and isinstance(verdict, dict) and verdict.get("passed") is True
     error = None
     if not passed:
         said = verdict.get("error") if isinstance(verdict, dict) else None
@@ -205,10 +253,16 @@ def run_sync(coroutine):
 
 def probe_run(iso: Isolation, settings: SandboxSettings) -> str | None:
     """None when a trivial script runs under `iso`; else why not, in one clause."""
+
     async def probe():
-        started = await _start(iso, settings, "script",
-                               {"solution.py": "import os\nprint('stiva-sandbox-ok', *os.getresuid())"},
-                               timeout_s=30.0, output_limit=4096)
+        started = await _start(
+            iso,
+            settings,
+            "script",
+            {"solution.py": "import os\nprint('stiva-sandbox-ok', *os.getresuid())"},
+            timeout_s=30.0,
+            output_limit=4096,
+        )
         return await _finish(started, 30.0)
 
     try:
@@ -249,9 +303,19 @@ def _timeout(timeout_s: float | None, settings: SandboxSettings) -> float:
     return float(timeout_s if timeout_s is not None else settings.timeout_s)
 
 
-async def _start(iso: Isolation, settings: SandboxSettings, mode: str, files: dict[str, str], *,
-                 timeout_s: float, output_limit: int, stdin: bytes | None = None, fds: dict[str, int] | None = None,
-                 extra: dict[str, Any] | None = None, reads: dict[str, int] | None = None) -> _Started:
+async def _start(
+    iso: Isolation,
+    settings: SandboxSettings,
+    mode: str,
+    files: dict[str, str],
+    *,
+    timeout_s: float,
+    output_limit: int,
+    stdin: bytes | None = None,
+    fds: dict[str, int] | None = None,
+    extra: dict[str, Any] | None = None,
+    reads: dict[str, int] | None = None,
+) -> _Started:
     """Start one sandboxed run. `fds` are pipe ends the run's harness uses (passed through, closed
     by the caller); `reads` are the parent's ends to collect, owned from here on."""
     fds, reads = fds or {}, reads or {}
@@ -260,10 +324,20 @@ async def _start(iso: Isolation, settings: SandboxSettings, mode: str, files: di
     own = [status_w]
     workdir = None
     cgroup = None
-    limits = {"memory_mb": settings.memory_mb, "processes": settings.processes, "disk_mb": settings.disk_mb,
-              "cpu_s": max(1, int(timeout_s) + 1)}
-    config: dict[str, Any] = {"mode": mode, "limits": limits, "status_fd": status_w, "paths": list(interp.paths),
-                              **fds, **(extra or {})}
+    limits = {
+        "memory_mb": settings.memory_mb,
+        "processes": settings.processes,
+        "disk_mb": settings.disk_mb,
+        "cpu_s": max(1, int(timeout_s) + 1),
+    }
+    config: dict[str, Any] = {
+        "mode": mode,
+        "limits": limits,
+        "status_fd": status_w,
+        "paths": list(interp.paths),
+        **fds,
+        **(extra or {}),
+    }
     child_source = _child_source()
     try:
         executable = None
@@ -271,16 +345,25 @@ async def _start(iso: Isolation, settings: SandboxSettings, mode: str, files: di
             config.update(watch=True, tmp="/tmp", **{_key(name): f"/sandbox/{name}" for name in files})
             if iso.drop_root:
                 config["drop"] = run_uid()
-            blobs = {"/sandbox/child.py": child_source, "/sandbox/config.json": json.dumps(config),
-                     **{f"/sandbox/{name}": text for name, text in files.items()}}
+            blobs = {
+                "/sandbox/child.py": child_source,
+                "/sandbox/config.json": json.dumps(config),
+                **{f"/sandbox/{name}": text for name, text in files.items()},
+            }
             data = {inside: _memfd(text.encode("utf-8")) for inside, text in blobs.items()}
             own += data.values()
             program = seccomp_program() if iso.seccomp else None
             seccomp_fd = _memfd(program) if program else None
             if seccomp_fd is not None:
                 own.append(seccomp_fd)
-            full = bwrap_argv(iso, settings, interp, data=data, seccomp_fd=seccomp_fd,
-                              child_args=["/sandbox/child.py", "/sandbox/config.json"])
+            full = bwrap_argv(
+                iso,
+                settings,
+                interp,
+                data=data,
+                seccomp_fd=seccomp_fd,
+                child_args=["/sandbox/child.py", "/sandbox/config.json"],
+            )
             # bwrap reads its options from a memfd, and its argv[0] is a bare name: what the code
             # reads in /proc/1/cmdline names no host path but the interpreter's, bound inside.
             split = full.index("--")
@@ -294,20 +377,35 @@ async def _start(iso: Isolation, settings: SandboxSettings, mode: str, files: di
             for name, text in {**files, "child.py": child_source, "config.json": json.dumps(config)}.items():
                 with open(os.path.join(workdir, name), "w", encoding="utf-8") as handle:
                     handle.write(text)
-            argv = [interp.executable, "-I", "-S", "-B", "-X", "utf8",
-                    os.path.join(workdir, "child.py"), os.path.join(workdir, "config.json")]
+            argv = [
+                interp.executable,
+                "-I",
+                "-S",
+                "-B",
+                "-X",
+                "utf8",
+                os.path.join(workdir, "child.py"),
+                os.path.join(workdir, "config.json"),
+            ]
             if iso.kind == "sandbox-exec":
                 argv = [iso.path or "sandbox-exec", "-p", sandbox_exec_profile(interp, workdir), *argv]
             env, cwd = sandbox_env(workdir), workdir
         # The cgroup's memory counts the run's /tmp too (tmpfs pages), and bwrap's own processes.
-        cgroup = RunCgroup.create(settings.processes + 4, (settings.memory_mb + settings.disk_mb + 32) * 2 ** 20)
+        cgroup = RunCgroup.create(settings.processes + 4, (settings.memory_mb + settings.disk_mb + 32) * 2**20)
         if cgroup is not None:
             argv = cgroup.wrap(argv, executable=executable or argv[0], python=interp.executable)
             executable = None
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=[*own, *fds.values()],
-            start_new_session=True, env=env, cwd=cwd, executable=executable)
+            *argv,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=[*own, *fds.values()],
+            start_new_session=True,
+            env=env,
+            cwd=cwd,
+            executable=executable,
+        )
     except BaseException:
         _close(status_r)
         for fd in reads.values():
@@ -323,10 +421,12 @@ async def _start(iso: Isolation, settings: SandboxSettings, mode: str, files: di
     # Read from the first byte: a pipe nobody reads blocks the code, and asyncio's wait() for the
     # process then waits for that pipe too.
     assert proc.stdout is not None and proc.stderr is not None
-    readers = {"stdout": asyncio.ensure_future(_drain(proc.stdout, output_limit)),
-               "stderr": asyncio.ensure_future(_drain(proc.stderr, output_limit)),
-               "status": asyncio.ensure_future(_read_fd(status_r, _STATUS_LIMIT)),
-               **{name: asyncio.ensure_future(_read_fd(fd, _child.MESSAGE_LIMIT * 2)) for name, fd in reads.items()}}
+    readers = {
+        "stdout": asyncio.ensure_future(_drain(proc.stdout, output_limit)),
+        "stderr": asyncio.ensure_future(_drain(proc.stderr, output_limit)),
+        "status": asyncio.ensure_future(_read_fd(status_r, _STATUS_LIMIT)),
+        **{name: asyncio.ensure_future(_read_fd(fd, _child.MESSAGE_LIMIT * 2)) for name, fd in reads.items()},
+    }
     if stdin is not None:
         readers["stdin"] = asyncio.ensure_future(_feed(proc, stdin))
     return _Started(proc, iso, readers, workdir, cgroup, settings.memory_mb)
@@ -361,7 +461,7 @@ def _memfd(data: bytes) -> int:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.lseek(fd, 0, os.SEEK_SET)
     except BaseException:
         os.close(fd)
@@ -383,9 +483,10 @@ async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
 
 async def _read_fd(fd: int, limit: int) -> tuple[bytes, bool]:
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=2 ** 20)
-    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
-                                                os.fdopen(fd, "rb", buffering=0))
+    reader = asyncio.StreamReader(limit=2**20)
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0)
+    )
     try:
         return await _drain(reader, limit)
     finally:
@@ -453,8 +554,17 @@ async def _finish(started: _Started, timeout_s: float, *, ended: bool = False) -
         # the supervisor never reported: the sandbox failed to start, or was broken from inside
         text_err = text_err or f"sandbox: ended with status {proc.returncode} before the code finished"
     ok = code == 0 and not timed_out and limit is None
-    return SandboxResult(ok, code, stdout.decode("utf-8", errors="replace"), text_err, timed_out,
-                         cut_out or cut_err, limit, started.iso.kind, messages)
+    return SandboxResult(
+        ok,
+        code,
+        stdout.decode("utf-8", errors="replace"),
+        text_err,
+        timed_out,
+        cut_out or cut_err,
+        limit,
+        started.iso.kind,
+        messages,
+    )
 
 
 def _value(task: asyncio.Task, default):

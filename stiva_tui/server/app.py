@@ -33,9 +33,10 @@ import logging
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 from fastapi import FastAPI, Header, Request, Security
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -56,8 +57,15 @@ ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 402, 404, 41
 POLL_S = 0.2  # how often a waiting request checks whether its client is still there
 
 
-def serve(config: Any, host: str | None = None, port: int | None = None, no_auth: bool = False,
-          show_token: bool = False, *, conductor: str | None = None) -> int:
+def serve(
+    config: Any,
+    host: str | None = None,
+    port: int | None = None,
+    no_auth: bool = False,
+    show_token: bool = False,
+    *,
+    conductor: str | None = None,
+) -> int:
     """Run the API until interrupted (blocking). Returns the process exit code: 2 when `no_auth`
     is asked for on a non-loopback host, 1 when the server could not start."""
     host = host or config.serve.host
@@ -65,9 +73,12 @@ def serve(config: Any, host: str | None = None, port: int | None = None, no_auth
     token: str | None = None
     if no_auth:
         if not is_loopback_host(host):
-            print(f"stiva serve: --no-auth is refused on {host}: without a token anyone who can reach "
-                  "that address could spend your provider credit. Use it only with 127.0.0.1, ::1 or "
-                  "localhost.", file=sys.stderr)
+            print(
+                f"stiva serve: --no-auth is refused on {host}: without a token anyone who can reach "
+                "that address could spend your provider credit. Use it only with 127.0.0.1, ::1 or "
+                "localhost.",
+                file=sys.stderr,
+            )
             return 2
         print("stiva serve: authentication is off (--no-auth, loopback only)", file=sys.stderr)
     else:
@@ -117,8 +128,7 @@ async def _serve(config: Any, host: str, port: int, token: str | None, conductor
         print(f"stiva serve: warning: config: {warning}", file=sys.stderr)
     try:
         app = create_app(runtime, token)
-        server = guarded_server(app, config.serve, host=host, port=port, log_level="info",
-                                timeout_graceful_shutdown=5)
+        server = guarded_server(app, config.serve, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
         try:
             await server.serve()
         except SystemExit as exc:  # uvicorn exits when it cannot bind the port
@@ -135,8 +145,9 @@ def _url_host(host: str) -> str:
 # --- the app --------------------------------------------------------------------------------------
 
 
-def create_app(runtime: Runtime, token: str | None, *, commit_after_s: float = 1.0,
-               keepalive_s: float = 5.0) -> FastAPI:
+def create_app(
+    runtime: Runtime, token: str | None, *, commit_after_s: float = 1.0, keepalive_s: float = 5.0
+) -> FastAPI:
     """The ASGI app over `runtime` (not closed by the app). `token=None` turns auth off."""
     server = _Server(runtime, commit_after_s, keepalive_s)
 
@@ -146,11 +157,19 @@ def create_app(runtime: Runtime, token: str | None, *, commit_after_s: float = 1
         yield
         await server.stop()
 
-    app = FastAPI(title="Stiva", version="0.1.0", lifespan=lifespan,
-                  summary="OpenAI-compatible chat completions, orchestrated by Stiva's conductor")
+    app = FastAPI(
+        title="Stiva",
+        version="0.1.0",
+        lifespan=lifespan,
+        summary="OpenAI-compatible chat completions, orchestrated by Stiva's conductor",
+    )
     install_error_handlers(app)
-    app.add_middleware(Guard, token=token, max_body_bytes=runtime.config.serve.max_body_bytes,
-                       allowed_hosts=tuple(runtime.config.serve.allowed_hosts))
+    app.add_middleware(
+        Guard,
+        token=token,
+        max_body_bytes=runtime.config.serve.max_body_bytes,
+        allowed_hosts=tuple(runtime.config.serve.allowed_hosts),
+    )
     # Declares the bearer scheme in the OpenAPI document; the check itself is in Guard, so it runs
     # before the body is read (and for unknown routes too).
     bearer = [Security(HTTPBearer(auto_error=False))]
@@ -166,10 +185,10 @@ def create_app(runtime: Runtime, token: str | None, *, commit_after_s: float = 1
                 return card
         raise _unknown_model(model_id)
 
-    @app.post("/v1/chat/completions", dependencies=bearer, responses=ERRORS,
-              response_model=None)
-    async def chat_completions(body: ChatCompletionRequest, request: Request,
-                               x_stiva_trace: str | None = Header(None)) -> Response:
+    @app.post("/v1/chat/completions", dependencies=bearer, responses=ERRORS, response_model=None)
+    async def chat_completions(
+        body: ChatCompletionRequest, request: Request, x_stiva_trace: str | None = Header(None)
+    ) -> Response:
         """An OpenAI chat completion. Streaming (`stream: true`) sends `chat.completion.chunk`
         events and `data: [DONE]`."""
         trace = body.stiva_trace or (x_stiva_trace or "").strip().lower() in ("1", "true", "yes")
@@ -179,8 +198,9 @@ def create_app(runtime: Runtime, token: str | None, *, commit_after_s: float = 1
 
 
 def _unknown_model(model: str) -> APIError:
-    return APIError(404, f"the model {model!r} does not exist: see GET /v1/models", param="model",
-                    code="model_not_found")
+    return APIError(
+        404, f"the model {model!r} does not exist: see GET /v1/models", param="model", code="model_not_found"
+    )
 
 
 @dataclass
@@ -235,19 +255,31 @@ class _Server:
             if not await _until_done_or_gone(request, asyncio.shield(self.conductor_task)):
                 return None
         except Exception as exc:
-            raise APIError(503, f"the conductor is not available: {exc}; pass-through models still work",
-                           code="conductor_unavailable") from None
+            raise APIError(
+                503,
+                f"the conductor is not available: {exc}; pass-through models still work",
+                code="conductor_unavailable",
+            ) from None
         return self.runtime.conductor
 
     # --- models -------------------------------------------------------------------------------
 
     def model_cards(self) -> list[dict]:
-        cards = [{"id": name, "object": "model", "created": 0, "owned_by": "stiva",
-                  "description": preset.description} for name, preset in PRESETS.items()]
+        cards = [
+            {"id": name, "object": "model", "created": 0, "owned_by": "stiva", "description": preset.description}
+            for name, preset in PRESETS.items()
+        ]
         for model in self.runtime.models:
             if model.id not in PRESETS:
-                cards.append({"id": model.id, "object": "model", "created": 0, "owned_by": model.provider,
-                              "description": model.description})
+                cards.append(
+                    {
+                        "id": model.id,
+                        "object": "model",
+                        "created": 0,
+                        "owned_by": model.provider,
+                        "description": model.description,
+                    }
+                )
         return cards
 
     # --- a chat completion --------------------------------------------------------------------
@@ -260,27 +292,47 @@ class _Server:
             raise _unknown_model(body.model)
         chat = read_messages(body.messages)
         stops = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
-        req = _Request(uuid.uuid4().hex, body.model, chat, trace, body.stream,
-                       bool(body.stream_options and body.stream_options.include_usage), stops, int(time.time()))
+        req = _Request(
+            uuid.uuid4().hex,
+            body.model,
+            chat,
+            trace,
+            body.stream,
+            bool(body.stream_options and body.stream_options.include_usage),
+            stops,
+            int(time.time()),
+        )
         if orchestrated and await self.conductor(request) is None:
             return _client_gone()
         try:
             admitted = await _until_done_or_gone(request, self.slots.acquire())
         except ServerBusy:
-            raise APIError(429, f"the server is busy: {self.slots.max_running} runs are going and "
-                                f"{self.slots.max_queue} waiting; try again shortly",
-                           code="server_busy", headers={"Retry-After": "1"}) from None
+            raise APIError(
+                429,
+                f"the server is busy: {self.slots.max_running} runs are going and "
+                f"{self.slots.max_queue} waiting; try again shortly",
+                code="server_busy",
+                headers={"Retry-After": "1"},
+            ) from None
         if not admitted:
             return _client_gone()
         events: asyncio.Queue[Event | None] = asyncio.Queue()
         ask = Ask(
-            chat.question, mode=ConductorMode(preset=body.model) if orchestrated else DirectMode(body.model),
-            source="api", history=chat.history, instructions=chat.instructions, run_id=req.id,
-            options=dict(max_tokens=body.max_completion_tokens or body.max_tokens, temperature=body.temperature,
-                         stop=tuple(req.stops) or None,  # the answer's step stops upstream too
-                         preference=body.stiva_preference,
-                         # a pool model named in the request gets its messages unchanged
-                         **({} if orchestrated else {"messages": tuple(chat.messages)})))
+            chat.question,
+            mode=ConductorMode(preset=body.model) if orchestrated else DirectMode(body.model),
+            source="api",
+            history=chat.history,
+            instructions=chat.instructions,
+            run_id=req.id,
+            options=dict(
+                max_tokens=body.max_completion_tokens or body.max_tokens,
+                temperature=body.temperature,
+                stop=tuple(req.stops) or None,  # the answer's step stops upstream too
+                preference=body.stiva_preference,
+                # a pool model named in the request gets its messages unchanged
+                **({} if orchestrated else {"messages": tuple(chat.messages)}),
+            ),
+        )
         task = asyncio.create_task(self._run(ask, events.put_nowait if req.stream else None))
         self.runs.add(task)
         task.add_done_callback(self.runs.discard)
@@ -310,8 +362,7 @@ class _Server:
             body["stiva_trace"] = self._trace(req.id)
         return JSONResponse(body, headers={"x-stiva-run-id": req.id})
 
-    async def _stream(self, request: Request, req: _Request, task: asyncio.Task,
-                      events: asyncio.Queue) -> Response:
+    async def _stream(self, request: Request, req: _Request, task: asyncio.Task, events: asyncio.Queue) -> Response:
         sse = _SSE(req, task, self._trace)
         # Hold the status line back until there is answer text or the run has ended (so an early
         # failure gets its real status code), or `commit_after_s` has passed.
@@ -348,9 +399,11 @@ class _Server:
                 if not task.done():
                     task.cancel()
 
-        return StreamingResponse(body(), media_type="text/event-stream",
-                                 headers={"cache-control": "no-cache", "x-accel-buffering": "no",
-                                          "x-stiva-run-id": req.id})
+        return StreamingResponse(
+            body(),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no", "x-stiva-run-id": req.id},
+        )
 
     def _trace(self, run_id: str) -> dict | None:
         store = self.runtime.store
@@ -410,8 +463,18 @@ class _SSE:
             self.outcome = True
             blocks.append(self._chunk({}, "stop"))
             if self.req.include_usage:
-                blocks.append(self._data(chunk_object(self.req.completion_id, self.req.model, self.req.created,
-                                                      None, usage=_usage(event), with_usage_field=True)))
+                blocks.append(
+                    self._data(
+                        chunk_object(
+                            self.req.completion_id,
+                            self.req.model,
+                            self.req.created,
+                            None,
+                            usage=_usage(event),
+                            with_usage_field=True,
+                        )
+                    )
+                )
             if self.req.trace:
                 chunk = chunk_object(self.req.completion_id, self.req.model, self.req.created, None)
                 chunk["stiva_trace"] = self.trace(self.req.id)
@@ -428,8 +491,16 @@ class _SSE:
         return [self._data(error.body())]
 
     def _chunk(self, delta: dict, finish_reason: str | None = None) -> str:
-        return self._data(chunk_object(self.req.completion_id, self.req.model, self.req.created, delta,
-                                       finish_reason, with_usage_field=self.req.include_usage))
+        return self._data(
+            chunk_object(
+                self.req.completion_id,
+                self.req.model,
+                self.req.created,
+                delta,
+                finish_reason,
+                with_usage_field=self.req.include_usage,
+            )
+        )
 
     @staticmethod
     def _data(payload: dict) -> str:
@@ -442,14 +513,17 @@ class _SSE:
 def _refuse_unsupported(body: ChatCompletionRequest) -> None:
     for name in ("tools", "functions"):
         if getattr(body, name):
-            raise APIError(400, f"{name} are not supported: Stiva's workers answer in text only",
-                           param=name, code="tools_not_supported")
+            raise APIError(
+                400,
+                f"{name} are not supported: Stiva's workers answer in text only",
+                param=name,
+                code="tools_not_supported",
+            )
     for name in ("tool_choice", "function_call"):
         if getattr(body, name) not in (None, "none", "auto"):
             raise APIError(400, f"{name} is not supported", param=name, code="tools_not_supported")
     if body.n is not None and body.n > 1:
-        raise APIError(400, "n > 1 is not supported: each request gives one answer", param="n",
-                       code="invalid_value")
+        raise APIError(400, "n > 1 is not supported: each request gives one answer", param="n", code="invalid_value")
 
 
 def _refuse_invalid_text(body: ChatCompletionRequest) -> None:
@@ -466,8 +540,9 @@ def _refuse_invalid_text(body: ChatCompletionRequest) -> None:
             fields += [(f"messages.{i}.content.{j}.text", part.text) for j, part in enumerate(message.content or [])]
     for param, value in fields:
         if isinstance(value, str) and not _valid_unicode(value):
-            raise APIError(400, f"{param} is not valid Unicode text (it holds a lone surrogate)", param=param,
-                           code="invalid_value")
+            raise APIError(
+                400, f"{param} is not valid Unicode text (it holds a lone surrogate)", param=param, code="invalid_value"
+            )
 
 
 def _valid_unicode(text: str) -> bool:

@@ -118,11 +118,16 @@ class Guard:
     def _refused_without_auth(self, headers: dict[str, str]) -> str | None:
         host = _host_of(headers.get("host", ""))
         if not self._local(host):
-            return (f"the Host {host!r} is not served without authentication (--no-auth): only loopback "
-                    "names, or those of [serve] allowed_hosts")
+            return (
+                f"the Host {host!r} is not served without authentication (--no-auth): only loopback "
+                "names, or those of [serve] allowed_hosts"
+            )
         origin = headers.get("origin")
-        if (origin is not None and origin != "null" and not self._local(_host_of(origin))) \
-                or headers.get("sec-fetch-site") == "cross-site" or origin == "null":
+        if (
+            (origin is not None and origin != "null" and not self._local(_host_of(origin)))
+            or headers.get("sec-fetch-site") == "cross-site"
+            or origin == "null"
+        ):
             return "cross-origin browser requests are refused without authentication (--no-auth)"
         return None
 
@@ -137,9 +142,14 @@ class Guard:
                 await _send_error(send, 403, refused, "host_not_allowed", "permission_error", {})
                 return
         if self.token is not None and scope.get("path") not in PUBLIC_PATHS and not self._authorized(headers):
-            await _send_error(send, 401, "missing or wrong bearer token: send 'Authorization: Bearer <token>' "
-                                         "(see `stiva serve --show-token`)", "invalid_api_key",
-                              "authentication_error", {"www-authenticate": "Bearer"})
+            await _send_error(
+                send,
+                401,
+                "missing or wrong bearer token: send 'Authorization: Bearer <token>' (see `stiva serve --show-token`)",
+                "invalid_api_key",
+                "authentication_error",
+                {"www-authenticate": "Bearer"},
+            )
             return
         declared = headers.get("content-length", "")
         # ASCII digits only (isdigit() takes '²', which int() refuses); more than 18 is too large
@@ -177,9 +187,14 @@ class Guard:
         return hmac.compare_digest(value.strip().encode(), self.token.encode())
 
     async def _too_large(self, send) -> None:
-        await _send_error(send, 413, f"the request body is larger than {self.max_body_bytes} bytes "
-                                     "(serve.max_body_bytes)", "request_too_large", "invalid_request_error",
-                          {"connection": "close"})
+        await _send_error(
+            send,
+            413,
+            f"the request body is larger than {self.max_body_bytes} bytes (serve.max_body_bytes)",
+            "request_too_large",
+            "invalid_request_error",
+            {"connection": "close"},
+        )
 
 
 async def _send_error(send, status: int, message: str, code: str, type_: str, headers: dict[str, str]) -> None:

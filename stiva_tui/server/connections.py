@@ -55,8 +55,9 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import h11
 import uvicorn
@@ -146,8 +147,12 @@ class Connections:
         connection ends, goes idle or gets stuck writing)."""
         oldest = next(iter(self.waiting.items()), None)
         if oldest is not None and now - oldest[1] >= GRACE_S:
-            self.notes.note("evicted", "%d connections are open ([serve] max_connections): closing those that "
-                            "have waited longest for their request, to serve new ones", self.count)
+            self.notes.note(
+                "evicted",
+                "%d connections are open ([serve] max_connections): closing those that "
+                "have waited longest for their request, to serve new ones",
+                self.count,
+            )
             oldest[0].close_quietly()
             return 0.0
         idle = next(iter(self.idle), None)
@@ -156,8 +161,12 @@ class Connections:
             return 0.0
         stuck = next(iter(self.stuck.items()), None)
         if stuck is not None and now - stuck[1] >= STUCK_GRACE_S:
-            self.notes.note("evicted-writing", "%d connections are open ([serve] max_connections): closing those "
-                            "whose clients read none of their replies, to serve new ones", self.count)
+            self.notes.note(
+                "evicted-writing",
+                "%d connections are open ([serve] max_connections): closing those "
+                "whose clients read none of their replies, to serve new ones",
+                self.count,
+            )
             stuck[0].close_quietly(reset=True)
             return 0.0
         waits = [GRACE_S - (now - oldest[1])] if oldest is not None else []
@@ -202,20 +211,34 @@ class Connections:
 
     def timed_out(self, phase: str) -> None:
         if phase == HEAD:
-            self.notes.note("head", "closed a connection that sent no complete request head within %g s "
-                            "([serve] header_timeout_s)", self.limits.header_timeout_s)
+            self.notes.note(
+                "head",
+                "closed a connection that sent no complete request head within %g s ([serve] header_timeout_s)",
+                self.limits.header_timeout_s,
+            )
         elif phase == BODY:
-            self.notes.note("body", "closed a connection that did not send its request body within %g s "
-                            "([serve] body_timeout_s)", self.limits.body_timeout_s)
+            self.notes.note(
+                "body",
+                "closed a connection that did not send its request body within %g s ([serve] body_timeout_s)",
+                self.limits.body_timeout_s,
+            )
         elif phase == WRITE:
-            self.notes.note("write", "closed a connection whose client read none of its replies for %g s "
-                            "([serve] write_timeout_s)", self.limits.write_timeout_s)
+            self.notes.note(
+                "write",
+                "closed a connection whose client read none of its replies for %g s ([serve] write_timeout_s)",
+                self.limits.write_timeout_s,
+            )
 
     def out_of_descriptors(self, exc: OSError, now: float) -> None:
         """accept() failed for want of descriptors: give back those of idle connections and of
         connections stalled for over `GRACE_S`."""
-        self.notes.note("fds", "out of file descriptors (%s; %d connections open): new connections wait, "
-                        "accepting again in %g s", exc.strerror or exc, self.count, RETRY_ACCEPT_S)
+        self.notes.note(
+            "fds",
+            "out of file descriptors (%s; %d connections open): new connections wait, accepting again in %g s",
+            exc.strerror or exc,
+            self.count,
+            RETRY_ACCEPT_S,
+        )
         stalled = [conn for conn, since in self.waiting.items() if now - since > GRACE_S]
         stuck = [conn for conn, since in self.stuck.items() if now - since > STUCK_GRACE_S]
         for conn in [*self.idle, *stalled]:
@@ -228,8 +251,9 @@ class Acceptor:
     """Accepts the connections of one listening socket, keeping the cap: at the cap it makes room
     or pauses (the clients wait in the listen backlog), and out of descriptors it pauses a second."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, factory: Callable[[], Any],
-                 guard: Connections):
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, factory: Callable[[], Any], guard: Connections
+    ):
         self.loop = loop
         self.sock = sock
         self.factory = factory
@@ -290,8 +314,9 @@ class Acceptor:
                 continue
             except OSError as exc:
                 if exc.errno not in OUT_OF_RESOURCES:
-                    guard.notes.note("accept", "accepting a connection failed: %s; trying again in %g s", exc,
-                                     RETRY_ACCEPT_S)
+                    guard.notes.note(
+                        "accept", "accepting a connection failed: %s; trying again in %g s", exc, RETRY_ACCEPT_S
+                    )
                 else:
                     guard.out_of_descriptors(exc, self.loop.time())
                 self._backoff_until = self.loop.time() + RETRY_ACCEPT_S
@@ -481,8 +506,15 @@ class GuardedH11Protocol(H11Protocol):
             self._deadline = self.loop.call_at(now + self._check_s, self._check_writes)
             return
         limits = self.guard.limits
-        timeout = (limits.header_timeout_s if phase == HEAD else limits.body_timeout_s if phase == BODY
-                   else limits.keepalive_timeout_s if phase == IDLE else None)
+        timeout = (
+            limits.header_timeout_s
+            if phase == HEAD
+            else limits.body_timeout_s
+            if phase == BODY
+            else limits.keepalive_timeout_s
+            if phase == IDLE
+            else None
+        )
         if timeout is not None:
             self._deadline = self.loop.call_at(now + timeout, self._expired, phase)
 
@@ -497,23 +529,36 @@ class GuardedH11Protocol(H11Protocol):
             return
         limits = self.guard.limits
         if phase == HEAD and self.conn.trailing_data[0]:
-            self._send_408("the request head did not arrive within {} s ([serve] header_timeout_s)",
-                           limits.header_timeout_s)
+            self._send_408(
+                "the request head did not arrive within {} s ([serve] header_timeout_s)", limits.header_timeout_s
+            )
         elif phase == BODY and self.cycle is not None and not self.cycle.response_started:
             # The app is waiting for the body: it sees the client gone, and whatever it sends after
             # this is dropped (uvicorn's cycle sends nothing once disconnected).
             self.cycle.disconnected = True
             self.cycle.message_event.set()
-            self._send_408("the request body did not arrive within {} s ([serve] body_timeout_s)",
-                           limits.body_timeout_s)
+            self._send_408(
+                "the request body did not arrive within {} s ([serve] body_timeout_s)", limits.body_timeout_s
+            )
         self.guard.timed_out(phase)
         self.close_quietly()
 
     def _send_408(self, message: str, seconds: float) -> None:
-        body = json.dumps({"error": {"message": message.format(f"{seconds:g}"), "type": "invalid_request_error",
-                                     "param": None, "code": "request_timeout"}}).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                   (b"connection", b"close")]
+        body = json.dumps(
+            {
+                "error": {
+                    "message": message.format(f"{seconds:g}"),
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "request_timeout",
+                }
+            }
+        ).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
         try:
             data = self.conn.send(h11.Response(status_code=408, headers=headers, reason=b"Request Timeout"))
             data += self.conn.send(h11.Data(data=body)) or b""
@@ -525,11 +570,15 @@ class GuardedH11Protocol(H11Protocol):
 
 def limits_for(serve: Any) -> Limits:
     """The `[serve]` limits, with `max_connections` cut to what the file limit has room for."""
-    return Limits(header_timeout_s=serve.header_timeout_s, body_timeout_s=serve.body_timeout_s,
-                  keepalive_timeout_s=serve.keepalive_timeout_s,
-                  max_connections=connection_budget(serve.max_connections, serve.max_concurrent_runs),
-                  max_idle_connections=serve.max_idle_connections, write_timeout_s=serve.write_timeout_s,
-                  max_pipelined_requests=serve.max_pipelined_requests)
+    return Limits(
+        header_timeout_s=serve.header_timeout_s,
+        body_timeout_s=serve.body_timeout_s,
+        keepalive_timeout_s=serve.keepalive_timeout_s,
+        max_connections=connection_budget(serve.max_connections, serve.max_concurrent_runs),
+        max_idle_connections=serve.max_idle_connections,
+        write_timeout_s=serve.write_timeout_s,
+        max_pipelined_requests=serve.max_pipelined_requests,
+    )
 
 
 def _unacknowledged(sock: Any) -> int:
@@ -578,8 +627,12 @@ def connection_budget(wanted: int, max_runs: int) -> int:
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return wanted
     budget = max(1, soft - in_use - reserve)
-    log.warning("stiva serve: at most %d connections at once ([serve] max_connections = %d): the file "
-                "limit (ulimit -n) is %d", budget, wanted, soft)
+    log.warning(
+        "stiva serve: at most %d connections at once ([serve] max_connections = %d): the file limit (ulimit -n) is %d",
+        budget,
+        wanted,
+        soft,
+    )
     return budget
 
 
@@ -617,8 +670,9 @@ class GuardedServer(uvicorn.Server):
         if guarded and self.started:
 
             def factory() -> asyncio.Protocol:
-                return self.config.http_protocol_class(config=self.config, server_state=self.server_state,
-                                                       app_state=self.lifespan.state)
+                return self.config.http_protocol_class(
+                    config=self.config, server_state=self.server_state, app_state=self.lifespan.state
+                )
 
             loop = asyncio.get_running_loop()
             self.acceptors = [Acceptor(loop, sock, factory, self.connections).start() for sock in sockets]
@@ -641,6 +695,7 @@ def guarded_server(app: Any, serve: Any, *, host: str, port: int, **options: Any
     `options` go to uvicorn.Config."""
     connections = Connections(limits_for(serve))
     protocol = type("StivaH11Protocol", (GuardedH11Protocol,), {"guard": connections})
-    config = uvicorn.Config(app, host=host, port=port, http=protocol, timeout_keep_alive=serve.keepalive_timeout_s,
-                            **options)
+    config = uvicorn.Config(
+        app, host=host, port=port, http=protocol, timeout_keep_alive=serve.keepalive_timeout_s, **options
+    )
     return GuardedServer(config, connections)

@@ -30,8 +30,16 @@ TYPES = {
 class APIError(Exception):
     """A request the server refuses or could not complete; turned into an error object."""
 
-    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
-                 type: str | None = None, headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        type: str | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.message = message
@@ -75,16 +83,23 @@ def validation_error(errors: list[dict] | tuple) -> APIError:
     if kind == "json_invalid":
         return APIError(400, "the request body is not valid JSON", code="invalid_json")
     if kind in ("model_attributes_type", "dict_type") and not loc:
-        return APIError(400, "the request body must be a JSON object, sent with "
-                             "Content-Type: application/json", code="invalid_value")
+        return APIError(
+            400,
+            "the request body must be a JSON object, sent with Content-Type: application/json",
+            code="invalid_value",
+        )
     if kind == "missing" and not loc:
         return APIError(400, "the request body is missing: send a JSON object", code="invalid_request")
     if kind == "missing":
         return APIError(400, f"missing required parameter {param!r}", param=param, code="missing_parameter")
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
-    message = f"invalid value for {param!r}: {first.get('msg', 'invalid')}" if param else (
-        f"invalid request body: {first.get('msg', 'invalid')}")
+    message = (
+        f"invalid value for {param!r}: {first.get('msg', 'invalid')}"
+        if param
+        else (f"invalid request body: {first.get('msg', 'invalid')}")
+    )
     return APIError(400, message + more, param=param, code="invalid_value")
+
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
@@ -92,8 +107,9 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     if exc.status_code == 404:
         error = APIError(404, f"unknown route {request.method} {request.url.path}", code="unknown_url")
     elif exc.status_code == 405:
-        error = APIError(405, f"method {request.method} is not allowed on {request.url.path}",
-                         code="method_not_allowed")
+        error = APIError(
+            405, f"method {request.method} is not allowed on {request.url.path}", code="method_not_allowed"
+        )
     else:
         error = APIError(exc.status_code, str(exc.detail))
     error.headers = headers

@@ -33,19 +33,33 @@ def read_messages(messages: list[ChatMessage]) -> ChatInput:
     verbatim: list[dict] = []
     for i, message in enumerate(messages):
         if getattr(message, "tool_calls", None) or getattr(message, "function_call", None):
-            raise APIError(400, f"messages[{i}]: tool calls are not supported", param=f"messages.{i}",
-                           code="tools_not_supported")
+            raise APIError(
+                400, f"messages[{i}]: tool calls are not supported", param=f"messages.{i}", code="tools_not_supported"
+            )
         text = _text_of(message, i)
         texts.append(("system" if message.role == "developer" else message.role, text))
-        verbatim.append({"role": message.role, "content": text,
-                         **({"name": message.name} if getattr(message, "name", None) else {})})
+        verbatim.append(
+            {
+                "role": message.role,
+                "content": text,
+                **({"name": message.name} if getattr(message, "name", None) else {}),
+            }
+        )
     last_user = max((i for i, (role, _) in enumerate(texts) if role == "user"), default=None)
     if last_user is None:
-        raise APIError(400, "messages holds no user message: the last user message is the question",
-                       param="messages", code="no_user_message")
+        raise APIError(
+            400,
+            "messages holds no user message: the last user message is the question",
+            param="messages",
+            code="no_user_message",
+        )
     if last_user != len(texts) - 1:
-        raise APIError(400, "the last message must be the user's question (a trailing assistant or "
-                            "system message is not supported)", param="messages", code="invalid_value")
+        raise APIError(
+            400,
+            "the last message must be the user's question (a trailing assistant or system message is not supported)",
+            param="messages",
+            code="invalid_value",
+        )
     system = "\n\n".join(text for role, text in texts if role == "system" and text)
     history = [{"role": role, "content": text} for role, text in texts[:last_user]]
     return ChatInput(texts[last_user][1], system, history, verbatim)
@@ -62,12 +76,19 @@ def _text_of(message: ChatMessage, i: int) -> str:
         if part.type == "text":
             parts.append(part.text or "")
         elif part.type in UNSUPPORTED_PARTS:
-            raise APIError(400, f"messages[{i}].content[{j}]: {part.type} content is not supported "
-                                "(the pool is text-only)", param=f"messages.{i}.content.{j}.type",
-                           code="unsupported_content")
+            raise APIError(
+                400,
+                f"messages[{i}].content[{j}]: {part.type} content is not supported (the pool is text-only)",
+                param=f"messages.{i}.content.{j}.type",
+                code="unsupported_content",
+            )
         else:
-            raise APIError(400, f"messages[{i}].content[{j}]: unknown content part type {part.type!r}",
-                           param=f"messages.{i}.content.{j}.type", code="invalid_value")
+            raise APIError(
+                400,
+                f"messages[{i}].content[{j}]: unknown content part type {part.type!r}",
+                param=f"messages.{i}.content.{j}.type",
+                code="invalid_value",
+            )
     return "".join(parts)
 
 
@@ -123,7 +144,7 @@ class AnswerRelay:
         elif isinstance(event, RunFinished):
             sent = "".join(self.sent)
             # The engine's answer is the final step's output: what was sent is its start.
-            rest = event.answer[len(sent):] if event.answer.startswith(sent) else ""
+            rest = event.answer[len(sent) :] if event.answer.startswith(sent) else ""
             self.sent.append(rest)
             return rest
         return ""
@@ -149,7 +170,7 @@ class StopFilter:
             return out
         if len(self.pending) <= self.hold:
             return ""
-        out, self.pending = self.pending[:len(self.pending) - self.hold], self.pending[len(self.pending) - self.hold:]
+        out, self.pending = self.pending[: len(self.pending) - self.hold], self.pending[len(self.pending) - self.hold :]
         return out
 
     def flush(self) -> str:

@@ -42,11 +42,18 @@ class StreamOptions(BaseModel):
 class ChatCompletionRequest(BaseModel):
     """An OpenAI chat-completions request. `stiva_trace: true` adds the workflow trace."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [
-        {"model": "conductor-mini", "messages": [{"role": "user", "content": "What is 6 x 7?"}]}]})
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [{"model": "conductor-mini", "messages": [{"role": "user", "content": "What is 6 x 7?"}]}]
+        },
+    )
 
-    model: str = Field(min_length=1, description="`conductor`, `conductor-mini`, or a pool model id",
-                       examples=["conductor", "conductor-mini"])
+    model: str = Field(
+        min_length=1,
+        description="`conductor`, `conductor-mini`, or a pool model id",
+        examples=["conductor", "conductor-mini"],
+    )
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
@@ -62,9 +69,12 @@ class ChatCompletionRequest(BaseModel):
     function_call: Any = None
     stiva_trace: bool = Field(False, strict=True, description="true adds the workflow trace")
     stiva_preference: str | float | None = Field(
-        None, description="what the conductor optimises for: best, balanced, cheap, fast, or a number from 0 "
-                          "(best) to 1 (cheap); default: the server's [conductor] prefer. A pool model named as "
-                          "`model` has no conductor, so this changes nothing there", examples=["cheap"])
+        None,
+        description="what the conductor optimises for: best, balanced, cheap, fast, or a number from 0 "
+        "(best) to 1 (cheap); default: the server's [conductor] prefer. A pool model named as "
+        "`model` has no conductor, so this changes nothing there",
+        examples=["cheap"],
+    )
 
     @field_validator("stiva_preference")
     @classmethod
@@ -90,9 +100,15 @@ def usage_object(totals: Any) -> dict:
     """OpenAI's usage object; `stiva_orchestration` is the part of it the conductor's planning
     took (its failed attempts included), apart, as orchestrating APIs report it."""
     prompt, completion = int(totals.prompt_tokens), int(totals.completion_tokens)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "stiva_orchestration": {"total_tokens": int(getattr(totals, "conductor_tokens", 0)),
-                                    "cost_usd": float(getattr(totals, "conductor_cost_usd", 0.0))}}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "stiva_orchestration": {
+            "total_tokens": int(getattr(totals, "conductor_tokens", 0)),
+            "cost_usd": float(getattr(totals, "conductor_cost_usd", 0.0)),
+        },
+    }
 
 
 def completion_object(completion_id: str, model: str, answer: str, totals: Any, created: int | None = None) -> dict:
@@ -103,19 +119,33 @@ def completion_object(completion_id: str, model: str, answer: str, totals: Any, 
         "created": created or int(time.time()),
         "model": model,
         "system_fingerprint": None,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
-                     "logprobs": None, "finish_reason": "stop"}],
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": answer}, "logprobs": None, "finish_reason": "stop"}
+        ],
         "usage": usage_object(totals),
     }
 
 
-def chunk_object(completion_id: str, model: str, created: int, delta: dict | None,
-                 finish_reason: str | None = None, usage: dict | None = None, with_usage_field: bool = False) -> dict:
+def chunk_object(
+    completion_id: str,
+    model: str,
+    created: int,
+    delta: dict | None,
+    finish_reason: str | None = None,
+    usage: dict | None = None,
+    with_usage_field: bool = False,
+) -> dict:
     """A `chat.completion.chunk`; `delta=None` gives the usage-only chunk (no choices)."""
-    chunk: dict[str, Any] = {"id": completion_id, "object": "chat.completion.chunk", "created": created,
-                             "model": model, "system_fingerprint": None}
-    chunk["choices"] = [] if delta is None else [
-        {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
+    chunk: dict[str, Any] = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "system_fingerprint": None,
+    }
+    chunk["choices"] = (
+        [] if delta is None else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
+    )
     if with_usage_field:
         chunk["usage"] = usage  # null on every chunk but the last when include_usage is asked for
     return chunk

@@ -28,8 +28,8 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from ..evals.suite import LETTERS, SuiteItem
 from .profiles import SimModel
@@ -38,8 +38,10 @@ LIFT = 0.8
 DRAG = 0.25
 UNKNOWN = "I cannot tell what is being asked: the question is not in my prompt."
 _DRAFT = re.compile(r"<step_(\d+)_response>\n?(.*?)\n?</step_\1_response>", re.DOTALL)
-_WORKING = ("Let me work through this carefully, one part at a time, and check the result before I "
-            "commit to it so that nothing is missed along the way").split()
+_WORKING = (
+    "Let me work through this carefully, one part at a time, and check the result before I "
+    "commit to it so that nothing is missed along the way"
+).split()
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,16 @@ from __future__ import annotations
 
 import re
 
-from ..config import (DEFAULT_LOCAL_MODEL, REPLAY_PROVIDER, SIM_PROVIDER, Config, ConfigError, ModelConfig,
-                      ProviderConfig, SimConfig)
+from ..config import (
+    DEFAULT_LOCAL_MODEL,
+    REPLAY_PROVIDER,
+    SIM_PROVIDER,
+    Config,
+    ConfigError,
+    ModelConfig,
+    ProviderConfig,
+    SimConfig,
+)
 from .profiles import SIM_LABEL, configured_models, default_models
 from .replay import RecordedBench, ReplayError, replay_pool
 from .server import SimServer
@@ -45,14 +53,21 @@ def pool_config(config: Config, name: str) -> Config:
     if conductor.backend in ("auto", "remote"):  # a remote conductor's model is not in this pool
         conductor = conductor.model_copy(update={"backend": "embedded", "model": DEFAULT_LOCAL_MODEL})
     sim = (config.sim or SimConfig()).model_copy(update={"replay": replay} | ({} if seed is None else {"seed": seed}))
-    return config.model_copy(update={
-        "sim": sim, "catalog": False, "embedded_worker": False, "providers": [], "models": [],
-        "discovery": config.discovery.model_copy(update={"enabled": False}), "conductor": conductor,
-    })
+    return config.model_copy(
+        update={
+            "sim": sim,
+            "catalog": False,
+            "embedded_worker": False,
+            "providers": [],
+            "models": [],
+            "discovery": config.discovery.model_copy(update={"enabled": False}),
+            "conductor": conductor,
+        }
+    )
 
 
 def pool_label(config: Config) -> str | None:
-    """"simulated pool" (with "(seed N)" under another seed than 0), "replayed pool (bench ID)", or
+    """ "simulated pool" (with "(seed N)" under another seed than 0), "replayed pool (bench ID)", or
     None for a pool of real models."""
     if config.sim is None:
         return None
@@ -71,8 +86,10 @@ def start_sim(config: Config, recorded: RecordedBench | None = None) -> tuple[Co
     assert config.sim is not None
     if config.sim.replay:
         if recorded is None:
-            raise ConfigError(f"--pool replay:{config.sim.replay}: the bench's recorded answers were not read "
-                              "(start it with stiva_tui.bench.replay.start_pool)")
+            raise ConfigError(
+                f"--pool replay:{config.sim.replay}: the bench's recorded answers were not read "
+                "(start it with stiva_tui.bench.replay.start_pool)"
+            )
         return _start_replay(config, recorded)
     items = []
     for spec in config.sim.suites:
@@ -99,10 +116,22 @@ def _start_replay(config: Config, recorded: RecordedBench) -> tuple[Config, SimS
 
 def _with_models(config: Config, server: SimServer, provider_name: str, models) -> Config:
     provider = ProviderConfig(name=provider_name, base_url=server.base_url)
-    entries = [ModelConfig(id=m.pool_id, provider=provider_name, model=m.name, price_in=m.price_in, price_out=m.price_out,
-                           description=m.description, latency_s=m.latency_s) for m in models]
+    entries = [
+        ModelConfig(
+            id=m.pool_id,
+            provider=provider_name,
+            model=m.name,
+            price_in=m.price_in,
+            price_out=m.price_out,
+            description=m.description,
+            latency_s=m.latency_s,
+        )
+        for m in models
+    ]
     taken = {m.id for m in entries}
-    return config.model_copy(update={
-        "providers": [p for p in config.providers if p.name != provider_name] + [provider],
-        "models": [m for m in config.models if m.id not in taken] + entries,
-    })
+    return config.model_copy(
+        update={
+            "providers": [p for p in config.providers if p.name != provider_name] + [provider],
+            "models": [m for m in config.models if m.id not in taken] + entries,
+        }
+    )

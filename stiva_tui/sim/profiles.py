@@ -40,23 +40,69 @@ class SimModel:
 def configured_models(entries) -> list[SimModel]:
     """The `[[sim.models]]` of the config (config.SimModelConfig) as profiles; each description says
     it is simulated, as the default profiles' do."""
-    return [SimModel(e.name, dict(e.skills), e.price_in, e.price_out, e.latency_s, e.words,
-                     e.description if e.description.lower().startswith("simulated") else
-                     ("simulated: " + e.description if e.description else "simulated"), other=e.other)
-            for e in entries]
+    return [
+        SimModel(
+            e.name,
+            dict(e.skills),
+            e.price_in,
+            e.price_out,
+            e.latency_s,
+            e.words,
+            e.description
+            if e.description.lower().startswith("simulated")
+            else ("simulated: " + e.description if e.description else "simulated"),
+            other=e.other,
+        )
+        for e in entries
+    ]
 
 
 def default_models() -> list[SimModel]:
     """The default simulated pool (for the `skills` suite's four domains)."""
     return [
-        SimModel("calc", {"arithmetic": 0.95, "units": 0.55, "facts": 0.25, "code": 0.2}, 0.10, 0.40, 0.15, 20,
-                 "simulated: small and cheap, strong at arithmetic"),
-        SimModel("quiz", {"facts": 0.95, "arithmetic": 0.3, "units": 0.3, "code": 0.15}, 0.10, 0.40, 0.15, 20,
-                 "simulated: small and cheap, strong at general knowledge"),
-        SimModel("metric", {"units": 0.95, "arithmetic": 0.55, "facts": 0.3, "code": 0.2}, 0.10, 0.40, 0.15, 20,
-                 "simulated: small and cheap, strong at unit conversions"),
-        SimModel("coder", {"code": 0.92, "arithmetic": 0.5, "units": 0.35, "facts": 0.3}, 0.30, 1.20, 0.3, 40,
-                 "simulated: mid-sized, strong at Python code"),
-        SimModel("generalist", {"arithmetic": 0.72, "facts": 0.72, "units": 0.72, "code": 0.72}, 3.00, 15.00, 0.6,
-                 80, "simulated: large and dear, good at everything"),
+        SimModel(
+            "calc",
+            {"arithmetic": 0.95, "units": 0.55, "facts": 0.25, "code": 0.2},
+            0.10,
+            0.40,
+            0.15,
+            20,
+            "simulated: small and cheap, strong at arithmetic",
+        ),
+        SimModel(
+            "quiz",
+            {"facts": 0.95, "arithmetic": 0.3, "units": 0.3, "code": 0.15},
+            0.10,
+            0.40,
+            0.15,
+            20,
+            "simulated: small and cheap, strong at general knowledge",
+        ),
+        SimModel(
+            "metric",
+            {"units": 0.95, "arithmetic": 0.55, "facts": 0.3, "code": 0.2},
+            0.10,
+            0.40,
+            0.15,
+            20,
+            "simulated: small and cheap, strong at unit conversions",
+        ),
+        SimModel(
+            "coder",
+            {"code": 0.92, "arithmetic": 0.5, "units": 0.35, "facts": 0.3},
+            0.30,
+            1.20,
+            0.3,
+            40,
+            "simulated: mid-sized, strong at Python code",
+        ),
+        SimModel(
+            "generalist",
+            {"arithmetic": 0.72, "facts": 0.72, "units": 0.72, "code": 0.72},
+            3.00,
+            15.00,
+            0.6,
+            80,
+            "simulated: large and dear, good at everything",
+        ),
     ]

@@ -27,10 +27,10 @@ Every report made on it says "replayed pool" and names the bench.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
-from .answers import SimAnswer, prompt_text, _DRAFT
+from .answers import _DRAFT, SimAnswer, prompt_text
 from .profiles import SimModel
 
 REPLAY_PREFIX = "replay:"
@@ -69,8 +69,13 @@ class ReplayAnswerer:
         recorded = self.answers.get(question or "", {}).get(model.name)
         if question is None or recorded is None:
             return SimAnswer(NO_ANSWER, False, self.item_ids.get(question or ""))
-        return SimAnswer(recorded.text, recorded.correct, self.item_ids[question],
-                         completion_tokens=recorded.completion_tokens, latency_s=recorded.latency_s)
+        return SimAnswer(
+            recorded.text,
+            recorded.correct,
+            self.item_ids[question],
+            completion_tokens=recorded.completion_tokens,
+            latency_s=recorded.latency_s,
+        )
 
 
 @dataclass(frozen=True)
@@ -103,8 +108,10 @@ def replay_pool(recorded: RecordedBench, bench_text: str) -> tuple[list[SimModel
     """(the replay models, their answerer) for `--pool replay:BENCH_TEXT` (ReplayError if unusable)."""
     bench_id = recorded.bench_id
     if not recorded.answers:
-        raise ReplayError(f"--pool replay:{bench_text}: bench {bench_id} has no graded direct: answers to replay; "
-                          "bench the models first: stiva bench SUITE --systems 'direct:*'")
+        raise ReplayError(
+            f"--pool replay:{bench_text}: bench {bench_id} has no graded direct: answers to replay; "
+            "bench the models first: stiva bench SUITE --systems 'direct:*'"
+        )
     answers: dict[str, dict[str, Recorded]] = {}
     item_ids: dict[str, str] = {}
     spent: dict[str, tuple[float, int]] = {}
@@ -113,8 +120,9 @@ def replay_pool(recorded: RecordedBench, bench_text: str) -> tuple[list[SimModel
         if not question:
             continue
         name = record.model
-        answers.setdefault(question, {})[name] = Recorded(record.answer, record.correct, record.completion_tokens,
-                                                          record.latency_s)
+        answers.setdefault(question, {})[name] = Recorded(
+            record.answer, record.correct, record.completion_tokens, record.latency_s
+        )
         item_ids[question] = record.item_id
         cost, tokens = spent.get(name, (0.0, 0))
         spent[name] = (cost + record.cost_usd, tokens + record.prompt_tokens + record.completion_tokens)
@@ -122,10 +130,21 @@ def replay_pool(recorded: RecordedBench, bench_text: str) -> tuple[list[SimModel
         raise ReplayError(f"--pool replay:{bench_text}: the runs of bench {bench_id} are gone from the history")
     models = []
     order = list(recorded.models)
-    for name, (cost, tokens) in sorted(spent.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order
-                                                                       else len(order), kv[0])):
+    for name, (cost, tokens) in sorted(
+        spent.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0])
+    ):
         price = cost / tokens * 1e6 if tokens else 0.0
         latencies = sorted(a[name].latency_s for a in answers.values() if name in a)
-        models.append(SimModel(name, {}, price, price, latencies[len(latencies) // 2] if latencies else 0.0, 0,
-                               f"replayed: {name}'s answers from bench {bench_id}", prefix=REPLAY_PREFIX))
+        models.append(
+            SimModel(
+                name,
+                {},
+                price,
+                price,
+                latencies[len(latencies) // 2] if latencies else 0.0,
+                0,
+                f"replayed: {name}'s answers from bench {bench_id}",
+                prefix=REPLAY_PREFIX,
+            )
+        )
     return models, ReplayAnswerer(answers, item_ids)

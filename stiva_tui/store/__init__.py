@@ -5,6 +5,7 @@
 
 from .db import NotFoundError, Store, StoreError
 from .errors import CorruptError, DiskFullError, HistoryFault, ReadOnlyError
+from .recorder import Recorder
 from .records import (
     BenchItemRecord,
     BenchRecord,
@@ -17,11 +18,24 @@ from .records import (
     MessageRecord,
     RunSummary,
 )
-from .recorder import Recorder
 
 __all__ = [
-    "Store", "StoreError", "NotFoundError", "Recorder",
-    "HistoryFault", "DiskFullError", "ReadOnlyError", "CorruptError",
-    "Conversation", "ConversationSummary", "MessageRecord", "RunSummary",
-    "CompareEntry", "CompareSession", "CompareSummary", "LeaderboardRow", "BenchRecord", "BenchItemRecord",
+    "Store",
+    "StoreError",
+    "NotFoundError",
+    "Recorder",
+    "HistoryFault",
+    "DiskFullError",
+    "ReadOnlyError",
+    "CorruptError",
+    "Conversation",
+    "ConversationSummary",
+    "MessageRecord",
+    "RunSummary",
+    "CompareEntry",
+    "CompareSession",
+    "CompareSummary",
+    "LeaderboardRow",
+    "BenchRecord",
+    "BenchItemRecord",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from typing import Sequence
+from collections.abc import Sequence
 
 from .errors import BenchBusyError, NotFoundError
 from .part import StorePart
@@ -25,8 +25,17 @@ __all__ = ["Benches"]
 class Benches(StorePart):
     """The bench part of `Store`."""
 
-    def open_bench(self, bench_id: str, *, suite: str, suite_hash: str, systems: list[str],
-                   config_hash: str, items: int, fresh: bool | Sequence[str] = False) -> bool:
+    def open_bench(
+        self,
+        bench_id: str,
+        *,
+        suite: str,
+        suite_hash: str,
+        systems: list[str],
+        config_hash: str,
+        items: int,
+        fresh: bool | Sequence[str] = False,
+    ) -> bool:
         """Create the bench, or reopen it as running; `fresh` forgets its items first: all of them
         (True), or only those of these item ids (what a `--fresh --limit N` will redo; the rest of
         the bench's results stay). Returns True when it already existed (a resumed bench).
@@ -37,8 +46,9 @@ class Benches(StorePart):
         cannot both pass."""
         now = timestamp()
         with self.transaction() as c:
-            row = c.execute("SELECT status, owner, pid, updated_at FROM bench_runs WHERE id = ?",
-                            (bench_id,)).fetchone()
+            row = c.execute(
+                "SELECT status, owner, pid, updated_at FROM bench_runs WHERE id = ?", (bench_id,)
+            ).fetchone()
             existed = row is not None
             if existed and row[0] == "running" and row[1] != self.owner.id and not self.owner.is_gone(row[1]):
                 pid = row[2]
@@ -46,20 +56,34 @@ class Benches(StorePart):
                 raise BenchBusyError(
                     f"bench {bench_id} is already running in {who} (last progress {row[3][:19].replace('T', ' ')} "
                     f"UTC): wait for it, or stop it{f' (kill {pid})' if pid else ''} and run this command again "
-                    "to continue it", pid)
+                    "to continue it",
+                    pid,
+                )
             if existed and fresh is True:
                 c.execute("DELETE FROM bench_items WHERE bench_id = ?", (bench_id,))
             elif existed and fresh and not isinstance(fresh, bool):  # item ids
-                c.executemany("DELETE FROM bench_items WHERE bench_id = ? AND item_id = ?",
-                              [(bench_id, item_id) for item_id in fresh])
+                c.executemany(
+                    "DELETE FROM bench_items WHERE bench_id = ? AND item_id = ?",
+                    [(bench_id, item_id) for item_id in fresh],
+                )
             c.execute(
                 "INSERT INTO bench_runs (id, suite, suite_hash, systems, config_hash, items, status, created_at,"
                 " updated_at, owner, pid) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)"
                 " ON CONFLICT (id) DO UPDATE SET status = 'running', stop_reason = NULL, items = excluded.items,"
                 " suite = excluded.suite, updated_at = excluded.updated_at, owner = excluded.owner,"
                 " pid = excluded.pid",
-                (bench_id, suite, suite_hash, json.dumps(systems), config_hash, items, now, now, self.owner.id,
-                 os.getpid()),
+                (
+                    bench_id,
+                    suite,
+                    suite_hash,
+                    json.dumps(systems),
+                    config_hash,
+                    items,
+                    now,
+                    now,
+                    self.owner.id,
+                    os.getpid(),
+                ),
             )
         return existed and not fresh
 
@@ -71,18 +95,36 @@ class Benches(StorePart):
                 " extracted, error, prompt_tokens, completion_tokens, cost_usd, latency_s, judge_prompt_tokens,"
                 " judge_completion_tokens, judge_cost_usd, finished_at, queue_wait_s)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (bench_id, item.system, item.item_id, item.run_id, item.status, int(item.correct), item.answer,
-                 item.extracted, item.error, item.prompt_tokens, item.completion_tokens, item.cost_usd,
-                 item.latency_s, item.judge_prompt_tokens, item.judge_completion_tokens, item.judge_cost_usd,
-                 timestamp(), item.queue_wait_s),
+                (
+                    bench_id,
+                    item.system,
+                    item.item_id,
+                    item.run_id,
+                    item.status,
+                    int(item.correct),
+                    item.answer,
+                    item.extracted,
+                    item.error,
+                    item.prompt_tokens,
+                    item.completion_tokens,
+                    item.cost_usd,
+                    item.latency_s,
+                    item.judge_prompt_tokens,
+                    item.judge_completion_tokens,
+                    item.judge_cost_usd,
+                    timestamp(),
+                    item.queue_wait_s,
+                ),
             )
             c.execute("UPDATE bench_runs SET updated_at = ? WHERE id = ?", (timestamp(), bench_id))
 
     def close_bench(self, bench_id: str, status: str, stop_reason: str | None = None) -> None:
         """Mark the bench finished, stopped (budget, ctrl+c: `stop_reason` says which) or interrupted."""
         with self.transaction() as c:
-            c.execute("UPDATE bench_runs SET status = ?, stop_reason = ?, updated_at = ? WHERE id = ?",
-                      (status, stop_reason, timestamp(), bench_id))
+            c.execute(
+                "UPDATE bench_runs SET status = ?, stop_reason = ?, updated_at = ? WHERE id = ?",
+                (status, stop_reason, timestamp(), bench_id),
+            )
 
     def bench_items(self, bench_id: str) -> list[BenchItemRecord]:
         rows = self.query("SELECT * FROM bench_items WHERE bench_id = ? ORDER BY finished_at, rowid", (bench_id,))
@@ -90,8 +132,9 @@ class Benches(StorePart):
 
     def items_to_skip(self, bench_id: str) -> set[tuple[str, str]]:
         """(system, item id) pairs already graded: a resumed bench does not ask them again."""
-        rows = self.query("SELECT system, item_id FROM bench_items WHERE bench_id = ? AND status = 'graded'",
-                          (bench_id,))
+        rows = self.query(
+            "SELECT system, item_id FROM bench_items WHERE bench_id = ? AND status = 'graded'", (bench_id,)
+        )
         return {(row["system"], row["item_id"]) for row in rows}
 
     def get_bench(self, bench_id: str) -> BenchRecord:
@@ -105,10 +148,13 @@ class Benches(StorePart):
         says why not: too short, nothing starts so, or several benches do)."""
         key = text.strip().lower()
         if len(key) < 4:
-            raise NotFoundError(f"{text!r}: give a bench's id (4 characters or more), as `stiva bench` prints it "
-                                "and the app's bench screen shows it")
-        rows = self.query("SELECT id FROM bench_runs WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
-                          (key, key + "\U0010ffff"))
+            raise NotFoundError(
+                f"{text!r}: give a bench's id (4 characters or more), as `stiva bench` prints it "
+                "and the app's bench screen shows it"
+            )
+        rows = self.query(
+            "SELECT id FROM bench_runs WHERE id >= ? AND id < ? ORDER BY id LIMIT 6", (key, key + "\U0010ffff")
+        )
         ids: list[str] = [row["id"] for row in rows]
         if key in ids:
             return key
@@ -125,17 +171,35 @@ class Benches(StorePart):
 
 def _bench(row: sqlite3.Row) -> BenchRecord:
     return BenchRecord(
-        id=row["id"], suite=row["suite"], suite_hash=row["suite_hash"], systems=json.loads(row["systems"]),
-        config_hash=row["config_hash"], items=row["items"], status=row["status"], stop_reason=row["stop_reason"],
-        created_at=row["created_at"], updated_at=row["updated_at"],
+        id=row["id"],
+        suite=row["suite"],
+        suite_hash=row["suite_hash"],
+        systems=json.loads(row["systems"]),
+        config_hash=row["config_hash"],
+        items=row["items"],
+        status=row["status"],
+        stop_reason=row["stop_reason"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
     )
 
 
 def _item(row: sqlite3.Row) -> BenchItemRecord:
     return BenchItemRecord(
-        system=row["system"], item_id=row["item_id"], run_id=row["run_id"], status=row["status"],
-        correct=bool(row["correct"]), answer=row["answer"], extracted=row["extracted"], error=row["error"],
-        prompt_tokens=row["prompt_tokens"], completion_tokens=row["completion_tokens"], cost_usd=row["cost_usd"],
-        latency_s=row["latency_s"], queue_wait_s=row["queue_wait_s"], judge_prompt_tokens=row["judge_prompt_tokens"],
-        judge_completion_tokens=row["judge_completion_tokens"], judge_cost_usd=row["judge_cost_usd"],
+        system=row["system"],
+        item_id=row["item_id"],
+        run_id=row["run_id"],
+        status=row["status"],
+        correct=bool(row["correct"]),
+        answer=row["answer"],
+        extracted=row["extracted"],
+        error=row["error"],
+        prompt_tokens=row["prompt_tokens"],
+        completion_tokens=row["completion_tokens"],
+        cost_usd=row["cost_usd"],
+        latency_s=row["latency_s"],
+        queue_wait_s=row["queue_wait_s"],
+        judge_prompt_tokens=row["judge_prompt_tokens"],
+        judge_completion_tokens=row["judge_completion_tokens"],
+        judge_cost_usd=row["judge_cost_usd"],
     )

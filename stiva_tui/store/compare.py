@@ -50,8 +50,7 @@ class CompareSessions(StorePart):
         with self.transaction() as c:
             c.execute("DELETE FROM compare_sessions WHERE id = ?", (session_id,))
 
-    def record_vote(self, session_id: str, winner_system: str | None = None, *,
-                    kind: VoteKind = "winner") -> None:
+    def record_vote(self, session_id: str, winner_system: str | None = None, *, kind: VoteKind = "winner") -> None:
         """Record the user's verdict; a session keeps only its latest vote.
 
         `kind` "winner" (the default, and every vote before schema V7): `winner_system` won, and
@@ -65,9 +64,13 @@ class CompareSessions(StorePart):
             raise StoreError(f"a {kind!r} vote names no winner (got {winner_system!r})")
         with self.transaction() as c:
             require_row(c, "compare_sessions", session_id, "compare session")
-            if kind == "winner" and c.execute(
-                "SELECT 1 FROM compare_entries WHERE session_id = ? AND system = ?", (session_id, winner_system)
-            ).fetchone() is None:
+            if (
+                kind == "winner"
+                and c.execute(
+                    "SELECT 1 FROM compare_entries WHERE session_id = ? AND system = ?", (session_id, winner_system)
+                ).fetchone()
+                is None
+            ):
                 raise StoreError(f"{winner_system!r} is not one of the systems compared in session {session_id}")
             c.execute(
                 "INSERT INTO votes (session_id, kind, winner, created_at) VALUES (?, ?, ?, ?)"

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..core.words import CONVERSATION_KINDS, ConversationKind
 from .errors import NotFoundError, StoreError
@@ -67,8 +68,9 @@ class Conversations(StorePart):
                    (SELECT run_id FROM messages WHERE conversation_id = ? AND seq >= ? AND run_id IS NOT NULL)""",
                 (conversation_id, conversation_id, row[0]),
             )
-            gone = c.execute("DELETE FROM messages WHERE conversation_id = ? AND seq >= ?",
-                             (conversation_id, row[0])).rowcount
+            gone = c.execute(
+                "DELETE FROM messages WHERE conversation_id = ? AND seq >= ?", (conversation_id, row[0])
+            ).rowcount
             c.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (timestamp(), conversation_id))
             return gone
 
@@ -80,8 +82,9 @@ class Conversations(StorePart):
 
     # --- queued: what a run's session writes while the run goes (see writer.py) ----------------
 
-    def start_conversation_later(self, title: str, kind: ConversationKind,
-                                 messages: Iterable[tuple[str, str, str | None]] = ()) -> str:
+    def start_conversation_later(
+        self, title: str, kind: ConversationKind, messages: Iterable[tuple[str, str, str | None]] = ()
+    ) -> str:
         """Queue a new conversation with its first (role, content, run_id) messages and return
         its id at once, so that a run can name it before it is written. An unknown kind raises
         StoreError now; a failure while writing is kept for `take_write_error()`."""
@@ -102,10 +105,10 @@ class Conversations(StorePart):
         self.write_later(write)
         return cid
 
-    def add_message_later(self, conversation_id: str, role: str, content: str,
-                          run_id: str | None = None) -> None:
+    def add_message_later(self, conversation_id: str, role: str, content: str, run_id: str | None = None) -> None:
         """Queue `add_message` (an unknown conversation is then a write failure, kept for
         `take_write_error()`)."""
+
         def write(c: sqlite3.Connection) -> None:
             _append_message(c, conversation_id, role, content, run_id)
 
@@ -177,8 +180,7 @@ def _search_clause(search: str | None) -> tuple[str, list[Any]]:
     return where, [needle] * 4
 
 
-def _append_message(c: sqlite3.Connection, conversation_id: str, role: str, content: str,
-                    run_id: str | None) -> int:
+def _append_message(c: sqlite3.Connection, conversation_id: str, role: str, content: str, run_id: str | None) -> int:
     """Add a message at the end of its conversation (inside the caller's transaction); its seq."""
     now = timestamp()
     require_row(c, "conversations", conversation_id, "conversation")

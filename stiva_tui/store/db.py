@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..keys import redact
 from . import schema
@@ -118,8 +119,9 @@ class Store(Traces, Conversations, CompareSessions, Benches):
         last: BaseException = fault
         for query in ("mode=ro", "mode=ro&immutable=1"):
             try:
-                conn = sqlite3.connect(f"{uri}?{query}", uri=True, timeout=10.0, check_same_thread=False,
-                                       isolation_level=None)
+                conn = sqlite3.connect(
+                    f"{uri}?{query}", uri=True, timeout=10.0, check_same_thread=False, isolation_level=None
+                )
             except sqlite3.Error as exc:
                 last = exc
                 continue
@@ -134,8 +136,10 @@ class Store(Traces, Conversations, CompareSessions, Benches):
                 continue
             if version != schema.SCHEMA_VERSION:
                 conn.close()
-                raise type(fault)(f"{fault} (and it needs an upgrade to schema version {schema.SCHEMA_VERSION}, "
-                                  "which cannot be written either)")
+                raise type(fault)(
+                    f"{fault} (and it needs an upgrade to schema version {schema.SCHEMA_VERSION}, "
+                    "which cannot be written either)"
+                )
             conn.create_function("stiva_fold", 1, _fold, deterministic=True)
             return cls(conn, path, read_only=fault)
         raise fault from last

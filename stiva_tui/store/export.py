@@ -27,8 +27,12 @@ def conversation_json(store: Store, conversation_id: str) -> dict[str, Any]:
 def conversation_markdown(store: Store, conversation_id: str) -> str:
     """The conversation as Markdown: each question and answer with a workflow summary and totals."""
     conv = store.get_conversation(conversation_id)
-    lines = [f"# {conv.title or 'Untitled conversation'}", "",
-             f"_{conv.kind} · started {conv.created_at[:19].replace('T', ' ')} UTC_", ""]
+    lines = [
+        f"# {conv.title or 'Untitled conversation'}",
+        "",
+        f"_{conv.kind} · started {conv.created_at[:19].replace('T', ' ')} UTC_",
+        "",
+    ]
     if conv.runs:
         for n, trace in enumerate(conv.runs, 1):
             lines += _run_section(n, trace)
@@ -85,12 +89,16 @@ def plan_lines(trace: Trace) -> list[str]:
     for r in trace.rounds:
         if not r.steps:
             continue
-        out += [f"**Plan, round {r.round}**" + (f" (made under the preference *{r.preference}*)" if r.preference else ""),
-                ""]
+        out += [
+            f"**Plan, round {r.round}**" + (f" (made under the preference *{r.preference}*)" if r.preference else ""),
+            "",
+        ]
         for s in r.steps:
             reads = "steps " + ", ".join(fmt.step(j) for j in s.access) if s.access else "the question only"
-            out.append(f"- Step {fmt.step(s.index)} · `{s.model or '?'}` · reads {reads} · {s.status}: "
-                       f"{_one_line(s.subtask, 200) or '(no subtask)'}")
+            out.append(
+                f"- Step {fmt.step(s.index)} · `{s.model or '?'}` · reads {reads} · {s.status}: "
+                f"{_one_line(s.subtask, 200) or '(no subtask)'}"
+            )
         out.append("")
     return out
 

@@ -62,20 +62,23 @@ def classify(exc: sqlite3.Error, path: Path, doing: str) -> StoreError:
 def disk_full(path: Path, why: str) -> DiskFullError:
     return DiskFullError(
         f"the disk is full: the history database {path} cannot be written — {why}; what was written "
-        "before is kept: free some space and run the same command again")
+        "before is kept: free some space and run the same command again"
+    )
 
 
 def read_only(path: Path, why: str) -> ReadOnlyError:
     return ReadOnlyError(
         f"the history database {path} is read-only ({why}): Stiva can read it (stiva history) but not "
-        f"record there — make {path.parent} writable, or set STIVA_HOME to a writable folder")
+        f"record there — make {path.parent} writable, or set STIVA_HOME to a writable folder"
+    )
 
 
 def corrupt(path: Path, exc: BaseException) -> CorruptError:
     return CorruptError(
         f"the history database {path} is damaged (SQLite: {exc}). Recover what it holds with SQLite's own "
         f"tool: sqlite3 {path} .recover | sqlite3 {path}.recovered — then move the recovered file in its "
-        "place, keeping the damaged one until you have checked the copy")
+        "place, keeping the damaged one until you have checked the copy"
+    )
 
 
 def not_a_database(path: Path, exc: BaseException) -> StoreError:
@@ -85,7 +88,8 @@ def not_a_database(path: Path, exc: BaseException) -> StoreError:
     return StoreError(
         f"{path} is not a Stiva history database (SQLite says: {exc}; sqlite3 {path} .recover cannot read "
         "it either): move it away (Stiva then starts a new history) or point Stiva at another file — it "
-        "was left untouched")
+        "was left untouched"
+    )
 
 
 def _has_sqlite_header(path: Path) -> bool:

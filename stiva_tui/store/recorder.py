@@ -25,9 +25,10 @@ import json
 import sqlite3
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import monotonic
-from typing import Any, Callable
+from typing import Any
 
 from ..core import events as ev
 from ..core.words import FailureReason, RunStatus
@@ -100,8 +101,9 @@ class Recorder:
             linked = e.conversation_id is not None and row_exists(c, "conversations", e.conversation_id)
             _upsert_run(c, e, e.conversation_id if linked else None, owner)
             if e.conversation_id is not None and not linked:  # kept, unlinked; said on the next event
-                self._notices.append(NotFoundError(
-                    f"no conversation {e.conversation_id}: run {e.run_id} is recorded without one"))
+                self._notices.append(
+                    NotFoundError(f"no conversation {e.conversation_id}: run {e.run_id} is recorded without one")
+                )
 
         self.store.write_later(write)
 
@@ -261,8 +263,20 @@ def _upsert_run(c: sqlite3.Connection, e: ev.RunStarted, conversation_id: str | 
             conductor_model = excluded.conductor_model, conductor_adapter = excluded.conductor_adapter,
             conductor_reason = excluded.conductor_reason, owner = excluded.owner
         """,
-        (e.run_id, conversation_id, e.question, e.mode, e.system or e.mode, e.source, e.conductor_backend,
-         e.conductor_model, e.conductor_adapter, e.conductor_reason, owner, now),
+        (
+            e.run_id,
+            conversation_id,
+            e.question,
+            e.mode,
+            e.system or e.mode,
+            e.source,
+            e.conductor_backend,
+            e.conductor_model,
+            e.conductor_adapter,
+            e.conductor_reason,
+            owner,
+            now,
+        ),
     )
     if conversation_id is not None:
         c.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
@@ -277,8 +291,9 @@ def _ensure_run(c: sqlite3.Connection, run_id: str) -> None:
 
 
 def _ensure_round(c: sqlite3.Connection, run_id: str, round_: int) -> None:
-    c.execute("INSERT INTO rounds (run_id, round) VALUES (?, ?) ON CONFLICT (run_id, round) DO NOTHING",
-              (run_id, round_))
+    c.execute(
+        "INSERT INTO rounds (run_id, round) VALUES (?, ?) ON CONFLICT (run_id, round) DO NOTHING", (run_id, round_)
+    )
 
 
 def _upsert_round(c: sqlite3.Connection, e: ev.WorkflowReady) -> None:
@@ -293,9 +308,17 @@ def _upsert_round(c: sqlite3.Connection, e: ev.WorkflowReady) -> None:
             completion_tokens = excluded.completion_tokens, latency_s = excluded.latency_s,
             preference = excluded.preference
         """,
-        (e.run_id, e.round, e.reasoning or "", json.dumps(e.workflow.to_lists(), ensure_ascii=False),
-         int(bool(e.keep_previous)), e.usage.prompt_tokens, e.usage.completion_tokens, float(e.latency_s or 0.0),
-         e.preference or None),
+        (
+            e.run_id,
+            e.round,
+            e.reasoning or "",
+            json.dumps(e.workflow.to_lists(), ensure_ascii=False),
+            int(bool(e.keep_previous)),
+            e.usage.prompt_tokens,
+            e.usage.completion_tokens,
+            float(e.latency_s or 0.0),
+            e.preference or None,
+        ),
     )
 
 
@@ -329,8 +352,19 @@ def _upsert_finished_step(c: sqlite3.Connection, e: ev.StepFinished) -> None:
             estimated = excluded.estimated, cost_usd = excluded.cost_usd, latency_s = excluded.latency_s,
             attempts = excluded.attempts, error = NULL
         """,
-        (e.run_id, e.round, e.index, e.model, e.output, e.usage.prompt_tokens, e.usage.completion_tokens,
-         int(e.usage.estimated), float(e.cost_usd or 0.0), float(e.latency_s or 0.0), int(e.attempts)),
+        (
+            e.run_id,
+            e.round,
+            e.index,
+            e.model,
+            e.output,
+            e.usage.prompt_tokens,
+            e.usage.completion_tokens,
+            int(e.usage.estimated),
+            float(e.cost_usd or 0.0),
+            float(e.latency_s or 0.0),
+            int(e.attempts),
+        ),
     )
 
 
@@ -358,8 +392,7 @@ def _log_failed_attempt(c: sqlite3.Connection, e: ev.StepFailed) -> None:
                error = CASE WHEN ? THEN ? ELSE error END
         WHERE run_id = ? AND round = ? AND idx = ?
         """,
-        (json.dumps(log, ensure_ascii=False), int(e.attempt), gives_up, gives_up, error,
-         e.run_id, e.round, e.index),
+        (json.dumps(log, ensure_ascii=False), int(e.attempt), gives_up, gives_up, error, e.run_id, e.round, e.index),
     )
 
 
@@ -392,8 +425,12 @@ def _outcome(e: ev.Event) -> tuple[RunStatus, FailureReason | None]:
     return "cancelled", "cancelled"
 
 
-def _finish_run(c: sqlite3.Connection, e: ev.RunFinished | ev.RunFailed | ev.RunCancelled,
-                status: RunStatus, failure: FailureReason | None) -> None:
+def _finish_run(
+    c: sqlite3.Connection,
+    e: ev.RunFinished | ev.RunFailed | ev.RunCancelled,
+    status: RunStatus,
+    failure: FailureReason | None,
+) -> None:
     totals = e.totals
     answer = e.answer if isinstance(e, ev.RunFinished) else None
     error = redact(e.error) if isinstance(e, ev.RunFailed) else None
@@ -405,8 +442,19 @@ def _finish_run(c: sqlite3.Connection, e: ev.RunFinished | ev.RunFailed | ev.Run
                finished_at = ?
         WHERE id = ?
         """,
-        (status, failure, answer, error, int(totals.prompt_tokens), int(totals.completion_tokens),
-         float(totals.cost_usd), float(totals.latency_s), int(bool(totals.estimated)), now, e.run_id),
+        (
+            status,
+            failure,
+            answer,
+            error,
+            int(totals.prompt_tokens),
+            int(totals.completion_tokens),
+            float(totals.cost_usd),
+            float(totals.latency_s),
+            int(bool(totals.estimated)),
+            now,
+            e.run_id,
+        ),
     )
     c.execute(
         "UPDATE conversations SET updated_at = ? WHERE id = (SELECT conversation_id FROM runs WHERE id = ?)",

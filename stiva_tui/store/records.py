@@ -13,8 +13,16 @@ from ..core.trace import Trace
 from ..core.words import ConversationKind, FailureReason, RunMode, RunStatus, Source, VoteKind
 
 __all__ = [
-    "MessageRecord", "Conversation", "ConversationSummary", "RunSummary",
-    "CompareEntry", "CompareSession", "CompareSummary", "LeaderboardRow", "BenchRecord", "BenchItemRecord",
+    "MessageRecord",
+    "Conversation",
+    "ConversationSummary",
+    "RunSummary",
+    "CompareEntry",
+    "CompareSession",
+    "CompareSummary",
+    "LeaderboardRow",
+    "BenchRecord",
+    "BenchItemRecord",
 ]
 
 

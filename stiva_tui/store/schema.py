@@ -12,7 +12,7 @@ Timestamps are ISO-8601 UTC text with microseconds (`timestamp()`), so they sort
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ..paths import private_file
@@ -20,7 +20,12 @@ from .errors import HistoryFault, NotFoundError, StoreError
 from .faults import SQLITE_NOTADB, classify, not_a_database
 
 __all__ = [
-    "APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "check_file", "upgrade", "timestamp",
+    "APPLICATION_ID",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "check_file",
+    "upgrade",
+    "timestamp",
 ]
 
 APPLICATION_ID = 0x53544956  # "STIV" in PRAGMA application_id marks a Stiva database
@@ -353,7 +358,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 def timestamp() -> str:
     """Now, as the store writes every time: ISO-8601 UTC with microseconds."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def row_exists(c: sqlite3.Connection, table: str, row_id: str) -> bool:
@@ -498,6 +503,6 @@ def _split_sql(script: str) -> list[str]:
             if buf.strip():
                 statements.append(buf.strip())
             buf = ""
-    if buf.strip() and not all(not l.strip() or l.strip().startswith("--") for l in buf.splitlines()):
+    if buf.strip() and not all(not line.strip() or line.strip().startswith("--") for line in buf.splitlines()):
         raise StoreError(f"incomplete SQL in a migration step: {buf.strip()[:80]!r}")
     return statements

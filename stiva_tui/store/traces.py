@@ -4,8 +4,8 @@ deleting a run. Part of `Store` (see db.py); it reads through `Store.query`/`sna
 from __future__ import annotations
 
 import json
-import statistics
 import sqlite3
+import statistics
 
 from ..core.trace import (
     AttemptRecord,
@@ -50,8 +50,9 @@ class Traces(StorePart):
             raise NotFoundError(f"{text!r} is no run or conversation id (ids are hex; give 4 characters or more)")
         found: list[tuple[str, str]] = []
         for kind, table in (("run", "runs"), ("conversation", "conversations")):
-            rows = self.query(f"SELECT id FROM {table} WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
-                              (key, key + "\U0010ffff"))
+            rows = self.query(
+                f"SELECT id FROM {table} WHERE id >= ? AND id < ? ORDER BY id LIMIT 6", (key, key + "\U0010ffff")
+            )
             found += [(kind, r["id"]) for r in rows]
         exact = [f for f in found if f[1] == key]
         if exact:
@@ -59,8 +60,9 @@ class Traces(StorePart):
         if not found:
             raise NotFoundError(f"no run or conversation {text} in the history (stiva history lists them)")
         if len(found) > 1:
-            raise NotFoundError(f"{text} is the start of several ids ({', '.join(i for _, i in found[:5])}…): "
-                                "give more characters")
+            raise NotFoundError(
+                f"{text} is the start of several ids ({', '.join(i for _, i in found[:5])}…): give more characters"
+            )
         return found[0]
 
     def list_runs(self, limit: int = 100, source: Source | None = None) -> list[RunSummary]:
@@ -80,9 +82,13 @@ class Traces(StorePart):
     def interrupt_orphaned_runs(self) -> int:
         """Mark `interrupted` every run still "running" whose process is gone (see owners.py),
         with its unfinished steps; what they had written stays. Returns how many runs."""
-        owners = [row[0] for row in self.query(
-            "SELECT DISTINCT owner FROM runs WHERE status = 'running'"
-            " UNION SELECT DISTINCT owner FROM bench_runs WHERE status = 'running'")]
+        owners = [
+            row[0]
+            for row in self.query(
+                "SELECT DISTINCT owner FROM runs WHERE status = 'running'"
+                " UNION SELECT DISTINCT owner FROM bench_runs WHERE status = 'running'"
+            )
+        ]
         gone = [owner for owner in owners if self.owner.is_gone(owner)]
         if not gone:
             return 0
@@ -90,16 +96,21 @@ class Traces(StorePart):
         with self.transaction() as c:
             for owner in gone:
                 # a bench of a killed process: interrupted, its graded items kept for the resume
-                c.execute("UPDATE bench_runs SET status = 'interrupted', stop_reason = COALESCE(stop_reason, ?),"
-                          " updated_at = ? WHERE status = 'running' AND owner IS ?",
-                          ("the process running it was killed; run the same command again to continue",
-                           timestamp(), owner))
+                c.execute(
+                    "UPDATE bench_runs SET status = 'interrupted', stop_reason = COALESCE(stop_reason, ?),"
+                    " updated_at = ? WHERE status = 'running' AND owner IS ?",
+                    ("the process running it was killed; run the same command again to continue", timestamp(), owner),
+                )
                 c.execute(
                     "UPDATE steps SET status = 'interrupted' WHERE status IN ('running', 'waiting') AND run_id IN"
-                    " (SELECT id FROM runs WHERE status = 'running' AND owner IS ?)", (owner,))
+                    " (SELECT id FROM runs WHERE status = 'running' AND owner IS ?)",
+                    (owner,),
+                )
                 marked += c.execute(
                     "UPDATE runs SET status = 'interrupted', finished_at = COALESCE(finished_at, ?)"
-                    " WHERE status = 'running' AND owner IS ?", (timestamp(), owner)).rowcount
+                    " WHERE status = 'running' AND owner IS ?",
+                    (timestamp(), owner),
+                ).rowcount
         return marked
 
     def delete_run(self, run_id: str) -> None:
@@ -110,8 +121,11 @@ class Traces(StorePart):
     def typical_latencies(self, recent: int = 2000) -> dict[str, float]:
         """Each model's median seconds a finished step took, over the history's `recent` latest
         steps: the "typical latency" the conductor is told with a preference."""
-        rows = self.query("SELECT model, latency_s FROM steps WHERE status = 'finished' AND model IS NOT NULL"
-                          " AND latency_s > 0 ORDER BY rowid DESC LIMIT ?", (recent,))
+        rows = self.query(
+            "SELECT model, latency_s FROM steps WHERE status = 'finished' AND model IS NOT NULL"
+            " AND latency_s > 0 ORDER BY rowid DESC LIMIT ?",
+            (recent,),
+        )
         by_model: dict[str, list[float]] = {}
         for row in rows:
             by_model.setdefault(row["model"], []).append(float(row["latency_s"]))
@@ -159,10 +173,12 @@ def _trace(run: sqlite3.Row, rounds: list[sqlite3.Row], steps: list[sqlite3.Row]
             # The conductor's tokens are those of its rounds, or, when a plan failed (its attempts
             # are paid for but make no round), what the run spent beyond its steps.
             usage=TokenUsage(
-                prompt_tokens=max(sum(r.usage.prompt_tokens for r in trace_rounds),
-                                  _beyond_steps(run, steps, "prompt_tokens")),
-                completion_tokens=max(sum(r.usage.completion_tokens for r in trace_rounds),
-                                      _beyond_steps(run, steps, "completion_tokens")),
+                prompt_tokens=max(
+                    sum(r.usage.prompt_tokens for r in trace_rounds), _beyond_steps(run, steps, "prompt_tokens")
+                ),
+                completion_tokens=max(
+                    sum(r.usage.completion_tokens for r in trace_rounds), _beyond_steps(run, steps, "completion_tokens")
+                ),
             ),
         ),
         rounds=trace_rounds,

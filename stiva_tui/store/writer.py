@@ -26,7 +26,7 @@ import logging
 import sqlite3
 import threading
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from .errors import HistoryFault, StoreError
 

@@ -24,9 +24,10 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from ..core.preference import Preference, PreferenceError, parse_preference
 from ..inference.errors import ModelError
@@ -63,8 +64,13 @@ def lora_config(rank: int, alpha: int | None, targets: str):
     """PEFT's LoRA settings for the conductor (alpha: 2 x rank unless given)."""
     from peft import LoraConfig
 
-    return LoraConfig(r=rank, lora_alpha=alpha or 2 * rank, lora_dropout=0.0,
-                      target_modules=LORA_TARGET_SETS[targets], task_type="CAUSAL_LM")
+    return LoraConfig(
+        r=rank,
+        lora_alpha=alpha or 2 * rank,
+        lora_dropout=0.0,
+        target_modules=LORA_TARGET_SETS[targets],
+        task_type="CAUSAL_LM",
+    )
 
 
 @contextmanager
@@ -91,16 +97,25 @@ def training_device(base: str, device: str | None) -> str:
     transformers.logging.disable_progress_bar()
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cpu" and base != "embedded" and not Path(base).expanduser().is_dir():
-        raise TrainError(f"training {base} needs a CUDA GPU (QLoRA); on the CPU use --base embedded "
-                         "or a small model folder")
+        raise TrainError(
+            f"training {base} needs a CUDA GPU (QLoRA); on the CPU use --base embedded or a small model folder"
+        )
     return device
 
 
 # --- the model ---------------------------------------------------------------------------------
 
 
-def conductor_for(base: str, config, device: str, *, temperature: float = 1.0, prompt_style: str | None = None,
-                  max_subtask_chars: int | None = None, max_steps_per_plan: int | None = None):
+def conductor_for(
+    base: str,
+    config,
+    device: str,
+    *,
+    temperature: float = 1.0,
+    prompt_style: str | None = None,
+    max_subtask_chars: int | None = None,
+    max_steps_per_plan: int | None = None,
+):
     """The conductor whose prompt and grammar the plans are sampled (GRPO) or scored (DPO) under."""
     from ..conductor.embedded import EmbeddedConductor
     from ..conductor.local import LocalConductor
@@ -110,10 +125,16 @@ def conductor_for(base: str, config, device: str, *, temperature: float = 1.0, p
     # under the step limit the adapter is trained for, as it will plan (not the untrained model's cap)
     steps = max_steps_per_plan
     if base == "embedded":
-        return EmbeddedConductor(max_subtask_chars=min(chars, 100), temperature=temperature, plan_steps=steps,
-                                 **style)
-    return LocalConductor(base, device=device, max_reasoning_tokens=config.conductor.max_reasoning_tokens,
-                          max_subtask_chars=chars, temperature=temperature, plan_steps=steps, **style)
+        return EmbeddedConductor(max_subtask_chars=min(chars, 100), temperature=temperature, plan_steps=steps, **style)
+    return LocalConductor(
+        base,
+        device=device,
+        max_reasoning_tokens=config.conductor.max_reasoning_tokens,
+        max_subtask_chars=chars,
+        temperature=temperature,
+        plan_steps=steps,
+        **style,
+    )
 
 
 def load_for_training(base: str, device: str, seed: int, progress: Callable[[str], None]):
@@ -148,10 +169,15 @@ def load_for_training(base: str, device: str, seed: int, progress: Callable[[str
         from peft import prepare_model_for_kbit_training
         from transformers import BitsAndBytesConfig
 
-        quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                                   bnb_4bit_compute_dtype=torch.bfloat16)
-        model = AutoModelForCausalLM.from_pretrained(folder, quantization_config=quant, dtype=torch.bfloat16,
-                                                     device_map={"": 0})
+        quant = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch.bfloat16,
+        )
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, quantization_config=quant, dtype=torch.bfloat16, device_map={"": 0}
+        )
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
     else:
         dtype = torch.bfloat16 if device == "cuda" else torch.float32
@@ -233,9 +259,13 @@ class TrainingRun:
     def logged(self) -> list[dict]:
         return read_log(self.log_path)
 
-    def callback(self, report_for: Callable[[int, dict, float], Any], on_step: Callable[[Any], None] | None,
-                 should_stop: Callable[[], str | None] | None,
-                 over_budget: Callable[[], str | None] | None = None):
+    def callback(
+        self,
+        report_for: Callable[[int, dict, float], Any],
+        on_step: Callable[[Any], None] | None,
+        should_stop: Callable[[], str | None] | None,
+        over_budget: Callable[[], str | None] | None = None,
+    ):
         """The TrainerCallback: each step's report (`report_for(step, TRL's logs, seconds since the
         step began)`, which has `log_line()`) logged and handed to `on_step`; after each step, a
         clean stop (a checkpoint saved) when `should_stop` or `over_budget` gives a reason (the

@@ -30,9 +30,10 @@ same way): the adapter, `stiva_adapter.json` (its base, prompt style and subtask
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..inference.adapter_manifest import AdapterManifest
 from .common import (
@@ -96,8 +97,15 @@ class VoteStepReport:
     seconds: float = 0.0
 
     def log_line(self) -> dict[str, Any]:
-        return {"step": self.step, "loss": self.loss, "accuracy": self.accuracy, "margin": self.margin,
-                "chosen_logp": self.chosen_logp, "rejected_logp": self.rejected_logp, "seconds": self.seconds}
+        return {
+            "step": self.step,
+            "loss": self.loss,
+            "accuracy": self.accuracy,
+            "margin": self.margin,
+            "chosen_logp": self.chosen_logp,
+            "rejected_logp": self.rejected_logp,
+            "seconds": self.seconds,
+        }
 
 
 @dataclass
@@ -114,17 +122,30 @@ class VoteTrainSummary:
     graded: int = 0  # pairs read from graded benches (before the pool's filter)
 
     def as_json(self) -> dict[str, Any]:
-        return {"steps": self.steps, "pairs": self.pairs, "votes": self.votes, "graded_pairs": self.graded,
-                "loss_first": self.loss_first,
-                "loss_last": self.loss_last, "accuracy_last": self.accuracy_last, "adapter": self.adapter,
-                "skipped": self.skipped, "cost_usd": 0.0}
+        return {
+            "steps": self.steps,
+            "pairs": self.pairs,
+            "votes": self.votes,
+            "graded_pairs": self.graded,
+            "loss_first": self.loss_first,
+            "loss_last": self.loss_last,
+            "accuracy_last": self.accuracy_last,
+            "adapter": self.adapter,
+            "skipped": self.skipped,
+            "cost_usd": 0.0,
+        }
 
 
-def train_from_votes(config, options: VoteTrainOptions, *, workers: Sequence[Any] | None = None,
-                     harvest: VoteHarvest | None = None,
-                     on_step: Callable[[VoteStepReport], None] | None = None,
-                     progress: Callable[[str], None] | None = None,
-                     should_stop: Callable[[], str | None] | None = None) -> VoteTrainSummary:
+def train_from_votes(
+    config,
+    options: VoteTrainOptions,
+    *,
+    workers: Sequence[Any] | None = None,
+    harvest: VoteHarvest | None = None,
+    on_step: Callable[[VoteStepReport], None] | None = None,
+    progress: Callable[[str], None] | None = None,
+    should_stop: Callable[[], str | None] | None = None,
+) -> VoteTrainSummary:
     """Train a LoRA adapter on the history's votes with DPO. Blocking. `workers`: the pool as
     the conductor is shown it (default: the configured pool, as `stiva ask` lists it);
     `harvest`: the votes (default: read from the history)."""
@@ -139,14 +160,16 @@ def _pool_workers(config) -> list[Any]:
     engine = EngineLoop(config)
     try:
         # prices and latencies too: a pair graded under a preference states them, as the prompt does
-        return [WorkerInfo(m.id, m.description, m.kind, m.price_in, m.price_out, m.latency_s)
-                for m in engine.runtime.models]
+        return [
+            WorkerInfo(m.id, m.description, m.kind, m.price_in, m.price_out, m.latency_s) for m in engine.runtime.models
+        ]
     finally:
         engine.close()
 
 
-def _read_history(path: Path | None, benches: Sequence[str] = (), best_only: bool = False,
-                  levels: Sequence[Any] = ()) -> VoteHarvest:
+def _read_history(
+    path: Path | None, benches: Sequence[str] = (), best_only: bool = False, levels: Sequence[Any] = ()
+) -> VoteHarvest:
     """The votes' pairs, and the graded benches' (`--bench`, pooled; `--bench-pairs best`: `best_only`;
     `--prefer-levels`: graded under each of `levels`)."""
     from ..store import NotFoundError, Store, StoreError
@@ -174,8 +197,10 @@ def _read_history(path: Path | None, benches: Sequence[str] = (), best_only: boo
 def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, should_stop) -> VoteTrainSummary:
     style = options.prompt_style or "compact"
     if style not in VOTE_PROMPT_STYLES:
-        raise TrainError(f"stiva train dpo trains plans written without reasoning: use --prompt "
-                         f"{' or '.join(VOTE_PROMPT_STYLES)}, not {style!r}")
+        raise TrainError(
+            f"stiva train dpo trains plans written without reasoning: use --prompt "
+            f"{' or '.join(VOTE_PROMPT_STYLES)}, not {style!r}"
+        )
     if options.steps < 1 or options.batch < 1 or options.beta <= 0 or not options.sft_weight >= 0:
         raise TrainError("--steps and --batch must be at least 1, --beta above 0, and --sft-weight 0 or more")
     check_lora(options.lora_targets, options.lora_r)
@@ -183,9 +208,11 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
     levels = _levels(options)
     harvest = harvest if harvest is not None else _read_history(options.history, options.benches, best_only, levels)
     if not harvest.pairs:
-        raise TrainError(f"the history holds no usable preference pairs ({harvest.voted} votes"
-                         f"{', and the benches give none' if options.benches else ''}): vote in compare mode (the "
-                         "winner against another system), see `stiva votes`, or add a graded bench with --bench ID")
+        raise TrainError(
+            f"the history holds no usable preference pairs ({harvest.voted} votes"
+            f"{', and the benches give none' if options.benches else ''}): vote in compare mode (the "
+            "winner against another system), see `stiva votes`, or add a graded bench with --bench ID"
+        )
     max_steps = options.max_steps_per_plan or config.conductor.max_steps
     chars = options.max_subtask_chars or config.conductor.max_subtask_chars
     if options.base == "embedded":
@@ -196,8 +223,10 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
         raise TrainError("the pool has no available model: add a provider key or a [[models]] entry")
     texts, skipped = pair_texts(harvest.pairs, [w.id for w in workers], max_steps, chars)
     if not texts:
-        raise TrainError(f"none of the {len(harvest.pairs)} pairs can be written for this pool and a "
-                         f"{max_steps}-step limit ({', '.join(f'{k}: {v}' for k, v in skipped.items())})")
+        raise TrainError(
+            f"none of the {len(harvest.pairs)} pairs can be written for this pool and a "
+            f"{max_steps}-step limit ({', '.join(f'{k}: {v}' for k, v in skipped.items())})"
+        )
 
     device = training_device(options.base, options.device)
     run = TrainingRun.open(options.out, options.resume)
@@ -212,10 +241,23 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
     # the pair's prompt is most of each sequence: load_for_training makes TRL's fused head project
     # the plans' positions only, as for GRPO (benchmarks/dpo_step.json)
     model, tokenizer, label, folder = load_for_training(options.base, device, options.seed, say)
-    conductor = conductor_for(options.base, config, device, prompt_style=style, max_subtask_chars=chars,
-                              max_steps_per_plan=options.max_steps_per_plan)
-    loaded = LoadedModel(model=model, tokenizer=tokenizer, spec=conductor.spec, device=device, quantization=None,
-                         load_s=0.0, memory_bytes=0)
+    conductor = conductor_for(
+        options.base,
+        config,
+        device,
+        prompt_style=style,
+        max_subtask_chars=chars,
+        max_steps_per_plan=options.max_steps_per_plan,
+    )
+    loaded = LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        spec=conductor.spec,
+        device=device,
+        quantization=None,
+        load_s=0.0,
+        memory_bytes=0,
+    )
     eos = eos_token_ids(loaded)
     eos_id = eos[0] if eos else int(tokenizer.eos_token_id)
     say(f"tokenizing {len(texts)} pairs")
@@ -226,11 +268,23 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
 
     longest = max(len(r["prompt_ids"]) + max(len(r["chosen_ids"]), len(r["rejected_ids"])) for r in rows)
     args = DPOConfig(
-        output_dir=str(run.checkpoints), per_device_train_batch_size=min(options.batch, len(rows)),
-        gradient_accumulation_steps=1, max_steps=options.steps, learning_rate=options.lr, beta=options.beta,
-        logging_steps=1, save_strategy="steps", save_steps=max(1, options.save_every), save_total_limit=2,
-        report_to=[], use_cpu=device == "cpu", bf16=device == "cuda", seed=options.seed, max_length=longest + 8,
-        dataloader_num_workers=0, disable_tqdm=True,
+        output_dir=str(run.checkpoints),
+        per_device_train_batch_size=min(options.batch, len(rows)),
+        gradient_accumulation_steps=1,
+        max_steps=options.steps,
+        learning_rate=options.lr,
+        beta=options.beta,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=max(1, options.save_every),
+        save_total_limit=2,
+        report_to=[],
+        use_cpu=device == "cpu",
+        bf16=device == "cuda",
+        seed=options.seed,
+        max_length=longest + 8,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
         gradient_checkpointing=device == "cuda" and options.base != "embedded",
         **({"loss_type": ["sigmoid", "sft"], "loss_weights": [1.0, options.sft_weight]} if options.sft_weight else {}),
     )
@@ -238,40 +292,64 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
 
     def report_for(step: int, logs: dict, elapsed: float) -> VoteStepReport:
         return VoteStepReport(
-            step=step, loss=round(float(logs["loss"]), 6),
+            step=step,
+            loss=round(float(logs["loss"]), 6),
             accuracy=round(float(logs.get("rewards/accuracies", 0.0)), 4),
             margin=round(float(logs.get("rewards/margins", 0.0)), 6),
             chosen_logp=round(float(logs.get("logps/chosen", 0.0)), 4),
             rejected_logp=round(float(logs.get("logps/rejected", 0.0)), 4),
-            seconds=round(elapsed, 3))
+            seconds=round(elapsed, 3),
+        )
 
     say("training")
     trainer = _PretokenizedDPOTrainer(
-        model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
         peft_config=lora_config(options.lora_r, options.lora_alpha, options.lora_targets),
-        callbacks=[run.callback(report_for, on_step, should_stop)])
+        callbacks=[run.callback(report_for, on_step, should_stop)],
+    )
     steps = run.train(trainer)
     AdapterManifest.trained(
-        options.base, label, folder, model.config, suite="votes", steps=steps, trained_on="votes", pairs=len(rows),
-        prompt_style=style, benches=tuple(options.benches),
+        options.base,
+        label,
+        folder,
+        model.config,
+        suite="votes",
+        steps=steps,
+        trained_on="votes",
+        pairs=len(rows),
+        prompt_style=style,
+        benches=tuple(options.benches),
         bench_pairs=options.bench_pairs if options.benches else None,
         max_subtask_chars=conductor.max_subtask_chars if options.max_subtask_chars else None,
-        max_steps_per_plan=options.max_steps_per_plan or None, sft_weight=options.sft_weight or None,
+        max_steps_per_plan=options.max_steps_per_plan or None,
+        sft_weight=options.sft_weight or None,
         preferences=tuple(str(level) for level in levels),
     ).write(out)
     logged = run.logged()
     return VoteTrainSummary(
-        steps=steps, pairs=len(rows), votes=harvest.votes.get("winner", 0),
-        loss_first=logged[0]["loss"] if logged else None, loss_last=logged[-1]["loss"] if logged else None,
-        accuracy_last=logged[-1]["accuracy"] if logged else None, adapter=str(out),
-        skipped=dict(sorted(skipped.items())), stopped=run.stopped, graded=harvest.graded)
+        steps=steps,
+        pairs=len(rows),
+        votes=harvest.votes.get("winner", 0),
+        loss_first=logged[0]["loss"] if logged else None,
+        loss_last=logged[-1]["loss"] if logged else None,
+        accuracy_last=logged[-1]["accuracy"] if logged else None,
+        adapter=str(out),
+        skipped=dict(sorted(skipped.items())),
+        stopped=run.stopped,
+        graded=harvest.graded,
+    )
 
 
 def _levels(options: VoteTrainOptions) -> tuple[Any, ...]:
     """The preference levels of `options.preferences`, parsed (TrainError naming a bad one)."""
     if options.preferences and not options.benches:
-        raise TrainError("--prefer-levels grades the benches' pairs under each level; a vote states no level: "
-                         "add a graded bench with --bench ID")
+        raise TrainError(
+            "--prefer-levels grades the benches' pairs under each level; a vote states no level: "
+            "add a graded bench with --bench ID"
+        )
     return tuple(dict.fromkeys(prefer_levels(options.preferences)))
 
 
@@ -281,8 +359,9 @@ def _tokenized(pair: PairText, conductor, loaded, workers, max_steps: int, eos_i
     from ..conductor.base import PlanRequest
     from ..core.preference import parse_preference
 
-    request = conductor.limited(PlanRequest(pair.question, list(workers), max_steps=max_steps,
-                                            preference=parse_preference(pair.preference)))
+    request = conductor.limited(
+        PlanRequest(pair.question, list(workers), max_steps=max_steps, preference=parse_preference(pair.preference))
+    )
     tok = loaded.tokenizer
     return {
         "prompt_ids": list(conductor.prompt_ids(request, loaded)),

@@ -15,8 +15,8 @@ answers from the answer cache, and no new draw is had.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .trainer import TrainError
 
@@ -36,8 +36,17 @@ class GradedBench:
     items: int = 0
 
 
-def grade_pool(config, suite, seeds: int = 1, *, systems: str = "direct:*", progress: Progress | None = None,
-               unsafe_code: bool = False, answer_cache: bool = True, concurrency: int = 8) -> list[GradedBench]:
+def grade_pool(
+    config,
+    suite,
+    seeds: int = 1,
+    *,
+    systems: str = "direct:*",
+    progress: Progress | None = None,
+    unsafe_code: bool = False,
+    answer_cache: bool = True,
+    concurrency: int = 8,
+) -> list[GradedBench]:
     """Bench `systems` (`stiva bench --systems`; by default `direct:M` for every model of the pool)
     on `suite`, once per seed (TrainError when a bench cannot run, GradingFailed when one stops before
     every item is graded, the store's HistoryFault when the history cannot be written). `chain:A>B`
@@ -52,8 +61,10 @@ def grade_pool(config, suite, seeds: int = 1, *, systems: str = "direct:*", prog
         raise TrainError("--graded-seeds must be at least 1")
     simulated = config.sim is not None and not config.sim.replay
     if seeds > 1 and not simulated:
-        raise TrainError(f"--graded-seeds {seeds} grades a simulated pool under {seeds} seeds (--pool sim); a real "
-                         "or replayed pool answers the same prompt from the answer cache, so grade it once")
+        raise TrainError(
+            f"--graded-seeds {seeds} grades a simulated pool under {seeds} seeds (--pool sim); a real "
+            "or replayed pool answers the same prompt from the answer cache, so grade it once"
+        )
     out: list[GradedBench] = []
     for k in range(seeds):
         seed = config.sim.seed + k if simulated else None
@@ -96,12 +107,21 @@ async def _grade_async(config, suite, systems, seed, progress, unsafe_code, use_
                 progress(f"grading {len(names)} systems on {suite.name}{where}: {p.done}/{p.total}")
 
         try:
-            runner = BenchRunner(runtime, suite, systems, concurrency=concurrency, on_progress=on_progress,
-                                 unsafe_code=unsafe_code, answer_cache=answer_cache)
+            runner = BenchRunner(
+                runtime,
+                suite,
+                systems,
+                concurrency=concurrency,
+                on_progress=on_progress,
+                unsafe_code=unsafe_code,
+                answer_cache=answer_cache,
+            )
             names = [s.name for s in runner.run_systems]
             if len(names) < 2:
-                raise TrainError(f"grading needs two systems or more to choose between; {', '.join(names)} "
-                                 "is one (a pool of one model?)")
+                raise TrainError(
+                    f"grading needs two systems or more to choose between; {', '.join(names)} "
+                    "is one (a pool of one model?)"
+                )
             runner.check()
             with HistoryFaultsHeldBack():  # a full disk stops the bench: said once, by the caller
                 outcome = await runner.run()
@@ -110,16 +130,20 @@ async def _grade_async(config, suite, systems, seed, progress, unsafe_code, use_
         except BenchError as exc:
             raise TrainError(f"grading the pool{where}: {exc}") from None
         if outcome.status != "finished":
-            raise GradingFailed(f"grading the pool{where} stopped ({outcome.stop_reason}); run the same command "
-                                f"again to continue (bench {outcome.bench_id} resumes)")
+            raise GradingFailed(
+                f"grading the pool{where} stopped ({outcome.stop_reason}); run the same command "
+                f"again to continue (bench {outcome.bench_id} resumes)"
+            )
         right: dict[str, list[bool]] = {}
         for record in outcome.records:
             if record.status == "graded":
                 right.setdefault(record.system, []).append(record.correct)
         accuracy = {name: round(sum(v) / len(v), 4) for name in names if (v := right.get(name))}
         if progress:
-            progress(f"graded bench {outcome.bench_id}{where}: "
-                     + ", ".join(f"{s.removeprefix('direct:')} {a:.0%}" for s, a in accuracy.items()))
+            progress(
+                f"graded bench {outcome.bench_id}{where}: "
+                + ", ".join(f"{s.removeprefix('direct:')} {a:.0%}" for s, a in accuracy.items())
+            )
         return GradedBench(outcome.bench_id, seed, accuracy, len(runner.items))
     finally:
         await runtime.aclose()

@@ -38,20 +38,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import logging
 import os
+import random
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from ..evals.graders import grade_async
 from ..bench.limiter import ItemClock, LimitedWorker, item_clock
-from ..evals.suite import SuiteItem, question_text
 from ..conductor.base import PlanRequest, WorkerInfo
 from ..core.preference import REWARD_CORRECT, REWARD_INVALID, REWARD_VALID, Preference
+from ..evals.graders import grade_async
+from ..evals.suite import SuiteItem, question_text
 from ..inference.checkpoints import LoadedModel
 from ..pool.answer_cache import CachingWorker
 from ..runtime.modes import WorkflowMode
@@ -65,8 +66,15 @@ class EngineLoop:
     worker is wrapped: at most `concurrency` calls at once per provider, then the answer cache
     (`answer_cache`; None caches nothing). `caching` counts what was paid and what was reused."""
 
-    def __init__(self, config, *, discover: bool | None = None, answer_cache=None, concurrency: int = 8,
-                 replay_latency: bool = False):
+    def __init__(
+        self,
+        config,
+        *,
+        discover: bool | None = None,
+        answer_cache=None,
+        concurrency: int = 8,
+        replay_latency: bool = False,
+    ):
         from ..runtime import Runtime
 
         self.loop = asyncio.new_event_loop()
@@ -134,10 +142,24 @@ class StepStats:
 class Rollouts:
     """`rollout_func` for TRL's GRPOTrainer (see the module's docstring)."""
 
-    def __init__(self, engine: EngineLoop, conductor, items: Sequence[SuiteItem], tokenizer: Any, *,
-                 cache_path: Path, cost_weight: float = 0.0, temperature: float = 1.0, max_steps: int | None = None,
-                 shuffle_pool: bool = False, seed: int = 0, decisions_only: bool = False,
-                 sandbox=None, spend_path: Path | None = None, preferences: Sequence[Preference] = ()):
+    def __init__(
+        self,
+        engine: EngineLoop,
+        conductor,
+        items: Sequence[SuiteItem],
+        tokenizer: Any,
+        *,
+        cache_path: Path,
+        cost_weight: float = 0.0,
+        temperature: float = 1.0,
+        max_steps: int | None = None,
+        shuffle_pool: bool = False,
+        seed: int = 0,
+        decisions_only: bool = False,
+        sandbox=None,
+        spend_path: Path | None = None,
+        preferences: Sequence[Preference] = (),
+    ):
         self.engine = engine
         self.conductor = conductor
         self.items = {item.id: item for item in items}
@@ -146,8 +168,9 @@ class Rollouts:
         self.temperature = temperature
         runtime = engine.runtime
         self.models = list(runtime.models)
-        self.workers = [WorkerInfo(m.id, m.description, m.kind, m.price_in, m.price_out, m.latency_s)
-                        for m in self.models]
+        self.workers = [
+            WorkerInfo(m.id, m.description, m.kind, m.price_in, m.price_out, m.latency_s) for m in self.models
+        ]
         self.preferences = tuple(preferences)
         # Each plan sampled under its own order of the pool: a model that always writes "0" then
         # tries every model, so GRPO's groups differ in who answers, and what is learnt is to pick
@@ -175,9 +198,15 @@ class Rollouts:
         model = trainer.model
         was_training = model.training
         model.eval()
-        loaded = LoadedModel(model=model, tokenizer=self.tokenizer, spec=self.conductor.spec,
-                             device="cuda" if str(next(model.parameters()).device).startswith("cuda") else "cpu",
-                             quantization=None, load_s=0.0, memory_bytes=0)
+        loaded = LoadedModel(
+            model=model,
+            tokenizer=self.tokenizer,
+            spec=self.conductor.spec,
+            device="cuda" if str(next(model.parameters()).device).startswith("cuda") else "cpu",
+            quantization=None,
+            load_s=0.0,
+            memory_bytes=0,
+        )
         started = time.monotonic()
         sampled = []
         # TRL repeats each question G times in a row: each run of one question is one batch
@@ -188,16 +217,21 @@ class Rollouts:
             preference = self._rng.choice(self.preferences) if self.preferences else None
             drawn += [preference] * count
             if not self.shuffle_pool:
-                request = PlanRequest(question_text(item), self.workers, max_steps=self.max_steps,
-                                      preference=preference)
+                request = PlanRequest(
+                    question_text(item), self.workers, max_steps=self.max_steps, preference=preference
+                )
                 for plan in self.conductor.sample_many_sync(request, loaded, count, self.temperature):
                     sampled.append((item, plan, self.models))
                 continue
             for _ in range(count):  # its own order each: its own prompt per plan
                 order = self._rng.sample(range(len(self.models)), len(self.models))
                 models = [self.models[i] for i in order]
-                request = PlanRequest(question_text(item), [self.workers[i] for i in order], max_steps=self.max_steps,
-                                      preference=preference)
+                request = PlanRequest(
+                    question_text(item),
+                    [self.workers[i] for i in order],
+                    max_steps=self.max_steps,
+                    preference=preference,
+                )
                 shuffled.append((item, request, models))
         if shuffled:
             # the step's plans (each its own prompt) in one left-padded batched generation, where the
@@ -206,8 +240,10 @@ class Rollouts:
             if each is not None:
                 plans = each([request for _, request, _ in shuffled], loaded, self.temperature)
             else:  # one generation per plan
-                plans = [self.conductor.sample_many_sync(request, loaded, 1, self.temperature)[0]
-                         for _, request, _ in shuffled]
+                plans = [
+                    self.conductor.sample_many_sync(request, loaded, 1, self.temperature)[0]
+                    for _, request, _ in shuffled
+                ]
             sampled += [(item, plan, models) for (item, _, models), plan in zip(shuffled, plans)]
         if was_training:
             model.train()
@@ -242,8 +278,10 @@ class Rollouts:
             # TRL's env_mask: only the tokens the plan chose count in the loss. A token the grammar
             # forced (its masked probability is 1) is no decision; without this its raw
             # log-probability would still get the advantage's push (see trainer's docstring).
-            "env_mask": [decision_mask(plan.logprobs) if self.decisions_only else [1] * len(plan.logprobs)
-                         for _, plan, _ in sampled],
+            "env_mask": [
+                decision_mask(plan.logprobs) if self.decisions_only else [1] * len(plan.logprobs)
+                for _, plan, _ in sampled
+            ],
         }
 
     async def _run_all(self, sampled) -> list[RolloutResult]:
@@ -266,8 +304,9 @@ class Rollouts:
         clock = ItemClock()  # the time this run's calls queued for the provider cap: not the plan's latency
         try:
             with item_clock(clock):
-                outcome = await runtime.sessions.ask(Ask(question_text(item), mode=mode, source="train",
-                                                         in_conversation=False))
+                outcome = await runtime.sessions.ask(
+                    Ask(question_text(item), mode=mode, source="train", in_conversation=False)
+                )
         except Exception as exc:  # noqa: BLE001 - e.g. a model gone from the pool: the plan's run failed
             self._paid()  # what its calls cost before it failed
             return RolloutResult(valid=True, steps=steps, models=models, error=f"{type(exc).__name__}: {exc}")
@@ -281,12 +320,22 @@ class Rollouts:
             except Exception as exc:  # noqa: BLE001 - a grader that broke scores nothing; training goes on
                 log.warning("grading %s failed: %s: %s", item.id, type(exc).__name__, exc)
                 grader_error = f"grader: {type(exc).__name__}: {exc}"
-        rollout = RolloutResult(valid=True, correct=correct, steps=steps, models=models,
-                                tokens=totals.prompt_tokens + totals.completion_tokens, cost_usd=totals.cost_usd,
-                                answer=result.answer, error=result.error or grader_error, run_id=result.run_id,
-                                latency_s=max(0.0, totals.latency_s - clock.queued_s))
+        rollout = RolloutResult(
+            valid=True,
+            correct=correct,
+            steps=steps,
+            models=models,
+            tokens=totals.prompt_tokens + totals.completion_tokens,
+            cost_usd=totals.cost_usd,
+            answer=result.answer,
+            error=result.error or grader_error,
+            run_id=result.run_id,
+            latency_s=max(0.0, totals.latency_s - clock.queued_s),
+        )
         self._paid()
-        if result.status == "finished" and grader_error is None:  # a failed run (a provider fault) is not cached: it may work next time
+        if (
+            result.status == "finished" and grader_error is None
+        ):  # a failed run (a provider fault) is not cached: it may work next time
             self.cache[key] = rollout
             _append_cache(self.cache_path, key, rollout)
         return rollout
@@ -314,8 +363,9 @@ class Rollouts:
             cost = result.cost_usd / dearest[item.id] if dearest[item.id] > 0 else 0.0
             latency = result.latency_s / slowest[item.id] if slowest[item.id] > 0 else 0.0
             preference = drawn[n] if n < len(drawn) else None
-            rewards.append(preference.reward(reward, cost, latency) if preference is not None
-                           else reward - self.cost_weight * cost)
+            rewards.append(
+                preference.reward(reward, cost, latency) if preference is not None else reward - self.cost_weight * cost
+            )
         return rewards
 
 

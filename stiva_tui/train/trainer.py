@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..evals.suite import Suite
 from ..inference.adapter_manifest import AdapterManifest
@@ -111,12 +112,21 @@ class StepReport:
     reused: int = 0  # worker answers the answer cache gave back this step (not paid again)
 
     def log_line(self) -> dict[str, Any]:
-        return {"step": self.step, "reward_mean": self.reward_mean, "reward_std": self.reward_std,
-                "loss": self.loss, "valid_plan_rate": self.valid_plan_rate, "mean_plan_steps": self.mean_plan_steps,
-                "tokens": self.tokens, "cost_usd": self.cost_usd,
-                # where the step's time went (benchmarks/train_step.py reads them)
-                "generate_s": self.generate_s, "rollout_s": self.rollout_s, "update_s": self.update_s,
-                "answers_reused": self.reused}
+        return {
+            "step": self.step,
+            "reward_mean": self.reward_mean,
+            "reward_std": self.reward_std,
+            "loss": self.loss,
+            "valid_plan_rate": self.valid_plan_rate,
+            "mean_plan_steps": self.mean_plan_steps,
+            "tokens": self.tokens,
+            "cost_usd": self.cost_usd,
+            # where the step's time went (benchmarks/train_step.py reads them)
+            "generate_s": self.generate_s,
+            "rollout_s": self.rollout_s,
+            "update_s": self.update_s,
+            "answers_reused": self.reused,
+        }
 
 
 @dataclass
@@ -131,20 +141,39 @@ class TrainSummary:
     saved_usd: float = 0.0  # what those would have cost
 
     def as_json(self) -> dict[str, Any]:
-        return {"steps": self.steps, "reward_first": self.reward_first, "reward_last": self.reward_last,
-                "adapter": self.adapter, "cost_usd": self.cost_usd, "answers_reused": self.answers_reused,
-                "saved_usd": self.saved_usd}
+        return {
+            "steps": self.steps,
+            "reward_first": self.reward_first,
+            "reward_last": self.reward_last,
+            "adapter": self.adapter,
+            "cost_usd": self.cost_usd,
+            "answers_reused": self.answers_reused,
+            "saved_usd": self.saved_usd,
+        }
 
 
 def _conductor_for(base: str, config, options: TrainOptions, device: str):
     """The conductor whose prompt and grammar the plans are sampled under."""
-    return conductor_for(base, config, device, temperature=options.temperature, prompt_style=options.prompt_style,
-                         max_subtask_chars=options.max_subtask_chars, max_steps_per_plan=options.max_steps_per_plan)
+    return conductor_for(
+        base,
+        config,
+        device,
+        temperature=options.temperature,
+        prompt_style=options.prompt_style,
+        max_subtask_chars=options.max_subtask_chars,
+        max_steps_per_plan=options.max_steps_per_plan,
+    )
 
 
-def train(config, suite: Suite, options: TrainOptions, *, on_step: Callable[[StepReport], None] | None = None,
-          progress: Callable[[str], None] | None = None,
-          should_stop: Callable[[], str | None] | None = None) -> TrainSummary:
+def train(
+    config,
+    suite: Suite,
+    options: TrainOptions,
+    *,
+    on_step: Callable[[StepReport], None] | None = None,
+    progress: Callable[[str], None] | None = None,
+    should_stop: Callable[[], str | None] | None = None,
+) -> TrainSummary:
     """Train a LoRA adapter for the conductor on `suite` with GRPO. Blocking; `on_step` gets each
     step's report, `progress` the set-up's stages; `should_stop` (checked after each step)
     returns a reason to stop cleanly (ctrl+c), keeping the adapter as it is."""
@@ -167,8 +196,10 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
     spend_path = Path(options.out).expanduser() / "spend.json"
     spent_before = read_spend(spend_path) if options.resume else 0.0
     if options.budget_usd is not None and spent_before >= options.budget_usd:  # before loading anything
-        raise TrainError(f"--budget-usd: ${spent_before:.4f} already spent of ${options.budget_usd:.4f} by the "
-                         "earlier runs of this training; raise it to continue")
+        raise TrainError(
+            f"--budget-usd: ${spent_before:.4f} already spent of ${options.budget_usd:.4f} by the "
+            "earlier runs of this training; raise it to continue"
+        )
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
     device = training_device(options.base, options.device)
     sandbox = config.sandbox.settings(unsafe=options.unsafe_code)
@@ -193,32 +224,62 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
     say("starting the engine for rollouts")
     from ..pool.answer_cache import AnswerCache
 
-    engine = EngineLoop(config, answer_cache=AnswerCache.open() if options.answer_cache else None,
-                        concurrency=options.rollout_concurrency,
-                        # a reused answer takes its recorded time when the reward weighs latency
-                        replay_latency=any(p is not None and p.latency > 0 for p in preferences))
+    engine = EngineLoop(
+        config,
+        answer_cache=AnswerCache.open() if options.answer_cache else None,
+        concurrency=options.rollout_concurrency,
+        # a reused answer takes its recorded time when the reward weighs latency
+        replay_latency=any(p is not None and p.latency > 0 for p in preferences),
+    )
     try:
         if not engine.runtime.models:
-            raise TrainError("the pool has no available model to run plans on: add a provider key or a [[models]] entry")
+            raise TrainError(
+                "the pool has no available model to run plans on: add a provider key or a [[models]] entry"
+            )
         conductor = _conductor_for(options.base, config, options, device)
         if not options.resume and spend_path.exists():
             spend_path.unlink()  # a new training: nothing spent yet
-        rollouts = Rollouts(engine, conductor, suite.items, tokenizer, cache_path=out / "rollouts.jsonl",
-                            cost_weight=options.cost_weight, temperature=options.temperature,
-                            max_steps=options.max_steps_per_plan, sandbox=sandbox, spend_path=spend_path,
-                            shuffle_pool=options.shuffle_pool, seed=options.seed, preferences=preferences,
-                            # measured with the compact prompt (routing 0.36 -> 0.89); with the full
-                            # prompt it slowed the constant-pick test (0.42 < 0.6 after 40 steps)
-                            decisions_only=options.prompt_style == "compact")
+        rollouts = Rollouts(
+            engine,
+            conductor,
+            suite.items,
+            tokenizer,
+            cache_path=out / "rollouts.jsonl",
+            cost_weight=options.cost_weight,
+            temperature=options.temperature,
+            max_steps=options.max_steps_per_plan,
+            sandbox=sandbox,
+            spend_path=spend_path,
+            shuffle_pool=options.shuffle_pool,
+            seed=options.seed,
+            preferences=preferences,
+            # measured with the compact prompt (routing 0.36 -> 0.89); with the full
+            # prompt it slowed the constant-pick test (0.42 < 0.6 after 40 steps)
+            decisions_only=options.prompt_style == "compact",
+        )
         dataset = Dataset.from_list([{"prompt": item.id} for item in suite.items])
         budget_tokens = 64 + (options.max_steps_per_plan or config.conductor.max_steps) * 160
         args = GRPOConfig(
-            output_dir=str(run.checkpoints), per_device_train_batch_size=options.batch * options.group,
-            num_generations=options.group, gradient_accumulation_steps=1, max_steps=options.steps,
-            learning_rate=options.lr, beta=0.0, logging_steps=1, save_strategy="steps",
-            save_steps=max(1, options.save_every), save_total_limit=2, report_to=[], use_cpu=device == "cpu",
-            bf16=device == "cuda", max_completion_length=budget_tokens, temperature=options.temperature,
-            seed=options.seed, remove_unused_columns=False, dataloader_num_workers=0, disable_tqdm=True,
+            output_dir=str(run.checkpoints),
+            per_device_train_batch_size=options.batch * options.group,
+            num_generations=options.group,
+            gradient_accumulation_steps=1,
+            max_steps=options.steps,
+            learning_rate=options.lr,
+            beta=0.0,
+            logging_steps=1,
+            save_strategy="steps",
+            save_steps=max(1, options.save_every),
+            save_total_limit=2,
+            report_to=[],
+            use_cpu=device == "cpu",
+            bf16=device == "cuda",
+            max_completion_length=budget_tokens,
+            temperature=options.temperature,
+            seed=options.seed,
+            remove_unused_columns=False,
+            dataloader_num_workers=0,
+            disable_tqdm=True,
             gradient_checkpointing=device == "cuda" and options.base != "embedded",
         )
         run.start_log(options.resume)
@@ -227,16 +288,28 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
             stats: StepStats = rollouts.take_stats()
             rewards = stats.rewards
             mean = sum(rewards) / len(rewards) if rewards else float(logs.get("reward", 0.0))
-            std = (math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if rewards
-                   else float(logs.get("reward_std", 0.0)))
+            std = (
+                math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
+                if rewards
+                else float(logs.get("reward_std", 0.0))
+            )
             return StepReport(
-                step=step, reward_mean=round(mean, 6), reward_std=round(std, 6),
-                loss=float(logs["loss"]), valid_plan_rate=round(stats.valid / stats.plans, 4) if stats.plans else 0.0,
+                step=step,
+                reward_mean=round(mean, 6),
+                reward_std=round(std, 6),
+                loss=float(logs["loss"]),
+                valid_plan_rate=round(stats.valid / stats.plans, 4) if stats.plans else 0.0,
                 mean_plan_steps=round(stats.steps / stats.valid, 3) if stats.valid else 0.0,
-                tokens=stats.tokens, cost_usd=round(stats.cost_usd, 8), samples=stats.samples, picks=stats.picks,
-                spent_usd=round(rollouts.spent_usd, 8), generate_s=round(stats.generate_s, 3),
-                rollout_s=round(stats.rollout_s, 3), reused=stats.reused,
-                update_s=round(max(0.0, elapsed - stats.generate_s - stats.rollout_s), 3))
+                tokens=stats.tokens,
+                cost_usd=round(stats.cost_usd, 8),
+                samples=stats.samples,
+                picks=stats.picks,
+                spent_usd=round(rollouts.spent_usd, 8),
+                generate_s=round(stats.generate_s, 3),
+                rollout_s=round(stats.rollout_s, 3),
+                reused=stats.reused,
+                update_s=round(max(0.0, elapsed - stats.generate_s - stats.rollout_s), 3),
+            )
 
         def over_budget() -> str | None:
             if options.budget_usd is not None and rollouts.spent_usd >= options.budget_usd:
@@ -244,12 +317,23 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
             return None
 
         say("training")
-        trainer = GRPOTrainer(model=peft_model, reward_funcs=[reward_from_rollout], args=args,
-                              train_dataset=dataset, processing_class=tokenizer, rollout_func=rollouts,
-                              callbacks=[run.callback(report_for, on_step, should_stop, over_budget)])
+        trainer = GRPOTrainer(
+            model=peft_model,
+            reward_funcs=[reward_from_rollout],
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            rollout_func=rollouts,
+            callbacks=[run.callback(report_for, on_step, should_stop, over_budget)],
+        )
         steps = run.train(trainer)
         AdapterManifest.trained(
-            options.base, label, folder, model.config, suite=suite.name, steps=steps,
+            options.base,
+            label,
+            folder,
+            model.config,
+            suite=suite.name,
+            steps=steps,
             prompt_style=options.prompt_style,
             max_subtask_chars=conductor.max_subtask_chars if options.max_subtask_chars else None,
             max_steps_per_plan=options.max_steps_per_plan or None,
@@ -260,8 +344,10 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
             steps=steps,
             reward_first=logged[0]["reward_mean"] if logged else None,
             reward_last=logged[-1]["reward_mean"] if logged else None,
-            adapter=str(out), cost_usd=round(rollouts.spent_usd, 8),  # every invocation's, the killed ones too
-            stopped=run.stopped, answers_reused=engine.caching.hits,
+            adapter=str(out),
+            cost_usd=round(rollouts.spent_usd, 8),  # every invocation's, the killed ones too
+            stopped=run.stopped,
+            answers_reused=engine.caching.hits,
             saved_usd=round(engine.caching.saved_usd, 8),
         )
     finally:

@@ -46,9 +46,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ..core.preference import REWARD_CORRECT, REWARD_VALID, Preference
 from ..core.trace import Trace
@@ -143,8 +144,10 @@ class VoteHarvest:
         rows: dict[tuple[str, str], dict[str, Any]] = {}
 
         def row(chosen: str, rejected: str) -> dict[str, Any]:
-            return rows.setdefault((chosen, rejected), {"chosen": chosen, "rejected": rejected, "votes": 0,
-                                                        "pairs": 0, "left_out": Counter()})
+            return rows.setdefault(
+                (chosen, rejected),
+                {"chosen": chosen, "rejected": rejected, "votes": 0, "pairs": 0, "left_out": Counter()},
+            )
 
         for pair in self.pairs:
             entry = row(pair.chosen_system, pair.rejected_system)
@@ -263,8 +266,9 @@ def read_votes(store, limit: int = 100_000) -> VoteHarvest:
     return harvest
 
 
-def graded_pairs(store, *bench_ids: str, best_only: bool = False,
-                 levels: Sequence[Preference] = ()) -> tuple[list[VotePair], list[LeftOut]]:
+def graded_pairs(
+    store, *bench_ids: str, best_only: bool = False, levels: Sequence[Preference] = ()
+) -> tuple[list[VotePair], list[LeftOut]]:
     """The pairs graded benches give (see the module's docstring): right over wrong, then the
     cheaper right over the dearer. Each of `bench_ids` is a whole id (`store.resolve_bench`).
 
@@ -318,15 +322,25 @@ def graded_pairs(store, *bench_ids: str, best_only: bool = False,
                     if not over(a, b):
                         continue
                     if isinstance(a.plan, str) or isinstance(b.plan, str):
-                        left.append(LeftOut(source, a.system, b.system,
-                                            a.plan if isinstance(a.plan, str) else str(b.plan)))
+                        left.append(
+                            LeftOut(source, a.system, b.system, a.plan if isinstance(a.plan, str) else str(b.plan))
+                        )
                     elif not question:
                         left.append(LeftOut(source, a.system, b.system, NO_TRACE))
                     elif _same(a.plan, b.plan):
                         left.append(LeftOut(source, a.system, b.system, SAME_PLAN))
                     else:
-                        pairs.append(VotePair(source, question, a.system, b.system, a.plan, b.plan,
-                                              None if level is None else str(level)))
+                        pairs.append(
+                            VotePair(
+                                source,
+                                question,
+                                a.system,
+                                b.system,
+                                a.plan,
+                                b.plan,
+                                None if level is None else str(level),
+                            )
+                        )
     return pairs, left
 
 
@@ -339,8 +353,11 @@ def _rule(arms: Sequence["_Arm"], level: Preference | None):
     slowest = max(a.latency for a in arms)
 
     def reward(arm: "_Arm") -> float:
-        return level.reward(float(REWARD_VALID + (REWARD_CORRECT - REWARD_VALID) * arm.grade),
-                            arm.cost / dearest if dearest > 0 else 0.0, arm.latency / slowest if slowest > 0 else 0.0)
+        return level.reward(
+            float(REWARD_VALID + (REWARD_CORRECT - REWARD_VALID) * arm.grade),
+            arm.cost / dearest if dearest > 0 else 0.0,
+            arm.latency / slowest if slowest > 0 else 0.0,
+        )
 
     rewards = {id(a): reward(a) for a in arms}
     return lambda a, b: rewards[id(a)] > rewards[id(b)] + 1e-9
@@ -378,8 +395,11 @@ def usable_pairs(store) -> int:
 
 
 def _same(a: NamedPlan, b: NamedPlan) -> bool:
-    return a.models == b.models and a.access == b.access and [_norm(s) for s in a.subtasks] == [
-        _norm(s) for s in b.subtasks]
+    return (
+        a.models == b.models
+        and a.access == b.access
+        and [_norm(s) for s in a.subtasks] == [_norm(s) for s in b.subtasks]
+    )
 
 
 def _norm(text: str) -> str:
@@ -392,8 +412,11 @@ def _norm(text: str) -> str:
 def grammar_subtask(text: str, max_chars: int) -> str:
     """`text` as the plan grammar can write it: no quote, backslash, control character, ':', '='
     or '<', no leading space, at most `max_chars` characters, never empty."""
-    kept = "".join(ch if ord(ch) >= 0x20 and ch != "\x7f" else " " for ch in text
-                   if ch not in '"\\:=<' and not 0xD800 <= ord(ch) <= 0xDFFF)
+    kept = "".join(
+        ch if ord(ch) >= 0x20 and ch != "\x7f" else " "
+        for ch in text
+        if ch not in '"\\:=<' and not 0xD800 <= ord(ch) <= 0xDFFF
+    )
     kept = " ".join(kept.split())
     kept = kept[:max_chars].rstrip() or DIRECT_SUBTASK[:max_chars]
     return kept
@@ -427,8 +450,9 @@ class PairText:
     preference: str | None = None  # the level its prompt states (VotePair.preference)
 
 
-def pair_texts(pairs: Iterable[VotePair], pool: Sequence[str], max_steps: int,
-               max_subtask_chars: int) -> tuple[list[PairText], Counter]:
+def pair_texts(
+    pairs: Iterable[VotePair], pool: Sequence[str], max_steps: int, max_subtask_chars: int
+) -> tuple[list[PairText], Counter]:
     """The pairs that can be written for `pool` and the step limit, and why the others cannot."""
     out: list[PairText] = []
     skipped: Counter = Counter()
@@ -442,6 +466,5 @@ def pair_texts(pairs: Iterable[VotePair], pool: Sequence[str], max_steps: int,
         if chosen == rejected:  # the same once subtasks are clipped to the grammar's bound
             skipped[SAME_PLAN] += 1
             continue
-        out.append(PairText(pair.question, chosen, rejected, pair.chosen_system, pair.rejected_system,
-                            pair.preference))
+        out.append(PairText(pair.question, chosen, rejected, pair.chosen_system, pair.rejected_system, pair.preference))
     return out, skipped

@@ -48,19 +48,43 @@ class StivaApp(App):
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", id="quit", tooltip="Quit Stiva", priority=True),
         Binding("f1,question_mark", "help", "Help", id="help", tooltip="Every key binding and command"),
-        Binding("f3", "compare", "Compare", id="compare",
-                tooltip="Run the question on the conductor, single models and MoA side by side"),
+        Binding(
+            "f3",
+            "compare",
+            "Compare",
+            id="compare",
+            tooltip="Run the question on the conductor, single models and MoA side by side",
+        ),
         Binding("f4", "pool", "Pool", id="pool", tooltip="The models in the pool and why each is (un)available"),
         Binding("f5", "keys", "Keys", id="keys", tooltip="Add or remove API keys"),
-        Binding("f6", "leaderboard", "Leaderboard", id="leaderboard", show=False, priority=True,
-                tooltip="Wins from compare votes"),
+        Binding(
+            "f6",
+            "leaderboard",
+            "Leaderboard",
+            id="leaderboard",
+            show=False,
+            priority=True,
+            tooltip="Wins from compare votes",
+        ),
         # ctrl+l: macOS and many terminals take F10-F12 for themselves
-        Binding("f12,ctrl+l", "bench", "Benches", id="bench", show=False,
-                tooltip="Reports of `stiva bench`: accuracy, cost, latency and the frontier per system"),
+        Binding(
+            "f12,ctrl+l",
+            "bench",
+            "Benches",
+            id="bench",
+            show=False,
+            tooltip="Reports of `stiva bench`: accuracy, cost, latency and the frontier per system",
+        ),
     ]
 
-    def __init__(self, config: "Config", runtime: "Runtime | None" = None, conductor: str | None = None,
-                 *, frozen: bool | None = None):
+    def __init__(
+        self,
+        config: "Config",
+        runtime: "Runtime | None" = None,
+        conductor: str | None = None,
+        *,
+        frozen: bool | None = None,
+    ):
         """`runtime`: one built already (tests, benchmarks), else the app builds (and closes) its
         own. `conductor`: the command line's BACKEND[:MODEL] override. `frozen`: no clocks or
         spinners on screen (snapshots; default from STIVA_TUI_FROZEN=1)."""
@@ -84,13 +108,19 @@ class StivaApp(App):
         model id), whatever the screen that shows it did with it."""
         return [*super().get_line_filters(), self._terminal_safe]
 
-    def notify(self, message: str, *, title: str = "", severity: "SeverityLevel" = "information",
-               timeout: float | None = None, markup: bool = False) -> None:
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: "SeverityLevel" = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
         """Every notification, of every screen, made printable; plain text unless `markup` is asked
         for (Textual's default reads it as markup): errors quote providers and exceptions, whose
         brackets must not style the note or break it."""
-        super().notify(safe_text(message), title=safe_text(title), severity=severity, timeout=timeout,
-                       markup=markup)
+        super().notify(safe_text(message), title=safe_text(title), severity=severity, timeout=timeout, markup=markup)
 
     # --- start-up ------------------------------------------------------------------------------
 
@@ -150,8 +180,9 @@ class StivaApp(App):
             return
         from ..conductor.choose import loaded_facts
 
-        chat.post_message(msg.ConductorReady(conductor.backend, conductor.model, runtime.conductor_reason,
-                                             loaded_facts(conductor)))
+        chat.post_message(
+            msg.ConductorReady(conductor.backend, conductor.model, runtime.conductor_reason, loaded_facts(conductor))
+        )
 
     async def on_unmount(self) -> None:
         if self._owns_runtime and self.runtime is not None:

@@ -9,18 +9,30 @@ as what it is, in the prompt's placeholder and the compare screen's hint alike.
 from __future__ import annotations
 
 import importlib
-from typing import Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 from textual.binding import Binding
 
 # Every module that defines a screen or widget with bindings.
-MODULES = ("stiva_tui.tui.app", "stiva_tui.tui.screens.chat", "stiva_tui.tui.screens.compare",
-           "stiva_tui.tui.screens.bench", "stiva_tui.tui.screens.keys", "stiva_tui.tui.screens.pool",
-           "stiva_tui.tui.screens.leaderboard", "stiva_tui.tui.screens.help", "stiva_tui.tui.screens.run_tree",
-           "stiva_tui.tui.screens.dialogs", "stiva_tui.tui.screens.run",
-           "stiva_tui.tui.widgets.prompt_input", "stiva_tui.tui.widgets.workflow_tree",
-           "stiva_tui.tui.widgets.bench_report", "stiva_tui.tui.widgets.history",
-           "stiva_tui.tui.widgets.compare_column", "stiva_tui.tui.widgets.conversation")
+MODULES = (
+    "stiva_tui.tui.app",
+    "stiva_tui.tui.screens.chat",
+    "stiva_tui.tui.screens.compare",
+    "stiva_tui.tui.screens.bench",
+    "stiva_tui.tui.screens.keys",
+    "stiva_tui.tui.screens.pool",
+    "stiva_tui.tui.screens.leaderboard",
+    "stiva_tui.tui.screens.help",
+    "stiva_tui.tui.screens.run_tree",
+    "stiva_tui.tui.screens.dialogs",
+    "stiva_tui.tui.screens.run",
+    "stiva_tui.tui.widgets.prompt_input",
+    "stiva_tui.tui.widgets.workflow_tree",
+    "stiva_tui.tui.widgets.bench_report",
+    "stiva_tui.tui.widgets.history",
+    "stiva_tui.tui.widgets.compare_column",
+    "stiva_tui.tui.widgets.conversation",
+)
 
 
 def _bindings_of(owner: type) -> Iterator[Binding]:
@@ -46,8 +58,10 @@ def check_keymap(keymap: Mapping[str, str]) -> str | None:
     known = all_bindings()
     unknown = sorted(set(keymap) - set(known))
     if unknown:
-        return (f"[keymap]: no key binding has the id {', '.join(repr(u) for u in unknown)} "
-                f"(ids: {', '.join(sorted(known))}; F1 lists them with their keys)")
+        return (
+            f"[keymap]: no key binding has the id {', '.join(repr(u) for u in unknown)} "
+            f"(ids: {', '.join(sorted(known))}; F1 lists them with their keys)"
+        )
     return None
 
 

@@ -32,8 +32,14 @@ def copy_text(app: App, text: str) -> str:
     command = None if os.environ.get("STIVA_NO_SYSTEM_CLIPBOARD") else _system_command()
     if command:
         try:
-            subprocess.run(command, input=text.encode(), timeout=2, check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(
+                command,
+                input=text.encode(),
+                timeout=2,
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             return "system clipboard"
         except (OSError, subprocess.SubprocessError):
             pass

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
@@ -22,8 +22,11 @@ class StivaCommands(Provider):
             ("Export conversation as Markdown", "Write it to a .md file", lambda: chat.action_export("md")),
             ("Export conversation as JSON", "With the full trace of every run", lambda: chat.action_export("json")),
             ("Regenerate answer", "Ask the last question again, in place of its answer", chat.action_regenerate),
-            ("Edit a question", "Put the last (again: an earlier) question in the prompt to ask anew",
-             chat.action_edit_question),
+            (
+                "Edit a question",
+                "Put the last (again: an earlier) question in the prompt to ask anew",
+                chat.action_edit_question,
+            ),
             ("Copy last answer", "To the clipboard", chat.action_copy_answer),
             ("Copy step output", "The step selected in the tree", chat.action_copy_step),
             ("Cancel run", "Stop the running question (it stays in history)", chat.action_cancel),

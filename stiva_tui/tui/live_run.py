@@ -20,7 +20,7 @@ flood of tokens costs one redraw per step per frame.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from textual.message_pump import MessagePump
 from textual.timer import Timer
@@ -144,5 +144,6 @@ class LiveRun:
             return
         clock = state.totals is not None or not self.frozen
         seconds = round(state.elapsed(), 1) if clock else None
-        self.status.figures = RunFigures(state.prompt_tokens, state.completion_tokens, state.cost_usd,
-                                         seconds, STATUS_WORD.get(state.status, ""))
+        self.status.figures = RunFigures(
+            state.prompt_tokens, state.completion_tokens, state.cost_usd, seconds, STATUS_WORD.get(state.status, "")
+        )

@@ -9,8 +9,23 @@ from textual.theme import Theme
 
 DEFAULT_THEME = "stiva-dark"
 THEMES_DIR = Path(__file__).resolve().parent.parent / "themes"
-_FIELDS = {"primary", "secondary", "warning", "error", "success", "accent", "foreground", "background",
-           "surface", "panel", "boost", "dark", "luminosity_spread", "text_alpha", "variables"}
+_FIELDS = {
+    "primary",
+    "secondary",
+    "warning",
+    "error",
+    "success",
+    "accent",
+    "foreground",
+    "background",
+    "surface",
+    "panel",
+    "boost",
+    "dark",
+    "luminosity_spread",
+    "text_alpha",
+    "variables",
+}
 
 
 def load_themes(folder: Path = THEMES_DIR) -> list[Theme]:
@@ -22,8 +37,7 @@ def load_themes(folder: Path = THEMES_DIR) -> list[Theme]:
             unknown = set(data) - _FIELDS - {"name"}
             if unknown:
                 raise ValueError(f"unknown fields {sorted(unknown)}")
-            themes.append(Theme(name=data.get("name", file.stem),
-                                **{k: v for k, v in data.items() if k in _FIELDS}))
+            themes.append(Theme(name=data.get("name", file.stem), **{k: v for k, v in data.items() if k in _FIELDS}))
         except (tomllib.TOMLDecodeError, ValueError, TypeError) as exc:
             raise ValueError(f"theme file {file}: {exc}") from None
     return themes

@@ -37,15 +37,19 @@ COLUMNS = ("Suite", "Systems", "Status", "Items", "Updated")
 SUITE_CHARS = 16
 SYSTEMS_CHARS = 24
 REFRESH_S = 5.0  # how often the screen reads again while a listed bench is still running
-EMPTY = ("No benches yet. Start one from a terminal:\n\n"
-         "    stiva bench basic --systems conductor,moa\n\n"
-         "then press r here to read its report.")
+EMPTY = (
+    "No benches yet. Start one from a terminal:\n\n"
+    "    stiva bench basic --systems conductor,moa\n\n"
+    "then press r here to read its report."
+)
 # With no hosted model (no keys), `basic` would score ~0: its questions are beyond the 270M model.
-EMPTY_OFFLINE = ("No benches yet, and no hosted model in the pool (add a key with F5). What runs as it is:\n\n"
-                 "    stiva bench offline --systems conductor     (the embedded model, offline)\n"
-                 "    stiva bench skills --pool sim --split heldout --systems 'conductor,direct:*,oracle'\n"
-                 "                                                (a SIMULATED pool)\n\n"
-                 "then press r here to read its report.")
+EMPTY_OFFLINE = (
+    "No benches yet, and no hosted model in the pool (add a key with F5). What runs as it is:\n\n"
+    "    stiva bench offline --systems conductor     (the embedded model, offline)\n"
+    "    stiva bench skills --pool sim --split heldout --systems 'conductor,direct:*,oracle'\n"
+    "                                                (a SIMULATED pool)\n\n"
+    "then press r here to read its report."
+)
 
 
 @dataclass(frozen=True)
@@ -66,12 +70,23 @@ class BenchScreen(Screen):
     CSS_PATH = "bench.tcss"
     BINDINGS = [
         # Priority: the tables' own enter (show=False) would hide this one from the footer.
-        Binding("enter", "open", "Open", id="bench.open", priority=True,
-                tooltip="Open the bench's report, or the item's run (esc comes back)"),
+        Binding(
+            "enter",
+            "open",
+            "Open",
+            id="bench.open",
+            priority=True,
+            tooltip="Open the bench's report, or the item's run (esc comes back)",
+        ),
         Binding("escape", "back", "Back", id="bench.back", tooltip="Back to the list of benches, or leave"),
         Binding("r", "reload", "Reload", id="bench.reload", tooltip="Read the benches again (one may be running)"),
-        Binding("p", "plot", "Items/plot", id="bench.plot",
-                tooltip="Switch the report between its items and the accuracy-cost frontier"),
+        Binding(
+            "p",
+            "plot",
+            "Items/plot",
+            id="bench.plot",
+            tooltip="Switch the report between its items and the accuracy-cost frontier",
+        ),
     ]
 
     benches: reactive[list[BenchSummary]] = reactive(list, init=False)
@@ -91,8 +106,15 @@ class BenchScreen(Screen):
     class LoadFailed(Message):
         error: str
 
-    def __init__(self, store: "Store | None", *, hosted: bool = True, name: str | None = None,
-                 id: str | None = None, classes: str | None = None) -> None:
+    def __init__(
+        self,
+        store: "Store | None",
+        *,
+        hosted: bool = True,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
         """`store`: the history (None when there is none: the screen says so); `hosted`: whether
         the pool has a model besides the embedded one (what the empty screen suggests depends on it)."""
         super().__init__(name=name, id=id, classes=classes)
@@ -217,8 +239,11 @@ class BenchScreen(Screen):
             return self.viewing is not None  # only a report has a plot
         if action == "open":  # a bench, or an item: whichever table has the focus and a row
             focused = self.focused
-            return isinstance(focused, DataTable) and focused.id in ("bench-list", "report-items") \
+            return (
+                isinstance(focused, DataTable)
+                and focused.id in ("bench-list", "report-items")
                 and focused.row_count > 0
+            )
         return True
 
     def action_open(self) -> None:
@@ -248,8 +273,12 @@ def read_report(store: "Store", bench_id: str) -> ShownReport:
     bench = store.get_bench(bench_id)
     records = store.bench_items(bench_id)
     order = list(dict.fromkeys(r.item_id for r in records))
-    report = ShownReport(bench, build_report(bench.suite, bench.id, bench.systems, order, records,
-                                             status=bench.status, stop_reason=bench.stop_reason))
+    report = ShownReport(
+        bench,
+        build_report(
+            bench.suite, bench.id, bench.systems, order, records, status=bench.status, stop_reason=bench.stop_reason
+        ),
+    )
     return scrub(report)  # the models' extracted answers and errors, without escape sequences
 
 

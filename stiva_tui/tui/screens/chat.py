@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.reactive import reactive
 from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Static, Tree
 from textual.worker import Worker
@@ -28,8 +28,8 @@ from ...core import events as ev
 from .. import messages as msg
 from ..bindings import keys_for
 from ..exporting import export_conversation
-from ..state import load_state, save_state
 from ..live_run import LiveRun
+from ..state import load_state, save_state
 from ..widgets.answer import AnswerView, answer_header, stopped_note
 from ..widgets.conversation import ConversationView
 from ..widgets.footer import StivaFooter
@@ -45,8 +45,10 @@ if TYPE_CHECKING:
 
 PLACEHOLDER = "Ask anything… ({send} sends, enter adds a line)"  # the live keys of `send` fill it in
 PLACEHOLDER_ENTER_SENDS = "Ask anything… (enter sends, alt+enter adds a line)"  # config: enter_sends
-FIRST_RUN_NOTICE = ("No API keys found — running offline on the embedded Gemma 270M. F5 adds a key; "
-                    "`stiva config --edit` creates and opens {config}. (ctrl+g or a click hides this)")
+FIRST_RUN_NOTICE = (
+    "No API keys found — running offline on the embedded Gemma 270M. F5 adds a key; "
+    "`stiva config --edit` creates and opens {config}. (ctrl+g or a click hides this)"
+)
 
 
 class ChatScreen(Screen):
@@ -59,25 +61,65 @@ class ChatScreen(Screen):
         Binding("ctrl+n", "new_chat", "New chat", id="new_chat", tooltip="Start a new conversation"),
         Binding("f2", "toggle_history", "History", id="history", tooltip="Show or hide the history sidebar"),
         # Priority: the prompt (a TextArea) has its own f6/f7 bindings.
-        Binding("f7", "export('md')", "Export MD", id="export_markdown", priority=True,
-                tooltip="Export the conversation as Markdown"),
-        Binding("f8", "export('json')", "Export JSON", id="export_json", show=False,
-                tooltip="Export the conversation as JSON with full traces"),
-        Binding("f9", "copy_answer", "Copy answer", id="copy_answer", show=False,
-                tooltip="Copy the last answer"),
+        Binding(
+            "f7",
+            "export('md')",
+            "Export MD",
+            id="export_markdown",
+            priority=True,
+            tooltip="Export the conversation as Markdown",
+        ),
+        Binding(
+            "f8",
+            "export('json')",
+            "Export JSON",
+            id="export_json",
+            show=False,
+            tooltip="Export the conversation as JSON with full traces",
+        ),
+        Binding("f9", "copy_answer", "Copy answer", id="copy_answer", show=False, tooltip="Copy the last answer"),
         # ctrl+t: macOS and many terminals take F10-F12 for themselves
-        Binding("f10,ctrl+t", "copy_step", "Copy step", id="copy_step", show=False,
-                tooltip="Copy the selected step's output"),
-        Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate", show=False,
-                tooltip="Ask the last question again; the new answer takes the old one's place"),
-        Binding("ctrl+o", "edit_question", "Edit question", id="edit_question", show=False,
-                tooltip="Put the last question in the prompt to edit (again: the one before); sending it "
-                        "replaces that question and every later turn (their runs stay in the run history)"),
-        Binding("ctrl+g", "hide_notice", "Hide notice", id="hide_notice", show=False,
-                tooltip="Hide the first-run notice above the conversation, for good"),
-        Binding("ctrl+f", "cycle_preference", "Prefer", id="prefer",
-                tooltip="What the conductor optimises the next question for: best, balanced, cheap, fast or "
-                        "no preference (shown in the status bar)"),
+        Binding(
+            "f10,ctrl+t",
+            "copy_step",
+            "Copy step",
+            id="copy_step",
+            show=False,
+            tooltip="Copy the selected step's output",
+        ),
+        Binding(
+            "ctrl+r",
+            "regenerate",
+            "Regenerate",
+            id="regenerate",
+            show=False,
+            tooltip="Ask the last question again; the new answer takes the old one's place",
+        ),
+        Binding(
+            "ctrl+o",
+            "edit_question",
+            "Edit question",
+            id="edit_question",
+            show=False,
+            tooltip="Put the last question in the prompt to edit (again: the one before); sending it "
+            "replaces that question and every later turn (their runs stay in the run history)",
+        ),
+        Binding(
+            "ctrl+g",
+            "hide_notice",
+            "Hide notice",
+            id="hide_notice",
+            show=False,
+            tooltip="Hide the first-run notice above the conversation, for good",
+        ),
+        Binding(
+            "ctrl+f",
+            "cycle_preference",
+            "Prefer",
+            id="prefer",
+            tooltip="What the conductor optimises the next question for: best, balanced, cheap, fast or "
+            "no preference (shown in the status bar)",
+        ),
     ]
 
     preference: reactive[str | None] = reactive(None, init=False)
@@ -103,9 +145,13 @@ class ChatScreen(Screen):
                 yield Static("", id="notice", classes="-hidden", markup=False)
                 yield ConversationView(id="conversation")
                 enter_sends = bool(getattr(getattr(self.app, "config", None), "enter_sends", False))
-                yield PromptInput(id="prompt", enter_sends=enter_sends, placeholder=PLACEHOLDER_ENTER_SENDS
-                                  if enter_sends else PLACEHOLDER.format(
-                                      send=keys_for(self.app, "send", PromptInput.SEND_KEYS)))
+                yield PromptInput(
+                    id="prompt",
+                    enter_sends=enter_sends,
+                    placeholder=PLACEHOLDER_ENTER_SENDS
+                    if enter_sends
+                    else PLACEHOLDER.format(send=keys_for(self.app, "send", PromptInput.SEND_KEYS)),
+                )
             with Vertical(id="workflow-column"):
                 yield WorkflowTree(id="tree", frozen=self.frozen)
                 yield StepDetail(id="detail")
@@ -241,8 +287,9 @@ class ChatScreen(Screen):
     def ask(self, question: str, *, replaces: int | None = None) -> Worker:
         """Run `question` in this conversation (a worker; Esc cancels it); `replaces`: the
         question (0-based) it is asked in place of, which goes with every later turn."""
-        self._run_worker = self.run_worker(self._ask(question, replaces), group="run", exclusive=True,
-                                           exit_on_error=False, name="ask")
+        self._run_worker = self.run_worker(
+            self._ask(question, replaces), group="run", exclusive=True, exit_on_error=False, name="ask"
+        )
         return self._run_worker
 
     async def _ask(self, question: str, replaces: int | None = None) -> None:
@@ -283,10 +330,14 @@ class ChatScreen(Screen):
             return None, "not run"
         self.live.set_model_names([m.id for m in runtime.models])
         if not runtime.conductor_ready:
-            await answer.set_note("_Waiting for the conductor to load — your question runs as soon as it is "
-                                  "ready._")
-        ask = Ask(question, source="tui", conversation_id=self.conversation_id, replaces=replaces,
-                  options={"preference": self.preference or "none"})
+            await answer.set_note("_Waiting for the conductor to load — your question runs as soon as it is ready._")
+        ask = Ask(
+            question,
+            source="tui",
+            conversation_id=self.conversation_id,
+            replaces=replaces,
+            options={"preference": self.preference or "none"},
+        )
         try:
             outcome = await runtime.sessions.ask(ask, emit=self._on_event)
         except (AskError, ConductorError) as exc:  # nothing ran: say why, keep the app usable
@@ -341,9 +392,15 @@ class ChatScreen(Screen):
         if answer is None or state.status in ("idle", "running"):
             return
         totals = state.totals or ev.Totals()
-        header = answer_header(sum(len(r.steps) for r in state.rounds), totals.prompt_tokens,
-                               totals.completion_tokens, totals.cost_usd, totals.latency_s, self.frozen,
-                               state.status)
+        header = answer_header(
+            sum(len(r.steps) for r in state.rounds),
+            totals.prompt_tokens,
+            totals.completion_tokens,
+            totals.cost_usd,
+            totals.latency_s,
+            self.frozen,
+            state.status,
+        )
         if state.status == "finished":
             await answer.set_answer(state.answer, header)
         else:  # failed or cancelled: as the reopened chat shows it (ConversationView.show)

@@ -55,25 +55,65 @@ class CompareScreen(Screen):
     CSS_PATH = "compare.tcss"
 
     BINDINGS = [
-        Binding(COMPARE_SEND_KEYS, "send", "Send", id="compare.send",
-                tooltip="Send the question to every selected system"),
-        Binding("alt+enter", "send", "Send", show=False, id="compare.send_alt",
-                tooltip="Send the question to every selected system"),
-        Binding("escape", "cancel", "Cancel / back", id="compare.cancel",
-                tooltip="Cancel the running answers; leave compare mode when none runs"),
-        Binding("ctrl+t", "tree", "Conductor tree", id="compare.tree",
-                tooltip="Show the conductor's workflow tree"),
-        *[Binding(str(n), f"vote({n})", f"Vote {n}", show=False, id=f"compare.vote_{n}",
-                  tooltip=f"Mark answer {n} as the better one") for n in range(1, MAX_COLUMNS + 1)],
-        Binding("0", "verdict('tie')", "Tie", show=False, id="compare.tie",
-                tooltip="Mark every answer as equally good (no pair to learn from)"),
-        Binding("x", "verdict('all_wrong')", "All wrong", show=False, id="compare.all_wrong",
-                tooltip="Mark every answer as wrong (no winner to learn from)"),
+        Binding(
+            COMPARE_SEND_KEYS, "send", "Send", id="compare.send", tooltip="Send the question to every selected system"
+        ),
+        Binding(
+            "alt+enter",
+            "send",
+            "Send",
+            show=False,
+            id="compare.send_alt",
+            tooltip="Send the question to every selected system",
+        ),
+        Binding(
+            "escape",
+            "cancel",
+            "Cancel / back",
+            id="compare.cancel",
+            tooltip="Cancel the running answers; leave compare mode when none runs",
+        ),
+        Binding("ctrl+t", "tree", "Conductor tree", id="compare.tree", tooltip="Show the conductor's workflow tree"),
+        *[
+            Binding(
+                str(n),
+                f"vote({n})",
+                f"Vote {n}",
+                show=False,
+                id=f"compare.vote_{n}",
+                tooltip=f"Mark answer {n} as the better one",
+            )
+            for n in range(1, MAX_COLUMNS + 1)
+        ],
+        Binding(
+            "0",
+            "verdict('tie')",
+            "Tie",
+            show=False,
+            id="compare.tie",
+            tooltip="Mark every answer as equally good (no pair to learn from)",
+        ),
+        Binding(
+            "x",
+            "verdict('all_wrong')",
+            "All wrong",
+            show=False,
+            id="compare.all_wrong",
+            tooltip="Mark every answer as wrong (no winner to learn from)",
+        ),
     ]
 
-    def __init__(self, runtime: "Runtime", systems: list[str] | None = None, session_id: str | None = None,
-                 *, question: str = "", name: str | None = None, id: str | None = None,
-                 classes: str | None = None) -> None:
+    def __init__(
+        self,
+        runtime: "Runtime",
+        systems: list[str] | None = None,
+        session_id: str | None = None,
+        *,
+        question: str = "",
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
         """`systems`: the ones selected at first (default: the conductor and two pool models);
         `session_id`: a saved session to show again; `question`: the chat's, to start from."""
         super().__init__(name=name, id=id, classes=classes)
@@ -93,14 +133,22 @@ class CompareScreen(Screen):
         enter_sends = self.runtime.config.enter_sends
         with Vertical(id="compare-top"):
             with Horizontal(id="compare-input"):
-                yield PromptInput(id="compare-question", placeholder="Ask one question to several systems",
-                                  enter_sends=enter_sends)
+                yield PromptInput(
+                    id="compare-question", placeholder="Ask one question to several systems", enter_sends=enter_sends
+                )
                 yield SystemPicker(*self._selections(), id="compare-systems")
             if enter_sends:
                 send = "enter send · alt+enter new line"
             else:
-                send = " or ".join((keys_for(self.app, "compare.send", COMPARE_SEND_KEYS),
-                                    keys_for(self.app, "compare.send_alt", "alt+enter"))) + " send"
+                send = (
+                    " or ".join(
+                        (
+                            keys_for(self.app, "compare.send", COMPARE_SEND_KEYS),
+                            keys_for(self.app, "compare.send_alt", "alt+enter"),
+                        )
+                    )
+                    + " send"
+                )
             yield Static(f"{send} · 1..9 mark the better answer · esc cancel", id="compare-hint", markup=False)
         yield Horizontal(id="compare-columns")
         yield StivaFooter()
@@ -176,8 +224,12 @@ class CompareScreen(Screen):
         self.verdict = None  # a new session: no vote yet
         await self._lay_out(systems, started.run_ids)
         self._workers = [
-            self.run_worker(self._run_system(column, question), group="compare-runs",
-                            name=f"compare:{column.system}", exit_on_error=False)
+            self.run_worker(
+                self._run_system(column, question),
+                group="compare-runs",
+                name=f"compare:{column.system}",
+                exit_on_error=False,
+            )
             for column in self.columns
         ]
         # Off the question box, so that the keys 1..9 vote instead of typing.
@@ -187,8 +239,14 @@ class CompareScreen(Screen):
         container = self.query_one("#compare-columns", Horizontal)
         await container.remove_children()
         self.columns = [
-            CompareColumn(system, n, title=system, run_id=run_ids.get(system), subtitle=self._subtitle(system),
-                          has_tree=system in SYSTEM_TITLES)
+            CompareColumn(
+                system,
+                n,
+                title=system,
+                run_id=run_ids.get(system),
+                subtitle=self._subtitle(system),
+                has_tree=system in SYSTEM_TITLES,
+            )
             for n, system in enumerate(systems, start=1)
         ]
         await container.mount_all(self.columns)
@@ -223,8 +281,9 @@ class CompareScreen(Screen):
 
         if isinstance(mode, ConductorMode) and not self.runtime.conductor_ready:
             column.set_status("loading the conductor")
-        ask = Ask(question, mode=mode, source="tui", in_conversation=False, run_id=column.run_id,
-                  options=dict(system.options))
+        ask = Ask(
+            question, mode=mode, source="tui", in_conversation=False, run_id=column.run_id, options=dict(system.options)
+        )
         try:
             async for event in self.runtime.sessions.stream(ask, progress=progress):
                 await column.handle(event)
@@ -261,8 +320,9 @@ class CompareScreen(Screen):
         kind = session.vote_kind
         self.verdict = (kind, session.winner) if kind is not None else None
         for column, entry in zip(self.columns, entries):
-            column.mark_verdict(kind if kind in ("tie", "all_wrong") else
-                                ("winner" if entry.system == session.winner else None))
+            column.mark_verdict(
+                kind if kind in ("tie", "all_wrong") else ("winner" if entry.system == session.winner else None)
+            )
             await column.show_trace(entry.trace)
 
     # --- voting, cancelling, the tree ---------------------------------------------------------
@@ -298,8 +358,11 @@ class CompareScreen(Screen):
             return
         for column in self.columns:
             column.mark_verdict(kind if kind != "winner" else ("winner" if column.system == system else None))
-        said = {"winner": f"{system} as the better answer", "tie": "a tie: every answer as good",
-                "all_wrong": "every answer as wrong"}[kind]
+        said = {
+            "winner": f"{system} as the better answer",
+            "tie": "a tie: every answer as good",
+            "all_wrong": "every answer as wrong",
+        }[kind]
         before = self.verdict
         self.verdict = (kind, system)
         if before is not None and before != self.verdict:

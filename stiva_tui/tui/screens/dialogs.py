@@ -1,7 +1,7 @@
 """Two small dialogs over any screen: a new title (`TitleDialog`) and a yes/no (`ConfirmDialog`).
 
-    self.app.push_screen(TitleDialog("Old title"), on_title)     # on_title(str | None)
-    self.app.push_screen(ConfirmDialog("Delete it?"), on_answer)  # on_answer(bool)
+self.app.push_screen(TitleDialog("Old title"), on_title)     # on_title(str | None)
+self.app.push_screen(ConfirmDialog("Delete it?"), on_answer)  # on_answer(bool)
 """
 
 from __future__ import annotations
@@ -40,8 +40,11 @@ class TitleDialog(ModalScreen[str | None]):
         with Vertical():
             yield Static(f"A new title for the {self.what}", classes="dialog-text", markup=False)
             yield Input(self.current, id="dialog-title", select_on_focus=True)
-            yield Static(f"enter renames · {keys_for(self.app, 'dialog.cancel', 'escape')} cancels",
-                         classes="dialog-hint", markup=False)
+            yield Static(
+                f"enter renames · {keys_for(self.app, 'dialog.cancel', 'escape')} cancels",
+                classes="dialog-hint",
+                markup=False,
+            )
 
     @on(Input.Submitted, "#dialog-title")
     def _given(self, event: Input.Submitted) -> None:
@@ -64,8 +67,10 @@ class ConfirmDialog(ModalScreen[bool]):
         self.question = question
 
     def compose(self) -> ComposeResult:
-        hint = (f"{keys_for(self.app, 'dialog.yes', 'y,enter')}: yes · "
-                f"{keys_for(self.app, 'dialog.no', 'n,escape')}: no")  # the live keys, remapped or not
+        hint = (
+            f"{keys_for(self.app, 'dialog.yes', 'y,enter')}: yes · "
+            f"{keys_for(self.app, 'dialog.no', 'n,escape')}: no"
+        )  # the live keys, remapped or not
         with Vertical():
             yield Static(self.question, classes="dialog-text", markup=False)
             yield Static(hint, classes="dialog-hint", markup=False)

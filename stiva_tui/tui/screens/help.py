@@ -8,6 +8,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
+
 from ..widgets.table import Table
 
 DESCRIPTION_WIDTH = 44
@@ -84,8 +85,12 @@ class HelpScreen(ModalScreen[None]):
             yield Static(title, id="help-title", markup=False)
             yield Table(id="help-table", cursor_type="row", zebra_stripes=True)
             # No markup: "[keymap]" is the config's table name, not a style
-            yield Static("ctrl+p opens the command palette (every action, and the theme picker). "
-                         "Remap a key in config.toml:  [keymap]  send = \"ctrl+s\"", id="help-hint", markup=False)
+            yield Static(
+                "ctrl+p opens the command palette (every action, and the theme picker). "
+                'Remap a key in config.toml:  [keymap]  send = "ctrl+s"',
+                id="help-hint",
+                markup=False,
+            )
 
     def on_mount(self) -> None:
         from rich.text import Text
@@ -97,8 +102,14 @@ class HelpScreen(ModalScreen[None]):
         table.add_column("What it does", width=DESCRIPTION_WIDTH)
         rows = [("ctrl+p", "Palette", "(built in)", "Search every command, change theme")]
         if self.opened_from is None or type(self.opened_from).__name__ == "ChatScreen":
-            rows.append(("up, down", "Earlier question", "(built in)",
-                         "In an empty prompt: the earlier questions of this chat, then of this session"))
+            rows.append(
+                (
+                    "up, down",
+                    "Earlier question",
+                    "(built in)",
+                    "In an empty prompt: the earlier questions of this chat, then of this session",
+                )
+            )
         rows += binding_rows(self.app, self.opened_from)
         for keys, action, binding_id, tooltip in rows:
             # folded over lines, never cut mid-word

@@ -58,8 +58,7 @@ def key_providers(config: "Config") -> list[ProviderEntry]:
     except Exception:  # a broken catalog must not hide the config's providers
         catalog = []
     catalog_env = {p.name: p.api_key_env for p in catalog}
-    entries = [ProviderEntry(p.name, p.api_key_env or catalog_env.get(p.name), "config")
-               for p in config.providers]
+    entries = [ProviderEntry(p.name, p.api_key_env or catalog_env.get(p.name), "config") for p in config.providers]
     taken = {e.name for e in entries}
     entries += [ProviderEntry(p.name, p.api_key_env, p.label or p.name) for p in catalog if p.name not in taken]
     return entries
@@ -94,12 +93,18 @@ class KeysScreen(Screen):
     BINDINGS = [
         Binding("escape", "back", "Back", id="keys.back", tooltip="Leave the keys screen"),
         Binding("ctrl+s", "save", "Save key", id="keys.save", tooltip="Store the entered key in the keyring"),
-        Binding("ctrl+d", "remove", "Remove key", id="keys.remove",
-                tooltip="Remove the selected provider's key from the keyring"),
+        Binding(
+            "ctrl+d",
+            "remove",
+            "Remove key",
+            id="keys.remove",
+            tooltip="Remove the selected provider's key from the keyring",
+        ),
     ]
 
-    def __init__(self, runtime: "Runtime", *, name: str | None = None, id: str | None = None,
-                 classes: str | None = None) -> None:
+    def __init__(
+        self, runtime: "Runtime", *, name: str | None = None, id: str | None = None, classes: str | None = None
+    ) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.runtime = runtime
         self.providers = key_providers(runtime.config)
@@ -153,17 +158,20 @@ class KeysScreen(Screen):
         backend = self.query_one("#keys-backend", Static)
         if self.keyring_ok and getattr(self, "in_file", False):
             # said plainly: where the key goes, and why not in a keyring
-            backend.update(f"Keys are stored in {self.keyring_info}. An environment variable, when set, "
-                           "wins over it.")
+            backend.update(f"Keys are stored in {self.keyring_info}. An environment variable, when set, wins over it.")
             backend.add_class("-warning")
         elif self.keyring_ok:
-            backend.update(f"Keys are stored in the OS keyring ({self.keyring_info}); "
-                           "an environment variable, when set, wins over it.")
+            backend.update(
+                f"Keys are stored in the OS keyring ({self.keyring_info}); "
+                "an environment variable, when set, wins over it."
+            )
             backend.remove_class("-warning")
         else:
-            backend.update(f"No usable keyring: {self.keyring_info}. Keys cannot be stored here: set the "
-                           "provider's environment variable (shown below) instead, e.g. "
-                           "export OPENAI_API_KEY=… in your shell.")
+            backend.update(
+                f"No usable keyring: {self.keyring_info}. Keys cannot be stored here: set the "
+                "provider's environment variable (shown below) instead, e.g. "
+                "export OPENAI_API_KEY=… in your shell."
+            )
             backend.add_class("-warning")
         table = self.query_one("#keys-table", DataTable)
         for entry in self.providers:

@@ -32,8 +32,9 @@ class LeaderboardScreen(Screen):
         Binding("r", "reload", "Reload", id="leaderboard.reload", tooltip="Read the votes again"),
     ]
 
-    def __init__(self, runtime: "Runtime", *, name: str | None = None, id: str | None = None,
-                 classes: str | None = None) -> None:
+    def __init__(
+        self, runtime: "Runtime", *, name: str | None = None, id: str | None = None, classes: str | None = None
+    ) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.runtime = runtime
 
@@ -77,8 +78,7 @@ def pairs_line(store) -> str:
     if not harvest.voted:
         return "Training signal: no votes yet"
     pairs = len(harvest.pairs)
-    line = (f"Training signal: {fmt.count(pairs, 'usable preference pair')} from "
-            f"{fmt.count(harvest.voted, 'vote')}")
+    line = f"Training signal: {fmt.count(pairs, 'usable preference pair')} from {fmt.count(harvest.voted, 'vote')}"
     return line + (" — stiva train --from-votes" if pairs else "")
 
 
@@ -86,7 +86,10 @@ def leaderboard_cells(row: "LeaderboardRow") -> list:
     """The table cells of one leaderboard row (numbers right-aligned)."""
     cost, latency = row.avg_cost_usd, row.avg_latency_s
     values = [
-        str(row.sessions), str(row.votes), str(row.wins), f"{row.win_rate:.0%}",
+        str(row.sessions),
+        str(row.votes),
+        str(row.wins),
+        f"{row.win_rate:.0%}",
         fmt.money(cost) if cost is not None else "–",
         fmt.seconds(latency) if latency is not None else "–",
     ]

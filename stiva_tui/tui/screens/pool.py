@@ -37,8 +37,9 @@ class PoolScreen(Screen):
         Binding("r", "reload", "Reload", id="pool.reload", tooltip="Show the pool again"),
     ]
 
-    def __init__(self, runtime: "Runtime", *, name: str | None = None, id: str | None = None,
-                 classes: str | None = None) -> None:
+    def __init__(
+        self, runtime: "Runtime", *, name: str | None = None, id: str | None = None, classes: str | None = None
+    ) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.runtime = runtime
 
@@ -66,7 +67,8 @@ class PoolScreen(Screen):
         available = pool.available()
         index = {m.id: i for i, m in enumerate(available)}
         self.query_one("#pool-title", Static).update(
-            Text(f"Pool: {len(available)} of {len(pool)} models available", style="bold"))
+            Text(f"Pool: {len(available)} of {len(pool)} models available", style="bold")
+        )
 
         table = self.query_one("#pool-models", DataTable)
         table.clear()
@@ -77,8 +79,9 @@ class PoolScreen(Screen):
         server_table = self.query_one("#pool-servers", DataTable)
         server_table.clear()
         for url, (provider, ids) in servers.items():  # Text: a DataTable reads a str as markup
-            server_table.add_row(Text(safe_text(url)), Text(safe_text(provider)), Text(safe_text(", ".join(ids))),
-                                 key=url)
+            server_table.add_row(
+                Text(safe_text(url)), Text(safe_text(provider)), Text(safe_text(", ".join(ids))), key=url
+            )
         server_table.display = bool(servers)
         empty = self.query_one("#pool-servers-empty", Static)
         empty.display = not servers
@@ -94,8 +97,15 @@ class PoolScreen(Screen):
 
             reason = self.runtime.conductor_reason
             facts = loaded_facts(conductor) if conductor.loaded else ""
-            label.update(Text(safe_text(f"Conductor: {conductor.backend} · {conductor.model}"
-                                        + (f" · {facts}" if facts else "") + (f" — {reason}" if reason else ""))))
+            label.update(
+                Text(
+                    safe_text(
+                        f"Conductor: {conductor.backend} · {conductor.model}"
+                        + (f" · {facts}" if facts else "")
+                        + (f" — {reason}" if reason else "")
+                    )
+                )
+            )
             return
         from ...runtime import StartupError
 

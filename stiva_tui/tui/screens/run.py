@@ -87,7 +87,8 @@ class RunScreen(Screen):
     async def _loaded(self, message: Loaded) -> None:
         trace = scrub(message.trace)  # what models and providers wrote, without escape sequences
         self.query_one("#run-title", Static).update(
-            f"Run {trace.run_id} · {trace.system} · {trace.status} · {trace.created_at[:16].replace('T', ' ')} UTC")
+            f"Run {trace.run_id} · {trace.system} · {trace.status} · {trace.created_at[:16].replace('T', ' ')} UTC"
+        )
         await self.query_one(ConversationView).show_run(trace)
         self.state = RunState.from_trace(trace)
 

@@ -65,13 +65,23 @@ class AnswerView(Vertical):
         await self.query_one(Markdown).update(markdown)
 
 
-def answer_header(steps: int, prompt_tokens: int, completion_tokens: int, cost_usd: float,
-                  seconds: float | None, frozen: bool = False, status: str = "finished") -> str:
-    """"Stiva · 2 steps · 307→28 tok · $0.000023 · 1.7s", then how it ended unless it finished; a
+def answer_header(
+    steps: int,
+    prompt_tokens: int,
+    completion_tokens: int,
+    cost_usd: float,
+    seconds: float | None,
+    frozen: bool = False,
+    status: str = "finished",
+) -> str:
+    """ "Stiva · 2 steps · 307→28 tok · $0.000023 · 1.7s", then how it ended unless it finished; a
     run stopped before its plan was written has no steps to count ("no plan")."""
     planned = fmt.count(steps, "step") if steps or status == "finished" else "no plan"
-    parts = [f"Stiva · {planned}", f"{fmt.tokens(prompt_tokens)}→{fmt.tokens(completion_tokens)} tok",
-             fmt.money(cost_usd)]
+    parts = [
+        f"Stiva · {planned}",
+        f"{fmt.tokens(prompt_tokens)}→{fmt.tokens(completion_tokens)} tok",
+        fmt.money(cost_usd),
+    ]
     if seconds is not None and not frozen:
         parts.append(fmt.seconds(seconds))
     if status != "finished":

@@ -19,8 +19,8 @@ from textual.reactive import reactive
 from textual.widgets import DataTable, Static, TabbedContent, TabPane
 
 from ...core import display as fmt
-from ..text import one_line
 from .. import messages as msg
+from ..text import one_line
 from .table import Table
 
 if TYPE_CHECKING:
@@ -94,8 +94,12 @@ class BenchReportView(Vertical):
         for table_id, labels in (("#report-systems", SYSTEM_COLUMNS), ("#report-items", ITEM_COLUMNS)):
             table = self.query_one(table_id, DataTable)
             for label in labels:
-                table.add_column(label if label in ("System", "Item", "Result", "Extracted answer", "Why not right")
-                                 else Text(label, justify="right"), key=label)
+                table.add_column(
+                    label
+                    if label in ("System", "Item", "Result", "Extracted answer", "Why not right")
+                    else Text(label, justify="right"),
+                    key=label,
+                )
 
     @property
     def items_table(self) -> DataTable:
@@ -183,9 +187,12 @@ def frontier_size(columns: int, rows: int, legend: int) -> tuple[int, int]:
 def heading(report: ShownReport) -> Text:
     """`basic · bench 3f2a… · finished · 24/24 items` (and why it stopped, when it did)."""
     bench = report.bench
-    text = Text.assemble((bench.suite, "bold"), f"  ·  bench {bench.id[:12]}  ·  ",
-                         (bench.status, STATUS_STYLES.get(bench.status, "")),
-                         f"  ·  {report.done}/{report.total} items")
+    text = Text.assemble(
+        (bench.suite, "bold"),
+        f"  ·  bench {bench.id[:12]}  ·  ",
+        (bench.status, STATUS_STYLES.get(bench.status, "")),
+        f"  ·  {report.done}/{report.total} items",
+    )
     if bench.stop_reason:
         text.append(f"  ·  {bench.stop_reason}", style="dim")
     return text
@@ -221,5 +228,11 @@ def item_cells(item: "ItemRow") -> list:
     shown = one_line(item.extracted or "", EXTRACTED_CHARS)
     why = "" if item.correct else (item.failure or item.error or "")
     # Text, not str: a DataTable reads a str as markup, and answers hold brackets.
-    return [Text(item.id), Text(item.system), result, Text(shown),
-            Text(fmt.seconds(item.latency_s), justify="right"), Text(one_line(why, EXTRACTED_CHARS))]
+    return [
+        Text(item.id),
+        Text(item.system),
+        result,
+        Text(shown),
+        Text(fmt.seconds(item.latency_s), justify="right"),
+        Text(one_line(why, EXTRACTED_CHARS)),
+    ]

@@ -18,16 +18,17 @@ from textual.message import Message
 from textual.widgets import Button, Label, Markdown, Static
 from textual.widgets._markdown import MarkdownStream
 
-from ...core import events as ev
 from ...core import display as fmt
+from ...core import events as ev
 from ..text import safe_text, scrub
 
 if TYPE_CHECKING:
     from ...core.trace import Trace
 
 
-def format_totals(prompt_tokens: int, completion_tokens: int, cost_usd: float, latency_s: float | None,
-                  estimated: bool = False) -> str:
+def format_totals(
+    prompt_tokens: int, completion_tokens: int, cost_usd: float, latency_s: float | None, estimated: bool = False
+) -> str:
     """'120→45 tok · $0.00021 · 1.5s' (a '~' marks estimated token counts); short enough for
     a third of the screen, so it stays on one line."""
     approx = "~" if estimated else ""
@@ -98,9 +99,18 @@ class CompareColumn(Vertical):
             self.system = system
             self.run_id = run_id
 
-    def __init__(self, system: str, number: int, *, title: str | None = None, run_id: str | None = None,
-                 subtitle: str = "", has_tree: bool = False, id: str | None = None,
-                 classes: str | None = None) -> None:
+    def __init__(
+        self,
+        system: str,
+        number: int,
+        *,
+        title: str | None = None,
+        run_id: str | None = None,
+        subtitle: str = "",
+        has_tree: bool = False,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
         """`title`: how the system is named (default: `system`); `subtitle`: one muted line under it
         (what runs it); `has_tree`: the run has a workflow worth showing (a Tree button)."""
         super().__init__(id=id, classes=classes)
@@ -137,8 +147,9 @@ class CompareColumn(Vertical):
 
     def on_resize(self) -> None:
         """The name broken where it reads well, for the width the column has now."""
-        self.query_one(".column-title", Label).update(fit_title(f"{self.number}  {self.title}",
-                                                                self.content_size.width))
+        self.query_one(".column-title", Label).update(
+            fit_title(f"{self.number}  {self.title}", self.content_size.width)
+        )
 
     # --- what the screen calls --------------------------------------------------------------------
 
@@ -206,8 +217,9 @@ class CompareColumn(Vertical):
         self._answer_step = (event.round, event.index)
         self.set_status(f"answering ({event.model})")
 
-    async def show_result(self, status: str, answer: str | None, totals: ev.Totals, *,
-                          error: str | None = None) -> None:
+    async def show_result(
+        self, status: str, answer: str | None, totals: ev.Totals, *, error: str | None = None
+    ) -> None:
         """End the column: the final answer (or the streamed text so far), totals and status."""
         answer, error = scrub(answer), scrub(error)
         await self._stop_stream()
@@ -216,11 +228,15 @@ class CompareColumn(Vertical):
             await self.query_one(".column-answer", Markdown).update(answer)
         elif error:
             await self.query_one(".column-answer", Markdown).update(
-                (self.answer + "\n\n" if self.answer else "") + f"**Error:** {error}")
+                (self.answer + "\n\n" if self.answer else "") + f"**Error:** {error}"
+            )
         self.finished = True
         self.set_status(status)
-        self.set_footer(format_totals(totals.prompt_tokens, totals.completion_tokens, totals.cost_usd,
-                                      totals.latency_s, totals.estimated))
+        self.set_footer(
+            format_totals(
+                totals.prompt_tokens, totals.completion_tokens, totals.cost_usd, totals.latency_s, totals.estimated
+            )
+        )
 
     async def show_error(self, message: str) -> None:
         """The run could not start (e.g. the conductor failed to load)."""

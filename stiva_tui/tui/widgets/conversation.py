@@ -1,10 +1,10 @@
 """The conversation column: the questions asked and Stiva's answers, oldest first.
 
-    answer = await view.add_question("…")   # the question, and an answer that is still coming
-    await view.show(conversation)           # a stored conversation (store.get_conversation)
-    await view.show_run(trace)              # one stored run outside any conversation
-    await view.clear()                      # a new chat
-    await view.truncate(n)                  # question n and everything after it go (regenerate, edit)
+answer = await view.add_question("…")   # the question, and an answer that is still coming
+await view.show(conversation)           # a stored conversation (store.get_conversation)
+await view.show_run(trace)              # one stored run outside any conversation
+await view.clear()                      # a new chat
+await view.truncate(n)                  # question n and everything after it go (regenerate, edit)
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class ConversationView(VerticalScroll):
         if first is None:
             return
         children = list(self.children)
-        await self.remove_children(children[children.index(first):])
+        await self.remove_children(children[children.index(first) :])
 
     @property
     def last_answer(self) -> str:
@@ -99,8 +99,7 @@ def trace_header(trace: "Trace | None") -> str:
         return "Stiva"
     t = trace.totals
     steps = sum(len(r.workflow.access_list) if r.workflow is not None else len(r.steps) for r in trace.rounds)
-    return answer_header(steps, t.prompt_tokens, t.completion_tokens, t.cost_usd, t.latency_s,
-                         status=_ended(trace))
+    return answer_header(steps, t.prompt_tokens, t.completion_tokens, t.cost_usd, t.latency_s, status=_ended(trace))
 
 
 def stopped_answer(trace: "Trace") -> AnswerView:

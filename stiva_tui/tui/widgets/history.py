@@ -11,7 +11,7 @@ after a yes; the history is written in a thread, and `Renamed` / `Deleted` tell 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
 from rich.text import Text
@@ -31,10 +31,8 @@ if TYPE_CHECKING:
 Kind = Literal["chat", "compare"]
 TITLE_CHARS = 60
 # Where a conversation came from, by its kind: the words the sidebar shows.
-SOURCE_OF_KIND = {"chat": "app", "ask": "CLI", "api": "API", "bench": "bench", "train": "train",
-                  "compare": "compare"}
-STATUS_STYLE = {"finished": "green", "failed": "red", "cancelled": "yellow", "interrupted": "yellow",
-                "running": "cyan"}
+SOURCE_OF_KIND = {"chat": "app", "ask": "CLI", "api": "API", "bench": "bench", "train": "train", "compare": "compare"}
+STATUS_STYLE = {"finished": "green", "failed": "red", "cancelled": "yellow", "interrupted": "yellow", "running": "cyan"}
 
 
 @dataclass(frozen=True)
@@ -68,8 +66,13 @@ class HistorySidebar(Vertical):
 
     BINDINGS = [
         Binding("r", "rename", "Rename", id="history.rename", tooltip="Give the highlighted chat a new title"),
-        Binding("delete,d", "delete", "Delete", id="history.delete",
-                tooltip="Delete the highlighted chat or comparison (asks first); its runs stay in the run history"),
+        Binding(
+            "delete,d",
+            "delete",
+            "Delete",
+            id="history.delete",
+            tooltip="Delete the highlighted chat or comparison (asks first); its runs stay in the run history",
+        ),
     ]
 
     @dataclass
@@ -174,8 +177,9 @@ class HistorySidebar(Vertical):
         if item.kind != "chat":
             self.notify("A comparison is named by its question; only chats can be renamed.", severity="warning")
             return
-        self.app.push_screen(TitleDialog(item.title),
-                             lambda title: self._change("rename", item, title) if title else None)
+        self.app.push_screen(
+            TitleDialog(item.title), lambda title: self._change("rename", item, title) if title else None
+        )
 
     def action_delete(self) -> None:
         from ..screens.dialogs import ConfirmDialog
@@ -184,8 +188,7 @@ class HistorySidebar(Vertical):
         if item is None:
             return
         what = "chat" if item.kind == "chat" else "comparison"
-        question = (f"Delete the {what} “{_one_line(item.title, 50)}”? Its runs stay in the run history "
-                    "(stiva history).")
+        question = f"Delete the {what} “{_one_line(item.title, 50)}”? Its runs stay in the run history (stiva history)."
         self.app.push_screen(ConfirmDialog(question), lambda yes: self._change("delete", item) if yes else None)
 
     @work(thread=True, exclusive=True, group="history-change", exit_on_error=False)
@@ -230,14 +233,33 @@ def history_items(store: "Store | None", search: str = "", limit: int = 200) -> 
     for conv in store.list_conversations(needle or None, limit=limit):
         if conv.kind == "compare":
             continue  # compare sessions are listed from their own table
-        items.append(HistoryItem("chat", conv.id, conv.title or "(untitled)", conv.updated_at,
-                                 SOURCE_OF_KIND.get(conv.kind, conv.kind), conv.last_status or "no runs"))
+        items.append(
+            HistoryItem(
+                "chat",
+                conv.id,
+                conv.title or "(untitled)",
+                conv.updated_at,
+                SOURCE_OF_KIND.get(conv.kind, conv.kind),
+                conv.last_status or "no runs",
+            )
+        )
     for session in store.list_compare_sessions(limit=limit):
-        if needle and needle not in session.question.casefold() and not any(
-                needle in s.casefold() for s in session.systems):
+        if (
+            needle
+            and needle not in session.question.casefold()
+            and not any(needle in s.casefold() for s in session.systems)
+        ):
             continue
-        items.append(HistoryItem("compare", session.id, session.question or "(no question)", session.created_at,
-                                 "compare", f"won by {session.winner}" if session.winner else "no vote"))
+        items.append(
+            HistoryItem(
+                "compare",
+                session.id,
+                session.question or "(no question)",
+                session.created_at,
+                "compare",
+                f"won by {session.winner}" if session.winner else "no vote",
+            )
+        )
     items.sort(key=lambda item: item.when, reverse=True)
     return scrub(items[:limit])  # titles are questions: an API client's may hold escape sequences
 
@@ -250,9 +272,9 @@ def when_text(timestamp: str, now: datetime | None = None) -> str:
     except ValueError:
         return ""
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     moment = moment.astimezone()
-    now = (now or datetime.now(timezone.utc)).astimezone()
+    now = (now or datetime.now(UTC)).astimezone()
     if moment.date() == now.date():
         return moment.strftime("%H:%M")
     if moment.year == now.year:

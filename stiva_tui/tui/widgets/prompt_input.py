@@ -27,8 +27,13 @@ class PromptInput(TextArea):
     SEND_KEYS = "ctrl+j,alt+enter"
     NEWLINE_KEYS = ("alt+enter", "shift+enter")  # with enter_sends: what adds a line
     BINDINGS = [
-        Binding(SEND_KEYS, "send", "Send", id="send",
-                tooltip="Send the question (enter only adds a new line, unless enter_sends is set)"),
+        Binding(
+            SEND_KEYS,
+            "send",
+            "Send",
+            id="send",
+            tooltip="Send the question (enter only adds a new line, unless enter_sends is set)",
+        ),
     ]
 
     # The question of the chat (0-based) the text replaces when sent; None: a new question.
@@ -40,10 +45,17 @@ class PromptInput(TextArea):
         text: str
         replaces: int | None = None  # the question it replaces (edit-and-resend), else None
 
-    def __init__(self, *, id: str | None = None, classes: str | None = None, placeholder: str = "",
-                 enter_sends: bool = False):
-        super().__init__(id=id, classes=classes, soft_wrap=True, tab_behavior="focus",
-                         show_line_numbers=False, placeholder=placeholder)
+    def __init__(
+        self, *, id: str | None = None, classes: str | None = None, placeholder: str = "", enter_sends: bool = False
+    ):
+        super().__init__(
+            id=id,
+            classes=classes,
+            soft_wrap=True,
+            tab_behavior="focus",
+            show_line_numbers=False,
+            placeholder=placeholder,
+        )
         self.enter_sends = enter_sends
         self.asked: list[str] = []  # earlier questions, oldest first: up shows the newest
         self._recalled: int | None = None  # the index in `asked` on show, while walking it
@@ -58,8 +70,9 @@ class PromptInput(TextArea):
         # Short, to fit the prompt's border at 80 columns (F1 and docs/app.md say the rest).
         self.set_class(editing is not None, "-editing")
         self.border_title = f"Editing question {editing + 1}" if editing is not None else None
-        self.border_subtitle = (f"sent in its place · {keys_for(self.app, 'cancel', 'escape')} leaves"
-                                if editing is not None else None)
+        self.border_subtitle = (
+            f"sent in its place · {keys_for(self.app, 'cancel', 'escape')} leaves" if editing is not None else None
+        )
 
     async def _on_key(self, event: events.Key) -> None:
         if self.enter_sends and not self.read_only and event.key in ("enter", *self.NEWLINE_KEYS):

@@ -36,8 +36,7 @@ class RunFigures:
     label: str = ""  # "running", "failed", "cancelled", "new chat"; "" once finished
 
     def text(self) -> str:
-        parts = [f"{fmt.tokens(self.prompt_tokens)}→{fmt.tokens(self.completion_tokens)} tok",
-                 fmt.money(self.cost_usd)]
+        parts = [f"{fmt.tokens(self.prompt_tokens)}→{fmt.tokens(self.completion_tokens)} tok", fmt.money(self.cost_usd)]
         if self.seconds is not None:
             parts.append(fmt.seconds(self.seconds))
         if self.label:
@@ -98,8 +97,7 @@ class StatusBar(Horizontal):
         yield Static("", id="status-pool", classes="-hidden", markup=False)
         yield Static("", id="status-conductor")
         yield Static("", id="status-load", classes="-hidden", markup=False)
-        yield ProgressBar(total=1.0, show_eta=True, show_percentage=True, id="status-progress",
-                          classes="-hidden")
+        yield ProgressBar(total=1.0, show_eta=True, show_percentage=True, id="status-progress", classes="-hidden")
 
     def on_mount(self) -> None:
         self._draw_all()

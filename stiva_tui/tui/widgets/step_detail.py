@@ -17,8 +17,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Markdown, Static
 
 from ...core import display as fmt
-from ..text import markup_text, one_line
 from ...core.run_state import Key, RunState
+from ..text import markup_text, one_line
 
 PLACEHOLDER = "_Select a step in the tree to read its subtask and output._"
 
@@ -102,7 +102,7 @@ class StepDetail(VerticalScroll):
             if self._shown == 0:
                 await self.query_one("#detail-body", Markdown).update("")
             following = self.is_vertical_scroll_end
-            await self._stream.write(text[self._shown:])
+            await self._stream.write(text[self._shown :])
             self._shown = len(text)
             if following:
                 self.call_after_refresh(self.scroll_end, animate=False)
@@ -136,8 +136,9 @@ def _header(state: RunState, key: Key) -> str:
     # A space closes a styled run rather than opening the next (see tui/screenshot.py).
     lines = [f"[b]Step {fmt.step(s.index)} [/b]· {markup_text(s.model or '…')} · {s.status} · {reads}"]
     if s.status == "finished":
-        lines.append(f"{s.prompt_tokens}→{s.completion_tokens} tok · {fmt.money(s.cost_usd)} · "
-                     f"{fmt.seconds(s.latency_s)}")
+        lines.append(
+            f"{s.prompt_tokens}→{s.completion_tokens} tok · {fmt.money(s.cost_usd)} · {fmt.seconds(s.latency_s)}"
+        )
     for f in s.failures:
         to = f" → {markup_text(f.fallback)}" if f.fallback else ""
         error = markup_text(one_line(f.error, 120))

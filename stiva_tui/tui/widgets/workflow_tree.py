@@ -12,7 +12,8 @@ one label redraw per step per frame, and a stored run is drawn by the same code.
 from __future__ import annotations
 
 import textwrap
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from rich.style import Style
 from rich.text import Text
@@ -21,19 +22,29 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from ...core import display as fmt
-from ..text import one_line
 from ...core.run_state import Key, RoundState, RunState, StepState
 from ...engine.estimate import counterfactuals, reason_line
+from ..text import one_line
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 REASONING_WIDTH = 72
 REASONING_LINES = 24
 
 STATUS_ICON = {"waiting": "○", "finished": "✓", "failed": "✗", "cancelled": "■", "interrupted": "■"}
-STATUS_STYLE = {"waiting": "dim", "running": "bold $accent", "finished": "bold $success",
-                "failed": "bold $error", "cancelled": "$warning", "interrupted": "$warning"}
-RUN_SUFFIX = {"finished": ("✓", "$success"), "failed": ("✗ failed", "$error"),
-              "cancelled": ("■ cancelled", "$warning"), "interrupted": ("■ interrupted", "$warning")}
+STATUS_STYLE = {
+    "waiting": "dim",
+    "running": "bold $accent",
+    "finished": "bold $success",
+    "failed": "bold $error",
+    "cancelled": "$warning",
+    "interrupted": "$warning",
+}
+RUN_SUFFIX = {
+    "finished": ("✓", "$success"),
+    "failed": ("✗ failed", "$error"),
+    "cancelled": ("■ cancelled", "$warning"),
+    "interrupted": ("■ interrupted", "$warning"),
+}
 
 Part = tuple[str, str] | tuple[str, str, str]  # (text, style[, the gap after it])
 
@@ -45,8 +56,9 @@ class WorkflowTree(Tree[Key]):
         Binding("enter", "select_cursor", "Open step", id="tree.open", tooltip="Show the step's full output"),
     ]
 
-    def __init__(self, state: RunState | None = None, *, id: str | None = None, classes: str | None = None,
-                 frozen: bool = False):
+    def __init__(
+        self, state: RunState | None = None, *, id: str | None = None, classes: str | None = None, frozen: bool = False
+    ):
         super().__init__("No question yet", data=("question",), id=id, classes=classes)
         self.show_root = True
         self.guide_depth = 3
@@ -120,7 +132,8 @@ class WorkflowTree(Tree[Key]):
         why = reason_line(r.reasoning) if not r.planning else ""
         if why and ("why", r.round) not in self._node_map:  # the one-line answer to "why this plan?"
             self._node_map[("why", r.round)] = self._round_node(r.round).add_leaf(
-                styled([("why", "bold $accent", " "), (why, "italic")]), data=key)
+                styled([("why", "bold $accent", " "), (why, "italic")]), data=key
+            )
         if not r.planning and not node.children:
             lines = _wrap(r.reasoning, REASONING_WIDTH) or ["(no reasoning written)"]
             if len(lines) > REASONING_LINES:
@@ -137,14 +150,23 @@ class WorkflowTree(Tree[Key]):
             node = self._round_node(s.round).add("", data=key, expand=True)
             self._node_map[key] = node
         node.set_label(self._step_label(s))
-        for failure in s.failures[len(node.children):]:
+        for failure in s.failures[len(node.children) :]:
             if failure.fallback and failure.fallback != failure.model:
                 then = (f"→ {failure.fallback}", "$warning")
             else:
                 then = ("→ retry", "$warning") if failure.fallback else ("", "")
-            node.add_leaf(styled([("✗", "bold $error", " "), (failure.model, "bold", " "),
-                                  (f"attempt {failure.attempt}:", "dim", " "),
-                                  (one_line(failure.error, 60), ""), then]), data=key)
+            node.add_leaf(
+                styled(
+                    [
+                        ("✗", "bold $error", " "),
+                        (failure.model, "bold", " "),
+                        (f"attempt {failure.attempt}:", "dim", " "),
+                        (one_line(failure.error, 60), ""),
+                        then,
+                    ]
+                ),
+                data=key,
+            )
 
     def _relabel_estimate(self) -> None:
         """Under a finished conductor run: what one call to the cheapest model and MoA would have
@@ -156,8 +178,13 @@ class WorkflowTree(Tree[Key]):
             return
         parts: list[Part] = [("≈ instead", "bold $accent")]
         for estimate in estimates:
-            parts += [(estimate.label, "", " "), (fmt.money(estimate.cost_usd) if estimate.cost_usd
-                                                  else f"{fmt.tokens(estimate.tokens)} tok", "$success")]
+            parts += [
+                (estimate.label, "", " "),
+                (
+                    fmt.money(estimate.cost_usd) if estimate.cost_usd else f"{fmt.tokens(estimate.tokens)} tok",
+                    "$success",
+                ),
+            ]
         parts.append(("estimated", "dim"))
         self._node_map[("estimate",)] = self.root.add_leaf(styled(parts), data=("question",))
 
@@ -189,22 +216,44 @@ class WorkflowTree(Tree[Key]):
     def _plan_label(self, r: RoundState) -> Text:
         if r.planning:
             chars = len(r.conductor_text)
-            return styled([(self._spinner(), "bold $accent", " "), ("Plan", "bold"),
-                           (f"planning… {chars} chars" if chars else "planning…", "dim")])
+            return styled(
+                [
+                    (self._spinner(), "bold $accent", " "),
+                    ("Plan", "bold"),
+                    (f"planning… {chars} chars" if chars else "planning…", "dim"),
+                ]
+            )
         steps = len(r.steps)
         if not steps and not r.keep_previous and self.state.status in ("cancelled", "failed", "interrupted"):
             # stopped before the plan was written: not a finished plan of 0 steps
             status = self.state.status
-            return styled([(STATUS_ICON[status], STATUS_STYLE[status], " "), ("Plan", "bold"),
-                           (f"{status} before a plan was written", STATUS_STYLE[status])])
+            return styled(
+                [
+                    (STATUS_ICON[status], STATUS_STYLE[status], " "),
+                    ("Plan", "bold"),
+                    (f"{status} before a plan was written", STATUS_STYLE[status]),
+                ]
+            )
         what = "keep the previous answer" if r.keep_previous else fmt.count(steps, "step")
-        tokens = (f"{fmt.tokens(r.prompt_tokens)}→{fmt.tokens(r.completion_tokens)} tok"
-                  if r.prompt_tokens or r.completion_tokens else "")
+        tokens = (
+            f"{fmt.tokens(r.prompt_tokens)}→{fmt.tokens(r.completion_tokens)} tok"
+            if r.prompt_tokens or r.completion_tokens
+            else ""
+        )
         seconds = fmt.seconds(r.latency_s) if r.latency_s is not None and not self.frozen else ""
         note = [(one_line(r.note, 60), "$warning")] if r.note else []
         prefer = [(f"prefer {r.preference}", "$accent")] if r.preference else []
-        return styled([("✓", "bold $success", " "), ("Plan", "bold"), (what, ""), *prefer, *note, (tokens, "dim"),
-                       (seconds, "dim")])
+        return styled(
+            [
+                ("✓", "bold $success", " "),
+                ("Plan", "bold"),
+                (what, ""),
+                *prefer,
+                *note,
+                (tokens, "dim"),
+                (seconds, "dim"),
+            ]
+        )
 
     def _step_label(self, s: StepState) -> Text:
         icon = self._spinner() if s.status == "running" else STATUS_ICON.get(s.status, "?")
@@ -219,9 +268,11 @@ class WorkflowTree(Tree[Key]):
         if s.status == "running":
             parts.append((f"~{fmt.tokens(s.streamed_chars // 4)} tok", "dim"))
         elif s.status == "finished":
-            parts += [(f"{fmt.tokens(s.prompt_tokens)}→{fmt.tokens(s.completion_tokens)} tok", ""),
-                      (fmt.money(s.cost_usd), "$success"),
-                      (fmt.seconds(s.latency_s) if s.latency_s is not None else "", "dim")]
+            parts += [
+                (f"{fmt.tokens(s.prompt_tokens)}→{fmt.tokens(s.completion_tokens)} tok", ""),
+                (fmt.money(s.cost_usd), "$success"),
+                (fmt.seconds(s.latency_s) if s.latency_s is not None else "", "dim"),
+            ]
         elif s.status in ("failed", "cancelled", "interrupted"):
             parts.append((s.status, "$error" if s.status == "failed" else "$warning"))
         parts.append((one_line(s.subtask, 48), "italic dim"))
