@@ -317,45 +317,14 @@ def bwrap_argv(
     child_args: list[str],
 ) -> list[str]:
     """bwrap's command line for one run; `data` maps a path inside the sandbox to a readable fd."""
+    spaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    common = ["--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL", "--hostname", "sandbox"]
     if iso.drop_root:
         # No user namespace: its uid 0 would be the host's root. bwrap (root) builds the sandbox;
         # the supervisor keeps only the right to change its uid, and uses it first.
-        argv = [
-            iso.path or "bwrap",
-            "--unshare-pid",
-            "--unshare-net",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-            "--die-with-parent",
-            "--new-session",
-            "--clearenv",
-            "--cap-drop",
-            "ALL",
-            "--cap-add",
-            "CAP_SETUID",
-            "--cap-add",
-            "CAP_SETGID",
-            "--hostname",
-            "sandbox",
-        ]
+        argv = [iso.path or "bwrap", *spaces, *common, "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
-        argv = [
-            iso.path or "bwrap",
-            "--unshare-user",
-            "--unshare-pid",
-            "--unshare-net",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-            "--die-with-parent",
-            "--new-session",
-            "--clearenv",
-            "--cap-drop",
-            "ALL",
-            "--hostname",
-            "sandbox",
-        ]
+        argv = [iso.path or "bwrap", "--unshare-user", *spaces, *common]
         if iso.no_userns:
             argv.append("--disable-userns")
     argv += ["--ro-bind", "/usr", "/usr"]
