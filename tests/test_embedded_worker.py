@@ -88,8 +88,8 @@ def test_a_static_prefix_is_prefilled_once_and_changes_nothing(embedded_loaded):
     """The few-shot examples' KV cache is kept on the model: the same greedy tokens as a full
     prefill, the prefix computed once for two cases, and a prefix the prompt does not start with
     is not used."""
-    from stiva_tui.conductor.fewshot import BASE_WORKER_PREFIX
     from stiva_tui.inference.generation import generate_sync, render_completion, shared_prefix_len
+    from stiva_tui.pool.embedded import BASE_WORKER_PREFIX
 
     tok = embedded_loaded.tokenizer
     head = tok(BASE_WORKER_PREFIX, add_special_tokens=True)["input_ids"]

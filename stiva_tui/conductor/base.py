@@ -100,3 +100,13 @@ class Conductor(Protocol):
     def describe(self) -> dict:
         """Backend facts for display and traces: backend, model, quantization, device, memory..."""
         ...
+
+
+_SIMPLE_WORDS = 16
+_SIMPLE_CHARS = 120
+
+
+def is_simple_question(question: str) -> bool:
+    """A short, one-line question: one step is the plan for it."""
+    text = question.strip()
+    return "\n" not in text and "```" not in text and len(text) <= _SIMPLE_CHARS and len(text.split()) <= _SIMPLE_WORDS

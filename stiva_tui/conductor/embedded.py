@@ -14,8 +14,7 @@ from ..inference.adapter_manifest import adapter_base
 from ..inference.checkpoints import LoadedModel
 from ..inference.embedded import EMBEDDED_FORMAT, EMBEDDED_HF_ID, embedded_spec, load_embedded
 from ..inference.progress import Progress
-from .base import PlanRequest
-from .fewshot import is_simple_question
+from .base import PlanRequest, is_simple_question
 from .local import HFConductor
 
 

@@ -1,147 +1,26 @@
-"""Completion-style prompts for base models (pre-trained, not instruction-tuned).
+"""The completion-style conductor prompt for base models (pre-trained, not instruction-tuned).
 
 A base model such as the embedded Gemma-3 270M continues text: it does not follow chat turns or
 rules, and a chat prompt makes it echo "User:"/"Assistant:" lines or copy the rules. Shown a few
-worked examples in a fixed shape, it writes one more in the same shape. So both prompts here are
-a static prefix of examples (the same for every call, so a cached prompt prefix can serve it)
-followed by the new case, left open where the model is to write:
+worked examples in a fixed shape, it writes one more in the same shape. So the prompt here is a
+static prefix of examples (the same for every call, so a cached prompt prefix can serve it)
+followed by the new case, left open where the model is to write.
 
-- `base_worker_prompt(...)`: "Question: ...\\nAnswer:" examples; the answer ends at the end of its
-  line (`BASE_WORKER_STOPS`), under a tight token cap, and `clean_base_answer` strips any echo of
-  the prompt's markers.
-- `base_conductor_prompt(...)`: examples of question -> the three lists, in the grammar's exact
-  form; the model writes the lists for the new question under the same grammar as ever. Subtasks
-  in the examples are instructions about their question, so the model writes such instructions
-  rather than text copied from rules (there are no rules in the prompt).
+`base_conductor_prompt(...)`: examples of question -> the three lists, in the grammar's exact
+form; the model writes the lists for the new question under the same grammar as ever. Subtasks in
+the examples are instructions about their question, so the model writes such instructions rather
+than text copied from rules (there are no rules in the prompt). The embedded *worker's* few-shot
+prompt and answer clean-up are the worker's own: `pool/embedded.py`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..core.arithmetic import calculation
 from ..core.preference import Preference, price_text
-from ..core.workflow import Workflow
+from ..pool.embedded import NOTE_CHARS, one_line, one_line_turns
 from .base import PlanRequest, WorkerInfo
-
-# --- the worker ---------------------------------------------------------------------------------
-
-BASE_WORKER_PREFIX = """Answer each question with one short, correct sentence.
-
-Question: What is the capital of Italy?
-Answer: The capital of Italy is Rome.
-
-Question: How many legs does a cat have?
-Answer: A cat has four legs.
-
-Question: What is 14 + 29?
-Note: calculator: 14 + 29 = 43
-Answer: 14 + 29 = 43.
-
-Question: Who painted the Mona Lisa?
-Answer: Leonardo da Vinci painted the Mona Lisa.
-
-Question: What color are bananas when they are ripe?
-Answer: Ripe bananas are yellow."""
-
-# The answer is one line: the end of the line ends it (and with it a next "Question:").
-BASE_WORKER_STOPS: tuple[str, ...] = ("\n",)
-# One or two sentences fit in this many tokens; a base model that rambles is cut here.
-BASE_WORKER_MAX_TOKENS = 48
-# What an earlier step's answer may add to the prompt (the model's context is precious on a CPU).
-_NOTE_CHARS = 400
-
-
-@dataclass(frozen=True)
-class WorkerPrompt:
-    """What a worker is sent for one step: messages, and the stops and cap the prompt needs."""
-
-    messages: list[dict]
-    stop: tuple[str, ...] = ()
-    max_tokens: int | None = None
-    base: bool = False  # a completion prompt: the reply goes through `clean_base_answer`
-
-
-def base_worker_prompt(
-    question: str,
-    workflow: Workflow,
-    index: int,
-    outputs: dict[int, str],
-    conversation: Sequence[dict] = (),
-) -> WorkerPrompt:
-    """The few-shot completion prompt of step `index` for a base model.
-
-    Sent as two messages that the embedded worker joins as plain text: the static examples
-    (`system`) and this case (`user`). The subtask is shown only when the plan has several steps:
-    a one-step plan's subtask is the question itself, and a base model answers the question
-    better than a paraphrase of it. Only the steps of the access list are shown, as notes, and
-    a calculator's note when the task holds arithmetic (`core.arithmetic`).
-    """
-    step = workflow.steps[index]
-    lines: list[str] = []
-    if conversation:
-        lines.append(_one_line_turns(conversation))
-    lines.append(f"Question: {_one_line(question)}")
-    for j in step.access:
-        note = _one_line(outputs.get(j, ""))[:_NOTE_CHARS]
-        if note:
-            lines.append(f"Note: {note}")
-    # A 270M model cannot add: the sum it is asked for comes from a calculator, as a note it copies.
-    sums = calculation(step.subtask) if len(workflow.steps) > 1 else None
-    sums = sums or calculation(question)
-    if sums is not None:
-        lines.append(f"Note: {sums.note}")
-    if len(workflow.steps) > 1:
-        lines.append(f"Task: {_one_line(step.subtask)}")
-    lines.append("Answer:")
-    messages = [
-        {"role": "system", "content": BASE_WORKER_PREFIX},
-        {"role": "user", "content": "\n".join(lines)},
-    ]
-    return WorkerPrompt(messages, BASE_WORKER_STOPS, BASE_WORKER_MAX_TOKENS, base=True)
-
-
-# Markers of the prompt that a base model may echo at the start or end of its answer.
-_LEADING = re.compile(r"^\s*(?:(?:answer|a|assistant|response)\s*:\s*)+", re.IGNORECASE)
-# ...and a next marker after the end of a sentence (or a line): a new "Question:" and what follows.
-_TRAILING = re.compile(
-    r"(?:(?<=[.!?])|(?<=\n))\s*(?:question|q|task|note|answer|user|assistant|model_id|subtasks|access_list)"
-    r"\s*[:=].*$",
-    re.IGNORECASE | re.DOTALL,
-)
-
-
-def clean_base_answer(text: str) -> str:
-    """The answer without echoes of the prompt: a leading "Answer:", a trailing "Question: ...",
-    role labels, or the plan's list syntax."""
-    text = _LEADING.sub("", text.strip())
-    text = _TRAILING.sub("", text)
-    return text.strip()
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
-def _one_line_turns(conversation: Sequence[dict], limit_chars: int = 600) -> str:
-    """Earlier turns, one line each and without chat role labels (a base model would echo them);
-    the newest are kept when they are long."""
-    lines = [
-        ("Earlier answer: " if turn.get("role") == "assistant" else "Earlier question: ")
-        + _one_line(turn.get("content", ""))
-        for turn in conversation
-    ]
-    kept: list[str] = []
-    used = 0
-    for line in reversed(lines):
-        if used + len(line) > limit_chars and kept:
-            break
-        kept.append(line[:limit_chars])
-        used += len(line)
-    return "\n".join(reversed(kept))
-
 
 # --- the conductor ------------------------------------------------------------------------------
 
@@ -243,23 +122,13 @@ def base_conductor_prompt(request: PlanRequest) -> str:
     parts = [base_conductor_prefix(request.workers, request.max_steps, request.preference)]
     case: list[str] = []
     if request.conversation:
-        case.append(_one_line_turns(request.conversation))
+        case.append(one_line_turns(request.conversation))
     if request.previous is not None and request.round > 1:
-        case.append(f"Previous answer: {_one_line(request.previous.answer)[:_NOTE_CHARS]}")
+        case.append(f"Previous answer: {one_line(request.previous.answer)[:NOTE_CHARS]}")
         case.append("(If the previous answer is right, the lists are empty.)")
     if request.preference is not None:
         prices = ", ".join(f"{i} {price_text(w)}" for i, w in enumerate(request.workers))
         case.append(f"The user prefers {request.preference.wish}. Prices: {prices}.")
-    case.append(f"Question: {_one_line(request.question)}")
+    case.append(f"Question: {one_line(request.question)}")
     parts.append("\n".join(case))
     return "\n\n".join(parts)
-
-
-_SIMPLE_WORDS = 16
-_SIMPLE_CHARS = 120
-
-
-def is_simple_question(question: str) -> bool:
-    """A short, one-line question: one step is the plan for it."""
-    text = question.strip()
-    return "\n" not in text and "```" not in text and len(text) <= _SIMPLE_CHARS and len(text.split()) <= _SIMPLE_WORDS

@@ -21,8 +21,15 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..conductor.base import Conductor, ConductorError, Plan, PlanRequest, PreviousRound, WorkerInfo
-from ..conductor.fewshot import WorkerPrompt, base_worker_prompt, clean_base_answer, is_simple_question
+from ..conductor.base import (
+    Conductor,
+    ConductorError,
+    Plan,
+    PlanRequest,
+    PreviousRound,
+    WorkerInfo,
+    is_simple_question,
+)
 from ..conductor.guard import degenerate
 from ..conductor.prompt import worker_messages
 from ..core.events import (
@@ -45,7 +52,7 @@ from ..core.preference import Preference
 from ..core.usage import Usage, estimate_tokens
 from ..core.words import FailureReason, RunMode, Source
 from ..core.workflow import Step, Workflow
-from ..pool.types import PoolModel, ProviderError, TextDelta, UsageReport, Worker
+from ..pool.types import PoolModel, ProviderError, StepInput, TextDelta, UsageReport, Worker, WorkerPrompt
 from .baselines import direct_workflow, moa_workflow
 
 log = logging.getLogger(__name__)
@@ -69,7 +76,8 @@ class RunOptions:
     max_fallbacks: int = 2
     stop: tuple[str, ...] = ()  # stop sequences for the last step of each round (the answer)
     # A pass-through's messages (an API request naming a pool model): sent unchanged to the
-    # one step of a direct run, instead of a worker prompt. Not to the embedded base model.
+    # one step of a direct run, instead of a worker prompt. Not to a worker that builds its own
+    # prompt (the embedded base model: `step_prompt`).
     messages: tuple[dict[str, Any], ...] | None = None
     # The user's cost and latency preference, told to the conductor (core/preference.py). It never
     # moves the hard caps above: max_steps bounds the plan, the budget bounds the run.
@@ -551,10 +559,12 @@ class _Run:
                     )
                 )
                 try:
-                    if self.options.messages is not None and len(workflow.steps) == 1 and model.kind != "embedded":
-                        prompt = WorkerPrompt([dict(m) for m in self.options.messages])
-                    else:
-                        prompt = step_prompt(model, self.question, workflow, index, outputs, self.conversation)
+                    prompt = step_prompt(
+                        self.engine.worker,
+                        model,
+                        StepInput(self.question, workflow, index, outputs, self.conversation),
+                        self.options.messages,
+                    )
                     text, usage = await self._call(round_, index, model, prompt, stop)
                 except BudgetExceeded:
                     raise
@@ -633,19 +643,23 @@ class _Run:
         if usage is None:
             usage = Usage(prompt_estimate, estimate_tokens(text), True)
         text = cut_at_stop(text, tuple(stops))
-        return (clean_base_answer(text) if prompt.base else text), usage
+        return (prompt.finish(text) if prompt.finish is not None else text), usage
 
 
 def step_prompt(
+    worker: Worker,
     model: PoolModel,
-    question: str,
-    workflow: Workflow,
-    index: int,
-    outputs: dict[int, str],
-    conversation: Sequence[dict[str, Any]] = (),
+    step: StepInput,
+    messages: Sequence[dict[str, Any]] | None = None,
 ) -> WorkerPrompt:
-    """What `model` is sent for step `index`: the few-shot completion prompt for a base model
-    (the embedded one), today's chat prompt for every other."""
-    if model.kind == "embedded":
-        return base_worker_prompt(question, workflow, index, outputs, conversation)
-    return WorkerPrompt(worker_messages(question, workflow, index, outputs, conversation))
+    """What `model` is sent for one step: the prompt its worker builds itself, where it builds
+    one (the embedded base model's few-shot prompt: the `Worker` protocol's `prepare`); else a
+    pass-through's `messages` for the one step of a one-step plan; else the chat prompt."""
+    prepare = getattr(worker, "prepare", None)
+    own: WorkerPrompt | None = prepare(model, step) if prepare is not None else None
+    if own is not None:
+        return own
+    if messages is not None and len(step.workflow.steps) == 1:
+        return WorkerPrompt([dict(m) for m in messages])
+    outputs = dict(step.outputs)
+    return WorkerPrompt(worker_messages(step.question, step.workflow, step.index, outputs, step.conversation))

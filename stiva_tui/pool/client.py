@@ -29,7 +29,7 @@ import aiohttp.http_exceptions
 from httpx_sse._decoders import SSEDecoder  # the spec's line parser, without httpx's transport
 
 from ..core.usage import Usage, estimate_tokens, token_count
-from .types import ChatEvent, PoolModel, ProviderError, TextDelta, UsageReport
+from .types import ChatEvent, PoolModel, ProviderError, StepInput, TextDelta, UsageReport, WorkerPrompt
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 MAX_RETRY_AFTER_S = 60.0
@@ -84,6 +84,10 @@ class HttpWorker:
             )
             self._loop = loop
         return self._session
+
+    def prepare(self, model: PoolModel, step: StepInput) -> WorkerPrompt | None:
+        """None: a chat model is sent the engine's chat prompt, and its reply is the answer."""
+        return None
 
     async def aclose(self) -> None:
         session, self._session = self._session, None
@@ -412,6 +416,20 @@ class PoolWorker:
         """Remember the keys and header values of `models`, to mask them in every error text."""
         self.http.secrets = {value for m in models for value in (m.api_key, *(v for _, v in m.headers)) if value}
 
+    def _route(self, model: PoolModel):
+        """The worker that serves `model`."""
+        if model.kind == "embedded":
+            if self._embedded is None:
+                from .embedded import EmbeddedWorker  # its model (torch) loads only when first used
+
+                self._embedded = EmbeddedWorker()
+            return self._embedded
+        return self.http
+
+    def prepare(self, model: PoolModel, step: StepInput) -> WorkerPrompt | None:
+        """The prompt of the worker that serves `model`, where it builds its own."""
+        return self._route(model).prepare(model, step)
+
     def stream_chat(
         self,
         model: PoolModel,
@@ -421,14 +439,7 @@ class PoolWorker:
         temperature: float | None = None,
         stop: Sequence[str] | None = None,
     ) -> AsyncIterator[ChatEvent]:
-        if model.kind == "embedded":
-            if self._embedded is None:
-                from .embedded import EmbeddedWorker  # loads torch only when first used
-
-                self._embedded = EmbeddedWorker()
-            worker = self._embedded
-        else:
-            worker = self.http
+        worker = self._route(model)
         return worker.stream_chat(model, messages, max_tokens=max_tokens, temperature=temperature, stop=stop)
 
     async def aclose(self) -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ..core.usage import Usage
+from ..core.workflow import Workflow
 
 ModelKind = Literal["openai", "embedded"]
 
@@ -108,11 +109,39 @@ class PoolModel:
         }
 
 
+@dataclass(frozen=True)
+class StepInput:
+    """What one step of a plan is about: the question, the plan, the step's index in it, the
+    earlier steps' outputs (by index) and the conversation before the question."""
+
+    question: str
+    workflow: Workflow
+    index: int
+    outputs: Mapping[int, str]
+    conversation: Sequence[dict[str, Any]] = ()
+
+
+@dataclass(frozen=True)
+class WorkerPrompt:
+    """What a worker is sent for one step: messages, and the stops and cap the prompt needs.
+    `finish` is the worker's clean-up of the reply (a base model's echoes of its prompt); None:
+    the reply is the answer as it is."""
+
+    messages: list[dict[str, Any]]
+    stop: tuple[str, ...] = ()
+    max_tokens: int | None = None
+    finish: Callable[[str], str] | None = None
+
+
 class WorkerWrapper:
-    """A worker in front of another (`self.worker`): the secrets to mask and the closing are
-    the inner one's. Subclasses add `stream_chat`."""
+    """A worker in front of another (`self.worker`): the secrets to mask, the prompting and the
+    closing are the inner one's. Subclasses add `stream_chat`."""
 
     worker: Any
+
+    def prepare(self, model: PoolModel, step: StepInput) -> WorkerPrompt | None:
+        prepare = getattr(self.worker, "prepare", None)
+        return prepare(model, step) if prepare is not None else None
 
     def know_secrets(self, models: Iterable[PoolModel]) -> None:
         know = getattr(self.worker, "know_secrets", None)
@@ -124,7 +153,13 @@ class WorkerWrapper:
 
 
 class Worker(Protocol):
-    """Anything that streams a chat completion: the HTTP client, the embedded model."""
+    """Anything that streams a chat completion: the HTTP client, the embedded model.
+
+    A worker may also own its prompting, with a method the engine calls when it has one:
+    `prepare(model, step: StepInput) -> WorkerPrompt | None`, the prompt it builds itself for
+    a step on `model` (the embedded base model's few-shot prompt, with its stops, cap and answer
+    clean-up). None, or no such method: the engine sends its chat prompt, and the reply as it is.
+    """
 
     def stream_chat(
         self,
