@@ -1,6 +1,6 @@
 """Benchmark of `stiva bench` itself (run by hand; prints and saves bench.json).
 
-    .venv/bin/python benchmarks/bench.py
+    .venv/bin/python -m benchmarks.bench
 
 The scripted provider runs in another process (so its threads do not share our GIL) and answers
 at once, or after `--latency` seconds like a real endpoint.
@@ -27,12 +27,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
 
 SERVER = """
 import re, sys, time
-sys.path.insert(0, {tests!r})
-from fakeprovider import FakeProvider, Reply
+from tests.support.fakeprovider import FakeProvider, Reply
 fake = FakeProvider().start()
 def answer(request):
     a, b = re.search(r"What is (\\d+) \\+ (\\d+)", request.user_text).groups()
@@ -45,10 +43,11 @@ sys.stdin.read()
 
 def start_server(latency: float):
     process = subprocess.Popen(
-        [sys.executable, "-c", SERVER.format(tests=str(ROOT / "tests"), latency=latency)],
+        [sys.executable, "-c", SERVER.format(latency=latency)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        cwd=ROOT,  # `-c` puts the working directory on the path: `tests.support` imports
     )
     return process, process.stdout.readline().strip()
 

@@ -1,13 +1,13 @@
 """Benchmark of the local conductor backends (run by hand; prints and saves conductor.json).
 
-    .venv/bin/python benchmarks/conductor.py            # embedded Gemma-3 270M on the CPU
-    .venv/bin/python benchmarks/conductor.py --cuda     # Qwen2.5-7B-shaped random model, 4-bit, CUDA
-    .venv/bin/python benchmarks/conductor.py --random tiny --no-save   # the same code path, CPU smoke run
-    .venv/bin/python benchmarks/conductor.py --formats  # embedded model in bf16 / fp32 / nf4 on the CPU
+    .venv/bin/python -m benchmarks.conductor            # embedded Gemma-3 270M on the CPU
+    .venv/bin/python -m benchmarks.conductor --cuda     # Qwen2.5-7B-shaped random model, 4-bit, CUDA
+    .venv/bin/python -m benchmarks.conductor --random tiny --no-save   # the same code path, CPU smoke run
+    .venv/bin/python -m benchmarks.conductor --formats  # embedded model in bf16 / fp32 / nf4 on the CPU
 
 CPU: time to first token, plan latency, tokens/s and peak RSS, with and without the grammar
 (the grammar should cost under 10% of tokens/s). CUDA: a Qwen2.5-7B architecture with random
-weights and a locally trained byte-level BPE tokenizer (`tests/model_builders.py`, no hub),
+weights and a locally trained byte-level BPE tokenizer (`tests/support/model_builders.py`, no hub),
 loaded by the real `local` backend in nf4; tokens/s, VRAM, and plans of up to 5 steps (random
 weights: the grammar alone makes the plan parse). Targets there: >= 60 tok/s, <= 6 GB, a 5-step
 plan in < 3 s.
@@ -28,11 +28,9 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # model_builders
 
-from stiva_tui.conductor.base import ConductorError, PlanRequest, WorkerInfo  # noqa: E402
-from stiva_tui.core.workflow import parse_workflow  # noqa: E402
+from stiva_tui.conductor.base import ConductorError, PlanRequest, WorkerInfo
+from stiva_tui.core.workflow import parse_workflow
 
 HERE = Path(__file__).resolve().parent
 WORKERS = [
@@ -262,9 +260,9 @@ TYPICAL_5_STEP_PLAN_TOKENS = 250
 async def random_model(args) -> dict:
     """A random-weight model of a real shape, loaded and planned with by the real `local` backend."""
     import torch
-    from model_builders import build_random_model
 
     from stiva_tui.conductor.local import LocalConductor
+    from tests.support.model_builders import build_random_model
 
     cuda = args.device == "cuda"
     if cuda and not torch.cuda.is_available():

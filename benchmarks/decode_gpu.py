@@ -1,7 +1,7 @@
 """Where does a 7B conductor's decode time go on the GPU? (run by hand on the GPU machine; prints JSON)
 
-    python3 benchmarks/decode_gpu.py --out decode.json        # Qwen2.5-7B shape, random weights, CUDA
-    python3 benchmarks/decode_gpu.py --shape tiny --device cpu # the same code path, a smoke run
+    python3 -m benchmarks.decode_gpu --out decode.json        # Qwen2.5-7B shape, random weights, CUDA
+    python3 -m benchmarks.decode_gpu --shape tiny --device cpu # the same code path, a smoke run
 
 benchmarks/conductor.py --cuda measured the real `local` backend (nf4 through bitsandbytes, HF
 generate) at 29 tokens/s in plans against a target of 60. This separates the causes, plain greedy
@@ -16,13 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))  # model_builders
 
 
 def decode_speed(model, ids, tokens: int, **kwargs) -> dict:
@@ -66,8 +64,9 @@ def main() -> None:
     parser.add_argument("--out")
     args = parser.parse_args()
     import torch
-    from model_builders import build_random_model
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    from tests.support.model_builders import build_random_model
 
     cuda = args.device == "cuda"
     folder = Path(args.workdir) / f"{args.shape}-random"

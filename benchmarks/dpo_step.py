@@ -1,8 +1,8 @@
 """Seconds per `stiva train --from-votes` (DPO) step on the CPU, with and without scoring only the
 plans' positions through the LM head (run by hand; prints and saves dpo_step.json).
 
-    .venv/bin/python benchmarks/dpo_step.py                 # 4 steps of 8 pairs, before vs after
-    .venv/bin/python benchmarks/dpo_step.py --steps 6 --batch 8
+    .venv/bin/python -m benchmarks.dpo_step                 # 4 steps of 8 pairs, before vs after
+    .venv/bin/python -m benchmarks.dpo_step --steps 6 --batch 8
 
 The embedded Gemma-3 270M learns graded pairs of the built-in `skills` suite on the SIMULATED
 POOL, with the options of `benchmarks/learning.py --method graded-dpo`: a bench of every single
@@ -36,7 +36,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
 
 # `stiva ...` with TRL's fused head left as TRL has it, in its own process (argv: the command's)
 BEFORE = """
@@ -49,7 +48,7 @@ entry()
 """
 
 
-def stiva(args: list[str], env: dict, what: str, before: bool = False) -> subprocess.CompletedProcess:
+def stiva_module(args: list[str], env: dict, what: str, before: bool = False) -> subprocess.CompletedProcess:
     start = ["-c", BEFORE] if before else ["-m", "stiva_tui.cli"]
     done = subprocess.run([sys.executable, *start, *args], env=env, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
@@ -60,7 +59,7 @@ def stiva(args: list[str], env: dict, what: str, before: bool = False) -> subpro
 def one_run(name: str, before: bool, bench_id: str, env: dict, args, work: Path) -> dict:
     out = work / f"out-{name}"
     started = time.monotonic()
-    stiva(
+    stiva_module(
         [
             "--pool",
             "sim",
@@ -131,7 +130,7 @@ def main() -> None:
         "PYTHONPATH": str(ROOT),
     }
     bench = json.loads(
-        stiva(
+        stiva_module(
             [
                 "bench",
                 "skills",

@@ -1,4 +1,4 @@
-"""Engine benchmarks, run by hand: `python benchmarks/engine.py` (saves benchmarks/engine.json).
+"""Engine benchmarks, run by hand: `python -m benchmarks.engine` (saves benchmarks/engine.json).
 
 1. Overhead per step: a one-step run through the engine (events, prompt building, accounting)
    against a bare httpx streaming call to the same local server, interleaved, in one run.
@@ -13,19 +13,17 @@ import asyncio
 import json
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
+import httpx
+
+from stiva_tui.engine.executor import Engine, RunOptions
+from stiva_tui.pool.client import HttpWorker
+from stiva_tui.pool.types import PoolModel
+from tests.support.fakeprovider import FakeProvider, Reply
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
-
-import httpx  # noqa: E402
-from fakeprovider import FakeProvider, Reply  # noqa: E402
-
-from stiva_tui.engine.executor import Engine, RunOptions  # noqa: E402
-from stiva_tui.pool.client import HttpWorker  # noqa: E402
-from stiva_tui.pool.types import PoolModel  # noqa: E402
 
 MESSAGES = [
     {"role": "user", "content": "<overall_task>\nQ\n</overall_task>\n\nYour assigned subtask: Answer the question."}

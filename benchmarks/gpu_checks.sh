@@ -55,7 +55,7 @@ fi
 
 echo "== 1. conductor.py ($shape)"
 t0=$SECONDS
-timeout 210 $PY benchmarks/conductor.py "${conductor_args[@]}" > "$OUT/conductor.log" 2>&1
+timeout 210 $PY -m benchmarks.conductor "${conductor_args[@]}" > "$OUT/conductor.log" 2>&1
 echo "rc=$? in $((SECONDS - t0)) s" >> "$OUT/conductor.log"
 tail -5 "$OUT/conductor.log"
 
@@ -71,7 +71,7 @@ head -c 600 "$OUT/ask.json"; echo
 
 echo "== 3. train.py"
 t0=$SECONDS
-timeout 210 $PY benchmarks/train.py "${train_args[@]}" > "$OUT/train.log" 2>&1
+timeout 210 $PY -m benchmarks.train "${train_args[@]}" > "$OUT/train.log" 2>&1
 echo "rc=$? in $((SECONDS - t0)) s" >> "$OUT/train.log"
 tail -5 "$OUT/train.log"
 

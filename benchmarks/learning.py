@@ -1,10 +1,10 @@
 """The paper's claim in miniature, run by hand (saves benchmarks/learning.json and learning.png):
 
-    .venv/bin/python benchmarks/learning.py                   # train, then bench everything held out
-    .venv/bin/python benchmarks/learning.py --steps 80 --lr 3e-4 --shuffle-pool
-    .venv/bin/python benchmarks/learning.py --method graded-dpo --steps 16 --batch 8 --lr 5e-4
-    .venv/bin/python benchmarks/learning.py --method graded-dpo --graded-seeds 8 --bench-pairs best
-    .venv/bin/python benchmarks/learning.py --pool chains --method graded-dpo --graded-seeds 8 --bench-pairs best \
+    .venv/bin/python -m benchmarks.learning                   # train, then bench everything held out
+    .venv/bin/python -m benchmarks.learning --steps 80 --lr 3e-4 --shuffle-pool
+    .venv/bin/python -m benchmarks.learning --method graded-dpo --steps 16 --batch 8 --lr 5e-4
+    .venv/bin/python -m benchmarks.learning --method graded-dpo --graded-seeds 8 --bench-pairs best
+    .venv/bin/python -m benchmarks.learning --pool chains --method graded-dpo --graded-seeds 8 --bench-pairs best \
         --graded-systems 'direct:*,chain:sim:metric>sim:metric,chain:sim:calc>sim:calc' --plan-steps 2
 
 Everything on the SIMULATED POOL (stiva_tui/sim: five sim: models whose strengths are set by their
@@ -42,15 +42,14 @@ import json
 import os
 import platform
 import shutil
-import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
+from benchmarks.harness import stiva
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from stiva_cli import run  # noqa: E402
 
 # A pool where a second step pays on one domain only (by the sim's rule, stiva_tui/sim/answers.py: a
 # step that reads a right draft closes 80% of the gap to certain, one that reads a wrong draft loses a
@@ -192,8 +191,8 @@ def main() -> None:
         for seed in range(args.graded_seeds):  # the held-out bench below runs under seed 0, as before
             benches.append(
                 json.loads(
-                    run(
-                        [
+                    stiva(
+                        *[
                             "bench",
                             "skills",
                             "--pool",
@@ -206,8 +205,9 @@ def main() -> None:
                             "4",
                             "--json",
                         ],
-                        env,
-                        f"graded bench of the train split (sim seed {seed})",
+                        env=env,
+                        what=f"graded bench of the train split (sim seed {seed})",
+                        timeout=None,
                     ).stdout
                 )
             )
@@ -215,8 +215,8 @@ def main() -> None:
             r["system"]: _mean([r2["accuracy"] for b in benches for r2 in b["systems"] if r2["system"] == r["system"]])
             for r in benches[0]["systems"]
         }
-        run(
-            [
+        stiva(
+            *[
                 "train",
                 "--from-votes",
                 "--pool",
@@ -250,12 +250,13 @@ def main() -> None:
                 str(args.steps),
                 "--json",
             ],
-            env,
-            "training (DPO on the graded pairs)",
+            env=env,
+            what="training (DPO on the graded pairs)",
+            timeout=None,
         )
     elif not args.adapter:
-        run(
-            [
+        stiva(
+            *[
                 "train",
                 "skills",
                 "--pool",
@@ -291,16 +292,17 @@ def main() -> None:
                 str(args.temperature),
                 "--json",
             ],
-            env,
-            "training",
+            env=env,
+            what="training",
+            timeout=None,
         )
     train_s = time.monotonic() - started
     log = [json.loads(line) for line in (adapter / "train_log.jsonl").read_text().splitlines() if line.strip()]
     marker = json.loads((adapter / "stiva_adapter.json").read_text())  # what the trainer wrote of the run
     started = time.monotonic()
     chains = [s for s in args.graded_systems.split(",") if s.startswith("chain:")]
-    bench = run(
-        [
+    bench = stiva(
+        *[
             "bench",
             "skills",
             "--pool",
@@ -313,8 +315,9 @@ def main() -> None:
             "--systems",
             ",".join([f"conductor,adapter:{adapter},moa,self-moa,direct:*", *chains, "oracle,random"]),
         ],
-        env,
-        "bench",
+        env=env,
+        what="bench",
+        timeout=None,
     )
     bench_s = time.monotonic() - started
     report = json.loads(bench.stdout)
@@ -522,5 +525,4 @@ def _mean(values: list[float]) -> float | None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE.parent))
     main()

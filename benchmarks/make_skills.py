@@ -1,6 +1,6 @@
 """Writes the built-in `skills` suite (stiva_tui/evals/data/skills.jsonl), run by hand:
 
-    python benchmarks/make_skills.py            # rewrites the file; a test checks it is up to date
+    python -m benchmarks.make_skills            # rewrites the file; a test checks it is up to date
 
 200 items over four domains, 50 each, generated from a fixed seed so the file never drifts:
 

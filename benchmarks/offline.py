@@ -1,7 +1,7 @@
 """The offline check: simple questions through the real embedded conductor and worker.
 
-    .venv/bin/python benchmarks/offline.py               # the built-in "offline" suite; saves offline.json
-    .venv/bin/python benchmarks/offline.py --limit 5 --no-save
+    .venv/bin/python -m benchmarks.offline               # the built-in "offline" suite; saves offline.json
+    .venv/bin/python -m benchmarks.offline --limit 5 --no-save
 
 Each question of the suite (stiva_tui/evals/data/offline.jsonl: capitals, arithmetic, everyday
 facts, in the bench suite format) runs as a real `stiva ask` would: Runtime -> Sessions -> the
@@ -24,21 +24,19 @@ import platform
 import re
 import resource
 import statistics
-import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from stiva_tui.config import parse_config  # noqa: E402
-from stiva_tui.core.arithmetic import calculation  # noqa: E402
-from stiva_tui.core.events import StepFinished, WorkflowReady  # noqa: E402
-from stiva_tui.evals.graders import grade  # noqa: E402
-from stiva_tui.evals.loaders import load_suite  # noqa: E402
-from stiva_tui.runtime import Runtime  # noqa: E402
-from stiva_tui.runtime.sessions import Ask  # noqa: E402
+from stiva_tui.config import parse_config
+from stiva_tui.core.arithmetic import calculation
+from stiva_tui.core.events import StepFinished, WorkflowReady
+from stiva_tui.evals.graders import grade
+from stiva_tui.evals.loaders import load_suite
+from stiva_tui.runtime import Runtime
+from stiva_tui.runtime.sessions import Ask
 
 HERE = Path(__file__).resolve().parent
 # What a clean answer never holds: chat roles, the prompts' markers, the plan's list syntax.

@@ -1,13 +1,13 @@
 """Does the conductor follow the preference it is told? Run by hand; saves benchmarks/preferences.json.
 
-    .venv/bin/python benchmarks/preferences.py                     # the prompted conductor only
-    .venv/bin/python benchmarks/preferences.py --adapter DIR       # and an adapter trained with --prefer-levels
-    .venv/bin/python benchmarks/preferences.py --train 40          # train one first (GRPO on the CPU), then bench it
-    .venv/bin/python benchmarks/preferences.py --limit 40          # fewer held-out questions
-    .venv/bin/python benchmarks/preferences.py --pool tiers --train 64 --method graded-dpo --graded-seeds 24 \\
+    .venv/bin/python -m benchmarks.preferences                     # the prompted conductor only
+    .venv/bin/python -m benchmarks.preferences --adapter DIR       # and an adapter trained with --prefer-levels
+    .venv/bin/python -m benchmarks.preferences --train 40          # train one first (GRPO on the CPU), then bench it
+    .venv/bin/python -m benchmarks.preferences --limit 40          # fewer held-out questions
+    .venv/bin/python -m benchmarks.preferences --pool tiers --train 64 --method graded-dpo --graded-seeds 24 \\
         --graded-latency-scale 0.5 --sft-weight 0.5 --prompted-limit 16 --keep \\
         --name preferences_tiers                                   # DPO on graded pairs under every level
-    .venv/bin/python benchmarks/preferences.py --reread HOME --name preferences_tiers   # figures again, no run
+    .venv/bin/python -m benchmarks.preferences --reread HOME --name preferences_tiers   # figures again, no run
 
 Everything on the SIMULATED POOL (stiva_tui/sim: four cheap specialists and one dear generalist,
 or with `--pool tiers` a small, a mid and a large model that trade accuracy for price) and the
@@ -34,17 +34,14 @@ import json
 import os
 import platform
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from stiva_cli import run  # noqa: E402
+from benchmarks.harness import stiva
+from stiva_tui.bench.report import bootstrap_difference, bootstrap_mean, wilson
 
-sys.path.insert(0, str(HERE.parent))
-from stiva_tui.bench.report import bootstrap_difference, bootstrap_mean, wilson  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 LEVELS = ("best", "balanced", "cheap", "fast")
 
@@ -243,8 +240,8 @@ def main() -> None:
         adapter = work / "adapter"
         started = time.monotonic()
         if args.method == "grpo":
-            run(
-                [
+            stiva(
+                *[
                     "train",
                     "skills",
                     "--pool",
@@ -278,16 +275,17 @@ def main() -> None:
                     str(args.train),
                     "--json",
                 ],
-                env,
-                "training",
+                env=env,
+                what="training",
+                timeout=None,
             )
         else:
             grading = work / "grading.toml"  # the same pool, answering at once or at a scaled latency
             grading.write_text(f"[sim]\nlatency_scale = {args.graded_latency_scale}\n" + POOLS[args.pool])
             benches = [
                 json.loads(
-                    run(
-                        [
+                    stiva(
+                        *[
                             "bench",
                             "skills",
                             "--config",
@@ -302,15 +300,16 @@ def main() -> None:
                             "4",
                             "--json",
                         ],
-                        env,
-                        f"graded bench of the train split (sim seed {seed})",
+                        env=env,
+                        what=f"graded bench of the train split (sim seed {seed})",
+                        timeout=None,
                     ).stdout
                 )
                 for seed in range(args.graded_seeds)
             ]
             summary = json.loads(
-                run(
-                    [
+                stiva(
+                    *[
                         "train",
                         "--from-votes",
                         "--pool",
@@ -344,8 +343,9 @@ def main() -> None:
                         str(args.train),
                         "--json",
                     ],
-                    env,
-                    "training (DPO on the graded pairs under every level)",
+                    env=env,
+                    what="training (DPO on the graded pairs under every level)",
+                    timeout=None,
                 ).stdout
             )
             log = [json.loads(line) for line in (adapter / "train_log.jsonl").read_text().splitlines() if line]
@@ -463,8 +463,8 @@ POOL_WORDS = "small, mid and large models trading accuracy for price"
 def bench(env: dict, systems: list[str], limit: int | None, home: Path) -> list[dict]:
     """The held-out split benched on `systems`; its report's items, each with the model its plan used."""
     summary = json.loads(
-        run(
-            [
+        stiva(
+            *[
                 "bench",
                 "skills",
                 "--pool",
@@ -478,8 +478,9 @@ def bench(env: dict, systems: list[str], limit: int | None, home: Path) -> list[
                 "--systems",
                 ",".join(systems),
             ],
-            env,
-            "bench",
+            env=env,
+            what="bench",
+            timeout=None,
         ).stdout
     )
     return read_items(home, summary["bench_id"])

@@ -1,6 +1,6 @@
 """The embedded conductor's plans with and without the prompt's prefix cache (run by hand):
 
-    .venv/bin/python benchmarks/prefix_cache.py        # prints and saves prefix_cache.json
+    .venv/bin/python -m benchmarks.prefix_cache        # prints and saves prefix_cache.json
 
 The base conductor prompt is a static prefix (the intro, the models, the worked examples: about a
 thousand tokens for five models) and a short case. `generate_sync(prefix_tokens=...)` keeps the
@@ -17,17 +17,16 @@ import asyncio
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
 
-from stiva_tui.conductor import local  # noqa: E402
-from stiva_tui.conductor.base import PlanRequest, WorkerInfo  # noqa: E402
-from stiva_tui.conductor.embedded import EmbeddedConductor  # noqa: E402
+from stiva_tui.conductor import local
+from stiva_tui.conductor.base import PlanRequest, WorkerInfo
+from stiva_tui.conductor.embedded import EmbeddedConductor
+
+HERE = Path(__file__).resolve().parent
 
 WORKERS = [
     WorkerInfo("sim:calc", "arithmetic specialist", price_in=0.1, price_out=0.2),

@@ -1,4 +1,4 @@
-"""Code sandbox benchmark, run by hand: `python benchmarks/sandbox.py` (saves benchmarks/sandbox.json).
+"""Code sandbox benchmark, run by hand: `python -m benchmarks.sandbox` (saves benchmarks/sandbox.json).
 
 What one code item costs to grade, isolated (bubblewrap: namespaces, seccomp, a supervisor, a
 cgroup where one can be made; assert-style tests in a second sandbox) against the sandbox before
@@ -24,14 +24,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from stiva_tui.evals.graders import grade_async
+from stiva_tui.evals.suite import SuiteItem
+from stiva_tui.sandbox import SandboxSettings, find_isolation
+from stiva_tui.sandbox.cgroups import cgroup_support
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-
-from stiva_tui.evals.graders import grade_async  # noqa: E402
-from stiva_tui.evals.suite import SuiteItem  # noqa: E402
-from stiva_tui.sandbox import SandboxSettings, find_isolation  # noqa: E402
-from stiva_tui.sandbox.cgroups import cgroup_support  # noqa: E402
 
 OLD_COMMIT = "2f28d06"
 ADD = "def add(a, b):\n    return a + b\n"

@@ -1,9 +1,9 @@
 """How much `stiva serve` adds on top of the upstream calls it makes, and what stalled
 connections do to a real client (run by hand).
 
-    .venv/bin/python benchmarks/serve.py [--latency 0.05] [--requests-per-client 20] [--repeats 3] [--pin]
+    .venv/bin/python -m benchmarks.serve [--latency 0.05] [--requests-per-client 20] [--repeats 3] [--pin]
 
-Scripted upstreams (tests/fakeprovider.py, a ThreadingHTTPServer) answer every call after a fixed
+Scripted upstreams (tests/support/fakeprovider.py, a ThreadingHTTPServer) answer every call after a fixed
 latency. A `conductor-mini` request makes three upstream calls in sequence (conductor plan, step 0,
 step 1), so the baseline is a client making those same three streaming calls straight to the
 upstream. Added latency = the server's latency minus the baseline's, at the same percentile and
@@ -35,13 +35,11 @@ import platform
 import resource
 import socket
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
 
 TOKEN = "bench-token"
 PARTIAL_HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -63,7 +61,7 @@ def pin(cpus: set[int] | None) -> None:
 
 def run_upstream(port: int, latency: float, ready, cpus: set[int] | None = None) -> None:
     pin(cpus)
-    from fakeprovider import FakeProvider, Reply
+    from tests.support.fakeprovider import FakeProvider, Reply
 
     fake = FakeProvider(port=port)
     fake.default("cond", Reply(PLAN, latency_s=latency, usage=(200, 30)))

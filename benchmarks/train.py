@@ -1,7 +1,7 @@
 """Benchmark of `stiva train` (run by hand; prints and saves train.json).
 
-    .venv/bin/python benchmarks/train.py            # the embedded Gemma-3 270M on the CPU
-    .venv/bin/python benchmarks/train.py --cuda     # a Qwen2.5-7B-shaped random model, QLoRA, group 8
+    .venv/bin/python -m benchmarks.train            # the embedded Gemma-3 270M on the CPU
+    .venv/bin/python -m benchmarks.train --cuda     # a Qwen2.5-7B-shaped random model, QLoRA, group 8
 
 Real GRPO steps through TRL with Stiva's rollouts on a scripted pool (a real HTTP server on
 127.0.0.1, two models, one always right). Reported: steps per minute, peak memory (RSS; on CUDA
@@ -24,8 +24,6 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE.parent / "tests"))
 
 
 def main() -> None:
@@ -40,16 +38,16 @@ def main() -> None:
     group = args.group or (8 if args.cuda else 4)
 
     import torch
-    from fakeprovider import FakeProvider, Reply
 
     from stiva_tui.config import parse_config
     from stiva_tui.evals.suite import parse_suite
     from stiva_tui.train.trainer import TrainOptions, train
+    from tests.support.fakeprovider import FakeProvider, Reply
 
     if args.cuda and not torch.cuda.is_available():
         raise SystemExit("--cuda needs a CUDA GPU")
     if args.cuda:
-        from model_builders import build_random_model
+        from tests.support.model_builders import build_random_model
 
         base = Path(args.workdir) / "qwen2.5-7b-random"
         if not (base / "config.json").exists():

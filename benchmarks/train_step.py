@@ -1,8 +1,8 @@
 """Seconds per `stiva train` step on the CPU, and where they go (run by hand; prints and saves
 train_step.json).
 
-    .venv/bin/python benchmarks/train_step.py                 # 3 steps, before vs after
-    .venv/bin/python benchmarks/train_step.py --steps 4
+    .venv/bin/python -m benchmarks.train_step                 # 3 steps, before vs after
+    .venv/bin/python -m benchmarks.train_step --steps 4
 
 The embedded Gemma-3 270M learns the built-in `skills` suite (train split) on the simulated pool,
 with the options of the learning run (benchmarks/learning.py): --prompt compact --shuffle-pool
@@ -37,7 +37,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
 
 PARTS = ("generate_s", "rollout_s", "update_s")
 

@@ -1,6 +1,6 @@
 """TUI benchmark: start-up time, streaming throughput with key-press latency, idle memory.
 
-    .venv/bin/python benchmarks/tui.py            # prints and writes benchmarks/tui.json
+    .venv/bin/python -m benchmarks.tui            # prints and writes benchmarks/tui.json
 
 1. start-up (a fresh process, headless): import → first painted frame → a key typed into the
    prompt shows up (input-ready). Target < 0.5 s; torch must not be imported.
@@ -33,7 +33,6 @@ T0 = time.perf_counter()  # as early as possible: the start-up mode measures fro
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT / "tests"))
 
 STEPS = 6
 WORDS_PER_STEP = 4000
@@ -131,8 +130,7 @@ def _median_run(runs: list[dict], key) -> dict:
 
 SERVER = """
 import sys, time
-sys.path.insert(0, {tests!r})
-from fakeprovider import FakeProvider, Reply
+from tests.support.fakeprovider import FakeProvider, Reply
 fake = FakeProvider().start()
 plan = {plan!r}
 fake.default("cond", Reply(plan))
@@ -369,8 +367,10 @@ def _streaming_once(chunk_delay_s: float) -> dict:
     subtasks = ", ".join(f'"part {i}"' for i in range(STEPS))
     access = ", ".join("[]" for _ in range(STEPS))
     plan = f"model_id = [{ids}]\nsubtasks = [{subtasks}]\naccess_list = [{access}]"
-    code = SERVER.format(tests=str(ROOT / "tests"), plan=plan, words=WORDS_PER_STEP, steps=STEPS, delay=chunk_delay_s)
-    server = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    code = SERVER.format(plan=plan, words=WORDS_PER_STEP, steps=STEPS, delay=chunk_delay_s)
+    server = subprocess.Popen(  # from the root, where `-c` finds `tests.support`
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
     try:
         base_url = server.stdout.readline().strip()
         with tempfile.TemporaryDirectory() as home:

@@ -1,11 +1,11 @@
 """What one streamed upstream call costs the server's CPU, by HTTP client (run by hand).
 
-    .venv/bin/python benchmarks/upstream_client.py [--calls 400] [--rounds 3]
+    .venv/bin/python -m benchmarks.upstream_client [--calls 400] [--rounds 3]
 
 `stiva serve` spent about 12-20 ms of CPU on a conductor-mini request, which makes three
 streaming upstream calls (serve.json), and at 16 clients on 2 cores its added p50 was queueing for
 that CPU. This measures what one call costs by client: the CPU time of the calling process per
-streamed completion, against the same scripted upstream (tests/fakeprovider.py, in its own process,
+streamed completion, against the same scripted upstream (tests/support/fakeprovider.py, in its own process,
 answering at once), one call after another on a kept-alive connection, on uvloop as `stiva serve`
 runs. It led to the switch of the pool's client from httpx to aiohttp (2026-12-04).
 
@@ -28,22 +28,19 @@ import json
 import multiprocessing
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
-sys.path.insert(0, str(HERE))
+from benchmarks.serve import free_port
 
-from serve import free_port  # noqa: E402 - beside this file
+HERE = Path(__file__).resolve().parent
 
 TEXT = "The answer is forty-two, as the draft said, checked twice."
 MESSAGES = [{"role": "user", "content": "What is six times seven?"}]
 
 
 def run_upstream(port: int, ready) -> None:
-    from fakeprovider import FakeProvider, Reply
+    from tests.support.fakeprovider import FakeProvider, Reply
 
     fake = FakeProvider(port=port)
     fake.default("m", Reply(TEXT, usage=(80, 12)))

@@ -1,7 +1,7 @@
 """Compare-mode votes as training signal, measured with simulated voters (saves benchmarks/votes.json):
 
-    .venv/bin/python benchmarks/votes.py                          # tiny random conductor, N = 0, 24, 72 (24 min on 2 busy cores)
-    .venv/bin/python benchmarks/votes.py --base embedded --votes 0,30,90 --heldout 40 --samples 1 \
+    .venv/bin/python -m benchmarks.votes                          # tiny random conductor, N = 0, 24, 72 (24 min on 2 busy cores)
+    .venv/bin/python -m benchmarks.votes --base embedded --votes 0,30,90 --heldout 40 --samples 1 \
         --steps 40 --lr 1e-3 --sft-weight 1 --subtask-chars 30 --out votes_embedded.json
 
 Everything on the SIMULATED POOL (stiva_tui/sim: five sim: models whose strengths and prices are
@@ -33,7 +33,6 @@ import json
 import os
 import platform
 import random
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -41,8 +40,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # model_builders: the tiny random conductor
 
 
 def interval(successes: int, n: int) -> list[float]:
@@ -197,7 +194,7 @@ def main() -> None:
         parser.error(f"--votes asks for {max(counts)} votes, but the train split has {len(voted_items)} questions")
 
     if args.base == "tiny":
-        from model_builders import build_random_model
+        from tests.support.model_builders import build_random_model
 
         corpus = [i.question for i in suite.items] * 4
         model_dir = str(build_random_model(work / "tiny", "tiny", seed=3, corpus=corpus))

@@ -1,8 +1,8 @@
 """DPO against the votes as a reward inside GRPO, on the setting of tests/test_votes.py (run by hand):
 
-    .venv/bin/python benchmarks/votes_methods.py [--steps 20]
+    .venv/bin/python -m benchmarks.votes_methods [--steps 20]
 
-A tiny random-weight conductor (tests/model_builders.py); 24 votes, each preferring model beta's
+A tiny random-weight conductor (tests/support/model_builders.py); 24 votes, each preferring model beta's
 single step over the conductor's plan (one step on alpha); 16 held-out questions, 4 plans each,
 sampled through the grammar-constrained plan path. Both methods train LoRA (rank 8, every linear
 layer) with TRL, on the CPU:
@@ -18,14 +18,11 @@ Printed: seconds of training, and the held-out rate of plans that pick beta, per
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 
 def main() -> None:
@@ -36,12 +33,12 @@ def main() -> None:
     import os
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    from model_builders import build_random_model
     from test_votes import COUNTRIES, picks_beta, questions  # noqa: F401
 
     from stiva_tui.conductor.base import PlanRequest, WorkerInfo
     from stiva_tui.config import parse_config
     from stiva_tui.train.votes import NamedPlan, VoteHarvest, VotePair
+    from tests.support.model_builders import build_random_model
 
     work = Path(tempfile.mkdtemp(prefix="stiva-votes-methods-"))
     corpus = [f"Compute {a} times {b}." for a in range(2, 40) for b in (3, 7)]

@@ -2,7 +2,7 @@
 
     .venv/bin/python screenshots/make_screenshots.py          # writes screenshots/*.svg
 
-The providers are FakeProviders (tests/fakeprovider.py): real HTTP on 127.0.0.1, with latencies
+The providers are FakeProviders (tests/support/fakeprovider.py): real HTTP on 127.0.0.1, with latencies
 chosen so that a run is caught mid-way. Model names and prices are made up for the pictures.
 Nothing here reaches the internet; STIVA_HOME is a temporary folder.
 """
@@ -18,7 +18,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 SIZE = (140, 42)
@@ -75,7 +74,7 @@ def models() -> list[dict]:
 
 
 def script(fake, slow: bool) -> None:
-    from fakeprovider import Reply
+    from tests.support.fakeprovider import Reply
 
     words = (
         "Looking at the plan: a sequential scan on orders (1.2M rows) where an index scan was "
@@ -130,10 +129,9 @@ def done(app):
 
 
 async def shoot(out: Path) -> list[Path]:
-    from fakeprovider import FakeProvider
-
     from stiva_tui.config import parse_config
     from stiva_tui.tui.app import StivaApp
+    from tests.support.fakeprovider import FakeProvider
 
     saved: list[Path] = []
     with FakeProvider() as fake:

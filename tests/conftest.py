@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from fakeprovider import FakeProvider  # noqa: E402
+from tests.support.fakeprovider import FakeProvider
 
 # No test may reach a hub or the internet.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

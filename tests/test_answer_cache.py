@@ -10,12 +10,12 @@ import logging
 
 import pytest
 from conftest import pool_models
-from fakeprovider import Reply
 from test_bench_runner import script_pool, stiva, write_config, write_suite
 
 from stiva_tui.pool.answer_cache import AnswerCache, CachingWorker, answer_key, cacheable
 from stiva_tui.pool.client import HttpWorker
 from stiva_tui.pool.types import PoolModel, ProviderError, TextDelta, UsageReport
+from tests.support.fakeprovider import Reply
 
 QUESTION = [{"role": "user", "content": "What is 2 + 2?"}]
 

@@ -4,18 +4,16 @@ ASCII number, and 5,000-digit integers in a suite file, a LiveCodeBench file or 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from conftest import pool_models
-from fakeprovider import Reply
 
 from stiva_tui.conductor.remote import RemoteConductor
 from stiva_tui.engine.executor import Engine
 from stiva_tui.pool.client import HttpWorker
+from tests.support.cli import stiva
+from tests.support.fakeprovider import Reply
 
 
 def _plan(models: list, subtasks: list, access: list) -> str:
@@ -58,12 +56,6 @@ async def test_a_plan_with_a_step_number_int_refuses_goes_to_the_repair_retry(fa
 # --- 5,000-digit integers: one line naming the file and line, through the real `stiva` ----------
 
 BIG = "9" * 5000  # Python's int() refuses more than 4300 digits (sys.get_int_max_str_digits())
-STIVA = str(Path(sys.executable).parent / "stiva")
-
-
-def _stiva(*args: str, home: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "STIVA_HOME": str(home)}
-    return subprocess.run([STIVA, *args], capture_output=True, text=True, env=env, timeout=120)
 
 
 def _one_line_error(result: subprocess.CompletedProcess, *needles: str) -> str:
@@ -101,7 +93,7 @@ def test_a_huge_integer_in_a_suite_file_is_one_line_naming_file_and_line(tmp_pat
         "\n"
         f'{{"id": "b", "question": "2+2?", "answer": "4", "grader": "numeric", "tolerance": {BIG}}}\n'
     )
-    _one_line_error(_stiva("bench", str(suite), "--systems", "direct:x", home=tmp_path / "home"), "huge.jsonl:3:")
+    _one_line_error(stiva("bench", str(suite), "--systems", "direct:x", home=tmp_path / "home"), "huge.jsonl:3:")
 
 
 @pytest.mark.parametrize("where", ["outside", "inside"])
@@ -123,7 +115,7 @@ def test_a_huge_integer_in_a_livecodebench_json_file_is_one_line_naming_file_and
         needles = ("lcb.json (record 2)",)
     (tmp_path / "lcb.json").write_text(text)
     _one_line_error(
-        _stiva("bench", f"livecodebench:{tmp_path / 'lcb.json'}", "--systems", "direct:x", home=tmp_path / "home"),
+        stiva("bench", f"livecodebench:{tmp_path / 'lcb.json'}", "--systems", "direct:x", home=tmp_path / "home"),
         *needles,
     )
 
@@ -138,12 +130,12 @@ def test_a_huge_integer_in_a_livecodebench_jsonl_file_is_one_line_naming_file_an
     lines[2] = lines[2].replace('"platform"', f'"rating": {BIG}, "platform"')
     (tmp_path / "lcb.jsonl").write_text("\n".join(lines) + "\n")
     _one_line_error(
-        _stiva("bench", f"livecodebench:{tmp_path / 'lcb.jsonl'}", "--systems", "direct:x", home=tmp_path / "home"),
+        stiva("bench", f"livecodebench:{tmp_path / 'lcb.jsonl'}", "--systems", "direct:x", home=tmp_path / "home"),
         "lcb.jsonl:2:",
     )
     (tmp_path / "lcb.jsonl").write_text("\n".join([lines[0], lines[2]]) + "\n")
     _one_line_error(
-        _stiva("bench", f"livecodebench:{tmp_path / 'lcb.jsonl'}", "--systems", "direct:x", home=tmp_path / "home"),
+        stiva("bench", f"livecodebench:{tmp_path / 'lcb.jsonl'}", "--systems", "direct:x", home=tmp_path / "home"),
         "lcb.jsonl:2:",
     )
 
@@ -161,4 +153,4 @@ def test_a_huge_integer_in_the_config_is_one_config_error_naming_file_and_line(t
         load_config(config)
     assert "huge.toml" in str(info.value) and "line 5" in str(info.value) and "\n" not in str(info.value)
     for command in (["ask", "Q"], ["models"]):
-        _one_line_error(_stiva(*command, "--config", str(config), home=tmp_path / "home"), "huge.toml", "line 5")
+        _one_line_error(stiva(*command, "--config", str(config), home=tmp_path / "home"), "huge.toml", "line 5")

@@ -9,13 +9,11 @@ import re
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from fakeprovider import Reply
 
 from stiva_tui.bench.report import build_report, wilson
 from stiva_tui.bench.runner import BenchError, BenchRunner
@@ -23,8 +21,9 @@ from stiva_tui.config import load_config
 from stiva_tui.evals.loaders import load_suite
 from stiva_tui.runtime import Runtime
 from stiva_tui.runtime.systems import SystemNameError, parse_systems
+from tests.support.cli import STIVA, stiva
+from tests.support.fakeprovider import Reply
 
-STIVA = str(Path(sys.executable).parent / "stiva")
 PLAN = 'model_id = [1]\nsubtasks = ["Add the two numbers."]\naccess_list = [[]]'
 QUESTION = re.compile(r"What is (\d+) \+ (\d+)\?")
 
@@ -293,11 +292,6 @@ def test_system_names():
 
 
 # --- the real command ------------------------------------------------------------------------------
-
-
-def stiva(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "STIVA_HOME": str(home)}
-    return subprocess.run([STIVA, *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
 ITEM_KEYS = {

@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakeprovider import Reply
 
-STIVA = str(Path(sys.executable).parent / "stiva")
+from tests.support.cli import STIVA, stiva
+from tests.support.fakeprovider import Reply
+
 PLAN = 'Two drafts, one judge.\nmodel_id = [1, 2, 1]\nsubtasks = ["draft A", "draft B", "combine"]\naccess_list = [[], [], [0, 1]]'
 
 
@@ -47,11 +48,6 @@ model = "w2"
 {extra}"""
     path.write_text(text)
     return path
-
-
-def stiva(*args: str, home: Path, timeout: float = 60) -> subprocess.CompletedProcess:
-    env = {**os.environ, "STIVA_HOME": str(home)}
-    return subprocess.run([STIVA, *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
 @pytest.fixture

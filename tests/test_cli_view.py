@@ -5,13 +5,13 @@ from __future__ import annotations
 import io
 
 from conftest import pool_models
-from fakeprovider import Reply
 from rich.console import Console
 
 from stiva_tui.cli.view import LiveView
 from stiva_tui.conductor.remote import RemoteConductor
 from stiva_tui.engine.executor import Engine, RunOptions
 from stiva_tui.pool.client import HttpWorker
+from tests.support.fakeprovider import Reply
 
 PLAN = 'model_id = [1, 2]\nsubtasks = ["draft it", "finish it"]\naccess_list = [[], "all"]'
 

@@ -7,11 +7,11 @@ import time
 
 import pytest
 from conftest import pool_models
-from fakeprovider import Reply
 
 from stiva_tui.core.usage import Usage
 from stiva_tui.pool.client import HttpWorker
 from stiva_tui.pool.types import ProviderError, TextDelta, UsageReport
+from tests.support.fakeprovider import Reply
 
 MESSAGES = [{"role": "user", "content": "Say hello to the world"}]
 

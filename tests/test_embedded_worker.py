@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest_model import cancel_and_expect_idle, embedded_loaded, model_cache  # noqa: F401 - fixtures
 
 from stiva_tui.pool.embedded import EmbeddedWorker, embedded_pool_model
 from stiva_tui.pool.types import TextDelta, UsageReport
+from tests.conftest_model import cancel_and_expect_idle, embedded_loaded, model_cache  # noqa: F401 - fixtures
 
 MESSAGES = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]
 

@@ -8,13 +8,13 @@ import time
 
 import pytest
 from conftest import pool_models
-from fakeprovider import Reply
 
 from stiva_tui.conductor.remote import RemoteConductor
 from stiva_tui.core import events as ev
 from stiva_tui.engine.baselines import moa_workflow
 from stiva_tui.engine.executor import Engine, RunOptions
 from stiva_tui.pool.client import HttpWorker
+from tests.support.fakeprovider import Reply
 
 
 def plan(models, subtasks, access):

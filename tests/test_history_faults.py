@@ -145,10 +145,9 @@ def test_a_damaged_page_met_while_asking_shows_the_answer_then_one_line(config, 
 
 
 async def test_the_app_says_a_damaged_history_with_the_recover_line(fake, stiva_home):
-    from tui_helpers import make_test_config, wait_for
-
     from stiva_tui.tui import messages as msg
     from stiva_tui.tui.app import StivaApp
+    from tests.support.tui import make_test_config, wait_for
 
     database = stiva_home / "data" / "stiva.db"
     database.parent.mkdir(parents=True)

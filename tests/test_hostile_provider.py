@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from conftest import pool_models
-from fakeprovider import Reply
 from test_cli import stiva, write_config
 
 from stiva_tui.core.usage import Usage
@@ -20,6 +19,7 @@ from stiva_tui.engine.executor import Engine, RunOptions
 from stiva_tui.pool.client import HttpWorker
 from stiva_tui.pool.types import ProviderError, TextDelta, UsageReport
 from stiva_tui.store import Recorder, Store
+from tests.support.fakeprovider import Reply
 
 MESSAGES = [{"role": "user", "content": "Say hello to the world"}]
 MAX_CALL_TOKENS = 10_000_000  # the most tokens one call may claim (core/usage.py)

@@ -8,12 +8,12 @@ import random
 import re
 
 import pytest
-from conftest_model import cancel_and_expect_idle, embedded_loaded, embedded_tokenizer, model_cache  # noqa: F401 - fixtures
 
 from stiva_tui.conductor.base import ConductorError, PlanRequest, PreviousRound, WorkerInfo
 from stiva_tui.conductor.grammar import lists_grammar, max_lists_bytes
 from stiva_tui.conductor.prompt import GENERATION_PREFIX
 from stiva_tui.core.workflow import parse_workflow
+from tests.conftest_model import cancel_and_expect_idle, embedded_loaded, embedded_tokenizer, model_cache  # noqa: F401 - fixtures
 
 WORKERS = [
     WorkerInfo("gpt-5", "strongest reasoning, expensive"),

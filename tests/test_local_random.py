@@ -15,11 +15,11 @@ import json
 import random
 
 import pytest
-from conftest_model import embedded_loaded, model_cache  # noqa: F401  (session fixtures)
-from model_builders import CHATML, build_random_model
 
 from stiva_tui.conductor.base import ConductorError, PlanRequest, PreviousRound, WorkerInfo
 from stiva_tui.core.workflow import parse_workflow
+from tests.conftest_model import embedded_loaded, model_cache  # noqa: F401  (session fixtures)
+from tests.support.model_builders import CHATML, build_random_model
 
 POOL = [
     WorkerInfo(f"model-{i}", d)

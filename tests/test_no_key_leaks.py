@@ -7,9 +7,10 @@ import json
 
 import keyring
 import pytest
-from fakeprovider import FakeProvider, Reply
 from textual.widgets import DataTable, Input, TextArea
-from tui_screens_helpers import PLAN, Host, make_runtime, wait_until
+
+from tests.support.fakeprovider import FakeProvider, Reply
+from tests.support.tui_screens import PLAN, Host, make_runtime, wait_until
 
 SECRET = "sk-leakcheck-7f3a9c1e5b2d8f4a6c0e9b7d-Z9Q1"
 

@@ -7,12 +7,11 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from conftest_model import model_cache  # noqa: F401  (session fixture: the converted model)
 
-STIVA = str(Path(sys.executable).parent / "stiva")
+from tests.conftest_model import model_cache  # noqa: F401  (session fixture: the converted model)
+from tests.support.cli import STIVA
 
 
 @pytest.mark.model

@@ -8,7 +8,6 @@ import json
 
 import pytest
 from conftest import pool_models
-from fakeprovider import Reply
 
 from stiva_tui.conductor.choose import choose_planner, describe_choice, select_conductor
 from stiva_tui.conductor.guard import degenerate
@@ -20,6 +19,7 @@ from stiva_tui.engine.executor import Engine, RunOptions
 from stiva_tui.pool.client import HttpWorker
 from stiva_tui.pool.embedded import embedded_pool_model
 from stiva_tui.pool.types import PoolModel
+from tests.support.fakeprovider import Reply
 
 
 def plan(models, subtasks, access):

@@ -8,7 +8,6 @@ import json
 import math
 
 import pytest
-from fakeprovider import Reply
 
 from stiva_tui.conductor.base import PlanRequest, WorkerInfo
 from stiva_tui.conductor.prompt import compact_conductor_prompt, conductor_user_message
@@ -17,6 +16,7 @@ from stiva_tui.core import events as ev
 from stiva_tui.core.preference import LEVELS, PreferenceError, next_level, parse_preference
 from stiva_tui.core.run_state import RunState
 from stiva_tui.runtime import Ask, AskError, Runtime
+from tests.support.fakeprovider import Reply
 
 PLAN_TWO = 'Two drafts.\nmodel_id = [1, 2]\nsubtasks = ["Draft it.", "Check step 0."]\naccess_list = [[], [0]]'
 PLAN_ONE = 'The cheap one will do.\nmodel_id = [1]\nsubtasks = ["Answer it."]\naccess_list = [[]]'

@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from fakeprovider import Reply
 from test_bench_runner import script_pool, stiva, write_config, write_suite
-from train_helpers import StubTrainer
 
 from stiva_tui.bench.replay import start_pool
 from stiva_tui.config import load_config, parse_config
 from stiva_tui.evals.loaders import load_suite
 from stiva_tui.sim.pool import pool_config
+from tests.support.fakeprovider import Reply
+from tests.support.train import StubTrainer
 
 
 def recorded_bench(fake, tmp_path, home, n: int = 4) -> tuple[str, object, object]:

@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 import pytest
-from fakeprovider import Reply
 
 from stiva_tui.evals.graders import grade, grade_async
 from stiva_tui.evals.suite import SuiteItem
@@ -39,6 +38,7 @@ from stiva_tui.sandbox import (
 )
 from stiva_tui.sandbox._child import CrossingError, decode_value, encode_value
 from stiva_tui.sandbox.seccomp import seccomp_program
+from tests.support.fakeprovider import Reply
 
 
 def code_item(tests, **extra) -> SuiteItem:

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 
 import pytest
-from fakeprovider import Reply
 
 from stiva_tui.evals.graders import grade
 from stiva_tui.evals.suite import SuiteItem
 from stiva_tui.sandbox import SandboxSettings, cgroups, find_isolation, run_code
+from tests.support.fakeprovider import Reply
 
 LEASE = Path("/proc/sys/fs/lease-break-time")
 CORE = Path("/proc/sys/kernel/core_pattern")

@@ -16,13 +16,13 @@ import httpx
 import openai
 import pytest
 import uvicorn
-from fakeprovider import Reply
 
 from stiva_tui import keys
 from stiva_tui.config import parse_config
 from stiva_tui.server.app import create_app, event_loop_factory, serve
 from stiva_tui.server.auth import is_loopback_host, load_or_create_token, token_file
 from stiva_tui.server.connections import guarded_server
+from tests.support.fakeprovider import Reply
 
 TOKEN = "test-token-1234"
 PLAN2 = 'Draft then finish.\nmodel_id = [1, 2]\nsubtasks = ["draft", "finish"]\naccess_list = [[], [0]]'

@@ -9,8 +9,9 @@ import time
 
 import httpx
 import pytest
-from fakeprovider import Reply
 from test_server import TOKEN, USER, ServeProcess
+
+from tests.support.fakeprovider import Reply
 
 # What a client without a token can ask for: 401s (a GET and a POST whose body is never read) and
 # the public OpenAPI document (about 9 KB a reply, so the server's writes fill up quickly).

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
-from fakeprovider import Reply
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from test_server import PLAN2, TOKEN, Served, make_config
+
+from tests.support.fakeprovider import Reply
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from fakeprovider import Reply
 
 from stiva_tui.config import parse_config
 from stiva_tui.core import events as ev
@@ -22,6 +21,7 @@ from stiva_tui.runtime import (
     WorkflowMode,
     column_system,
 )
+from tests.support.fakeprovider import Reply
 
 PLAN_ONE = 'One call.\nmodel_id = [1]\nsubtasks = ["Answer it."]\naccess_list = [[]]'
 

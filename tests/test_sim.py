@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -20,8 +19,8 @@ from stiva_tui.sim.answers import UNKNOWN, Answerer
 from stiva_tui.sim.profiles import SimModel, default_models
 from stiva_tui.sim.server import SimServer
 from stiva_tui.store.records import BenchItemRecord
+from tests.support.cli import STIVA
 
-STIVA = str(Path(sys.executable).parent / "stiva")
 ROOT = Path(__file__).resolve().parent.parent
 SKILLS = load_suite("skills")
 
@@ -41,11 +40,8 @@ def _ask(answerer, model, item, drafts=(), subtask=None):
 
 
 def test_the_skills_suite_is_what_its_generator_writes():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import make_skills
-    finally:
-        sys.path.pop(0)
+    from benchmarks import make_skills
+
     assert (ROOT / "stiva_tui/evals/data/skills.jsonl").read_text(encoding="utf-8") == make_skills.render()
     domains = {(i.meta["domain"], i.meta["split"]) for i in SKILLS.items}
     assert len(SKILLS.items) == 200 and len(domains) == 8

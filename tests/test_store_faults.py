@@ -6,36 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
-import signal
 import sqlite3
 import subprocess
 from contextlib import closing
 from pathlib import Path
 
 import pytest
-from test_bench_runner import STIVA, script_pool, write_config, write_suite
+from test_bench_runner import script_pool, write_config, write_suite
 
-
-def stiva(
-    *args: str, home: Path, fsize: int | None = None, prefix: tuple[str, ...] = (), timeout: float = 120
-) -> subprocess.CompletedProcess:
-    """The real command; `fsize` caps every file it writes at that many bytes (a full disk)."""
-
-    def limit() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
-        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-
-    env = {**os.environ, "STIVA_HOME": str(home)}
-    return subprocess.run(
-        [*prefix, STIVA, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        preexec_fn=limit if fsize is not None else None,
-    )
+from tests.support.cli import stiva
 
 
 def said(result: subprocess.CompletedProcess) -> list[str]:

@@ -16,13 +16,13 @@ import signal
 from pathlib import Path
 
 import pytest
-from fakeprovider import Reply
 
 from stiva_tui import cli
 from stiva_tui.bench.systems import resolve_systems
 from stiva_tui.config import load_config
 from stiva_tui.runtime import Runtime
 from stiva_tui.runtime.systems import System, SystemNameError, column_system, parse_systems
+from tests.support.fakeprovider import Reply
 
 PLAN = 'One call.\nmodel_id = [1]\nsubtasks = ["Answer it."]\naccess_list = [[]]'
 # A bench of two direct systems besides the name under test, so that oracle and random can be measured.

@@ -13,14 +13,14 @@ from __future__ import annotations
 import re
 
 import pytest
-from fakeprovider import Reply
 from rich.text import Text
 from textual.widgets import Static
-from tui_helpers import ask, make_runtime, make_test_config, script_plan, wait_for
 
 from stiva_tui.core import events as ev
 from stiva_tui.core.terminal import printable, scrub
 from stiva_tui.tui.app import StivaApp
+from tests.support.fakeprovider import Reply
+from tests.support.tui import ask, make_runtime, make_test_config, script_plan, wait_for
 
 SIZE = (150, 46)
 OSC_TITLE = "\x1b]2;owned title\x07"
@@ -323,7 +323,8 @@ def test_real_terminal_keeps_its_title_and_clipboard(fake, tmp_path, stiva_home)
     import time
 
     from test_tui_tmux import Tmux, _stiva_command
-    from tui_helpers import PLAN_TWO_STEPS
+
+    from tests.support.tui import PLAN_TWO_STEPS
 
     fake.script("cond", Reply(PLAN_TWO_STEPS))
     fake.default("w1", Reply(f"Outline {OSC_TITLE}first."))

@@ -8,18 +8,16 @@ import json
 import math
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from conftest_model import embedded_loaded, model_cache  # noqa: F401 - fixtures
-from fakeprovider import Reply
-from model_builders import build_random_model
 
 from stiva_tui.config import parse_config
 from stiva_tui.evals.suite import parse_suite
+from tests.conftest_model import embedded_loaded, model_cache  # noqa: F401 - fixtures
+from tests.support.cli import STIVA
+from tests.support.fakeprovider import Reply
+from tests.support.model_builders import build_random_model
 
-STIVA = str(Path(sys.executable).parent / "stiva")
 LOG_FIELDS = {
     "step",
     "reward_mean",

@@ -169,11 +169,10 @@ def test_the_step_plans_are_sampled_in_one_batch_whatever_the_environment_says(m
     pool's plans (each its own prompt) are sampled in one batched generation."""
     import asyncio
 
-    from train_helpers import StubTrainer
-
     from stiva_tui.conductor.local import SampledPlan
     from stiva_tui.evals.suite import parse_suite
     from stiva_tui.train.rollout import Rollouts
+    from tests.support.train import StubTrainer
 
     class Conductor:
         spec = None

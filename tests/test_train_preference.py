@@ -16,12 +16,12 @@ import json
 import random
 
 import pytest
-from train_helpers import StubTrainer
 
 from stiva_tui.config import parse_config
 from stiva_tui.evals.suite import parse_suite
 from stiva_tui.sim.profiles import SimModel
 from stiva_tui.sim.server import SimServer
+from tests.support.train import StubTrainer
 
 PRICES = {"cheap": (0.1, 0.4), "dear": (3.0, 15.0)}
 

@@ -11,13 +11,13 @@ import json
 import random
 
 import pytest
-from model_builders import build_random_model
-from train_helpers import StubTrainer
 
 from stiva_tui.config import parse_config
 from stiva_tui.evals.suite import parse_suite
 from stiva_tui.sim.profiles import SimModel
 from stiva_tui.sim.server import SimServer
+from tests.support.model_builders import build_random_model
+from tests.support.train import StubTrainer
 
 COUNTRIES = [
     "France",

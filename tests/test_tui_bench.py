@@ -11,14 +11,14 @@ import itertools
 
 import pytest
 from textual.widgets import ContentSwitcher, DataTable, Static, TabbedContent
-from tui_helpers import ask, labels, make_runtime, make_test_config, script_plan, wait_for
-from tui_screens_helpers import Host
 
 from stiva_tui.bench.report import build_report, terminal_frontier, wilson
 from stiva_tui.store import BenchItemRecord, Store
 from stiva_tui.tui import messages as msg
 from stiva_tui.tui.screens.bench import BenchScreen
 from stiva_tui.tui.widgets.bench_report import BenchReportView
+from tests.support.tui import ask, labels, make_runtime, make_test_config, script_plan, wait_for
+from tests.support.tui_screens import Host
 
 SIZE = (80, 24)
 SYSTEMS = ["conductor", "direct:w1"]

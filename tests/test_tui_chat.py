@@ -6,12 +6,12 @@ import asyncio
 import json
 
 import pytest
-from fakeprovider import Reply
 from textual import events
-from tui_helpers import ask, labels, make_runtime, make_test_config, record_run, script_plan, wait_for
 
 from stiva_tui.tui.app import StivaApp
 from stiva_tui.tui.widgets.answer import AnswerView
+from tests.support.fakeprovider import Reply
+from tests.support.tui import ask, labels, make_runtime, make_test_config, record_run, script_plan, wait_for
 
 SIZE = (140, 42)
 

@@ -4,9 +4,9 @@ such; each stored, shown on every column in words and colour, and shown again wh
 from __future__ import annotations
 
 from textual.widgets import Button, TextArea
-from tui_screens_helpers import Host, make_runtime, screens_config, script_fake, wait_until
 
 from stiva_tui.tui.screens.compare import CompareScreen
+from tests.support.tui_screens import Host, make_runtime, screens_config, script_fake, wait_until
 
 SIZE = (160, 45)
 

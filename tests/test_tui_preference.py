@@ -8,9 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from fakeprovider import Reply
-from tui_helpers import ask, demo_events, labels, make_runtime, make_test_config, script_plan, wait_for
-from tui_screens_helpers import Host
 
 from stiva_tui.core import events as ev
 from stiva_tui.core.run_state import RunState
@@ -18,6 +15,9 @@ from stiva_tui.engine.estimate import counterfactuals, reason_line
 from stiva_tui.pool.types import PoolModel
 from stiva_tui.tui import messages as msg
 from stiva_tui.tui.app import StivaApp
+from tests.support.fakeprovider import Reply
+from tests.support.tui import ask, demo_events, labels, make_runtime, make_test_config, script_plan, wait_for
+from tests.support.tui_screens import Host
 
 SIZE = (140, 42)
 POOL = [

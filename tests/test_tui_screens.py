@@ -6,11 +6,11 @@ from __future__ import annotations
 import keyring
 import pytest
 from textual.widgets import Button, DataTable, Input, Markdown, OptionList, SelectionList, Static, TextArea
-from tui_helpers import labels
-from tui_screens_helpers import Host, make_runtime, screens_config, script_fake, wait_until
 
 from stiva_tui.tui.screens.compare import CompareScreen
 from stiva_tui.tui.widgets.compare_column import CompareColumn
+from tests.support.tui import labels
+from tests.support.tui_screens import Host, make_runtime, screens_config, script_fake, wait_until
 
 SIZE = (160, 45)
 
@@ -57,9 +57,8 @@ async def test_compare_three_columns_stream_answers_with_totals(fake):
 
 async def test_compare_runs_mixture_of_agents_as_a_column(fake):
     """MoA is offered as "Mixture-of-Agents"; only its aggregator's text streams into the column."""
-    from fakeprovider import Reply
-
     from stiva_tui.config import MoAConfig
+    from tests.support.fakeprovider import Reply
 
     def worker(name: str):
         def reply(request) -> Reply:
@@ -305,7 +304,7 @@ async def test_compare_session_reopens_after_restart(fake):
 
 
 async def test_escape_cancels_running_answers(fake):
-    from fakeprovider import Reply
+    from tests.support.fakeprovider import Reply
 
     fake.default("w1", Reply("never " * 50, chunk_delay_s=0.2))
     fake.default("w2", Reply("slow " * 50, latency_s=5.0))
@@ -598,11 +597,11 @@ async def test_history_compare_session_reopens_in_compare_screen(fake):
 
 async def test_run_screen_shows_a_stored_run_and_esc_leaves_it(stiva_home):
     from textual.widgets import Static
-    from tui_helpers import DEMO_ANSWER, DEMO_QUESTION, demo_events, labels
-    from tui_screens_helpers import Host, wait_until
 
     from stiva_tui.store import Recorder, Store
     from stiva_tui.tui.screens.run import RunScreen
+    from tests.support.tui import DEMO_ANSWER, DEMO_QUESTION, demo_events, labels
+    from tests.support.tui_screens import Host, wait_until
 
     store = Store.open()
     recorder = Recorder(store)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 from textual.widgets import Static
-from tui_helpers import record_run
-from tui_screens_helpers import Host
 
 from stiva_tui.core import events as ev
+from tests.support.tui import record_run
+from tests.support.tui_screens import Host
 
 SIZE = (120, 34)
 BASE_URL = "http://127.0.0.1:9/v1"  # never called: nothing here runs a model
@@ -225,10 +225,9 @@ def test_keys_screen(snap_compare, runtime):
 
 
 def test_run_screen(snap_compare, runtime):
-    from tui_helpers import demo_events
-
     from stiva_tui.store import Recorder
     from stiva_tui.tui.screens.run import RunScreen
+    from tests.support.tui import demo_events
 
     recorder = Recorder(runtime.store)
     for event in demo_events():

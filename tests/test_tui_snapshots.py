@@ -1,16 +1,16 @@
 """SVG snapshots of the chat screen in each theme (update with `pytest --snapshot-update`).
 
-The run shown is replayed from fixed events (tests/tui_helpers.demo_events) in frozen mode: no
+The run shown is replayed from fixed events (tests/support/tui.demo_events) in frozen mode: no
 clocks, spinners frozen, no ports or ids on screen, so the pixels are the same on every machine.
 """
 
 from __future__ import annotations
 
 import pytest
-from tui_helpers import DEMO_QUESTION, demo_events, wait_for
 
 from stiva_tui.config import parse_config
 from stiva_tui.tui.app import StivaApp
+from tests.support.tui import DEMO_QUESTION, demo_events, wait_for
 
 SIZE = (140, 42)
 

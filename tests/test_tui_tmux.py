@@ -6,15 +6,16 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 import tomli_w
-from fakeprovider import Reply
-from tui_helpers import PLAN_TWO_STEPS
+
+from tests.support import cli
+from tests.support.fakeprovider import Reply
+from tests.support.tui import PLAN_TWO_STEPS
 
 pytestmark = [
     pytest.mark.tmux,
@@ -24,7 +25,7 @@ pytestmark = [
     ),
 ]
 
-STIVA = Path(sys.executable).parent / "stiva"
+STIVA = Path(cli.STIVA)
 
 
 class Tmux:

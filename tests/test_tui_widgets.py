@@ -9,13 +9,13 @@ from datetime import UTC
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.widgets import Input, Markdown, OptionList, Static
-from tui_helpers import DEMO_ANSWER, DEMO_QUESTION, demo_events, labels
-from tui_screens_helpers import Host
 
 from stiva_tui.core import events as ev
 from stiva_tui.core.run_state import RunState
 from stiva_tui.core.usage import Usage
 from stiva_tui.core.workflow import Step, Workflow
+from tests.support.tui import DEMO_ANSWER, DEMO_QUESTION, demo_events, labels
+from tests.support.tui_screens import Host
 
 SIZE = (120, 30)
 
@@ -143,11 +143,10 @@ async def test_no_label_run_starts_with_a_space():
 
 
 async def test_a_stored_run_is_drawn_by_the_same_tree(tmp_path):
-    from tui_helpers import record_run
-
     from stiva_tui.store import Recorder, Store
     from stiva_tui.tui.screens.run_tree import RunTreeScreen
     from stiva_tui.tui.widgets.workflow_tree import WorkflowTree
+    from tests.support.tui import record_run
 
     with Store.open(tmp_path / "h.db") as store:
         recorder = Recorder(store)
@@ -425,11 +424,10 @@ def test_a_history_time_is_short_today_and_dated_before():
 
 
 async def test_history_sidebar_renames_and_deletes_from_the_list():
-    from tui_screens_helpers import wait_until
-
     from stiva_tui.store import Store
     from stiva_tui.tui.screens.dialogs import ConfirmDialog, TitleDialog
     from stiva_tui.tui.widgets.history import HistorySidebar
+    from tests.support.tui_screens import wait_until
 
     store = Store.open()
     ids = _fill_history(store)
@@ -566,7 +564,7 @@ async def test_the_dialogs_hints_follow_remapped_keys():
             self.keymap = {"dialog.yes": "ctrl+y", "dialog.no": "escape"}
             self.push_screen(ConfirmDialog("Delete it?"), answers.append)
 
-    from tui_screens_helpers import wait_until
+    from tests.support.tui_screens import wait_until
 
     app = DialogHost()
     async with app.run_test(size=(80, 20)) as pilot:

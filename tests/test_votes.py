@@ -8,10 +8,8 @@ its plans through the real grammar-constrained plan path, as test_train_routing 
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -21,8 +19,8 @@ from stiva_tui.core.events import Totals, Usage
 from stiva_tui.core.workflow import Step, Workflow, parse_workflow
 from stiva_tui.store import Recorder, Store
 from stiva_tui.train import votes as V
+from tests.support import cli
 
-STIVA = str(Path(sys.executable).parent / "stiva")
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -188,10 +186,7 @@ def test_a_pair_is_written_as_the_plan_grammar_writes_it_for_the_training_pool(t
 
 # --- stiva votes ----------------------------------------------------------------------------------
 
-
-def stiva(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "STIVA_HOME": str(home), "PYTHONPATH": str(ROOT)}
-    return subprocess.run([STIVA, *args], capture_output=True, text=True, env=env, timeout=timeout)
+stiva = partial(cli.stiva, pythonpath=True)  # the real command, the repository root on its PYTHONPATH
 
 
 def test_stiva_votes_counts_votes_and_pairs_per_system_pair(stiva_home):
@@ -511,7 +506,7 @@ def questions() -> tuple[list[str], list[str]]:
 
 @pytest.fixture(scope="module")
 def small_model(tmp_path_factory):
-    from model_builders import build_random_model
+    from tests.support.model_builders import build_random_model
 
     corpus = [f"Compute {a} times {b}." for a in range(2, 40) for b in (3, 7)]
     corpus += [f"Which city is the capital of {c}?" for c in COUNTRIES]

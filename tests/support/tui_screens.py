@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fakeprovider import Reply
 from textual.app import App, ComposeResult
 from textual.screen import Screen
+
+from tests.support.fakeprovider import Reply
 
 PLAN = 'I will draft, then refine.\nmodel_id = [1, 2]\nsubtasks = ["Draft", "Refine"]\naccess_list = [[], [0]]'
 

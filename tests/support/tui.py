@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fakeprovider import FakeProvider, Reply
+from tests.support.fakeprovider import FakeProvider, Reply
 
 PLAN_TWO_STEPS = (
     "I will split this in two: an outline, then the answer.\n"

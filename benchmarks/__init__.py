@@ -1,0 +1,1 @@
+"""Perf scripts and experiments: run each from the repository root as `python -m benchmarks.NAME`."""
