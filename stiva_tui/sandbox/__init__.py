@@ -3,22 +3,23 @@
 and verdicts decided where the code cannot reach. Imports nothing of Stiva's.
 
 - `settings`  — `SandboxSettings` (`[sandbox]` in the config) and `SandboxUnavailable`.
-- `isolation` — which isolation this machine has, and the command line of one run.
+- `isolation` — the candidate bwraps, and the command line of one run.
+- `detect`    — which isolation this machine has (each candidate probed once with a real run).
+- `launch`    — starting one run and collecting it; the probe.
 - `seccomp`   — the syscall filter bwrap installs.
 - `runner`    — `run_code_async`, `run_functional_async`, `run_with_tests_async`.
 - `_child`    — what runs inside: the supervisor, the harness, the value codec.
 """
 
-from .isolation import Isolation, describe_isolation, find_isolation, forget_isolation
+from .detect import describe_isolation, find_isolation, forget_isolation
+from .isolation import Isolation
+from .launch import SandboxResult, remove_tree, run_sync
 from .runner import (
     FunctionalOutcome,
-    SandboxResult,
     TestedResult,
-    remove_tree,
     run_code,
     run_code_async,
     run_functional_async,
-    run_sync,
     run_with_tests_async,
 )
 from .settings import SandboxSettings, SandboxUnavailable
