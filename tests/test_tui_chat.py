@@ -943,7 +943,7 @@ async def test_ctrl_keys_stand_in_for_the_f_keys_terminals_take(fake, setup, mon
 async def test_the_sidebar_renames_and_deletes_the_chat_on_screen(fake, setup):
     from textual.widgets import OptionList
 
-    from stiva_tui.tui.screens.dialogs import ConfirmDialog, TitleDialog
+    from stiva_tui.tui.dialogs import ConfirmDialog, TitleDialog
     from stiva_tui.tui.widgets.history import HistorySidebar
 
     script_plan(fake)

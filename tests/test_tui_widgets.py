@@ -425,7 +425,7 @@ def test_a_history_time_is_short_today_and_dated_before():
 
 async def test_history_sidebar_renames_and_deletes_from_the_list():
     from stiva_tui.store import Store
-    from stiva_tui.tui.screens.dialogs import ConfirmDialog, TitleDialog
+    from stiva_tui.tui.dialogs import ConfirmDialog, TitleDialog
     from stiva_tui.tui.widgets.history import HistorySidebar
     from tests.support.tui_screens import wait_until
 
@@ -554,7 +554,7 @@ async def test_the_apps_screenshot_keeps_its_spaces():
 async def test_the_dialogs_hints_follow_remapped_keys():
     from textual.app import App
 
-    from stiva_tui.tui.screens.dialogs import ConfirmDialog
+    from stiva_tui.tui.dialogs import ConfirmDialog
 
     answers: list = []
 

@@ -17,7 +17,15 @@ import argparse
 from typing import Any
 
 from .common import UsageError
-from .train import METHODS, Family, _graded_options, _grpo_options, _model_options, _pair_options, _suite_options
+from .train_options import (
+    METHODS,
+    Family,
+    _graded_options,
+    _grpo_options,
+    _model_options,
+    _pair_options,
+    _suite_options,
+)
 
 LEGACY_METHODS = {"grpo": "grpo", "graded-dpo": "graded"}
 # Why a DPO option does not go with GRPO, as `stiva train SUITE` said it

@@ -24,7 +24,7 @@ MODULES = (
     "stiva_tui.tui.screens.leaderboard",
     "stiva_tui.tui.screens.help",
     "stiva_tui.tui.screens.run_tree",
-    "stiva_tui.tui.screens.dialogs",
+    "stiva_tui.tui.dialogs",
     "stiva_tui.tui.screens.run",
     "stiva_tui.tui.widgets.prompt_input",
     "stiva_tui.tui.widgets.workflow_tree",

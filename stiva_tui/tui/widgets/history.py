@@ -169,7 +169,7 @@ class HistorySidebar(Vertical):
         return self.items[index] if index is not None and 0 <= index < len(self.items) else None
 
     def action_rename(self) -> None:
-        from ..screens.dialogs import TitleDialog
+        from ..dialogs import TitleDialog
 
         item = self.highlighted
         if item is None:
@@ -182,7 +182,7 @@ class HistorySidebar(Vertical):
         )
 
     def action_delete(self) -> None:
-        from ..screens.dialogs import ConfirmDialog
+        from ..dialogs import ConfirmDialog
 
         item = self.highlighted
         if item is None:

@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from ..bindings import keys_for
+from .bindings import keys_for
 
 DIALOG_CSS = """
 {name} {{ align: center middle; }}
