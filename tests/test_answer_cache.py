@@ -173,3 +173,26 @@ def test_a_bench_with_answer_cache_asks_nothing_again_and_keeps_its_figures(fake
     third = stiva(*args[:-1], "--fresh", home=stiva_home)
     assert third.returncode == 0, third.stderr
     assert len(fake.requests) == asked + 8 and "answer_cache" not in json.loads(third.stdout)
+
+
+async def test_the_cache_of_questions_and_answers_is_private(fake, tmp_path):
+    """It keeps the user's questions and the models' answers: 0600 in a 0700 folder, as the
+    history; an older cache made readable by others is tightened when opened."""
+    import os
+    import stat
+
+    fake.default("m", Reply("Four."))
+    (model,) = pool_models(fake, "m")
+    folder = tmp_path / "cache"
+    worker = CachingWorker(HttpWorker(retries=0), AnswerCache.open(folder / "answers.sqlite"))
+    try:
+        await ask(worker, model, temperature=0.0)
+    finally:
+        await worker.aclose()
+        worker.cache.close()
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+    for path in folder.iterdir():
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+    (folder / "answers.sqlite").chmod(0o644)
+    AnswerCache.open(folder / "answers.sqlite").close()
+    assert stat.S_IMODE(os.stat(folder / "answers.sqlite").st_mode) == 0o600

@@ -116,7 +116,13 @@ class AnswerCache:
             path = cache_dir() / "answers.sqlite"
         cache = cls(path, None)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            from ..paths import private_dir, private_file, private_mode
+
+            # the questions and answers it keeps are the user's: private, as the history is
+            private_dir(path.parent)
+            private_file(path)
+            for part in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+                private_mode(part)
             db = sqlite3.connect(path, timeout=10, check_same_thread=False, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
