@@ -42,6 +42,10 @@ class ConductorConfig(_Strict):
     # toggle, the API's stiva_preference): best | balanced | cheap | fast | a number 0 (best) .. 1
     # (cheap); "" states none (the conductor prompt says nothing about cost).
     prefer: str | float = ""
+    # remote: how the plan's structure is sent to the server (docs/scale.md). auto: the JSON schema
+    # in response_format, to discovered local servers only; json_schema: that, to any server;
+    # vllm: vLLM's structured_outputs field; sglang: SGLang's json_schema field; none: never.
+    structured: Literal["auto", "json_schema", "vllm", "sglang", "none"] = "auto"
 
     @field_validator("prefer")
     @classmethod

@@ -15,6 +15,8 @@ TEMPLATE = """# Stiva's configuration. Every line below is a default, commented 
 # max_steps = 5
 # rounds = 1
 # prefer = "balanced"         # best | balanced | cheap | fast | 0 (best) .. 1 (cheap); ctrl+f per question
+# structured = "auto"        # remote: the plan's JSON schema to the server: auto (discovered
+#                             # local servers) | json_schema | vllm | sglang | none (docs/scale.md)
 
 # A provider of your own (any OpenAI-compatible endpoint) and its models; keys go in the keyring
 # (F5 in the app) or in the environment variable you name, never in this file.

@@ -202,7 +202,9 @@ def fallback_conductor(
         from .remote import RemoteConductor
 
         model, reason = planner
-        return RemoteConductor(model, worker, deadline_s=deadline_s), _remote_reason(why, model, reason)
+        return RemoteConductor(model, worker, deadline_s=deadline_s, structured=config.structured), _remote_reason(
+            why, model, reason
+        )
     return embedded_fallback(config, why)
 
 
@@ -229,7 +231,7 @@ def select_conductor(
         if worker_for_remote is None:
             raise ConductorError("the remote conductor needs a worker to call its model")
         return (
-            RemoteConductor(model, worker_for_remote, deadline_s=deadline_s),
+            RemoteConductor(model, worker_for_remote, deadline_s=deadline_s, structured=config.structured),
             f"remote: config says so ({config.model})",
         )
     if backend == "embedded":

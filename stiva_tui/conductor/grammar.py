@@ -80,6 +80,37 @@ def lists_grammar(pool_size: int, max_steps: int, max_subtask_chars: int = 400, 
     return "\n".join(rules) + "\n"
 
 
+def lists_json_schema(
+    pool_size: int, max_steps: int, max_subtask_chars: int = 400, allow_empty: bool = False
+) -> dict[str, Any]:
+    """The plan as a JSON schema, for a served conductor's structured-output field (vLLM, SGLang):
+    one object with the three lists, as `parse_workflow` reads its JSON form. JSON schema cannot tie
+    the three lengths together nor bound entry i of access_list by i; the parser checks both and
+    the remote conductor's repair retry covers the rare plan that fails them."""
+    if pool_size < 1:
+        raise ValueError("the pool is empty")
+    if max_steps < 1:
+        raise ValueError("max_steps must be at least 1")
+    low = 0 if allow_empty else 1
+
+    def steps(items: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "array", "items": items, "minItems": low, "maxItems": max_steps}
+
+    earlier = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": max(0, max_steps - 2)}}
+    if max_steps < 2:
+        earlier["maxItems"] = 0
+    return {
+        "type": "object",
+        "properties": {
+            "model_id": steps({"type": "integer", "minimum": 0, "maximum": pool_size - 1}),
+            "subtasks": steps({"type": "string", "minLength": 1, "maxLength": max_subtask_chars}),
+            "access_list": steps({"anyOf": [{"type": "string", "enum": ["all"]}, earlier]}),
+        },
+        "required": ["model_id", "subtasks", "access_list"],
+        "additionalProperties": False,
+    }
+
+
 def max_lists_bytes(pool_size: int, max_steps: int, max_subtask_chars: int = 400) -> int:
     """An upper bound on the UTF-8 bytes of any text the grammar accepts (a token is >= 1 byte)."""
     n = max_steps

@@ -5,18 +5,30 @@ and asked again (one repair retry). A reply that broke off after text had arrive
 garbled stream, the deadline) is asked for again, as a worker's step would be, and every call is
 bounded by `deadline_s`. This is the scale-out path: a conductor served by vLLM or
 SGLang over several GPUs is just another OpenAI-compatible endpoint.
+
+Structured output (`[conductor] structured`): the plan's JSON schema (`grammar.lists_json_schema`)
+goes in the request, so the server decodes only plans `parse_workflow` reads, as the local
+backend's grammar does. `json_schema` sends OpenAI's `response_format` (vLLM, SGLang, llama.cpp
+and Ollama accept it), `vllm` vLLM's `structured_outputs`, `sglang` SGLang's `json_schema`
+string; `auto` sends `response_format` to discovered local servers only, never to a hosted
+provider. A server that refuses the field (a 4xx naming it; under `auto`, any 4xx but auth and
+rate limits) is asked again without it, and that model is sent none for the rest of the process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import logging
 import time
+from typing import Any
 
 from ..core.usage import Usage, estimate_tokens
 from ..core.workflow import WorkflowParseError, parse_workflow, split_reasoning
 from ..pool.types import PoolModel, ProviderError, TextDelta, UsageReport, Worker
 from .base import ConductorError, DeltaCallback, Plan, PlanRequest
+from .grammar import lists_json_schema
 from .prompt import GENERATION_PREFIX, conductor_messages
 
 REPAIR_PROMPT = (
@@ -24,6 +36,24 @@ REPAIR_PROMPT = (
     "Write the plan again: the three lines model_id = [...], subtasks = [...], access_list = [...], "
     "following the rules, and nothing after them."
 )
+
+JSON_SUFFIX = (
+    'Answer with one JSON object and nothing else: {"model_id": [...], "subtasks": [...], "access_list": [...]}.'
+)
+STRUCTURED_MODES = ("auto", "json_schema", "vllm", "sglang", "none")
+# Words in a 4xx reply that say the server refused the structured-output field itself.
+_REFUSAL_WORDS = ("response_format", "guided", "structured_output", "json_schema", "unknown", "extra", "unrecognized")
+_refused: set[tuple[str, str]] = set()  # (base_url, model) that refused the field, for this process
+_log = logging.getLogger(__name__)
+
+
+def structured_fields(mode: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """The request fields that carry `schema` in `mode` (an explicit mode, not auto or none)."""
+    if mode == "vllm":
+        return {"structured_outputs": {"json": schema}}
+    if mode == "sglang":
+        return {"json_schema": json.dumps(schema)}
+    return {"response_format": {"type": "json_schema", "json_schema": {"name": "stiva_plan", "schema": schema}}}
 
 
 class RemoteConductor:
@@ -42,7 +72,10 @@ class RemoteConductor:
         temperature: float | None = 0.0,
         deadline_s: float | None = None,
         retries: int = 1,
+        structured: str = "auto",
     ):
+        if structured not in STRUCTURED_MODES:
+            raise ValueError(f"structured must be one of {', '.join(STRUCTURED_MODES)}")
         self.pool_model = model
         self.model = model.id
         self.worker = worker
@@ -51,6 +84,20 @@ class RemoteConductor:
         self.temperature = temperature
         self.deadline_s = deadline_s
         self.retries = retries  # further tries of a reply that broke off after text had arrived
+        self.structured = structured
+        self._structured_ok = False  # a structured call of this conductor has succeeded
+
+    @property
+    def _key(self) -> tuple[str, str]:
+        return (self.pool_model.base_url.rstrip("/"), self.pool_model.model)
+
+    def structured_mode(self) -> str | None:
+        """The mode the next plan is asked in: None for the plain prompt."""
+        if self.structured == "none" or self._key in _refused or self.pool_model.kind == "embedded":
+            return None
+        if self.structured == "auto":
+            return "json_schema" if self.pool_model.source == "discovered" else None
+        return self.structured
 
     async def load(self, progress: object = None) -> None:
         """Nothing to load (the Conductor protocol)."""
@@ -65,8 +112,13 @@ class RemoteConductor:
 
     async def plan(self, request: PlanRequest, on_delta: DeltaCallback | None = None) -> Plan:
         started = time.monotonic()
-        messages = conductor_messages(request)
-        messages[-1] = {**messages[-1], "content": messages[-1]["content"] + f"\n\nBegin with: {GENERATION_PREFIX}"}
+        base = conductor_messages(request)
+        mode = self.structured_mode()
+        extra: dict[str, Any] | None = None
+        if mode is not None:
+            schema = lists_json_schema(len(request.workers), request.max_steps, allow_empty=request.round > 1)
+            extra = structured_fields(mode, schema)
+        messages = _with_suffix(base, extra is not None)
         usage = Usage()
         error: WorkflowParseError | None = None
         for attempt in range(1, self.max_repairs + 2):
@@ -74,7 +126,15 @@ class RemoteConductor:
                 if on_delta:
                     on_delta(f"\n[plan could not be read: {error}; asking again]\n")
             try:
-                text, call_usage = await self._complete(messages, on_delta)
+                text, call_usage = await self._complete(messages, on_delta, extra)
+            except _Refused as refused:
+                usage = usage + refused.spent
+                extra = None
+                messages = _with_suffix(base, False) + messages[len(base) :]
+                try:
+                    text, call_usage = await self._complete(messages, on_delta, None)
+                except ConductorError as exc:
+                    raise ConductorError(str(exc), usage + (exc.usage or Usage())) from None
             except ConductorError as exc:
                 raise ConductorError(str(exc), usage + (exc.usage or Usage())) from None
             usage = usage + call_usage
@@ -91,27 +151,56 @@ class RemoteConductor:
             return Plan(workflow, split_reasoning(text), text, usage, round(time.monotonic() - started, 4), attempt)
         raise ConductorError(f"{self.model} wrote no valid plan after {self.max_repairs + 1} tries: {error}", usage)
 
-    async def _complete(self, messages: list[dict], on_delta: DeltaCallback | None) -> tuple[str, Usage]:
+    async def _complete(
+        self, messages: list[dict], on_delta: DeltaCallback | None, extra: dict[str, Any] | None = None
+    ) -> tuple[str, Usage]:
         """One reply of the conductor model; one that broke off after text is asked for again.
-        A reply that broke off is still paid for: its prompt and the text so far are estimated."""
+        A reply that broke off is still paid for: its prompt and the text so far are estimated.
+        A server that refuses `extra` (the structured-output field) raises `_Refused`."""
         spent = Usage()
         for attempt in range(self.retries + 1):
             try:
-                text, usage = await self._call(messages, on_delta)
+                text, usage = await self._call(messages, on_delta, extra)
+                if extra:
+                    self._structured_ok = True
                 return text, spent + usage
             except ProviderError as exc:
                 spent = spent + getattr(exc, "spent", Usage())
+                if extra and self._refuses(exc):
+                    if self._key not in _refused:
+                        _refused.add(self._key)
+                        _log.warning(
+                            "the conductor model %s refused the structured-output field (%s); "
+                            "planning with the plain prompt from now on",
+                            self.model,
+                            exc,
+                        )
+                    raise _Refused(spent) from None
                 if not (exc.retryable and exc.partial) or attempt == self.retries:
                     raise ConductorError(f"the conductor model {self.model} failed: {exc}", spent) from None
                 if on_delta:
                     on_delta(f"\n[the reply broke off ({exc}); asking again]\n")
         raise AssertionError("unreachable")
 
-    async def _call(self, messages: list[dict], on_delta: DeltaCallback | None) -> tuple[str, Usage]:
+    def _refuses(self, exc: ProviderError) -> bool:
+        """Whether `exc` says the server will not take the structured-output field."""
+        status = exc.status or 0
+        if not 400 <= status < 500 or status in (401, 403, 408, 429) or exc.partial:
+            return False
+        if self.structured == "auto" and not self._structured_ok:
+            return True
+        return any(word in str(exc).lower() for word in _REFUSAL_WORDS)
+
+    async def _call(
+        self, messages: list[dict], on_delta: DeltaCallback | None, extra: dict[str, Any] | None = None
+    ) -> tuple[str, Usage]:
         parts: list[str] = []
         usage = Usage()
-        stream = self.worker.stream_chat(
-            self.pool_model, messages, max_tokens=self.max_tokens, temperature=self.temperature
+        # extra_body is passed only when there is one: a worker without it still plans plainly
+        options: dict[str, Any] = {"extra_body": extra} if extra else {}
+        stream_chat: Any = self.worker.stream_chat
+        stream = stream_chat(
+            self.pool_model, messages, max_tokens=self.max_tokens, temperature=self.temperature, **options
         )
         try:
             async with asyncio.timeout(self.deadline_s), contextlib.aclosing(stream):
@@ -136,3 +225,18 @@ class RemoteConductor:
 def _estimate(messages: list[dict], parts: list[str]) -> Usage:
     """What a call that broke off consumed, estimated: its prompt and the text that arrived."""
     return Usage(sum(estimate_tokens(m["content"]) for m in messages), estimate_tokens("".join(parts)), True)
+
+
+class _Refused(Exception):
+    """The server refused the structured-output field; `spent` is what the tries cost."""
+
+    def __init__(self, spent: Usage):
+        super().__init__("structured output refused")
+        self.spent = spent
+
+
+def _with_suffix(messages: list[dict], structured: bool) -> list[dict]:
+    """The conductor messages with the closing line: the JSON object when the server is held to
+    the schema, else the start of the reasoning the plain prompt asks for."""
+    suffix = JSON_SUFFIX if structured else f"Begin with: {GENERATION_PREFIX}"
+    return [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + f"\n\n{suffix}"}]

@@ -79,6 +79,7 @@ def answer_key(
     max_tokens: int | None = None,
     temperature: float | None = None,
     stop: Sequence[str] | None = None,
+    extra_body: dict | None = None,
 ) -> str:
     """The cache key of one call (see the module's docstring)."""
     what = [
@@ -89,6 +90,7 @@ def answer_key(
         max_tokens,
         temperature,
         list(stop) if stop else None,
+        *([extra_body] if extra_body else []),  # absent: the keys of plain calls stay as they were
     ]
     return hashlib.sha256(json.dumps(what, ensure_ascii=False, sort_keys=True, default=str).encode()).hexdigest()
 

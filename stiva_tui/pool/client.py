@@ -22,7 +22,8 @@ import email.utils
 import json
 import random
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import Any
 
 import aiohttp
 import aiohttp.http_exceptions
@@ -102,7 +103,10 @@ class HttpWorker:
         max_tokens: int | None = None,
         temperature: float | None = None,
         stop: Sequence[str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[ChatEvent]:
+        """`extra_body`: fields added to the request as they are (a served conductor's
+        structured-output field); never replacing the ones above."""
         body: dict = {
             "model": model.model,
             "messages": list(messages),
@@ -115,6 +119,8 @@ class HttpWorker:
             body["temperature"] = temperature
         if stop:
             body["stop"] = list(stop)
+        for key, value in (extra_body or {}).items():
+            body.setdefault(key, value)
         headers = {"Accept": "text/event-stream", **dict(model.headers)}
         if model.api_key:
             headers["Authorization"] = f"Bearer {model.api_key}"
@@ -438,8 +444,13 @@ class PoolWorker:
         max_tokens: int | None = None,
         temperature: float | None = None,
         stop: Sequence[str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[ChatEvent]:
         worker = self._route(model)
+        if extra_body and worker is self.http:  # the embedded model has no request body
+            return self.http.stream_chat(
+                model, messages, max_tokens=max_tokens, temperature=temperature, stop=stop, extra_body=extra_body
+            )
         return worker.stream_chat(model, messages, max_tokens=max_tokens, temperature=temperature, stop=stop)
 
     async def aclose(self) -> None:

@@ -37,6 +37,9 @@ class Reply:
     fault: str | None = None
     chunks: list[str] | None = None  # explicit pieces; default: split after each space
     body: object = None  # send exactly this JSON as a 200 reply (any shape: malformed-reply tests)
+    # request fields this server does not take: a request with one gets a 400 naming it, as
+    # OpenAI-compatible servers answer an unknown structured-output field
+    refuse: tuple[str, ...] = ()
 
     def pieces(self) -> list[str]:
         if self.chunks is not None:
@@ -249,6 +252,10 @@ def _make_handler(fake: FakeProvider):
                         self._chunk(": keep-alive\n\n")
                 except OSError:  # the client went away
                     pass
+                return
+            refused = [name for name in reply.refuse if name in request.body]
+            if refused:
+                self._json(400, {"error": {"message": f"unknown field: {refused[0]}", "type": "invalid_request"}})
                 return
             if reply.status >= 400:
                 headers = {"Retry-After": reply.retry_after} if reply.retry_after else {}
