@@ -29,6 +29,7 @@ import aiohttp
 import aiohttp.http_exceptions
 from httpx_sse._decoders import SSEDecoder  # the spec's line parser, without httpx's transport
 
+from ..config import WorkersConfig
 from ..core.usage import Usage, estimate_tokens, token_count
 from .types import ChatEvent, PoolModel, ProviderError, StepInput, TextDelta, UsageReport, WorkerPrompt
 
@@ -41,7 +42,7 @@ MAX_LINE_BYTES = 4 * 2**20
 # The most answer text one call may bring, in UTF-8 bytes, unless told otherwise: [workers]
 # max_answer_kb's default. A streamed answer is read chunk by chunk, so the cap may exceed the
 # line bound; one chunk of it may not.
-MAX_ANSWER_BYTES = 2**20
+MAX_ANSWER_BYTES = WorkersConfig.model_fields["max_answer_kb"].default * 1024
 # What is read of the body after [DONE] so the connection is reused, and of an error reply.
 DRAIN_BYTES = 2**16
 
