@@ -218,6 +218,9 @@ class SimConfig(_Strict):
     # A bench id (or a unique prefix): serve that bench's recorded direct answers instead of the
     # profiles' models (`--pool replay:BENCH_ID`, stiva_tui/sim/replay.py)
     replay: str | None = None
+    # Set by Stiva, not by hand: where a replayed bench's recorded answers came from (`stiva bench
+    # import`), for the "recorded pool" label of every report
+    replay_source: str = ""
     # Models of your own instead of the default profiles (a pool with another trade-off: a cheap,
     # a mid-priced and a dear model, say); names must differ.
     models: list[SimModelConfig] = Field(default_factory=list)

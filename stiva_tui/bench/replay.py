@@ -9,10 +9,14 @@ store).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..config import Config, ConfigError
 from ..sim.pool import start_sim
 from ..sim.replay import RecordedAnswer, RecordedBench, ReplayError
 from ..sim.server import SimServer
+from ..store.benches import IMPORTED
+from .imports import source_of
 
 __all__ = ["read_recorded", "start_pool"]
 
@@ -71,5 +75,25 @@ def read_recorded(store, bench_text: str) -> RecordedBench:
         )
         for r in records
     )
-    models = tuple(s.removeprefix("direct:") for s in store.get_bench(bench_id).systems if s.startswith("direct:"))
-    return RecordedBench(bench_id, models, answers)
+    bench = store.get_bench(bench_id)
+    source = ""
+    if bench.config_hash == IMPORTED:  # recorded answers (`stiva bench import`): no runs, the suite asks
+        suite = _imported_suite(bench.suite, bench_text)
+        source = source_of(suite.description) or "recorded answers"
+        asked = {item.id: item.question for item in suite.items}
+        answers = tuple(replace(a, question=asked.get(a.item_id, "")) for a in answers)
+    models = tuple(s.removeprefix("direct:") for s in bench.systems if s.startswith("direct:"))
+    return RecordedBench(bench_id, models, answers, source=source)
+
+
+def _imported_suite(path: str, bench_text: str):
+    from ..evals.loaders import load_suite
+    from ..evals.suite import SuiteError
+
+    try:
+        return load_suite(path)
+    except SuiteError as exc:
+        raise ReplayError(
+            f"--pool replay:{bench_text}: its suite of recorded answers cannot be read ({exc}); import it again "
+            "with stiva bench import"
+        ) from None

@@ -37,7 +37,8 @@ def add_parser(sub, common) -> None:
         parents=[common],
         help="measure the conductor against single models and MoA on a suite",
         description="Run every item of SUITE on every system, grade the answers, and report accuracy, tokens, "
-        "cost and latency. Running the same command again continues an interrupted bench.",
+        "cost and latency. Running the same command again continues an interrupted bench. "
+        "`stiva bench import FILE` makes a suite and a bench of recorded answers of real models (see its --help).",
     )
     bench.add_argument("suite", nargs="?", help="a JSONL suite file, FORMAT:PATH (see --list), or a built-in name")
     bench.add_argument(

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import ask, bench, config_cmd, history, models, serve, train, votes
+from . import ask, bench, bench_import, config_cmd, history, models, serve, train, votes
 from .ask import PRESET_NAMES  # noqa: F401 - the presets the command line knows (tests compare them)
 from .common import (
     EXIT_BROKEN_PIPE,
@@ -32,12 +32,13 @@ COMMANDS = {
     "models": models,
     "history": history,
     "bench": bench,
+    bench_import.NAME: bench_import,  # `stiva bench import`: main's parser rewrites it to this name
     "train": train,
     "votes": votes,
     "config": config_cmd,
     "serve": serve,
 }
-WITHOUT_POOL = ("history", "votes")
+WITHOUT_POOL = ("history", "votes", bench_import.NAME)
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -66,7 +67,7 @@ class CommandParser(argparse.ArgumentParser):
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line; the options every command shares are None when not given."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     for name in ("config", "conductor", "pool", "prefer"):
         if not hasattr(args, name):
             setattr(args, name, None)
@@ -98,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     parser = CommandParser(
+        rewrite=bench_import.rewrite,
         prog="stiva",
         parents=[common],
         description="A conductor model orchestrates a pool of language models. With no command, opens the app.",

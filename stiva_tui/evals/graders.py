@@ -61,7 +61,7 @@ from ..sandbox import (
 )
 from .numbers import extract_number, parse_number
 from .numbers import unboxed as _unboxed
-from .suite import LETTERS, CodeTests, SuiteItem
+from .suite import LETTERS, CodeTests, SuiteItem, answer_key
 
 __all__ = [
     "DEFAULT_CODE_TIMEOUT_S",
@@ -575,7 +575,16 @@ def parse_judge_reply(text: str) -> Grade:
     return Grade(verdict == "CORRECT", verdict, detail)
 
 
+def _grade_recorded(item: SuiteItem, text: str) -> Grade:
+    """The score recorded for this very answer (a recorded pool's truth), never a re-grade."""
+    score = (item.recorded or {}).get(answer_key(text))
+    if score is None:
+        return Grade(False, "", "not one of the recorded answers to this item, so it has no recorded score")
+    return Grade(score >= 0.5, f"{score:g}", None if score >= 0.5 else f"recorded score {score:g}")
+
+
 _TEXT_GRADERS: dict[str, Callable[[SuiteItem, str], Grade]] = {
+    "recorded": _grade_recorded,
     "numeric": _grade_numeric,
     "exact": _grade_exact,
     "contains": _grade_contains,

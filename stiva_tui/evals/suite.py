@@ -22,6 +22,10 @@ starting with "_" are comments and ignored):
 - `tolerance` (`numeric` only): relative tolerance, default 1e-6.
 - `timeout_s` (`code` only): seconds per run of the answer's code, default 10.
 - `meta`: flat labels carried into reports (source, subject, level...), never graded.
+- `recorded` (`recorded` only, required): the recorded answers of real models to this item and
+  their recorded scores, as {`answer_key(text)`: score 0..1}. Written by `stiva bench import`: an
+  answer of a recorded pool is graded by the score recorded for it, not graded again, and an
+  answer that is none of them (no model's recorded answer) is wrong.
 
 Errors are `SuiteError`s naming the file and line. `Suite.content_hash` fingerprints the
 normalised items so a runner can key resume state on it.
@@ -54,6 +58,7 @@ __all__ = [
     "Suite",
     "SuiteError",
     "SuiteItem",
+    "answer_key",
     "json_loads",
     "load_suite_file",
     "parse_suite",
@@ -63,8 +68,8 @@ __all__ = [
     "validate_item",
 ]
 
-GraderName = Literal["numeric", "exact", "contains", "choice", "math", "code", "judge"]
-GRADERS: tuple[str, ...] = ("numeric", "exact", "contains", "choice", "math", "code", "judge")
+GraderName = Literal["numeric", "exact", "contains", "choice", "math", "code", "judge", "recorded"]
+GRADERS: tuple[str, ...] = ("numeric", "exact", "contains", "choice", "math", "code", "judge", "recorded")
 LETTERS = string.ascii_uppercase
 
 
@@ -142,6 +147,7 @@ class SuiteItem(_Strict):
     tolerance: float | None = Field(default=None, gt=0)
     timeout_s: float | None = Field(default=None, gt=0, le=600)
     meta: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    recorded: dict[str, float] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -174,13 +180,18 @@ class SuiteItem(_Strict):
     def _check_grader_fields(self) -> SuiteItem:
         if not self.question.strip():
             raise ValueError("question is blank")
-        if self.grader != "code" and not self.answer.strip():
+        if self.grader not in ("code", "recorded") and not self.answer.strip():
             raise ValueError(f"a {self.grader} item needs an answer")
         _only_for(self, "choices", self.choices is not None, "choice")
         _only_for(self, "shuffle", self.shuffle, "choice")
         _only_for(self, "tests", self.tests is not None, "code")
         _only_for(self, "tolerance", self.tolerance is not None, "numeric")
         _only_for(self, "timeout_s", self.timeout_s is not None, "code")
+        _only_for(self, "recorded", self.recorded is not None, "recorded")
+        if self.grader == "recorded" and (
+            not self.recorded or not all(0 <= score <= 1 for score in self.recorded.values())
+        ):
+            raise ValueError("a recorded item needs recorded answers' scores, each from 0 to 1")
         if self.grader == "choice":
             _check_choice(self)
         elif self.grader == "code" and (self.tests is None or (isinstance(self.tests, str) and not self.tests.strip())):
@@ -223,6 +234,12 @@ def shuffled_choices(item_id: str, choices: Iterable[str]) -> list[str]:
     Deterministic across runs and machines (no RNG state), and idempotent: shuffling an already
     shuffled list gives the same list, so re-validating a normalised item changes nothing."""
     return sorted(choices, key=lambda c: hashlib.sha256(f"{item_id}\n{c}".encode()).hexdigest())
+
+
+def answer_key(text: str) -> str:
+    """The key of an answer in a `recorded` item: a hash of its text without the whitespace at its
+    ends (a worker's stream may end in a newline the recording did not have)."""
+    return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()[:16]
 
 
 def question_text(item: SuiteItem) -> str:

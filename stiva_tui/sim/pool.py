@@ -71,6 +71,8 @@ def pool_label(config: Config) -> str | None:
     None for a pool of real models."""
     if config.sim is None:
         return None
+    if config.sim.replay and config.sim.replay_source:
+        return f"recorded pool (bench {config.sim.replay}: {config.sim.replay_source})"
     if config.sim.replay:
         return f"replayed pool (bench {config.sim.replay})"
     return f"{SIM_LABEL} (seed {config.sim.seed})" if config.sim.seed else SIM_LABEL
@@ -109,7 +111,8 @@ def _start_replay(config: Config, recorded: RecordedBench) -> tuple[Config, SimS
     except ReplayError as exc:
         raise ConfigError(str(exc)) from None
     # the whole id, where the command named a start of it
-    config = config.model_copy(update={"sim": config.sim.model_copy(update={"replay": recorded.bench_id})})
+    sim = config.sim.model_copy(update={"replay": recorded.bench_id, "replay_source": recorded.source})
+    config = config.model_copy(update={"sim": sim})
     server = SimServer(models, (), latency_scale=config.sim.latency_scale, answerer=answerer).start()
     return _with_models(config, server, REPLAY_PROVIDER, models), server
 

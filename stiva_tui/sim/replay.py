@@ -22,7 +22,8 @@ train or bench a conductor on their answers without paying for a single call aga
 - **Where they come from:** the caller reads the bench from the history (`stiva_tui.bench.replay`)
   and passes a `RecordedBench` in; the simulated pool does not open the store.
 
-Every report made on it says "replayed pool" and names the bench.
+Every report made on it says "replayed pool" and names the bench; on a bench of recorded answers of
+`stiva bench import`, "recorded pool" and where they came from.
 """
 
 from __future__ import annotations
@@ -102,6 +103,9 @@ class RecordedBench:
     bench_id: str
     models: tuple[str, ...]
     answers: tuple[RecordedAnswer, ...]
+    # where recorded answers of `stiva bench import` came from ("11 models (zeroeval: PATH)"); "" for
+    # a bench Stiva ran
+    source: str = ""
 
 
 def replay_pool(recorded: RecordedBench, bench_text: str) -> tuple[list[SimModel], ReplayAnswerer]:
@@ -143,7 +147,9 @@ def replay_pool(recorded: RecordedBench, bench_text: str) -> tuple[list[SimModel
                 price,
                 latencies[len(latencies) // 2] if latencies else 0.0,
                 0,
-                f"replayed: {name}'s answers from bench {bench_id}",
+                f"recorded: {name}'s answers ({recorded.source})"
+                if recorded.source
+                else f"replayed: {name}'s answers from bench {bench_id}",
                 prefix=REPLAY_PREFIX,
             )
         )

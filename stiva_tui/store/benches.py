@@ -19,7 +19,7 @@ from .part import StorePart
 from .records import BenchItemRecord, BenchRecord
 from .schema import timestamp
 
-__all__ = ["Benches"]
+__all__ = ["IMPORTED", "Benches"]
 
 
 class Benches(StorePart):
@@ -90,33 +90,31 @@ class Benches(StorePart):
     def record_bench_item(self, bench_id: str, item: BenchItemRecord) -> None:
         """Write (or replace) one finished item."""
         with self.transaction() as c:
-            c.execute(
-                "INSERT OR REPLACE INTO bench_items (bench_id, system, item_id, run_id, status, correct, answer,"
-                " extracted, error, prompt_tokens, completion_tokens, cost_usd, latency_s, judge_prompt_tokens,"
-                " judge_completion_tokens, judge_cost_usd, finished_at, queue_wait_s)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    bench_id,
-                    item.system,
-                    item.item_id,
-                    item.run_id,
-                    item.status,
-                    int(item.correct),
-                    item.answer,
-                    item.extracted,
-                    item.error,
-                    item.prompt_tokens,
-                    item.completion_tokens,
-                    item.cost_usd,
-                    item.latency_s,
-                    item.judge_prompt_tokens,
-                    item.judge_completion_tokens,
-                    item.judge_cost_usd,
-                    timestamp(),
-                    item.queue_wait_s,
-                ),
-            )
+            c.execute(_INSERT_ITEM, _item_row(bench_id, item, timestamp()))
             c.execute("UPDATE bench_runs SET updated_at = ? WHERE id = ?", (timestamp(), bench_id))
+
+    def import_bench(
+        self,
+        bench_id: str,
+        *,
+        suite: str,
+        suite_hash: str,
+        systems: list[str],
+        items: int,
+        records: Sequence[BenchItemRecord],
+    ) -> None:
+        """A finished bench of recorded answers (`stiva bench import`), written whole in one
+        transaction: a fault leaves nothing of it. An import of the same content replaces it."""
+        now = timestamp()
+        with self.transaction() as c:
+            c.execute("DELETE FROM bench_items WHERE bench_id = ?", (bench_id,))
+            c.execute("DELETE FROM bench_runs WHERE id = ?", (bench_id,))
+            c.execute(
+                "INSERT INTO bench_runs (id, suite, suite_hash, systems, config_hash, items, status, created_at,"
+                " updated_at, owner, pid) VALUES (?, ?, ?, ?, ?, ?, 'finished', ?, ?, NULL, NULL)",
+                (bench_id, suite, suite_hash, json.dumps(systems), IMPORTED, items, now, now),
+            )
+            c.executemany(_INSERT_ITEM, [_item_row(bench_id, item, now) for item in records])
 
     def close_bench(self, bench_id: str, status: str, stop_reason: str | None = None) -> None:
         """Mark the bench finished, stopped (budget, ctrl+c: `stop_reason` says which) or interrupted."""
@@ -167,6 +165,41 @@ class Benches(StorePart):
     def list_benches(self, limit: int = 100) -> list[BenchRecord]:
         rows = self.query("SELECT * FROM bench_runs ORDER BY updated_at DESC LIMIT ?", (limit,))
         return [_bench(row) for row in rows]
+
+
+# A bench of recorded answers (`stiva bench import`) has this in place of its config's fingerprint:
+# no config of this machine made its answers.
+IMPORTED = "recorded"
+
+_INSERT_ITEM = (
+    "INSERT OR REPLACE INTO bench_items (bench_id, system, item_id, run_id, status, correct, answer,"
+    " extracted, error, prompt_tokens, completion_tokens, cost_usd, latency_s, judge_prompt_tokens,"
+    " judge_completion_tokens, judge_cost_usd, finished_at, queue_wait_s)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _item_row(bench_id: str, item: BenchItemRecord, now: str) -> tuple:
+    return (
+        bench_id,
+        item.system,
+        item.item_id,
+        item.run_id,
+        item.status,
+        int(item.correct),
+        item.answer,
+        item.extracted,
+        item.error,
+        item.prompt_tokens,
+        item.completion_tokens,
+        item.cost_usd,
+        item.latency_s,
+        item.judge_prompt_tokens,
+        item.judge_completion_tokens,
+        item.judge_cost_usd,
+        now,
+        item.queue_wait_s,
+    )
 
 
 def _bench(row: sqlite3.Row) -> BenchRecord:
