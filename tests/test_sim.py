@@ -40,7 +40,7 @@ def _ask(answerer, model, item, drafts=(), subtask=None):
 
 
 def test_the_skills_suite_is_what_its_generator_writes():
-    from benchmarks import make_skills
+    from benchmarks.experiments import make_skills
 
     assert (ROOT / "stiva_tui/evals/data/skills.jsonl").read_text(encoding="utf-8") == make_skills.render()
     domains = {(i.meta["domain"], i.meta["split"]) for i in SKILLS.items}

@@ -838,7 +838,7 @@ def test_stiva_train_from_votes_writes_an_adapter_for_the_pool(small_model, stiv
     assert pairs[0]["chosen"].startswith("\nmodel_id = [0]")  # sim:calc is the sim pool's first model
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert [row["step"] for row in log] == [1, 2]
-    assert all(row["seconds"] > 0 for row in log), log  # each step's own time, for benchmarks/learning.py
+    assert all(row["seconds"] > 0 for row in log), log  # each step's own time, for benchmarks/experiments/learning.py
 
 
 GRADED_POOL = """

@@ -106,7 +106,7 @@ def serve(
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's event loop where it is installed (every Linux and macOS install: a dependency),
-    else asyncio's own: less CPU per request (`benchmarks/serve.py --loop`; the figures are in
+    else asyncio's own: less CPU per request (`benchmarks/perf/serve.py --loop`; the figures are in
     docs/measurements.md)."""
     try:
         import uvloop

@@ -11,7 +11,7 @@ learns exactly that from the pair's two log-likelihoods, with no sampling, no po
 grader (one forward and backward pass over 2 x batch short sequences a step). A vote reward in
 GRPO would only score the sampled plans that happen to equal a voted plan, and everything else
 would need a reward the vote does not give. Measured on the tiny random model of
-tests/test_votes.py (benchmarks/votes_methods.py, 2 shared CPU cores, 20 steps each): both took
+tests/test_votes.py (benchmarks/experiments/votes_methods.py, 2 shared CPU cores, 20 steps each): both took
 the held-out rate of plans picking the voted model from 0.48 to 0.86; DPO in 68 s, GRPO with the
 vote reward (16 sampled plans a step) in 267 s, in a setting where every sampled plan is a voted
 one (one step, two models), which with longer plans over a larger pool it would seldom be.
@@ -239,7 +239,7 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
     from ..inference.generation import eos_token_ids
 
     # the pair's prompt is most of each sequence: load_for_training makes TRL's fused head project
-    # the plans' positions only, as for GRPO (benchmarks/dpo_step.json)
+    # the plans' positions only, as for GRPO (benchmarks/perf/dpo_step.json)
     model, tokenizer, label, folder = load_for_training(options.base, device, options.seed, say)
     conductor = conductor_for(
         options.base,

@@ -121,7 +121,7 @@ class StepReport:
             "mean_plan_steps": self.mean_plan_steps,
             "tokens": self.tokens,
             "cost_usd": self.cost_usd,
-            # where the step's time went (benchmarks/train_step.py reads them)
+            # where the step's time went (benchmarks/perf/train_step.py reads them)
             "generate_s": self.generate_s,
             "rollout_s": self.rollout_s,
             "update_s": self.update_s,

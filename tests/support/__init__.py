@@ -1,5 +1,5 @@
 """Helpers shared by the tests and the benchmarks: import them as `tests.support.X` from the repository
-root (pytest's `pythonpath`, or `python -m benchmarks.X`).
+root (pytest's `pythonpath`, or `python -m benchmarks.perf.X`).
 
 - `fakeprovider`: a real OpenAI-wire provider on 127.0.0.1, scripted per model
 - `model_builders`: tiny random-weight conductors, built locally (no hub)

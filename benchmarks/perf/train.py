@@ -1,7 +1,7 @@
-"""Benchmark of `stiva train` (run by hand; prints and saves train.json).
+"""Benchmark of `stiva train` (run by hand; prints and saves train.json beside itself).
 
-    .venv/bin/python -m benchmarks.train            # the embedded Gemma-3 270M on the CPU
-    .venv/bin/python -m benchmarks.train --cuda     # a Qwen2.5-7B-shaped random model, QLoRA, group 8
+    .venv/bin/python -m benchmarks.perf.train            # the embedded Gemma-3 270M on the CPU
+    .venv/bin/python -m benchmarks.perf.train --cuda     # a Qwen2.5-7B-shaped random model, QLoRA, group 8
 
 Real GRPO steps through TRL with Stiva's rollouts on a scripted pool (a real HTTP server on
 127.0.0.1, two models, one always right). Reported: steps per minute, peak memory (RSS; on CUDA
@@ -23,6 +23,9 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from benchmarks.harness import ROOT, machine, update_json
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -51,7 +54,7 @@ def main() -> None:
 
         base = Path(args.workdir) / "qwen2.5-7b-random"
         if not (base / "config.json").exists():
-            corpus = [p.read_text() for p in sorted((HERE.parent / "stiva_tui").rglob("*.py"))]
+            corpus = [p.read_text() for p in sorted((ROOT / "stiva_tui").rglob("*.py"))]
             build_random_model(base, "qwen2.5-7b", device="cuda", dtype="bfloat16", tokenizer_vocab=8000, corpus=corpus)
         base_name = str(base)
         torch.cuda.reset_peak_memory_stats()
@@ -105,6 +108,7 @@ def main() -> None:
     step_s = med("generate_s") + med("rollout_s") + med("update_s")
     result = {
         "device": torch.cuda.get_device_name(0) if args.cuda else f"cpu ({os.cpu_count()} cores)",
+        "machine": machine(),
         "base": "Qwen2.5-7B architecture, random weights, nf4 QLoRA"
         if args.cuda
         else "embedded Gemma-3 270M, fp32 LoRA",
@@ -123,10 +127,7 @@ def main() -> None:
         result["targets"] = {"gpu_peak_gb<=24_at_group_8": result["gpu_peak_gb"] <= 24 and group >= 8}
     print(json.dumps(result, indent=2))
     if not args.no_save:
-        out = HERE / "train.json"
-        existing = json.loads(out.read_text()) if out.exists() else {}
-        existing["cuda" if args.cuda else "cpu"] = result
-        out.write_text(json.dumps(existing, indent=2) + "\n")
+        print(f"saved {update_json(HERE / 'train.json', 'cuda' if args.cuda else 'cpu', result)}")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """Seconds per `stiva train` step on the CPU, and where they go (run by hand; prints and saves
-train_step.json).
+train_step.json beside itself).
 
-    .venv/bin/python -m benchmarks.train_step                 # 3 steps, before vs after
-    .venv/bin/python -m benchmarks.train_step --steps 4
+    .venv/bin/python -m benchmarks.perf.train_step                 # 3 steps, before vs after
+    .venv/bin/python -m benchmarks.perf.train_step --steps 4
 
 The embedded Gemma-3 270M learns the built-in `skills` suite (train split) on the simulated pool,
-with the options of the learning run (benchmarks/learning.py): --prompt compact --shuffle-pool
+with the options of the learning run (benchmarks/experiments/learning.py): --prompt compact --shuffle-pool
 --lora-targets all, batch 2 x group 4, through the real command in a fresh STIVA_HOME (the
 embedded model's converted weights are shared with the usual cache). Each configuration runs in
 a process of its own, one after the other, so that their ratio is from one run of this machine:
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -35,8 +34,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.harness import ROOT, cli_args, machine, save_json, stiva_env
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 
 PARTS = ("generate_s", "rollout_s", "update_s")
 
@@ -54,55 +54,32 @@ entry()
 
 
 def one_run(name: str, before: bool, args, work: Path) -> dict:
-    from stiva_tui import paths
-
-    home = work / f"home-{name}"
-    home.mkdir()
-    (home / "config").mkdir()
-    (home / "config" / "config.toml").write_text("[sim]\nlatency_scale = 0.0\n")
+    env = stiva_env(work / f"home-{name}", "[sim]\nlatency_scale = 0.0\n") | {"PYTHONPATH": str(ROOT)}
     out = work / f"out-{name}"
-    env = {
-        **os.environ,
-        "STIVA_HOME": str(home),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "STIVA_MODEL_CACHE": str(paths.model_cache_dir()),
-        "PYTHONPATH": str(ROOT),
-    }
     start = ["-c", BEFORE] if before else ["-m", "stiva_tui.cli"]
     command = [
         sys.executable,
         *start,
-        "train",
-        "skills",
-        "--pool",
-        "sim",
-        "--split",
-        "train",
-        "--base",
-        "embedded",
-        "--prompt",
-        "compact",
-        "--shuffle-pool",
-        "--lora-targets",
-        "all",
-        "--lora-r",
-        "8",
-        "--lr",
-        "1e-3",
-        "--steps",
-        str(args.steps),
-        "--batch",
-        str(args.batch),
-        "--group",
-        str(args.group),
-        "--seed",
-        str(args.seed),
-        "--save-every",
-        str(args.steps),
-        "--out",
-        str(out),
-        "--json",
+        *cli_args(
+            "train",
+            "grpo",
+            "skills",
+            pool="sim",
+            split="train",
+            base="embedded",
+            prompt="compact",
+            shuffle_pool=True,
+            lora_targets="all",
+            lora_r=8,
+            lr="1e-3",
+            steps=args.steps,
+            batch=args.batch,
+            group=args.group,
+            seed=args.seed,
+            save_every=args.steps,
+            out=out,
+            json=True,
+        ),
     ]
     started = time.monotonic()
     done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
@@ -139,13 +116,13 @@ def main() -> None:
     configs = {"before": True, "after": False}
     runs = [one_run(name, before, args, work) for name, before in configs.items() if args.only in (None, name)]
     result = {
-        "what": "seconds per `stiva train skills --pool sim --base embedded --prompt compact --shuffle-pool "
+        "what": "seconds per `stiva train grpo skills --pool sim --base embedded --prompt compact --shuffle-pool "
         "--lora-targets all --lora-r 8` step, median of the steps after the first",
         "batch": args.batch,
         "group": args.group,
         "steps": args.steps,
         "cpu_threads": torch.get_num_threads(),
-        "cpus": os.cpu_count(),
+        "machine": machine(),
         "runs": runs,
     }
     by_name = {r["name"]: r["median"] for r in runs}
@@ -154,8 +131,7 @@ def main() -> None:
         result["speedup"] = {k: round(before[k] / after[k], 2) if after[k] else None for k in (*PARTS, "step_s")}
         print("speedup (before / after):", result["speedup"])
     if not args.no_save:
-        (HERE / "train_step.json").write_text(json.dumps(result, indent=2) + "\n")
-        print(f"saved {HERE / 'train_step.json'}")
+        print(f"saved {save_json(HERE / 'train_step.json', result)}")
 
 
 if __name__ == "__main__":

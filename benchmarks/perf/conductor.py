@@ -1,9 +1,9 @@
-"""Benchmark of the local conductor backends (run by hand; prints and saves conductor.json).
+"""Benchmark of the local conductor backends (run by hand; prints and saves conductor.json beside itself).
 
-    .venv/bin/python -m benchmarks.conductor            # embedded Gemma-3 270M on the CPU
-    .venv/bin/python -m benchmarks.conductor --cuda     # Qwen2.5-7B-shaped random model, 4-bit, CUDA
-    .venv/bin/python -m benchmarks.conductor --random tiny --no-save   # the same code path, CPU smoke run
-    .venv/bin/python -m benchmarks.conductor --formats  # embedded model in bf16 / fp32 / nf4 on the CPU
+    .venv/bin/python -m benchmarks.perf.conductor            # embedded Gemma-3 270M on the CPU
+    .venv/bin/python -m benchmarks.perf.conductor --cuda     # Qwen2.5-7B-shaped random model, 4-bit, CUDA
+    .venv/bin/python -m benchmarks.perf.conductor --random tiny --no-save   # the same code path, CPU smoke run
+    .venv/bin/python -m benchmarks.perf.conductor --formats  # embedded model in bf16 / fp32 / nf4 on the CPU
 
 CPU: time to first token, plan latency, tokens/s and peak RSS, with and without the grammar
 (the grammar should cost under 10% of tokens/s). CUDA: a Qwen2.5-7B architecture with random
@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import resource
 import statistics
 import sys
@@ -29,6 +28,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from benchmarks.harness import ROOT, machine, update_json
 from stiva_tui.conductor.base import ConductorError, PlanRequest, WorkerInfo
 from stiva_tui.core.workflow import parse_workflow
 
@@ -144,8 +144,7 @@ async def cpu(args) -> dict:
     load_s = time.monotonic() - start
     out: dict = {
         "device": "cpu",
-        "cpus": os.cpu_count(),
-        "machine": platform.machine(),
+        "machine": machine(),
         "model": "google/gemma-3-270m",
         "format": loaded.quantization,
         "load_s_this_process": round(load_s, 2),
@@ -234,7 +233,11 @@ def formats() -> dict:
     rows = []
     for fmt in FORMATS:
         result = subprocess.run(
-            [sys.executable, __file__, "--one-format", fmt], capture_output=True, text=True, timeout=900
+            [sys.executable, "-m", __spec__.name, "--one-format", fmt],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            cwd=ROOT,
         )
         if result.returncode != 0:
             raise SystemExit(f"{fmt}: {result.stderr[-2000:]}")
@@ -243,7 +246,7 @@ def formats() -> dict:
     fitting = [r for r in rows if r["peak_rss_answering_mb"] <= 2048]
     fastest = max(fitting, key=lambda r: r["decode_tokens_per_s"])["format"] if fitting else None
     return {
-        "machine": {"cpus": os.cpu_count(), "arch": platform.machine()},
+        "machine": machine(),
         "rows": rows,
         "rule": "the fastest decode whose peak RSS while answering stays within 2 GB",
         "fastest_within_2gb": fastest,
@@ -270,7 +273,7 @@ async def random_model(args) -> dict:
     folder = Path(args.workdir) / f"{args.shape}-random"
     start = time.monotonic()
     if not (folder / "config.json").exists():
-        corpus = [p.read_text() for p in sorted((HERE.parent / "stiva_tui").rglob("*.py"))]
+        corpus = [p.read_text() for p in sorted((ROOT / "stiva_tui").rglob("*.py"))]
         build_random_model(
             folder,
             args.shape,
@@ -297,6 +300,7 @@ async def random_model(args) -> dict:
     tps = raw["decode_tokens_per_s"]
     out = {
         "device": torch.cuda.get_device_name(0) if cuda else f"cpu ({os.cpu_count()} cores)",
+        "machine": machine(),
         "model": f"{args.shape} architecture (Qwen2), random weights, byte-level BPE of {len(loaded.tokenizer)} tokens",
         "quantization": "nf4" + (" (double quant, bf16 compute)" if cuda else " (fp32 compute)"),
         "build_s": round(build_s, 1),
@@ -351,11 +355,7 @@ def main() -> None:
         results["when"] = time.strftime("%Y-%m-%d %H:%M:%S")
         print(json.dumps(results, indent=2))
         if not args.no_save:
-            out = Path(args.out)
-            existing = json.loads(out.read_text()) if out.exists() else {}
-            existing["cpu_formats"] = results
-            out.write_text(json.dumps(existing, indent=2) + "\n")
-            print(f"saved to {out}")
+            print(f"saved to {update_json(args.out, 'cpu_formats', results)}")
         return
     if args.cuda:
         args.shape, args.device = "qwen2.5-7b", "cuda"
@@ -365,16 +365,12 @@ def main() -> None:
     print(text)
     if args.no_save:
         return
-    out = Path(args.out)
-    existing = json.loads(out.read_text()) if out.exists() else {}
     key = (
         "cpu"
         if not args.shape
         else ("cuda" if args.shape == "qwen2.5-7b" and args.device == "cuda" else f"random-{args.shape}-{args.device}")
     )
-    existing[key] = results
-    out.write_text(json.dumps(existing, indent=2) + "\n")
-    print(f"saved to {out}")
+    print(f"saved to {update_json(args.out, key, results)}")
 
 
 if __name__ == "__main__":

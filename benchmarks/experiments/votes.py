@@ -1,7 +1,7 @@
-"""Compare-mode votes as training signal, measured with simulated voters (saves benchmarks/votes.json):
+"""Compare-mode votes as training signal, measured with simulated voters (saves votes.json beside itself):
 
-    .venv/bin/python -m benchmarks.votes                          # tiny random conductor, N = 0, 24, 72 (24 min on 2 busy cores)
-    .venv/bin/python -m benchmarks.votes --base embedded --votes 0,30,90 --heldout 40 --samples 1 \
+    .venv/bin/python -m benchmarks.experiments.votes              # tiny random conductor, N = 0, 24, 72
+    .venv/bin/python -m benchmarks.experiments.votes --base embedded --votes 0,30,90 --heldout 40 --samples 1 \
         --steps 40 --lr 1e-3 --sft-weight 1 --subtask-chars 30 --out votes_embedded.json
 
 Everything on the SIMULATED POOL (stiva_tui/sim: five sim: models whose strengths and prices are
@@ -31,15 +31,15 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
+from benchmarks.harness import machine, save_json, stiva_env
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 
 
 def interval(successes: int, n: int) -> list[float]:
@@ -153,23 +153,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--with-code", action="store_true", help="keep the code items (graded in the sandbox)")
     parser.add_argument("--no-save", action="store_true")
-    parser.add_argument("--out", default="votes.json", help="file name in benchmarks/ (default votes.json)")
+    parser.add_argument("--out", default="votes.json", help="file name beside this script (default votes.json)")
     args = parser.parse_args()
     counts = sorted({int(n) for n in args.votes.split(",")})
 
     work = Path(tempfile.mkdtemp(prefix="stiva-votes-"))
     home = work / "home"
-    home.mkdir()
-    from stiva_tui import paths
-
-    os.environ.update(
-        {
-            "STIVA_HOME": str(home),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "STIVA_MODEL_CACHE": str(paths.model_cache_dir()),
-        }
-    )
+    os.environ.update(stiva_env(home))
     from stiva_tui.conductor.base import WorkerInfo
     from stiva_tui.config import parse_config
     from stiva_tui.evals.loaders import load_suite
@@ -348,13 +338,12 @@ def main() -> None:
         "settings": {k: v for k, v in vars(args).items() if k not in ("no_save", "out")},
         **report,
         "wall_s": round(time.monotonic() - started, 1),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared)",
+        "machine": machine(),
         "when": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     print(json.dumps(report["rows"], indent=2))
     if not args.no_save:
-        (HERE / args.out).write_text(json.dumps(report, indent=2) + "\n")
-        print(f"saved {HERE / args.out}")
+        print(f"saved {save_json(HERE / args.out, report)}")
 
 
 if __name__ == "__main__":

@@ -2,13 +2,13 @@
 # The GPU checks in one run, for the lent GPU machine (../shared/gpu/README.md): the 7B-shaped random
 # model is built once and read by all three checks.
 #
-#   bash benchmarks/gpu_checks.sh           # on the GPU machine (device tool; carry .whl)
-#   bash benchmarks/gpu_checks.sh --tiny    # the same steps on the CPU with a tiny random model, nothing saved
+#   bash benchmarks/perf/gpu_checks.sh           # on the GPU machine (device tool; carry .whl)
+#   bash benchmarks/perf/gpu_checks.sh --tiny    # the same steps on the CPU with a tiny random model, nothing saved
 #
-# 1. benchmarks/conductor.py --cuda: the real `local` backend in nf4: tokens/s, VRAM, 5-step plans;
+# 1. benchmarks/perf/conductor.py --cuda: the real `local` backend in nf4: tokens/s, VRAM, 5-step plans;
 # 2. `stiva ask` with `--conductor local:<that model>` over the simulated pool (served on 127.0.0.1):
 #    the whole product path, the conductor on the GPU in 4-bit, as a user runs it;
-# 3. benchmarks/train.py --cuda: GRPO steps, QLoRA, group 8.
+# 3. benchmarks/perf/train.py --cuda: GRPO steps, QLoRA, group 8.
 # Wheels: `bash ../shared/gpu/wheels.sh`, then the ones it lacks (xgrammar's tvm_ffi, the ASGI stack the
 # simulated pool is served with, and aiohttp, the pool's upstream client), pinned to the .venv's versions, e.g.:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -17,9 +17,9 @@
 #     annotated-doc==0.0.7 aiohttp==3.14.5 multidict==7.2.1 yarl==1.25.1 frozenlist==1.8.0 aiosignal==1.4.0 \
 #     propcache==0.5.4 aiohappyeyeballs==2.7.1 attrs==26.1.0
 # Each check runs even if one before it failed, under a time limit that keeps the whole under 10 minutes; logs and figures go to $OUT (what the device tool
-# brings back), the figures also to benchmarks/*.json of the copy it ran in.
+# brings back), the figures also to benchmarks/perf/*.json of the copy it ran in.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."  # the repository root: the scripts run as modules from there
 OUT=${OUT:-/tmp/gpu-checks}
 mkdir -p "$OUT"
 tiny=0
@@ -55,7 +55,7 @@ fi
 
 echo "== 1. conductor.py ($shape)"
 t0=$SECONDS
-timeout 210 $PY -m benchmarks.conductor "${conductor_args[@]}" > "$OUT/conductor.log" 2>&1
+timeout 210 $PY -m benchmarks.perf.conductor "${conductor_args[@]}" > "$OUT/conductor.log" 2>&1
 echo "rc=$? in $((SECONDS - t0)) s" >> "$OUT/conductor.log"
 tail -5 "$OUT/conductor.log"
 
@@ -71,9 +71,9 @@ head -c 600 "$OUT/ask.json"; echo
 
 echo "== 3. train.py"
 t0=$SECONDS
-timeout 210 $PY -m benchmarks.train "${train_args[@]}" > "$OUT/train.log" 2>&1
+timeout 210 $PY -m benchmarks.perf.train "${train_args[@]}" > "$OUT/train.log" 2>&1
 echo "rc=$? in $((SECONDS - t0)) s" >> "$OUT/train.log"
 tail -5 "$OUT/train.log"
 
-[ "$tiny" = 0 ] && cp benchmarks/conductor.json benchmarks/train.json "$OUT/"
+[ "$tiny" = 0 ] && cp benchmarks/perf/conductor.json benchmarks/perf/train.json "$OUT/"
 exit 0

@@ -1,4 +1,4 @@
-"""Engine benchmarks, run by hand: `python -m benchmarks.engine` (saves benchmarks/engine.json).
+"""Engine benchmarks, run by hand: `python -m benchmarks.perf.engine` (saves engine.json beside itself).
 
 1. Overhead per step: a one-step run through the engine (events, prompt building, accounting)
    against a bare httpx streaming call to the same local server, interleaved, in one run.
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import platform
 import statistics
 import time
 from pathlib import Path
 
 import httpx
 
+from benchmarks.harness import machine, save_json
 from stiva_tui.engine.executor import Engine, RunOptions
 from stiva_tui.pool.client import HttpWorker
 from stiva_tui.pool.types import PoolModel
@@ -105,12 +105,11 @@ async def parallel_efficiency(branch_s: float = 0.5, aggregator_s: float = 0.2) 
 
 async def main() -> None:
     figures = {
-        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+        "machine": machine(),
         "overhead_per_step": await overhead(),
         "parallel_efficiency": await parallel_efficiency(),
     }
-    out = HERE / "engine.json"
-    out.write_text(json.dumps(figures, indent=2) + "\n")
+    out = save_json(HERE / "engine.json", figures)
     o = figures["overhead_per_step"]
     print(
         f"overhead per step: {o['overhead_median_ms']} ms at the median "

@@ -1,6 +1,6 @@
 """DPO against the votes as a reward inside GRPO, on the setting of tests/test_votes.py (run by hand):
 
-    .venv/bin/python -m benchmarks.votes_methods [--steps 20]
+    .venv/bin/python -m benchmarks.experiments.votes_methods [--steps 20]
 
 A tiny random-weight conductor (tests/support/model_builders.py); 24 votes, each preferring model beta's
 single step over the conductor's plan (one step on alpha); 16 held-out questions, 4 plans each,
@@ -22,23 +22,20 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--lr", type=float, default=5e-3)
     args = parser.parse_args()
     import os
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    from test_votes import COUNTRIES, picks_beta, questions  # noqa: F401
-
     from stiva_tui.conductor.base import PlanRequest, WorkerInfo
     from stiva_tui.config import parse_config
     from stiva_tui.train.votes import NamedPlan, VoteHarvest, VotePair
     from tests.support.model_builders import build_random_model
+    from tests.test_votes import COUNTRIES, picks_beta, questions
 
     work = Path(tempfile.mkdtemp(prefix="stiva-votes-methods-"))
     corpus = [f"Compute {a} times {b}." for a in range(2, 40) for b in (3, 7)]

@@ -1,7 +1,7 @@
 """How much `stiva serve` adds on top of the upstream calls it makes, and what stalled
 connections do to a real client (run by hand).
 
-    .venv/bin/python -m benchmarks.serve [--latency 0.05] [--requests-per-client 20] [--repeats 3] [--pin]
+    .venv/bin/python -m benchmarks.perf.serve [--latency 0.05] [--requests-per-client 20] [--repeats 3] [--pin]
 
 Scripted upstreams (tests/support/fakeprovider.py, a ThreadingHTTPServer) answer every call after a fixed
 latency. A `conductor-mini` request makes three upstream calls in sequence (conductor plan, step 0,
@@ -28,16 +28,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
 import os
-import platform
 import resource
 import socket
 import statistics
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.harness import machine, save_json
 
 HERE = Path(__file__).resolve().parent
 
@@ -372,13 +372,8 @@ async def bench(args) -> dict:
     return {
         "benchmark": "stiva serve, conductor-mini (3 upstream calls in sequence) vs the same calls direct",
         "upstream_latency_s": args.latency,
-        "machine": {
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            # Shared with other work: the load when the run began, and when it ended.
-            "load_average_1min": [load_at_start, round(os.getloadavg()[0], 2)],
-        },
+        # shared with other work: the load when the run began (load_1min: when it ended)
+        "machine": machine() | {"load_1min_at_start": load_at_start},
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "max_concurrent_runs": max(args.clients),
         "event_loop": args.loop,
@@ -420,8 +415,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE / "serve.json")
     args = parser.parse_args()
     figures = asyncio.run(bench(args))
-    args.out.write_text(json.dumps(figures, indent=2) + "\n")
-    print(f"saved {args.out}")
+    print(f"saved {save_json(args.out, figures)}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """What one streamed upstream call costs the server's CPU, by HTTP client (run by hand).
 
-    .venv/bin/python -m benchmarks.upstream_client [--calls 400] [--rounds 3]
+    .venv/bin/python -m benchmarks.perf.upstream_client [--calls 400] [--rounds 3]
 
 `stiva serve` spent about 12-20 ms of CPU on a conductor-mini request, which makes three
 streaming upstream calls (serve.json), and at 16 clients on 2 cores its added p50 was queueing for
@@ -26,12 +26,12 @@ import argparse
 import asyncio
 import json
 import multiprocessing
-import platform
 import statistics
 import time
 from pathlib import Path
 
-from benchmarks.serve import free_port
+from benchmarks.harness import machine, save_json
+from benchmarks.perf.serve import free_port
 
 HERE = Path(__file__).resolve().parent
 
@@ -173,15 +173,11 @@ def main() -> None:
         "benchmark": "CPU of the calling process per streamed upstream completion, by HTTP client",
         "calls_per_round": args.calls,
         "rounds": args.rounds,
-        "machine": {
-            "python": platform.python_version(),
-            "cpus": multiprocessing.cpu_count(),
-            "platform": platform.platform(),
-        },
+        "machine": machine(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "results": results,
     }
-    (HERE / "upstream_client.json").write_text(json.dumps(out, indent=1) + "\n")
+    print(f"saved {save_json(HERE / 'upstream_client.json', out)}")
 
 
 if __name__ == "__main__":

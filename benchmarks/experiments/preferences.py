@@ -1,17 +1,20 @@
-"""Does the conductor follow the preference it is told? Run by hand; saves benchmarks/preferences.json.
+"""Does the conductor follow the preference it is told? Run by hand; saves preferences.json beside itself.
 
-    .venv/bin/python -m benchmarks.preferences                     # the prompted conductor only
-    .venv/bin/python -m benchmarks.preferences --adapter DIR       # and an adapter trained with --prefer-levels
-    .venv/bin/python -m benchmarks.preferences --train 40          # train one first (GRPO on the CPU), then bench it
-    .venv/bin/python -m benchmarks.preferences --limit 40          # fewer held-out questions
-    .venv/bin/python -m benchmarks.preferences --pool tiers --train 64 --method graded-dpo --graded-seeds 24 \\
-        --graded-latency-scale 0.5 --sft-weight 0.5 --prompted-limit 16 --keep \\
-        --name preferences_tiers                                   # DPO on graded pairs under every level
-    .venv/bin/python -m benchmarks.preferences --reread HOME --name preferences_tiers   # figures again, no run
+    .venv/bin/python -m benchmarks.experiments.preferences                # the prompted conductor only
+    .venv/bin/python -m benchmarks.experiments.preferences --adapter DIR  # and an adapter trained with --prefer-levels
+    .venv/bin/python -m benchmarks.experiments.preferences --train 40     # train one first (GRPO on the CPU), then bench it
+    .venv/bin/python -m benchmarks.experiments.preferences --limit 40     # fewer held-out questions
+    .venv/bin/python -m benchmarks.experiments.preferences --pool tiers --train 64 --method graded-dpo \\
+        --graded-seeds 24 --graded-latency-scale 0.5 --sft-weight 0.5 --prompted-limit 16 --keep \\
+        --name preferences_tiers                                         # DPO on graded pairs under every level
+    .venv/bin/python -m benchmarks.experiments.preferences --reread HOME --name preferences_tiers  # figures again
 
 Everything on the SIMULATED POOL (stiva_tui/sim: four cheap specialists and one dear generalist,
 or with `--pool tiers` a small, a mid and a large model that trade accuracy for price) and the
-built-in `skills` suite's held-out split, through the real `stiva bench` in a fresh STIVA_HOME, with the systems `conductor@LEVEL` (and `adapter:DIR@LEVEL`) for every level. The
+built-in `skills` suite's held-out split, through the real `stiva bench` in a fresh STIVA_HOME
+(`stiva train grpo` or `stiva train graded` first, with --train; the commands' argument lists are
+built in experiments/common.py), with the systems `conductor@LEVEL` (and `adapter:DIR@LEVEL`) for
+every level. The
 conductor on this pool is the embedded Gemma-3 270M (a sim: model cannot plan), as it is for a
 user with no keys and no GPU.
 
@@ -31,14 +34,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.harness import stiva
+from benchmarks.experiments import common
+from benchmarks.harness import machine, save_json, stiva_env
 from stiva_tui.bench.report import bootstrap_difference, bootstrap_mean, wilson
 
 HERE = Path(__file__).resolve().parent
@@ -205,7 +207,7 @@ def main() -> None:
         type=int,
         help="at most this many for the prompted conductor (its long prompt is slow on a CPU)",
     )
-    parser.add_argument("--name", default="preferences", help="save benchmarks/NAME.json (default preferences)")
+    parser.add_argument("--name", default="preferences", help="save NAME.json beside this script (default preferences)")
     parser.add_argument("--keep", action="store_true", help="keep the run's folder (STIVA_HOME and adapter)")
     parser.add_argument("--no-save", action="store_true")
     parser.add_argument(
@@ -220,135 +222,52 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="stiva-prefs-"))
     home = work / "home"
-    home.mkdir()
-    (home / "config").mkdir()
-    # latency is a figure here: keep the profiles'
-    (home / "config" / "config.toml").write_text("[sim]\nlatency_scale = 1.0\n" + POOLS[args.pool])
-    from stiva_tui import paths
-
-    env = {
-        **os.environ,
-        "STIVA_HOME": str(home),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "STIVA_MODEL_CACHE": str(paths.model_cache_dir()),
-    }
+    env = stiva_env(home, "[sim]\nlatency_scale = 1.0\n" + POOLS[args.pool])  # latency is a figure here
     adapter = Path(args.adapter).resolve() if args.adapter else None
     train_s = None
     training: dict = {}
     if args.train:
         adapter = work / "adapter"
         started = time.monotonic()
+        lora = {"lora_r": 8, "subtask_chars": 30}
         if args.method == "grpo":
-            stiva(
-                *[
-                    "train",
-                    "skills",
-                    "--pool",
-                    "sim",
-                    "--split",
-                    "train",
-                    "--base",
-                    "embedded",
-                    "--out",
-                    str(adapter),
-                    "--steps",
-                    str(args.train),
-                    "--group",
-                    "4",
-                    "--batch",
-                    "4",
-                    "--lr",
-                    "3e-4",
-                    "--lora-r",
-                    "8",
-                    "--lora-targets",
-                    "all",
-                    "--prompt",
-                    "compact",
-                    "--subtask-chars",
-                    "30",
-                    "--shuffle-pool",
-                    "--prefer-levels",
-                    ",".join(LEVELS),
-                    "--save-every",
-                    str(args.train),
-                    "--json",
-                ],
-                env=env,
+            common.train(
+                env,
+                "grpo",
+                adapter,
+                args.train,
                 what="training",
-                timeout=None,
+                group=4,
+                batch=4,
+                lr=3e-4,
+                prompt="compact",
+                shuffle_pool=True,
+                prefer_levels=",".join(LEVELS),
+                **lora,
             )
         else:
-            grading = work / "grading.toml"  # the same pool, answering at once or at a scaled latency
+            # `stiva train graded`: the train split graded under sim seeds 0..K-1 on the same pool,
+            # answering at once or at a scaled latency (its own config), then DPO under every level
+            grading = work / "grading.toml"
             grading.write_text(f"[sim]\nlatency_scale = {args.graded_latency_scale}\n" + POOLS[args.pool])
-            benches = [
-                json.loads(
-                    stiva(
-                        *[
-                            "bench",
-                            "skills",
-                            "--config",
-                            str(grading),
-                            "--pool",
-                            f"sim:{seed}",
-                            "--split",
-                            "train",
-                            "--systems",
-                            "direct:*",
-                            "--concurrency",
-                            "4",
-                            "--json",
-                        ],
-                        env=env,
-                        what=f"graded bench of the train split (sim seed {seed})",
-                        timeout=None,
-                    ).stdout
-                )
-                for seed in range(args.graded_seeds)
-            ]
-            summary = json.loads(
-                stiva(
-                    *[
-                        "train",
-                        "--from-votes",
-                        "--pool",
-                        "sim",
-                        *[a for b in benches for a in ("--bench", b["bench_id"])],
-                        "--bench-pairs",
-                        "best",
-                        "--prefer-levels",
-                        args.levels,
-                        "--base",
-                        "embedded",
-                        "--out",
-                        str(adapter),
-                        "--steps",
-                        str(args.train),
-                        "--batch",
-                        str(args.batch),
-                        "--lr",
-                        str(args.lr),
-                        "--lora-r",
-                        "8",
-                        "--lora-targets",
-                        "all",
-                        "--plan-steps",
-                        "1",
-                        "--subtask-chars",
-                        "30",
-                        "--sft-weight",
-                        str(args.sft_weight),
-                        "--save-every",
-                        str(args.train),
-                        "--json",
-                    ],
-                    env=env,
-                    what="training (DPO on the graded pairs under every level)",
-                    timeout=None,
-                ).stdout
+            summary = common.train(
+                env,
+                "graded",
+                adapter,
+                args.train,
+                what="grading and training (DPO on the graded pairs under every level)",
+                config=grading,
+                graded_seeds=args.graded_seeds,
+                bench_pairs="best",
+                batch=args.batch,
+                lr=args.lr,
+                plan_steps=1,
+                sft_weight=args.sft_weight,
+                prefer_levels=args.levels,
+                **lora,
             )
-            log = [json.loads(line) for line in (adapter / "train_log.jsonl").read_text().splitlines() if line]
+            log = common.train_log(adapter)
+            marker = json.loads((adapter / "stiva_adapter.json").read_text())  # what the trainer wrote of the run
             training = {
                 "pairs": summary["pairs"],
                 "levels": args.levels.split(","),
@@ -357,10 +276,10 @@ def main() -> None:
                 "batch": args.batch,
                 "lr": args.lr,
                 "sft_weight": args.sft_weight,
-                "train_benches": [b["bench_id"] for b in benches],
-                "loss_first5": _mean([r["loss"] for r in log[:5]]),
-                "loss_last5": _mean([r["loss"] for r in log[-5:]]),
-                "chosen_logp_last5": _mean([r["chosen_logp"] for r in log[-5:]]),
+                "train_benches": marker.get("benches") or [],
+                "loss_first5": common.mean([r["loss"] for r in log[:5]]),
+                "loss_last5": common.mean([r["loss"] for r in log[-5:]]),
+                "chosen_logp_last5": common.mean([r["chosen_logp"] for r in log[-5:]]),
             }
         train_s = round(time.monotonic() - started, 1)
     started = time.monotonic()
@@ -412,7 +331,7 @@ def build_figures(items: list[dict], adapter: str | None, pool: str, training: d
     ]
     figures |= {
         "bench_s": bench_s,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "machine": machine(),
         "when": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     return figures
@@ -434,14 +353,13 @@ def show_and_save(figures: dict, name: str, no_save: bool) -> None:
                 + ", ".join(f"{k}={'yes' if v['holds'] else 'NO'}" for k, v in figures[f"{kind}_ordering"].items())
             )
     if not no_save:
-        (HERE / f"{name}.json").write_text(json.dumps(figures, indent=2) + "\n")
-        print(f"saved {HERE / (name + '.json')}")
+        print(f"saved {save_json(HERE / f'{name}.json', figures)}")
 
 
 def reread(home: Path, name: str, no_save: bool) -> None:
     """The figures again from the held-out benches kept in `home`: the prompted conductor's bench and
     the adapter's (the benches of `conductor@…` and `adapter:…@…` systems), and the training's
-    record, pool and bench time from benchmarks/NAME.json."""
+    record, pool and bench time from NAME.json beside this script."""
     from stiva_tui.store import Store
 
     with Store.open(home / "data" / "stiva.db", reads_only=True) as store:
@@ -462,27 +380,7 @@ POOL_WORDS = "small, mid and large models trading accuracy for price"
 
 def bench(env: dict, systems: list[str], limit: int | None, home: Path) -> list[dict]:
     """The held-out split benched on `systems`; its report's items, each with the model its plan used."""
-    summary = json.loads(
-        stiva(
-            *[
-                "bench",
-                "skills",
-                "--pool",
-                "sim",
-                "--split",
-                "heldout",
-                "--concurrency",
-                "4",
-                "--json",
-                *(["--limit", str(limit)] if limit else []),
-                "--systems",
-                ",".join(systems),
-            ],
-            env=env,
-            what="bench",
-            timeout=None,
-        ).stdout
-    )
+    summary = common.bench(env, "heldout", ",".join(systems), limit=limit)
     return read_items(home, summary["bench_id"])
 
 
@@ -525,10 +423,6 @@ def picks(items: list[dict]) -> dict[str, dict[str, int]]:
         by = out.setdefault(short_system(item["system"]), {})
         by[item["route"]] = by.get(item["route"], 0) + 1
     return out
-
-
-def _mean(values: list[float]) -> float | None:
-    return round(sum(values) / len(values), 4) if values else None
 
 
 if __name__ == "__main__":

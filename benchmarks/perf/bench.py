@@ -1,6 +1,6 @@
-"""Benchmark of `stiva bench` itself (run by hand; prints and saves bench.json).
+"""Benchmark of `stiva bench` itself (run by hand; prints and saves bench.json beside itself).
 
-    .venv/bin/python -m benchmarks.bench
+    .venv/bin/python -m benchmarks.perf.bench
 
 The scripted provider runs in another process (so its threads do not share our GIL) and answers
 at once, or after `--latency` seconds like a real endpoint.
@@ -25,8 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.harness import ROOT, machine, save_json
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 
 SERVER = """
 import re, sys, time
@@ -174,7 +175,7 @@ def main() -> None:
         slow, slow_url = start_server(args.latency)
         try:
             result = {
-                "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+                "machine": machine(),
                 "overhead_per_item": asyncio.run(overhead(instant_url, folder, args.items)),
                 "provider_latency_s": args.latency,
                 "throughput": [
@@ -185,10 +186,9 @@ def main() -> None:
         finally:
             for process in (instant, slow):
                 process.kill()
-    text = json.dumps(result, indent=2)
-    print(text)
+    print(json.dumps(result, indent=2))
     if not args.no_save:
-        (HERE / "bench.json").write_text(text + "\n")
+        print(f"saved {save_json(HERE / 'bench.json', result)}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The offline check: simple questions through the real embedded conductor and worker.
 
-    .venv/bin/python -m benchmarks.offline               # the built-in "offline" suite; saves offline.json
-    .venv/bin/python -m benchmarks.offline --limit 5 --no-save
+    .venv/bin/python -m benchmarks.perf.offline          # the built-in "offline" suite; saves offline.json
+    .venv/bin/python -m benchmarks.perf.offline --limit 5 --no-save
 
 Each question of the suite (stiva_tui/evals/data/offline.jsonl: capitals, arithmetic, everyday
 facts, in the bench suite format) runs as a real `stiva ask` would: Runtime -> Sessions -> the
@@ -11,7 +11,8 @@ No keys, no network, no GPU. The suite's graders score the answers.
 Reported, after the model is loaded: accuracy (also without the arithmetic items, whose answer
 the worker copies from a calculator's note: core/arithmetic.py), the median and p90 seconds per question (plan
 included) and the plan's share, plan steps, answer length in sentences, and every answer that
-echoes a role, a prompt marker or the plan's syntax (the target is none). Saved to offline.json.
+echoes a role, a prompt marker or the plan's syntax (the target is none). Saved to offline.json beside this
+script.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import re
 import resource
 import statistics
@@ -30,6 +30,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from benchmarks.harness import machine, save_json
 from stiva_tui.config import parse_config
 from stiva_tui.core.arithmetic import calculation
 from stiva_tui.core.events import StepFinished, WorkflowReady
@@ -130,7 +131,7 @@ async def run(args) -> dict:
         "rss_after_load_mb": round(rss_loaded, 1),
         "peak_rss_answering_mb": round(_status_mb("VmHWM"), 1),
         "peak_rss_with_load_mb": round(peak_rss_mb(), 1),
-        "machine": {"cpus": os.cpu_count(), "arch": platform.machine()},
+        "machine": machine(),
         "when": time.strftime("%Y-%m-%d %H:%M:%S"),
         "items": rows,
     }
@@ -147,8 +148,7 @@ def main() -> None:
     summary = {k: v for k, v in report.items() if k != "items"}
     print(json.dumps(summary, indent=2))
     if not args.no_save:
-        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-        print(f"saved {args.out}")
+        print(f"saved {save_json(args.out, report)}")
 
 
 if __name__ == "__main__":

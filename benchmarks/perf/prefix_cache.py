@@ -1,6 +1,6 @@
 """The embedded conductor's plans with and without the prompt's prefix cache (run by hand):
 
-    .venv/bin/python -m benchmarks.prefix_cache        # prints and saves prefix_cache.json
+    .venv/bin/python -m benchmarks.perf.prefix_cache        # prints and saves prefix_cache.json beside itself
 
 The base conductor prompt is a static prefix (the intro, the models, the worked examples: about a
 thousand tokens for five models) and a short case. `generate_sync(prefix_tokens=...)` keeps the
@@ -22,6 +22,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from benchmarks.harness import machine, save_json
 from stiva_tui.conductor import local
 from stiva_tui.conductor.base import PlanRequest, WorkerInfo
 from stiva_tui.conductor.embedded import EmbeddedConductor
@@ -78,7 +79,7 @@ async def run() -> dict:
         # decoding: the plans are the same up to that rounding, not always token for token.
         "identical_plans": sum(a == b for a, b in zip(plans["off"], plans["on"])),
         "plans": len(plans["on"]),
-        "machine": {"cpus": os.cpu_count(), "load_average_1min": round(os.getloadavg()[0], 2)},
+        "machine": machine(),
         "when": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
 
@@ -86,8 +87,7 @@ async def run() -> dict:
 def main() -> None:
     report = asyncio.run(run())
     print(json.dumps(report, indent=2))
-    (HERE / "prefix_cache.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"saved {HERE / 'prefix_cache.json'}")
+    print(f"saved {save_json(HERE / 'prefix_cache.json', report)}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """TUI benchmark: start-up time, streaming throughput with key-press latency, idle memory.
 
-    .venv/bin/python -m benchmarks.tui            # prints and writes benchmarks/tui.json
+    .venv/bin/python -m benchmarks.perf.tui       # prints and writes tui.json beside itself
 
 1. start-up (a fresh process, headless): import → first painted frame → a key typed into the
    prompt shows up (input-ready). Target < 0.5 s; torch must not be imported.
@@ -31,8 +31,8 @@ from pathlib import Path
 
 T0 = time.perf_counter()  # as early as possible: the start-up mode measures from here
 
+# The harness (benchmarks.harness) is imported where it is used, never in the start-up mode's process.
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 
 STEPS = 6
 WORDS_PER_STEP = 4000
@@ -105,11 +105,14 @@ def _rss_kib() -> int:
 
 
 def startup_in_fresh_process() -> dict:
+    from benchmarks.harness import ROOT
+
     runs = []
     for _ in range(3):
         with tempfile.TemporaryDirectory() as home:
             out = subprocess.run(
-                [sys.executable, __file__, "--startup"],
+                [sys.executable, "-m", __spec__.name, "--startup"],
+                cwd=ROOT,
                 capture_output=True,
                 text=True,
                 env={**os.environ, "STIVA_HOME": home},
@@ -343,8 +346,15 @@ def during_load() -> dict:
 
 
 def _in_subprocess(flag: str) -> dict:
+    from benchmarks.harness import ROOT
+
     out = subprocess.run(
-        [sys.executable, __file__, flag], capture_output=True, text=True, env=os.environ.copy(), timeout=600
+        [sys.executable, "-m", __spec__.name, flag],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        timeout=600,
     )
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
@@ -363,6 +373,8 @@ def streaming(chunk_delay_s: float = 0.0, runs: int = 3) -> dict:
 
 
 def _streaming_once(chunk_delay_s: float) -> dict:
+    from benchmarks.harness import ROOT
+
     ids = ", ".join(str(i) for i in range(1, STEPS + 1))
     subtasks = ", ".join(f'"part {i}"' for i in range(STEPS))
     access = ", ".join("[]" for _ in range(STEPS))
@@ -391,19 +403,20 @@ def main() -> int:
     if "--while-generating" in sys.argv:
         print(json.dumps(asyncio.run(_while_generating())))
         return 0
+    from benchmarks.harness import machine, save_json, update_json
+
     for flag, key, part in (
         ("--load-only", "typing_while_the_embedded_model_loads", during_load),
         ("--generating-only", "typing_while_the_embedded_model_answers", while_generating),
     ):
         if flag in sys.argv:  # just this part, merged into tui.json
-            existing = json.loads((HERE / "tui.json").read_text()) if (HERE / "tui.json").exists() else {}
-            existing[key] = part()
-            print(json.dumps(existing[key], indent=2))
-            (HERE / "tui.json").write_text(json.dumps(existing, indent=2) + "\n")
+            figures = part()
+            print(json.dumps(figures, indent=2))
+            print(f"saved {update_json(HERE / 'tui.json', key, figures)}")
             return 0
     os.environ.setdefault("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
     result = {
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "machine": machine(),
         "startup": startup_in_fresh_process(),
         # As fast as the provider can send (one read often holds many chunks), then paced at
         # about 850 and 1,100 tokens/s per stream (fast hosted models are 100-300).
@@ -423,9 +436,8 @@ def main() -> int:
             (r["tokens_per_s"] or 0) >= 5000 and (r["key_latency_ms"]["p95"] or 1e9) < 50 for r in paced
         ),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    (HERE / "tui.json").write_text(text + "\n")
+    print(json.dumps(result, indent=2))
+    print(f"saved {save_json(HERE / 'tui.json', result)}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Code sandbox benchmark, run by hand: `python -m benchmarks.sandbox` (saves benchmarks/sandbox.json).
+"""Code sandbox benchmark, run by hand: `python -m benchmarks.perf.sandbox` (saves sandbox.json beside itself).
 
 What one code item costs to grade, isolated (bubblewrap: namespaces, seccomp, a supervisor, a
 cgroup where one can be made; assert-style tests in a second sandbox) against the sandbox before
@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -24,13 +21,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.harness import ROOT, machine, save_json
 from stiva_tui.evals.graders import grade_async
 from stiva_tui.evals.suite import SuiteItem
 from stiva_tui.sandbox import SandboxSettings, find_isolation
 from stiva_tui.sandbox.cgroups import cgroup_support
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 
 OLD_COMMIT = "2f28d06"
 ADD = "def add(a, b):\n    return a + b\n"
@@ -170,14 +167,14 @@ async def main() -> None:
         rates[f"concurrency_{concurrency}"] = round(rate, 1)
         print(f"assert-style items/s at concurrency {concurrency}: {rate:.1f}")
     out = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "machine": machine(),
         "isolation": iso.describe(settings),
         "whole_run_limits": cgroup_support() or "rlimits and the supervisor's watch",
         "per_item": figures,
         "items_per_s_assert_style": rates,
         "note": "before = the python -I + rlimits + audit-hook sandbox of commit 2f28d06; one run, interleaved",
     }
-    (HERE / "sandbox.json").write_text(json.dumps(out, indent=2) + "\n")
+    print(f"saved {save_json(HERE / 'sandbox.json', out)}")
 
 
 if __name__ == "__main__":

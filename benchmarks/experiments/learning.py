@@ -1,25 +1,27 @@
-"""The paper's claim in miniature, run by hand (saves benchmarks/learning.json and learning.png):
+"""The paper's claim in miniature, run by hand (saves learning.json and learning.png beside itself):
 
-    .venv/bin/python -m benchmarks.learning                   # train, then bench everything held out
-    .venv/bin/python -m benchmarks.learning --steps 80 --lr 3e-4 --shuffle-pool
-    .venv/bin/python -m benchmarks.learning --method graded-dpo --steps 16 --batch 8 --lr 5e-4
-    .venv/bin/python -m benchmarks.learning --method graded-dpo --graded-seeds 8 --bench-pairs best
-    .venv/bin/python -m benchmarks.learning --pool chains --method graded-dpo --graded-seeds 8 --bench-pairs best \
-        --graded-systems 'direct:*,chain:sim:metric>sim:metric,chain:sim:calc>sim:calc' --plan-steps 2
+    .venv/bin/python -m benchmarks.experiments.learning          # train, then bench everything held out
+    .venv/bin/python -m benchmarks.experiments.learning --steps 80 --lr 3e-4 --shuffle-pool
+    .venv/bin/python -m benchmarks.experiments.learning --method graded-dpo --steps 16 --batch 8 --lr 5e-4
+    .venv/bin/python -m benchmarks.experiments.learning --method graded-dpo --graded-seeds 8 --bench-pairs best
+    .venv/bin/python -m benchmarks.experiments.learning --pool chains --method graded-dpo --graded-seeds 8 \
+        --bench-pairs best --graded-systems 'direct:*,chain:sim:metric>sim:metric,chain:sim:calc>sim:calc' \
+        --plan-steps 2
 
 Everything on the SIMULATED POOL (stiva_tui/sim: five sim: models whose strengths are set by their
 profiles) and the built-in `skills` suite, through the real commands in a fresh STIVA_HOME (the
-embedded model's converted weights are shared with the usual cache, not converted again):
+embedded model's converted weights are shared with the usual cache, not converted again; the
+commands' argument lists are built in experiments/common.py):
 
-1. `stiva train skills --pool sim --split train --base embedded --prompt compact ...`: GRPO on the
-   CPU, the embedded Gemma-3 270M as the conductor, every rollout a real run on the sim pool;
+1. `stiva train grpo skills --pool sim --split train --base embedded --prompt compact ...`: GRPO on
+   the CPU, the embedded Gemma-3 270M as the conductor, every rollout a real run on the sim pool;
    Or, with `--method graded-dpo`, the way routers are trained from labelled outcomes (RouteLLM):
-   `stiva bench skills --pool sim --split train --systems direct:*` grades every single model on
-   the train split, and `stiva train --from-votes --bench ID` learns its pairs with DPO (right
-   over wrong, the cheaper right over the dearer): no sampling, no rollouts. `--graded-seeds K`
-   grades the train split K times, under sim seeds 0..K-1 (K samples of every model per question,
-   as a real pool graded K times at a temperature), and the pairs follow each item's mean grade;
-   `--bench-pairs best` keeps only each question's best model over the others;
+   `stiva train graded skills --pool sim --split train` grades every single model on the train
+   split (a bench of `direct:*`) and learns its pairs with DPO (right over wrong, the cheaper right
+   over the dearer): no sampling, no rollouts. `--graded-seeds K` grades the train split K times,
+   under sim seeds 0..K-1 (K samples of every model per question, as a real pool graded K times at
+   a temperature), and the pairs follow each item's mean grade; `--bench-pairs best` keeps only
+   each question's best model over the others;
 2. `stiva bench skills --pool sim --split heldout --systems conductor,adapter:DIR,moa,self-moa,
    direct:*,oracle,random`: the prompted conductor, the trained adapter, both MoAs, every single
    model and the routing bounds, on the 80 held-out questions.
@@ -39,15 +41,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-from benchmarks.harness import stiva
+from benchmarks.experiments import common
+from benchmarks.harness import machine, save_json, stiva_env
 
 HERE = Path(__file__).resolve().parent
 
@@ -158,7 +159,9 @@ def main() -> None:
         action="store_true",
         help="keep the run's folder (its STIVA_HOME, with the history of every bench, and the adapter)",
     )
-    parser.add_argument("--name", default="learning", help="save benchmarks/NAME.json and NAME.png (default learning)")
+    parser.add_argument(
+        "--name", default="learning", help="save NAME.json and NAME.png beside this script (default learning)"
+    )
     parser.add_argument(
         "--adapter",
         metavar="DIR",
@@ -169,158 +172,54 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="stiva-learning-"))
     home = work / "home"
-    home.mkdir()
-    config = home / "config" / "config.toml"  # STIVA_HOME's config (paths.config_file)
-    config.parent.mkdir()
-    config.write_text("[sim]\nlatency_scale = 0.0\n" + POOLS[args.pool])
-    from stiva_tui import paths
-
-    env = {
-        **os.environ,
-        "STIVA_HOME": str(home),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        # the embedded model's converted weights are shared, not converted again
-        "STIVA_MODEL_CACHE": str(paths.model_cache_dir()),
-    }
+    env = stiva_env(home, "[sim]\nlatency_scale = 0.0\n" + POOLS[args.pool])
     adapter = Path(args.adapter).resolve() if args.adapter else work / "adapter"
+    lora = {"lr": args.lr, "lora_r": args.lora_r, "subtask_chars": args.subtask_chars, "seed": args.seed}
     started = time.monotonic()
-    graded_accuracy = None  # the train split's grades, when this run made them
     if not args.adapter and args.method == "graded-dpo":
-        benches = []
-        for seed in range(args.graded_seeds):  # the held-out bench below runs under seed 0, as before
-            benches.append(
-                json.loads(
-                    stiva(
-                        *[
-                            "bench",
-                            "skills",
-                            "--pool",
-                            f"sim:{seed}",
-                            "--split",
-                            "train",
-                            "--systems",
-                            args.graded_systems,
-                            "--concurrency",
-                            "4",
-                            "--json",
-                        ],
-                        env=env,
-                        what=f"graded bench of the train split (sim seed {seed})",
-                        timeout=None,
-                    ).stdout
-                )
-            )
-        graded_accuracy = {
-            r["system"]: _mean([r2["accuracy"] for b in benches for r2 in b["systems"] if r2["system"] == r["system"]])
-            for r in benches[0]["systems"]
-        }
-        stiva(
-            *[
-                "train",
-                "--from-votes",
-                "--pool",
-                "sim",
-                *[a for b in benches for a in ("--bench", b["bench_id"])],
-                "--bench-pairs",
-                args.bench_pairs,
-                "--base",
-                "embedded",
-                "--sft-weight",
-                str(args.sft_weight),
-                "--out",
-                str(adapter),
-                "--steps",
-                str(args.steps),
-                "--batch",
-                str(args.batch),
-                "--lr",
-                str(args.lr),
-                "--lora-r",
-                str(args.lora_r),
-                "--lora-targets",
-                "all",
-                "--plan-steps",
-                str(args.plan_steps),
-                "--subtask-chars",
-                str(args.subtask_chars),
-                "--seed",
-                str(args.seed),
-                "--save-every",
-                str(args.steps),
-                "--json",
-            ],
-            env=env,
-            what="training (DPO on the graded pairs)",
-            timeout=None,
+        # `stiva train graded`: the train split graded under sim seeds 0..K-1, then DPO on the pairs
+        common.train(
+            env,
+            "graded",
+            adapter,
+            args.steps,
+            what="grading and training (DPO on the graded pairs)",
+            graded_seeds=args.graded_seeds,
+            graded_systems=args.graded_systems,
+            bench_pairs=args.bench_pairs,
+            sft_weight=args.sft_weight,
+            batch=args.batch,
+            plan_steps=args.plan_steps,
+            **lora,
         )
     elif not args.adapter:
-        stiva(
-            *[
-                "train",
-                "skills",
-                "--pool",
-                "sim",
-                "--split",
-                "train",
-                "--base",
-                "embedded",
-                "--out",
-                str(adapter),
-                "--steps",
-                str(args.steps),
-                "--group",
-                str(args.group),
-                "--batch",
-                str(args.batch),
-                "--lr",
-                str(args.lr),
-                "--lora-r",
-                str(args.lora_r),
-                "--lora-targets",
-                "all",
-                "--prompt",
-                "compact",
-                "--subtask-chars",
-                str(args.subtask_chars),
-                "--seed",
-                str(args.seed),
-                "--save-every",
-                str(args.steps),
-                *(["--shuffle-pool"] if args.shuffle_pool else []),
-                "--temperature",
-                str(args.temperature),
-                "--json",
-            ],
-            env=env,
+        common.train(
+            env,
+            "grpo",
+            adapter,
+            args.steps,
             what="training",
-            timeout=None,
+            group=args.group,
+            batch=args.batch,
+            prompt="compact",
+            shuffle_pool=args.shuffle_pool,
+            temperature=args.temperature,
+            **lora,
         )
     train_s = time.monotonic() - started
-    log = [json.loads(line) for line in (adapter / "train_log.jsonl").read_text().splitlines() if line.strip()]
+    log = common.train_log(adapter)
     marker = json.loads((adapter / "stiva_adapter.json").read_text())  # what the trainer wrote of the run
+    # the train split's grades, when this run made them (the benches the adapter's manifest names)
+    graded_accuracy = (
+        None
+        if args.adapter or args.method != "graded-dpo"
+        else common.graded_accuracy(home, marker.get("benches") or [])
+    )
     started = time.monotonic()
     chains = [s for s in args.graded_systems.split(",") if s.startswith("chain:")]
-    bench = stiva(
-        *[
-            "bench",
-            "skills",
-            "--pool",
-            "sim",
-            "--split",
-            "heldout",
-            "--concurrency",
-            "4",
-            "--json",
-            "--systems",
-            ",".join([f"conductor,adapter:{adapter},moa,self-moa,direct:*", *chains, "oracle,random"]),
-        ],
-        env=env,
-        what="bench",
-        timeout=None,
-    )
+    systems = ",".join([f"conductor,adapter:{adapter},moa,self-moa,direct:*", *chains, "oracle,random"])
+    report = common.bench(env, "heldout", systems)
     bench_s = time.monotonic() - started
-    report = json.loads(bench.stdout)
     rows = {r["system"]: r for r in report["systems"]}
     adapter_row = rows[f"adapter:{adapter}"]
     singles = {name: r for name, r in rows.items() if name.startswith("direct:")}
@@ -380,8 +279,8 @@ def main() -> None:
                 "prompt": "compact",
                 "shuffle_pool": args.shuffle_pool,
                 "temperature": args.temperature,
-                "reward_first5": _mean([r["reward_mean"] for r in log[:5]]),
-                "reward_last5": _mean([r["reward_mean"] for r in log[-5:]]),
+                "reward_first5": common.mean([r["reward_mean"] for r in log[:5]]),
+                "reward_last5": common.mean([r["reward_mean"] for r in log[-5:]]),
                 "rollout_cost_usd": round(sum(r.get("cost_usd", 0.0) for r in log), 6),
                 "reward_curve": [round(r["reward_mean"], 4) for r in log],
             }
@@ -397,10 +296,10 @@ def main() -> None:
                 "pairs": marker.get("pairs"),
                 "sft_weight": marker.get("sft_weight", 0.0),
                 "graded_systems": args.graded_systems,
-                "chosen_logp_first5": _mean([r["chosen_logp"] for r in log[:5]]),
-                "chosen_logp_last5": _mean([r["chosen_logp"] for r in log[-5:]]),
-                "loss_first5": _mean([r["loss"] for r in log[:5]]),
-                "loss_last5": _mean([r["loss"] for r in log[-5:]]),
+                "chosen_logp_first5": common.mean([r["chosen_logp"] for r in log[:5]]),
+                "chosen_logp_last5": common.mean([r["chosen_logp"] for r in log[-5:]]),
+                "loss_first5": common.mean([r["loss"] for r in log[:5]]),
+                "loss_last5": common.mean([r["loss"] for r in log[-5:]]),
                 "loss_curve": [round(r["loss"], 4) for r in log],
             }
         ),
@@ -411,7 +310,7 @@ def main() -> None:
             system: two_step_share(by_domain) for system, by_domain in detail["picks_by_domain"].items()
         },
         "accuracy_by_domain": accuracy_by_domain(home, report["bench_id"]),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "machine": machine(),
         "when": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     for row in figures["systems"]:
@@ -421,11 +320,11 @@ def main() -> None:
         )
     print("  goals: " + ", ".join(f"{k}={'yes' if v else 'NO'}" for k, v in goals.items()))
     if not args.no_save:
-        (HERE / f"{args.name}.json").write_text(json.dumps(figures, indent=2) + "\n")
+        saved = save_json(HERE / f"{args.name}.json", figures)
         frontier = home / "data" / "bench" / report["bench_id"] / "frontier.png"
         if frontier.exists():
             shutil.copyfile(frontier, HERE / f"{args.name}.png")
-        print(f"saved {HERE / (args.name + '.json')}")
+        print(f"saved {saved}")
     if args.keep:
         print(f"kept {work} (STIVA_HOME {home}, adapter {adapter})")
     else:
@@ -482,7 +381,7 @@ def plan_detail(home: Path, bench_id: str) -> dict[str, dict]:
                 subtasks.setdefault(record.system, Counter()).update(plan.subtasks)
     return {
         "picks_by_domain": picks,
-        "planner_tokens_per_question": {k: _mean(v) for k, v in planner_tokens.items()},
+        "planner_tokens_per_question": {k: common.mean(v) for k, v in planner_tokens.items()},
         "subtasks": {k: c.most_common(5) for k, c in subtasks.items()},
     }
 
@@ -508,7 +407,7 @@ def accuracy_by_domain(home: Path, bench_id: str) -> dict[str, dict[str, float]]
                     bool(record.correct)
                 )
     return {
-        system: {domain: _mean([float(x) for x in values]) for domain, values in sorted(by.items())}
+        system: {domain: common.mean([float(x) for x in values]) for domain, values in sorted(by.items())}
         for system, by in right.items()
     }
 
@@ -518,10 +417,6 @@ def skill_domains() -> dict[str, str]:
     from stiva_tui.evals.loaders import load_suite
 
     return {item.id: (item.meta or {}).get("domain", "?") for item in load_suite("skills").items}
-
-
-def _mean(values: list[float]) -> float | None:
-    return round(sum(values) / len(values), 4) if values else None
 
 
 if __name__ == "__main__":

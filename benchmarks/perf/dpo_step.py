@@ -1,12 +1,12 @@
-"""Seconds per `stiva train --from-votes` (DPO) step on the CPU, with and without scoring only the
-plans' positions through the LM head (run by hand; prints and saves dpo_step.json).
+"""Seconds per `stiva train dpo` step on the CPU, with and without scoring only the
+plans' positions through the LM head (run by hand; prints and saves dpo_step.json beside itself).
 
-    .venv/bin/python -m benchmarks.dpo_step                 # 4 steps of 8 pairs, before vs after
-    .venv/bin/python -m benchmarks.dpo_step --steps 6 --batch 8
+    .venv/bin/python -m benchmarks.perf.dpo_step                 # 4 steps of 8 pairs, before vs after
+    .venv/bin/python -m benchmarks.perf.dpo_step --steps 6 --batch 8
 
 The embedded Gemma-3 270M learns graded pairs of the built-in `skills` suite on the SIMULATED
-POOL, with the options of `benchmarks/learning.py --method graded-dpo`: a bench of every single
-model on the train split (`direct:*`), then `stiva train --from-votes --bench ID --bench-pairs
+POOL, with the options of `benchmarks/experiments/learning.py --method graded-dpo`: a bench of every
+single model on the train split (`direct:*`), then `stiva train dpo --bench ID --bench-pairs
 best --prompt compact --lora-targets all --lora-r 8 --plan-steps 1`, through the real command in a
 fresh STIVA_HOME (the embedded model's converted weights are shared with the usual cache). Each
 configuration runs in a process of its own, one after the other, so that their ratio is from one
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -34,8 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.harness import ROOT, cli_args, machine, save_json, stiva_env
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 
 # `stiva ...` with TRL's fused head left as TRL has it, in its own process (argv: the command's)
 BEFORE = """
@@ -60,39 +60,25 @@ def one_run(name: str, before: bool, bench_id: str, env: dict, args, work: Path)
     out = work / f"out-{name}"
     started = time.monotonic()
     stiva_module(
-        [
-            "--pool",
-            "sim",
+        cli_args(
             "train",
-            "--from-votes",
-            "--bench",
-            bench_id,
-            "--bench-pairs",
-            "best",
-            "--base",
-            "embedded",
-            "--out",
-            str(out),
-            "--steps",
-            str(args.steps),
-            "--batch",
-            str(args.batch),
-            "--lr",
-            "5e-4",
-            "--lora-r",
-            "8",
-            "--lora-targets",
-            "all",
-            "--plan-steps",
-            "1",
-            "--subtask-chars",
-            "16",
-            "--save-every",
-            str(args.steps),
-            "--seed",
-            str(args.seed),
-            "--json",
-        ],
+            "dpo",
+            pool="sim",
+            bench=bench_id,
+            bench_pairs="best",
+            base="embedded",
+            out=out,
+            steps=args.steps,
+            batch=args.batch,
+            lr="5e-4",
+            lora_r=8,
+            lora_targets="all",
+            plan_steps=1,
+            subtask_chars=16,
+            save_every=args.steps,
+            seed=args.seed,
+            json=True,
+        ),
         env,
         name,
         before,
@@ -115,37 +101,13 @@ def main() -> None:
 
     import torch
 
-    from stiva_tui import paths
-
     work = Path(tempfile.mkdtemp(prefix="stiva-dpo-step-"))
-    home = work / "home"
-    (home / "config").mkdir(parents=True)
-    (home / "config" / "config.toml").write_text("[sim]\nlatency_scale = 0.0\n")
-    env = {
-        **os.environ,
-        "STIVA_HOME": str(home),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "STIVA_MODEL_CACHE": str(paths.model_cache_dir()),
-        "PYTHONPATH": str(ROOT),
-    }
+    env = stiva_env(work / "home", "[sim]\nlatency_scale = 0.0\n") | {"PYTHONPATH": str(ROOT)}
     bench = json.loads(
         stiva_module(
-            [
-                "bench",
-                "skills",
-                "--pool",
-                "sim",
-                "--split",
-                "train",
-                "--limit",
-                "40",
-                "--systems",
-                "direct:*",
-                "--concurrency",
-                "4",
-                "--json",
-            ],
+            cli_args(
+                "bench", "skills", pool="sim", split="train", limit=40, systems="direct:*", concurrency=4, json=True
+            ),
             env,
             "graded bench",
         ).stdout
@@ -154,20 +116,19 @@ def main() -> None:
     runs = [one_run(name, before, bench["bench_id"], env, args, work) for name, before in configs.items()]
     by_name = {r["name"]: r["median_step_s"] for r in runs}
     result = {
-        "what": "seconds per `stiva train --from-votes --bench ID --bench-pairs best --base embedded --prompt compact "
+        "what": "seconds per `stiva train dpo --bench ID --bench-pairs best --base embedded --prompt compact "
         "--lora-targets all --lora-r 8 --plan-steps 1` step on the simulated pool's graded train split "
         "(40 items), median of the steps after the first",
         "batch_pairs": args.batch,
         "steps": args.steps,
         "cpu_threads": torch.get_num_threads(),
-        "cpus": os.cpu_count(),
+        "machine": machine(),
         "runs": runs,
         "speedup": round(by_name["before"] / by_name["after"], 2) if by_name["after"] else None,
     }
     print("speedup (before / after):", result["speedup"])
     if not args.no_save:
-        (HERE / "dpo_step.json").write_text(json.dumps(result, indent=2) + "\n")
-        print(f"saved {HERE / 'dpo_step.json'}")
+        print(f"saved {save_json(HERE / 'dpo_step.json', result)}")
 
 
 if __name__ == "__main__":

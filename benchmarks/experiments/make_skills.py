@@ -1,6 +1,6 @@
 """Writes the built-in `skills` suite (stiva_tui/evals/data/skills.jsonl), run by hand:
 
-    python -m benchmarks.make_skills            # rewrites the file; a test checks it is up to date
+    python -m benchmarks.experiments.make_skills    # rewrites the file; a test checks it is up to date
 
 200 items over four domains, 50 each, generated from a fixed seed so the file never drifts:
 
@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
-OUT = Path(__file__).resolve().parent.parent / "stiva_tui" / "evals" / "data" / "skills.jsonl"
+from benchmarks.harness import ROOT
+
+OUT = ROOT / "stiva_tui" / "evals" / "data" / "skills.jsonl"
 PER_DOMAIN = 50
 TRAIN = 30
 

@@ -1,9 +1,9 @@
 """Where does a 7B conductor's decode time go on the GPU? (run by hand on the GPU machine; prints JSON)
 
-    python3 -m benchmarks.decode_gpu --out decode.json        # Qwen2.5-7B shape, random weights, CUDA
-    python3 -m benchmarks.decode_gpu --shape tiny --device cpu # the same code path, a smoke run
+    python3 -m benchmarks.perf.decode_gpu --out decode.json        # Qwen2.5-7B shape, random weights, CUDA
+    python3 -m benchmarks.perf.decode_gpu --shape tiny --device cpu # the same code path, a smoke run
 
-benchmarks/conductor.py --cuda measured the real `local` backend (nf4 through bitsandbytes, HF
+benchmarks/perf/conductor.py --cuda measured the real `local` backend (nf4 through bitsandbytes, HF
 generate) at 29 tokens/s in plans against a target of 60. This separates the causes, plain greedy
 decoding of 128 tokens with no streamer and no grammar, each after a warm-up:
   - bf16: the unquantized model (the memory-bound ceiling of HF's eager decode loop);
@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-HERE = Path(__file__).resolve().parent
+
+from benchmarks.harness import ROOT, machine, save_json
 
 
 def decode_speed(model, ids, tokens: int, **kwargs) -> dict:
@@ -72,6 +73,7 @@ def main() -> None:
     folder = Path(args.workdir) / f"{args.shape}-random"
     result: dict = {
         "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+        "machine": machine(),
         "shape": args.shape,
         "torch": torch.__version__,
     }
@@ -84,7 +86,7 @@ def main() -> None:
         print(name, json.dumps(result[name]), flush=True)
 
     if not (folder / "config.json").exists():
-        corpus = [p.read_text() for p in sorted((HERE.parent / "stiva_tui").rglob("*.py"))]
+        corpus = [p.read_text() for p in sorted((ROOT / "stiva_tui").rglob("*.py"))]
         build_random_model(
             folder,
             args.shape,
@@ -112,10 +114,9 @@ def main() -> None:
     if cuda:
         record("nf4_static_compile", lambda: decode_speed(model, ids, args.tokens, cache_implementation="static"))
     result["when"] = time.strftime("%Y-%m-%d %H:%M:%S")
-    text = json.dumps(result, indent=2)
-    print(text)
+    print(json.dumps(result, indent=2))
     if args.out:
-        Path(args.out).write_text(text + "\n")
+        print(f"saved {save_json(args.out, result)}")
 
 
 if __name__ == "__main__":
