@@ -17,7 +17,17 @@ read; the Markdown table; the frontier plot.
 
 - `oracle` and `random` rows are computed from the `direct:` rows (see `derived`).
 - `frontier`: the non-decreasing convex hull of accuracy against cost per question (tokens when
-  nothing costs money) and RouterBench's AIQ under it, beside the single models' own AIQ.
+  nothing costs money) and RouterBench's AIQ under it, beside the single models' own AIQ. The
+  routers' rows (below) answer the held-out items only, so they are not on it.
+- `knn[@LEVEL]` and `best-single[@LEVEL]` rows are routed from the train items' `direct:` rows onto
+  the held-out ones (see `derived`); with them, or with a `router:DIR` system, the report gains
+  `"routing"` (left out otherwise): {"train_items", "heldout_items", "k", "axis", "label",
+  "aiq_single_models", "routers": [{"router", "aiq", "levels", "points"}], "systems": [every
+  system's row on the held-out items], "unavailable" (why knn and best-single could not be
+  computed, in one line; else None)}. Each router's AIQ is the area under the hull of its levels
+  (a derived router's: 0 to 1 in tenths, and any level named) and of the cheapest single model
+  (where any router goes at an infinite cost weight, as RouterBench sweeps it), over the single
+  models' held-out cost range; `aiq_single_models` is the single models' hull over the same range.
 
 - `n` counts graded items and errors together; `accuracy` is correct / n (None when n is 0):
   an item whose calls kept failing counts against its system, as a user would experience it.
@@ -38,7 +48,7 @@ import json
 import math
 import random
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +57,21 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 from ..core import display as fmt
 from ..core.trace import Trace
 from ..store.records import BenchItemRecord
-from .derived import DERIVED, aiq, derived_records, frontier, random_expectation
+from .derived import (
+    DERIVED,
+    KNN_K,
+    ROUTERS,
+    TRAIN_SPLIT,
+    RoutingUnavailable,
+    aiq,
+    derived_records,
+    fit_routing,
+    frontier,
+    heldout_items,
+    random_expectation,
+    router_level,
+    sweep_names,
+)
 
 Z95 = 1.959963984540054
 
@@ -97,6 +121,29 @@ class Frontier(_Part):
     on_hull: list[str]
 
 
+class RouterLine(_Part):
+    """A router's points on the held-out items, one per level, and the AIQ of their hull."""
+
+    router: str  # knn, best-single, router:DIR
+    aiq: float | None
+    levels: list[str]  # the systems the points are, in order; the last is the cheapest single model
+    points: list[list[float]]  # [[x, accuracy], ...]
+
+
+class Routing(_Part):
+    """The routers against the single models, on the held-out items (meta.split not "train")."""
+
+    train_items: int
+    heldout_items: int
+    k: int  # the neighbours knn reads
+    axis: str
+    label: str
+    aiq_single_models: float | None  # the single models' hull, over their own cost range
+    routers: list[RouterLine]
+    systems: list[SystemRow]  # every system of the bench, on the held-out items only
+    unavailable: str | None  # why knn and best-single could not be computed
+
+
 class ItemRow(_Part):
     """One (item, system): its verdict, what was read from the answer, and what it cost."""
 
@@ -140,12 +187,15 @@ class BenchReport(_Part):
     sandbox: str | None = None  # how code items ran; None without them
     answer_cache: AnswerCacheLine | None = None
     pool: str | None = None  # "simulated pool", "replayed pool (bench ID)"; None for real models
+    routing: Routing | None = None  # with knn, best-single or router:DIR systems only
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = handler(self)
         if self.answer_cache is None:
             data.pop("answer_cache", None)
+        if self.routing is None:
+            data.pop("routing", None)
         return data
 
     def to_json(self) -> str:
@@ -232,9 +282,13 @@ def build_report(
     *,
     status: str = "finished",
     stop_reason: str | None = None,
+    questions: Mapping[str, str] | None = None,
+    splits: Mapping[str, str | None] | None = None,
 ) -> BenchReport:
     """The report of `records` (one per finished system x item), systems and items in the
-    order given (the command line's, the suite's)."""
+    order given (the command line's, the suite's). `questions` and `splits` (item id -> the
+    question, its meta.split) are what `knn` and `best-single` learn from; without them their rows
+    are empty and the routing section says why."""
     by_system: dict[str, list[BenchItemRecord]] = {s: [] for s in systems}
     position = {item_id: i for i, item_id in enumerate(item_order)}
     for record in records:
@@ -245,6 +299,9 @@ def build_report(
     for name in DERIVED:
         if name in by_system:
             by_system[name] = derived_records(name, measured, direct)
+    routing = None
+    if any(router_level(s) or s.startswith("router:") for s in systems):
+        routing = routing_summary(systems, by_system, measured, direct, questions, splits)
     rank = {s: i for i, s in enumerate(systems)}
     ordered = sorted((r for rs in by_system.values() for r in rs), key=lambda r: (position[r.item_id], rank[r.system]))
     rows = [system_row(s, by_system[s]) for s in systems]
@@ -258,6 +315,7 @@ def build_report(
         stop_reason=stop_reason,
         systems=rows,
         frontier=frontier_summary(rows),
+        routing=routing,
         items=[
             ItemRow(
                 id=r.item_id,
@@ -292,7 +350,9 @@ def frontier_summary(rows: Sequence[SystemRow]) -> Frontier:
     """The accuracy-vs-cost frontier of the measured systems (oracle left out: it is a bound no
     system reaches) and its AIQ, beside the AIQ of the single models alone over the same range."""
     key, label = frontier_axis(rows)
-    measured = [r for r in rows if r.n and r.accuracy is not None and r.system != "oracle"]
+    measured = [
+        r for r in rows if r.n and r.accuracy is not None and r.system != "oracle" and not router_level(r.system)
+    ]
     points = [(getattr(r, key), r.accuracy) for r in measured]
     low = min((x for x, _ in points), default=0.0)
     high = max((x for x, _ in points), default=0.0)
@@ -306,6 +366,78 @@ def frontier_summary(rows: Sequence[SystemRow]) -> Frontier:
         aiq_single_models=aiq(singles, low, high) if singles else None,
         hull=[[x, y] for x, y in hull],
         on_hull=on_hull,
+    )
+
+
+def routing_summary(
+    systems: Sequence[str],
+    by_system: dict[str, list[BenchItemRecord]],
+    measured: Sequence[BenchItemRecord],
+    direct: Sequence[str],
+    questions: Mapping[str, str] | None,
+    splits: Mapping[str, str | None] | None,
+) -> Routing:
+    """Fills `by_system`'s derived routers (knn, best-single) from the train items, and measures
+    every router against the single models on the held-out items."""
+    unavailable = None
+    fitted = None
+    try:
+        fitted = fit_routing(measured, direct, questions, splits)
+    except RoutingUnavailable as exc:
+        unavailable = str(exc)
+    derived: dict[str, list[BenchItemRecord]] = {}
+    if fitted is not None:
+        for system in systems:
+            if router_level(system):
+                by_system[system] = derived[system] = fitted.records(system)
+    if fitted is not None:  # the items every single model answered: the routers' and the singles' alike
+        train, heldout = set(fitted.train_ids), set(fitted.heldout_ids)
+    else:
+        known = splits or {}
+        train = {r.item_id for r in measured if known.get(r.item_id) == TRAIN_SPLIT}
+        heldout = set(heldout_items(known, {r.item_id for r in measured})) if splits else set()
+    rows = [system_row(s, [r for r in by_system[s] if r.item_id in heldout]) for s in systems]
+    key, label = frontier_axis(rows)
+    singles = [(getattr(r, key), r.accuracy) for r in rows if r.system in direct and r.n and r.accuracy is not None]
+    low = min((x for x, _ in singles), default=0.0)
+    high = max((x for x, _ in singles), default=0.0)
+    families: dict[str, list[SystemRow]] = {}
+    if fitted is not None:
+        for base in ROUTERS:
+            named = [s for s in systems if s.partition("@")[0] == base and router_level(s)]
+            if named:
+                for system in dict.fromkeys([*sweep_names(base), *named]):
+                    records = derived.get(system) or fitted.records(system)
+                    families.setdefault(base, []).append(system_row(system, records))
+    for row in rows:
+        if row.system.startswith("router:") and row.n:
+            families.setdefault(row.system.rpartition("@")[0] or row.system, []).append(row)
+    # Every router's hull starts at the cheapest single model: where any router goes at an
+    # infinite cost weight (RouterBench sweeps its willingness to pay that far).
+    single_rows = [r for r in rows if r.system in direct and r.n and r.accuracy is not None]
+    cheapest = min(single_rows, key=lambda r: (getattr(r, key), -(r.accuracy or 0.0), r.system), default=None)
+    routers = []
+    for name, levels in families.items():
+        kept = [r for r in levels if r.n and r.accuracy is not None] + ([cheapest] if cheapest else [])
+        points = [(getattr(r, key), r.accuracy or 0.0) for r in kept]
+        routers.append(
+            RouterLine(
+                router=name,
+                aiq=aiq(points, low, high) if points and singles else None,
+                levels=[r.system for r in kept],
+                points=[[x, y] for x, y in points],
+            )
+        )
+    return Routing(
+        train_items=len(train),
+        heldout_items=len(heldout),
+        k=fitted.k if fitted is not None else KNN_K,
+        axis=key,
+        label=label,
+        aiq_single_models=aiq(singles, low, high) if singles else None,
+        routers=routers,
+        systems=rows,
+        unavailable=unavailable,
     )
 
 
@@ -394,6 +526,8 @@ def report_markdown(report: BenchReport, mixes: dict[str, tuple[Counter, Counter
             + (f"; single models alone: {single:.3f}" if single is not None else "")
             + f". On the frontier: {', '.join(summary.on_hull)}.",
         ]
+    if report.routing is not None:
+        lines += ["", *routing_markdown(report.routing)]
     for system, (shapes, models) in (mixes or {}).items():
         total = sum(shapes.values())
         steps = sum(models.values())
@@ -408,10 +542,56 @@ def report_markdown(report: BenchReport, mixes: dict[str, tuple[Counter, Counter
     return "\n".join(lines) + "\n"
 
 
+def routing_markdown(routing: Routing) -> list[str]:
+    """The routing section's lines: the held-out table and each router's AIQ."""
+    lines = [f"## Routing on the {routing.heldout_items} held-out items", ""]
+    if routing.unavailable:
+        lines += [f"**knn, best-single:** {routing.unavailable}", ""]
+    if not routing.heldout_items:
+        return lines
+    lines += [
+        f'Every system on the items whose meta.split is not "train"; knn and best-single learnt from the '
+        f"{routing.train_items} train items' direct: answers (knn: the {routing.k} nearest train questions, "
+        "hashed TF-IDF of words and character n-grams).",
+        "",
+        "| system | n | accuracy | 95% CI | tokens/q | cost/q (USD) |",
+        "|---|---:|---:|---|---:|---:|",
+    ]
+    for row in routing.systems:
+        lo, hi = row.ci95
+        lines.append(
+            f"| {row.system} | {row.n} | {_fmt(row.accuracy)} | [{lo:.3f}, {hi:.3f}] | "
+            f"{row.tokens_per_question:.0f} | {row.cost_per_question:.6f} |"
+        )
+    what = routing.label.split(" per ")[0]
+    parts = [f"single models {_fmt(routing.aiq_single_models)}"]
+    parts += [f"{r.router} {_fmt(r.aiq)} ({len(r.points) - 1} levels)" for r in routing.routers]
+    lines += [
+        "",
+        f"AIQ on these items, over the single models' {what} range (a router's hull starts at the cheapest "
+        "single model, where any router goes at an infinite cost weight): " + " · ".join(parts) + ".",
+    ]
+    return lines
+
+
+def routing_line(routing: Routing) -> str:
+    """The routing section in one line, under the terminal's table."""
+    if not routing.heldout_items:
+        return f"knn, best-single: {routing.unavailable or 'no held-out item'}"
+    parts = [f"single models {_fmt(routing.aiq_single_models)}"]
+    parts += [f"{r.router} {_fmt(r.aiq)}" for r in routing.routers]
+    line = f"held out ({routing.heldout_items} items, routed by {routing.train_items} train items): AIQ " + " · ".join(
+        parts
+    )
+    return line + (f" · knn, best-single: {routing.unavailable}" if routing.unavailable else "")
+
+
 def write_frontier_png(report: BenchReport, path: Path) -> bool:
     """Accuracy against cost per question (tokens when nothing costs money), one point per system
-    with its 95% interval, and the frontier drawn as the non-decreasing convex hull. False (and
-    nothing written) when matplotlib cannot be imported."""
+    with its 95% interval, and the frontier drawn as the non-decreasing convex hull; with a
+    routing section, a second panel beside it: the held-out items, each router's levels as a line
+    against the single models' hull. False (and nothing written) when matplotlib cannot be
+    imported."""
     try:
         import matplotlib
 
@@ -421,7 +601,11 @@ def write_frontier_png(report: BenchReport, path: Path) -> bool:
         return False
     rows = [r for r in report.systems if r.n]
     key, label = frontier_axis(rows)
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
+    routing = report.routing if report.routing is not None and report.routing.heldout_items else None
+    if routing is None:
+        fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
+    else:
+        fig, (ax, held) = plt.subplots(1, 2, figsize=(12.0, 4.4), dpi=120)
     markers = "osD^vP*Xh<>p"
     for i, row in enumerate(rows):
         acc = row.accuracy or 0.0
@@ -451,20 +635,58 @@ def write_frontier_png(report: BenchReport, path: Path) -> bool:
             zorder=0,
             label="frontier" + (f" (AIQ {aiq_value:.3f})" if aiq_value is not None else ""),
         )
+    _frame(ax, right, label)
+    pool = f" — {report.pool.upper()}" if report.pool else ""
+    ax.set_title(f"{report.suite} — accuracy vs {label.split(' per ')[0]} ({report.bench_id}){pool}", fontsize=9)
+    if routing is not None:
+        _draw_routing(held, routing, markers)
+        held.set_title(f"routers on the {routing.heldout_items} held-out items{pool}", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def _frame(ax: Any, right: float, label: str) -> None:
     ax.set_xlim(left=-0.03 * right, right=right)  # a free system sits just inside the frame
     ax.set_xticks([t for t in ax.get_xticks() if 0 <= t <= right])  # and no negative costs on the axis
     ax.legend(fontsize=7, loc="lower right")
     ax.set_xlabel(label)
     ax.set_ylabel("accuracy")
     ax.set_ylim(-0.02, 1.02)
-    pool = f" — {report.pool.upper()}" if report.pool else ""
-    ax.set_title(f"{report.suite} — accuracy vs {label.split(' per ')[0]} ({report.bench_id}){pool}", fontsize=9)
     ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return True
+
+
+def _draw_routing(ax: Any, routing: Routing, markers: str) -> None:
+    """The held-out panel: the single models and their hull, `oracle`, and each router's levels."""
+    key = routing.axis
+    rows = [r for r in routing.systems if r.n and r.accuracy is not None]
+    singles = [r for r in rows if r.system.startswith("direct:")]
+    for i, row in enumerate(singles):
+        ax.plot(
+            [getattr(row, key)], [row.accuracy], markers[i % len(markers)], label=f"{row.system} ({row.accuracy:.0%})"
+        )
+    xs = [getattr(r, key) for r in rows] + [x for line in routing.routers for x, _ in line.points]
+    right = max(xs, default=0.0) * 1.15 or 1.0
+    hull = frontier((getattr(r, key), r.accuracy or 0.0) for r in singles)
+    if hull:
+        ax.plot(
+            [x for x, _ in hull] + [right],
+            [y for _, y in hull] + [hull[-1][1]],
+            "-",
+            color="0.5",
+            alpha=0.6,
+            zorder=0,
+            label=f"single models' hull (AIQ {_fmt(routing.aiq_single_models)})",
+        )
+    for row in rows:
+        if row.system == "oracle":
+            ax.plot([getattr(row, key)], [row.accuracy], "*", color="gold", markersize=11, label="oracle")
+    for line in routing.routers:
+        points = sorted((x, y) for x, y in line.points)
+        ax.plot([x for x, _ in points], [y for _, y in points], ".-", label=f"{line.router} (AIQ {_fmt(line.aiq)})")
+    _frame(ax, right, routing.label)
 
 
 def terminal_frontier(report: BenchReport, width: int = 48, height: int = 12) -> str:

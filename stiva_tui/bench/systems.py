@@ -1,7 +1,8 @@
 """A bench's systems made concrete on the pool. The names themselves, and what each one runs, are
 `stiva_tui.runtime.systems` (the one grammar `ask --baseline`, compare columns and `bench --systems`
 read); what only a bench measures is resolved here: `direct:*` becomes one `direct:MODEL` per pool
-model, and `oracle` and `random` (computed from the `direct:` runs, see `derived`) need two of them.
+model, and `oracle`, `random`, `knn[@LEVEL]` and `best-single[@LEVEL]` (computed from the `direct:`
+runs, see `derived`) need two of them.
 """
 
 from __future__ import annotations

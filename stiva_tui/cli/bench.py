@@ -47,7 +47,8 @@ def add_parser(sub, common) -> None:
         default=[],
         metavar="S1,S2",
         help="conductor, conductor-mini, moa, self-moa[:MODEL], direct:MODEL, direct:* (every pool model), "
-        "adapter:DIR, oracle, random (comma-separated; repeatable)",
+        "adapter:DIR, oracle, random, knn[@LEVEL], best-single[@LEVEL] (routers learnt from the train split; "
+        "comma-separated; repeatable)",
     )
     bench.add_argument("--limit", type=int, help="only the first N items of the suite")
     bench.add_argument(
@@ -238,6 +239,9 @@ def build_bench_report(runner, records, status: str, reason: str | None):
         records,
         status=status,
         stop_reason=reason,
+        # what knn and best-single learn from: the questions, and which are train items
+        questions={item.id: item.question for item in runner.items},
+        splits={item.id: None if item.meta.get("split") is None else str(item.meta["split"]) for item in runner.items},
     )
     report.sandbox = runner.sandbox_line
     if runner.caching is not None:
@@ -324,6 +328,10 @@ def print_table(report) -> None:
             + f" · frontier: {', '.join(summary.on_hull)}",
             highlight=False,
         )
+    if report.routing is not None:
+        from ..bench.report import routing_line
+
+        console.print(routing_line(report.routing), highlight=False)
 
 
 def listing(config=None) -> str:

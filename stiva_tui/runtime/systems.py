@@ -15,10 +15,13 @@
 - `chain:A>B[>C...]`: a fixed chain: A answers, each next model reads the step before and checks
   it, the last one's answer is the run's (`A>A`: a model checking its own draft); what a second
   step is worth on the pool, and graded pairs (`stiva train --from-votes --bench`) with two-step plans;
+- `router:DIR`: a one-pass router (`stiva train router`): one step on the model it picks for the
+  question, the question sent as asked; `router:DIR@LEVEL` weighs cost and latency under a preference;
 - `SYSTEM@LEVEL` for a conductor system (`conductor@cheap`, `adapter:DIR@best`): it plans under that
   cost and latency preference (core/preference.py) instead of the config's;
 - measured by a bench only, since they are not one run of one question: `direct:*` (`direct:MODEL`
-  for every available pool model), and `oracle` and `random`, the routing field's bounds, computed
+  for every available pool model), and `oracle` and `random`, the routing field's bounds, and its
+  baselines `knn[@LEVEL]` and `best-single[@LEVEL]`, learnt from the bench's train items, all computed
   from the bench's `direct:` runs with no call of their own (`stiva_tui.bench.derived`).
 
 The front ends, each a function here, read the same names the same way:
@@ -72,11 +75,12 @@ __all__ = [
 ]
 
 SYSTEM_HELP = (
-    "conductor, conductor-mini, moa, self-moa[:MODEL], direct:MODEL, direct:*, chain:A>B, adapter:DIR, "
-    "oracle, random; "
-    "a conductor system@LEVEL (conductor@cheap) plans under that preference"
+    "conductor, conductor-mini, moa, self-moa[:MODEL], direct:MODEL, direct:*, chain:A>B, adapter:DIR, router:DIR, "
+    "oracle, random, knn, best-single; "
+    "a conductor system@LEVEL (conductor@cheap) plans under that preference, a router@LEVEL (knn@cheap) routes so"
 )
-DERIVED = ("oracle", "random")
+DERIVED_ROUTERS = ("knn", "best-single")  # learnt from a bench's train items (bench/derived.py)
+DERIVED = ("oracle", "random", *DERIVED_ROUTERS)
 EVERY_MODEL = "direct:*"
 BENCH_ONLY = (EVERY_MODEL, *DERIVED)
 SELF_MOA = "self-moa"
@@ -122,10 +126,12 @@ def parse_system(spec: str) -> System:
         except PreferenceError as exc:
             raise SystemNameError(f"{name}: {exc}") from None
         system = parse_system(base)
+        if system.name in DERIVED_ROUTERS:  # knn@cheap: the router weighs cost under that preference
+            return System(f"{system.name}@{level}", None, {"preference": str(preference)})
         if not system.conductor:
             raise SystemNameError(
-                f"{name}: only a conductor system (conductor, conductor-mini, adapter:DIR) takes "
-                "a preference; the others have no plan to make"
+                f"{name}: only a conductor system (conductor, conductor-mini, adapter:DIR, router:DIR) or a "
+                "derived router (knn, best-single) takes a preference; the others have no plan to make"
             )
         return System(f"{system.name}@{level}", system.mode, {**system.options, "preference": str(preference)})
     if name == "conductor":
@@ -169,6 +175,13 @@ def parse_system(spec: str) -> System:
         else:
             variant = ConductorVariant(adapter=str(folder))
         return System(f"adapter:{folder}", ConductorMode(variant=variant))
+    if colon and kind == "router" and rest.strip():
+        folder = Path(rest.strip()).expanduser()
+        if not (folder / "router.json").is_file():
+            raise SystemNameError(
+                f"{name}: {folder} holds no router (no router.json); train one: stiva train router SUITE --out DIR"
+            )
+        return System(f"router:{folder}", ConductorMode(variant=ConductorVariant(backend="router", model=str(folder))))
     raise SystemNameError(f"unknown system {name!r}: use {SYSTEM_HELP}")
 
 
@@ -244,7 +257,7 @@ def column_system(name: str, models: Sequence[Any] | None = None, moa_aggregator
 
 
 def _one_run(system: System) -> System:
-    if system.name in BENCH_ONLY:
+    if system.name in BENCH_ONLY or system.derived:
         what = (
             "names every pool model"
             if system.name == EVERY_MODEL
