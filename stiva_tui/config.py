@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from . import paths
 
-ConductorBackend = Literal["auto", "local", "embedded", "remote"]
+ConductorBackend = Literal["auto", "local", "embedded", "remote", "router"]
 DEFAULT_LOCAL_MODEL = "Qwen/Qwen2.5-7B-Instruct"
 
 
@@ -33,6 +33,9 @@ class ConductorConfig(_Strict):
     # local: HF id or folder; remote: a pool model id. Empty means the backend's default.
     model: str = DEFAULT_LOCAL_MODEL
     adapter: str | None = None  # LoRA adapter folder on top of a local model
+    # A one-pass router's folder (`stiva train router`): conductor-mini routes with it, one step on
+    # the model it picks. (backend = "router" with model = the folder makes every conductor route.)
+    router: str | None = None
     max_steps: int = Field(5, ge=1, le=20)
     rounds: int = Field(1, ge=1, le=5)
     max_reasoning_tokens: int = Field(256, ge=0, le=4096)
@@ -46,6 +49,10 @@ class ConductorConfig(_Strict):
     # in response_format, to discovered local servers only; json_schema: that, to any server;
     # vllm: vLLM's structured_outputs field; sglang: SGLang's json_schema field; none: never.
     structured: Literal["auto", "json_schema", "vllm", "sglang", "none"] = "auto"
+    # The pool model that answers in one step when a plan cannot run (the guard rejected it, or the
+    # planner wrote none), unless a router's prediction or the benches' recorded accuracy chose
+    # one; "": the priciest model (docs/conductor.md, "Never worse than one call").
+    fallback_model: str = ""
 
     @field_validator("prefer")
     @classmethod

@@ -17,6 +17,9 @@ TEMPLATE = """# Stiva's configuration. Every line below is a default, commented 
 # prefer = "balanced"         # best | balanced | cheap | fast | 0 (best) .. 1 (cheap); ctrl+f per question
 # structured = "auto"        # remote: the plan's JSON schema to the server: auto (discovered
 #                             # local servers) | json_schema | vllm | sglang | none (docs/scale.md)
+# router = "~/routers/mine"   # a one-pass router (stiva train router): conductor-mini routes with it
+# fallback_model = ""         # a pool model id: answers in one step when a plan cannot run, unless
+#                             # your benches' recorded accuracy picks one ("": the priciest model)
 
 # A provider of your own (any OpenAI-compatible endpoint) and its models; keys go in the keyring
 # (F5 in the app) or in the environment variable you name, never in this file.

@@ -164,8 +164,9 @@ async def _ask(args, runtime, question: str, held_back) -> int:
     for warning in runtime.warnings:
         console.print(f"[yellow]warning:[/] config: {escape(printable(warning))}", highlight=False)
     runtime.sessions.check(request)  # an unknown model or conversation fails before a model loads
+    planner = None
     if isinstance(mode, ConductorMode):
-        await _load_conductor(runtime, console, quiet=args.json)
+        planner = await _load_conductor(runtime, console, mode, quiet=args.json)
     view = LiveView(console, question) if show_live else None
     if view:
         with view:
@@ -177,7 +178,7 @@ async def _ask(args, runtime, question: str, held_back) -> int:
     for warning in outcome.warnings if trouble is None else ():  # the history's: said once, below
         console.print(f"[yellow]warning:[/] {escape(printable(warning))}", highlight=False)
     if args.json:
-        print(_trace_json(runtime, result, question, mode, args.baseline, recorded=trouble is None))
+        print(_trace_json(runtime, result, question, mode, args.baseline, planner, recorded=trouble is None))
     elif result.status == "finished":
         print(printable(result.answer))
         for note in _fallback_notes(runtime, result.run_id):
@@ -239,9 +240,10 @@ def _fallback_notes(runtime, run_id: str) -> list[str]:
     ]
 
 
-async def _load_conductor(runtime, console, quiet: bool) -> None:
-    """Choose and load the conductor with a progress line; say what it runs on."""
+async def _load_conductor(runtime, console, mode, quiet: bool):
+    """Choose and load the mode's conductor with a progress line; say what it runs on."""
     from ..conductor.choose import loaded_facts
+    from ..runtime.modes import conductor_variant
 
     with console.status("choosing the conductor…") as status:
 
@@ -249,18 +251,21 @@ async def _load_conductor(runtime, console, quiet: bool) -> None:
             pct = f" {fraction:.0%}" if fraction is not None else ""
             status.update(f"{message}{pct}")
 
-        conductor = await runtime.ensure_conductor(progress)
+        conductor = await runtime.ensure_conductor(progress, conductor_variant(mode, runtime.config.conductor.router))
     if not quiet:
         facts = loaded_facts(conductor)
         console.print(
             f"[dim]conductor:[/] {conductor.backend} · {conductor.model}"
-            f"{' · ' + facts if facts else ''} — {runtime.conductor_reason}",
+            f"{' · ' + facts if facts else ''} — {runtime.reason_for(conductor)}",
             highlight=False,
             soft_wrap=True,
         )
+    return conductor
 
 
-def _trace_json(runtime, result, question: str, mode, system: str | None, *, recorded: bool = True) -> str:
+def _trace_json(
+    runtime, result, question: str, mode, system: str | None, planner=None, *, recorded: bool = True
+) -> str:
     """The run's trace as `stiva ask --json` prints it, with what the conductor runs on. Where the
     history could not record the run (`recorded` False, or it cannot be read back), what it
     holds of it is completed from the run's result: the answer is printed all the same."""
@@ -292,14 +297,14 @@ def _trace_json(runtime, result, question: str, mode, system: str | None, *, rec
                 ),
             )
         )
-    if with_conductor and runtime.conductor is not None:
+    if with_conductor and planner is not None:
         # What the run recorded (backend, model, usage) stands; the rest is what it runs on.
         facts = {
             k: v
-            for k, v in runtime.conductor.describe().items()
+            for k, v in planner.describe().items()
             if k in type(trace.conductor).model_fields and k not in ("backend", "model", "usage") and v is not None
         }
-        conductor = trace.conductor.model_copy(update={**facts, "reason": runtime.conductor_reason})
+        conductor = trace.conductor.model_copy(update={**facts, "reason": runtime.reason_for(planner)})
         trace = trace.model_copy(update={"conductor": conductor})
     return trace.model_dump_json(indent=2)
 

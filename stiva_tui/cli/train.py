@@ -158,7 +158,48 @@ class Graded:
         return _graded(self, config)
 
 
-OPTIONS: dict[str, type[Grpo | Dpo | Graded]] = {"grpo": Grpo, "dpo": Dpo, "graded": Graded}
+@dataclass(frozen=True)
+class RouterMethod:
+    """`stiva train router SUITE --out DIR`: the graded answers, then the head (train/router.py)."""
+
+    suite: str
+    split: str | None
+    json: bool
+    out: Any
+    features: str
+    seed: int
+    epochs: int
+    unsafe_code: bool
+    answer_cache: bool
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1:
+            raise UsageError("--epochs must be at least 1")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RouterMethod:
+        return cls(
+            args.suite,
+            args.split,
+            args.json,
+            args.out,
+            args.features,
+            args.seed,
+            args.epochs,
+            args.unsafe_code,
+            args.answer_cache,
+        )
+
+    def run(self, config) -> int:
+        return _router(self, config)
+
+
+OPTIONS: dict[str, type[Grpo | Dpo | Graded | RouterMethod]] = {
+    "grpo": Grpo,
+    "dpo": Dpo,
+    "graded": Graded,
+    "router": RouterMethod,
+}
 
 
 def run(args: argparse.Namespace, config) -> int:
@@ -173,6 +214,37 @@ def run(args: argparse.Namespace, config) -> int:
 
 
 # --- the trainings ---------------------------------------------------------------------------------
+
+
+def _router(method: RouterMethod, config) -> int:
+    from ..store import StoreError
+    from ..train.router import graded_answers, train_router
+    from ..train.trainer import TrainError
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr)
+
+    try:
+        suite = _load_suite(method.suite, method.split)
+        labels = graded_answers(config, suite, say, unsafe_code=method.unsafe_code, answer_cache=method.answer_cache)
+        say(f"{len(labels.items)} items, {len(labels.models)} models graded ({labels.source})")
+        summary = train_router(labels, out=method.out, features=method.features, seed=method.seed,
+                               epochs=method.epochs, progress=say)  # fmt: skip
+    except UsageError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    except TrainError as exc:
+        return fail(str(exc), EXIT_FAILED)
+    except StoreError as exc:
+        return fail(str(exc), EXIT_FAILED)
+    if method.json:
+        print(json.dumps(summary))
+        return 0
+    print(
+        f"router saved in {summary['out']}: {len(summary['models'])} models, {summary['items']} items, "
+        f"{summary['features']} representation, {summary['parameters']:,} parameters, {summary['train_s']:.1f} s"
+    )
+    print(f"bench it: stiva bench SUITE --split heldout --systems 'router:{summary['out']},direct:*,oracle'")
+    return 0
 
 
 def _load_suite(name: str, split: str | None):

@@ -73,6 +73,8 @@ def legacy_argv(argv: list[str], common) -> list[str]:
     method, else the spelling before the methods mapped to one (`SUITE ...` to `grpo SUITE ...`,
     `SUITE --method graded-dpo` to `graded SUITE`, `--from-votes` to `dpo`). LegacyUsage where an
     option does not go with the method, with the reason as the old spelling said it."""
+    if _names_router(argv):  # `SUITE --method router`: the router method's own parser reads the rest
+        return _rewrite(argv, "router")
     parser, owner = _legacy_parser(common)
     try:
         given, _ = parser.parse_known_args(argv)
@@ -128,6 +130,15 @@ def _legacy_problem(
             "(stiva train dpo ..., was --from-votes)"
         )
     return None
+
+
+def _names_router(argv: list[str]) -> bool:
+    if argv and argv[0] in METHODS:
+        return False
+    for index, token in enumerate(argv):
+        if token == "--method=router" or (token == "--method" and argv[index + 1 : index + 2] == ["router"]):
+            return True
+    return False
 
 
 def _rewrite(argv: list[str], method: str) -> list[str]:

@@ -109,6 +109,17 @@ def _model_options(p: argparse.ArgumentParser, method: str) -> list[argparse.Act
                 "(replaces --cost-weight)"
             ),
         ),
+        # every method takes it (one spelling in the legacy parser, which adds every family at once)
+        p.add_argument(
+            "--shuffle-pool",
+            action=argparse.BooleanOptionalAction,
+            help="write each pair under its own order of the pool, its plans' model indices remapped, so "
+            "the adapter learns to pick a model by its name, not by its place in the list (default on; "
+            "--no-shuffle-pool keeps the pool's own order)"
+            if dpo
+            else "sample each plan under its own order of the pool: a conductor that always names "
+            "the first model then tries them all, and learns to route by name, not by place (default off)",
+        ),
         p.add_argument("--seed", type=int, help="the random seed (default 0)"),
         p.add_argument("--json", action="store_true", help="print the summary as one JSON object"),
     ]
@@ -121,12 +132,6 @@ def _grpo_options(p: argparse.ArgumentParser, method: str) -> list[argparse.Acti
             "--cost-weight", type=float, help="reward minus W x the run's cost, normalised within each question's group"
         ),
         p.add_argument("--budget-usd", type=float, help="stop cleanly once the rollouts have cost this much"),
-        p.add_argument(
-            "--shuffle-pool",
-            action="store_true",
-            help="sample each plan under its own order of the pool: a conductor that always names "
-            "the first model then tries them all, and learns to route by name, not by place",
-        ),
         p.add_argument("--temperature", type=float, help="sampling temperature of the plans (default 1)"),
         p.add_argument(
             "--rollout-concurrency",
@@ -193,6 +198,21 @@ def _graded_options(p: argparse.ArgumentParser, method: str) -> list[argparse.Ac
     ]
 
 
+def _router_options(p: argparse.ArgumentParser, method: str) -> list[argparse.Action]:
+    return [
+        p.add_argument("--out", required=True, metavar="DIR", type=Path, help="where the router goes"),
+        p.add_argument(
+            "--features",
+            choices=("embedded", "tfidf"),
+            default="embedded",
+            help="the question's representation: the embedded model's (default) or hashed TF-IDF (no model)",
+        ),
+        p.add_argument("--seed", type=int, default=0, help="the validation draw and batch order (default 0)"),
+        p.add_argument("--epochs", type=int, default=60, help="passes over the items (default 60)"),
+        p.add_argument("--json", action="store_true", help="print the summary as one JSON object"),
+    ]
+
+
 @dataclass(frozen=True)
 class Method:
     help: str
@@ -219,5 +239,13 @@ METHODS: dict[str, Method] = {
         "Grade every single model of the pool on SUITE (a bench of each), then learn by DPO which model each "
         "question's best answer came from.",
         (_suite_options, _model_options, _pair_options, _graded_options),
+    ),
+    "router": Method(
+        "a one-pass router: predict each model's chance on a question, pick in one forward pass",
+        "Grade every single model of the pool on SUITE (read from the history with --pool replay:ID, else a bench "
+        "of each), then train a small head on the question's representation that predicts each model's chance of "
+        "a right answer. Use it as the system router:DIR[@LEVEL] in stiva bench, or set [conductor] router = "
+        '"DIR" to make conductor-mini route with it.',
+        (_suite_options, _router_options),
     ),
 }

@@ -177,6 +177,8 @@ def _remote_reason(why_not_local: str, model: Any, why: str) -> str:
 def describe_choice(config: ConductorConfig, pool_models: Sequence[Any] = ()) -> str:
     """Which backend `select_conductor` would pick, and why; loads no model (may import torch)."""
     backend = config.backend
+    if backend == "router":
+        return f"router: a one-pass router picks the model ({config.model})"
     if backend == "remote":
         return f"remote: config says so ({config.model})"
     if backend == "embedded":
@@ -218,6 +220,10 @@ def select_conductor(
     """The conductor for `config` and the reason for the choice (no model is loaded here).
     `deadline_s` bounds each call of a remote conductor, as [workers] deadline_s does a worker's."""
     backend = config.backend
+    if backend == "router":
+        from .router import RouterConductor
+
+        return RouterConductor(config.model), f"router: one forward pass picks the model ({config.model})"
     if backend == "remote":
         from .remote import RemoteConductor
 

@@ -28,11 +28,13 @@ class Preset:
     description: str
 
 
+MINI = "conductor-mini"  # routes with [conductor] router where one is set (conductor/router.py)
+
 # The one preset table: the app, `stiva ask`, `stiva bench` and `stiva serve` (as model names)
 # all read it, so "conductor" means the same run everywhere.
 PRESETS: dict[str, Preset] = {
     "conductor": Preset(None, None, "orchestrated: the config's [conductor] max_steps and rounds"),
-    "conductor-mini": Preset(2, 1, "orchestrated: up to 2 steps, 1 round (lower latency)"),
+    MINI: Preset(2, 1, "orchestrated: up to 2 steps, 1 round (lower latency)"),
 }
 
 MOA_SYSTEM = "moa"
@@ -106,3 +108,11 @@ class WorkflowMode:
 
 
 Mode = ConductorMode | DirectMode | MoAMode | WorkflowMode
+
+
+def conductor_variant(mode: ConductorMode, router: str | None) -> ConductorVariant | None:
+    """The conductor a conductor mode runs: its own variant, else conductor-mini's one-pass router
+    where `[conductor] router` (`router`) names one, else None (the configured conductor)."""
+    if mode.variant is None and mode.preset == MINI and router:
+        return ConductorVariant(backend="router", model=router)
+    return mode.variant

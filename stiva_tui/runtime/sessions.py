@@ -25,7 +25,7 @@ from ..engine.baselines import default_moa_proposers
 from ..engine.executor import Engine, RunOptions, RunResult, Subscriber, events_of
 from ..inference.progress import Progress
 from ..pool.types import PoolModel
-from .modes import PRESETS, ConductorMode, DirectMode, MoAMode, Mode, WorkflowMode
+from .modes import PRESETS, ConductorMode, DirectMode, MoAMode, Mode, WorkflowMode, conductor_variant
 
 if TYPE_CHECKING:
     from .root import Runtime
@@ -117,7 +117,8 @@ class Sessions:
         earlier = self._turns(ask.conversation_id) if ask.in_conversation and ask.conversation_id else None
         conductor = None
         if isinstance(ask.mode, ConductorMode):
-            conductor = await self.runtime.ensure_conductor(progress, ask.mode.variant)
+            variant = conductor_variant(ask.mode, self.runtime.config.conductor.router)
+            conductor = await self.runtime.ensure_conductor(progress, variant)
         run_id = ask.run_id or uuid.uuid4().hex
         warnings: list[str] = []
         conversation_id, turns = self._open(ask, warnings, earlier)

@@ -1,0 +1,370 @@
+"""A one-pass router (`stiva train --method router`, systems `router:DIR[@LEVEL]`, `[conductor] router`):
+Stiva's Fugu Mini. The question's representation, then a small head that predicts each pool
+model's chance of a right answer, then one step on the model with the best chance less its cost
+and latency under the preference: no plan is written, one forward pass decides.
+
+    router = load_router("router/")                   # RouterError, one line, when it cannot be used
+    decision = router.decide(question, pool_ids, preference)
+    decision.model, decision.chance, decision.runner_up, decision.untrained
+
+- **Representation** (`features`): `embedded`, the embedded Gemma-3 270M's last hidden state,
+  mean-pooled over the question's tokens (640 numbers); or `tfidf`, hashed TF-IDF of words and
+  character n-grams (core/textvec.py), with no model at all.
+- **Head:** one logistic unit per pool model over the standardised representation (640 x models
+  weights for `embedded`: 7,051 parameters for 11 models), trained on graded answers
+  (train/router.py). Saved as `router.json` (models, costs, settings) and `router.npz` (weights).
+- **The preference** weighs as training's rewards do (core/preference.py): utility = chance
+  - cost weight x (the model's mean cost per question / the dearest's) - latency weight x (its
+  mean latency / the slowest's), over the models the router was trained on that are in the pool.
+  A pool model it was not trained on is never picked (`untrained` names them).
+
+numpy and torch are imported inside the functions that use them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.preference import Preference
+from ..core.usage import Usage
+from ..core.workflow import Step, Workflow
+from .base import ConductorError, Plan, PlanRequest
+
+__all__ = [
+    "FEATURES",
+    "Decision",
+    "Router",
+    "RouterConductor",
+    "RouterError",
+    "canonical",
+    "embed_texts",
+    "featurize",
+    "load_router",
+]
+
+FEATURES = ("embedded", "tfidf")
+ROUTER_FILE = "router.json"
+WEIGHTS_FILE = "router.npz"
+FORMAT = "stiva-router"
+VERSION = 1
+TFIDF_DIM = 2**13
+_EMBED_MAX_TOKENS = 256
+_POOL_PREFIXES = ("replay:", "sim:")
+
+
+class RouterError(Exception):
+    """A router that cannot be trained, read or used; the message says why and what to do."""
+
+
+def canonical(name: str) -> str:
+    """A pool model's name as a router knows it: without the replayed or simulated pool's prefix
+    (`replay:gpt-4o` is `gpt-4o`, so a router trained on a replay routes the real model's id too)."""
+    for prefix in _POOL_PREFIXES:
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return name
+
+
+@dataclass(frozen=True)
+class Decision:
+    model: str  # the pool id picked
+    chance: float  # its predicted chance of a right answer
+    utility: float
+    runner_up: str | None
+    runner_up_chance: float | None
+    chances: dict[str, float]  # every candidate's, by pool id
+    untrained: tuple[str, ...]  # pool ids the router was not trained on (never picked)
+    seconds: float  # the decision's own time (the forward pass included)
+
+    def line(self) -> str:
+        """What the tree shows as the router's reasoning."""
+        text = f"router: {self.model} ({self.chance:.0%} predicted chance of a right answer)"
+        if self.runner_up is not None and self.runner_up_chance is not None:
+            text += f"; runner-up {self.runner_up} ({self.runner_up_chance:.0%})"
+        if self.untrained:
+            text += f"; not trained on {', '.join(self.untrained)}, so never picked"
+        return text + f"; decided in {self.seconds * 1000:.0f} ms"
+
+
+@dataclass
+class Router:
+    """A trained router, read from its folder."""
+
+    folder: Path
+    models: list[str]  # canonical names, the head's columns
+    features: str
+    weights: Any  # numpy (d, m)
+    bias: Any  # numpy (m,)
+    mean: Any  # numpy (d,): the representation's standardisation
+    scale: Any  # numpy (d,)
+    cost: dict[str, float]  # mean USD per question, per model (train split)
+    latency: dict[str, float]  # mean seconds per question, per model
+    vectorizer: dict | None = None  # tfidf: the fitted TextVectorizer's data
+    info: dict = field(default_factory=dict)  # what it was trained on, and how
+    _vec: Any = None
+
+    def represent(self, texts: Sequence[str]):
+        return featurize(self.features, texts, vectorizer=self._vectorizer())
+
+    def _vectorizer(self):
+        if self.features != "tfidf":
+            return None
+        if self._vec is None:
+            from ..core.textvec import TextVectorizer
+
+            self._vec = TextVectorizer.from_dict(self.vectorizer or {})
+        return self._vec
+
+    def predict_rows(self, rows):
+        """Chances (n, models) for representations (n, d)."""
+        import numpy as np
+
+        z = ((rows - self.mean) / self.scale) @ self.weights + self.bias
+        return 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
+
+    def predict(self, question: str) -> dict[str, float]:
+        """Each trained model's predicted chance on `question`, by canonical name."""
+        chances = self.predict_rows(self.represent([question]))[0]
+        return {name: float(p) for name, p in zip(self.models, chances)}
+
+    def decide(self, question: str, pool: Sequence[str], preference: Preference | None = None) -> Decision:
+        """The pool model to ask (`pool`: the pool's ids). RouterError when the router knows none of them."""
+        started = time.perf_counter()
+        known = {canonical(pool_id): pool_id for pool_id in pool}
+        candidates = [name for name in self.models if name in known]
+        untrained = tuple(pool_id for pool_id in pool if canonical(pool_id) not in self.models)
+        if not candidates:
+            raise RouterError(
+                f"the router in {self.folder} was trained on {', '.join(self.models)}; none of them is in the pool "
+                f"({', '.join(pool) or 'empty'})"
+            )
+        chances = self.predict(question)
+        return self.choose({known[n]: chances[n] for n in candidates}, preference, untrained, started)
+
+    def choose(
+        self,
+        chances: dict[str, float],
+        preference: Preference | None,
+        untrained: tuple[str, ...] = (),
+        started: float | None = None,
+    ) -> Decision:
+        """The best of `chances` (pool id -> chance) under `preference`."""
+        utility = self.utilities(chances, preference)
+        ranked = sorted(chances, key=lambda pool_id: (-utility[pool_id], -chances[pool_id], pool_id))
+        best = ranked[0]
+        second = ranked[1] if len(ranked) > 1 else None
+        return Decision(
+            model=best,
+            chance=chances[best],
+            utility=utility[best],
+            runner_up=second,
+            runner_up_chance=chances[second] if second is not None else None,
+            chances=dict(chances),
+            untrained=untrained,
+            seconds=time.perf_counter() - started if started is not None else 0.0,
+        )
+
+    def utilities(self, chances: dict[str, float], preference: Preference | None) -> dict[str, float]:
+        if preference is None or (preference.cost == 0 and preference.latency == 0):
+            return dict(chances)
+        costs = {m: self.cost.get(canonical(m), 0.0) for m in chances}
+        latencies = {m: self.latency.get(canonical(m), 0.0) for m in chances}
+        dearest, slowest = max(costs.values()) or 1.0, max(latencies.values()) or 1.0
+        return {
+            m: p - preference.cost * costs[m] / dearest - preference.latency * latencies[m] / slowest
+            for m, p in chances.items()
+        }
+
+    def save(self) -> None:
+        import numpy as np
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        data = {
+            "format": FORMAT,
+            "version": VERSION,
+            "models": self.models,
+            "features": self.features,
+            "cost_per_question_usd": self.cost,
+            "latency_s": self.latency,
+            "vectorizer": self.vectorizer,
+            **self.info,
+        }
+        scratch = self.folder / f".{WEIGHTS_FILE}.tmp.npz"
+        np.savez(scratch, weights=self.weights, bias=self.bias, mean=self.mean, scale=self.scale)
+        scratch.replace(self.folder / WEIGHTS_FILE)
+        text = self.folder / f".{ROUTER_FILE}.tmp"
+        text.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        text.replace(self.folder / ROUTER_FILE)
+
+
+def is_router_folder(path: str | Path) -> bool:
+    return (Path(path).expanduser() / ROUTER_FILE).is_file()
+
+
+def load_router(folder: str | Path) -> Router:
+    """The router saved in `folder` (RouterError, one line, when it is not one or is damaged)."""
+    import numpy as np
+
+    path = Path(folder).expanduser()
+    where = path / ROUTER_FILE
+    if not where.is_file():
+        raise RouterError(
+            f"{path}: no {ROUTER_FILE} there; train one with stiva train SUITE --method router --out {path}"
+        )
+    try:
+        data = json.loads(where.read_text(encoding="utf-8"))
+        arrays = np.load(path / WEIGHTS_FILE)
+        weights, bias, mean, scale = (
+            np.asarray(arrays[k], dtype=np.float32) for k in ("weights", "bias", "mean", "scale")
+        )
+    except (OSError, ValueError, KeyError) as exc:
+        raise RouterError(f"{path}: not a readable router ({exc}); train it again") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise RouterError(f"{where}: not a Stiva router file")
+    models = data.get("models")
+    features = data.get("features")
+    if (
+        not isinstance(models, list)
+        or features not in FEATURES
+        or weights.ndim != 2
+        or weights.shape[1] != len(models)
+        or bias.shape != (len(models),)
+        or mean.shape != (weights.shape[0],)
+        or scale.shape != (weights.shape[0],)
+    ):
+        raise RouterError(f"{path}: its weights do not match its models; train it again")
+    info = {k: v for k, v in data.items() if k not in ("models", "features", "vectorizer", "format", "version")}
+    return Router(
+        folder=path,
+        models=[str(m) for m in models],
+        features=features,
+        weights=weights,
+        bias=bias,
+        mean=mean,
+        scale=np.where(scale > 0, scale, 1.0).astype(np.float32),
+        cost={str(k): float(v) for k, v in (data.get("cost_per_question_usd") or {}).items()},
+        latency={str(k): float(v) for k, v in (data.get("latency_s") or {}).items()},
+        vectorizer=data.get("vectorizer"),
+        info=info,
+    )
+
+
+# --- representations ---------------------------------------------------------------------------------
+
+
+def featurize(kind: str, texts: Sequence[str], *, vectorizer=None, progress: Callable[[int, int], None] | None = None):
+    """Rows (n, d) of float32: `tfidf` through a fitted vectorizer, `embedded` through the embedded model."""
+    import numpy as np
+
+    if kind == "tfidf":
+        if vectorizer is None:
+            raise RouterError("a tfidf router needs its fitted vectorizer")
+        return np.asarray(vectorizer.transform(list(texts)), dtype=np.float32)
+    if kind == "embedded":
+        return embed_texts(texts, progress=progress)
+    raise RouterError(f"unknown representation {kind!r}: use {', '.join(FEATURES)}")
+
+
+_embedded_cache: dict[str, Any] = {}
+
+
+def embed_texts(texts: Sequence[str], *, progress: Callable[[int, int], None] | None = None, batch: int = 8):
+    """The embedded model's mean-pooled last hidden state of each text (float32, n x hidden). Texts
+    embedded before in this process are not embedded again (a bench asks a router per item)."""
+    import numpy as np
+    import torch
+
+    from ..inference.embedded import load_embedded
+
+    loaded = load_embedded()
+    model, tokenizer = loaded.model, loaded.tokenizer
+    body = getattr(model, "model", model)  # the decoder without the LM head (262k-wide logits)
+    keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+    todo = [i for i, k in enumerate(keys) if k not in _embedded_cache]
+    for start in range(0, len(todo), batch):
+        chunk = todo[start : start + batch]
+        encoded = tokenizer(
+            [texts[i] for i in chunk],
+            return_tensors="pt",
+            padding=True,
+            truncation=True,
+            max_length=_EMBED_MAX_TOKENS,
+        )
+        with loaded.lock, torch.inference_mode():
+            hidden = body(input_ids=encoded["input_ids"], attention_mask=encoded["attention_mask"]).last_hidden_state
+            mask = encoded["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
+        for i, row in zip(chunk, pooled.float().numpy()):
+            _embedded_cache[keys[i]] = row
+        if progress is not None:
+            progress(min(start + batch, len(todo)), len(todo))
+    return np.stack([_embedded_cache[k] for k in keys]).astype(np.float32) if keys else np.zeros((0, 1), np.float32)
+
+
+# --- the conductor ---------------------------------------------------------------------------------
+
+
+class RouterConductor:
+    """The `Conductor` whose plan is one step on the router's pick, the question sent as asked.
+    `preference`: the level a `router:DIR@LEVEL` system fixes; otherwise the request's."""
+
+    backend = "router"
+    quantization = None
+    adapter = None
+
+    def __init__(self, folder: str | Path, preference: Preference | None = None, fixed: bool = False):
+        self.folder = Path(folder).expanduser()
+        self.model = str(self.folder)
+        self.preference = preference
+        self.fixed = fixed
+        self._router: Router | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._router is not None
+
+    async def load(self, progress=None) -> None:
+        import asyncio
+
+        if self._router is None:
+            try:
+                self._router = await asyncio.to_thread(load_router, self.folder)
+            except RouterError as exc:
+                raise ConductorError(str(exc)) from None
+
+    async def plan(self, request: PlanRequest, on_delta=None) -> Plan:
+        import asyncio
+
+        await self.load()
+        assert self._router is not None
+        pool = [worker.id for worker in request.workers]
+        preference = self.preference if self.fixed or request.preference is None else request.preference
+        started = time.perf_counter()
+        try:
+            decision = await asyncio.to_thread(self._router.decide, request.question, pool, preference)
+        except RouterError as exc:
+            raise ConductorError(str(exc)) from None
+        line = decision.line()
+        if on_delta is not None:
+            on_delta(line)
+        step = Step(model=pool.index(decision.model), subtask=request.question, access=())
+        return Plan(
+            workflow=Workflow((step,)),
+            reasoning=line,
+            raw_text=line,
+            usage=Usage(),
+            latency_s=time.perf_counter() - started,
+        )
+
+    def describe(self) -> dict:
+        info = {"backend": "router", "model": str(self.folder)}
+        if self._router is not None:
+            info["features"] = self._router.features
+            info["models"] = len(self._router.models)
+        return info
