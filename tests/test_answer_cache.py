@@ -10,11 +10,12 @@ import logging
 
 import pytest
 from conftest import pool_models
-from test_bench_runner import script_pool, stiva, write_config, write_suite
+from test_bench_runner import script_pool, write_config, write_suite
 
 from stiva_tui.pool.answer_cache import AnswerCache, CachingWorker, answer_key, cacheable
 from stiva_tui.pool.client import HttpWorker
 from stiva_tui.pool.types import PoolModel, ProviderError, TextDelta, UsageReport
+from tests.support.cli import run_stiva
 from tests.support.fakeprovider import Reply
 
 QUESTION = [{"role": "user", "content": "What is 2 + 2?"}]
@@ -153,11 +154,11 @@ def test_a_bench_with_answer_cache_asks_nothing_again_and_keeps_its_figures(fake
         "--json",
         "--answer-cache",
     ]
-    first = stiva(*args, home=stiva_home)
+    first = run_stiva(*args, home=stiva_home)
     assert first.returncode == 0, first.stderr
     asked = len(fake.requests)
     assert asked == 8
-    second = stiva(*args, "--fresh", home=stiva_home)
+    second = run_stiva(*args, "--fresh", home=stiva_home)
     assert second.returncode == 0, second.stderr
     assert len(fake.requests) == asked  # nothing asked again
     one, two = json.loads(first.stdout), json.loads(second.stdout)
@@ -170,7 +171,7 @@ def test_a_bench_with_answer_cache_asks_nothing_again_and_keeps_its_figures(fake
     ]
     assert "answer cache: 8 answers reused ($0.00026 not paid again), 0 asked" in second.stderr
     # without the flag nothing is reused
-    third = stiva(*args[:-1], "--fresh", home=stiva_home)
+    third = run_stiva(*args[:-1], "--fresh", home=stiva_home)
     assert third.returncode == 0, third.stderr
     assert len(fake.requests) == asked + 8 and "answer_cache" not in json.loads(third.stdout)
 

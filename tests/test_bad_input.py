@@ -4,7 +4,6 @@ ASCII number, and 5,000-digit integers in a suite file, a LiveCodeBench file or 
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 from conftest import pool_models
@@ -12,7 +11,7 @@ from conftest import pool_models
 from stiva_tui.conductor.remote import RemoteConductor
 from stiva_tui.engine.executor import Engine
 from stiva_tui.pool.client import HttpWorker
-from tests.support.cli import stiva
+from tests.support.cli import Result, run_stiva
 from tests.support.fakeprovider import Reply
 
 
@@ -58,7 +57,7 @@ async def test_a_plan_with_a_step_number_int_refuses_goes_to_the_repair_retry(fa
 BIG = "9" * 5000  # Python's int() refuses more than 4300 digits (sys.get_int_max_str_digits())
 
 
-def _one_line_error(result: subprocess.CompletedProcess, *needles: str) -> str:
+def _one_line_error(result: Result, *needles: str) -> str:
     assert "Traceback" not in result.stderr + result.stdout, result.stderr[-3000:]
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, (result.returncode, result.stderr[-3000:])
@@ -93,7 +92,7 @@ def test_a_huge_integer_in_a_suite_file_is_one_line_naming_file_and_line(tmp_pat
         "\n"
         f'{{"id": "b", "question": "2+2?", "answer": "4", "grader": "numeric", "tolerance": {BIG}}}\n'
     )
-    _one_line_error(stiva("bench", str(suite), "--systems", "direct:x", home=tmp_path / "home"), "huge.jsonl:3:")
+    _one_line_error(run_stiva("bench", str(suite), "--systems", "direct:x", home=tmp_path / "home"), "huge.jsonl:3:")
 
 
 @pytest.mark.parametrize("where", ["outside", "inside"])
@@ -115,7 +114,7 @@ def test_a_huge_integer_in_a_livecodebench_json_file_is_one_line_naming_file_and
         needles = ("lcb.json (record 2)",)
     (tmp_path / "lcb.json").write_text(text)
     _one_line_error(
-        stiva("bench", f"livecodebench:{tmp_path / 'lcb.json'}", "--systems", "direct:x", home=tmp_path / "home"),
+        run_stiva("bench", f"livecodebench:{tmp_path / 'lcb.json'}", "--systems", "direct:x", home=tmp_path / "home"),
         *needles,
     )
 
@@ -130,12 +129,12 @@ def test_a_huge_integer_in_a_livecodebench_jsonl_file_is_one_line_naming_file_an
     lines[2] = lines[2].replace('"platform"', f'"rating": {BIG}, "platform"')
     (tmp_path / "lcb.jsonl").write_text("\n".join(lines) + "\n")
     _one_line_error(
-        stiva("bench", f"livecodebench:{tmp_path / 'lcb.jsonl'}", "--systems", "direct:x", home=tmp_path / "home"),
+        run_stiva("bench", f"livecodebench:{tmp_path / 'lcb.jsonl'}", "--systems", "direct:x", home=tmp_path / "home"),
         "lcb.jsonl:2:",
     )
     (tmp_path / "lcb.jsonl").write_text("\n".join([lines[0], lines[2]]) + "\n")
     _one_line_error(
-        stiva("bench", f"livecodebench:{tmp_path / 'lcb.jsonl'}", "--systems", "direct:x", home=tmp_path / "home"),
+        run_stiva("bench", f"livecodebench:{tmp_path / 'lcb.jsonl'}", "--systems", "direct:x", home=tmp_path / "home"),
         "lcb.jsonl:2:",
     )
 
@@ -153,4 +152,4 @@ def test_a_huge_integer_in_the_config_is_one_config_error_naming_file_and_line(t
         load_config(config)
     assert "huge.toml" in str(info.value) and "line 5" in str(info.value) and "\n" not in str(info.value)
     for command in (["ask", "Q"], ["models"]):
-        _one_line_error(stiva(*command, "--config", str(config), home=tmp_path / "home"), "huge.toml", "line 5")
+        _one_line_error(run_stiva(*command, "--config", str(config), home=tmp_path / "home"), "huge.toml", "line 5")

@@ -21,7 +21,7 @@ from stiva_tui.config import load_config
 from stiva_tui.evals.loaders import load_suite
 from stiva_tui.runtime import Runtime
 from stiva_tui.runtime.systems import SystemNameError, parse_systems
-from tests.support.cli import STIVA, stiva
+from tests.support.cli import STIVA, run_stiva
 from tests.support.fakeprovider import Reply
 
 PLAN = 'model_id = [1]\nsubtasks = ["Add the two numbers."]\naccess_list = [[]]'
@@ -332,7 +332,7 @@ def test_json_report_shape_and_report_files(fake, tmp_path, stiva_home):
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 3)
     out = tmp_path / "out"
-    result = stiva(
+    result = run_stiva(
         "bench",
         str(suite),
         "--systems",
@@ -359,7 +359,7 @@ def test_json_report_shape_and_report_files(fake, tmp_path, stiva_home):
     assert "| right | 3 | 100% |" in markdown
     assert (out / "frontier.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the runs are in the history, marked as the bench's
-    listing = json.loads(stiva("history", "--json", home=stiva_home).stdout)
+    listing = json.loads(run_stiva("history", "--json", home=stiva_home).stdout)
     runs = listing["runs"] if isinstance(listing, dict) else listing
     assert sum(1 for r in runs if r["source"] == "bench") == 6
 
@@ -399,7 +399,7 @@ def test_a_killed_bench_resumes_and_asks_nothing_twice(fake, tmp_path, stiva_hom
     process.wait(10)
     assert 4 <= len(graded_before) < 12
     # the next look at the history sweeps the killed bench: interrupted, not "running"
-    listed = stiva("history", "--json", home=stiva_home)
+    listed = run_stiva("history", "--json", home=stiva_home)
     assert listed.returncode == 0, listed.stderr
     with sqlite3.connect(database) as conn:
         ((status, reason),) = conn.execute("SELECT status, stop_reason FROM bench_runs").fetchall()
@@ -472,13 +472,13 @@ def test_a_budget_stops_cleanly_with_a_partial_report_and_the_next_run_continues
     suite = write_suite(tmp_path / "s.jsonl", 10)
     # each item costs 36 + 15 = 51 microdollars on `wrong`: the cap lands after the third item
     args = ("bench", str(suite), "--systems", "direct:wrong", "--config", str(config), "--json", "--concurrency", "1")
-    result = stiva(*args, "--budget-usd", "0.00015", home=stiva_home)
+    result = run_stiva(*args, "--budget-usd", "0.00015", home=stiva_home)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["status"] == "stopped" and report["stop_reason"].startswith("budget")
     assert report["systems"][0]["n"] == 3
     assert "stopped: budget" in result.stderr and "run the same command again" in result.stderr
-    result = stiva(*args, home=stiva_home)
+    result = run_stiva(*args, home=stiva_home)
     report = json.loads(result.stdout)
     assert report["status"] == "finished" and report["systems"][0]["n"] == 10
     assert len(fake.requests_for("wrong")) == 10
@@ -528,7 +528,7 @@ def test_out_never_writes_through_a_planted_symlink(fake, tmp_path, stiva_home):
     out.mkdir()
     for name in ("report.json", "report.md", "frontier.png"):
         (out / name).symlink_to(victim)
-    result = stiva(
+    result = run_stiva(
         "bench",
         str(write_suite(tmp_path / "s.jsonl", 2)),
         "--systems",
@@ -550,10 +550,10 @@ def test_bad_suites_and_systems_are_one_line_errors(tmp_path, stiva_home):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "question": "Q", "grader": "numeric", "answer": "x"}\n')
     for args in ((str(bad),), ("no-such-suite",), ("basic", "--systems", "nope")):
-        result = stiva("bench", *args, home=stiva_home)
+        result = run_stiva("bench", *args, home=stiva_home)
         assert result.returncode == 2, result
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
-    listing = stiva("bench", "--list", home=stiva_home)
+    listing = run_stiva("bench", "--list", home=stiva_home)
     assert "basic" in listing.stdout and "gpqa" in listing.stdout and "offline" in listing.stdout
 
 

@@ -1,4 +1,5 @@
-"""The real `stiva` command against scripted local providers."""
+"""The real `stiva` command against scripted local providers: in this process (`run_stiva`), and as
+a process of its own where the process is the point (signals, a closed pipe, a terminal, argv bytes)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import STIVA, stiva
+from tests.support.cli import STIVA, run_stiva
 from tests.support.fakeprovider import Reply
 
 PLAN = 'Two drafts, one judge.\nmodel_id = [1, 2, 1]\nsubtasks = ["draft A", "draft B", "combine"]\naccess_list = [[], [], [0, 1]]'
@@ -59,7 +60,7 @@ def config(fake, tmp_path):
 
 
 def test_ask_json_trace(config, stiva_home):
-    result = stiva("ask", "What is it?", "--config", str(config), "--json", home=stiva_home)
+    result = run_stiva("ask", "What is it?", "--config", str(config), "--json", home=stiva_home)
     assert result.returncode == 0, result.stderr
     trace = json.loads(result.stdout)
     assert trace["question"] == "What is it?"
@@ -87,8 +88,42 @@ def test_ask_json_trace(config, stiva_home):
     assert (stiva_home / "data" / "stiva.db").exists()
 
 
+def test_stiva_in_this_process_leaves_the_process_as_it_found_it(config, tmp_path):
+    """`run_stiva` puts back what a command changes: ctrl+c reaches pytest again (every command
+    leaves it to os._exit(130)), and the environment, the working folder and the streams are this
+    test's again; the command had its own STIVA_HOME, folder and stdin."""
+    import signal
+
+    handler, environ, cwd = signal.getsignal(signal.SIGINT), dict(os.environ), os.getcwd()
+    streams = (sys.stdin, sys.stdout, sys.stderr)
+    home = tmp_path / "its-home"
+    result = run_stiva("ask", "-", "--config", str(config), "--json", home=home, cwd=tmp_path, stdin="What is it?")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["question"] == "What is it?" and (home / "data" / "stiva.db").exists()
+    assert signal.getsignal(signal.SIGINT) is handler
+    assert dict(os.environ) == environ and os.getcwd() == cwd and (sys.stdin, sys.stdout, sys.stderr) == streams
+    usage = run_stiva("no-such-command")
+    assert usage.returncode == 2 and "invalid choice: 'no-such-command'" in usage.stderr and usage.stdout == ""
+    version = run_stiva("--version")
+    assert version.returncode == 0 and version.stdout.startswith("stiva ")
+
+
+def test_stiva_in_this_process_says_an_escaped_exception_as_the_interpreter_would(monkeypatch):
+    """A traceback on stderr and exit 1, as `stiva` itself would end: the tests that say "no
+    traceback" can fail in this process too."""
+    import importlib
+
+    def broken(args, config):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(importlib.import_module("stiva_tui.cli.models"), "run", broken)
+    result = run_stiva("models")
+    assert result.returncode == 1 and result.stdout == ""
+    assert "Traceback" in result.stderr and result.stderr.rstrip().endswith("RuntimeError: a bug")
+
+
 def test_ask_prints_the_answer(config, stiva_home):
-    result = stiva("ask", "What is it?", "--config", str(config), home=stiva_home)
+    result = run_stiva("ask", "What is it?", "--config", str(config), home=stiva_home)
     assert result.returncode == 0
     assert result.stdout.strip() == "the combined answer"
     assert "conductor: remote" in result.stderr and "$" in result.stderr
@@ -96,10 +131,10 @@ def test_ask_prints_the_answer(config, stiva_home):
 
 
 def test_direct_baseline_and_unknown_model(config, stiva_home):
-    result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w2", "--json", home=stiva_home)
+    result = run_stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w2", "--json", home=stiva_home)
     trace = json.loads(result.stdout)
     assert trace["answer"] == "draft two" and trace["mode"] == "direct"
-    result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:nope", home=stiva_home)
+    result = run_stiva("ask", "Q", "--config", str(config), "--baseline", "direct:nope", home=stiva_home)
     assert result.returncode == 2 and result.stderr.startswith(
         "stiva: model 'nope' is not available; available: cond, w1"
     )
@@ -107,7 +142,7 @@ def test_direct_baseline_and_unknown_model(config, stiva_home):
 
 
 def test_moa_baseline(config, stiva_home, fake):
-    result = stiva("ask", "Q", "--config", str(config), "--baseline", "moa", "--json", home=stiva_home)
+    result = run_stiva("ask", "Q", "--config", str(config), "--baseline", "moa", "--json", home=stiva_home)
     assert result.returncode == 0, result.stderr
     trace = json.loads(result.stdout)
     assert trace["mode"] == "moa" and len(trace["rounds"][0]["steps"]) >= 3
@@ -119,7 +154,7 @@ def test_a_failing_provider_exits_non_zero_with_one_line(fake, tmp_path, stiva_h
     fake.default("w2", Reply(status=400, error_message="model overloaded"))
     config = write_config(tmp_path / "c.toml", fake.base_url)
     fake.default("cond", Reply(status=400, error_message="model overloaded"))
-    result = stiva("ask", "Q", "--config", str(config), home=stiva_home)
+    result = run_stiva("ask", "Q", "--config", str(config), home=stiva_home)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     # Steps 1 and 2 run at the same time: whichever gives up first names itself.
@@ -129,22 +164,22 @@ def test_a_failing_provider_exits_non_zero_with_one_line(fake, tmp_path, stiva_h
 def test_bad_config_is_a_one_line_error(tmp_path, stiva_home):
     bad = tmp_path / "bad.toml"
     bad.write_text("[conductor]\nmax_steps = 'five'\n")
-    result = stiva("ask", "Q", "--config", str(bad), home=stiva_home)
+    result = run_stiva("ask", "Q", "--config", str(bad), home=stiva_home)
     assert result.returncode == 2
     assert "conductor.max_steps" in result.stderr and len(result.stderr.strip().splitlines()) == 1
-    result = stiva("ask", "Q", "--config", str(tmp_path / "missing.toml"), home=stiva_home)
+    result = run_stiva("ask", "Q", "--config", str(tmp_path / "missing.toml"), home=stiva_home)
     assert result.returncode == 2 and "does not exist" in result.stderr
 
 
 def test_budget_flag_stops_the_run(config, stiva_home):
-    result = stiva("ask", "Q", "--config", str(config), "--budget-tokens", "80", "--json", home=stiva_home)
+    result = run_stiva("ask", "Q", "--config", str(config), "--budget-tokens", "80", "--json", home=stiva_home)
     assert result.returncode == 1 and "budget" in result.stderr
     trace = json.loads(result.stdout)
     assert trace["status"] == "failed"
 
 
 def test_models_json_lists_the_pool(config, stiva_home):
-    result = stiva("models", "--config", str(config), "--json", home=stiva_home)
+    result = run_stiva("models", "--config", str(config), "--json", home=stiva_home)
     assert result.returncode == 0, result.stderr
     listing = json.loads(result.stdout)
     ids = [m["id"] for m in listing["models"]]
@@ -155,7 +190,7 @@ def test_models_json_lists_the_pool(config, stiva_home):
 
 
 def test_the_models_table_piped_to_a_file_cuts_no_cell(stiva_home):
-    result = stiva("models", "--no-discovery", home=stiva_home)  # the catalog; stdout is a pipe here
+    result = run_stiva("models", "--no-discovery", home=stiva_home)  # the catalog; stdout is a pipe here
     assert result.returncode == 0, result.stderr
     from stiva_tui.catalog import load_catalog
 
@@ -164,7 +199,7 @@ def test_the_models_table_piped_to_a_file_cuts_no_cell(stiva_home):
 
 
 def test_options_before_the_command_reach_it(config, stiva_home):
-    result = stiva("--config", str(config), "models", "--json", home=stiva_home)
+    result = run_stiva("--config", str(config), "models", "--json", home=stiva_home)
     assert result.returncode == 0, result.stderr
     assert [m["id"] for m in json.loads(result.stdout)["models"]][:3] == ["cond", "w1", "w2"]
 
@@ -181,22 +216,22 @@ def test_help_is_fast_and_imports_no_torch():
 
 
 def test_serve_show_token_is_created_once_then_shown(stiva_home, tmp_path):
-    first = stiva("serve", "--show-token", home=stiva_home)
+    first = run_stiva("serve", "--show-token", home=stiva_home)
     assert first.returncode == 0, first.stderr
     token = first.stdout.strip().splitlines()[-1].strip()
     assert len(token) >= 20
-    second = stiva("serve", "--show-token", home=stiva_home)
+    second = run_stiva("serve", "--show-token", home=stiva_home)
     assert second.returncode == 0 and second.stdout.strip().splitlines()[-1].strip() == token
 
 
 def test_serve_refuses_no_auth_off_loopback(stiva_home):
-    result = stiva("serve", "--no-auth", "--host", "0.0.0.0", home=stiva_home)
+    result = run_stiva("serve", "--no-auth", "--host", "0.0.0.0", home=stiva_home)
     assert result.returncode == 2 and "--no-auth is refused" in result.stderr
 
 
 def test_unknown_conductor_backend_is_a_one_line_error(config, stiva_home):
     for command in (["ask", "Q"], ["models"]):
-        result = stiva(*command, "--config", str(config), "--conductor", "quantum", home=stiva_home)
+        result = run_stiva(*command, "--config", str(config), "--conductor", "quantum", home=stiva_home)
         assert result.returncode != 0
         assert result.stderr.strip().splitlines()[-1].startswith("stiva: unknown conductor backend 'quantum'")
 
@@ -215,11 +250,11 @@ def test_ctrl_c_cancels_the_run_and_keeps_it_as_cancelled(fake, tmp_path, stiva_
 
 
 def test_each_ask_is_a_conversation_and_continue_adds_to_it(config, fake, stiva_home):
-    first = stiva("ask", "Remember the number 7.", "--config", str(config), "--json", home=stiva_home)
+    first = run_stiva("ask", "Remember the number 7.", "--config", str(config), "--json", home=stiva_home)
     assert first.returncode == 0, first.stderr
     conversation_id = json.loads(first.stdout)["conversation_id"]
     assert conversation_id
-    second = stiva(
+    second = run_stiva(
         "ask", "Multiply it by six.", "--config", str(config), "--continue", conversation_id, home=stiva_home
     )
     assert second.returncode == 0, second.stderr
@@ -241,16 +276,19 @@ def test_each_ask_is_a_conversation_and_continue_adds_to_it(config, fake, stiva_
         ]
         assert [r.source for r in conversation.runs] == ["cli", "cli"]
 
-    unknown = stiva("ask", "Q", "--config", str(config), "--continue", "nope", home=stiva_home)
+    unknown = run_stiva("ask", "Q", "--config", str(config), "--continue", "nope", home=stiva_home)
     assert unknown.returncode == 2 and unknown.stderr.startswith("stiva: no conversation nope")
 
 
 def test_the_mini_preset_bounds_the_plan(fake, tmp_path, stiva_home):
     fake.script("cond", Reply(PLAN, usage=(50, 20)))  # three steps: more than the preset allows
     config = write_config(tmp_path / "c.toml", fake.base_url)
-    result = stiva("ask", "Q", "--config", str(config), "--preset", "conductor-mini", "--json", home=stiva_home)
-    assert result.returncode == 1
-    assert "at most 2 are allowed" in result.stderr  # the remote conductor was held to 2 steps
+    result = run_stiva("ask", "Q", "--config", str(config), "--preset", "conductor-mini", "--json", home=stiva_home)
+    # the remote conductor was held to 2 steps: its plan is no plan, and one step on the fallback
+    # model answers instead, the round's reasoning saying why
+    assert result.returncode == 0, result.stderr
+    (round_,) = json.loads(result.stdout)["rounds"]
+    assert "at most 2 are allowed" in round_["reasoning"] and len(round_["steps"]) == 1
     prompt = json.dumps(fake.requests_for("cond")[0].messages)
     assert "at most 2 steps" in prompt
 
@@ -268,14 +306,14 @@ def test_a_reply_that_is_no_chat_completion_fails_the_step_then_falls_back(fake,
     fake.default("w2", Reply("the fallback's answer", usage=(5, 3)))
     config = write_config(tmp_path / "c.toml", fake.base_url)
     # direct:MODEL means that model: it fails, and no other model answers instead
-    result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", home=stiva_home)
+    result = run_stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", home=stiva_home)
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.splitlines()[-1].startswith("stiva: step 1 (round 1) failed: ")
     assert "the reply is no chat completion" in result.stderr and not fake.requests_for("w2")
     # a planned step moves on to the fallbacks, and the human output says whose answer it is
     fake.script("cond", Reply('model_id = [1]\nsubtasks = ["Answer the question."]\naccess_list = [[]]'))
     fake.default("cond", malformed)  # the first fallback in pool order
-    result = stiva("ask", "Q", "--config", str(config), "--json", home=stiva_home)
+    result = run_stiva("ask", "Q", "--config", str(config), "--json", home=stiva_home)
     assert result.returncode == 0, result.stderr
     trace = json.loads(result.stdout)
     assert trace["answer"] == "the fallback's answer"
@@ -283,7 +321,7 @@ def test_a_reply_that_is_no_chat_completion_fails_the_step_then_falls_back(fake,
     assert step["model"] == "w2" and [a["model"] for a in step["attempt_log"]] == ["w1", "cond"]
     assert all("no chat completion" in a["error"] for a in step["attempt_log"])
     fake.script("cond", Reply('model_id = [1]\nsubtasks = ["Answer the question."]\naccess_list = [[]]'))
-    human = stiva("ask", "Q", "--config", str(config), home=stiva_home)
+    human = run_stiva("ask", "Q", "--config", str(config), home=stiva_home)
     assert human.returncode == 0 and human.stdout.strip() == "the fallback's answer"
     assert "fallback: step 1 of round 1 was answered by w2: w1 failed" in human.stderr
 
@@ -294,7 +332,7 @@ def test_a_reply_that_is_no_chat_completion_fails_the_step_then_falls_back(fake,
 def test_a_bad_config_file_is_one_line_and_exit_2(tmp_path, stiva_home, content):
     path = tmp_path / "bad.toml"
     path.write_bytes(content)
-    result = stiva("models", "--config", str(path), home=stiva_home)
+    result = run_stiva("models", "--config", str(path), home=stiva_home)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith(f"stiva: {path}: ") and result.stderr.count("\n") == 1
     assert "Traceback" not in result.stderr
@@ -304,17 +342,17 @@ def test_escape_sequences_never_reach_the_terminal(fake, tmp_path, stiva_home):
     hostile = "\x1b]0;pwned\x07The answer\x1b[2J is\x07 42.\x1b[31m\n\tDone.\x9b1;1H"
     fake.default("w1", Reply(hostile, usage=(5, 5)))
     config = write_config(tmp_path / "c.toml", fake.base_url)
-    result = stiva("ask", "Q\x1b[2J?", "--config", str(config), "--baseline", "direct:w1", home=stiva_home)
+    result = run_stiva("ask", "Q\x1b[2J?", "--config", str(config), "--baseline", "direct:w1", home=stiva_home)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "The answer is 42.\n\tDone.\n"
     assert "\x1b" not in result.stderr and "\x07" not in result.stderr
     # --json stays exact.
-    result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", "--json", home=stiva_home)
+    result = run_stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", "--json", home=stiva_home)
     assert json.loads(result.stdout)["answer"] == hostile
 
     for model in ("w1", "cond", "w2"):  # the step's model and its fallbacks
         fake.default(model, Reply(status=400, error_message="bad \x1b]0;pwned\x07 request"))
-    result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", home=stiva_home)
+    result = run_stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", home=stiva_home)
     assert result.returncode == 1 and "\x1b" not in result.stderr and "bad ]0;pwned" not in result.stderr
     assert "bad  request" in result.stderr
 
@@ -399,27 +437,29 @@ def test_a_provider_that_never_finishes_meets_the_deadline(fake, tmp_path, stiva
     config = write_config(tmp_path / "c.toml", fake.base_url)
     config.write_text(config.read_text().replace("retries = 0", "retries = 0\ndeadline_s = 1"))
     started = time.monotonic()
-    result = stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", "--json", home=stiva_home)
+    result = run_stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", "--json", home=stiva_home)
     # direct:w1 never falls back: one call of 1 s, then the failure that names the deadline
     assert result.returncode == 1 and 1 <= time.monotonic() - started < 20
     assert "no complete reply within 1 s ([workers] deadline_s)" in result.stderr and not fake.requests_for("w2")
 
 
 def test_a_question_that_is_not_utf8_is_repaired_and_said_so(config, stiva_home):
-    env = {**os.environ, "STIVA_HOME": str(stiva_home)}
-    for args, stdin in (([b"caf\xe9?"], None), ([b"-"], b"na\xefve question\n")):
-        result = subprocess.run(
-            [STIVA.encode(), b"ask", *args, b"--config", str(config).encode(), b"--json"],
-            input=stdin,
-            capture_output=True,
-            env=env,
-            timeout=60,
-        )
-        assert result.returncode == 0, result.stderr
-        err = result.stderr.decode()
+    """As an argument (the interpreter's own decoding of argv bytes: a process of its own) and on stdin."""
+    argv = subprocess.run(
+        [STIVA.encode(), b"ask", b"caf\xe9?", b"--config", str(config).encode(), b"--json"],
+        capture_output=True,
+        env={**os.environ, "STIVA_HOME": str(stiva_home)},
+        timeout=60,
+    )
+    assert argv.returncode == 0, argv.stderr
+    piped = run_stiva("ask", "-", "--config", str(config), "--json", stdin=b"na\xefve question\n")
+    assert piped.returncode == 0, piped.stderr
+    for err, out, question in (
+        (argv.stderr.decode(), argv.stdout, "caf\ufffd?"),
+        (piped.stderr, piped.stdout, "na\ufffdve question\n"),
+    ):
         assert err.count("\n") == 1 and "not UTF-8; they were replaced with \ufffd" in err
-        question = json.loads(result.stdout)["question"]
-        assert question in ("caf\ufffd?", "na\ufffdve question\n")
+        assert json.loads(out)["question"] == question
 
 
 def test_a_killed_run_is_interrupted_with_what_it_had_streamed(fake, tmp_path, stiva_home):
@@ -438,7 +478,7 @@ def test_a_killed_run_is_interrupted_with_what_it_had_streamed(fake, tmp_path, s
 
     fake.default("w1", Reply("quick"))
     config = tmp_path / "c.toml"
-    result = stiva("ask", "Next", "--config", str(config), "--baseline", "direct:w1", home=stiva_home)
+    result = run_stiva("ask", "Next", "--config", str(config), "--baseline", "direct:w1", home=stiva_home)
     assert result.returncode == 0, result.stderr
     ((status, finished),) = db.execute("select status, finished_at from runs where question = 'Q'").fetchall()
     assert status == "interrupted" and finished
@@ -448,12 +488,11 @@ def test_a_killed_run_is_interrupted_with_what_it_had_streamed(fake, tmp_path, s
     assert step_status == "interrupted" and output.startswith("slow slow")  # kept what it had written
 
 
-@pytest.mark.slow
 def test_history_lists_runs_newest_first_and_shows_one(config, stiva_home):
     long_question = "What is it? " + "Tell me everything about it. " * 10
     for question in ("First question", long_question.strip()):
-        assert stiva("ask", question, "--config", str(config), home=stiva_home).returncode == 0
-    result = stiva("history", "--json", home=stiva_home)
+        assert run_stiva("ask", question, "--config", str(config), home=stiva_home).returncode == 0
+    result = run_stiva("history", "--json", home=stiva_home)
     assert result.returncode == 0, result.stderr
     runs = json.loads(result.stdout)
     assert [r["question"] for r in runs] == [long_question.strip(), "First question"]  # whole text
@@ -468,82 +507,79 @@ def test_history_lists_runs_newest_first_and_shows_one(config, stiva_home):
         "cost_usd",
     }
     assert runs[0]["source"] == "cli" and runs[0]["status"] == "finished" and runs[0]["prompt_tokens"] > 0
-    assert len(json.loads(stiva("history", "--json", "--limit", "1", home=stiva_home).stdout)) == 1
+    assert len(json.loads(run_stiva("history", "--json", "--limit", "1", home=stiva_home).stdout)) == 1
 
-    table = stiva("history", home=stiva_home).stdout
+    table = run_stiva("history", home=stiva_home).stdout
     assert runs[1]["id"] in table and "First question" in table
     assert "Tell me everything" in table and long_question.strip() not in table  # shortened
 
-    shown = stiva("history", "show", runs[1]["id"], "--json", home=stiva_home)
+    shown = run_stiva("history", "show", runs[1]["id"], "--json", home=stiva_home)
     trace = json.loads(shown.stdout)
     assert trace["run_id"] == runs[1]["id"] and trace["answer"] == "the combined answer"
-    assert "the combined answer" in stiva("history", "show", runs[1]["id"], home=stiva_home).stdout
-    missing = stiva("history", "show", "nope", home=stiva_home)
+    assert "the combined answer" in run_stiva("history", "show", runs[1]["id"], home=stiva_home).stdout
+    missing = run_stiva("history", "show", "nope", home=stiva_home)
     assert missing.returncode == 2 and missing.stderr.startswith("stiva: 'nope' is no run or conversation id")
-    absent = stiva("history", "show", "0123abcd", home=stiva_home)
+    absent = run_stiva("history", "show", "0123abcd", home=stiva_home)
     assert absent.returncode == 2 and "no run or conversation 0123abcd" in absent.stderr
 
 
-@pytest.mark.slow
 def test_any_printed_id_and_any_unique_start_of_one_works_in_history_show(config, stiva_home):
-    asked = stiva("ask", "What is it?", "--config", str(config), home=stiva_home)
+    asked = run_stiva("ask", "What is it?", "--config", str(config), home=stiva_home)
     assert asked.returncode == 0, asked.stderr
     conversation_id = asked.stderr.split("conversation ", 1)[1].split()[0]  # as `stiva ask` prints it
-    run_id = json.loads(stiva("history", "--json", home=stiva_home).stdout)[0]["id"]
-    by_prefix = stiva("history", "show", run_id[:8], home=stiva_home)
+    run_id = json.loads(run_stiva("history", "--json", home=stiva_home).stdout)[0]["id"]
+    by_prefix = run_stiva("history", "show", run_id[:8], home=stiva_home)
     assert by_prefix.returncode == 0, by_prefix.stderr
     assert "Plan, round 1" in by_prefix.stdout and "Step 1" in by_prefix.stdout  # the plan, with subtasks
     assert "Draft an answer." in by_prefix.stdout or "w1" in by_prefix.stdout
-    conversation = stiva("history", "show", conversation_id, home=stiva_home)
+    conversation = run_stiva("history", "show", conversation_id, home=stiva_home)
     assert conversation.returncode == 0, conversation.stderr
     assert conversation_id in conversation.stdout and "the combined answer" in conversation.stdout
     assert (
-        json.loads(stiva("history", "show", conversation_id[:6], "--json", home=stiva_home).stdout)["id"]
+        json.loads(run_stiva("history", "show", conversation_id[:6], "--json", home=stiva_home).stdout)["id"]
         == conversation_id
     )
-    listed = stiva("history", "conversations", home=stiva_home)
+    listed = run_stiva("history", "conversations", home=stiva_home)
     assert listed.returncode == 0 and conversation_id in listed.stdout and "What is it?" in listed.stdout
     assert "finished" in next(line for line in listed.stdout.splitlines() if conversation_id in line)
 
 
-@pytest.mark.slow
 def test_history_renames_and_deletes_a_conversation_by_any_unique_prefix(config, stiva_home):
-    asked = stiva("ask", "What is it?", "--config", str(config), home=stiva_home)
+    asked = run_stiva("ask", "What is it?", "--config", str(config), home=stiva_home)
     assert asked.returncode == 0, asked.stderr
     conversation_id = asked.stderr.split("conversation ", 1)[1].split()[0]
-    run_id = json.loads(stiva("history", "--json", home=stiva_home).stdout)[0]["id"]
-    renamed = stiva("history", "rename", conversation_id[:6], "Naming  things", home=stiva_home)
+    run_id = json.loads(run_stiva("history", "--json", home=stiva_home).stdout)[0]["id"]
+    renamed = run_stiva("history", "rename", conversation_id[:6], "Naming  things", home=stiva_home)
     assert renamed.returncode == 0, renamed.stderr
-    listed = json.loads(stiva("history", "conversations", "--json", home=stiva_home).stdout)
+    listed = json.loads(run_stiva("history", "conversations", "--json", home=stiva_home).stdout)
     assert [(c["id"], c["title"], c["last_status"]) for c in listed] == [(conversation_id, "Naming things", "finished")]
-    refused = stiva("history", "rename", run_id[:8], "x", home=stiva_home)
+    refused = run_stiva("history", "rename", run_id[:8], "x", home=stiva_home)
     assert refused.returncode == 2 and "is a run: only a conversation has a title" in refused.stderr
-    deleted = stiva("history", "delete", conversation_id[:6], home=stiva_home)
+    deleted = run_stiva("history", "delete", conversation_id[:6], home=stiva_home)
     assert deleted.returncode == 0 and "deleted conversation" in deleted.stdout, deleted.stderr
-    assert json.loads(stiva("history", "conversations", "--json", home=stiva_home).stdout) == []
-    assert json.loads(stiva("history", "--json", home=stiva_home).stdout)[0]["id"] == run_id  # the run stays
-    assert stiva("history", "delete", run_id, home=stiva_home).returncode == 0
-    assert json.loads(stiva("history", "--json", home=stiva_home).stdout) == []
-    gone = stiva("history", "delete", run_id, home=stiva_home)
+    assert json.loads(run_stiva("history", "conversations", "--json", home=stiva_home).stdout) == []
+    assert json.loads(run_stiva("history", "--json", home=stiva_home).stdout)[0]["id"] == run_id  # the run stays
+    assert run_stiva("history", "delete", run_id, home=stiva_home).returncode == 0
+    assert json.loads(run_stiva("history", "--json", home=stiva_home).stdout) == []
+    gone = run_stiva("history", "delete", run_id, home=stiva_home)
     assert gone.returncode == 2 and "no run or conversation" in gone.stderr
 
 
-@pytest.mark.slow
 def test_models_the_config_names_must_exist_and_say_when_they_are_unavailable(fake, tmp_path, stiva_home):
     config = write_config(tmp_path / "c.toml", fake.base_url)
     base = config.read_text()
 
     config.write_text(base.replace("retries = 0", 'retries = 0\nfallbacks = ["ghost"]'))
     for command in (["models"], ["ask", "Q"]):
-        result = stiva(*command, "--config", str(config), home=stiva_home)
+        result = run_stiva(*command, "--config", str(config), home=stiva_home)
         assert result.returncode == 2, result.stderr
         assert "workers.fallbacks: 'ghost' is not a model of the pool" in result.stderr
         assert result.stderr.count("\n") == 1
-    result = stiva("models", "--config", str(config), home=stiva_home)
+    result = run_stiva("models", "--config", str(config), home=stiva_home)
     assert result.stderr.startswith(f"stiva: {config}: workers.fallbacks")  # names the file too
 
     config.write_text(base.replace('model = "cond"\n[discovery]', 'model = "nobody"\n[discovery]', 1))
-    result = stiva("models", "--config", str(config), home=stiva_home)
+    result = run_stiva("models", "--config", str(config), home=stiva_home)
     assert result.returncode == 2 and "conductor.model: 'nobody' (the remote conductor) is not a model" in result.stderr
 
     # Known but without a key right now: a warning line, and it still works.
@@ -552,7 +588,7 @@ def test_models_the_config_names_must_exist_and_say_when_they_are_unavailable(fa
             "retries = 0", 'retries = 0\nfallbacks = ["openai/gpt-5"]'
         )
     )
-    result = stiva("models", "--config", str(config), "--no-discovery", home=stiva_home)
+    result = run_stiva("models", "--config", str(config), "--no-discovery", home=stiva_home)
     assert result.returncode == 0
     assert (
         "warning" in result.stderr and "workers.fallbacks: 'openai/gpt-5' is not available now (no key" in result.stderr
@@ -561,9 +597,9 @@ def test_models_the_config_names_must_exist_and_say_when_they_are_unavailable(fa
 
 def test_embedded_worker_false_keeps_the_270m_model_out_of_every_plan(config, fake, stiva_home):
     config.write_text("embedded_worker = false\n" + config.read_text())
-    listing = json.loads(stiva("models", "--config", str(config), "--json", home=stiva_home).stdout)
+    listing = json.loads(run_stiva("models", "--config", str(config), "--json", home=stiva_home).stdout)
     assert [m["id"] for m in listing["models"]] == ["cond", "w1", "w2"]
-    result = stiva("ask", "What is it?", "--config", str(config), "--json", home=stiva_home)
+    result = run_stiva("ask", "What is it?", "--config", str(config), "--json", home=stiva_home)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["answer"] == "the combined answer"
     (plan_request,) = fake.requests_for("cond")
@@ -578,7 +614,7 @@ def test_an_empty_pool_is_one_line_saying_how_to_add_a_model(tmp_path, stiva_hom
     config.write_text(
         'embedded_worker = false\ncatalog = false\n[conductor]\nbackend = "embedded"\n[discovery]\nenabled = false\n'
     )
-    result = stiva("ask", "What is 2 + 2?", "--config", str(config), home=stiva_home)
+    result = run_stiva("ask", "What is 2 + 2?", "--config", str(config), home=stiva_home)
     assert result.returncode != 0 and result.stdout == ""
     (line,) = result.stderr.strip().splitlines()
     assert "no available model" in line and "key" in line and "[[models]]" in line and "embedded_worker" in line
@@ -617,13 +653,12 @@ def test_in_a_terminal_ask_prints_its_totals_once(config, stiva_home):
     assert not re.search(r"(?m)^\s*[\d,]+ in · [\d,]+ out", text), text[-600:]  # and no second line of them
 
 
-@pytest.mark.slow
 def test_the_usable_models_are_listed_first(stiva_home):
-    result = stiva("models", "--no-discovery", "--json", home=stiva_home)  # no keys: only the embedded one works
+    result = run_stiva("models", "--no-discovery", "--json", home=stiva_home)  # no keys: only the embedded one works
     listed = json.loads(result.stdout)["models"]
     assert listed[0]["id"] == "local/gemma-3-270m" and listed[0]["available"]
     assert not any(m["available"] for m in listed[1:]) and len(listed) > 10
-    table = stiva("models", "--no-discovery", home=stiva_home).stdout
+    table = run_stiva("models", "--no-discovery", home=stiva_home).stdout
     assert table.index("local/gemma-3-270m") < table.index("openai/")
 
 

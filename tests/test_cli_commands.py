@@ -15,23 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from stiva_tui.cli import main, parse_args
+from stiva_tui.cli import parse_args
+from tests.support.cli import run_stiva
 
 PACKAGE = Path(__file__).resolve().parent.parent / "stiva_tui"
 BASE = ["--base", "embedded", "--out", "adapter"]
 
 
 def run(capsys, *argv: str) -> tuple[int, str]:
-    """`stiva ARGV` in this process, for what fails before any model loads: (exit code, stderr)."""
-    saved = signal.getsignal(signal.SIGINT)
-    capsys.readouterr()
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse's own usage errors
-        code = exc.code
-    finally:
-        signal.signal(signal.SIGINT, saved)
-    return code, capsys.readouterr().err
+    """`stiva ARGV` in this process (`run_stiva`), for what fails before any model loads: (exit code, stderr)."""
+    result = run_stiva(*argv)
+    return result.returncode, result.stderr
 
 
 def parse_error(capsys, *argv: str) -> str | None:

@@ -18,13 +18,15 @@ from pathlib import Path
 
 import pytest
 from test_bench_runner import script_pool, write_config, write_suite
-from test_store_faults import _read_only, _smash_root_page, stiva
+from test_store_faults import _read_only, _smash_root_page
+
+from tests.support.cli import Result, run_stiva, stiva
 
 QUESTION = "What is 1 + 2?"
 ANSWER = "The sum is 3."
 
 
-def errors(result: subprocess.CompletedProcess) -> list[str]:
+def errors(result: Result | subprocess.CompletedProcess) -> list[str]:
     """The lines stderr says as `stiva: ...` (failures and notes), and any history log line."""
     return [
         line
@@ -33,7 +35,7 @@ def errors(result: subprocess.CompletedProcess) -> list[str]:
     ]
 
 
-def assert_one_line(result: subprocess.CompletedProcess, *needles: str) -> str:
+def assert_one_line(result: Result | subprocess.CompletedProcess, *needles: str) -> str:
     """Exit 1, no traceback, one error line holding every needle, no conversation id offered."""
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     assert result.returncode == 1, (result.returncode, result.stderr)
@@ -45,8 +47,12 @@ def assert_one_line(result: subprocess.CompletedProcess, *needles: str) -> str:
     return lines[0]
 
 
-def ask(home: Path, config: Path, *extra: str, **kwargs) -> subprocess.CompletedProcess:
-    return stiva("ask", QUESTION, "--config", str(config), *extra, home=home, **kwargs)
+def ask(home: Path, config: Path, *extra: str, **process) -> Result | subprocess.CompletedProcess:
+    """`stiva ask QUESTION`: in this process, or in one of its own where `process` breaks the disk
+    for it alone (`fsize=`, `prefix=`)."""
+    if process:
+        return stiva("ask", QUESTION, "--config", str(config), *extra, home=home, **process)
+    return run_stiva("ask", QUESTION, "--config", str(config), *extra, home=home)
 
 
 def conversations(database: Path) -> set[str]:
@@ -64,7 +70,7 @@ def config(fake, tmp_path) -> Path:
 
 
 def test_a_full_disk_shows_the_answer_then_fails_in_one_line_and_offers_no_conversation(config, stiva_home):
-    assert stiva("history", home=stiva_home).returncode == 0  # the history exists
+    assert run_stiva("history", home=stiva_home).returncode == 0  # the history exists
     database = stiva_home / "data" / "stiva.db"
     before = conversations(database)
     # room for the 32 KiB -shm file SQLite reads a WAL database with, and for almost no WAL
@@ -123,7 +129,10 @@ def test_every_command_says_a_damaged_history_in_one_line_that_points_to_sqlite_
     for name, command in commands.items():
         _damage(database, how, good)
         damaged = database.read_bytes()
-        result = stiva(*command, home=stiva_home, timeout=60)
+        if name == "serve":  # a serve that missed the damage would serve on: a process, and a timeout
+            result = stiva(*command, home=stiva_home, timeout=60)
+        else:
+            result = run_stiva(*command, home=stiva_home)
         assert "Traceback" not in result.stderr, (name, result.stderr[-3000:])
         assert result.returncode != 0, (name, result.stderr)
         lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -221,7 +230,7 @@ def test_the_history_is_created_private_and_an_older_one_is_made_private(config,
     # a history an older Stiva left world-readable is made private when it is next opened
     os.chmod(data, 0o755)
     os.chmod(database, 0o644)
-    assert stiva("history", home=stiva_home).returncode == 0
+    assert run_stiva("history", home=stiva_home).returncode == 0
     assert _mode(data) == 0o700 and _mode(database) == 0o600
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import pool_models
-from test_cli import stiva, write_config
+from test_cli import write_config
 
 from stiva_tui.core.usage import Usage
 from stiva_tui.core.workflow import Step, Workflow
@@ -19,6 +19,7 @@ from stiva_tui.engine.executor import Engine, RunOptions
 from stiva_tui.pool.client import HttpWorker
 from stiva_tui.pool.types import ProviderError, TextDelta, UsageReport
 from stiva_tui.store import Recorder, Store
+from tests.support.cli import run_stiva
 from tests.support.fakeprovider import Reply
 
 MESSAGES = [{"role": "user", "content": "Say hello to the world"}]
@@ -140,7 +141,7 @@ def test_the_config_cap_reaches_stiva_ask_and_its_history(fake, tmp_path, stiva_
     config = write_config(tmp_path / "c.toml", fake.base_url).read_text()
     config = config.replace("[workers]\n", "[workers]\nmax_answer_kb = 8\n")
     (tmp_path / "c.toml").write_text(config)
-    result = stiva(
+    result = run_stiva(
         "ask", "Q?", "--config", str(tmp_path / "c.toml"), "--baseline", "direct:w1", "--json", home=stiva_home
     )
     assert result.returncode != 0

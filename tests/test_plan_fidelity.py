@@ -70,8 +70,10 @@ def test_the_catalog_marks_cheap_planners():
     assert "openai/gpt-5" not in marked and "anthropic/claude-opus-4.1" not in marked
 
 
-async def test_stiva_models_names_the_planner(fake, tmp_path, stiva_home):
-    from test_cli import stiva, write_config
+def test_stiva_models_names_the_planner(fake, tmp_path, stiva_home):
+    from test_cli import write_config
+
+    from tests.support.cli import run_stiva
 
     config = write_config(tmp_path / "c.toml", fake.base_url)
     config.write_text(
@@ -79,7 +81,7 @@ async def test_stiva_models_names_the_planner(fake, tmp_path, stiva_home):
         .replace('backend = "remote"\nmodel = "cond"', 'backend = "auto"')
         .replace('id = "w2"', 'id = "w2"\nplanner = true')
     )
-    listed = stiva("models", "--config", str(config), "--json", home=stiva_home)
+    listed = run_stiva("models", "--config", str(config), "--json", home=stiva_home)
     assert listed.returncode == 0, listed.stderr
     assert "w2 plans (marked planner)" in json.dumps(json.loads(listed.stdout))
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_bench_runner import script_pool, stiva, write_config, write_suite
+from test_bench_runner import script_pool, write_config, write_suite
 
 from stiva_tui.bench.replay import start_pool
 from stiva_tui.config import load_config, parse_config
 from stiva_tui.evals.loaders import load_suite
 from stiva_tui.sim.pool import pool_config
+from tests.support.cli import run_stiva
 from tests.support.fakeprovider import Reply
 from tests.support.train import StubTrainer
 
@@ -23,18 +24,17 @@ def recorded_bench(fake, tmp_path, home, n: int = 4) -> tuple[str, object, objec
     script_pool(fake)
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", n)
-    done = stiva(
+    done = run_stiva(
         "bench", str(suite), "--systems", "direct:right,direct:wrong", "--config", str(config), "--json", home=home
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)["bench_id"], config, suite
 
 
-@pytest.mark.slow
 def test_a_replayed_bench_gives_back_each_models_recorded_answers_without_a_call(fake, tmp_path, stiva_home):
     bench_id, config, suite = recorded_bench(fake, tmp_path, stiva_home)
     asked = len(fake.requests)
-    replay = stiva(
+    replay = run_stiva(
         "bench",
         str(suite),
         "--pool",
@@ -60,7 +60,7 @@ def test_a_replayed_bench_gives_back_each_models_recorded_answers_without_a_call
     assert rows["direct:replay:wrong"]["cost_per_question"] > rows["direct:replay:right"]["cost_per_question"] > 0
     markdown = (stiva_home / "data" / "bench" / report["bench_id"] / "report.md").read_text()
     assert f"**REPLAYED POOL (BENCH {bench_id.upper()}):** every answer here is a real model's answer" in markdown
-    listing = stiva("models", "--pool", f"replay:{bench_id}", "--config", str(config), home=stiva_home)
+    listing = run_stiva("models", "--pool", f"replay:{bench_id}", "--config", str(config), home=stiva_home)
     assert listing.returncode == 0, listing.stderr
     assert "replay:right" in listing.stdout and "replay:wrong" in listing.stdout
 
@@ -69,7 +69,9 @@ def test_bad_replays_are_one_line_usage_errors(fake, tmp_path, stiva_home):
     script_pool(fake)
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 2)
-    planned = stiva("bench", str(suite), "--systems", "conductor", "--config", str(config), "--json", home=stiva_home)
+    planned = run_stiva(
+        "bench", str(suite), "--systems", "conductor", "--config", str(config), "--json", home=stiva_home
+    )
     assert planned.returncode == 0, planned.stderr
     conductor_only = json.loads(planned.stdout)["bench_id"]
     for pool, message in (
@@ -78,7 +80,7 @@ def test_bad_replays_are_one_line_usage_errors(fake, tmp_path, stiva_home):
         (f"replay:{conductor_only}", "no graded direct: answers"),
         ("nope", "use sim, sim:SEED or replay"),
     ):
-        result = stiva(
+        result = run_stiva(
             "bench", str(suite), "--pool", pool, "--systems", "direct:*", "--config", str(config), home=stiva_home
         )
         assert result.returncode == 2, (pool, result.stderr)

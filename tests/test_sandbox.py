@@ -692,7 +692,9 @@ def test_the_seccomp_filter_is_built_for_both_architectures():
 
 
 def test_stiva_bench_refuses_code_items_before_asking_anything(no_userns_bwrap, fake, tmp_path, stiva_home):
-    from test_bench_runner import stiva, write_config
+    from test_bench_runner import write_config
+
+    from tests.support.cli import run_stiva as stiva
 
     fake.default("right", Reply("```python\ndef add(a, b):\n    return a + b\n```"))
     config = write_config(tmp_path / "c.toml", fake.base_url, extra=f'[sandbox]\nbwrap = "{no_userns_bwrap}"\n')
@@ -724,8 +726,11 @@ def test_stiva_bench_refuses_code_items_before_asking_anything(no_userns_bwrap, 
 
 def test_stiva_bench_grades_an_attacker_at_zero_and_the_honest_model_in_full(fake, tmp_path, stiva_home):
     """The hostile review's scenario through the real command: the attacker tries to read the
-    keyring, plant a .pth, rewrite the history and forge its grade; the report stays true."""
-    from test_bench_runner import stiva, write_config
+    keyring, plant a .pth, rewrite the history and forge its grade; the report stays true: the command
+    in a process of its own, as a user runs it."""
+    from test_bench_runner import write_config
+
+    from tests.support.cli import stiva
 
     token = secrets.token_hex(6)
     purelib = Path(sysconfig.get_path("purelib"))

@@ -106,7 +106,9 @@ def test_the_control_root_outside_the_sandbox_can_write_and_read_them(lease_knob
 def test_a_bench_answer_carrying_the_escape_is_graded_wrong_and_leaves_the_host_alone(
     lease_knob, fake, tmp_path, stiva_home
 ):
-    from test_bench_runner import stiva, write_config
+    from test_bench_runner import write_config
+
+    from tests.support.cli import stiva  # the command in a process of its own, as a user runs it
 
     marker = Path("/tmp") / f"stiva-escaped-{secrets.token_hex(4)}"
     payload = (

@@ -1,5 +1,6 @@
-"""The history on broken disks, with real parts: the real `stiva` command, real SQLite files, a
-file size limit (RLIMIT_FSIZE) for a full disk, a read-only bind mount (or, without root, a
+"""The history on broken disks, with real parts: the real `stiva` command (in a process of its own
+where the disk is broken for that process alone), real SQLite files, a file size limit
+(RLIMIT_FSIZE) for a full disk, a read-only bind mount (or, without root, a
 read-only folder), and byte surgery on a real page for a damaged file."""
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from pathlib import Path
 import pytest
 from test_bench_runner import script_pool, write_config, write_suite
 
-from tests.support.cli import stiva
+from tests.support.cli import Result, run_stiva, stiva
 
 
-def said(result: subprocess.CompletedProcess) -> list[str]:
+def said(result: Result | subprocess.CompletedProcess) -> list[str]:
     """The lines the command wrote to stderr that are not the report's pointer."""
     return [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("bench ")]
 
@@ -32,7 +33,7 @@ def test_a_full_disk_stops_the_bench_in_one_line_keeps_what_was_graded_and_reads
     script_pool(fake)
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 30)
-    assert stiva("history", home=stiva_home).returncode == 0  # the history exists, at its size
+    assert run_stiva("history", home=stiva_home).returncode == 0  # the history exists, at its size
     database = stiva_home / "data" / "stiva.db"
     # room for the bench's first few items in the WAL, and no more
     room = database.stat().st_size + 33_001
@@ -69,7 +70,9 @@ def test_a_full_disk_stops_the_bench_in_one_line_keeps_what_was_graded_and_reads
         ((runs,),) = conn.execute("SELECT count(*) FROM runs WHERE source = 'bench'").fetchall()
     assert runs >= 1 and sum(run["source"] == "bench" for run in json.loads(listed.stdout)) == runs
     # once there is room again, the bench continues where it stopped
-    again = stiva("bench", str(suite), "--systems", "direct:right", "--config", str(config), "--json", home=stiva_home)
+    again = run_stiva(
+        "bench", str(suite), "--systems", "direct:right", "--config", str(config), "--json", home=stiva_home
+    )
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["systems"][0]["correct"] == 30
     # and reads work even where SQLite cannot make the 32 KiB -shm file it reads a WAL database with
@@ -108,7 +111,9 @@ def test_a_read_only_history_is_called_read_only_and_still_read(fake, tmp_path, 
     script_pool(fake)
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 3)
-    first = stiva("bench", str(suite), "--systems", "direct:right", "--config", str(config), "--json", home=stiva_home)
+    first = run_stiva(
+        "bench", str(suite), "--systems", "direct:right", "--config", str(config), "--json", home=stiva_home
+    )
     assert first.returncode == 0, first.stderr
     prefix = _read_only(stiva_home / "data")
     if prefix is None:
@@ -150,7 +155,7 @@ def _smash_root_page(database: Path, table: str) -> None:
 def test_a_damaged_page_stops_the_bench_in_one_line_that_points_to_sqlite_recover(fake, tmp_path, stiva_home):
     script_pool(fake)
     config = write_config(tmp_path / "c.toml", fake.base_url)
-    first = stiva(
+    first = run_stiva(
         "bench",
         str(write_suite(tmp_path / "a.jsonl", 3)),
         "--systems",
@@ -173,7 +178,7 @@ def test_a_damaged_page_stops_the_bench_in_one_line_that_points_to_sqlite_recove
         )
     )
     before = len(fake.requests)
-    result = stiva(
+    result = run_stiva(
         "bench",
         str(suite),
         "--systems",
@@ -191,7 +196,7 @@ def test_a_damaged_page_stops_the_bench_in_one_line_that_points_to_sqlite_recove
     assert len(lines) == 1 and "is damaged" in lines[0] and f"sqlite3 {database} .recover" in lines[0], lines
     assert len(fake.requests) - before == 1  # stopped at the first run it could not record
     # reading what the damage reaches is one line too
-    shown = stiva("history", "show", run_id, home=stiva_home)
+    shown = run_stiva("history", "show", run_id, home=stiva_home)
     assert shown.returncode == 1 and "Traceback" not in shown.stderr
     assert len(shown.stderr.strip().splitlines()) == 1 and ".recover" in shown.stderr
 
@@ -202,7 +207,7 @@ def test_a_full_disk_while_grading_the_pool_stops_stiva_train_in_one_line(fake, 
     script_pool(fake)
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 30)
-    assert stiva("history", home=stiva_home).returncode == 0
+    assert run_stiva("history", home=stiva_home).returncode == 0
     database = stiva_home / "data" / "stiva.db"
     room = database.stat().st_size + 33_001
     result = stiva(

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 from pathlib import Path
 
 import pytest
 
-from stiva_tui import cli
 from stiva_tui.bench.systems import resolve_systems
 from stiva_tui.config import load_config
 from stiva_tui.runtime import Runtime
 from stiva_tui.runtime.systems import System, SystemNameError, column_system, parse_systems
+from tests.support.cli import run_stiva
 from tests.support.fakeprovider import Reply
 
 PLAN = 'One call.\nmodel_id = [1]\nsubtasks = ["Answer it."]\naccess_list = [[]]'
@@ -99,17 +98,9 @@ async def _pool(config: Path):
 
 
 def stiva(capsys, *args: str) -> tuple[int, str, str]:
-    """The `stiva` command in this process: (exit code, stdout, stderr). The signal handlers the
-    command installs are put back, so that ctrl+c still reaches pytest."""
-    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    capsys.readouterr()
-    try:
-        code = cli.main(list(args))
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
-    out, err = capsys.readouterr()
-    return code, out, err
+    """The `stiva` command in this process (`run_stiva`): (exit code, stdout, stderr)."""
+    result = run_stiva(*args)
+    return result.returncode, result.stdout, result.stderr
 
 
 def on_bench(name: str, pool) -> System:

@@ -448,23 +448,21 @@ async def test_first_run_notice_with_only_the_embedded_model(setup_embedded_only
 
 
 def test_stiva_config_creates_a_valid_commented_file_once_and_never_overwrites(tmp_path, stiva_home):
-    import subprocess
-    import sys
     from pathlib import Path
 
     from stiva_tui.config import load_config
+    from tests.support.cli import run_stiva
 
-    stiva = str(Path(sys.executable).parent / "stiva")
     target = tmp_path / "conf" / "config.toml"
-    first = subprocess.run([stiva, "config", "--config", str(target)], capture_output=True, text=True, timeout=60)
+    first = run_stiva("config", "--config", str(target))
     assert first.returncode == 0 and first.stdout.strip() == str(target) and "created" in first.stderr
     from stiva_tui.config import Config
 
     assert load_config(target) == Config()  # every line commented out: the defaults, and valid
     target.write_text('theme = "mine"\n')
-    again = subprocess.run([stiva, "config", "--config", str(target)], capture_output=True, text=True, timeout=60)
+    again = run_stiva("config", "--config", str(target))
     assert again.returncode == 0 and target.read_text() == 'theme = "mine"\n' and "created" not in again.stderr
-    default = subprocess.run([stiva, "config"], capture_output=True, text=True, timeout=60)
+    default = run_stiva("config")
     assert default.returncode == 0 and Path(default.stdout.strip()).is_file()  # in STIVA_HOME
 
 

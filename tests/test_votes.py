@@ -186,7 +186,9 @@ def test_a_pair_is_written_as_the_plan_grammar_writes_it_for_the_training_pool(t
 
 # --- stiva votes ----------------------------------------------------------------------------------
 
-stiva = partial(cli.stiva, pythonpath=True)  # the real command, the repository root on its PYTHONPATH
+stiva = cli.run_stiva  # the real command, in this process
+# a training: a process of its own, the repository root on its PYTHONPATH
+train_in_a_process = partial(cli.stiva, pythonpath=True)
 
 
 def test_stiva_votes_counts_votes_and_pairs_per_system_pair(stiva_home):
@@ -413,7 +415,6 @@ def _pair_key(pair) -> tuple[str, str, str]:
     return pair.session_id.rsplit(":", 1)[1], pair.chosen_system, pair.rejected_system
 
 
-@pytest.mark.slow
 def test_train_from_votes_says_what_is_missing(stiva_home):
     result = stiva("train", "--from-votes", "--base", "embedded", "--out", str(stiva_home / "a"), home=stiva_home)
     assert result.returncode == 2
@@ -797,7 +798,7 @@ def test_stiva_train_from_votes_writes_an_adapter_for_the_pool(small_model, stiv
     assert bench.returncode == 0, bench.stderr
     bench_id = json.loads(bench.stdout)["bench_id"]
     out = stiva_home / "taste"
-    result = stiva(
+    result = train_in_a_process(
         "--pool",
         "sim",
         "train",
@@ -911,7 +912,7 @@ def test_stiva_train_graded_dpo_grades_the_pool_then_learns_from_its_pairs(small
         "--sft-weight",
         "1",
     ]
-    result = stiva(*args, "--json", home=stiva_home, timeout=600)
+    result = train_in_a_process(*args, "--json", home=stiva_home, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout)
     # 6 items, each one pair (its own model over the other) pooled over the two seeds
@@ -930,7 +931,7 @@ def test_stiva_train_graded_dpo_grades_the_pool_then_learns_from_its_pairs(small
     # chain systems graded too (--graded-systems): two-step plans among the pairs, trained under
     # --plan-steps 2. scholar drafting for adder is right on facts (adder reads a right draft) and
     # often wrong on arithmetic (a wrong draft drags adder down): the cheaper single step wins.
-    chained = stiva(
+    chained = train_in_a_process(
         "--pool",
         "sim",
         "--config",
@@ -966,13 +967,13 @@ def test_stiva_train_graded_dpo_grades_the_pool_then_learns_from_its_pairs(small
     assert any(p["rejected"].startswith("\nmodel_id = [1, 0]") for p in chain_pairs), chain_pairs[:3]
     assert json.loads((tmp_path / "chained" / "stiva_adapter.json").read_text())["max_steps_per_plan"] == 2
     # run again: both benches resume (nothing asked twice), the same pairs
-    again = stiva(*args[:-2], "--json", home=stiva_home, timeout=600)  # without --sft-weight 1: DPO alone
+    again = train_in_a_process(*args[:-2], "--json", home=stiva_home, timeout=600)  # without --sft-weight 1: DPO alone
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads((out / "stiva_adapter.json").read_text())["benches"] == marker["benches"]
     with Store.open() as store:
         assert len([r for b in marker["benches"] for r in store.bench_items(b)]) == len(records)
     # the progress lines say what is graded (not under --json)
-    said = stiva(*args[:-2], home=stiva_home, timeout=600)
+    said = train_in_a_process(*args[:-2], home=stiva_home, timeout=600)
     assert said.returncode == 0, said.stderr[-3000:]
     assert "grading 2 systems on two:train (sim seed 1)" in said.stderr, said.stderr
     assert "(sim seed 1): sim:adder 50%, sim:scholar 50%" in said.stderr, said.stderr
