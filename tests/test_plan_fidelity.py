@@ -126,7 +126,8 @@ async def test_a_copied_example_subtask_never_reaches_a_worker_and_the_answer_co
     worker = HttpWorker(retries=0)
     events: list = []
     try:
-        result = await Engine(models, worker, RemoteConductor(models[0], worker)).run(
+        # a planner whose plans are guarded (the embedded one, or one whose plans were replaced recently)
+        result = await Engine(models, worker, RemoteConductor(models[0], worker), guard_plans=True).run(
             "What is the capital of France?", emit=events.append
         )
     finally:
@@ -221,12 +222,13 @@ async def test_a_planner_that_keeps_failing_is_paid_for_in_the_totals_and_the_bu
         )
     finally:
         await worker.aclose()
-    assert result.status == "failed" and result.failure == "conductor"
+    # no plan: the question is answered in one step on the fallback model (engine/fallback.py), and
+    # the planner's failed attempts are in the totals beside that step
+    assert result.status == "finished" and result.answer
     t = result.totals
-    assert (t.prompt_tokens, t.completion_tokens) == (230, 45)
-    assert t.conductor_tokens == 275 and t.cost_usd == pytest.approx((230 * 1.0 + 45 * 2.0) / 1e6)
-    assert t.conductor_cost_usd == t.cost_usd
-    assert budgeted.status == "failed"
+    assert t.conductor_tokens == 275 and t.conductor_cost_usd == pytest.approx((230 * 1.0 + 45 * 2.0) / 1e6)
+    assert t.prompt_tokens > 230 and t.completion_tokens > 45 and t.cost_usd > t.conductor_cost_usd
+    assert budgeted.status == "failed" and budgeted.failure == "budget"  # the attempts spent the budget
 
 
 # --- fallbacks ---------------------------------------------------------------------------------------

@@ -54,12 +54,18 @@ from ..core.words import FailureReason, RunMode, Source
 from ..core.workflow import Step, Workflow
 from ..pool.types import PoolModel, ProviderError, StepInput, TextDelta, UsageReport, Worker, WorkerPrompt
 from .baselines import direct_workflow, moa_workflow
+from .fallback import FallbackEvidence, choose_fallback
 
 log = logging.getLogger(__name__)
 
 # Anything that takes a run's events: the history's recorder, a front end's view, a queue.
 Subscriber = Callable[[Event], None]
 Emit = Subscriber
+
+# How a round's note (WorkflowReady.note, and the "[Stiva: ...]" line of its reasoning) begins when
+# the plan was replaced by one step on the fallback model, or flagged by the guard and run as written.
+REPLACED_NOTE = "plan replaced by one step on"
+FLAGGED_NOTE = "plan flagged by the guard, run as written"
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,8 @@ class Engine:
         conductor_reason: str | None = None,
         source: Source = "cli",
         latencies: dict[str, float] | None = None,
+        fallback: FallbackEvidence | None = None,
+        guard_plans: bool | None = None,
     ):
         self.models = list(models)
         self.worker = worker
@@ -134,6 +142,14 @@ class Engine:
         self.source: Source = source
         # Typical seconds a call per model id (the history's median), for models with none of their own.
         self.latencies = dict(latencies or {})
+        # What chooses the model a plan that cannot run is replaced by (engine/fallback.py).
+        self.fallback = fallback or FallbackEvidence()
+        # Which plans the guard (conductor/guard.py) replaces: None, by the planner's kind (the
+        # embedded planner's, whose plans are known to degenerate; any other planner's plan it
+        # rejects is flagged in the note and runs as written); True, every plan it rejects (the
+        # runtime says so for a planner with a plan replaced or flagged in its recent runs);
+        # False, none, and it judges none.
+        self.guard_plans = guard_plans
 
     # --- public entry points -------------------------------------------------------------------
 
@@ -300,27 +316,38 @@ class Engine:
                 )
             )
             return plan
+        note = ""
         try:
             plan = await conductor.plan(request, lambda text: run.emit(ConductorDelta(run.id, round_, text)))
         except ConductorError as exc:
-            if (
-                exc.usage is not None and exc.usage.total_tokens
-            ):  # failed attempts are paid for: the budget, the totals and the bench see them
-                run.add_usage(exc.usage, self._conductor_cost(conductor, exc.usage), conductor=True)
-            raise
-        run.add_usage(plan.usage, self._conductor_cost(conductor, plan.usage), conductor=True)
-        note = ""
-        why = None if plan.workflow.is_empty else degenerate(plan.workflow, run.question, conversation)
-        if why is not None:
-            # A garbled plan never reaches a worker: one direct step on the strongest model instead.
-            index = self._strongest()
-            note = f"plan replaced by one step on {self.models[index].id}: {why}"
+            # No plan after the planner's tries: the question is still answered, in one step on the
+            # fallback model (a later round keeps the answer it has). Failed attempts are paid
+            # for: the budget, the totals and the bench see them.
+            usage = exc.usage if exc.usage is not None else Usage()
+            if usage.total_tokens:
+                run.add_usage(usage, self._conductor_cost(conductor, usage), conductor=True)
+            why = _planner_failure(exc, conductor)
+            if round_ > 1:
+                note = f"{why}: the previous answer stands"
+                plan = Plan(Workflow(()), f"[Stiva: {note}]", "", usage)
+            else:
+                plan, note = self._replaced(run, Plan(Workflow(()), "", "", usage), why)
             log.info("run %s: %s", run.id, note)
-            plan = replace(
-                plan,
-                workflow=Workflow((Step(index, "Answer the question.", ()),)),
-                reasoning=(plan.reasoning + "\n\n" if plan.reasoning else "") + f"[Stiva: {note}]",
-            )
+        else:
+            run.add_usage(plan.usage, self._conductor_cost(conductor, plan.usage), conductor=True)
+            rejected: str | None = None
+            if not plan.workflow.is_empty and self.guard_plans is not False:
+                rejected = degenerate(plan.workflow, run.question, conversation)
+            if rejected is not None and self._guards(conductor):
+                # A garbled plan never reaches a worker: one direct step on the fallback model instead.
+                plan, note = self._replaced(run, plan, rejected)
+                log.info("run %s: %s", run.id, note)
+            elif rejected is not None:
+                # A planner not known to degenerate: its plan runs, and the note says the guard
+                # rejected it (the runtime guards the planner's next runs: guard_plans).
+                note = f"{FLAGGED_NOTE}: {rejected}"
+                plan = replace(plan, reasoning=(plan.reasoning + "\n\n" if plan.reasoning else "") + f"[Stiva: {note}]")
+                log.info("run %s: %s", run.id, note)
         run.emit(
             WorkflowReady(
                 run.id,
@@ -336,11 +363,21 @@ class Engine:
         )
         return plan
 
-    def _strongest(self) -> int:
-        """The pool model a replaced plan runs on: the priciest one that is not the embedded model
-        (list prices order a provider's models by capability), else model 0."""
-        real = [(m.price_in + m.price_out, -i) for i, m in enumerate(self.models) if m.kind != "embedded"]
-        return -max(real)[1] if real else 0
+    def _guards(self, conductor: Conductor) -> bool:
+        """Whether the guard replaces the plans of `conductor` it rejects (see `guard_plans`)."""
+        return conductor.backend == "embedded" if self.guard_plans is None else self.guard_plans
+
+    def _replaced(self, run: "_Run", plan: Plan, why: str) -> tuple[Plan, str]:
+        """`plan` replaced by one direct step on the fallback model, and the note that says why and
+        which rule chose that model."""
+        fallback = choose_fallback(self.models, run.question, self.fallback)
+        note = f"{REPLACED_NOTE} {fallback.model}: {why}; {fallback.reason}"
+        replaced = replace(
+            plan,
+            workflow=Workflow((Step(fallback.index, "Answer the question.", ()),)),
+            reasoning=(plan.reasoning + "\n\n" if plan.reasoning else "") + f"[Stiva: {note}]",
+        )
+        return replaced, note
 
     def _conductor_cost(self, conductor: Conductor, usage: Usage) -> float:
         if conductor.backend != "remote":
@@ -349,6 +386,16 @@ class Engine:
             if model.id == conductor.model:
                 return model.cost(usage)
         return 0.0
+
+
+def _planner_failure(exc: ConductorError, conductor: Conductor) -> str:
+    """Why the planner gave no plan, in words about "the planner": "the planner wrote no valid plan
+    after 2 tries: ..." (a remote conductor's message begins with its model's id)."""
+    message = str(exc) or type(exc).__name__
+    prefix = f"{conductor.model} "
+    if message.startswith(prefix):
+        return f"the planner {message[len(prefix) :]}"
+    return f"the planner failed: {message}"
 
 
 async def events_of(start: Callable[[Subscriber], Awaitable[Any]]) -> AsyncIterator[Event]:

@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..conductor.base import Conductor, ConductorError
 from ..config import REPLAY_PROVIDER, SIM_PROVIDER, ConductorConfig, Config, ConfigError, with_conductor_override
+from ..core.events import Event, RunStarted, WorkflowReady
 from ..core.preference import parse_preference
 from ..core.words import Source
-from ..engine.executor import Engine, RunOptions
+from ..engine.executor import FLAGGED_NOTE, REPLACED_NOTE, Engine, RunOptions
+from ..engine.fallback import FallbackEvidence, Predictor
 from ..inference.progress import Progress, report
 from ..pool.client import HttpWorker, PoolWorker
 from ..pool.registry import Pool, build_pool, check_references
@@ -36,6 +39,33 @@ log = logging.getLogger(__name__)
 
 class StartupError(Exception):
     """Stiva could not start: the message says what to do."""
+
+
+# The guard replaces the plans it rejects for a planner with a plan rejected in its last RECENT_RUNS
+# runs (replaced, or flagged and run as written, or none written); the embedded planner's, always.
+RECENT_RUNS = 20
+_REJECTED = (REPLACED_NOTE, FLAGGED_NOTE)
+
+
+class _RejectedPlans:
+    """A subscriber: which runs of each planner (backend, model) had a plan rejected (replaced, or
+    flagged by the guard), over each planner's last RECENT_RUNS runs in this process."""
+
+    def __init__(self) -> None:
+        self._runs: dict[tuple[str, str], deque[str]] = {}
+        self._rejected: set[str] = set()
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, RunStarted) and event.mode == "conductor":
+            runs = self._runs.setdefault((event.conductor_backend or "", event.conductor_model or ""), deque())
+            runs.append(event.run_id)
+            while len(runs) > RECENT_RUNS:
+                self._rejected.discard(runs.popleft())
+        elif isinstance(event, WorkflowReady) and event.note.startswith(_REJECTED):
+            self._rejected.add(event.run_id)
+
+    def recently(self, backend: str, model: str) -> bool:
+        return any(run_id in self._rejected for run_id in self._runs.get((backend, model), ()))
 
 
 @dataclass
@@ -58,6 +88,11 @@ class Runtime:
     # Models the config names that are known but not available now (no key, a server down).
     warnings: list[str] = field(default_factory=list)
     _latencies: dict[str, float] | None = None
+    # The first rule of the fallback model (engine/fallback.py): a router's predicted chances.
+    fallback_predictor: Predictor | None = None
+    _accuracy: dict[str, tuple[int, int]] | None = None
+    _rejected_plans: _RejectedPlans = field(default_factory=_RejectedPlans)
+    _rejected_in_history: dict[tuple[str, str], bool] = field(default_factory=dict)
 
     @classmethod
     async def create(
@@ -99,6 +134,13 @@ class Runtime:
             await runtime.aclose()
             raise
         errors, runtime.warnings = check_references(config, pool, cfg.backend, cfg.model)
+        if cfg.fallback_model:  # checked as check_references checks the config's other model names
+            named = pool.get(cfg.fallback_model)
+            field_name = f"conductor.fallback_model: {cfg.fallback_model!r}"
+            if named is None:
+                errors.append(f"{field_name} is not a model of the pool; known: {', '.join(pool.ids())}")
+            elif not (named.enabled and named.available):
+                runtime.warnings.append(f"{field_name} is not available now ({named.reason})")
         if errors:
             await runtime.aclose()
             raise StartupError(f"config: {errors[0]}")
@@ -206,9 +248,11 @@ class Runtime:
         from ..store import Recorder
 
         # The server answers from the events: no request waits for the history's disk.
-        subscribers = [Recorder(self.store, wait_at_end=source != "api")] if self.store is not None else []
+        subscribers: list[Any] = [Recorder(self.store, wait_at_end=source != "api")] if self.store is not None else []
+        subscribers.append(self._rejected_plans)
         conductor = conductor or self.conductor
         reason = self.reason_for(conductor) if conductor is not None else None
+        guard_plans = True if conductor is not None and self.plans_rejected_recently(conductor) else None
         return Engine(
             self.models,
             self.worker,
@@ -217,7 +261,58 @@ class Runtime:
             conductor_reason=reason,
             source=source,
             latencies=self.typical_latencies(),
+            fallback=FallbackEvidence(
+                predict=self.fallback_predictor,
+                accuracy=self.bench_accuracy(),
+                model=self.conductor_config().fallback_model,
+            ),
+            guard_plans=guard_plans,
         )
+
+    def plans_rejected_recently(self, conductor: Conductor) -> bool:
+        """Whether one of `conductor`'s plans was rejected in its last RECENT_RUNS runs: replaced
+        (by the guard, or because it wrote no valid plan) or flagged by the guard and run as
+        written; in this process, or in the history (read once per planner). The guard replaces
+        the plans it rejects then, whatever the planner's kind."""
+        key = (conductor.backend, conductor.model)
+        if self._rejected_plans.recently(*key):
+            return True
+        if key not in self._rejected_in_history:
+            self._rejected_in_history[key] = self._rejected_in_store(*key)
+        return self._rejected_in_history[key]
+
+    def _rejected_in_store(self, backend: str, model: str) -> bool:
+        if self.store is None:
+            return False
+        try:
+            row = self.store.query_one(
+                "SELECT 1 FROM rounds WHERE run_id IN (SELECT id FROM runs WHERE mode = 'conductor'"
+                " AND conductor_backend = ? AND conductor_model = ? ORDER BY created_at DESC LIMIT ?)"
+                " AND (instr(reasoning, ?) > 0 OR instr(reasoning, ?) > 0) LIMIT 1",
+                (backend, model, RECENT_RUNS, *(f"[Stiva: {note}" for note in _REJECTED)),
+            )
+        except Exception as exc:  # noqa: BLE001 - a damaged history: the planner's kind decides alone
+            log.warning("rejected plans not read from the history: %s", exc)
+            return False
+        return row is not None
+
+    def bench_accuracy(self) -> dict[str, tuple[int, int]]:
+        """Each model's (correct, graded) over the graded `direct:MODEL` items of every bench in the
+        history, read once: the fallback model's second rule (engine/fallback.py)."""
+        if self._accuracy is None:
+            self._accuracy = {}
+            if self.store is not None:
+                try:
+                    rows = self.store.query(
+                        "SELECT system, SUM(correct) AS correct, COUNT(*) AS graded FROM bench_items"
+                        " WHERE status = 'graded' AND system LIKE 'direct:%' GROUP BY system"
+                    )
+                    self._accuracy = {
+                        row["system"].removeprefix("direct:"): (int(row["correct"]), int(row["graded"])) for row in rows
+                    }
+                except Exception as exc:  # noqa: BLE001 - a damaged history: no recorded accuracy
+                    log.warning("bench accuracy not read from the history: %s", exc)
+        return self._accuracy
 
     def run_options(self, **overrides: Any) -> RunOptions:
         """Run options from the config; `overrides` that are not None win."""
