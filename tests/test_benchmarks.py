@@ -30,6 +30,7 @@ PERF = (
     "engine",
     "offline",
     "prefix_cache",
+    "router_decision",
     "sandbox",
     "serve",
     "train",
@@ -37,7 +38,7 @@ PERF = (
     "tui",
     "upstream_client",
 )
-EXPERIMENTS = ("learning", "make_skills", "preferences", "votes", "votes_methods")
+EXPERIMENTS = ("learning", "make_skills", "preferences", "real_routing", "votes", "votes_methods")
 MODULES = [f"benchmarks.perf.{name}" for name in PERF] + [f"benchmarks.experiments.{name}" for name in EXPERIMENTS]
 # the scripts that take options (argparse); the others run as they are
 WITH_OPTIONS = [

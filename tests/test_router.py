@@ -119,3 +119,31 @@ def test_a_folder_without_a_router_is_one_line(tmp_path, capsys):
     (tmp_path / "router.json").write_text("{}")
     with pytest.raises(RouterError, match="not a readable router"):
         load_router(tmp_path)
+
+
+def test_the_configured_router_is_the_fallbacks_first_evidence(trained):
+    """A plan the guard replaces goes to the model the router expects to be right (engine/fallback.py)."""
+    from stiva_tui.engine.fallback import FallbackEvidence, choose_fallback
+    from stiva_tui.runtime.root import router_predictor
+
+    _, folder, _ = trained
+    predict = router_predictor(str(folder))
+    pool = ["replay:math", "replay:geo", "replay:newcomer"]
+    chances = predict("What is the capital city of Portugal?", pool)
+    assert set(chances) == {"replay:math", "replay:geo"} and chances["replay:geo"] > chances["replay:math"]
+    assert router_predictor(str(folder / "missing"))("anything", pool) is None
+
+    class Model:
+        def __init__(self, id, price):
+            self.id, self.price_in, self.price_out, self.kind, self.available, self.enabled = (
+                id,
+                price,
+                price,
+                "openai",
+                True,
+                True,
+            )
+
+    models = [Model("replay:math", 1.0), Model("replay:geo", 1.0), Model("replay:newcomer", 99.0)]
+    chosen = choose_fallback(models, "What is the capital city of Portugal?", FallbackEvidence(predict=predict))
+    assert models[chosen.index].id == "replay:geo", chosen

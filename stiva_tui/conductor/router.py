@@ -7,12 +7,14 @@ and latency under the preference: no plan is written, one forward pass decides.
     decision = router.decide(question, pool_ids, preference)
     decision.model, decision.chance, decision.runner_up, decision.untrained
 
-- **Representation** (`features`): `embedded`, the embedded Gemma-3 270M's last hidden state,
-  mean-pooled over the question's tokens (640 numbers); or `tfidf`, hashed TF-IDF of words and
-  character n-grams (core/textvec.py), with no model at all.
-- **Head:** one logistic unit per pool model over the standardised representation (640 x models
-  weights for `embedded`: 7,051 parameters for 11 models), trained on graded answers
-  (train/router.py). Saved as `router.json` (models, costs, settings) and `router.npz` (weights).
+- **Representation** (`features`): `tfidf` (the default), hashed TF-IDF of the question's words
+  and character n-grams (core/textvec.py, 8,192 buckets), with no model at all; or `embedded`,
+  the embedded Gemma-3 270M's last hidden state mean-pooled over the question's tokens (640
+  numbers), one forward pass a question (0.14 s median, 1.3 s p95 on 2 shared cores, where tfidf
+  takes 0.2 ms: benchmarks/perf/router_decision.json), so not the default.
+- **Head:** one logistic unit per pool model over the representation (640 x models weights for
+  `embedded`, 7,051 parameters for 11 models; 8,192 x models for `tfidf`), trained on graded
+  answers (train/router.py). Saved as `router.json` (models, costs, settings) and `router.npz`.
 - **The preference** weighs as training's rewards do (core/preference.py): utility = chance
   - cost weight x (the model's mean cost per question / the dearest's) - latency weight x (its
   mean latency / the slowest's), over the models the router was trained on that are in the pool.

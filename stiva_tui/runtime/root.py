@@ -144,6 +144,8 @@ class Runtime:
         if errors:
             await runtime.aclose()
             raise StartupError(f"config: {errors[0]}")
+        if cfg.router and runtime.fallback_predictor is None:
+            runtime.fallback_predictor = router_predictor(cfg.router)
         return runtime
 
     @property
@@ -354,3 +356,23 @@ class Runtime:
         finally:
             if self.store is not None:
                 self.store.close()
+
+
+def router_predictor(folder: str):
+    """The fallback's first rule from `[conductor] router`: the router's predicted chance for each
+    pool model it was trained on (loaded on first use; None, so the next rule decides, when the
+    router cannot be read)."""
+    from ..conductor.router import RouterError, canonical, load_router
+
+    loaded: list = []
+
+    def predict(question: str, models):
+        try:
+            if not loaded:
+                loaded.append(load_router(folder))
+            chances = loaded[0].predict(question)
+        except RouterError:
+            return None
+        return {model: chances[canonical(model)] for model in models if canonical(model) in chances}
+
+    return predict

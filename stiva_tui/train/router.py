@@ -90,11 +90,11 @@ def train_router(
     labels: Labels,
     *,
     out: Path,
-    features: str = "embedded",
+    features: str = "tfidf",
     seed: int = 0,
     epochs: int = 60,
     lr: float | None = None,
-    l2: float = 1e-3,
+    l2: float | None = None,
     progress: Progress | None = None,
 ) -> dict:
     """Fit the head, save the router in `out`; the summary (what it learned, how long it took)."""
@@ -124,10 +124,10 @@ def train_router(
     y = np.array([labels.scores[m] for m in labels.models], dtype=np.float32).T  # (n, m)
     if features == "tfidf":  # unit rows of sparse weights: scaling rare features up would only fit noise
         mean, scale = np.zeros(x.shape[1], np.float32), np.ones(x.shape[1], np.float32)
-        lr = lr if lr is not None else 0.05
+        lr, l2 = lr if lr is not None else 1e-2, l2 if l2 is not None else 1e-4
     else:
         mean, scale = x.mean(0), x.std(0) + 1e-6
-        lr = lr if lr is not None else 3e-3
+        lr, l2 = lr if lr is not None else 3e-3, l2 if l2 is not None else 1e-2
     xs = (x - mean) / scale
     n, d = xs.shape
     order = list(range(n))
