@@ -36,6 +36,9 @@ class ConductorConfig(_Strict):
     # A one-pass router's folder (`stiva train router`): conductor-mini routes with it, one step on
     # the model it picks. (backend = "router" with model = the folder makes every conductor route.)
     router: str | None = None
+    # conductor-mini with a router: where its best predicted chance is under this, the full
+    # conductor plans the question instead (0: never)
+    router_escalate_below: float = Field(0.0, ge=0.0, le=1.0)
     max_steps: int = Field(5, ge=1, le=20)
     rounds: int = Field(1, ge=1, le=5)
     max_reasoning_tokens: int = Field(256, ge=0, le=4096)

@@ -18,6 +18,7 @@ TEMPLATE = """# Stiva's configuration. Every line below is a default, commented 
 # structured = "auto"        # remote: the plan's JSON schema to the server: auto (discovered
 #                             # local servers) | json_schema | vllm | sglang | none (docs/scale.md)
 # router = "~/routers/mine"   # a one-pass router (stiva train router): conductor-mini routes with it
+# router_escalate_below = 0   # where the router's best chance is under this, the full conductor plans
 # fallback_model = ""         # a pool model id: answers in one step when a plan cannot run, unless
 #                             # your benches' recorded accuracy picks one ("": the priciest model)
 

@@ -147,3 +147,68 @@ def test_the_configured_router_is_the_fallbacks_first_evidence(trained):
     models = [Model("replay:math", 1.0), Model("replay:geo", 1.0), Model("replay:newcomer", 99.0)]
     chosen = choose_fallback(models, "What is the capital city of Portugal?", FallbackEvidence(predict=predict))
     assert models[chosen.index].id == "replay:geo", chosen
+
+
+def test_a_low_chance_is_handed_to_the_full_conductor_and_the_plan_says_why(trained):
+    """[conductor] router_escalate_below: under it, the full conductor's plan runs, after the router's reason."""
+    import asyncio
+
+    from stiva_tui.conductor.base import Plan, PlanRequest, WorkerInfo
+    from stiva_tui.conductor.router import RouterConductor
+    from stiva_tui.core.usage import Usage
+    from stiva_tui.core.workflow import Step, Workflow
+
+    _, folder, _ = trained
+    asked = []
+
+    class Full:
+        backend = "embedded"
+
+        async def plan(self, request, on_delta=None):
+            asked.append(request.question)
+            steps = (Step(0, "draft", ()), Step(1, "check the draft", (0,)))
+            return Plan(Workflow(steps), "two steps", "two steps", Usage(3, 4), 0.5)
+
+    async def full():
+        return Full()
+
+    workers = [WorkerInfo("replay:math", ""), WorkerInfo("replay:geo", ""), WorkerInfo("replay:dear", "")]
+    request = PlanRequest("What is the capital city of Portugal?", workers)
+    router = RouterConductor(folder)
+    router.escalate = full
+    router.escalate_below = 0.0  # never: the router's one step
+    plan = asyncio.run(router.plan(request))
+    assert len(plan.workflow.steps) == 1 and not asked
+    router.escalate_below = 1.0  # always
+    said = []
+    plan = asyncio.run(router.plan(request, said.append))
+    assert asked == [request.question] and len(plan.workflow.steps) == 2 and plan.usage == Usage(3, 4)
+    assert (
+        plan.reasoning.startswith("router: the best predicted chance, ")
+        and "the full conductor plans" in plan.reasoning
+    )
+    assert said and said[0].startswith("router: the best predicted chance")
+
+
+def test_conductor_mini_escalates_only_with_the_setting(trained, tmp_path):
+    """The session wires escalation to conductor-mini's router, and not to a router:DIR system."""
+    from types import SimpleNamespace
+
+    from stiva_tui.conductor.router import RouterConductor
+    from stiva_tui.config import load_config
+    from stiva_tui.runtime.modes import ConductorMode, ConductorVariant, conductor_variant
+    from stiva_tui.runtime.sessions import Sessions
+
+    _, folder, _ = trained
+    path = tmp_path / "c.toml"
+    for threshold, mode, wired in (
+        (0.5, ConductorMode(preset="conductor-mini"), True),
+        (0.0, ConductorMode(preset="conductor-mini"), False),
+        (0.5, ConductorMode(variant=ConductorVariant(backend="router", model=str(folder))), False),
+    ):
+        path.write_text(f'[conductor]\nrouter = "{folder}"\nrouter_escalate_below = {threshold}\n')
+        config = load_config(str(path))
+        sessions = Sessions(SimpleNamespace(config=config))
+        conductor = RouterConductor(folder)
+        sessions._escalation(conductor, conductor_variant(mode, config.conductor.router), mode, None)
+        assert (conductor.escalate is not None) is wired and conductor.escalate_below == (threshold if wired else 0.0)

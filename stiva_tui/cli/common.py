@@ -74,10 +74,20 @@ class _Stop:
         self._then = then
 
     def __call__(self, code: int) -> None:
-        if self.codes:  # asked twice: leave now
-            os._exit(self.codes[0])
+        if self.codes:  # asked twice: leave now, saying so in the one line a first one would have
+            _say_and_leave(self.codes[0])
         self.codes.append(code)
         self._then()
+
+
+def _say_and_leave(code: int) -> None:
+    """End the process at once with `code`, after the one line its signal is said with: a second
+    ctrl+c can come before the first one's cancellation printed anything."""
+    word = {EXIT_CANCELLED: "cancelled", EXIT_TERMINATED: "terminated"}.get(code)
+    if word:
+        with contextlib.suppress(OSError, ValueError):
+            os.write(2, f"stiva: {word}\n".encode())
+    os._exit(code)
 
 
 def stop_on_signals() -> list[int]:

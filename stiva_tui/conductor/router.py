@@ -28,8 +28,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -326,6 +326,10 @@ class RouterConductor:
         self.preference = preference
         self.fixed = fixed
         self._router: Router | None = None
+        # Escalation (`[conductor] router_escalate_below`): where the best predicted chance is under
+        # `escalate_below`, `escalate()` gives the full conductor, which plans the question instead.
+        self.escalate_below = 0.0
+        self.escalate: Callable[[], Awaitable[Any]] | None = None
 
     @property
     def loaded(self) -> bool:
@@ -353,6 +357,8 @@ class RouterConductor:
         except RouterError as exc:
             raise ConductorError(str(exc)) from None
         line = decision.line()
+        if self.escalate is not None and decision.chance < self.escalate_below:
+            return await self._escalated(request, on_delta, decision, started)
         if on_delta is not None:
             on_delta(line)
         step = Step(model=pool.index(decision.model), subtask=request.question, access=())
@@ -361,6 +367,24 @@ class RouterConductor:
             reasoning=line,
             raw_text=line,
             usage=Usage(),
+            latency_s=time.perf_counter() - started,
+        )
+
+    async def _escalated(self, request: PlanRequest, on_delta, decision: Decision, started: float) -> Plan:
+        """The full conductor's plan, with the router's reason for handing it over first."""
+        assert self.escalate is not None
+        why = (
+            f"router: the best predicted chance, {decision.chance:.0%} ({decision.model}), is under "
+            f"{self.escalate_below:.0%}: the full conductor plans this question"
+        )
+        if on_delta is not None:
+            on_delta(why + "\n")
+        full = await self.escalate()
+        plan = await full.plan(request, on_delta)
+        return replace(
+            plan,
+            reasoning=f"{why}\n{plan.reasoning}".strip(),
+            raw_text=f"{why}\n{plan.raw_text}",
             latency_s=time.perf_counter() - started,
         )
 

@@ -119,6 +119,7 @@ class Sessions:
         if isinstance(ask.mode, ConductorMode):
             variant = conductor_variant(ask.mode, self.runtime.config.conductor.router)
             conductor = await self.runtime.ensure_conductor(progress, variant)
+            self._escalation(conductor, variant, ask.mode, progress)
         run_id = ask.run_id or uuid.uuid4().hex
         warnings: list[str] = []
         conversation_id, turns = self._open(ask, warnings, earlier)
@@ -137,6 +138,20 @@ class Sessions:
         if result.status == "finished":
             self._add(conversation_id, "assistant", result.answer, run_id, warnings)
         return Outcome(result, conversation_id, warnings)
+
+    def _escalation(self, conductor, variant, mode: ConductorMode, progress: Progress | None) -> None:
+        """conductor-mini's router hands low-chance questions to the configured conductor
+        (`[conductor] router_escalate_below`), which loads on the first such question."""
+        cfg = self.runtime.config.conductor
+        if (
+            conductor.backend == "router"
+            and mode.variant is None  # conductor-mini's router, not a router:DIR system
+            and variant is not None
+            and cfg.router_escalate_below > 0
+            and cfg.backend != "router"
+        ):
+            conductor.escalate_below = cfg.router_escalate_below
+            conductor.escalate = lambda: self.runtime.ensure_conductor(progress, None)
 
     def check(self, ask: Ask) -> None:
         """Raise AskError now if `ask` cannot run (a front end calls this before a slow load)."""
