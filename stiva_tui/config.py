@@ -202,6 +202,16 @@ SIM_PROVIDER = "stiva-sim"  # the provider the simulated pool's server is added 
 REPLAY_PROVIDER = "stiva-replay"  # the same for a replayed bench (`--pool replay:BENCH_ID`)
 
 
+class AskConfig(_Strict):
+    """[ask]: `stiva ask` answers from a warm worker process that keeps the model loaded between
+    commands (stiva_tui/cli/warm.py); it exits after `warm_idle_s` seconds unused (0: no worker)."""
+
+    warm_idle_s: float = Field(600.0, ge=0, le=7 * 24 * 3600)
+    # A remote conductor loads no model; true sends its asks to the worker too (it saves the imports
+    # and the pool's set-up, about 1-2 s an ask).
+    warm_remote: bool = False
+
+
 class SimModelConfig(_Strict):
     """[[sim.models]]: one simulated model of your own (stiva_tui/sim/profiles.py's SimModel): its
     chance of a right answer per domain of the suite, its prices, latency and length of answer."""
@@ -254,6 +264,7 @@ class Config(_Strict):
     bench: BenchConfig = Field(default_factory=BenchConfig)
     discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
+    ask: AskConfig = Field(default_factory=AskConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     sim: SimConfig | None = None
     # Use the built-in catalog of hosted providers (joined when their key is present).

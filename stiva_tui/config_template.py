@@ -45,6 +45,9 @@ TEMPLATE = """# Stiva's configuration. Every line below is a default, commented 
 # retries = 2
 # max_answer_kb = 1024        # one call's answer at most (KiB); a longer one fails the call
 
+# [ask]
+# warm_idle_s = 600           # stiva ask keeps the model loaded this long between asks (0: never)
+
 # [keymap]
 # send = "ctrl+s"             # binding ids: F1 in the app lists them
 """

@@ -77,6 +77,8 @@ def stiva_home(tmp_path, monkeypatch):
     for provider in load_catalog().providers:
         monkeypatch.delenv(provider.api_key_env, raising=False)
     monkeypatch.delenv("MYLAB_KEY", raising=False)
+    # no warm `stiva ask` worker outliving a test (tests/test_ask_warm.py turns it back on)
+    monkeypatch.setenv("STIVA_NO_WARM", "1")
     keys.reset_backend()  # the keyring backend is chosen again, from this environment
     yield home
     keys.reset_backend()

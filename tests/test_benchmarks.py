@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
 
 PERF = (
+    "ask_warm",
     "bench",
     "conductor",
     "decode_gpu",

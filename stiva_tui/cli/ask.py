@@ -42,6 +42,11 @@ def add_parser(sub, common) -> None:
         metavar="ID",
         help="add this question to conversation ID (printed after each answer)",
     )
+    ask.add_argument(
+        "--no-warm",
+        action="store_true",
+        help="load the model in this process, not in the warm worker that keeps it between asks",
+    )
 
 
 def run(args: argparse.Namespace, config) -> int:
@@ -51,15 +56,23 @@ def run(args: argparse.Namespace, config) -> int:
 async def ask(args: argparse.Namespace, config) -> int:
     import asyncio
 
-    from ..conductor.base import ConductorError
-    from ..runtime import AskError, Runtime, StartupError
-    from ..store import HistoryFault, StoreError
-    from ..store.faults import HistoryFaultsHeldBack
+    from . import warm
 
     question = _read_question(args.question)
     if not question.strip():
         return fail("the question is empty", EXIT_USAGE)
     stopped_by = stop_on_signals()
+    if warm.wanted(args, config):  # the model stays loaded in a worker between asks; nothing heavy imported yet
+        code = await warm.ask(
+            args, question, stopped_by, ask_options=options_of(args), console_ui=ConsoleUI, present=present
+        )
+        if code is not None:
+            return code
+    from ..conductor.base import ConductorError
+    from ..runtime import AskError, Runtime, StartupError
+    from ..store import HistoryFault, StoreError
+    from ..store.faults import HistoryFaultsHeldBack
+
     try:
         runtime = await Runtime.create(config, conductor=args.conductor)
     except (StoreError, StartupError) as exc:  # a full disk, a read-only or damaged history: one line
@@ -140,21 +153,83 @@ def _mode(args: argparse.Namespace, runtime):
 
 async def _ask(args, runtime, question: str, held_back) -> int:
     from rich.console import Console
+
+    console = Console(stderr=True)
+    ui = ConsoleUI(console, question, live=not args.json and console.is_terminal)
+    done = await answer(options_of(args), runtime, question, held_back, ui)
+    return present(done, console, json_trace=args.json)
+
+
+def options_of(args: argparse.Namespace) -> dict:
+    """What an ask asks for besides its question, as plain data (the warm worker gets it too)."""
+    names = ("json", "rounds", "max_steps", "budget_usd", "budget_tokens", "baseline", "preset", "continue_id")
+    return {name: getattr(args, name, None) for name in names}
+
+
+class ConsoleUI:
+    """Where an ask's progress goes: stderr's status line, its live view and its notes. The warm
+    worker (warm.py) sends the same calls over its socket to the `stiva ask` that asked."""
+
+    def __init__(self, console, question: str, *, live: bool):
+        self.console = console
+        self.question = question
+        self.live = live
+        self._status = None
+        self._view = None
+
+    def say(self, markup: str, **kwargs) -> None:
+        self.console.print(markup, **kwargs)
+
+    def status(self, text: str | None) -> None:
+        """Show (or update) the transient status line; None takes it away."""
+        if text is None:
+            if self._status is not None:
+                self._status.stop()
+                self._status = None
+        elif self._status is None:
+            self._status = self.console.status(text)
+            self._status.start()
+        else:
+            self._status.update(text)
+
+    def view(self, on: bool) -> None:
+        """Start or end the live view of the run (only where it is drawn: a terminal, no --json)."""
+        from .view import LiveView
+
+        if on and self.live and self._view is None:
+            self._view = LiveView(self.console, self.question)
+            self._view.__enter__()
+        elif not on and self._view is not None:
+            self._view.__exit__(None, None, None)
+            self._view = None
+
+    @property
+    def emit(self):
+        """The run's events go to the live view where there is one (None: nobody listens)."""
+        return self._view.handle if self._view is not None else None
+
+    def close(self) -> None:
+        self.status(None)
+        self.view(False)
+
+
+async def answer(options: dict, runtime, question: str, held_back, ui) -> dict:
+    """Run the ask on `runtime`, its progress to `ui`; what `present` prints, as plain data. Raises
+    as `ask` catches (AskError, ConductorError, StartupError, StoreError, CancelledError)."""
     from rich.markup import escape
 
     from ..runtime import Ask, ConductorMode
-    from .view import LiveView, printable
+    from .view import printable
 
-    console = Console(stderr=True)
-    show_live = not args.json and console.is_terminal
-    mode, options = _mode(args, runtime)
+    args = argparse.Namespace(**options)
+    mode, run_options = _mode(args, runtime)
     request = Ask(
         question,
         mode=mode,
         source="cli",
         conversation_id=args.continue_id,
         options=dict(
-            options,
+            run_options,
             rounds=args.rounds,
             max_steps=args.max_steps,
             budget_usd=args.budget_usd,
@@ -162,49 +237,77 @@ async def _ask(args, runtime, question: str, held_back) -> int:
         ),
     )
     for warning in runtime.warnings:
-        console.print(f"[yellow]warning:[/] config: {escape(printable(warning))}", highlight=False)
+        ui.say(f"[yellow]warning:[/] config: {escape(printable(warning))}", highlight=False)
     runtime.sessions.check(request)  # an unknown model or conversation fails before a model loads
     planner = None
     if isinstance(mode, ConductorMode):
-        planner = await _load_conductor(runtime, console, mode, quiet=args.json)
-    view = LiveView(console, question) if show_live else None
-    if view:
-        with view:
-            outcome = await runtime.sessions.ask(request, emit=view.handle)
-    else:
-        outcome = await runtime.sessions.ask(request)
+        planner = await _load_conductor(runtime, ui, mode, quiet=args.json)
+    ui.view(True)
+    try:
+        outcome = await runtime.sessions.ask(request, emit=ui.emit)
+    finally:
+        ui.view(False)
     result = outcome.result
     trouble = _history_trouble(runtime, held_back)
-    for warning in outcome.warnings if trouble is None else ():  # the history's: said once, below
+    t = result.totals
+    finished = result.status == "finished"
+    return {
+        "status": result.status,
+        "answer": result.answer if finished else "",
+        "error": result.error or result.status,
+        "trouble": trouble,
+        "warnings": list(outcome.warnings) if trouble is None else [],  # the history's: said once
+        "trace": (
+            _trace_json(runtime, result, question, mode, args.baseline, planner, recorded=trouble is None)
+            if args.json
+            else None
+        ),
+        "fallback_notes": _fallback_notes(runtime, result.run_id) if finished and not args.json else [],
+        "totals": [t.prompt_tokens, t.completion_tokens, t.estimated, t.cost_usd, t.latency_s],
+        # Only an id that is on disk, with this run, is offered: `--continue` on any other would fail.
+        "conversation_id": (
+            outcome.conversation_id
+            if outcome.conversation_id
+            and not args.json
+            and trouble is None
+            and _conversation_kept(runtime, outcome.conversation_id, result.run_id)
+            else None
+        ),
+        "live": ui.live,  # the live view's last frame already ends on the totals
+    }
+
+
+def present(done: dict, console, *, json_trace: bool) -> int:
+    """Print what `answer` found: the answer (or trace) on stdout, the rest on stderr; the exit code."""
+    from rich.markup import escape
+
+    from .view import printable
+
+    for warning in done["warnings"]:
         console.print(f"[yellow]warning:[/] {escape(printable(warning))}", highlight=False)
-    if args.json:
-        print(_trace_json(runtime, result, question, mode, args.baseline, planner, recorded=trouble is None))
-    elif result.status == "finished":
-        print(printable(result.answer))
-        for note in _fallback_notes(runtime, result.run_id):
+    if json_trace:
+        print(done["trace"])
+    elif done["status"] == "finished":
+        print(printable(done["answer"]))
+        for note in done["fallback_notes"]:
             console.print(f"[yellow]fallback:[/] {escape(note)}", highlight=False, soft_wrap=True)
-        if view is None:  # the live view's last frame already ends on the same totals
-            t = result.totals
+        if not done["live"]:
+            prompt_tokens, completion_tokens, estimated, cost_usd, latency_s = done["totals"]
             console.print(
-                f"[dim]{t.prompt_tokens:,} in · {t.completion_tokens:,} out"
-                f"{' (estimated)' if t.estimated else ''} · {fmt.money(t.cost_usd)} · "
-                f"{fmt.seconds(t.latency_s)}[/]"
+                f"[dim]{prompt_tokens:,} in · {completion_tokens:,} out"
+                f"{' (estimated)' if estimated else ''} · {fmt.money(cost_usd)} · "
+                f"{fmt.seconds(latency_s)}[/]"
             )
-    # Only an id that is on disk, with this run, is offered: `--continue` on any other would fail.
-    if (
-        outcome.conversation_id
-        and not args.json
-        and trouble is None
-        and _conversation_kept(runtime, outcome.conversation_id, result.run_id)
-    ):
+    if done["conversation_id"]:
+        conversation_id = done["conversation_id"]
         console.print(
-            f"[dim]conversation {outcome.conversation_id} · continue it with "
-            f'stiva ask --continue {outcome.conversation_id} "..."[/]',
+            f'[dim]conversation {conversation_id} · continue it with stiva ask --continue {conversation_id} "..."[/]',
             highlight=False,
             soft_wrap=True,
         )
-    if result.status != "finished":
-        code = fail(result.error or result.status, EXIT_FAILED)
+    trouble = done["trouble"]
+    if done["status"] != "finished":
+        code = fail(done["error"], EXIT_FAILED)
         return fail(trouble, code) if trouble is not None else code
     if trouble is not None:  # the answer is shown; that it is not kept is a failure all the same
         return fail(trouble, EXIT_FAILED)
@@ -240,21 +343,24 @@ def _fallback_notes(runtime, run_id: str) -> list[str]:
     ]
 
 
-async def _load_conductor(runtime, console, mode, quiet: bool):
+async def _load_conductor(runtime, ui, mode, quiet: bool):
     """Choose and load the mode's conductor with a progress line; say what it runs on."""
     from ..conductor.choose import loaded_facts
     from ..runtime.modes import conductor_variant
 
-    with console.status("choosing the conductor…") as status:
+    ui.status("choosing the conductor…")
+    try:
 
         def progress(fraction: float | None, message: str) -> None:
             pct = f" {fraction:.0%}" if fraction is not None else ""
-            status.update(f"{message}{pct}")
+            ui.status(f"{message}{pct}")
 
         conductor = await runtime.ensure_conductor(progress, conductor_variant(mode, runtime.config.conductor.router))
+    finally:
+        ui.status(None)
     if not quiet:
         facts = loaded_facts(conductor)
-        console.print(
+        ui.say(
             f"[dim]conductor:[/] {conductor.backend} · {conductor.model}"
             f"{' · ' + facts if facts else ''} — {runtime.reason_for(conductor)}",
             highlight=False,
