@@ -1,7 +1,10 @@
 """API keys: from the environment first, then the OS keyring (service "stiva", user = provider),
-or, where no keyring works (SSH, containers, WSL, headless Linux), a private file: `keys.json` in
-the config folder, mode 0600, written whole and renamed into place. The app's keys screen, the
-command line and the server's token all use this one store, and say which it is.
+then a private file: `keys.json` in the config folder, mode 0600, written whole and renamed into
+place. A key is saved in the keyring, or in the file where no keyring works (SSH, containers, WSL,
+headless Linux). Both are read, keyring first: a keyring that appears later (`pipx inject
+stiva-tui keyrings.alt`, a desktop session after SSH) hides none of the keys saved in the file,
+and a key saved again goes to the keyring and leaves the file, so each key lives in one place. The
+app's keys screen, the command line and the server's token all use these stores, and say which.
 
 Keys are returned to the caller and nowhere else: this module never logs, prints or formats a key
 into a message. Every keyring problem becomes a `SecretsError` whose message says what to do
@@ -130,8 +133,8 @@ class FileKeys:
         return f"the private file {self.path} (only you can read it: {self.reason})"
 
 
-def _get_backend() -> Any:
-    """The keyring backend, or the private key file where no keyring is usable."""
+def _keyring() -> Any:
+    """The usable keyring backend, or None where none works (`_backend_error` says why)."""
     global _backend, _backend_error
     with _lock:
         if _backend is None and _backend_error is None:
@@ -144,9 +147,24 @@ def _get_backend() -> Any:
                 _backend_error = f"cannot load a keyring backend ({type(exc).__name__}: {exc})"
             else:
                 _backend_error = _unusable_reason(_backend)
-        if _backend_error is not None:
-            return FileKeys(keys_file(), f"no keyring works here: {_backend_error}")
-        return _backend
+        return None if _backend_error is not None else _backend
+
+
+def _get_backend() -> Any:
+    """Where a key is saved: the keyring backend, or the private key file where no keyring is usable."""
+    backend = _keyring()
+    return backend if backend is not None else FileKeys(keys_file(), f"no keyring works here: {_backend_error}")
+
+
+def _stores() -> list[Any]:
+    """Every store keys are read from, in order: the keyring (when one works), then the key file."""
+    backend = _keyring()
+    file_keys = FileKeys(keys_file(), "keys saved while no keyring worked")
+    return [file_keys] if backend is None else [backend, file_keys]
+
+
+def _where(backend: Any) -> str:
+    return "key file" if isinstance(backend, FileKeys) else "keyring"
 
 
 def _hint(provider: str, env_var: str | None) -> str:
@@ -171,32 +189,68 @@ def store_kind() -> str:
     return "file" if isinstance(_get_backend(), FileKeys) else "keyring"
 
 
+def key_stores() -> list[str]:
+    """Where keys are read from, in order, in words: "the OS keyring (NAME)", then "the private
+    file PATH" (the file only where it exists, when a keyring works)."""
+    backend = _keyring()
+    path = keys_file()
+    if backend is None:
+        return [f"the private file {path}"]
+    stores = [f"the OS keyring ({_backend_name(backend)})"]
+    if path.exists():
+        stores.append(f"the private file {path} (keys saved while no keyring worked)")
+    return stores
+
+
 def get_key(provider: str, env_var: str | None) -> tuple[str | None, str]:
-    """The key for `provider` and where it came from: ("...", "$VAR"), ("...", "keyring") or
-    (None, "none"). Raises SecretsError when the environment has no key and the keyring fails."""
+    """The key for `provider` and where it came from: ("...", "$VAR"), ("...", "keyring"),
+    ("...", "key file") or (None, "none"); the keyring is read before the key file. Raises
+    SecretsError when the environment has no key and no store could be read."""
     if env_var:
         value = os.environ.get(env_var, "").strip()
         if value:
             return value, f"${env_var}"
     _check_provider(provider)
-    try:
-        backend = _get_backend()
-    except SecretsError as exc:
-        raise SecretsError(f"no keyring backend ({exc}): {_hint(provider, env_var)}") from None
-    try:
-        value = backend.get_password(SERVICE, provider)
-    except Exception as exc:
-        raise SecretsError(
-            f"keyring {_backend_name(backend)} failed to read the key for {provider!r} "
-            f"({type(exc).__name__}): {_hint(provider, env_var)}"
-        ) from None
-    if value and value.strip():
-        return value.strip(), "key file" if isinstance(backend, FileKeys) else "keyring"
+    failure: SecretsError | None = None
+    for backend in _stores():
+        try:
+            value = backend.get_password(SERVICE, provider)
+        except SecretsError as exc:  # a damaged key file says so itself
+            failure = failure or exc
+            continue
+        except Exception as exc:
+            failure = failure or SecretsError(
+                f"keyring {_backend_name(backend)} failed to read the key for {provider!r} "
+                f"({type(exc).__name__}): {_hint(provider, env_var)}"
+            )
+            continue
+        if value and value.strip():
+            return value.strip(), _where(backend)
+    if failure is not None:
+        raise failure
     return None, "none"
 
 
-def set_key(provider: str, key: str, env_var: str | None = None) -> None:
-    """Store `key` for `provider` in the keyring (never anywhere else)."""
+def stored_keys(provider: str) -> list[tuple[str, str]]:
+    """(where, key) for each store that holds a key for `provider`, in the order they are read:
+    the first is the one used (unless the environment has one). A store that cannot be read is
+    left out."""
+    _check_provider(provider)
+    found = []
+    for backend in _stores():
+        try:
+            value = backend.get_password(SERVICE, provider)
+        except Exception:  # noqa: BLE001 - get_key says why; here, only where keys are
+            continue
+        if value and value.strip():
+            found.append((_where(backend), value.strip()))
+    return found
+
+
+def set_key(provider: str, key: str, env_var: str | None = None, *, move: bool = True) -> None:
+    """Store `key` for `provider` in the keyring, or in the key file where no keyring works
+    (never anywhere else). Saved in the keyring, it leaves the key file, unless `move` is False
+    (the copy in the file then stays, for sessions with no keyring)."""
     _check_provider(provider)
     key = (key or "").strip()
     if not key:
@@ -214,28 +268,35 @@ def set_key(provider: str, key: str, env_var: str | None = None) -> None:
             f"keyring {_backend_name(backend)} failed to store the key for {provider!r} "
             f"({type(exc).__name__}): {_hint(provider, env_var)}"
         ) from None
+    if move and not isinstance(backend, FileKeys):  # saved in the keyring: an older copy leaves the file
+        try:
+            FileKeys(keys_file(), "").delete_password(SERVICE, provider)
+        except Exception:  # noqa: BLE001 - none there (the usual case), or a damaged file: the keyring's wins
+            pass
 
 
 def delete_key(provider: str) -> bool:
-    """Remove the stored key of `provider`; False when there was none."""
+    """Remove the stored key of `provider` from every store that holds one (the keyring and the
+    key file: a copy left in one would come back); False when there was none."""
     _check_provider(provider)
-    try:
-        backend = _get_backend()
-    except SecretsError as exc:
-        raise SecretsError(f"no keyring backend ({exc}): nothing to delete") from None
     from keyring.errors import PasswordDeleteError
 
-    try:
-        if backend.get_password(SERVICE, provider) is None:
-            return False
-        backend.delete_password(SERVICE, provider)
-    except PasswordDeleteError:
-        return False
-    except Exception as exc:
-        raise SecretsError(
-            f"keyring {_backend_name(backend)} failed to delete the key for {provider!r} ({type(exc).__name__})"
-        ) from None
-    return True
+    removed = False
+    for backend in _stores():
+        try:
+            if backend.get_password(SERVICE, provider) is None:
+                continue
+            backend.delete_password(SERVICE, provider)
+        except PasswordDeleteError:
+            continue
+        except SecretsError:
+            raise
+        except Exception as exc:
+            raise SecretsError(
+                f"keyring {_backend_name(backend)} failed to delete the key for {provider!r} ({type(exc).__name__})"
+            ) from None
+        removed = True
+    return removed
 
 
 # --- masking ---------------------------------------------------------------------------------------

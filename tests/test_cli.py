@@ -190,7 +190,8 @@ def test_models_json_lists_the_pool(config, stiva_home):
 
 
 def test_the_models_table_piped_to_a_file_cuts_no_cell(stiva_home):
-    result = run_stiva("models", "--no-discovery", home=stiva_home)  # the catalog; stdout is a pipe here
+    # the catalog; stdout is a pipe here, as wide as $COLUMNS asks (80 without it: test_cli_first_hour.py)
+    result = run_stiva("models", "--no-discovery", env={**os.environ, "STIVA_HOME": str(stiva_home), "COLUMNS": "240"})
     assert result.returncode == 0, result.stderr
     from stiva_tui.catalog import load_catalog
 
@@ -539,7 +540,8 @@ def test_any_printed_id_and_any_unique_start_of_one_works_in_history_show(config
         json.loads(run_stiva("history", "show", conversation_id[:6], "--json", home=stiva_home).stdout)["id"]
         == conversation_id
     )
-    listed = run_stiva("history", "conversations", home=stiva_home)
+    wide = {**os.environ, "STIVA_HOME": str(stiva_home), "COLUMNS": "120"}  # at 80 the title gives way
+    listed = run_stiva("history", "conversations", env=wide)
     assert listed.returncode == 0 and conversation_id in listed.stdout and "What is it?" in listed.stdout
     assert "finished" in next(line for line in listed.stdout.splitlines() if conversation_id in line)
 

@@ -21,8 +21,8 @@ items are not asked again; items in flight at a kill, and items that ended in an
 - One process per bench: a second `stiva bench` on a bench another live process runs refuses
   before asking anything (`BenchBusy`, naming that process's pid).
 - An item's `latency_s` counts from its first call: the time it waited before, behind other
-  items in the limiter (`LimitedWorker`: MoA's proposers, a window a 429 halved), is its
-  `queue_wait_s`, reported apart.
+  items in the limiter (`LimitedWorker`: MoA's proposers, a window a 429 halved, the embedded
+  model, which answers one call at a time), is its `queue_wait_s`, reported apart.
 - A history that can no longer be written (a full disk, a read-only file, a damaged page: a
   `HistoryFault`, met by any write, the runs' own included) stops the bench at once, raising
   that fault: nothing more is asked that could not be kept. An item graded but not stored stays
@@ -260,6 +260,10 @@ class BenchRunner:
                 if (system.name, item.id) not in skip:
                     queue.put_nowait((system, item))
         self._limited = LimitedWorker(self.runtime.worker, self.concurrency)
+        for model in self.runtime.models:  # one in-process model: one call at a time, the rest queue
+            if model.kind == "embedded":  # (its wait is queue wait, not latency; in parallel threads
+                window = self._limited.window(model.provider)  # on a few cores each call only slowed)
+                window.limit = window.window = 1
         original = self.runtime.worker
         self.runtime.worker = self._limited
         if self.answer_cache is not None:

@@ -227,7 +227,7 @@ async def answer(options: dict, runtime, question: str, held_back, ui) -> dict:
         question,
         mode=mode,
         source="cli",
-        conversation_id=args.continue_id,
+        conversation_id=_whole_conversation(runtime, args.continue_id),
         options=dict(
             run_options,
             rounds=args.rounds,
@@ -429,3 +429,17 @@ def _result_trace(result, question: str, mode, system: str | None):
         mode=kind if kind in RUN_MODES else "conductor",
         system=system or "conductor",
     )
+
+
+def _whole_conversation(runtime, text: str | None) -> str | None:
+    """`--continue`'s conversation, whole: its id or a unique start of one, as `history show`
+    takes them (AskError, one line, where none or several match)."""
+    from ..runtime import AskError
+    from ..store import NotFoundError
+
+    if text is None or runtime.store is None:
+        return text
+    try:
+        return runtime.store.resolve_conversation(text)
+    except NotFoundError as exc:
+        raise AskError(str(exc)) from None

@@ -23,7 +23,7 @@ EXIT_CANCELLED = 130  # 128 + SIGINT, as shells report ctrl+c
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 
-PIPED_WIDTH = 240
+PIPED_WIDTH = 80  # piped or redirected, without $COLUMNS: what a reader's terminal most likely is
 
 
 class UsageError(Exception):
@@ -48,12 +48,48 @@ def run_async(command: Coroutine[Any, Any, int]) -> int:
 
 
 def stdout_console(**kwargs):
-    """A rich Console on stdout that, piped or redirected to a file, cuts no cell to a terminal's
-    80 columns (`stiva models > pool.txt`, `stiva bench ... | tee`)."""
+    """A rich Console on stdout. Piped or redirected to a file (`stiva models | cat`, `stiva bench
+    ... | tee`), it is as wide as `$COLUMNS` asks (`COLUMNS=200 stiva models > pool.txt`), else
+    80 columns, and no line ends in the spaces that pad it to that width."""
     from rich.console import Console
 
     console = Console(**kwargs)
-    return console if console.is_terminal else Console(width=PIPED_WIDTH, **kwargs)
+    if console.is_terminal:
+        return console
+    return Console(file=_NoTrailingSpaces(sys.stdout), width=piped_width(), **kwargs)
+
+
+def piped_width() -> int:
+    """The width of output that is not to a terminal: `$COLUMNS` where it is a positive whole
+    number, else `PIPED_WIDTH`."""
+    text = os.environ.get("COLUMNS", "").strip()
+    return int(text) if text.isascii() and text.isdigit() and 0 < int(text) <= 10_000 else PIPED_WIDTH
+
+
+class _NoTrailingSpaces:
+    """A text stream that writes to `stream` without the spaces before each line's end (rich
+    pads every line of a table or a Markdown block to the console's width)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        lines = text.split("\n")
+        self.stream.write("\n".join([line.rstrip(" ") for line in lines[:-1]] + lines[-1:]))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.stream, "encoding", None) or "utf-8"
 
 
 def comma_list(text: str) -> tuple[str, ...]:
@@ -101,6 +137,16 @@ def stop_on_signals() -> list[int]:
     loop.add_signal_handler(signal.SIGINT, stop, EXIT_CANCELLED)
     loop.add_signal_handler(signal.SIGTERM, stop, EXIT_TERMINATED)
     return stop.codes
+
+
+def set_on_signals(event) -> None:
+    """In a long-lived background process (the warm `stiva ask` worker): SIGTERM, ctrl+c and
+    SIGHUP set `event` (an asyncio.Event), and the process winds down in its own time."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(signum, event.set)
 
 
 @contextlib.contextmanager

@@ -19,7 +19,9 @@ def add_parser(sub, common) -> None:
         parents=[common],
         help="create the config file if there is none, print its path, and open it with --edit",
     )
-    configure.add_argument("--edit", action="store_true", help="open it in $EDITOR (or $VISUAL)")
+    configure.add_argument(
+        "--edit", action="store_true", help="open it in $VISUAL or $EDITOR, else editor, vi or nano (as git does)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,8 +50,28 @@ def run(args: argparse.Namespace) -> int:
     if created:
         print("stiva: created it with every setting commented out (the defaults)", file=sys.stderr)
     if args.edit:
-        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+        editor = _editor()
         if not editor:
-            return fail("set $EDITOR (or $VISUAL) to open it, or open the path above", EXIT_USAGE)
-        return subprocess.call([*shlex.split(editor), str(path)])
+            return fail(
+                f"no editor found ({', '.join(FALLBACK_EDITORS)}): set $EDITOR to open it, or open the path above",
+                EXIT_USAGE,
+            )
+        try:
+            return subprocess.call([*shlex.split(editor), str(path)])
+        except OSError as exc:  # $EDITOR names a program that is not there
+            return fail(f"cannot run the editor {editor!r}: {exc.strerror or exc}; set $EDITOR", EXIT_FAILED)
     return 0
+
+
+FALLBACK_EDITORS = ("editor", "vi", "nano")  # git's order after $VISUAL and $EDITOR (Debian's `editor` first)
+
+
+def _editor() -> str | None:
+    """The editor to open the file with: $VISUAL, $EDITOR, else the first of `FALLBACK_EDITORS`
+    on PATH; None where there is none."""
+    import shutil
+
+    for name in ("VISUAL", "EDITOR"):
+        if os.environ.get(name, "").strip():
+            return os.environ[name]
+    return next((found for name in FALLBACK_EDITORS if (found := shutil.which(name))), None)

@@ -1,7 +1,7 @@
 """`stiva history`: the stored runs and conversations; show, rename or delete one.
 
-stiva history [--json] [--limit N]
-stiva history show ID | conversations | rename ID TITLE | delete ID
+stiva history [--json] [--limit N] [--source SOURCE]
+stiva history show ID | conversations [--limit N] | rename ID TITLE | delete ID
 """
 
 from __future__ import annotations
@@ -9,16 +9,26 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import get_args
 
 from ..core import display as fmt
 from ..core.terminal import printable
+from ..core.words import Source
 from .common import EXIT_FAILED, EXIT_USAGE, fail, stdout_console
+
+SOURCES: tuple[str, ...] = get_args(Source)  # where a run was asked: tui, cli, api, bench, train
 
 
 def add_parser(sub, common) -> None:
     history = sub.add_parser("history", parents=[common], help="the stored runs, newest first")
     history.add_argument("--json", action="store_true", help="print JSON")
     history.add_argument("--limit", type=int, default=20, help="at most this many runs (default 20)")
+    history.add_argument(
+        "--source",
+        choices=SOURCES,
+        metavar="SOURCE",
+        help=f"only the runs from one place: {', '.join(SOURCES)} (a bench's runs are many)",
+    )
     shows = history.add_subparsers(
         dest="history_command", metavar="{show ID, conversations, rename ID TITLE, delete ID}"
     )
@@ -32,6 +42,10 @@ def add_parser(sub, common) -> None:
     show.add_argument("--json", dest="show_json", action="store_true", help="print the trace as JSON")
     conversations = shows.add_parser("conversations", help="the conversations, newest first")
     conversations.add_argument("--json", dest="show_json", action="store_true", help="print them as JSON")
+    # its own dest: a subcommand's default would overwrite `stiva history --limit N conversations`
+    conversations.add_argument(
+        "--limit", dest="conversations_limit", type=int, help="at most this many conversations (default 20)"
+    )
     rename = shows.add_parser("rename", help="give a conversation a new title (as the app's history does)")
     rename.add_argument("run_id", metavar="ID", help="a conversation's id, or a unique start of one")
     rename.add_argument("title", metavar="TITLE", help="the new title")
@@ -62,6 +76,8 @@ def history(args: argparse.Namespace) -> int:
             print(
                 f"stiva: note: {store.fault.summary}: only reading it (nothing is swept or recorded)", file=sys.stderr
             )
+        if getattr(args, "conversations_limit", None) is not None:
+            args.limit = args.conversations_limit
         if args.limit < 1:
             return fail("--limit must be at least 1", EXIT_USAGE)
         try:
@@ -83,7 +99,7 @@ def history(args: argparse.Namespace) -> int:
                 else:
                     _print_conversations(found)
                 return 0
-            runs = store.list_runs(limit=args.limit)
+            runs = store.list_runs(limit=args.limit, source=args.source)
         except StoreError as exc:  # a damaged page met while reading
             return fail(str(exc), EXIT_FAILED)
     if args.json:
@@ -207,8 +223,9 @@ def _print_conversation(conversation) -> None:
             )
         )
     )
-    for trace in conversation.runs:
-        console.print(Markdown(printable(run_markdown(trace, plan=True))))
+    for n, trace in enumerate(conversation.runs, 1):  # numbered in the conversation, as its export is
+        text = run_markdown(trace, plan=True)
+        console.print(Markdown(printable(f"## Question {n}" + text.removeprefix("## Question 1"))))
     if not conversation.runs:
         console.print("(no runs recorded in it)", highlight=False)
 
@@ -216,14 +233,16 @@ def _print_conversation(conversation) -> None:
 def _print_conversations(found) -> None:
     from rich.table import Table
 
-    table = Table(box=None, header_style="bold", pad_edge=False)
+    table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1))
     for name in ("id", "updated", "kind", "runs", "status", "title"):
         table.add_column(
             name,
             no_wrap=True,
             overflow="ellipsis",
             justify="right" if name == "runs" else "left",
-            min_width=32 if name == "id" else None,
+            # whole at 80 columns too: a conversation's id (a uuid), and the short columns; the title gives way
+            min_width={"id": 36, "kind": 7, "runs": 4, "status": 11}.get(name),
+            ratio=1 if name == "title" else None,
         )
     for c in found:  # status: how its newest run ended, as the app's history sidebar says it
         table.add_row(

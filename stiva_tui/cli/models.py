@@ -31,15 +31,37 @@ async def models(args: argparse.Namespace, config) -> int:
         conductor = with_conductor_override(config.conductor, args.conductor)
     except ConfigError as exc:
         return fail(str(exc), EXIT_USAGE)
-    errors, warnings = check_references(config, pool, conductor.backend, conductor.model)
+    errors, warnings = check_references(
+        config, pool, conductor.backend, conductor.model, conductor_option=args.conductor
+    )
     source = args.config or str(paths.config_file())
     if errors:
-        return fail(f"{source}: {errors[0]}", EXIT_USAGE)
+        return fail(errors[0] if errors[0].startswith("--conductor") else f"{source}: {errors[0]}", EXIT_USAGE)
     for warning in warnings:
         print(f"stiva: warning: {source}: {warning}", file=sys.stderr)
     choice = describe_choice(conductor, list(pool.available()))
+    stores = _key_stores()
     if args.json:
-        print(json.dumps(models_json(pool, choice), indent=2))
+        print(json.dumps({**models_json(pool, choice), "keys": stores}, indent=2))
     else:
-        stdout_console().print(models_table(pool, choice))
+        console = stdout_console()
+        console.print(models_table(pool, choice))
+        if stores["read_from"]:  # where each model's "key from keyring" / "key from key file" is
+            console.print(
+                f"keys: read from {', then '.join(stores['read_from'])}; a key saved now goes to {stores['saved_to']}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,  # a path is never broken in two
+            )
     return 0
+
+
+def _key_stores() -> dict:
+    """Where stored keys are read from, in order, and where a new one is saved (see keys.py)."""
+    from .. import keys
+
+    try:
+        saved_to = "the OS keyring" if keys.store_kind() == "keyring" else str(keys.keys_file())
+        return {"read_from": keys.key_stores(), "saved_to": saved_to}
+    except Exception:  # noqa: BLE001 - a listing detail: the models are listed all the same
+        return {"read_from": [], "saved_to": None}

@@ -400,14 +400,11 @@ class Worker:
         self.lock_fd: int | None = None
 
     async def serve(self) -> int:
-        import signal
-
         from ..runtime import Runtime
+        from .common import set_on_signals
 
-        loop = asyncio.get_running_loop()
         self.stopping = asyncio.Event()
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            loop.add_signal_handler(signum, self.stopping.set)
+        set_on_signals(self.stopping)
         self.runtime_task = asyncio.create_task(Runtime.create(self.config, conductor=self.conductor))
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()  # the lock is ours: whatever is there is stale

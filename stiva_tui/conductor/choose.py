@@ -170,6 +170,20 @@ def choose_planner(config: ConductorConfig, pool_models: Sequence[Any]) -> tuple
     return real[0], "the first model of the pool (mark one planner = true to choose)"
 
 
+def _embedded_configured_reason(pool_models: Sequence[Any]) -> str:
+    """Why `backend = "embedded"` runs: the config says so, or `--pool sim` (or `replay:`) chose it,
+    since a simulated model answers questions and cannot plan."""
+    from ..config import REPLAY_PROVIDER, SIM_PROVIDER
+
+    providers = {getattr(m, "provider", "") for m in pool_models if getattr(m, "kind", "") != "embedded"}
+    if providers and providers <= {SIM_PROVIDER, REPLAY_PROVIDER}:
+        return (
+            "embedded: the simulated pool's models answer but cannot plan "
+            "(Gemma-3 270M on the CPU plans; one step on short questions)"
+        )
+    return "embedded: config says so"
+
+
 def _remote_reason(why_not_local: str, model: Any, why: str) -> str:
     return f"remote: {why_not_local}; {model.id} plans ({why})"
 
@@ -182,7 +196,8 @@ def describe_choice(config: ConductorConfig, pool_models: Sequence[Any] = ()) ->
     if backend == "remote":
         return f"remote: config says so ({config.model})"
     if backend == "embedded":
-        return "embedded: config says so (Gemma-3 270M on the CPU)"
+        reason = _embedded_configured_reason(pool_models)
+        return reason if "(" in reason else f"{reason} (Gemma-3 270M on the CPU)"
     ok, why = _local_reason(config)
     if backend == "local":
         return f"local: {why}" if ok else f"local (will fail): {why}"
@@ -243,7 +258,7 @@ def select_conductor(
     if backend == "embedded":
         from .embedded import EmbeddedConductor
 
-        return EmbeddedConductor.from_config(config), "embedded: config says so"
+        return EmbeddedConductor.from_config(config), _embedded_configured_reason(pool_models)
     ok, why = _local_reason(config)
     if ok:
         from .local import LocalConductor

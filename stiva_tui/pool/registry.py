@@ -339,11 +339,18 @@ def with_availability(model: PoolModel, available: bool, reason: str) -> PoolMod
 
 
 def check_references(
-    config: Config, pool: Pool, conductor_backend: str | None = None, conductor_model: str | None = None
+    config: Config,
+    pool: Pool,
+    conductor_backend: str | None = None,
+    conductor_model: str | None = None,
+    *,
+    conductor_option: str | None = None,
 ) -> tuple[list[str], list[str]]:
     """(errors, warnings) about the models the config names: a fallback, a MoA model or the
     remote conductor's model that no pool knows is an error; one known but unavailable right now
-    (no key, a server down) is a warning. Each names the config field."""
+    (no key, a server down) is a warning. Each names the config field, or, for the conductor given
+    on the command line (`conductor_option`, what --conductor said), the option: such a message
+    starts with "--conductor"."""
     errors: list[str] = []
     warnings: list[str] = []
     backend = conductor_backend or config.conductor.backend
@@ -355,7 +362,12 @@ def check_references(
         named.append((f"bench.judge: {config.bench.judge!r}", config.bench.judge))
     if backend == "remote":
         model = conductor_model or config.conductor.model
-        named.append((f"conductor.model: {model!r} (the remote conductor)", model))
+        field = (
+            f"--conductor {conductor_option}: {model!r}"
+            if conductor_option
+            else f"conductor.model: {model!r} (the remote conductor)"
+        )
+        named.append((field, model))
     for field, model_id in named:
         model = pool.get(model_id)
         if model is None:

@@ -72,6 +72,40 @@ class _RejectedPlans:
 class _Loaded:
     conductor: Conductor
     reason: str
+    # Chosen from what the pool offers (auto, unless it chose the local GPU model; remote): chosen
+    # again when that changes (pool_refresh).
+    from_pool: bool = False
+
+
+def pool_change(before: Pool, after: Pool) -> str:
+    """What changed in what the pool offers, in words ("a key for lab was added", "a local server
+    went away"); "" when nothing did. A key replaced for a model that stays available counts too."""
+    old = {m.id: m for m in before.available()}
+    new = {m.id: m for m in after.available()}
+    words: list[str] = []
+
+    def said(text: str) -> None:
+        if text not in words:
+            words.append(text)
+
+    for model in (m for i, m in new.items() if i not in old):
+        was = before.get(model.id)
+        if model.source == "discovered" or (was is not None and was.reason.startswith("unreachable")):
+            said(f"a local server appeared at {model.base_url}")
+        else:
+            said(f"a key for {model.provider} was added")
+    for model in (m for i, m in old.items() if i not in new):
+        now = after.get(model.id)
+        if now is None or now.source == "discovered" or now.reason.startswith("unreachable"):
+            said(f"a local server went away at {model.base_url}")
+        elif now.enabled:
+            said(f"a key for {model.provider} was removed")
+        else:
+            said(f"{model.id} was disabled")
+    for model in (m for i, m in new.items() if i in old):
+        if (model.api_key, model.base_url) != (old[model.id].api_key, old[model.id].base_url):
+            said(f"the key for {model.provider} was replaced")
+    return "; ".join(words)
 
 
 @dataclass
@@ -93,6 +127,11 @@ class Runtime:
     _accuracy: dict[str, tuple[int, int]] | None = None
     _rejected_plans: _RejectedPlans = field(default_factory=_RejectedPlans)
     _rejected_in_history: dict[tuple[str, str], bool] = field(default_factory=dict)
+    discover: bool | None = None  # as given to create: pool_refresh discovers (or not) the same way
+    # What changed in the pool when its conductors were last chosen again ("" before any change),
+    # and how many times that happened: a conductor chosen from an older pool is not kept.
+    pool_change: str = ""
+    _pool_generation: int = 0
 
     @classmethod
     async def create(
@@ -127,13 +166,15 @@ class Runtime:
             from ..store import Store
 
             store = await asyncio.to_thread(Store.open, store_path)  # file I/O and upgrades off the loop
-        runtime = cls(config=config, pool=pool, worker=worker, store=store, conductor_override=conductor)
+        runtime = cls(
+            config=config, pool=pool, worker=worker, store=store, conductor_override=conductor, discover=discover
+        )
         try:
             cfg = runtime.conductor_config()  # a bad --conductor override fails here, before any run
         except StartupError:
             await runtime.aclose()
             raise
-        errors, runtime.warnings = check_references(config, pool, cfg.backend, cfg.model)
+        errors, runtime.warnings = check_references(config, pool, cfg.backend, cfg.model, conductor_option=conductor)
         if cfg.fallback_model:  # checked as check_references checks the config's other model names
             named = pool.get(cfg.fallback_model)
             field_name = f"conductor.fallback_model: {cfg.fallback_model!r}"
@@ -143,7 +184,7 @@ class Runtime:
                 runtime.warnings.append(f"{field_name} is not available now ({named.reason})")
         if errors:
             await runtime.aclose()
-            raise StartupError(f"config: {errors[0]}")
+            raise StartupError(errors[0] if errors[0].startswith("--conductor") else f"config: {errors[0]}")
         if cfg.router and runtime.fallback_predictor is None:
             runtime.fallback_predictor = router_predictor(cfg.router)
         return runtime
@@ -206,10 +247,11 @@ class Runtime:
         cfg = self.conductor_config(variant)
         key = cfg.model_dump_json()
         async with self._lock:
-            loaded = self._conductors.get(key)
-            if loaded is None:
+            while (loaded := self._conductors.get(key)) is None:
+                generation = self._pool_generation
                 loaded = await self._choose_and_load(cfg, progress)
-                self._conductors[key] = loaded
+                if generation == self._pool_generation:  # else the pool changed meanwhile: choose again
+                    self._conductors[key] = loaded
             return loaded.conductor
 
     def reason_for(self, conductor: Conductor) -> str:
@@ -222,6 +264,9 @@ class Runtime:
     async def _choose_and_load(self, cfg: ConductorConfig, progress: Progress | None) -> _Loaded:
         from ..conductor.choose import fallback_conductor, select_conductor
 
+        named = self.pool.get(cfg.model) if cfg.backend == "remote" and cfg.model else None
+        if named is not None and not (named.enabled and named.available):  # its key removed, its server gone
+            raise ConductorError(f"the remote conductor {cfg.model} is not available now ({named.reason})")
         conductor, reason = await asyncio.to_thread(
             select_conductor, cfg, self.models, self.worker, progress, self.config.workers.deadline_s
         )
@@ -236,14 +281,26 @@ class Runtime:
             )
             report(progress, None, reason)
             await conductor.load(progress)
-        return _Loaded(conductor, reason)
+        from_pool = cfg.backend == "remote" or (cfg.backend == "auto" and conductor.backend != "local")
+        return _Loaded(conductor, reason, from_pool)
 
     # --- runs ----------------------------------------------------------------------------------
 
-    async def pool_refresh(self) -> None:
-        """Rebuild the pool (after a key was added or removed); the next run uses it."""
-        self.pool = await build_pool(self.config)
+    async def pool_refresh(self) -> str:
+        """Rebuild the pool (a key added or removed, a local server come or gone); the next run
+        uses it. When what the pool offers changed, the conductors chosen from it are forgotten, so
+        the next `ensure_conductor` chooses again: a real planner replaces the embedded model as
+        soon as there is one, and a planner whose key was removed plans no more. Returns what
+        changed, in words ("" when nothing did); `pool_change` keeps it."""
+        before = self.pool
+        self.pool = await build_pool(self.config, discover=self.discover)
         self.worker.know_secrets(self.pool)
+        change = pool_change(before, self.pool)
+        if change:
+            self.pool_change = change
+            self._pool_generation += 1
+            self._conductors = {key: kept for key, kept in self._conductors.items() if not kept.from_pool}
+        return change
 
     def engine(self, *, source: Source = "tui", conductor: Conductor | None = None) -> Engine:
         """An engine over the available pool whose runs the history records."""

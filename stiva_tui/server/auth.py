@@ -3,7 +3,9 @@ token and the body size before the app reads anything.
 
 The token is created on first use (`secrets.token_urlsafe`) and kept in the OS keyring (service
 "stiva", user "serve-token"); `$STIVA_SERVE_TOKEN` overrides it. Where no keyring backend works it
-is saved to a 0600 file in the config dir instead, and the caller is told so.
+is saved to the private key file (keys.json, 0600) instead, and the caller is told so. Both stores
+are read: a keyring that appears later never hides the token clients have, and a new token is
+made only where no store holds one.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import paths
-from ..keys import SecretsError, get_key, set_key
+from ..keys import SecretsError, get_key, set_key, store_kind
 
 TOKEN_USER = "serve-token"
 TOKEN_ENV = "STIVA_SERVE_TOKEN"
@@ -37,12 +39,16 @@ def token_file() -> Path:
 
 
 def load_or_create_token() -> ServeToken:
-    """The server's token: from the environment, the keyring or the fallback file, else a new one."""
+    """The server's token: from the environment, the keyring, the key file or the fallback file,
+    else a new one. A new token is made only where none of them holds one: clients keep the one
+    they have. A token in the key file, once a keyring works, is copied into the keyring."""
     try:
-        value, where = get_key(TOKEN_USER, TOKEN_ENV)
+        value, where = get_key(TOKEN_USER, TOKEN_ENV)  # the keyring first, then keys.json
     except SecretsError:
         return _file_token()
     if value:
+        if where == "key file" and store_kind() == "keyring":
+            where = _migrated(value)
         return ServeToken(value, where, False)
     if token_file().exists():  # a token made before keys had a file of their own: clients use it
         return _file_token()
@@ -51,9 +57,18 @@ def load_or_create_token() -> ServeToken:
         set_key(TOKEN_USER, value)
     except SecretsError:
         return _file_token()
-    from ..keys import store_kind
-
     return ServeToken(value, "keyring" if store_kind() == "keyring" else "the key file", True)
+
+
+def _migrated(value: str) -> str:
+    """Copy the token found in the key file into the keyring that works now (the same token:
+    clients keep working); the file keeps its copy, so that a session with no keyring (SSH, after
+    a desktop one) reads the same token rather than making a new one. Where it is, in words."""
+    try:
+        set_key(TOKEN_USER, value, move=False)
+    except SecretsError:
+        return "the key file (a keyring works now, but the token could not be copied into it)"
+    return "keyring, copied there from the key file, which keeps it for sessions with no keyring"
 
 
 def _file_token() -> ServeToken:

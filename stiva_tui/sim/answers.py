@@ -1,7 +1,8 @@
 """Which answer a simulated model gives to a call: the documented, deterministic rule.
 
 For a call to model M whose prompt holds the question of suite item I (found by its text; a prompt
-that holds no known question gets "I cannot tell what is being asked", which is wrong):
+that holds no known question gets `UNKNOWN`, which says what the pool answers and offers one of its
+questions, graded wrong):
 
 1. `p = M.skill(I.meta.domain)`: the profile's chance of a right answer on that domain.
 2. **Reading earlier answers.** A step shown earlier steps' answers (`<step_N_response>` blocks,
@@ -19,7 +20,8 @@ that holds no known question gets "I cannot tell what is being asked", which is 
 4. **The text.** A right answer states the reference the way a model would ("The answer is 391.",
    "Answer: B", the reference code in a ```python block), after `M.words` words of working. A
    wrong one is plausible: a nearby number, another option, the item's `meta.wrong` code (an
-   off-by-one) or code that misses the point.
+   off-by-one) or code that misses the point. The working is whole sentences, none said twice,
+   until about `M.words` words are written.
 """
 
 from __future__ import annotations
@@ -36,12 +38,24 @@ from .profiles import SimModel
 
 LIFT = 0.8
 DRAG = 0.25
-UNKNOWN = "I cannot tell what is being asked: the question is not in my prompt."
+UNKNOWN = (
+    "I am a simulated model (--pool sim): I answer only the questions of my suite, word for word, "
+    "by a known rule, and this question is not one of them."
+)
 _DRAFT = re.compile(r"<step_(\d+)_response>\n?(.*?)\n?</step_\1_response>", re.DOTALL)
+# The working before an answer: whole sentences in this order, none repeated (`_working`).
 _WORKING = (
-    "Let me work through this carefully, one part at a time, and check the result before I "
-    "commit to it so that nothing is missed along the way"
-).split()
+    "Let me work through this carefully, one part at a time.",
+    "First I read the question again and note what it asks for.",
+    "Then I check which facts or numbers it depends on.",
+    "I set up the working step by step.",
+    "Each intermediate result gets a quick sanity check before I use it.",
+    "Where a unit or a format matters, I keep it explicit.",
+    "I compare the result with a rough estimate to catch slips.",
+    "Nothing in the question seems to have been missed.",
+    "The working holds together from start to finish.",
+    "So I can commit to the result.",
+)
 
 
 @dataclass(frozen=True)
@@ -87,13 +101,19 @@ class Answerer:
                 return item
         return None
 
+    def unknown(self) -> str:
+        """The answer to a prompt that holds none of the suite's questions: what the pool answers,
+        and one question it does (the shortest, so that it is easy to type)."""
+        known = min((q for q, _ in self.questions if q), key=lambda q: (len(q), q), default="")
+        return UNKNOWN + (f' Try one that is, such as: "{known}"' if known else "")
+
     def answer(self, model: SimModel, messages: Sequence[dict]) -> SimAnswer:
         text = prompt_text(messages)
         drafts = [m.group(2) for m in _DRAFT.finditer(text)]
         task = _DRAFT.sub("<draft>", text)
         item = self.find(task)
         if item is None:
-            return SimAnswer(_working(model) + UNKNOWN, False)
+            return SimAnswer(_working(model) + self.unknown(), False)
         right = sum(1 for d in drafts if states_reference(item, d))
         wrong = len(drafts) - right
         p = model.skill(str(item.meta.get("domain") or ""))
@@ -108,10 +128,18 @@ class Answerer:
 
 
 def _working(model: SimModel) -> str:
+    """Whole sentences of working, in order, until `model.words` words are written (never one
+    sentence twice: a model that asks for more than all of them gets all of them)."""
     if model.words <= 0:
         return ""
-    words = [_WORKING[i % len(_WORKING)] for i in range(model.words)]
-    return " ".join(words) + ".\n\n"
+    sentences: list[str] = []
+    count = 0
+    for sentence in _WORKING:
+        if count >= model.words:
+            break
+        sentences.append(sentence)
+        count += len(sentence.split())
+    return " ".join(sentences) + "\n\n"
 
 
 def right_text(item: SuiteItem) -> str:

@@ -78,6 +78,31 @@ def pool_label(config: Config) -> str | None:
     return f"{SIM_LABEL} (seed {config.sim.seed})" if config.sim.seed else SIM_LABEL
 
 
+def questions_to_try(config: Config, n: int = 3) -> list[str]:
+    """A few questions the simulated pool knows, to offer someone trying it (`--pool sim`'s first
+    screen): the shortest question of each domain of its suites, in the suites' order, at most `n`.
+    None for a pool of real models or a replayed one (its questions are a bench's)."""
+    from ..evals.loaders import load_suite
+    from ..evals.suite import SuiteError
+
+    if config.sim is None or config.sim.replay:
+        return []
+    shortest: dict[str, str] = {}
+    for spec in config.sim.suites:
+        try:
+            items = load_suite(spec).items
+        except SuiteError:
+            continue
+        for item in items:
+            question = " ".join(item.question.split())
+            if not question or "\n" in item.question.strip():
+                continue
+            domain = str(item.meta.get("domain") or spec)
+            if domain not in shortest or len(question) < len(shortest[domain]):
+                shortest[domain] = question
+    return list(shortest.values())[:n]
+
+
 def start_sim(config: Config, recorded: RecordedBench | None = None) -> tuple[Config, SimServer]:
     """Start the server of `config.sim`; the config with its `sim:` models added (prices and
     descriptions from the profiles), and the server to stop when done. A replay

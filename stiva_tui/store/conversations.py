@@ -143,6 +143,28 @@ class Conversations(StorePart):
         )
         return [ConversationSummary(**dict(r)) for r in rows]
 
+    def resolve_conversation(self, text: str) -> str:
+        """The whole id of the conversation `text` names: its id, or a unique start of it (4
+        characters or more, any case), as `history show` takes them. NotFoundError says why
+        otherwise, in one line: nothing starts so, several ids do, or it is a run's id."""
+        key = text.strip().lower()
+        where = "(stiva history conversations lists them)"
+        if len(key) < 4 or any(c not in "0123456789abcdef-" for c in key):
+            raise NotFoundError(f"no conversation {text} in the history: give its id, or 4 characters or more of it")
+        bounds = (key, key + "\U0010ffff")
+        found = [r["id"] for r in self.query("SELECT id FROM conversations WHERE id >= ? AND id < ? LIMIT 6", bounds)]
+        if key in found:
+            return key
+        if len(found) > 1:
+            raise NotFoundError(
+                f"{text} is the start of several conversations' ids ({', '.join(found[:5])}…): give more"
+            )
+        if found:
+            return found[0]
+        if self.query_one("SELECT id FROM runs WHERE id >= ? AND id < ? LIMIT 1", bounds) is not None:
+            raise NotFoundError(f"{text} is a run, not a conversation {where}")
+        raise NotFoundError(f"no conversation {text} in the history {where}")
+
     def get_conversation(self, conversation_id: str) -> Conversation:
         """The conversation with its messages in order and every run's trace (oldest first), read as
         one consistent snapshot. NotFoundError for an unknown id."""
