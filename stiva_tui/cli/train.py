@@ -210,7 +210,45 @@ def run(args: argparse.Namespace, config) -> int:
         method = OPTIONS[args.train_method].from_args(args)
     except UsageError as exc:
         return fail(str(exc), EXIT_USAGE)
-    return method.run(config)
+    if missing := _missing_train_extra(args.train_method):
+        return fail(missing, EXIT_USAGE)
+    from ..train.common import process_rank
+
+    rank = process_rank()[0]
+    return method.run(config) if rank == 0 else _run_quietly(method, config, rank)
+
+
+def _run_quietly(method, config, rank: int) -> int:
+    """`method` in one of a data-parallel training's other processes (torchrun, accelerate launch):
+    the main process alone reports (the summary, the steps, the notes). An error of this one is
+    still said, on one line naming the process."""
+    import contextlib
+    import io
+
+    said = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(said):
+        code = method.run(config)
+    if code not in (0, EXIT_CANCELLED):
+        errors = [line for line in said.getvalue().splitlines() if line.startswith("stiva: ")]
+        print(f"stiva (process {rank}): {errors[-1].removeprefix('stiva: ') if errors else 'failed'}", file=sys.stderr)
+    return code
+
+
+def _missing_train_extra(method: str) -> str | None:
+    """Why `method` cannot run where the `train` extra (TRL and datasets, which a chat install leaves
+    out: pyproject.toml) is missing, and how to add it; None where it is there or not needed (the router
+    needs neither). Asked before a suite, a model or the pool is loaded."""
+    import importlib.util
+
+    if method == "router":
+        return None
+    missing = [name for name in ("trl", "datasets") if importlib.util.find_spec(name) is None]
+    if not missing:
+        return None
+    return (
+        f"{method} training needs the train extra ({' and '.join(missing)} not installed): "
+        "pipx inject stiva-tui 'stiva-tui[train]', or pip install 'stiva-tui[train]' in Stiva's virtual environment"
+    )
 
 
 # --- the trainings ---------------------------------------------------------------------------------
@@ -289,11 +327,21 @@ def _grpo(method: Grpo, config) -> int:
             if view:
                 with view:
                     summary = train(
-                        config, suite, options, on_step=view.step, progress=view.stage, should_stop=should_stop
+                        config,
+                        suite,
+                        options,
+                        on_step=view.step,
+                        progress=lambda message: view.stage(_stage(message)),
+                        should_stop=should_stop,
                     )
             else:
                 summary = train(
-                    config, suite, options, should_stop=should_stop, on_step=None if method.json else _print_step
+                    config,
+                    suite,
+                    options,
+                    should_stop=should_stop,
+                    on_step=None if method.json else _print_step,
+                    progress=None if method.json else _say_stage("grpo"),
                 )
         except TrainError as exc:
             return fail(str(exc), EXIT_USAGE)
@@ -316,7 +364,7 @@ def _grpo(method: Grpo, config) -> int:
             "[dim]"
             + escape(
                 f'use it: [conductor] adapter = "{summary.adapter}"; compare: stiva bench '
-                f"{method.suite} --systems conductor,adapter:{summary.adapter}"
+                f"{method.suite}{_pool_option(config)} --systems conductor,adapter:{summary.adapter}"
             )
             + "[/]",
             highlight=False,
@@ -332,6 +380,7 @@ def _grpo(method: Grpo, config) -> int:
 def _graded(method: Graded, config) -> int:
     """Grade the pool on the suite (a bench of each system, under each seed), then DPO on the pairs."""
     from ..store import HistoryFault, StoreError
+    from ..train.common import on_main_process
     from ..train.graded import GradingFailed, grade_pool
     from ..train.trainer import TrainError
 
@@ -346,13 +395,17 @@ def _graded(method: Graded, config) -> int:
 
     chosen = {"seeds": method.seeds, "systems": method.systems}
     try:
-        benches = grade_pool(
-            config,
-            suite,
-            progress=say,
-            unsafe_code=method.unsafe_code,
-            answer_cache=method.answer_cache,
-            **{k: v for k, v in chosen.items() if v is not None},
+        # in a data-parallel training the main process grades, the others wait for its benches
+        benches = on_main_process(
+            lambda: grade_pool(
+                config,
+                suite,
+                progress=say,
+                unsafe_code=method.unsafe_code,
+                answer_cache=method.answer_cache,
+                **{k: v for k, v in chosen.items() if v is not None},
+            ),
+            method.options.device,
         )
     except (GradingFailed, HistoryFault) as exc:  # it ran and stopped; a full disk, a damaged history
         return fail(str(exc), EXIT_FAILED)
@@ -387,7 +440,7 @@ def _train_on_pairs(options, config, *, json_out: bool, method: str, suite: str 
 
     def stage(message: str) -> None:
         if not json_out:
-            print(f"stiva train {method}: {message}", file=sys.stderr, flush=True)
+            print(f"stiva train {method}: {_stage(message, method)}", file=sys.stderr, flush=True)
 
     with stop_after_step(console) as should_stop:
         try:
@@ -412,7 +465,7 @@ def _train_on_pairs(options, config, *, json_out: bool, method: str, suite: str 
             "[dim]"
             + escape(
                 f'use it: [conductor] adapter = "{summary.adapter}"; compare: stiva bench '
-                f"{suite or 'SUITE'} --systems conductor,adapter:{summary.adapter}"
+                f"{suite or 'SUITE'}{_pool_option(config)} --systems conductor,adapter:{summary.adapter}"
             )
             + "[/]",
             highlight=False,
@@ -423,6 +476,36 @@ def _train_on_pairs(options, config, *, json_out: bool, method: str, suite: str 
             f"[yellow]stopped:[/] {summary.stopped} — the adapter so far is saved; --resume continues", highlight=False
         )
     return EXIT_CANCELLED if summary.stopped == "cancelled" else 0
+
+
+def _stage(message: str, method: str = "grpo") -> str:
+    """A trainer's stage as the user reads it: "training" alone said nothing of the minutes before
+    step 1, in which GRPO's first plans are written, run on the pool and graded."""
+    if message != "training":
+        return message
+    if method == "grpo":
+        return "training: step 1 writes plans, runs them on the pool and grades them (the slowest wait)"
+    return "training: DPO on the pairs, a line at each step"
+
+
+def _say_stage(method: str):
+    """The stages (loading the model, preparing, grading, building pairs) on stderr, one line each."""
+
+    def say(message: str) -> None:
+        print(f"stiva train {method}: {_stage(message, method)}", file=sys.stderr, flush=True)
+
+    return say
+
+
+def _pool_option(config) -> str:
+    """` --pool ...` where the training ran on another pool than the configured one (the bench that
+    compares its adapter must run on the same pool), else ""."""
+    sim = getattr(config, "sim", None)
+    if sim is None:
+        return ""
+    if sim.replay:
+        return f" --pool replay:{sim.replay}"
+    return f" --pool sim:{sim.seed}" if sim.seed else " --pool sim"
 
 
 def _print_step(report) -> None:

@@ -103,6 +103,107 @@ def training_device(base: str, device: str | None) -> str:
     return device
 
 
+# --- data-parallel processes (torchrun, accelerate launch) ------------------------------------------
+
+
+def process_rank() -> tuple[int, int]:
+    """(this process's rank, the number of processes), as the launcher set them (torchrun,
+    `accelerate launch`, deepspeed, mpirun); (0, 1) for a plain `stiva train`."""
+
+    def first(*names: str, default: int) -> int:
+        for name in names:
+            try:
+                return int(os.environ[name])
+            except (KeyError, ValueError):
+                continue
+        return default
+
+    world = first("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", default=1)
+    return first("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", default=0), max(1, world)
+
+
+def is_main_process() -> bool:
+    """True in a plain `stiva train`, and in the main process (rank 0) of a data-parallel one:
+    the one that writes the log, the adapter and the summary."""
+    return process_rank()[0] == 0
+
+
+def gathered(value: Any) -> list[Any]:
+    """`value` from every process, in rank order (a collective: every process must call it at the
+    same point); [value] in a single process."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return [value]
+    values: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(values, value)
+    return values
+
+
+def agreed_stop(reason: str | None) -> str | None:
+    """A reason to stop that every process agrees on: the first process's that has one (a ctrl+c
+    reaches the processes at different steps; one that stopped alone would leave the others
+    waiting for it forever). A collective, called after every step."""
+    return next((r for r in gathered(reason) if r), None)
+
+
+def summed(value: float) -> float:
+    """`value` added over the processes (what the rollouts of all of them spent)."""
+    return sum(gathered(value))
+
+
+def on_main_process(work: Callable[[], Any], device: str | None = None) -> Any:
+    """`work()` run by the main process alone, its result handed to the others, which wait for it
+    (graded DPO's grading bench: two processes grading at once find its bench locked). Where it
+    fails, the main process raises its error and the others a TrainError saying so. In a single
+    process, just `work()`."""
+    if process_rank()[1] < 2:
+        return work()
+    from datetime import timedelta
+
+    import torch.distributed as dist
+    from accelerate import PartialState
+
+    if device is None:  # as training_device picks it
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    state = PartialState(cpu=device == "cpu")  # the state the trainer then uses, made now
+    # the grading may take hours: the others wait on a group of their own, not under the default
+    # group's timeout, which the training's steps keep
+    group = dist.new_group(backend="gloo", timeout=timedelta(days=2))
+    payload: list[Any] = [None]
+    error: BaseException | None = None
+    if state.is_main_process:
+        try:
+            payload = [("done", work())]
+        except BaseException as exc:  # noqa: BLE001 - said to the others, then raised here
+            error = exc
+            payload = [("failed", f"{type(exc).__name__}: {exc}")]
+    dist.broadcast_object_list(payload, src=0, group=group)
+    if error is not None:
+        raise error
+    kind, value = payload[0]
+    if kind == "failed":
+        raise TrainError(f"the main process stopped: {value}")
+    return value
+
+
+def adapter_fingerprint(state: dict[str, Any]) -> str:
+    """sha256 of an adapter's tensors (names sorted, each name and its values' bytes): the same
+    for the same weights, whether read from a model or from adapter_model.safetensors."""
+    import hashlib
+
+    import torch
+
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        digest.update(name.encode())
+        values = state[name].detach().to("cpu").contiguous().reshape(-1)
+        digest.update(values.view(torch.uint8).numpy().tobytes())  # bf16 too
+    return digest.hexdigest()
+
+
 # --- the model ---------------------------------------------------------------------------------
 
 
@@ -175,8 +276,10 @@ def load_for_training(base: str, device: str, seed: int, progress: Callable[[str
             bnb_4bit_use_double_quant=True,
             bnb_4bit_compute_dtype=torch.bfloat16,
         )
+        # each data-parallel process on its own GPU
+        local = int(os.environ.get("LOCAL_RANK", 0))
         model = AutoModelForCausalLM.from_pretrained(
-            folder, quantization_config=quant, dtype=torch.bfloat16, device_map={"": 0}
+            folder, quantization_config=quant, dtype=torch.bfloat16, device_map={"": local}
         )
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
     else:
@@ -247,12 +350,16 @@ class TrainingRun:
     def start_log(self, resume: bool) -> None:
         """A new training starts a new log; a resumed one keeps the lines up to its checkpoint (the
         steps after it are done, and logged, again)."""
+        if not is_main_process():
+            return
         if not resume and self.log_path.exists():
             self.log_path.unlink()
         elif self.resume_from is not None:
             cut_log(self.log_path, checkpoint_step(Path(self.resume_from)))
 
     def log(self, line: dict[str, Any]) -> None:
+        if not is_main_process():  # one line a step, not one per process
+            return
         with self.log_path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
 
@@ -285,14 +392,16 @@ class TrainingRun:
                 logs = logs or {}
                 if "loss" not in logs:
                     return
+                # every process calls report_for (it may gather the processes' figures); the main one logs
                 report = report_for(int(train_state.global_step), logs, time.monotonic() - started["step"])
                 run.log(report.log_line())
-                if on_step is not None:
+                if on_step is not None and is_main_process():
                     on_step(report)
 
             def on_step_end(self, args, train_state, control, **kwargs):
                 reason = should_stop() if should_stop is not None else None
                 reason = (over_budget() if over_budget is not None else None) or reason
+                reason = agreed_stop(reason)  # every process stops after the same step
                 if reason:
                     run.stopped = reason
                     control.should_training_stop = True
@@ -308,8 +417,29 @@ class TrainingRun:
         for noisy in (PrinterCallback, ProgressCallback):  # stdout is the command's (--json)
             trainer.remove_callback(noisy)
         trainer.train(resume_from_checkpoint=self.resume_from)
-        trainer.model.save_pretrained(str(self.out))
+        self._save_adapter(trainer)
         return int(trainer.state.global_step)
+
+    def _save_adapter(self, trainer) -> None:
+        """The adapter, saved by the main process. With several processes, each one's adapter is
+        fingerprinted first: they must agree (data parallelism keeps one model), and
+        distributed.json records it. Under DeepSpeed ZeRO-3 the weights are gathered first."""
+        rank, world = process_rank()
+        state = None
+        if getattr(trainer, "is_deepspeed_enabled", False):
+            state = trainer.accelerator.get_state_dict(trainer.model_wrapped)  # a collective (ZeRO-3 gathers)
+        elif world > 1:
+            from peft import get_peft_model_state_dict
+
+            fingerprints = gathered(adapter_fingerprint(get_peft_model_state_dict(trainer.model)))
+            if len(set(fingerprints)) > 1:
+                raise TrainError(f"the {world} training processes ended with different adapters; nothing saved")
+            if rank == 0:
+                record = {"processes": world, "adapter_sha256": fingerprints}
+                (self.out / "distributed.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        if rank == 0:
+            trainer.model.save_pretrained(str(self.out), **({"state_dict": state} if state is not None else {}))
+        trainer.accelerator.wait_for_everyone()
 
 
 def output_folder(out_arg, resume: bool) -> tuple[Path, Path, str | None]:

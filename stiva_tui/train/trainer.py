@@ -45,10 +45,13 @@ from .common import (
     TrainingRun,
     check_lora,
     conductor_for,
+    gathered,
     load_for_training,
     lora_config,
     prefer_levels,
+    process_rank,
     quiet_warnings,
+    summed,
     training_device,
 )
 from .rollout import EngineLoop, Rollouts, StepStats, read_spend, reward_from_rollout
@@ -193,8 +196,9 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
     preferences = prefer_levels(options.preferences)
     if preferences and options.cost_weight:
         raise TrainError("--prefer-levels replaces --cost-weight: each preference weighs cost itself")
-    spend_path = Path(options.out).expanduser() / "spend.json"
-    spent_before = read_spend(spend_path) if options.resume else 0.0
+    rank, world = process_rank()
+    spend_path = _spend_path(Path(options.out).expanduser(), rank)  # each process keeps its own
+    spent_before = sum(read_spend(p) for p in _spend_files(spend_path.parent)) if options.resume else 0.0
     if options.budget_usd is not None and spent_before >= options.budget_usd:  # before loading anything
         raise TrainError(
             f"--budget-usd: ${spent_before:.4f} already spent of ${options.budget_usd:.4f} by the "
@@ -237,8 +241,17 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
                 "the pool has no available model to run plans on: add a provider key or a [[models]] entry"
             )
         conductor = _conductor_for(options.base, config, options, device)
-        if not options.resume and spend_path.exists():
-            spend_path.unlink()  # a new training: nothing spent yet
+        if not options.resume:  # a new training: nothing spent yet
+            for path in _spend_files(out):
+                if path == spend_path or (rank == 0 and _spend_rank(path) >= world):
+                    path.unlink(missing_ok=True)
+        # resumed with fewer processes than before: what the ones gone spent still counts
+        carried = sum(read_spend(p) for p in _spend_files(out) if _spend_rank(p) >= world)
+
+        def spent_so_far() -> float:
+            """What this training's rollouts have cost: every process's, every invocation's (a collective)."""
+            return summed(rollouts.spent_usd) + carried
+
         rollouts = Rollouts(
             engine,
             conductor,
@@ -251,7 +264,8 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
             sandbox=sandbox,
             spend_path=spend_path,
             shuffle_pool=options.shuffle_pool,
-            seed=options.seed,
+            # each process its own draws (preferences, pool orders), the main one the seed's own
+            seed=options.seed if rank == 0 else options.seed * 1_000_003 + rank,
             preferences=preferences,
             # measured with the compact prompt (routing 0.36 -> 0.89); with the full
             # prompt it slowed the constant-pick test (0.42 < 0.6 after 40 steps)
@@ -281,11 +295,12 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
             dataloader_num_workers=0,
             disable_tqdm=True,
             gradient_checkpointing=device == "cuda" and options.base != "embedded",
+            ddp_find_unused_parameters=False,  # LoRA: every trainable weight takes part in each step
         )
         run.start_log(options.resume)
 
         def report_for(step: int, logs: dict, elapsed: float) -> StepReport:
-            stats: StepStats = rollouts.take_stats()
+            stats = _merged(gathered(rollouts.take_stats()))  # every process's rollouts of the step
             rewards = stats.rewards
             mean = sum(rewards) / len(rewards) if rewards else float(logs.get("reward", 0.0))
             std = (
@@ -304,7 +319,7 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
                 cost_usd=round(stats.cost_usd, 8),
                 samples=stats.samples,
                 picks=stats.picks,
-                spent_usd=round(rollouts.spent_usd, 8),
+                spent_usd=round(spent_so_far(), 8),
                 generate_s=round(stats.generate_s, 3),
                 rollout_s=round(stats.rollout_s, 3),
                 reused=stats.reused,
@@ -312,8 +327,9 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
             )
 
         def over_budget() -> str | None:
-            if options.budget_usd is not None and rollouts.spent_usd >= options.budget_usd:
-                return f"budget: ${rollouts.spent_usd:.4f} spent of ${options.budget_usd:.4f}"
+            spent = spent_so_far()  # called by every process, after each step
+            if options.budget_usd is not None and spent >= options.budget_usd:
+                return f"budget: ${spent:.4f} spent of ${options.budget_usd:.4f}"
             return None
 
         say("training")
@@ -327,6 +343,10 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
             callbacks=[run.callback(report_for, on_step, should_stop, over_budget)],
         )
         steps = run.train(trainer)
+        spent = spent_so_far()
+        hits, saved = int(summed(engine.caching.hits)), summed(engine.caching.saved_usd)
+        if rank != 0:  # the main process writes the output folder
+            return TrainSummary(steps, None, None, str(out), round(spent, 8), run.stopped, hits, round(saved, 8))
         AdapterManifest.trained(
             options.base,
             label,
@@ -345,10 +365,47 @@ def _train(config, suite: Suite, options: TrainOptions, *, on_step, progress, sh
             reward_first=logged[0]["reward_mean"] if logged else None,
             reward_last=logged[-1]["reward_mean"] if logged else None,
             adapter=str(out),
-            cost_usd=round(rollouts.spent_usd, 8),  # every invocation's, the killed ones too
+            cost_usd=round(spent, 8),  # every invocation's, the killed ones too, every process's
             stopped=run.stopped,
-            answers_reused=engine.caching.hits,
-            saved_usd=round(engine.caching.saved_usd, 8),
+            answers_reused=hits,
+            saved_usd=round(saved, 8),
         )
     finally:
         engine.close()
+
+
+def _spend_path(out: Path, rank: int) -> Path:
+    """Where a process keeps what its rollouts spent: spend.json (the main process, and a plain
+    `stiva train`), spend.rankN.json (process N of a data-parallel training)."""
+    return out / ("spend.json" if rank == 0 else f"spend.rank{rank}.json")
+
+
+def _spend_files(out: Path) -> list[Path]:
+    """Every process's spend file in `out`: the training's spend is their sum."""
+    return [out / "spend.json", *sorted(out.glob("spend.rank*.json"))]
+
+
+def _spend_rank(path: Path) -> int:
+    digits = path.name.removeprefix("spend.rank").removesuffix(".json")
+    return int(digits) if digits.isdigit() else 0
+
+
+def _merged(parts: list[StepStats]) -> StepStats:
+    """One step's rollouts over the processes (each rolled out its own questions, at the same time)."""
+    if len(parts) == 1:
+        return parts[0]
+    merged = StepStats()
+    for part in parts:
+        merged.plans += part.plans
+        merged.valid += part.valid
+        merged.steps += part.steps
+        merged.tokens += part.tokens
+        merged.cost_usd += part.cost_usd
+        merged.rewards += part.rewards
+        merged.samples += part.samples[: max(0, 6 - len(merged.samples))]
+        for model_id, n in part.picks.items():
+            merged.picks[model_id] = merged.picks.get(model_id, 0) + n
+        merged.reused += part.reused
+        merged.generate_s = max(merged.generate_s, part.generate_s)  # side by side: the slowest's
+        merged.rollout_s = max(merged.rollout_s, part.rollout_s)
+    return merged
