@@ -39,7 +39,7 @@ PERF = (
     "tui",
     "upstream_client",
 )
-EXPERIMENTS = ("learning", "make_skills", "preferences", "real_routing", "votes", "votes_methods")
+EXPERIMENTS = ("learning", "make_skills", "preferences", "real_routing", "router_escalation", "votes", "votes_methods")
 MODULES = [f"benchmarks.perf.{name}" for name in PERF] + [f"benchmarks.experiments.{name}" for name in EXPERIMENTS]
 # the scripts that take options (argparse); the others run as they are
 WITH_OPTIONS = [
