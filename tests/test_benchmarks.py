@@ -24,6 +24,7 @@ BENCHMARKS = ROOT / "benchmarks"
 
 PERF = (
     "ask_warm",
+    "install",
     "bench",
     "conductor",
     "decode_gpu",
