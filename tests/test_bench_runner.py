@@ -650,7 +650,9 @@ def test_grading_a_pool_that_another_bench_is_grading_fails_with_its_pid(fake, t
     """`stiva train --method graded-dpo` runs the same bench `stiva bench --systems direct:*` does: while
     one process runs it, the grading refuses with that process's pid, as a failure (exit 1), not a
     usage error, and asks nothing."""
-    script_pool(fake, latency_s=0.5)
+    # each call takes 20 s: the first bench asks one item at a time, so however slowly the second
+    # process starts on busy cores, the first cannot have asked more than one more meanwhile
+    script_pool(fake, latency_s=20)
     config = write_config(tmp_path / "c.toml", fake.base_url)
     suite = write_suite(tmp_path / "s.jsonl", 12)
     env = {**os.environ, "STIVA_HOME": str(stiva_home)}

@@ -24,6 +24,7 @@ from textual.app import App
 from textual.binding import Binding
 
 from . import messages as msg
+from .bindings import effective_keymap
 from .commands import StivaCommands
 from .screenshot import preserve_spaces
 from .state import load_state, save_state
@@ -94,8 +95,9 @@ class StivaApp(App):
         self.conductor_override = conductor
         self._owns_runtime = runtime is None
         self.frozen = os.environ.get("STIVA_TUI_FROZEN") == "1" if frozen is None else frozen
-        self.keymap: dict[str, str] = dict(config.keymap)
+        self.keymap: dict[str, str] = effective_keymap(config.keymap)  # a remapped send moves compare's too
         self._chat: ChatScreen | None = None
+        self._announced: tuple[str, str] | None = None  # the conductor the status bar last named
         self._terminal_safe = TerminalSafe()
         for theme in load_themes():
             self.register_theme(theme)
@@ -164,9 +166,13 @@ class StivaApp(App):
                 self.chat_screen.post_message(msg.StartupFailed(str(exc)))
                 return
         self.chat_screen.post_message(msg.RuntimeReady(self.runtime))
+        if not self.frozen and not self.runtime.simulated:  # keys and local servers come and go
+            self.set_interval(self.POOL_CHECK_S, self._check_pool, name="pool-check")
         await self._load_conductor(self.runtime)
 
     async def _load_conductor(self, runtime: "Runtime") -> None:
+        """Choose and load the conductor (again, after the pool changed) and tell the chat; a
+        conductor other than the one last announced says so, and why (`runtime.pool_change`)."""
         chat = self.chat_screen
 
         def progress(fraction: float | None, message: str) -> None:  # from the loading thread too
@@ -177,12 +183,45 @@ class StivaApp(App):
         except Exception as exc:  # ConductorError, or a bug in a backend: the app stays usable
             self.notify(str(exc), title="Conductor", severity="error", timeout=30)
             chat.post_message(msg.ConductorFailed(str(exc)))
+            self._announced = None
             return
         from ..conductor.choose import loaded_facts
 
+        change = ""
+        now, before = (conductor.backend, conductor.model), self._announced
+        if before is not None and now != before and runtime.pool_change:
+            change = runtime.pool_change
+            self.notify(
+                f"The conductor is now {conductor.backend} {conductor.model} (was {before[0]} {before[1]}): "
+                f"{runtime.pool_change}.",
+                title="Conductor",
+                timeout=10,
+            )
+        self._announced = now
         chat.post_message(
-            msg.ConductorReady(conductor.backend, conductor.model, runtime.conductor_reason, loaded_facts(conductor))
+            msg.ConductorReady(
+                conductor.backend, conductor.model, runtime.conductor_reason, loaded_facts(conductor), change
+            )
         )
+
+    # --- the pool changing under the app --------------------------------------------------------
+
+    POOL_CHECK_S = 30.0
+    """How often the pool is looked at again (keys in the keyring, local servers), in seconds."""
+
+    def _check_pool(self) -> None:
+        if self.runtime is not None:
+            self.run_worker(self._refresh_pool(self.runtime), group="pool-check", exclusive=True, exit_on_error=False)
+
+    async def _refresh_pool(self, runtime: "Runtime") -> None:
+        """Build the pool again; when what it offers changed, the app hears PoolChanged, as from F5."""
+        try:
+            change = await runtime.pool_refresh()
+        except Exception as exc:  # noqa: BLE001 - the next check tries again; F4 shows the pool as it was
+            self.log.warning(f"the pool could not be refreshed: {exc}")
+            return
+        if change:
+            self.post_message(msg.PoolChanged())
 
     async def on_unmount(self) -> None:
         if self._owns_runtime and self.runtime is not None:
@@ -287,9 +326,17 @@ class StivaApp(App):
 
     @on(msg.PoolChanged)
     def _pool_changed(self, message: msg.PoolChanged) -> None:
-        """A key was added or removed: the chat's tree learns the new pool's prices."""
+        """A key was added or removed (F5, the keyring), a local server came or went: the chat's
+        tree learns the new pool's prices, and a conductor chosen from the old pool is chosen
+        again (the status bar says so while it is, and then which, and why)."""
         if self._chat is not None and self._chat.runtime is not None:
             self._chat.know_pool()
+        runtime = self.runtime
+        starting = any(w.group == "startup" and w.is_running for w in self.workers)  # it chooses then
+        if runtime is not None and runtime.conductor is None and not starting:
+            if self._chat is not None:
+                self._chat.status_bar.message = f"conductor: choosing again — {runtime.pool_change}"
+            self.run_worker(self._load_conductor(runtime), group="conductor", exit_on_error=False)
 
     def _can_open(self, screen: "type[Screen]") -> bool:
         """Whether a new `screen` may open: Stiva has started and it is not the one shown."""

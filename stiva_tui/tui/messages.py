@@ -56,6 +56,7 @@ class ConductorReady(Message, bubble=False):
     model: str
     reason: str  # why this backend was chosen
     facts: str  # what it runs on ("nf4 on cuda · 5.4 GB"), "" when there is nothing to say
+    change: str = ""  # chosen again, and another than before: why ("a key for openai was added")
 
 
 @dataclass

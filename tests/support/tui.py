@@ -53,7 +53,7 @@ def make_test_config(fake: FakeProvider, extra_models: list[dict] | None = None,
         "conductor": {"backend": "remote", "model": "cond"},
         "providers": [{"name": "fake", "base_url": fake.base_url}],
         "models": models,
-        "workers": {"retries": 0, "timeout_s": 10, "connect_timeout_s": 2},
+        "workers": {"retries": 0, "timeout_s": 30, "connect_timeout_s": 10},  # generous: 2 busy cores
         "discovery": {"enabled": False},
         "catalog": False,
     }

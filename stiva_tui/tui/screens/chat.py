@@ -47,14 +47,26 @@ PLACEHOLDER = "Ask anything… ({send} sends, enter adds a line)"  # the live ke
 PLACEHOLDER_ENTER_SENDS = "Ask anything… (enter sends, alt+enter adds a line)"  # config: enter_sends
 FIRST_RUN_NOTICE = (
     "No API keys found — running offline on the embedded Gemma 270M. F5 adds a key; "
-    "`stiva config --edit` creates and opens {config}. (ctrl+g or a click hides this)"
+    "`stiva config --edit` {opens} {config}. (ctrl+g or a click hides this)"
 )
+# `--pool sim`: what it is, questions it knows, and why its plans are one step (sim/pool.py)
+SIM_NOTICE = (
+    "Simulated pool: sim: models answer only their suite's questions, by a known rule "
+    "(anything else gets a note). Try: {questions}. The embedded conductor plans one step on "
+    "short questions. (ctrl+g or a click hides this)"
+)
+
+NARROW_BELOW = 80
+NARROW_HINT = f"Workflow tree hidden: it needs a terminal {NARROW_BELOW} columns wide."
+CROWDED_HINT = "Workflow tree hidden beside the history: {keys} closes the history."
 
 
 class ChatScreen(Screen):
     # chat.tcss (beside this file) is loaded by the app: Textual reads a screen's CSS_PATH only
     # when it is pushed, and this is the default screen.
     AUTO_FOCUS = "#prompt"
+    # Under 80 columns the two panes do not fit side by side: the tree's goes, and a line says so.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW_BELOW, "-wide")]
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="cancel", tooltip="Cancel the running question"),
@@ -142,6 +154,7 @@ class ChatScreen(Screen):
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
             with Vertical(id="conversation-column"):
+                yield Static(NARROW_HINT, id="narrow-hint", markup=False)
                 yield Static("", id="notice", classes="-hidden", markup=False)
                 yield ConversationView(id="conversation")
                 enter_sends = bool(getattr(getattr(self.app, "config", None), "enter_sends", False))
@@ -204,6 +217,9 @@ class ChatScreen(Screen):
     def _set_notice(self, text: str) -> None:
         """One line above the conversation (first-run hints); empty hides it."""
         notice = self.query_one("#notice", Static)
+        # the keys the notices name, as the keymap has them
+        text = text.replace("F5 adds", f"{keys_for(self.app, 'keys', 'F5')} adds")
+        text = text.replace("(ctrl+g or", f"({keys_for(self.app, 'hide_notice', 'ctrl+g')} or")
         notice.update(text)
         notice.set_class(not text, "-hidden")
 
@@ -225,7 +241,18 @@ class ChatScreen(Screen):
         if all(m.kind == "embedded" for m in self.runtime.models) and not load_state().get("first_run_notice_hidden"):
             from ... import paths
 
-            self._set_notice(FIRST_RUN_NOTICE.format(config=paths.config_file()))
+            config = paths.config_file()
+            self._set_notice(
+                FIRST_RUN_NOTICE.format(config=config, opens="opens" if config.exists() else "creates and opens")
+            )
+        if self.runtime.simulated:
+            from textual.markup import escape
+
+            from ...sim.pool import questions_to_try
+
+            questions = questions_to_try(self.runtime.config, 3)
+            if questions:
+                self._set_notice(SIM_NOTICE.format(questions=" · ".join(f'"{escape(q)}"' for q in questions)))
         for warning in self.runtime.warnings:  # a model the config names is unavailable right now
             self.notify(warning, title="Config", severity="warning", timeout=15)
 
@@ -266,7 +293,7 @@ class ChatScreen(Screen):
         status.load_shown = False
         # A remote conductor's facts are its URL: long, and on the pool screen already.
         facts = message.facts if message.backend != "remote" else ""
-        status.conductor = ConductorLine(message.backend, message.model, message.reason, facts)
+        status.conductor = ConductorLine(message.backend, message.model, message.reason, facts, message.change)
         status.message = ""
 
     def on_conductor_failed(self, message: msg.ConductorFailed) -> None:
@@ -279,7 +306,7 @@ class ChatScreen(Screen):
     @on(PromptInput.Submitted)
     def _submitted(self, message: PromptInput.Submitted) -> None:
         if self.running:
-            self.notify("A question is running: Esc cancels it.", severity="warning")
+            self.notify(f"A question is running: {keys_for(self.app, 'cancel', 'Esc')} cancels it.", severity="warning")
             return
         message.prompt.clear()
         self.ask(message.text, replaces=message.replaces)
@@ -434,7 +461,9 @@ class ChatScreen(Screen):
         """Ask the last question again, in place of it and its answer."""
         questions = self.conversation.questions
         if self.running:
-            self.notify("A question is running: Esc cancels it first.", severity="warning")
+            self.notify(
+                f"A question is running: {keys_for(self.app, 'cancel', 'Esc')} cancels it first.", severity="warning"
+            )
         elif not questions:
             self.notify("No question to ask again yet.", severity="warning")
         else:
@@ -470,7 +499,9 @@ class ChatScreen(Screen):
 
     async def action_new_chat(self) -> None:
         if self.running:
-            self.notify("A question is running: Esc cancels it first.", severity="warning")
+            self.notify(
+                f"A question is running: {keys_for(self.app, 'cancel', 'Esc')} cancels it first.", severity="warning"
+            )
             return
         self.conversation_id = None
         self._stop_editing()
@@ -488,10 +519,24 @@ class ChatScreen(Screen):
             self._history = HistorySidebar(self.runtime.store, classes="sidebar")
             await self.query_one("#main").mount(self._history, before=0)
             self._history.focus()
+            self.call_after_refresh(self._fit_panes)  # once the sidebar has its width
             return
         self._history.toggle()
         if not self._history.display:
             self.query_one("#prompt").focus()
+        self._fit_panes()
+
+    def on_resize(self) -> None:
+        self._fit_panes()
+
+    def _fit_panes(self) -> None:
+        """With the history open, a terminal under 80 columns plus the sidebar has no room for
+        the tree either: it goes, and the line above the conversation says how to bring it back."""
+        history = self._history
+        crowded = history is not None and history.display and self.size.width < NARROW_BELOW + history.outer_size.width
+        self.set_class(crowded, "-crowded")
+        hint = CROWDED_HINT.format(keys=keys_for(self.app, "history", "F2")) if crowded else NARROW_HINT
+        self.query_one("#narrow-hint", Static).update(hint)
 
     @on(HistorySidebar.Selected)
     async def _history_chosen(self, message: HistorySidebar.Selected) -> None:
@@ -524,7 +569,9 @@ class ChatScreen(Screen):
 
     def _can_show_stored(self) -> bool:
         if self.running:
-            self.notify("A question is running: Esc cancels it first.", severity="warning")
+            self.notify(
+                f"A question is running: {keys_for(self.app, 'cancel', 'Esc')} cancels it first.", severity="warning"
+            )
             return False
         if self.runtime is None or self.runtime.store is None:
             self.notify("The history opens once Stiva has started.", severity="warning")

@@ -2,7 +2,8 @@
 pool models.
 
 Each chosen system gets a column (`CompareColumn`) that streams its answer and ends with tokens,
-cost and latency. The session is recorded through `runtime.sessions.start_compare`, and every
+cost and latency. With many systems the columns are narrow: z shows the focused one alone, at
+the screen's width, and z again shows them all. The session is recorded through `runtime.sessions.start_compare`, and every
 column runs as one `Ask` outside any conversation (`sessions.stream`). The user marks the better
 answer (keys 1..N, or the column's button); a saved session reopens with
 `CompareScreen(runtime, session_id=...)`. Esc cancels the running runs (and leaves when none runs).
@@ -74,6 +75,29 @@ class CompareScreen(Screen):
             tooltip="Cancel the running answers; leave compare mode when none runs",
         ),
         Binding("ctrl+t", "tree", "Conductor tree", id="compare.tree", tooltip="Show the conductor's workflow tree"),
+        Binding(
+            "z",
+            "zoom",
+            "Zoom",
+            id="compare.zoom",
+            tooltip="Show the focused answer alone, at the screen's width; again: every answer side by side",
+        ),
+        Binding(
+            "tab",
+            "zoom_step(1)",
+            "Next answer",
+            show=False,
+            id="compare.zoom_next",
+            tooltip="With one answer zoomed: show the next one (else: the next field, as everywhere)",
+        ),
+        Binding(
+            "shift+tab",
+            "zoom_step(-1)",
+            "Previous answer",
+            show=False,
+            id="compare.zoom_previous",
+            tooltip="With one answer zoomed: show the one before (else: the field before, as everywhere)",
+        ),
         *[
             Binding(
                 str(n),
@@ -124,6 +148,7 @@ class CompareScreen(Screen):
         self.verdict: tuple[str, str | None] | None = None  # the session's vote: (kind, winner)
         self.question = ""
         self.columns: list[CompareColumn] = []
+        self.zoomed: CompareColumn | None = None  # the one column shown, at full width
         self._workers: list[Worker] = []
 
     # --- layout -------------------------------------------------------------------------------
@@ -137,21 +162,28 @@ class CompareScreen(Screen):
                     id="compare-question", placeholder="Ask one question to several systems", enter_sends=enter_sends
                 )
                 yield SystemPicker(*self._selections(), id="compare-systems")
-            if enter_sends:
-                send = "enter send · alt+enter new line"
-            else:
-                send = (
-                    " or ".join(
-                        (
-                            keys_for(self.app, "compare.send", COMPARE_SEND_KEYS),
-                            keys_for(self.app, "compare.send_alt", "alt+enter"),
-                        )
-                    )
-                    + " send"
-                )
-            yield Static(f"{send} · 1..9 mark the better answer · esc cancel", id="compare-hint", markup=False)
+            yield Static(self._hint(), id="compare-hint", markup=False)
         yield Horizontal(id="compare-columns")
         yield StivaFooter()
+
+    def _hint(self) -> str:
+        """The keys of compare mode, as the keymap has them now."""
+        app = self.app
+        if self.runtime.config.enter_sends:
+            send = "enter send · alt+enter new line"
+        else:
+            send = " or ".join(
+                (keys_for(app, "compare.send", COMPARE_SEND_KEYS), keys_for(app, "compare.send_alt", "alt+enter"))
+            )
+            send += " send"
+        votes = f"{keys_for(app, 'compare.vote_1', '1')}..{keys_for(app, f'compare.vote_{MAX_COLUMNS}', '9')}"
+        zoom = keys_for(app, "compare.zoom", "z")
+        if self.zoomed is not None:
+            step = keys_for(app, "compare.zoom_next", "tab")
+            what = f"answer {self.zoomed.number} of {len(self.columns)} · {step} next · {zoom} every answer"
+        else:
+            what = f"{zoom} zoom one answer"
+        return f"{send} · {votes} better answer · {what} · {keys_for(app, 'compare.cancel', 'escape')} cancel"
 
     def _systems(self) -> list[str]:
         """Every system offered, in list order: the conductors, MoA, then the pool's models."""
@@ -204,7 +236,8 @@ class CompareScreen(Screen):
         question = self.query_one("#compare-question", PromptInput).text.strip()
         systems = self.chosen_systems()
         if self.running:
-            self.notify("Answers are still coming: esc cancels them", severity="warning")
+            cancel = keys_for(self.app, "compare.cancel", "escape")
+            self.notify(f"Answers are still coming: {cancel} cancels them", severity="warning")
         elif not question:
             self.notify("Write a question first", severity="warning")
         elif not systems:
@@ -235,21 +268,26 @@ class CompareScreen(Screen):
         # Off the question box, so that the keys 1..9 vote instead of typing.
         self.columns[0].query_one(".column-body").focus()
 
-    async def _lay_out(self, systems: list[str], run_ids: dict[str, str | None]) -> None:
+    async def _lay_out(
+        self, systems: list[str], run_ids: dict[str, str | None], subtitles: dict[str, str] | None = None
+    ) -> None:
+        """One column per system; `subtitles`: what ran each (a reopened session's own planners)."""
         container = self.query_one("#compare-columns", Horizontal)
         await container.remove_children()
+        self.zoomed = None
         self.columns = [
             CompareColumn(
                 system,
                 n,
                 title=system,
                 run_id=run_ids.get(system),
-                subtitle=self._subtitle(system),
+                subtitle=subtitles[system] if subtitles is not None and system in subtitles else self._subtitle(system),
                 has_tree=system in SYSTEM_TITLES,
             )
             for n, system in enumerate(systems, start=1)
         ]
         await container.mount_all(self.columns)
+        self._show_hint()
 
     def _subtitle(self, system: str) -> str:
         """What answers for `system`: the conductor's backend and model; MoA's proposers."""
@@ -264,8 +302,24 @@ class CompareScreen(Screen):
             who += " · no adapter" if system.endswith(BASE_SUFFIX) else f" · adapter {Path(cfg.adapter).name}"
         return who
 
+    @staticmethod
+    def _planned_by(system: str, backend: str | None, model: str | None, adapter: str | None) -> str:
+        """A conductor column's subtitle from its run's own planner (the event or the record), not
+        the runtime's current one: the pool, and with it the conductor, may have changed since."""
+        if system == MOA:
+            return "Mixture-of-Agents"
+        if system not in SYSTEM_TITLES or not (backend or model):
+            return ""
+        who = f"{backend}: {model}"
+        if adapter:
+            who += f" · adapter {Path(adapter).name}"
+        elif system.endswith(BASE_SUFFIX):
+            who += " · no adapter"
+        return who
+
     async def _run_system(self, column: CompareColumn, question: str) -> None:
         """Run one system and feed its events to its column (a worker; cancelled by esc)."""
+        from ...core.events import RunStarted
         from ...runtime import Ask, ConductorMode, SystemNameError, column_system
 
         try:  # a system name, or a pool model's id (runtime/systems.py)
@@ -286,6 +340,12 @@ class CompareScreen(Screen):
         )
         try:
             async for event in self.runtime.sessions.stream(ask, progress=progress):
+                if isinstance(event, RunStarted) and (
+                    planned := self._planned_by(
+                        column.system, event.conductor_backend, event.conductor_model, event.conductor_adapter
+                    )
+                ):
+                    column.set_subtitle(planned)  # the planner this run got, chosen when it started
                 await column.handle(event)
         except asyncio.CancelledError:
             column.mark_cancelled()
@@ -316,7 +376,13 @@ class CompareScreen(Screen):
         for entry in entries:
             if entry.system in offered:  # a model no longer in the pool is shown, not offered
                 selection.select(entry.system)
-        await self._lay_out([e.system for e in entries], {e.system: e.run_id for e in entries})
+        planners = {  # each run's own planner, never the one the runtime has now
+            e.system: self._planned_by(e.system, c.backend, c.model, c.adapter)
+            if e.trace is not None and (c := e.trace.conductor) is not None
+            else self._planned_by(e.system, None, None, None)
+            for e in entries
+        }
+        await self._lay_out([e.system for e in entries], {e.system: e.run_id for e in entries}, planners)
         kind = session.vote_kind
         self.verdict = (kind, session.winner) if kind is not None else None
         for column, entry in zip(self.columns, entries):
@@ -377,6 +443,44 @@ class CompareScreen(Screen):
             self.notify("Cancelled the running answers")
         elif len(self.app.screen_stack) > 1:
             self.app.pop_screen()
+
+    def action_zoom(self) -> None:
+        """The focused column alone, at the screen's width (its code and tables whole); again:
+        every column side by side."""
+        if not self.columns:
+            self.notify("No answers to zoom yet: send a question first", severity="warning")
+            return
+        if self.zoomed is not None:
+            self.zoom(None)
+        else:
+            self.zoom(self._focused_column() or self.columns[0])
+
+    def zoom(self, column: CompareColumn | None) -> None:
+        """Show `column` alone (None: every column)."""
+        self.zoomed = column
+        for each in self.columns:
+            each.display = column is None or each is column
+            each.set_class(each is column, "-zoomed")
+        if column is not None:
+            column.query_one(".column-body").focus()
+        self._show_hint()
+
+    def _show_hint(self) -> None:
+        self.query_one("#compare-hint", Static).update(self._hint())
+
+    def _focused_column(self) -> CompareColumn | None:
+        node = self.focused
+        while node is not None and not isinstance(node, CompareColumn):
+            node = node.parent
+        return node
+
+    def action_zoom_step(self, step: int) -> None:
+        """Zoomed, tab shows the next answer (shift+tab the one before); else tab moves the focus."""
+        from textual.actions import SkipAction
+
+        if self.zoomed is None:
+            raise SkipAction()
+        self.zoom(self.columns[(self.columns.index(self.zoomed) + step) % len(self.columns)])
 
     def action_tree(self) -> None:
         for column in self.columns:

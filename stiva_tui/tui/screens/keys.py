@@ -64,25 +64,33 @@ def key_providers(config: "Config") -> list[ProviderEntry]:
     return entries
 
 
+# Where a stored key lives, in the words the keys screen uses (`keys.get_key`'s "where").
+STORE_WORDS = {"keyring": "keyring", "key file": "keys.json"}
+
+
 def key_status(entry: ProviderEntry, keyring_ok: bool) -> str:
-    """Where the provider's key comes from, masked; never the key itself."""
+    """Where the provider's key comes from (the keyring, keys.json or its variable), masked;
+    never the key itself. A second stored copy that is not used says so."""
     env_set = bool(entry.env_var and os.environ.get(entry.env_var, "").strip())
     if not keyring_ok:
         if env_set:
             return f"key from ${entry.env_var}"
         return f"no key: set ${entry.env_var}" if entry.env_var else "no key: give it an api_key_env"
     try:
-        stored, where = keys.get_key(entry.name, None)
+        keys.get_key(entry.name, None)  # a store that cannot be read says so here
+        stored = keys.stored_keys(entry.name)
     except keys.SecretsError as exc:
-        where = "keyring"
-        stored = None
+        stored = []
         if not env_set:
             return f"keyring error: {exc}"
+    held = [f"{STORE_WORDS.get(where, where)} key {mask_key(value)}" for where, value in stored]
     if env_set:
-        unused = f" (keyring key {mask_key(stored)} unused)" if stored else ""
+        unused = f" ({', '.join(held)} unused)" if held else ""
         return f"key from ${entry.env_var}{unused}"
     if stored:
-        return f"key in {where}: {mask_key(stored)}"
+        where, value = stored[0]
+        unused = f" ({held[1]} unused)" if len(held) > 1 else ""
+        return f"key in {STORE_WORDS.get(where, where)}: {mask_key(value)}{unused}"
     return "no key"
 
 
@@ -150,6 +158,7 @@ class KeysScreen(Screen):
         """Read the keyring state and every provider's key status (in a thread)."""
         ok, info = await asyncio.to_thread(keys.keyring_status)
         self.in_file = await asyncio.to_thread(keys.store_kind) == "file"
+        self.read_also = (await asyncio.to_thread(keys.key_stores))[1:]  # keys.json beside a keyring
         statuses = await asyncio.to_thread(lambda: {e.name: key_status(e, ok) for e in self.providers})
         self.keyring_ok, self.keyring_info, self.statuses = ok, info, statuses
         self._show()
@@ -161,9 +170,10 @@ class KeysScreen(Screen):
             backend.update(f"Keys are stored in {self.keyring_info}. An environment variable, when set, wins over it.")
             backend.add_class("-warning")
         elif self.keyring_ok:
+            also = "".join(f" Keys in {store} are read too." for store in getattr(self, "read_also", ()))
             backend.update(
                 f"Keys are stored in the OS keyring ({self.keyring_info}); "
-                "an environment variable, when set, wins over it."
+                f"an environment variable, when set, wins over it.{also}"
             )
             backend.remove_class("-warning")
         else:
@@ -207,7 +217,7 @@ class KeysScreen(Screen):
             self.notify(f"Paste the key for {entry.name} first", severity="warning")
             return
         field.value = ""  # the key leaves the screen at once
-        had_key = self.statuses.get(entry.name, "").startswith("key in keyring")
+        had_key = self.statuses.get(entry.name, "").startswith("key in ")
         self._change(entry, key, "replaced" if had_key else "saved")
 
     @on(Button.Pressed, "#keys-remove")

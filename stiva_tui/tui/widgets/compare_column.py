@@ -82,7 +82,13 @@ class CompareColumn(Vertical):
     CompareColumn > .column-footer { height: auto; color: $text-muted; }
     CompareColumn > .column-actions { height: auto; }
     CompareColumn .column-actions Button { min-width: 10; margin-right: 1; }
+    /* Too narrow for the buttons side by side (six systems at 120 columns): one under the other,
+       each whole. */
+    CompareColumn.-narrow > .column-actions { layout: vertical; }
+    CompareColumn.-narrow .column-actions Button { width: 1fr; min-width: 0; margin-right: 0; }
     """
+
+    ACTIONS_WIDTH = 22  # the two buttons side by side: min-width 10 and a margin of 1, each
 
     class VoteRequested(Message):
         """The user marked this column's answer as the better one."""
@@ -146,10 +152,11 @@ class CompareColumn(Vertical):
                 yield Button("Tree", classes="column-tree", compact=True)
 
     def on_resize(self) -> None:
-        """The name broken where it reads well, for the width the column has now."""
-        self.query_one(".column-title", Label).update(
-            fit_title(f"{self.number}  {self.title}", self.content_size.width)
-        )
+        """The name broken where it reads well, for the width the column has now; the buttons one
+        under the other where they do not fit side by side."""
+        width = self.content_size.width
+        self.query_one(".column-title", Label).update(fit_title(f"{self.number}  {self.title}", width))
+        self.set_class(width < self.ACTIONS_WIDTH if self.has_tree else width < self.ACTIONS_WIDTH // 2, "-narrow")
 
     # --- what the screen calls --------------------------------------------------------------------
 
@@ -157,6 +164,13 @@ class CompareColumn(Vertical):
         self.status = text
         if self.is_mounted:
             self.query_one(".column-status", Label).update(text)
+
+    def set_subtitle(self, text: str) -> None:
+        """What runs this column, once its run says (a conductor column: the planner it got)."""
+        self.subtitle = safe_text(text)
+        if self.is_mounted:
+            for label in self.query(".column-subtitle").results(Label):
+                label.update(self.subtitle)
 
     def set_footer(self, text: str) -> None:
         self.query_one(".column-footer", Static).update(text)

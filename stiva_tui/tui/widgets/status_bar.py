@@ -52,14 +52,17 @@ class ConductorLine:
     model: str | None
     reason: str = ""
     facts: str = ""
+    change: str = ""  # chosen again when the pool changed, and another than before: why, said first
 
     def content(self) -> Content:
         words = BACKEND_WORDS.get(self.backend or "", self.backend or "?")
         # Spaces close a styled run instead of opening the next one (see tui/screenshot.py).
         parts: list[str | tuple[str, str]] = ["conductor: ", (f"{words} ", "bold"), self.model or ""]
+        if self.change:
+            parts += [" ", (f"— {self.change}", "bold")]
         extra = " · ".join(p for p in (self.facts, self.reason) if p)
         if extra:
-            parts += [" ", (f"— {extra}", "dim")]
+            parts += [" ", (f"{'·' if self.change else '—'} {extra}", "dim")]
         return Content.assemble(*parts)
 
 

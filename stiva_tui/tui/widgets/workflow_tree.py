@@ -7,6 +7,10 @@
 The tree only draws: its owner (the chat screen's `LiveRun`, or a screen showing a stored run)
 folds the events into the `RunState` and drives the one frame timer, so a flood of tokens costs
 one label redraw per step per frame, and a stored run is drawn by the same code.
+
+Narrower than `COMPACT_BELOW` cells (the chat's half of an 80-column terminal), the labels are
+compact: a step's cost and time come right after its model, where they stay in sight, and a
+fallback is written short.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from ..text import one_line
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 REASONING_WIDTH = 72
 REASONING_LINES = 24
+COMPACT_BELOW = 56  # the chat tree is 40 wide at 80 columns, 59 on the run screen at 120
 
 STATUS_ICON = {"waiting": "○", "finished": "✓", "failed": "✗", "cancelled": "■", "interrupted": "■"}
 STATUS_STYLE = {
@@ -69,6 +74,13 @@ class WorkflowTree(Tree[Key]):
         # The pool's prices and MoA's make-up, for the "what else would it have cost" line (none: no line).
         self.models: Sequence[Any] = ()
         self.moa: tuple[Sequence[str], str, int] | None = None
+        self.compact = False  # narrow: cost and time first (see the module's doc)
+
+    def on_resize(self) -> None:
+        compact = 0 < self.size.width < COMPACT_BELOW
+        if compact != self.compact:
+            self.compact = compact
+            self.show(self.state)
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show(self.state))
@@ -243,38 +255,33 @@ class WorkflowTree(Tree[Key]):
         seconds = fmt.seconds(r.latency_s) if r.latency_s is not None and not self.frozen else ""
         note = [(one_line(r.note, 60), "$warning")] if r.note else []
         prefer = [(f"prefer {r.preference}", "$accent")] if r.preference else []
-        return styled(
-            [
-                ("✓", "bold $success", " "),
-                ("Plan", "bold"),
-                (what, ""),
-                *prefer,
-                *note,
-                (tokens, "dim"),
-                (seconds, "dim"),
-            ]
-        )
+        figures = [(seconds, "dim"), (tokens, "dim")] if self.compact else [(tokens, "dim"), (seconds, "dim")]
+        return styled([("✓", "bold $success", " "), ("Plan", "bold"), (what, ""), *prefer, *note, *figures])
 
     def _step_label(self, s: StepState) -> Text:
         icon = self._spinner() if s.status == "running" else STATUS_ICON.get(s.status, "?")
         parts: list[Part] = [(icon, STATUS_STYLE.get(s.status, ""), " "), (fmt.step(s.index), "bold", " ")]
         if s.on_fallback:
-            parts += [(s.model, "bold $secondary", " "), (f"↻ fallback from {s.first_model}", "$warning")]
+            fallback = f"↻ {s.first_model}" if self.compact else f"↻ fallback from {s.first_model}"
+            parts += [(s.model, "bold $secondary", " "), (fallback, "$warning")]
         elif s.failures and s.status != "failed":
             parts += [(s.model, "bold $secondary", " "), (f"↻ retry {s.attempt}", "$warning")]
         else:
             parts.append((s.model, "bold $secondary") if s.model else ("…", "dim"))
-        parts.append((fmt.reads(s.index, s.access, s.access_all), "$accent"))
+        reads = (fmt.reads(s.index, s.access, s.access_all), "$accent")
+        if not self.compact:
+            parts.append(reads)
         if s.status == "running":
             parts.append((f"~{fmt.tokens(s.streamed_chars // 4)} tok", "dim"))
         elif s.status == "finished":
-            parts += [
-                (f"{fmt.tokens(s.prompt_tokens)}→{fmt.tokens(s.completion_tokens)} tok", ""),
-                (fmt.money(s.cost_usd), "$success"),
-                (fmt.seconds(s.latency_s) if s.latency_s is not None else "", "dim"),
-            ]
+            tokens = (f"{fmt.tokens(s.prompt_tokens)}→{fmt.tokens(s.completion_tokens)} tok", "")
+            cost = (fmt.money(s.cost_usd), "$success")
+            seconds = (fmt.seconds(s.latency_s) if s.latency_s is not None else "", "dim")
+            parts += [cost, seconds, tokens] if self.compact else [tokens, cost, seconds]
         elif s.status in ("failed", "cancelled", "interrupted"):
             parts.append((s.status, "$error" if s.status == "failed" else "$warning"))
+        if self.compact:
+            parts.append(reads)
         parts.append((one_line(s.subtask, 48), "italic dim"))
         return styled(parts)
 
