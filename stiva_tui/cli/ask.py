@@ -257,6 +257,7 @@ async def answer(options: dict, runtime, question: str, held_back, ui) -> dict:
         "error": result.error or result.status,
         "trouble": trouble,
         "warnings": list(outcome.warnings) if trouble is None else [],  # the history's: said once
+        "notes": list(outcome.notes),
         "trace": (
             _trace_json(runtime, result, question, mode, args.baseline, planner, recorded=trouble is None)
             if args.json
@@ -285,6 +286,8 @@ def present(done: dict, console, *, json_trace: bool) -> int:
 
     for warning in done["warnings"]:
         console.print(f"[yellow]warning:[/] {escape(printable(warning))}", highlight=False)
+    for note in done.get("notes", ()):
+        console.print(f"[yellow]note:[/] {escape(printable(note))}", highlight=False)
     if json_trace:
         print(done["trace"])
     elif done["status"] == "finished":

@@ -13,6 +13,7 @@ starts a compare session here and runs each column as an `Ask` outside any conve
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field, replace
@@ -72,6 +73,7 @@ class Outcome:
     result: RunResult
     conversation_id: str | None
     warnings: list[str] = field(default_factory=list)  # the history could not be written, ...
+    notes: list[str] = field(default_factory=list)  # what the user should know of the answer (offline limits)
 
 
 @dataclass
@@ -95,6 +97,22 @@ class _Start(Protocol):
         run_id: str,
         conversation_id: str | None,
     ) -> Awaitable[RunResult]: ...
+
+
+OFFLINE_CODE_NOTE = (
+    "the offline model (Gemma-3 270M) cannot write code: add a real model (F5 in the app, a provider's key, "
+    "or a local server) for code questions"
+)
+_CODE = re.compile(
+    r"```|\b(code|function|python|javascript|typescript|java|rust|golang|c\+\+|sql|regex|script|program|"
+    r"implement|compile|debug|refactor|algorithm|def|class)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_for_code(question: str) -> bool:
+    """Whether a question asks for code, by its words: a guess for a note, never a gate."""
+    return bool(_CODE.search(question))
 
 
 class Sessions:
@@ -137,7 +155,14 @@ class Sessions:
         )
         if result.status == "finished":
             self._add(conversation_id, "assistant", result.answer, run_id, warnings)
-        return Outcome(result, conversation_id, warnings)
+        return Outcome(result, conversation_id, warnings, self._offline_notes(ask.question))
+
+    def _offline_notes(self, question: str) -> list[str]:
+        """One line where only the embedded 270M answers and the question asks for code."""
+        models = self.runtime.models
+        if models and all(m.kind == "embedded" for m in models) and asks_for_code(question):
+            return [OFFLINE_CODE_NOTE]
+        return []
 
     def _escalation(self, conductor, variant, mode: ConductorMode, progress: Progress | None) -> None:
         """conductor-mini's router hands low-chance questions to the configured conductor

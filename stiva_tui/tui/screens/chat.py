@@ -373,6 +373,8 @@ class ChatScreen(Screen):
         self.conversation_id = outcome.conversation_id
         for warning in outcome.warnings:
             self.notify(warning, title="History", severity="warning")
+        for note in outcome.notes:
+            self.notify(note[0].upper() + note[1:] + ".", title="Offline", severity="warning", timeout=10)
         await self._show_end(answer)
         return outcome.result.run_id, outcome.result.status
 
