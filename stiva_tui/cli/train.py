@@ -149,7 +149,10 @@ class Graded:
     def from_args(cls, args: argparse.Namespace) -> Graded:
         from ..train.dpo import VoteTrainOptions
 
-        options = VoteTrainOptions(**_given(args, VoteTrainOptions, bench_pairs=args.bench_pairs or "best"))
+        shuffle = True if getattr(args, "shuffle_pool", None) is None else args.shuffle_pool  # on unless told off
+        options = VoteTrainOptions(
+            **_given(args, VoteTrainOptions, bench_pairs=args.bench_pairs or "best", shuffle_pool=shuffle)
+        )
         return cls(
             args.suite, args.split, args.json, args.seeds, args.systems, args.unsafe_code, args.answer_cache, options
         )

@@ -114,8 +114,8 @@ def _model_options(p: argparse.ArgumentParser, method: str) -> list[argparse.Act
             "--shuffle-pool",
             action=argparse.BooleanOptionalAction,
             help="write each pair under its own order of the pool, its plans' model indices remapped, so "
-            "the adapter learns to pick a model by its name, not by its place in the list (default on; "
-            "--no-shuffle-pool keeps the pool's own order)"
+            "the adapter learns to pick a model by its name, not by its place in the list (default: on for "
+            "graded, off for dpo; --no-shuffle-pool keeps the pool's own order)"
             if dpo
             else "sample each plan under its own order of the pool: a conductor that always names "
             "the first model then tries them all, and learns to route by name, not by place (default off)",

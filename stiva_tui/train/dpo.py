@@ -25,12 +25,27 @@ Outputs in `out`, as `stiva train` writes them (so `adapter:DIR` and `HFConducto
 same way): the adapter, `stiva_adapter.json` (its base, prompt style and subtask bound; "suite":
 "votes"), `train_log.jsonl` (one line per step), `pairs.jsonl` (the pairs trained on),
 `checkpoints/`.
+
+The pool's order is shuffled (`shuffle_pool`: on by default for `stiva train graded`, off for the
+votes' `stiva train dpo` unless `--shuffle-pool`; `--no-shuffle-pool` turns it off): a
+plan names its models by their index in the prompt's list, so pairs always written under one
+order could be learnt as "index 0 on arithmetic" rather than "the model named adder", and such an
+adapter routes wrong once the pool is listed in another order. Each pair is trained under two
+orders of the pool (`pool_orders`, drawn from the seed and the pair, so a resumed training sees
+the same rows), its plans' indices remapped to each and its prompt listing the models in it. The
+chosen model stands at another place in each of the two, and its places are dealt out evenly
+among the pairs that choose it: neither the question nor the place gives the index, only the
+list does. `pairs.jsonl` keeps each pair's plans in the pool's own order (`chosen`, `rejected`),
+and in `trained_as` each order listed and the plans as trained under it. `--batch` counts the
+dataset's rows (a pair under one order).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+import random
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,13 +56,14 @@ from .common import (
     TrainingRun,
     check_lora,
     conductor_for,
+    is_main_process,
     load_for_training,
     lora_config,
     prefer_levels,
     quiet_warnings,
     training_device,
 )
-from .votes import PairText, VoteHarvest, pair_texts, read_votes
+from .votes import PairText, VoteHarvest, VotePair, pair_texts, read_votes
 
 VOTE_PROMPT_STYLES = ("compact", "base")
 
@@ -81,6 +97,10 @@ class VoteTrainOptions:
     # Preference levels the benches' pairs are graded under (votes.graded_pairs(levels=...)): each
     # pair's prompt states its level, so one adapter learns what each level prefers. () : no level.
     preferences: tuple[str, ...] = ()
+    # Each pair written under its own order of the pool (see the module's docstring), so the adapter
+    # learns to pick a model by its name, not by its place in the list (GRPO's --shuffle-pool).
+    # `stiva train graded` turns it on unless --no-shuffle-pool; votes' DPO leaves it off unless asked.
+    shuffle_pool: bool = False
 
 
 @dataclass
@@ -221,7 +241,9 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
     workers = list(workers) if workers is not None else _pool_workers(config)
     if not workers:
         raise TrainError("the pool has no available model: add a provider key or a [[models]] entry")
-    texts, skipped = pair_texts(harvest.pairs, [w.id for w in workers], max_steps, chars)
+    texts, skipped = training_pairs(
+        harvest.pairs, [w.id for w in workers], max_steps, chars, shuffle=options.shuffle_pool, seed=options.seed
+    )
     if not texts:
         raise TrainError(
             f"none of the {len(harvest.pairs)} pairs can be written for this pool and a "
@@ -260,11 +282,17 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
     )
     eos = eos_token_ids(loaded)
     eos_id = eos[0] if eos else int(tokenizer.eos_token_id)
-    say(f"tokenizing {len(texts)} pairs")
-    rows = [_tokenized(pair, conductor, loaded, workers, max_steps, eos_id) for pair in texts]
-    with (out / "pairs.jsonl").open("w", encoding="utf-8") as f:
-        for pair in texts:
-            f.write(json.dumps(pair.__dict__, ensure_ascii=False) + "\n")
+    listings = [listing for pair in texts for listing in pair.listings]
+    orders = len({listing.order for listing in listings})
+    say(
+        f"tokenizing {len(texts)} pairs"
+        + (f" under {len(listings)} listings of the pool in {orders} orders" if options.shuffle_pool else "")
+    )
+    rows = [_tokenized(listing, conductor, loaded, workers, max_steps, eos_id) for listing in listings]
+    if is_main_process():  # written once, not by each data-parallel process
+        with (out / "pairs.jsonl").open("w", encoding="utf-8") as f:
+            for pair in texts:
+                f.write(json.dumps(pair.as_json([w.id for w in workers]), ensure_ascii=False) + "\n")
 
     longest = max(len(r["prompt_ids"]) + max(len(r["chosen_ids"]), len(r["rejected_ids"])) for r in rows)
     args = DPOConfig(
@@ -286,6 +314,7 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
         dataloader_num_workers=0,
         disable_tqdm=True,
         gradient_checkpointing=device == "cuda" and options.base != "embedded",
+        ddp_find_unused_parameters=False,  # LoRA: every trainable weight takes part in each step
         **({"loss_type": ["sigmoid", "sft"], "loss_weights": [1.0, options.sft_weight]} if options.sft_weight else {}),
     )
     run.start_log(options.resume)
@@ -311,6 +340,8 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
         callbacks=[run.callback(report_for, on_step, should_stop)],
     )
     steps = run.train(trainer)
+    if not is_main_process():  # the main process writes the output folder and reports
+        return VoteTrainSummary(steps, len(texts), harvest.votes.get("winner", 0), None, None, None, str(out))
     AdapterManifest.trained(
         options.base,
         label,
@@ -319,7 +350,7 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
         suite="votes",
         steps=steps,
         trained_on="votes",
-        pairs=len(rows),
+        pairs=len(texts),
         prompt_style=style,
         benches=tuple(options.benches),
         bench_pairs=options.bench_pairs if options.benches else None,
@@ -331,7 +362,7 @@ def _train(config, options: VoteTrainOptions, workers, harvest, on_step, say, sh
     logged = run.logged()
     return VoteTrainSummary(
         steps=steps,
-        pairs=len(rows),
+        pairs=len(texts),
         votes=harvest.votes.get("winner", 0),
         loss_first=logged[0]["loss"] if logged else None,
         loss_last=logged[-1]["loss"] if logged else None,
@@ -353,20 +384,130 @@ def _levels(options: VoteTrainOptions) -> tuple[Any, ...]:
     return tuple(dict.fromkeys(prefer_levels(options.preferences)))
 
 
-def _tokenized(pair: PairText, conductor, loaded, workers, max_steps: int, eos_id: int) -> dict[str, list[int]]:
-    """The pair as token ids: the conductor's exact prompt (stating the pair's preference level,
-    if it has one), each plan's text and the end token."""
+# Orders of the pool each pair is trained under, when shuffled: two, so that a question's chosen
+# index differs between its rows and cannot be learnt from the question alone (one order per
+# pair was: a small model reached loss 0.004 on its pairs and routed held-out questions at chance)
+ORDERS_PER_PAIR = 2
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One order of the pool a pair is trained under (`order[k]`: the index in the pool of the
+    model listed k-th), and the pair written for it (its plans' indices count in that list)."""
+
+    order: tuple[int, ...]
+    text: PairText
+
+    def workers(self, pool: Sequence[Any]) -> list[Any]:
+        """`pool` (workers, or ids) in this listing's order."""
+        return [pool[i] for i in self.order]
+
+
+@dataclass(frozen=True)
+class TrainPair:
+    """A preference pair as it is trained: `pair` written for the pool in its own order, and the
+    listings it is trained under (one row of the dataset each)."""
+
+    pair: PairText
+    listings: tuple[Listing, ...]
+
+    def as_json(self, pool: Sequence[str]) -> dict[str, Any]:
+        """Its line of pairs.jsonl: the plans in the pool's own order, then each listing's order and plans."""
+        return {
+            **self.pair.__dict__,
+            "trained_as": [
+                {"listed": lst.workers(pool), "chosen": lst.text.chosen, "rejected": lst.text.rejected}
+                for lst in self.listings
+            ],
+        }
+
+
+def pool_orders(pairs: Sequence[VotePair], pool: Sequence[str], seed: int) -> list[list[tuple[int, ...]]]:
+    """The orders of `pool` each of `pairs` is trained under (ORDERS_PER_PAIR of them, fewer on a
+    pool that small; `order[k]` is the index in `pool` of the model listed k-th). Each order is
+    drawn from `seed`, the pair itself (its source, systems, level and question) and its number,
+    then the chosen plan's first model is moved to a place dealt out in turn among the pairs with
+    the same chosen plan and level: over them it stands at every place equally often (within one),
+    and at another place in each of a pair's orders. So neither the place nor the question says
+    which index to write, even on a few dozen pairs where free draws leave one place ahead (math
+    chosen at 0 eight times in twelve). The same pairs get the same orders in every run."""
+    size = len(pool)
+    copies = min(ORDERS_PER_PAIR, size)
+    index = {model: i for i, model in enumerate(pool)}
+
+    def key(pair: VotePair) -> str:
+        fields = (pair.session_id, pair.chosen_system, pair.rejected_system, pair.preference or "", pair.question)
+        return "\x1f".join((str(seed), *fields))
+
+    strata: dict[tuple[Any, ...], list[int]] = {}
+    for k, pair in enumerate(pairs):
+        strata.setdefault((pair.chosen.models, pair.preference), []).append(k)
+    orders: list[list[tuple[int, ...]]] = [[] for _ in pairs]
+    for stratum, members in strata.items():
+        members.sort(key=lambda k: (key(pairs[k]), k))  # a seeded deal, whatever the pairs' own order
+        first = random.Random(f"{seed}\x1f{stratum}").randrange(size)
+        for rank, k in enumerate(members):
+            model = index.get(pairs[k].chosen.models[0]) if pairs[k].chosen.models else None
+            for copy in range(copies):
+                order = random.Random(f"{key(pairs[k])}\x1f{copy}").sample(range(size), size)
+                if model is not None:
+                    place, at = (first + rank * copies + copy) % size, order.index(model)
+                    order[place], order[at] = order[at], order[place]
+                orders[k].append(tuple(order))
+    return orders
+
+
+def training_pairs(
+    pairs: Iterable[VotePair], pool: Sequence[str], max_steps: int, max_subtask_chars: int, *, shuffle: bool, seed: int
+) -> tuple[list[TrainPair], Counter]:
+    """The pairs that can be written for `pool` and the step limit (votes.pair_texts), each under
+    its orders of the pool when `shuffle` (`pool_orders`), else under the pool's own; and why the
+    others cannot be written (which no order changes)."""
+    written: list[tuple[VotePair, PairText]] = []
+    skipped: Counter = Counter()
+    for pair in pairs:
+        listed, why = pair_texts([pair], pool, max_steps, max_subtask_chars)
+        skipped.update(why)
+        written += [(pair, text) for text in listed]
+    identity = tuple(range(len(pool)))
+    orders = pool_orders([pair for pair, _ in written], pool, seed) if shuffle else [[identity]] * len(written)
+    out: list[TrainPair] = []
+    for (pair, listed), its_orders in zip(written, orders):
+        listings = []
+        for order in its_orders:
+            text = (
+                listed
+                if order == identity
+                else pair_texts([pair], [pool[i] for i in order], max_steps, max_subtask_chars)[0][0]
+            )
+            listings.append(Listing(order, text))
+        out.append(TrainPair(listed, tuple(listings)))
+    return out, skipped
+
+
+def listing_request(listing: Listing, workers: Sequence[Any], max_steps: int):
+    """The `PlanRequest` a listing is trained under: its question, the pool's `workers` in its
+    order, its preference level (if it has one)."""
     from ..conductor.base import PlanRequest
     from ..core.preference import parse_preference
 
-    request = conductor.limited(
-        PlanRequest(pair.question, list(workers), max_steps=max_steps, preference=parse_preference(pair.preference))
+    return PlanRequest(
+        listing.text.question,
+        listing.workers(workers),
+        max_steps=max_steps,
+        preference=parse_preference(listing.text.preference),
     )
+
+
+def _tokenized(listing: Listing, conductor, loaded, workers, max_steps: int, eos_id: int) -> dict[str, list[int]]:
+    """A listing of a pair as token ids: the conductor's exact prompt (the pool in the listing's
+    order, stating the pair's preference level, if it has one), each plan's text and the end token."""
+    request = conductor.limited(listing_request(listing, workers, max_steps))
     tok = loaded.tokenizer
     return {
         "prompt_ids": list(conductor.prompt_ids(request, loaded)),
-        "chosen_ids": list(tok(pair.chosen, add_special_tokens=False)["input_ids"]) + [eos_id],
-        "rejected_ids": list(tok(pair.rejected, add_special_tokens=False)["input_ids"]) + [eos_id],
+        "chosen_ids": list(tok(listing.text.chosen, add_special_tokens=False)["input_ids"]) + [eos_id],
+        "rejected_ids": list(tok(listing.text.rejected, add_special_tokens=False)["input_ids"]) + [eos_id],
     }
 
 

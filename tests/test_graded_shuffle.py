@@ -1,0 +1,181 @@
+"""Graded DPO trains with the pool's order shuffled (issue 42, part 6: "Shuffled pool order").
+
+A plan names its models by their index in the prompt's list. Pairs always written under the
+pool's own order could be learnt as "index 0 on arithmetic" instead of "the model named alpha":
+such an adapter routes wrong as soon as the pool is listed in another order. So each pair is
+written under its own order of the pool, with its plans' indices remapped to it.
+
+The pool is the real simulated pool's HTTP server: `alpha` is right on arithmetic only, `beta` on
+geography only (`gamma`, in the fast test, on neither). The benches are real ones, graded by
+`train.graded.grade_pool` into a real history, and the pairs are read back from it as `stiva
+train graded` reads them."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+from stiva_tui.config import parse_config
+from stiva_tui.evals.suite import parse_suite
+from stiva_tui.sim.profiles import SimModel
+from stiva_tui.sim.server import SimServer
+from tests.support import cli
+
+COUNTRIES = ["France", "Japan", "Canada", "Peru", "Spain", "Italy", "Kenya", "Norway", "Chile", "Egypt"]
+COUNTRIES += ["India", "Ghana", "Nepal", "Cuba", "Iran", "Laos", "Mali", "Oman", "Chad", "Fiji"]
+COUNTRIES += ["Brazil", "Sweden", "Poland", "Greece", "Mexico", "Turkey", "Ireland", "Austria", "Vietnam", "Morocco"]
+RIGHT = {"math": "alpha", "geo": "beta"}  # the only model right on each domain
+
+
+def routing_suite(train: int = 12, held: int = 8):
+    """(train, held-out) suites: arithmetic (alpha is right there) and geography (beta), `train`
+    and `held` items of each."""
+    rng = random.Random(7)
+    rows = []
+    for i in range(train + held):
+        a, b = rng.randint(2, 60), rng.randint(2, 60)
+        split = "train" if i < train else "heldout"
+        rows.append(
+            {
+                "id": f"math-{i}",
+                "question": f"Compute {a} times {b}.",
+                "answer": str(a * b),
+                "grader": "numeric",
+                "meta": {"domain": "math", "split": split},
+            }
+        )
+        rows.append(
+            {
+                "id": f"geo-{i}",
+                "question": f"Which city is the capital of {COUNTRIES[i]}?",
+                "answer": "City",
+                "grader": "contains",
+                "meta": {"domain": "geo", "split": split},
+            }
+        )
+    text = "\n".join(json.dumps(r) for r in rows if r["meta"]["split"] == "train")
+    held = parse_suite("\n".join(json.dumps(r) for r in rows if r["meta"]["split"] == "heldout"), name="routing:held")
+    return parse_suite(text, name="routing:train"), held
+
+
+def sim_config(server: SimServer, models: list[SimModel]):
+    return parse_config(
+        {
+            "providers": [{"name": "sim", "base_url": server.base_url}],
+            "models": [{"id": m.name, "provider": "sim", "model": m.name} for m in models],
+            "catalog": False,
+            "embedded_worker": False,
+            "discovery": {"enabled": False},
+            "workers": {"retries": 0},
+            "conductor": {"max_steps": 1, "max_reasoning_tokens": 0, "max_subtask_chars": 20},
+        }
+    )
+
+
+def specialists(*names: str) -> list[SimModel]:
+    skills = {"alpha": {"math": 1.0}, "beta": {"geo": 1.0}}
+    return [SimModel(name, skills.get(name, {}), latency_s=0.0, words=0, other=0.0) for name in names]
+
+
+def graded_bench(config, suite) -> str:
+    """A real bench of `direct:M` for every model of the pool, as `stiva train graded` grades it."""
+    from stiva_tui.train.graded import grade_pool
+
+    (bench,) = grade_pool(config, suite, answer_cache=False)
+    return bench.bench_id
+
+
+def plan_index(text: str) -> int:
+    match = re.fullmatch(r"\nmodel_id = \[(\d+)\]\nsubtasks = .*\naccess_list = \[\[\]\]\n", text, re.S)
+    assert match, text
+    return int(match.group(1))
+
+
+def test_graded_pairs_list_the_pool_in_many_orders_and_their_plans_still_name_the_right_model(tmp_path, stiva_home):
+    from stiva_tui.conductor.base import WorkerInfo
+    from stiva_tui.conductor.prompt import compact_conductor_prompt
+    from stiva_tui.train import dpo
+
+    train, _ = routing_suite()
+    models = specialists("alpha", "beta", "gamma")
+    with SimServer(models, train.items, latency_scale=0.0) as server:
+        bench = graded_bench(sim_config(server, models), train)
+    harvest = dpo._read_history(None, [bench], best_only=True)
+    # each item: its own model right, the two others wrong: two pairs, its model over each
+    assert len(harvest.pairs) == 2 * len(train.items), harvest.left_out
+    domain = {item.question: item.meta["domain"] for item in train.items}
+    pool = [m.name for m in models]
+    workers = [WorkerInfo(name, "") for name in pool]
+
+    built, skipped = dpo.training_pairs(harvest.pairs, pool, 1, 20, shuffle=True, seed=0)
+    assert len(built) == len(harvest.pairs) and not skipped
+    places: dict[str, list[int]] = {"alpha": [], "beta": []}
+    for pair in built:
+        right = RIGHT[domain[pair.pair.question]]
+        assert pair.pair.chosen_system == f"direct:{right}"
+        assert pool[plan_index(pair.pair.chosen)] == right  # as pairs.jsonl keeps it: the pool's own order
+        assert len(pair.listings) == 2
+        # the question's model at another place in each of its two listings
+        assert len({plan_index(listing.text.chosen) for listing in pair.listings}) == 2
+        for listing in pair.listings:
+            listed = listing.workers(pool)
+            assert sorted(listed) == sorted(pool) and listing.text.question == pair.pair.question
+            chosen, rejected = plan_index(listing.text.chosen), plan_index(listing.text.rejected)
+            # the chosen plan names the question's model in the list the prompt shows, the rejected the other one
+            assert listed[chosen] == right, (listed, listing.text)
+            assert listed[rejected] == pair.pair.rejected_system.removeprefix("direct:") != right
+            prompt = compact_conductor_prompt(dpo.listing_request(listing, workers, 1))
+            shown = re.search(r"^Models: (.*)$", prompt, re.M).group(1).split("; ")
+            assert shown == [f"{i} {name}" for i, name in enumerate(listed)], prompt
+            places[right].append(chosen)
+    orders = [listing.order for pair in built for listing in pair.listings]
+    assert len(set(orders)) == 6, orders  # every order of three models
+    # each specialist chosen at every place of the list equally often: its place says nothing
+    for name, at in places.items():
+        counts = [at.count(i) for i in range(3)]
+        assert max(counts) - min(counts) <= 1, (name, counts)
+    # the same orders in every run (and whatever order the pairs come in); another seed, others
+    again, _ = dpo.training_pairs(harvest.pairs[::-1], pool, 1, 20, shuffle=True, seed=0)
+    assert sorted(map(repr, again)) == sorted(map(repr, built))
+    other, _ = dpo.training_pairs(harvest.pairs, pool, 1, 20, shuffle=True, seed=1)
+    assert [lst.order for pair in other for lst in pair.listings] != orders
+    # without shuffling, the pool's own order only: its model's fixed index is the whole answer
+    plain, _ = dpo.training_pairs(harvest.pairs, pool, 1, 20, shuffle=False, seed=0)
+    assert [[lst.order for lst in pair.listings] for pair in plain] == [[(0, 1, 2)]] * len(built)
+    assert all(pair.listings[0].text == pair.pair for pair in plain)
+
+
+def test_graded_shuffles_by_default_dpo_when_asked_and_no_shuffle_pool_turns_it_off():
+    from stiva_tui.cli.main import parse_args
+    from stiva_tui.cli.train import OPTIONS
+
+    base = ["--base", "embedded", "--out", "adapter"]
+
+    def options(*argv: str):
+        args = parse_args(["train", *argv, *base])
+        return OPTIONS[args.train_method].from_args(args).options
+
+    assert options("graded", "skills").shuffle_pool is True
+    assert options("dpo").shuffle_pool is False  # the votes' DPO: off unless asked
+    assert options("dpo", "--shuffle-pool").shuffle_pool is True
+    assert options("graded", "skills", "--no-shuffle-pool").shuffle_pool is False
+    assert options("dpo", "--no-shuffle-pool").shuffle_pool is False
+    # GRPO's flag, as before: off unless asked
+    assert options("grpo", "skills").shuffle_pool is False
+    assert options("grpo", "skills", "--shuffle-pool").shuffle_pool is True
+    # the spelling from before the methods maps it too
+    assert options("skills", "--method", "graded-dpo", "--no-shuffle-pool").shuffle_pool is False
+
+
+def test_no_shuffle_pool_reaches_the_command(stiva_home):
+    """The real entry point takes the flag (here it stops at the missing suite, after parsing)."""
+    result = cli.stiva(
+        "train", "graded", str(stiva_home / "none.jsonl"), "--no-shuffle-pool", *("--base", "embedded"),
+        *("--out", str(stiva_home / "a")), home=stiva_home,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "unrecognized arguments" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+# --- an adapter trained on shuffled pairs reads the list ---------------------------------------------
