@@ -50,7 +50,15 @@ def main() -> None:
         env = stiva_env(home)
         figures = run(home, env, args)
     figures["machine"] = machine()
-    for key in ("best_single", "oracle", "aiq_single_models", "router_summary", "end_to_end", "decision_s", "nl_conductor"):
+    for key in (
+        "best_single",
+        "oracle",
+        "aiq_single_models",
+        "router_summary",
+        "end_to_end",
+        "decision_s",
+        "nl_conductor",
+    ):
         print(f"{key}: {json.dumps(figures.get(key))}")
     print("baselines:", {b: (v["levels"]["best"], v["aiq"]) for b, v in figures["baselines"].items()})
     if not args.no_save:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -415,15 +416,15 @@ class Runtime:
                 self.store.close()
 
 
-def router_predictor(folder: str):
+def router_predictor(folder: str) -> Callable[[str, Sequence[str]], dict[str, float] | None]:
     """The fallback's first rule from `[conductor] router`: the router's predicted chance for each
     pool model it was trained on (loaded on first use; None, so the next rule decides, when the
     router cannot be read)."""
     from ..conductor.router import RouterError, canonical, load_router
 
-    loaded: list = []
+    loaded: list[Any] = []
 
-    def predict(question: str, models):
+    def predict(question: str, models: Sequence[str]) -> dict[str, float] | None:
         try:
             if not loaded:
                 loaded.append(load_router(folder))

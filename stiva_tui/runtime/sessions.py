@@ -26,7 +26,7 @@ from ..engine.baselines import default_moa_proposers
 from ..engine.executor import Engine, RunOptions, RunResult, Subscriber, events_of
 from ..inference.progress import Progress
 from ..pool.types import PoolModel
-from .modes import PRESETS, ConductorMode, DirectMode, MoAMode, Mode, WorkflowMode, conductor_variant
+from .modes import PRESETS, ConductorMode, ConductorVariant, DirectMode, MoAMode, Mode, WorkflowMode, conductor_variant
 
 if TYPE_CHECKING:
     from .root import Runtime
@@ -164,7 +164,9 @@ class Sessions:
             return [OFFLINE_CODE_NOTE]
         return []
 
-    def _escalation(self, conductor, variant, mode: ConductorMode, progress: Progress | None) -> None:
+    def _escalation(
+        self, conductor: Any, variant: ConductorVariant | None, mode: ConductorMode, progress: Progress | None
+    ) -> None:
         """conductor-mini's router hands low-chance questions to the configured conductor
         (`[conductor] router_escalate_below`), which loads on the first such question."""
         cfg = self.runtime.config.conductor

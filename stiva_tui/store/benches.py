@@ -179,7 +179,7 @@ _INSERT_ITEM = (
 )
 
 
-def _item_row(bench_id: str, item: BenchItemRecord, now: str) -> tuple:
+def _item_row(bench_id: str, item: BenchItemRecord, now: str) -> tuple[object, ...]:
     return (
         bench_id,
         item.system,

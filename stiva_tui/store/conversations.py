@@ -160,7 +160,7 @@ class Conversations(StorePart):
                 f"{text} is the start of several conversations' ids ({', '.join(found[:5])}…): give more"
             )
         if found:
-            return found[0]
+            return str(found[0])
         if self.query_one("SELECT id FROM runs WHERE id >= ? AND id < ? LIMIT 1", bounds) is not None:
             raise NotFoundError(f"{text} is a run, not a conversation {where}")
         raise NotFoundError(f"no conversation {text} in the history {where}")
