@@ -131,12 +131,13 @@ def test_options_not_given_are_the_trainers_own_defaults():
     assert Grpo.from_args(parse_args(["train", "grpo", "skills", *BASE])).options == TrainOptions(
         base="embedded", out=out
     )
-    # DPO's batch stays the command's 2; graded DPO picks each item's best system by default
+    # DPO's batch stays the command's 2; graded DPO picks each item's best system and shuffles the
+    # pool's order by default
     assert Dpo.from_args(parse_args(["train", "dpo", *BASE])).options == VoteTrainOptions(
         base="embedded", out=out, batch=2
     )
     assert Graded.from_args(parse_args(["train", "graded", "skills", *BASE])).options == VoteTrainOptions(
-        base="embedded", out=out, batch=2, bench_pairs="best"
+        base="embedded", out=out, batch=2, bench_pairs="best", shuffle_pool=True
     )
     given = Dpo.from_args(
         parse_args(
