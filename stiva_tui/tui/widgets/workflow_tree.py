@@ -268,9 +268,7 @@ class WorkflowTree(Tree[Key]):
             parts += [(s.model, "bold $secondary", " "), (f"↻ retry {s.attempt}", "$warning")]
         else:
             parts.append((s.model, "bold $secondary") if s.model else ("…", "dim"))
-        reads = (fmt.reads(s.index, s.access, s.access_all), "$accent")
-        if not self.compact:
-            parts.append(reads)
+        parts.append((fmt.reads(s.index, s.access, s.access_all), "$accent"))  # short: it stays in sight
         if s.status == "running":
             parts.append((f"~{fmt.tokens(s.streamed_chars // 4)} tok", "dim"))
         elif s.status == "finished":
@@ -280,8 +278,6 @@ class WorkflowTree(Tree[Key]):
             parts += [cost, seconds, tokens] if self.compact else [tokens, cost, seconds]
         elif s.status in ("failed", "cancelled", "interrupted"):
             parts.append((s.status, "$error" if s.status == "failed" else "$warning"))
-        if self.compact:
-            parts.append(reads)
         parts.append((one_line(s.subtask, 48), "italic dim"))
         return styled(parts)
 
