@@ -16,6 +16,8 @@ import json
 import random
 import re
 
+import pytest
+
 from stiva_tui.config import parse_config
 from stiva_tui.evals.suite import parse_suite
 from stiva_tui.sim.profiles import SimModel
@@ -24,18 +26,17 @@ from tests.support import cli
 
 COUNTRIES = ["France", "Japan", "Canada", "Peru", "Spain", "Italy", "Kenya", "Norway", "Chile", "Egypt"]
 COUNTRIES += ["India", "Ghana", "Nepal", "Cuba", "Iran", "Laos", "Mali", "Oman", "Chad", "Fiji"]
-COUNTRIES += ["Brazil", "Sweden", "Poland", "Greece", "Mexico", "Turkey", "Ireland", "Austria", "Vietnam", "Morocco"]
 RIGHT = {"math": "alpha", "geo": "beta"}  # the only model right on each domain
 
 
-def routing_suite(train: int = 12, held: int = 8):
-    """(train, held-out) suites: arithmetic (alpha is right there) and geography (beta), `train`
-    and `held` items of each."""
+def routing_suite():
+    """(train, held-out) suites: arithmetic (alpha is right there) and geography (beta), 12 train
+    and 8 held-out items of each."""
     rng = random.Random(7)
     rows = []
-    for i in range(train + held):
+    for i in range(20):
         a, b = rng.randint(2, 60), rng.randint(2, 60)
-        split = "train" if i < train else "heldout"
+        split = "train" if i < 12 else "heldout"
         rows.append(
             {
                 "id": f"math-{i}",
@@ -179,3 +180,114 @@ def test_no_shuffle_pool_reaches_the_command(stiva_home):
 
 
 # --- an adapter trained on shuffled pairs reads the list ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def list_reader(tmp_path_factory):
+    """A small random-weight Qwen2 model (tests/support/model_builders' "tiny" shape) whose weights
+    are drawn at 0.15 rather than 0.02. At 0.02 its attention is near uniform, so it sees the
+    prompt as a bag of tokens: "0 alpha; 1 beta" and "0 beta; 1 alpha" look the same to it and no
+    training makes it read the list (DPO's loss stayed at 0.693 over 400 steps). At 0.15 its
+    heads tell places apart, as a pretrained model's do. Its tokenizer has the names and the
+    compact prompt's model line in its corpus, so each name is one token."""
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    from tests.support.model_builders import SHAPES, build_tokenizer
+
+    folder = tmp_path_factory.mktemp("shuffle") / "model"
+    folder.mkdir()
+    corpus = [f"Compute {a} times {b}." for a in range(2, 40) for b in (3, 7)]
+    corpus += [f"Which city is the capital of {c}?" for c in COUNTRIES]
+    corpus += [f"Models: 0 {a}; 1 {b}\nPlan, at most 1 step:" for a, b in (("alpha", "beta"), ("beta", "alpha"))] * 10
+    fast = build_tokenizer(folder, 1500, corpus * 4)
+    shape = {**SHAPES["tiny"], "vocab_size": (len(fast) + 63) // 64 * 64 + 64}
+    config = Qwen2Config(**shape, initializer_range=0.15, eos_token_id=fast.convert_tokens_to_ids("<|im_end|>"))
+    torch.manual_seed(3)
+    AutoModelForCausalLM.from_config(config).save_pretrained(str(folder))
+    return folder
+
+
+def routed_right(model_dir, adapter, held, workers) -> float:
+    """How often plans sampled through the grammar-constrained plan path name the item's model,
+    by its index in `workers`."""
+    import torch
+
+    from stiva_tui.conductor.base import PlanRequest
+    from stiva_tui.conductor.local import HFConductor
+    from stiva_tui.inference.checkpoints import ModelSpec
+
+    conductor = HFConductor(
+        ModelSpec(str(model_dir), device="cpu", adapter=adapter, quantize=False, compute_dtype="float32", label="s"),
+        max_reasoning_tokens=0,
+        max_subtask_chars=4,
+        temperature=1.0,
+        prompt_style="auto" if adapter else "compact",
+    )
+    loaded = conductor.load_sync()
+    torch.manual_seed(11)
+    ids = [w.id for w in workers]
+    right = total = 0
+    for item in held:
+        for plan in conductor.sample_many_sync(PlanRequest(item.question, workers, max_steps=1), loaded, 4, 1.0):
+            assert plan.workflow is not None
+            right += plan.workflow.steps[0].model == ids.index(RIGHT[item.meta["domain"]])
+            total += 1
+    return right / total
+
+
+@pytest.mark.slow
+def test_a_graded_adapter_routes_right_with_the_pool_listed_in_another_order(list_reader, tmp_path, stiva_home):
+    """Graded DPO on the two specialists' benches, the pool listed alpha, beta. On held-out
+    questions the adapter routes each domain to its model with the pool listed beta, alpha too.
+    Trained on the pool's own order only (--no-shuffle-pool), it learns "index 0 on arithmetic"
+    instead, and routes nearly every question wrong once the list is reversed."""
+    from stiva_tui.conductor.base import WorkerInfo
+    from stiva_tui.train.dpo import VoteTrainOptions, train_from_votes
+
+    train, held = routing_suite()
+    models = specialists("alpha", "beta")
+    listed = [WorkerInfo("alpha", ""), WorkerInfo("beta", "")]
+    routed: dict[bool, dict[str, float]] = {}
+    with SimServer(models, train.items, latency_scale=0.0) as server:
+        config = sim_config(server, models)
+        bench = graded_bench(config, train)
+        # shuffled, the list is learnt after ~50 steps of 8 rows; "index 0 on arithmetic" much sooner
+        for shuffle, steps, batch in ((True, 96, 8), (False, 48, 4)):
+            out = tmp_path / f"adapter-{shuffle}"
+            summary = train_from_votes(
+                config,
+                VoteTrainOptions(
+                    base=str(list_reader),
+                    out=out,
+                    steps=steps,
+                    batch=batch,
+                    lr=3e-3,
+                    device="cpu",
+                    lora_r=8,
+                    lora_targets="all",
+                    prompt_style="compact",
+                    max_subtask_chars=4,
+                    max_steps_per_plan=1,
+                    save_every=1000,
+                    benches=(bench,),
+                    bench_pairs="best",
+                    shuffle_pool=shuffle,
+                ),
+            )
+            assert (summary.steps, summary.pairs, summary.graded) == (steps, 24, 24)
+            pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
+            orders = {tuple(t["listed"]) for p in pairs for t in p["trained_as"]}
+            assert orders == ({("alpha", "beta"), ("beta", "alpha")} if shuffle else {("alpha", "beta")})
+            routed[shuffle] = {
+                "alpha, beta": routed_right(list_reader, str(out), held.items, listed),
+                "beta, alpha": routed_right(list_reader, str(out), held.items, listed[::-1]),
+            }
+    before = {
+        "alpha, beta": routed_right(list_reader, None, held.items, listed),
+        "beta, alpha": routed_right(list_reader, None, held.items, listed[::-1]),
+    }
+    assert min(before.values()) < 0.6, before  # untrained, it does not already route right in both orders
+    # measured: 0.95 and 1.0 shuffled; 1.0 and 0.0 on the pool's own order
+    assert min(routed[True].values()) >= 0.8, (before, routed)
+    assert routed[False]["alpha, beta"] >= 0.8 and routed[False]["beta, alpha"] <= 0.2, (before, routed)
