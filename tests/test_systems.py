@@ -183,3 +183,18 @@ def test_the_error_of_a_bad_name_does_not_shadow_a_builtin():
             if not name.startswith("_") and hasattr(module, name)
         ), module
     assert issubclass(SystemNameError, ValueError)
+
+
+def test_a_model_id_with_an_at_sign_is_a_model_not_a_preference():
+    """ZeroEval's "Llama-3.1-405B-Inst@sambanova": the systems that name models keep the "@" in the
+    id (the graded trainer's direct:replay:... systems failed on it); a conductor's "@" is still a
+    preference, and a bad one is still refused."""
+    [direct, self_moa, chain, conductor] = parse_systems(
+        ["direct:replay:Llama-3.1-405B-Inst@sambanova", "self-moa:m@host", "chain:a@x>b", "conductor@cheap"]
+    )
+    assert direct.mode.model == "replay:Llama-3.1-405B-Inst@sambanova"
+    assert direct.name == "direct:replay:Llama-3.1-405B-Inst@sambanova"
+    assert "m@host" in self_moa.name and chain.name == "chain:a@x>b"
+    assert conductor.options == {"preference": conductor.options["preference"]} and conductor.name == "conductor@cheap"
+    with pytest.raises(SystemNameError, match="preference"):
+        parse_systems(["conductor@nope"])

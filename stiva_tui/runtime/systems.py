@@ -120,7 +120,10 @@ def parse_system(spec: str) -> System:
     """The system `spec` names, by the grammar above (SystemNameError when it names none)."""
     name = spec.strip()
     base, at, level = name.rpartition("@")
-    if at and base and not Path(name).expanduser().exists():  # conductor@cheap: a preference per system
+    # conductor@cheap: a preference per system. A model's id may hold an "@" of its own
+    # (Llama-3.1-405B-Inst@sambanova), so the systems that name models never take one.
+    names_models = name.partition(":")[0] in ("direct", "chain", SELF_MOA)
+    if at and base and not names_models and not Path(name).expanduser().exists():
         try:
             preference = parse_preference(level)
         except PreferenceError as exc:
