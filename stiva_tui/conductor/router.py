@@ -313,18 +313,16 @@ def embed_texts(texts: Sequence[str], *, progress: Callable[[int, int], None] | 
 
 
 class RouterConductor:
-    """The `Conductor` whose plan is one step on the router's pick, the question sent as asked.
-    `preference`: the level a `router:DIR@LEVEL` system fixes; otherwise the request's."""
+    """The `Conductor` whose plan is one step on the router's pick, the question sent as asked, at
+    the request's preference (a `router:DIR@LEVEL` system sets that level on its requests)."""
 
     backend = "router"
     quantization = None
     adapter = None
 
-    def __init__(self, folder: str | Path, preference: Preference | None = None, fixed: bool = False):
+    def __init__(self, folder: str | Path):
         self.folder = Path(folder).expanduser()
         self.model = str(self.folder)
-        self.preference = preference
-        self.fixed = fixed
         self._router: Router | None = None
         # Escalation (`[conductor] router_escalate_below`): where the best predicted chance is under
         # `escalate_below`, `escalate()` gives the full conductor, which plans the question instead.
@@ -350,7 +348,7 @@ class RouterConductor:
         await self.load()
         assert self._router is not None
         pool = [worker.id for worker in request.workers]
-        preference = self.preference if self.fixed or request.preference is None else request.preference
+        preference = request.preference
         started = time.perf_counter()
         try:
             decision = await asyncio.to_thread(self._router.decide, request.question, pool, preference)
