@@ -22,38 +22,14 @@ import pytest
 from tests.conftest_model import model_cache  # noqa: F401  (session fixture: the converted model)
 from tests.support.cli import run_stiva
 from tests.support.fakeprovider import Reply
+from tests.support.pool import write_lab_config
 
 PLAN = 'One step.\nmodel_id = [1]\nsubtasks = ["answer it"]\naccess_list = [[]]'
 
 
 def write_config(path: Path, base_url: str, idle_s: float = 60) -> Path:
-    path.write_text(
-        f"""catalog = false
-embedded_worker = false
-[conductor]
-backend = "remote"
-model = "cond"
-[discovery]
-enabled = false
-[workers]
-retries = 0
-[ask]
-warm_idle_s = {idle_s}
-warm_remote = true
-[[providers]]
-name = "lab"
-base_url = "{base_url}"
-[[models]]
-id = "cond"
-provider = "lab"
-model = "cond"
-[[models]]
-id = "w1"
-provider = "lab"
-model = "w1"
-"""
-    )
-    return path
+    ask = {"warm_idle_s": idle_s, "warm_remote": True}
+    return write_lab_config(path, base_url, ["cond", "w1"], embedded_worker=False, ask=ask)
 
 
 @pytest.fixture(autouse=True)

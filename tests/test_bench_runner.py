@@ -23,6 +23,7 @@ from stiva_tui.runtime import Runtime
 from stiva_tui.runtime.systems import SystemNameError, parse_systems
 from tests.support.cli import STIVA, run_stiva
 from tests.support.fakeprovider import Reply
+from tests.support.pool import write_lab_config
 
 PLAN = 'model_id = [1]\nsubtasks = ["Add the two numbers."]\naccess_list = [[]]'
 QUESTION = re.compile(r"What is (\d+) \+ (\d+)\?")
@@ -40,40 +41,10 @@ def script_pool(fake, *, latency_s: float = 0.0):
     fake.default("wrong", lambda r: Reply(f"The sum is {_sum(r) + 1}.", usage=(12, 3), latency_s=latency_s))
 
 
-def write_config(path: Path, base_url: str, extra_top: str = "", extra: str = "") -> Path:
-    path.write_text(f"""catalog = false
-embedded_worker = false
-{extra_top}
-[conductor]
-backend = "remote"
-model = "cond"
-[discovery]
-enabled = false
-[workers]
-retries = 0
-[[providers]]
-name = "lab"
-base_url = "{base_url}"
-[[models]]
-id = "cond"
-provider = "lab"
-model = "cond"
-price_in = 1.0
-price_out = 1.0
-[[models]]
-id = "right"
-provider = "lab"
-model = "right"
-price_in = 1.0
-price_out = 2.0
-[[models]]
-id = "wrong"
-provider = "lab"
-model = "wrong"
-price_in = 3.0
-price_out = 5.0
-{extra}""")
-    return path
+def write_config(path: Path, base_url: str, **sections) -> Path:
+    """cond plans [right]; `right` and `wrong` priced apart; no embedded model."""
+    models = [("cond", 1.0, 1.0), ("right", 1.0, 2.0), ("wrong", 3.0, 5.0)]
+    return write_lab_config(path, base_url, models, embedded_worker=False, **sections)
 
 
 def write_suite(path: Path, n: int) -> Path:
@@ -252,7 +223,7 @@ async def test_judge_items_are_graded_by_the_judge_model_and_its_cost_is_apart(f
             "Judgement: the answer names Paris.\nCORRECT" if "Paris" in r.user_text else "INCORRECT", usage=(100, 10)
         ),
     )
-    config = write_config(tmp_path / "c.toml", fake.base_url, extra_top='[bench]\njudge = "wrong"')
+    config = write_config(tmp_path / "c.toml", fake.base_url, bench={"judge": "wrong"})
     suite = tmp_path / "open.jsonl"
     suite.write_text(
         json.dumps({"id": "q1", "question": "Where is the Louvre?", "answer": "Paris", "grader": "judge"}) + "\n"

@@ -13,42 +13,15 @@ import pytest
 
 from tests.support.cli import STIVA, run_stiva
 from tests.support.fakeprovider import Reply
+from tests.support.pool import write_lab_config
 
 PLAN = 'Two drafts, one judge.\nmodel_id = [1, 2, 1]\nsubtasks = ["draft A", "draft B", "combine"]\naccess_list = [[], [], [0, 1]]'
 
 
-def write_config(path: Path, base_url: str, extra: str = "") -> Path:
-    text = f"""catalog = false
-[conductor]
-backend = "remote"
-model = "cond"
-[discovery]
-enabled = false
-[workers]
-retries = 0
-[[providers]]
-name = "lab"
-base_url = "{base_url}"
-[[models]]
-id = "cond"
-provider = "lab"
-model = "cond"
-price_in = 1.0
-price_out = 1.0
-[[models]]
-id = "w1"
-provider = "lab"
-model = "w1"
-price_in = 2.0
-price_out = 4.0
-description = "fast drafts"
-[[models]]
-id = "w2"
-provider = "lab"
-model = "w2"
-{extra}"""
-    path.write_text(text)
-    return path
+def write_config(path: Path, base_url: str) -> Path:
+    """cond plans; w1 and w2 work; the embedded model stays in the pool, last."""
+    models = [("cond", 1.0, 1.0), {"id": "w1", "price_in": 2.0, "price_out": 4.0, "description": "fast drafts"}, "w2"]
+    return write_lab_config(path, base_url, models)
 
 
 @pytest.fixture
@@ -580,7 +553,7 @@ def test_models_the_config_names_must_exist_and_say_when_they_are_unavailable(fa
     result = run_stiva("models", "--config", str(config), home=stiva_home)
     assert result.stderr.startswith(f"stiva: {config}: workers.fallbacks")  # names the file too
 
-    config.write_text(base.replace('model = "cond"\n[discovery]', 'model = "nobody"\n[discovery]', 1))
+    config.write_text(base.replace('backend = "remote"\nmodel = "cond"', 'backend = "remote"\nmodel = "nobody"', 1))
     result = run_stiva("models", "--config", str(config), home=stiva_home)
     assert result.returncode == 2 and "conductor.model: 'nobody' (the remote conductor) is not a model" in result.stderr
 

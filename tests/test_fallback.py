@@ -23,6 +23,7 @@ from stiva_tui.pool.embedded import embedded_pool_model
 from stiva_tui.pool.types import PoolModel
 from tests.support.cli import run_stiva
 from tests.support.fakeprovider import Reply
+from tests.support.pool import write_lab_config
 
 COPIED = 'Plan.\nmodel_id = [1]\nsubtasks = ["Compute 12 times 3."]\naccess_list = [[]]'
 QUESTION = "What is the capital of France?"
@@ -160,49 +161,16 @@ async def test_a_remote_planners_plan_runs_as_written_unless_its_plans_were_reje
 # --- a planner that cannot plan ---------------------------------------------------------------------
 
 
-def _config(tmp_path, base_url: str, conductor_extra: str = "") -> str:
-    path = tmp_path / "c.toml"
-    path.write_text(
-        f"""catalog = false
-[conductor]
-backend = "remote"
-model = "cond"
-{conductor_extra}
-[discovery]
-enabled = false
-[workers]
-retries = 0
-[[providers]]
-name = "lab"
-base_url = "{base_url}"
-[[models]]
-id = "cond"
-provider = "lab"
-model = "cond"
-price_in = 0.1
-price_out = 0.1
-[[models]]
-id = "w1"
-provider = "lab"
-model = "w1"
-price_in = 0.5
-price_out = 1.0
-[[models]]
-id = "w2"
-provider = "lab"
-model = "w2"
-price_in = 5.0
-price_out = 20.0
-"""
-    )
-    return str(path)
+def _config(tmp_path, base_url: str, **conductor: str) -> str:
+    models = [("cond", 0.1, 0.1), ("w1", 0.5, 1.0), ("w2", 5.0, 20.0)]
+    return str(write_lab_config(tmp_path / "c.toml", base_url, models, conductor=conductor))
 
 
 def test_a_planner_that_writes_no_valid_plan_still_gets_the_question_answered(fake, tmp_path, stiva_home):
     fake.default("cond", Reply("I think the answer is a city. model_id = banana"))
     fake.default("w1", Reply("Paris (w1)"))
     fake.default("w2", Reply("Paris (w2)"))
-    config = _config(tmp_path, fake.base_url, 'fallback_model = "w1"')
+    config = _config(tmp_path, fake.base_url, fallback_model="w1")
     result = run_stiva("ask", QUESTION, "--config", config, "--json", home=stiva_home)
     assert result.returncode == 0, result.stderr
     trace = json.loads(result.stdout)
@@ -260,7 +228,7 @@ def test_a_planner_that_fails_uses_the_benches_of_the_history(fake, tmp_path, st
 
 
 def test_an_unknown_fallback_model_is_a_config_error(fake, tmp_path, stiva_home):
-    config = _config(tmp_path, fake.base_url, 'fallback_model = "nope"')
+    config = _config(tmp_path, fake.base_url, fallback_model="nope")
     result = run_stiva("ask", QUESTION, "--config", config, home=stiva_home)
     assert result.returncode == 2
     assert "conductor.fallback_model: 'nope' is not a model of the pool" in result.stderr

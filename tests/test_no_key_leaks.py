@@ -10,6 +10,7 @@ import pytest
 from textual.widgets import DataTable, Input, TextArea
 
 from tests.support.fakeprovider import FakeProvider, Reply
+from tests.support.pool import write_lab_config
 from tests.support.tui_screens import PLAN, Host, make_runtime, wait_until
 
 SECRET = "sk-leakcheck-7f3a9c1e5b2d8f4a6c0e9b7d-Z9Q1"
@@ -144,29 +145,8 @@ ECHOED = "lab.Token_0123456789abcdef"  # no sk- shape: only its actual value can
 
 
 def _echoing_config(tmp_path, base_url: str):
-    path = tmp_path / "echo.toml"
-    path.write_text(f"""catalog = false
-[conductor]
-backend = "remote"
-model = "cond"
-[discovery]
-enabled = false
-[workers]
-retries = 0
-[[providers]]
-name = "lab"
-base_url = "{base_url}"
-api_key_env = "LAB_ECHO_KEY"
-[[models]]
-id = "cond"
-provider = "lab"
-model = "cond"
-[[models]]
-id = "w1"
-provider = "lab"
-model = "w1"
-""")
-    return path
+    provider = {"name": "lab", "base_url": base_url, "api_key_env": "LAB_ECHO_KEY"}
+    return write_lab_config(tmp_path / "echo.toml", base_url, ["cond", "w1"], providers=[provider])
 
 
 def test_a_key_a_provider_echoes_in_its_error_is_masked_everywhere(tmp_path, stiva_home, monkeypatch):
