@@ -228,11 +228,13 @@ def test_a_planner_that_fails_uses_the_benches_of_the_history(fake, tmp_path, st
 
 
 def test_an_unknown_fallback_model_is_a_config_error(fake, tmp_path, stiva_home):
+    """`stiva ask` and `stiva models` alike: one line naming the field, exit 2, nothing asked."""
     config = _config(tmp_path, fake.base_url, fallback_model="nope")
-    result = run_stiva("ask", QUESTION, "--config", config, home=stiva_home)
-    assert result.returncode == 2
-    assert "conductor.fallback_model: 'nope' is not a model of the pool" in result.stderr
-    assert "Traceback" not in result.stderr and not fake.requests
+    for command in (["ask", QUESTION], ["models"]):
+        result = run_stiva(*command, "--config", config, home=stiva_home)
+        assert result.returncode == 2, (command, result.stderr)
+        assert "conductor.fallback_model: 'nope' is not a model of the pool" in result.stderr, command
+        assert "Traceback" not in result.stderr and not fake.requests
 
 
 async def test_a_later_round_whose_planner_fails_keeps_the_previous_answer(fake):

@@ -32,7 +32,12 @@ async def models(args: argparse.Namespace, config) -> int:
     except ConfigError as exc:
         return fail(str(exc), EXIT_USAGE)
     errors, warnings = check_references(
-        config, pool, conductor.backend, conductor.model, conductor_option=args.conductor
+        config,
+        pool,
+        conductor.backend,
+        conductor.model,
+        conductor_option=args.conductor,
+        fallback_model=conductor.fallback_model,
     )
     source = args.config or str(paths.config_file())
     if errors:

@@ -345,9 +345,12 @@ def check_references(
     conductor_model: str | None = None,
     *,
     conductor_option: str | None = None,
+    fallback_model: str | None = None,
 ) -> tuple[list[str], list[str]]:
-    """(errors, warnings) about the models the config names: a fallback, a MoA model or the
-    remote conductor's model that no pool knows is an error; one known but unavailable right now
+    """(errors, warnings) about the models the config names: a fallback, a MoA model, the
+    remote conductor's model or the conductor's `fallback_model` (`fallback_model`, where the
+    conductor's settings were overridden; else the config's) that no pool knows is an error; one
+    known but unavailable right now
     (no key, a server down) is a warning. Each names the config field, or, for the conductor given
     on the command line (`conductor_option`, what --conductor said), the option: such a message
     starts with "--conductor"."""
@@ -368,6 +371,9 @@ def check_references(
             else f"conductor.model: {model!r} (the remote conductor)"
         )
         named.append((field, model))
+    fallback = config.conductor.fallback_model if fallback_model is None else fallback_model
+    if fallback:
+        named.append((f"conductor.fallback_model: {fallback!r}", fallback))
     for field, model_id in named:
         model = pool.get(model_id)
         if model is None:

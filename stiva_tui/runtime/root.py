@@ -175,14 +175,9 @@ class Runtime:
         except StartupError:
             await runtime.aclose()
             raise
-        errors, runtime.warnings = check_references(config, pool, cfg.backend, cfg.model, conductor_option=conductor)
-        if cfg.fallback_model:  # checked as check_references checks the config's other model names
-            named = pool.get(cfg.fallback_model)
-            field_name = f"conductor.fallback_model: {cfg.fallback_model!r}"
-            if named is None:
-                errors.append(f"{field_name} is not a model of the pool; known: {', '.join(pool.ids())}")
-            elif not (named.enabled and named.available):
-                runtime.warnings.append(f"{field_name} is not available now ({named.reason})")
+        errors, runtime.warnings = check_references(
+            config, pool, cfg.backend, cfg.model, conductor_option=conductor, fallback_model=cfg.fallback_model
+        )
         if errors:
             await runtime.aclose()
             raise StartupError(errors[0] if errors[0].startswith("--conductor") else f"config: {errors[0]}")
