@@ -137,10 +137,11 @@ async def _settle(pilot) -> None:
 
 
 def steady_cursors(pilot) -> None:
-    """A focused text box's cursor blinks: a snapshot taken in its off phase differs by one cell."""
-    from textual.widgets import TextArea
+    """A focused text box's cursor blinks: a snapshot taken in its off phase differs by one cell.
+    Stopped, it stays shown. Input boxes too: the history's search, the keys screen's key box."""
+    from textual.widgets import Input, TextArea
 
-    for box in pilot.app.screen.query(TextArea):
+    for box in [*pilot.app.screen.query(TextArea), *pilot.app.screen.query(Input)]:
         box.cursor_blink = False
 
 

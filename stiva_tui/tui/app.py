@@ -283,14 +283,26 @@ class StivaApp(App):
 
         if self._can_open(PoolScreen):
             assert self.runtime is not None
-            self.push_screen(PoolScreen(self.runtime))
+            self._push_aside(PoolScreen(self.runtime))
 
     def action_keys(self) -> None:
         from .screens.keys import KeysScreen
 
         if self._can_open(KeysScreen):
             assert self.runtime is not None
-            self.push_screen(KeysScreen(self.runtime))
+            self._push_aside(KeysScreen(self.runtime))
+
+    def _push_aside(self, screen: "Screen") -> None:
+        """The pool (F4) and the keys (F5) are one detour: either opened from the other takes its
+        place, so that esc goes back to where the detour began (the chat, compare mode), never to
+        the pool, whose r would take the first letter typed for the chat."""
+        from .screens.keys import KeysScreen
+        from .screens.pool import PoolScreen
+
+        if isinstance(self.screen, (PoolScreen, KeysScreen)) and len(self.screen_stack) > 1:
+            self.switch_screen(screen)
+        else:
+            self.push_screen(screen)
 
     def action_leaderboard(self) -> None:
         from .screens.leaderboard import LeaderboardScreen

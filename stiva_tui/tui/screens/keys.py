@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -98,16 +98,23 @@ class KeysScreen(Screen):
     """Manage providers' API keys in the OS keyring."""
 
     CSS_PATH = "keys.tcss"
+    # The key box first: a key pasted at once lands in it (up and down choose the provider).
+    AUTO_FOCUS = "#keys-input"
     BINDINGS = [
         Binding("escape", "back", "Back", id="keys.back", tooltip="Leave the keys screen"),
         Binding("ctrl+s", "save", "Save key", id="keys.save", tooltip="Store the entered key in the keyring"),
+        # Priority: in the key box, ctrl+d would delete a character instead (delete still does).
         Binding(
             "ctrl+d",
-            "remove",
+            "ask_remove",
             "Remove key",
             id="keys.remove",
-            tooltip="Remove the selected provider's key from the keyring",
+            priority=True,
+            tooltip="Remove the selected provider's key from the keyring (asks first)",
         ),
+        # From the key box, the provider's row moves (the table's own keys, when it has the focus).
+        Binding("down", "provider(1)", show=False),
+        Binding("up", "provider(-1)", show=False),
     ]
 
     def __init__(
@@ -220,8 +227,37 @@ class KeysScreen(Screen):
         had_key = self.statuses.get(entry.name, "").startswith("key in ")
         self._change(entry, key, "replaced" if had_key else "saved")
 
+    def on_paste(self, event: events.Paste) -> None:
+        """A key pasted while the table (or a button) has the focus goes into the key box."""
+        field = self.query_one("#keys-input", Input)
+        if event.text.strip() and not field.disabled and not field.has_focus:
+            event.stop()
+            field.value = event.text.strip().splitlines()[0]
+            field.focus()
+
+    def action_provider(self, step: int) -> None:
+        """Move the provider's row by `step` (from the key box, which has no use for up and down)."""
+        table = self.query_one("#keys-table", DataTable)
+        if table.row_count:
+            table.move_cursor(row=max(0, min(table.row_count - 1, table.cursor_row + step)))
+
+    def action_ask_remove(self) -> None:
+        """ctrl+d: remove the selected provider's key after a yes (a key is not typed back in a
+        moment, and ctrl+d is a text box's delete and a shell's end of input)."""
+        from ..dialogs import ConfirmDialog
+
+        entry = self.selected
+        if entry is None or not self.keyring_ok:
+            return
+        if self.statuses.get(entry.name, "no key").startswith("no key"):
+            self.notify(f"No key for {entry.name} is stored here", severity="warning")
+            return
+        question = f"Remove the stored key for {entry.name}? Stiva cannot use {entry.name}'s models without a key."
+        self.app.push_screen(ConfirmDialog(question), lambda yes: self._change(entry, None, "removed") if yes else None)
+
     @on(Button.Pressed, "#keys-remove")
     def action_remove(self) -> None:
+        """The Remove button: pressed on purpose, it removes at once (ctrl+d asks first)."""
         entry = self.selected
         if entry is None or not self.keyring_ok:
             return
