@@ -4,7 +4,8 @@ Each item shows its title, and under it when it was last used, where it came fro
 CLI, the API, a bench) and how its newest run ended. Choosing an item posts
 `HistorySidebar.Selected(kind, id)`: kind "chat" for a conversation (the chat screen restores it
 from `store.get_conversation(id)`), "compare" for a compare session (the chat screen asks the app to
-open it in compare mode). In the list, r renames the highlighted chat and delete (or d) deletes it
+open it in compare mode). Down or up in the search box moves into the list, one item on; enter
+there opens the item. In the list, r renames the highlighted chat and delete (or d) deletes it
 after a yes; the history is written in a thread, and `Renamed` / `Deleted` tell the screen.
 """
 
@@ -73,6 +74,9 @@ class HistorySidebar(Vertical):
             id="history.delete",
             tooltip="Delete the highlighted chat or comparison (asks first); its runs stay in the run history",
         ),
+        # From the search box: into the list, one item down (or up); enter there opens it.
+        Binding("down", "into_list(1)", show=False),
+        Binding("up", "into_list(-1)", show=False),
     ]
 
     @dataclass
@@ -158,9 +162,21 @@ class HistorySidebar(Vertical):
 
     # --- rename and delete ---------------------------------------------------------------------------
 
+    def action_into_list(self, step: int) -> None:
+        """Down (or up) in the search box: the list takes the focus, its cursor one item on, and
+        enter opens that item (what the search box shows highlighted is where the cursor starts)."""
+        options = self.query_one("#history-list", OptionList)
+        if not self.items:
+            return
+        current = options.highlighted if options.highlighted is not None else 0
+        options.highlighted = max(0, min(len(self.items) - 1, current + step))
+        options.focus()
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("rename", "delete"):  # keys of the list: in the search box they are text
             return self.query_one("#history-list", OptionList).has_focus and self.highlighted is not None
+        if action == "into_list":  # the search box's keys; the list has its own up and down
+            return self.query_one("#history-search", Input).has_focus
         return True
 
     @property
