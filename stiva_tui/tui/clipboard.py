@@ -1,4 +1,8 @@
-"""Copy text: the system clipboard when a tool for it is on PATH, else the terminal's OSC 52."""
+"""Copy text: the system clipboard when a tool for it is on PATH, else the terminal's OSC 52.
+
+Only a system clipboard tool that exited well confirms a copy. OSC 52 is a request the terminal
+may ignore (many do, or only over a setting), and nothing comes back to say which: `copy_note`
+says "copied" for the first only, and for OSC 52 that the terminal was asked."""
 
 from __future__ import annotations
 
@@ -25,9 +29,23 @@ def _system_command() -> list[str] | None:
     return None
 
 
+SYSTEM = "system clipboard"  # a tool (pbcopy, wl-copy, xclip, xsel) took it and exited well
+TERMINAL = "terminal clipboard"  # sent as OSC 52: unconfirmed
+
+
+def copy_note(what: str, where: str) -> str:
+    """The notification after copying `what` ("Answer") to `where` (`copy_text`'s answer)."""
+    if where == SYSTEM:
+        return f"{what} copied to the system clipboard."
+    return (
+        f"{what} sent to the terminal's clipboard (OSC 52); your terminal may not support it. "
+        "Install xclip, xsel or wl-copy for a copy Stiva can confirm."
+    )
+
+
 def copy_text(app: App, text: str) -> str:
     """Copy `text`, without escape sequences (what a model wrote is pasted into shells: it must
-    not carry one); returns where it went ("system clipboard" or "terminal clipboard")."""
+    not carry one); returns where it went (SYSTEM, confirmed, or TERMINAL, not confirmable)."""
     text = safe_text(text)
     command = None if os.environ.get("STIVA_NO_SYSTEM_CLIPBOARD") else _system_command()
     if command:
@@ -40,8 +58,8 @@ def copy_text(app: App, text: str) -> str:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-            return "system clipboard"
+            return SYSTEM
         except (OSError, subprocess.SubprocessError):
             pass
     app.copy_to_clipboard(text)  # OSC 52: works over ssh in most terminals
-    return "terminal clipboard"
+    return TERMINAL

@@ -598,21 +598,21 @@ class ChatScreen(Screen):
         if not text:
             self.notify("No answer to copy yet.", severity="warning")
             return
-        where = self._copy(text)
-        self.notify(f"Answer copied to the {where}.", timeout=2)
+        self._copy(text, "Answer")
 
     def action_copy_step(self) -> None:
         text = self.detail.text
         if not text:
             self.notify("Select a step with output first.", severity="warning")
             return
-        where = self._copy(text)
-        self.notify(f"Step output copied to the {where}.", timeout=2)
+        self._copy(text, "Step output")
 
-    def _copy(self, text: str) -> str:
-        from ..clipboard import copy_text
+    def _copy(self, text: str, what: str) -> None:
+        """Copy `text` and say so: "copied" only where a system clipboard tool confirmed it."""
+        from ..clipboard import SYSTEM, copy_note, copy_text
 
-        return copy_text(self.app, text)
+        where = copy_text(self.app, text)
+        self.notify(copy_note(what, where), timeout=2 if where == SYSTEM else 6)
 
 
 def configured_preference(runtime: "Runtime") -> str | None:
