@@ -691,7 +691,8 @@ def _draw_routing(ax: Any, routing: Routing, markers: str) -> None:
 
 def terminal_frontier(report: BenchReport, width: int = 48, height: int = 12) -> str:
     """The frontier as text, for the terminal: accuracy (rows) against cost per question
-    (columns), each system a letter, with a legend. Works in any plain terminal."""
+    (columns), each system a letter, with a legend; systems that fall on one cell share a "+",
+    and a legend line names them. Works in any plain terminal."""
     rows = [r for r in report.systems if r.n]
     if not rows:
         return "(no graded items yet)"
@@ -700,12 +701,22 @@ def terminal_frontier(report: BenchReport, width: int = 48, height: int = 12) ->
     span = (hi_cost - lo_cost) or 1.0
     grid = [[" "] * width for _ in range(height)]
     legend = []
+    held_at: dict[tuple[int, int], list[tuple[str, SystemRow]]] = {}  # what each cell holds
     for i, row in enumerate(rows):
         mark = chr(ord("A") + i) if i < 26 else "*"
         x = 0 if hi_cost == lo_cost else round((row.cost_per_question - lo_cost) / span * (width - 1))
         y = height - 1 - round((row.accuracy or 0.0) * (height - 1))
         grid[y][x] = mark if grid[y][x] == " " else "+"
+        held_at.setdefault((y, x), []).append((mark, row))
         legend.append(f"{mark} {row.system}: accuracy {_fmt(row.accuracy)}, {fmt.money(row.cost_per_question)}/q")
+    # A point hidden under another is named: "+" is where several fell, and this says which.
+    for (_y, _x), held in sorted(held_at.items(), key=lambda c: (c[0][1], c[0][0])):
+        if len(held) > 1:
+            first = held[0][1]
+            legend.append(
+                f"+ {', '.join(mark for mark, _ in held)}: on the same point "
+                f"(accuracy {_fmt(first.accuracy, 2)}, {fmt.money(first.cost_per_question)}/q)"
+            )
     lines = []
     for j, cells in enumerate(grid):
         label = f"{1 - j / (height - 1):4.2f}" if j in (0, height // 2, height - 1) else "    "

@@ -26,14 +26,14 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, DataTable, Static
 
 from ..text import one_line, scrub
-from ..widgets.bench_report import STATUS_STYLES, BenchReportView, ShownReport
+from ..widgets.bench_report import STATUS_STYLES, BenchReportView, ShownReport, asked_systems
 from ..widgets.footer import StivaFooter
 from ..widgets.table import Table
 
 if TYPE_CHECKING:
     from ...store import BenchRecord, Store
 
-COLUMNS = ("Suite", "Systems", "Status", "Items", "Updated")
+COLUMNS = ("Suite", "Systems", "Status", "Items", "Updated", "Pool")
 SUITE_CHARS = 16
 SYSTEMS_CHARS = 24
 REFRESH_S = 5.0  # how often the screen reads again while a listed bench is still running
@@ -54,14 +54,49 @@ EMPTY_OFFLINE = (
 
 @dataclass(frozen=True)
 class BenchSummary:
-    """A bench as the list shows it: its record and how many (system, item) pairs are done."""
+    """A bench as the list shows it: its record, how many (system, item) pairs of the systems it
+    asks are done (graded or failed: `asked_systems`, as its report counts), and what answered it
+    ("simulated pool", "replayed pool", "recorded pool"; None for real models)."""
 
     record: "BenchRecord"
     done: int
+    pool: str | None = None
 
     @property
     def total(self) -> int:
-        return self.record.items * len(self.record.systems)
+        return self.record.items * len(asked_systems(self.record.systems))
+
+
+def bench_summary(store: "Store", bench: "BenchRecord") -> BenchSummary:
+    asked = set(asked_systems(bench.systems))
+    done = {(r.system, r.item_id) for r in store.bench_items(bench.id) if r.system in asked}
+    return BenchSummary(bench, len(done), bench_pool(store, bench))
+
+
+def bench_pool(store: "Store", bench: "BenchRecord") -> str | None:
+    """What answered a bench, as its report says it: "recorded pool" for `stiva bench import`'s
+    answers, "replayed pool" or "simulated pool" when its systems or its runs' steps name the
+    models of `--pool replay:ID` or `--pool sim`; None for real models. From the history alone:
+    the bench record keeps no pool."""
+    from ...sim.profiles import SIM_PREFIX
+    from ...sim.replay import REPLAY_PREFIX
+    from ...store.benches import IMPORTED
+
+    if bench.config_hash == IMPORTED:
+        return "recorded pool"
+    models = {s.removeprefix("direct:") for s in bench.systems}
+    row = store.query_one(
+        "SELECT s.model FROM bench_items b JOIN steps s ON s.run_id = b.run_id WHERE b.bench_id = ?"
+        " AND (s.model LIKE ? OR s.model LIKE ?) LIMIT 1",
+        (bench.id, REPLAY_PREFIX + "%", SIM_PREFIX + "%"),
+    )
+    if row is not None:
+        models.add(row["model"])
+    if any(m.startswith(REPLAY_PREFIX) for m in models):
+        return "replayed pool"
+    if any(m.startswith(SIM_PREFIX) for m in models):
+        return "simulated pool"
+    return None
 
 
 class BenchScreen(Screen):
@@ -153,7 +188,7 @@ class BenchScreen(Screen):
             self.post_message(self.BenchesLoaded([]))
             return
         try:
-            benches = scrub([BenchSummary(b, len(self.store.bench_items(b.id))) for b in self.store.list_benches()])
+            benches = scrub([bench_summary(self.store, b) for b in self.store.list_benches()])
         except Exception as exc:  # a closed or unreadable history: say so, stay open
             self.post_message(self.LoadFailed(str(exc)))
             return
@@ -273,12 +308,11 @@ def read_report(store: "Store", bench_id: str) -> ShownReport:
     bench = store.get_bench(bench_id)
     records = store.bench_items(bench_id)
     order = list(dict.fromkeys(r.item_id for r in records))
-    report = ShownReport(
-        bench,
-        build_report(
-            bench.suite, bench.id, bench.systems, order, records, status=bench.status, stop_reason=bench.stop_reason
-        ),
+    built = build_report(
+        bench.suite, bench.id, bench.systems, order, records, status=bench.status, stop_reason=bench.stop_reason
     )
+    built.pool = bench_pool(store, bench)  # as `stiva bench` labels it
+    report = ShownReport(bench, built)
     return scrub(report)  # the models' extracted answers and errors, without escape sequences
 
 
@@ -291,4 +325,6 @@ def bench_cells(bench: BenchSummary) -> list:
         Text(record.status, style=STATUS_STYLES.get(record.status, "")),
         Text(f"{bench.done}/{bench.total}", justify="right"),
         Text(record.updated_at[:16].replace("T", " "), style="dim"),
+        # "simulated" under the "Pool" heading: figures that are no real model's, said in yellow
+        Text((bench.pool or "").removesuffix(" pool") or "real", style="bold yellow" if bench.pool else "dim"),
     ]

@@ -53,11 +53,22 @@ class ShownReport:
 
     @property
     def done(self) -> int:
-        return len(self.items)
+        """The asked systems' items with a result (graded or failed), as the list counts them."""
+        asked = set(asked_systems(self.bench.systems))
+        return sum(1 for item in self.items if item.system in asked)
 
     @property
     def total(self) -> int:
-        return self.bench.items * len(self.bench.systems)
+        return self.bench.items * len(asked_systems(self.bench.systems))
+
+
+def asked_systems(systems: "list[str]") -> list[str]:
+    """The systems a bench asks, item by item: not `oracle` and `random` (computed from the
+    direct: rows) nor `knn` and `best-single` (routed from them), which have no rows of their own.
+    What the bench list and the report count "done" and "total" over, as `stiva bench` does."""
+    from ...bench.derived import DERIVED, router_level
+
+    return [s for s in systems if s not in DERIVED and router_level(s) is None]
 
 
 class BenchReportView(Vertical):
@@ -185,7 +196,8 @@ def frontier_size(columns: int, rows: int, legend: int) -> tuple[int, int]:
 
 
 def heading(report: ShownReport) -> Text:
-    """`basic · bench 3f2a… · finished · 24/24 items` (and why it stopped, when it did)."""
+    """`basic · bench 3f2a… · finished · 24/24 items` (and why it stopped, when it did; and
+    SIMULATED POOL or RECORDED POOL when no real model answered it)."""
     bench = report.bench
     text = Text.assemble(
         (bench.suite, "bold"),
@@ -195,6 +207,9 @@ def heading(report: ShownReport) -> Text:
     )
     if bench.stop_reason:
         text.append(f"  ·  {bench.stop_reason}", style="dim")
+    if report.report.pool:  # "SIMULATED POOL", as the Markdown report and the status bar say it
+        text.append("  ·  ")
+        text.append(report.report.pool.upper(), style="bold yellow")
     return text
 
 
