@@ -7,7 +7,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -25,7 +25,12 @@ if TYPE_CHECKING:
     from ...runtime import Runtime
 
 MODEL_COLUMNS = ("#", "Model", "In $/1M", "Out $/1M", "Status", "Enabled", "Provider", "Source", "Description")
+# Below WIDE_FROM columns, the table keeps what tells models apart and a line under it says the
+# rest of the highlighted model: its whole status, provider, source and description.
+NARROW_COLUMNS = ("#", "Model", "$/1M in/out", "Status")
+WIDE_FROM = 120
 SERVER_COLUMNS = ("Server", "Provider", "Models")
+RIGHT = ("#", "In $/1M", "Out $/1M", "$/1M in/out")
 
 
 class PoolScreen(Screen):
@@ -42,25 +47,33 @@ class PoolScreen(Screen):
     ) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.runtime = runtime
+        self._shown_narrow: bool | None = None  # the layout the table has now
+        self._models: dict[str, PoolModel] = {}
+        self._numbers: dict[str, int] = {}
 
     def compose(self) -> ComposeResult:
         yield Static("", id="pool-title")
         yield Static("", id="pool-conductor", markup=False)
         yield Table(id="pool-models", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="pool-detail", markup=False)
         yield Static("Local servers found", id="pool-servers-title", classes="section")
         yield Table(id="pool-servers", cursor_type="row")
         yield Static("", id="pool-servers-empty")
         yield StivaFooter()
 
     def on_mount(self) -> None:
-        models = self.query_one("#pool-models", DataTable)
-        for label in MODEL_COLUMNS:
-            justify = "right" if label in ("#", "In $/1M", "Out $/1M") else "left"
-            models.add_column(Text(label, justify=justify), key=label)
         servers = self.query_one("#pool-servers", DataTable)
         for label in SERVER_COLUMNS:
             servers.add_column(label, key=label)
         self.action_reload()
+
+    @property
+    def narrow(self) -> bool:
+        return self.app.size.width < WIDE_FROM
+
+    def on_resize(self) -> None:
+        if self.narrow != self._shown_narrow:
+            self.action_reload()
 
     def action_reload(self) -> None:
         pool = self.runtime.pool
@@ -70,10 +83,25 @@ class PoolScreen(Screen):
             Text(f"Pool: {len(available)} of {len(pool)} models available", style="bold")
         )
 
+        narrow = self._shown_narrow = self.narrow
         table = self.query_one("#pool-models", DataTable)
-        table.clear()
-        for model in listing_order(pool):  # the usable ones first
-            table.add_row(*model_cells(model, index.get(model.id)), key=model.id)
+        keep = table.cursor_row
+        table.clear(columns=True)
+        for label in NARROW_COLUMNS if narrow else MODEL_COLUMNS:
+            table.add_column(Text(label, justify="right" if label in RIGHT else "left"), key=label)
+        self._models = {m.id: m for m in pool}
+        self._numbers = index
+        listed = listing_order(pool)  # the usable ones first
+        rows = [model_cells(model, index.get(model.id)) for model in listed]
+        if narrow:
+            rows = narrow_cells(rows, self.app.size.width - 4)
+        for model, cells in zip(listed, rows, strict=True):
+            table.add_row(*cells, key=model.id)
+        if table.row_count:
+            table.move_cursor(row=min(keep, table.row_count - 1), animate=False)
+        detail = self.query_one("#pool-detail", Static)
+        detail.display = narrow
+        self._show_detail()
 
         servers = discovered_servers(pool)
         server_table = self.query_one("#pool-servers", DataTable)
@@ -88,6 +116,18 @@ class PoolScreen(Screen):
         discovery = self.runtime.config.discovery.enabled
         empty.update("none found on the default ports" if discovery else "discovery is off in the config")
         self._show_conductor()
+
+    @on(DataTable.RowHighlighted, "#pool-models")
+    def _show_detail(self) -> None:
+        """Narrow: the highlighted model's whole status, provider, source and description."""
+        detail = self.query_one("#pool-detail", Static)
+        table = self.query_one("#pool-models", DataTable)
+        if not detail.display or not table.row_count:
+            return
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        model = self._models.get(key or "")
+        if model is not None:
+            detail.update(model_detail(model, self._numbers.get(model.id)))
 
     def _show_conductor(self) -> None:
         label = self.query_one("#pool-conductor", Static)
@@ -158,6 +198,38 @@ def model_cells(model: "PoolModel", number: int | None) -> list:
         Text(safe_text(model.source), style=style),
         Text(safe_text(model.description), style=style),
     ]
+
+
+def narrow_cells(rows: list[list], width: int) -> list[list]:
+    """The wide table's rows as the narrow one's: #, model, "in/out" prices in one cell, and the
+    status cut to what `width` columns leave (the detail line under the table says it whole)."""
+    prices = [Text(f"{r[2].plain}/{r[3].plain}", justify="right", style=r[2].style) for r in rows]
+    used = sum(2 + max(len(c.plain) for c in column) for column in ([r[0] for r in rows], [r[1] for r in rows], prices))
+    room = max(12, width - used - 2)
+    out = []
+    for row, price in zip(rows, prices, strict=True):
+        status = row[4].copy()
+        if row[5].plain == "no":  # "Enabled": said in the status where there is no column for it
+            status.append(" (off)")
+        status.truncate(room, overflow="ellipsis")
+        out.append([row[0], row[1], price, status])
+    return out
+
+
+def model_detail(model: "PoolModel", number: int | None) -> Text:
+    """One model said whole, for the line under the narrow table."""
+    usable = number is not None
+    reason = safe_text(model.reason or ("available" if usable else "unavailable"))
+    text = Text()
+    text.append(safe_text(model.id), style="bold")
+    text.append(f" · {safe_text(f'{model.provider}: {model.model}')} · {safe_text(model.source)}")
+    if not model.enabled:
+        text.append(" · disabled")
+    if model.description:
+        text.append(f" · {safe_text(model.description)}")
+    text.append("\n")
+    text.append(("✓ " if usable else "✗ ") + reason, style="green" if usable else "red")
+    return text
 
 
 def discovered_servers(pool: "Pool") -> dict[str, tuple[str, list[str]]]:
