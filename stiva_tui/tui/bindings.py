@@ -99,7 +99,11 @@ def _together(a: str, b: str) -> bool:
 
 
 def check_keymap(keymap: Mapping[str, str]) -> str | None:
-    """Why `keymap` cannot be used (one line), or None."""
+    """Why `keymap` cannot be used (one line), or None. An empty keymap (the default) has nothing
+    to check: the app's own bindings do not clash (a test keeps them so), and reading them all
+    imports every screen, which the first paint would wait for."""
+    if not keymap:
+        return None
     bindings = _owned_bindings()
     known = {b.id for _o, b in bindings}
     unknown = sorted(set(keymap) - known)
