@@ -22,12 +22,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.files import scratch_beside
 from ..evals.recorded import RecordsError
 from ..evals.recorded.records import RecordedRow
 from ..evals.suite import answer_key, parse_suite
@@ -243,7 +243,7 @@ def import_recorded(
     cost_kind = kinds.pop() if len(kinds) == 1 else "mixed"
 
     folder.mkdir(parents=True, exist_ok=True)
-    scratch = _scratch(path, text.encode("utf-8"))
+    scratch = scratch_beside(path, text.encode("utf-8"))
     try:
         store.import_bench(
             bench_id,
@@ -274,16 +274,3 @@ def import_recorded(
         tokens_estimated=estimated,
         unpriced=sorted(unpriced),
     )
-
-
-def _scratch(path: Path, data: bytes) -> Path:
-    """`data` in a new file beside `path`, to be renamed over it once the bench is stored."""
-    fd, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(scratch, 0o644)
-    except BaseException:
-        Path(scratch).unlink(missing_ok=True)
-        raise
-    return Path(scratch)

@@ -13,12 +13,12 @@ view goes to stderr when it is a terminal. The report files go to --out (default
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import tempfile
 from pathlib import Path
 
 from ..core import display as fmt
+from ..core.files import replace_file
 from .common import (
     EXIT_CANCELLED,
     EXIT_FAILED,
@@ -272,20 +272,6 @@ def runtime_pool_label(runtime) -> str | None:
     from ..sim.pool import pool_label
 
     return pool_label(runtime.config)
-
-
-def replace_file(path: Path, data: bytes) -> None:
-    """Write `data` to a new file beside `path` (0644, O_EXCL), then rename it over `path`."""
-    fd, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(scratch, 0o644)
-        os.replace(scratch, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(scratch)
-        raise
 
 
 def print_table(report) -> None:
