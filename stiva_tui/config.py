@@ -56,6 +56,14 @@ class ConductorConfig(_Strict):
     # planner wrote none), unless a router's prediction or the benches' recorded accuracy chose
     # one; "": the priciest model (docs/conductor.md, "Never worse than one call").
     fallback_model: str = ""
+    # local: how plans are decoded (docs/measurements.md). hf: transformers' generate(); eager:
+    # Stiva's own loop; static: that on a static KV cache; compiled: that with the decode step under
+    # torch.compile (CUDA graphs on a GPU); "+jump": the tokens the grammar forces fed in one pass.
+    # Every choice makes the same greedy plan; they differ in speed only.
+    decode: Literal["hf", "eager", "eager+jump", "static", "static+jump", "compiled", "compiled+jump"] = "hf"
+    # local: the 4-bit format. nf4: bitsandbytes (what QLoRA trains); int4: torchao's int4
+    # weight-only (tinygemm on CUDA; needs the `fast` extra: pip install 'stiva-tui[fast]').
+    quant: Literal["nf4", "int4"] = "nf4"
 
     @field_validator("prefer")
     @classmethod

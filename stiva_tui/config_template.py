@@ -21,6 +21,9 @@ TEMPLATE = """# Stiva's configuration. Every line below is a default, commented 
 # router_escalate_below = 0   # where the router's best chance is under this, the full conductor plans
 # fallback_model = ""         # a pool model id: answers in one step when a plan cannot run, unless
 #                             # your benches' recorded accuracy picks one ("": the priciest model)
+# decode = "hf"               # local: hf | eager | static | compiled, each may add +jump (forced
+#                             # tokens in one pass): the same plans, speed only (docs/measurements.md)
+# quant = "nf4"               # local on a GPU: nf4 (bitsandbytes) | int4 (torchao: 'stiva-tui[fast]')
 
 # A provider of your own (any OpenAI-compatible endpoint) and its models; keys go in the keyring
 # (F5 in the app) or in the environment variable you name, never in this file.

@@ -28,7 +28,8 @@ from ..config import DEFAULT_LOCAL_MODEL
 from ..core.usage import Usage
 from ..core.workflow import WorkflowParseError, parse_workflow, split_reasoning
 from ..inference.adapter_manifest import adapter_plan_format
-from ..inference.checkpoints import LoadedModel, ModelSpec, load_model
+from ..inference.checkpoints import QUANT_LABELS, LoadedModel, ModelSpec, load_model
+from ..inference.decode import DecodeOptions
 from ..inference.errors import ModelError
 from ..inference.generation import (
     IncrementalDecoder,
@@ -87,6 +88,7 @@ class PlanLogitsProcessor:
         self.switch_at: int | None = 0 if self.phase == "lists" else None  # generated index
         self.mask = GrammarMask(compiled_grammar, eos_id) if use_grammar else None
         self._forced_prefix_done = False
+        self._seen = 0  # the length of the ids whose last token was taken in
 
     def _idx(self, index: Any, scores: Any) -> Any:
         if index.device == scores.device:
@@ -100,19 +102,35 @@ class PlanLogitsProcessor:
         self.phase = "lists"
         self.switch_at = generated
 
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import torch
-
+    def _take(self, input_ids: Any) -> int:
+        """Take in the last token of `input_ids` (once per length); the number generated."""
         if self.start is None:
             self.start = input_ids.shape[1]
-        generated = input_ids.shape[1] - self.start
-        if generated > 0:
+        length = input_ids.shape[1]
+        generated = length - self.start
+        if generated > 0 and length > self._seen:
             last = int(input_ids[0, -1])
             if self.phase == "reasoning":
                 self.reasoning_tokens += 1
                 self.decoder.push(last)
             elif self.mask is not None and generated > (self.switch_at or 0):
                 self.mask.accept(last)
+        self._seen = max(self._seen, length)
+        return generated
+
+    def forced_token(self, input_ids: Any) -> int | None:
+        """The next token when the grammar allows only one (the list syntax, the keys, the end),
+        else None: greedy decoding and sampling would pick it anyway, so a decode loop may feed it
+        without asking the model (jump-forward, `inference.decode`). Free reasoning forces none."""
+        if self.start is None or self.phase != "lists" or self.mask is None:
+            return None
+        self._take(input_ids)
+        return self.mask.forced()
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        generated = self._take(input_ids)
         if self.phase == "reasoning":
             text = self.decoder.text
             top = int(torch.argmax(scores[0]))
@@ -161,8 +179,13 @@ class HFConductor:
         grammar: bool = True,
         prompt_style: str = "auto",  # auto | chat | plain | base | compact
         plan_steps: int | None = None,
+        decode: str = "hf",  # inference.decode: hf | eager | static | compiled, each "+jump" or not
     ):
         self.spec = spec
+        try:
+            self.decode = DecodeOptions.parse(decode)
+        except ValueError as exc:
+            raise ConductorError(str(exc)) from None
         self.model = model_label or spec.label or spec.source
         self.adapter = spec.adapter
         self.max_reasoning_tokens = max_reasoning_tokens
@@ -215,6 +238,7 @@ class HFConductor:
             "quantization": self.quantization,
             "device": self.spec.device,
             "grammar": self.grammar,
+            "decode": self.decode.label(),
         }
         if self._loaded is not None:
             info.update(self._loaded.describe())
@@ -412,6 +436,7 @@ class HFConductor:
                 logits_processors=[setup.processor],
                 eos_ids=[setup.eos_id],
                 prefix_tokens=setup.prefix_tokens,
+                decode=self.decode,
             )
         except asyncio.CancelledError:
             raise
@@ -426,6 +451,8 @@ class HFConductor:
             "first_token_s": result.first_token_s,
             "generate_s": result.seconds,
             "finish": result.finish,
+            "forward_passes": result.forward_passes,
+            "forced_tokens": result.forced_tokens,
         }
         if workflow is None:
             raise ConductorError(
@@ -539,8 +566,13 @@ class LocalConductor(HFConductor):
         grammar: bool = True,
         prompt_style: str = "auto",
         plan_steps: int | None = None,
+        decode: str = "hf",
+        quant: str = "nf4",
     ):
         cuda = device == "cuda"
+        if quant not in QUANT_LABELS:
+            raise ConductorError(f"unknown 4-bit format {quant!r}; choose nf4 or int4")
+        self.quantization = QUANT_LABELS[quant]
         spec = ModelSpec(
             source=model,
             device=device,
@@ -549,6 +581,7 @@ class LocalConductor(HFConductor):
             double_quant=cuda,
             compute_dtype="bfloat16" if cuda else "float32",
             label=model,
+            quant=quant,
         )
         super().__init__(
             spec,
@@ -559,6 +592,7 @@ class LocalConductor(HFConductor):
             grammar=grammar,
             prompt_style=prompt_style,
             plan_steps=plan_steps,
+            decode=decode,
         )
 
     @classmethod
@@ -569,5 +603,5 @@ class LocalConductor(HFConductor):
             max_reasoning_tokens=config.max_reasoning_tokens,
             max_subtask_chars=config.max_subtask_chars,
             temperature=config.temperature,
-            **kwargs,
+            **{"decode": getattr(config, "decode", "hf"), "quant": getattr(config, "quant", "nf4"), **kwargs},
         )

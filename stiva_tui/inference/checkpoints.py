@@ -96,13 +96,16 @@ class ModelSpec:
     source: str  # HF id or folder
     device: str = "cpu"  # "cpu" | "cuda"
     adapter: str | None = None
-    quantize: bool = True  # 4-bit nf4
+    quantize: bool = True  # 4-bit, in the format `quant` names
     double_quant: bool = False
     # The compute dtype of nf4 ("bfloat16" on CUDA), or the dtype of the weights when not quantized.
     compute_dtype: str = "float32"
     label: str = ""  # what describe() shows as the model
     # Where this load starts on the progress bar: the embedded model's conversion comes first.
     progress_from: float = 0.0
+    # The 4-bit format when `quantize`: "nf4" (bitsandbytes; QLoRA trains on it) or "int4"
+    # (torchao's int4 weight-only: tinygemm on CUDA, its CPU layout elsewhere; `pip install 'stiva-tui[fast]'`).
+    quant: str = "nf4"
 
 
 @dataclass
@@ -233,7 +236,15 @@ def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
         _check_vram(spec, config)
     kwargs: dict[str, Any] = {"local_files_only": local_only}
     quantization = None
-    if spec.quantize:
+    if spec.quantize and spec.quant not in QUANT_LABELS:
+        raise ModelError(f"unknown 4-bit format {spec.quant!r}; set [conductor] quant to nf4 or int4")
+    torchao_int4 = spec.quantize and spec.quant == "int4"
+    if torchao_int4:
+        _import_torchao()  # a clear error before minutes of loading
+        # torchao's int4 kernels (tinygemm on CUDA, the CPU layout) take bfloat16 activations
+        kwargs["dtype"] = torch.bfloat16
+        quantization = QUANT_LABELS["int4"]
+    elif spec.quantize:
         from transformers import BitsAndBytesConfig
 
         dtype = getattr(torch, spec.compute_dtype)
@@ -248,10 +259,12 @@ def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
     else:
         kwargs["dtype"] = getattr(torch, spec.compute_dtype)
         quantization = DTYPE_LABELS.get(spec.compute_dtype, spec.compute_dtype)
-    kwargs["device_map"] = "cpu" if spec.device == "cpu" else {"": 0}
+    # int4: loaded in bf16 on the CPU, then each layer quantized on its way to the GPU (which
+    # then holds the 4-bit weights only)
+    kwargs["device_map"] = "cpu" if spec.device == "cpu" or torchao_int4 else {"": 0}
     lo, hi = at(0.1), at(0.94)
     label = spec.label or spec.source
-    how = "in 4-bit nf4" if spec.quantize else f"in {spec.compute_dtype}"
+    how = f"in 4-bit {quantization}" if spec.quantize else f"in {spec.compute_dtype}"
     report(progress, lo, f"loading {label} {how} on {spec.device}")
     try:
         tokenizer = AutoTokenizer.from_pretrained(spec.source, local_files_only=local_only)
@@ -270,6 +283,16 @@ def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
             del model
             _release_cuda(spec.device)
             raise
+    if torchao_int4:
+        report(progress, at(0.96), f"quantizing {label} to int4 (torchao)")
+        try:
+            quantization = quantize_int4(model, spec.device)
+        except Exception as exc:  # noqa: BLE001
+            del model
+            _release_cuda(spec.device)
+            raise ModelError(
+                f"cannot quantize {spec.source} to int4 with torchao: {type(exc).__name__}: {exc}"
+            ) from exc
     model.eval()
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -289,6 +312,90 @@ def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
 
 # What describe() shows as the format of a model kept in a plain dtype.
 DTYPE_LABELS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+# ... and of a 4-bit one (ModelSpec.quant).
+QUANT_LABELS = {"nf4": "nf4", "int4": "int4 (torchao)"}
+
+
+def _import_torchao() -> Any:
+    """torchao, quietly, or a ModelError saying how to get it."""
+    import logging
+
+    # its import warns that the C++ extensions of a torchao built for another torch are skipped:
+    # the int4 kernels used here are torch's own (aten._weight_int4pack_mm*)
+    logging.getLogger("torchao").setLevel(logging.ERROR)
+    try:
+        import torchao
+    except ImportError as exc:
+        raise ModelError(
+            "the int4 format needs torchao: pip install 'stiva-tui[fast]', or set [conductor] quant = \"nf4\""
+        ) from exc
+    return torchao
+
+
+def cpu_int4_config(group: int = 32) -> Any:
+    """torchao's int4 weight-only config for the CPU (torchao 0.15's CPU layout), or None where
+    this torchao has none (0.16 and later)."""
+    import warnings
+
+    from torchao.quantization import Int4WeightOnlyConfig
+
+    try:
+        from torchao.dtypes import Int4CPULayout
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return Int4WeightOnlyConfig(group_size=group, layout=Int4CPULayout(), version=1)
+    except (ImportError, TypeError):
+        return None
+
+
+def quantize_int4(model: Any, device: str) -> str:
+    """Quantize `model`'s linear layers (LoRA's own excepted) in place to torchao's int4
+    weight-only format: tinygemm's tile-packed layout on CUDA. On the CPU, torchao 0.15's CPU int4
+    layout where it has one; torchao >= 0.16 has no CPU int4 kernel, so there int8 weight-only
+    stands in (the same code path, tested on the CPU). Layers whose width no group size divides stay
+    as they are. Returns the format's label ("int4 (torchao)", or "int8 (torchao)" for the stand-in)."""
+    import warnings
+
+    import torch
+
+    _import_torchao()
+    from torchao.quantization import Int4WeightOnlyConfig, Int8WeightOnlyConfig, quantize_
+
+    cuda = device == "cuda"
+
+    def eligible(module: Any, name: str) -> bool:
+        return isinstance(module, torch.nn.Linear) and "lora_" not in name and module.out_features % 8 == 0
+
+    widths = [m.in_features for n, m in model.named_modules() if eligible(m, n)]
+    # tinygemm packs the input dimension in tiles of 128; the CPU layout takes any group size
+    sizes = (128,) if cuda else (128, 64, 32)
+    group = next((g for g in sizes if widths and all(w % g == 0 for w in widths)), None)
+    if group is None:
+        group = sizes[-1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torchao's deprecation notes on the CPU layout's config version
+        label = QUANT_LABELS["int4"]
+        if cuda:
+            config: Any = Int4WeightOnlyConfig(group_size=group, int4_packing_format="tile_packed_to_4d")
+        else:
+            config = cpu_int4_config(group)
+            if config is None:
+                config, label = Int8WeightOnlyConfig(), "int8 (torchao)"
+        done: list[str] = []
+
+        def chosen(module: Any, name: str) -> bool:
+            ok = eligible(module, name) and module.in_features % group == 0
+            if ok:
+                done.append(name)
+            return ok
+
+        quantize_(model, config, filter_fn=chosen, device="cuda" if cuda else None)
+    if cuda:
+        model.to("cuda")  # the rest: embeddings, norms
+    if not done:
+        raise ValueError("no linear layer has a width torchao's int4 groups divide")
+    return label
 
 
 def _load_failure(spec: ModelSpec, exc: Exception) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .checkpoints import LoadedModel
+from .decode import DecodeOptions, cache_kwarg, run_loop
 
 # --- prompts ------------------------------------------------------------------------------------
 
@@ -125,6 +126,8 @@ class GenerationResult:
     finish: str  # "stop" (end token or stop string) | "length" | "cancelled"
     first_token_s: float | None
     seconds: float
+    forward_passes: int | None = None  # Stiva's loop only: model calls, prefill included
+    forced_tokens: int = 0  # tokens the grammar forced, fed without a forward pass of their own
 
 
 class _Streamer:
@@ -302,7 +305,11 @@ def _prefix_cache(loaded: LoadedModel, prompt: Sequence[int], prefix_tokens: int
             # logits for the last position only: the full 262k-wide logits of every prefix token
             # would cost more than the prefix itself
             loaded.model(
-                input_ids=ids, attention_mask=torch.ones_like(ids), cache=cache, use_cache=True, logits_to_keep=1
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                use_cache=True,
+                logits_to_keep=1,
+                **{cache_kwarg(loaded.model): cache},
             )
         while len(slots) >= _PREFIX_KV_SLOTS:
             slots.pop(next(iter(slots)))
@@ -322,11 +329,14 @@ def generate_sync(
     on_text: Callable[[str], None] | None = None,
     eos_ids: Sequence[int] | None = None,
     prefix_tokens: int = 0,
+    decode: DecodeOptions | None = None,
 ) -> GenerationResult:
     """One streaming generate() on the shared model (serialised by its lock). Blocking.
 
     `prefix_tokens`: the prompt's first so many tokens are a static prefix whose KV cache is kept
-    on the loaded model and reused (only for a model whose weights do not change while loaded)."""
+    on the loaded model and reused (only for a model whose weights do not change while loaded).
+    `decode`: transformers' generate() (None, "hf") or Stiva's own loop (`inference.decode`), which
+    makes the same tokens and can feed grammar-forced tokens in one pass, on a static cache, compiled."""
     import torch
 
     stop_event = stop_event or threading.Event()
@@ -334,24 +344,32 @@ def generate_sync(
     streamer = _Streamer(loaded.tokenizer, prompt, set(eos), stop_strings, on_text)
     gen_config = _generation_config(loaded, max_new_tokens, temperature, eos)
     input_ids = _prompt_rows(loaded, prompt, 1)
-    from transformers import LogitsProcessorList, StoppingCriteriaList
-
     start = time.monotonic()
     finish = "stop"
+    stats = None
     with loaded.lock:
         if stop_event.is_set():
             return GenerationResult("", [], len(prompt), 0, "cancelled", None, 0.0)
         with torch.inference_mode():
             cache = _prefix_cache(loaded, prompt, prefix_tokens)
-            loaded.model.generate(
-                input_ids=input_ids,
-                **({"cache": cache} if cache is not None else {}),
-                attention_mask=torch.ones_like(input_ids),
-                generation_config=gen_config,
-                logits_processor=LogitsProcessorList(list(logits_processors)),
-                stopping_criteria=StoppingCriteriaList([_StopWhen(stop_event, streamer)]),
-                streamer=streamer,
-            )
+            if decode is not None and decode.own_loop:
+                streamer.put(input_ids)  # the prompt, as generate() hands it first
+                stats = run_loop(
+                    loaded,
+                    prompt,
+                    options=decode,
+                    max_new_tokens=max_new_tokens,
+                    temperature=temperature,
+                    logits_processors=logits_processors,
+                    eos=set(eos),
+                    put=lambda token: streamer.put(torch.tensor([token])),
+                    should_stop=lambda: stop_event.is_set() or streamer.stopped,
+                    prefix=cache,
+                    prefix_tokens=prefix_tokens if cache is not None else 0,
+                )
+                streamer.end()
+            else:
+                _hf_generate(loaded, input_ids, cache, gen_config, logits_processors, stop_event, streamer)
     ids = streamer.ids
     if stop_event.is_set():
         finish = "cancelled"
@@ -368,6 +386,32 @@ def generate_sync(
         finish=finish,
         first_token_s=first,
         seconds=time.monotonic() - start,
+        forward_passes=None if stats is None else stats.forward_passes,
+        forced_tokens=0 if stats is None else stats.forced_tokens,
+    )
+
+
+def _hf_generate(
+    loaded: LoadedModel,
+    input_ids: Any,
+    cache: Any,
+    gen_config: Any,
+    logits_processors: Sequence[Any],
+    stop_event: threading.Event,
+    streamer: _Streamer,
+) -> None:
+    """transformers' generate() with the streamer, the processors and the stop criterion."""
+    import torch
+    from transformers import LogitsProcessorList, StoppingCriteriaList
+
+    loaded.model.generate(
+        input_ids=input_ids,
+        **({cache_kwarg(loaded.model): cache} if cache is not None else {}),
+        attention_mask=torch.ones_like(input_ids),
+        generation_config=gen_config,
+        logits_processor=LogitsProcessorList(list(logits_processors)),
+        stopping_criteria=StoppingCriteriaList([_StopWhen(stop_event, streamer)]),
+        streamer=streamer,
     )
 
 

@@ -3,6 +3,7 @@
     mask = GrammarMask(compiled_grammar, eos_id)
     mask.accept(token)          # the token generated last
     scores = mask(scores)       # the next token's scores, masked (in place; or the end forced)
+    mask.forced()               # the one token the grammar allows next, or None (jump-forward)
 
 - `GrammarMask`: one sequence's grammar state (xgrammar's matcher and bitmask). Once the grammar
   is complete, or a token broke it, only the end token is allowed.
@@ -35,11 +36,26 @@ class GrammarMask:
         self.matcher = xgr.GrammarMatcher(compiled_grammar, override_stop_tokens=[eos_id])
         self.bitmask = xgr.allocate_token_bitmask(1, compiled_grammar.tokenizer_info.vocab_size)
         self.failed = False  # a token the grammar did not allow was accepted (then only the end may follow)
+        self.filled = False  # the bitmask holds the mask of the current state
 
     def accept(self, token: int) -> None:
         """Advance the grammar by the token generated last."""
+        self.filled = False
         if not self.matcher.is_terminated() and not self.matcher.accept_token(token):
             self.failed = True
+
+    def _fill(self) -> None:
+        if not self.filled:
+            self.matcher.fill_next_token_bitmask(self.bitmask)
+            self.filled = True
+
+    def forced(self) -> int | None:
+        """The next token when the grammar allows exactly one (the end once it is complete or
+        broken), else None. The mask it works out is kept for the next call of the mask."""
+        if self.matcher.is_terminated() or self.failed:
+            return self.eos_id
+        self._fill()
+        return single_token(self.bitmask)
 
     def __call__(self, scores: Any) -> Any:
         """`scores` (one row) masked in place to the allowed tokens; a new tensor forcing the end
@@ -50,9 +66,25 @@ class GrammarMask:
             forced = torch.full_like(scores, float("-inf"))
             forced[:, self.eos_id] = 0.0
             return forced
-        self.matcher.fill_next_token_bitmask(self.bitmask)
+        self._fill()
         apply_bitmask(scores, self.bitmask.to(scores.device))
         return scores
+
+
+def single_token(bitmask: Any) -> int | None:
+    """The token id when xgrammar's (one-row) `bitmask` allows exactly one token, else None (bit
+    j of word i stands for token 32 * i + j)."""
+    import torch
+
+    words = bitmask.reshape(-1)
+    nonzero = torch.nonzero(words)
+    if nonzero.shape[0] != 1:
+        return None
+    index = int(nonzero[0, 0])
+    word = int(words[index]) & 0xFFFFFFFF
+    if word & (word - 1):
+        return None
+    return 32 * index + word.bit_length() - 1
 
 
 # xgrammar's default kernel for CUDA logits is Triton's; where Triton is missing or cannot build,
