@@ -28,7 +28,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from benchmarks.harness import ROOT, machine, update_json
+from benchmarks.harness import ROOT, machine, save_json, update_json
 from stiva_tui.conductor.base import ConductorError, PlanRequest, WorkerInfo
 from stiva_tui.core.workflow import parse_workflow
 
@@ -322,6 +322,186 @@ async def random_model(args) -> dict:
     return out
 
 
+# The fast paths of issue 44, each with the grammar on (inference/decode.py, [conductor] decode and quant):
+# (name, 4-bit format, decode option): one format loaded at a time, the most telling paths first.
+FAST_PATHS = (
+    ("nf4 hf", "nf4", "hf"),
+    ("nf4 compiled+jump", "nf4", "compiled+jump"),
+    ("nf4 compiled", "nf4", "compiled"),
+    ("nf4 eager+jump", "nf4", "eager+jump"),
+    ("int4 compiled+jump", "int4", "compiled+jump"),
+    ("int4 compiled", "int4", "compiled"),
+    ("int4 eager", "int4", "eager"),
+)
+
+
+def mask_ms_per_token(conductor, loaded, request, ids) -> float:
+    """The grammar mask's CPU cost per token: a fresh plan processor replays `ids` (mask filled,
+    applied to a logits row on the model's device, token accepted), no model involved."""
+    import torch
+
+    setup = conductor._prepare(request, loaded)
+    mask = setup.processor.mask
+    if mask is None:
+        return float("nan")
+    width = setup.processor.vocab_size
+    device = next(loaded.model.parameters()).device
+    scores = torch.zeros((1, width), device=device)
+    start = time.perf_counter()
+    for token in ids:
+        mask(scores)
+        mask.accept(int(token))
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return round(1000 * (time.perf_counter() - start) / max(1, len(ids)), 3)
+
+
+async def fast_path(folder: Path, args, name: str, quant: str, decode: str) -> dict:
+    """One fast path: the `local` backend in `quant` decoding with `decode`, grammar on, greedy, a
+    base-style prompt (its static prefix's KV cache kept on the device): a warm-up plan (the compile,
+    the prefix's cache), then timed 5-step plans."""
+    from stiva_tui.conductor.local import LocalConductor
+
+    conductor = LocalConductor(
+        str(folder),
+        device=args.device,
+        max_subtask_chars=args.subtask_chars,
+        temperature=0.0,
+        prompt_style="base",
+        decode=decode,
+        quant=quant,
+    )
+    started = time.monotonic()
+    loaded = await conductor.load()
+    load_s = time.monotonic() - started
+    requests = [PlanRequest(q, WORKERS, max_steps=5) for q in QUESTIONS]
+    started = time.monotonic()
+    await conductor.plan(requests[0])
+    warmup_s = time.monotonic() - started
+    rows = []
+    for request in requests[1 : 1 + args.runs]:
+        plan = await conductor.plan(request)
+        stats = dict(conductor.last_stats)
+        n = stats["completion_tokens"]
+        decode_s = stats["generate_s"] - (stats["first_token_s"] or 0)
+        rows.append(
+            {
+                "plan_s": plan.latency_s,
+                "generate_s": stats["generate_s"],
+                "tokens": n,
+                "tokens_per_s": (n - 1) / decode_s if decode_s > 0 and n > 1 else float("nan"),
+                "forced": stats.get("forced_tokens") or 0,
+                "passes": stats.get("forward_passes"),
+                "prompt_tokens": stats["prompt_tokens"],
+                "steps": len(plan.workflow),
+                "ids": plan.raw_text,
+                "request": request,
+            }
+        )
+    med = statistics.median
+    last = rows[-1]
+    ids = loaded.tokenizer(last["ids"], add_special_tokens=False)["input_ids"]
+    return {
+        "quant": loaded.quantization,
+        "decode": decode,
+        "load_s": round(load_s, 2),
+        "warmup_plan_s": round(warmup_s, 2),
+        "plans": len(rows),
+        "decode_tokens_per_s": round(med(r["tokens_per_s"] for r in rows), 2),
+        "plan_s": round(med(r["plan_s"] for r in rows), 3),
+        "generate_s": round(med(r["generate_s"] for r in rows), 3),  # plan_s less the grammar's compile, the prompt
+        "completion_tokens_median": med(r["tokens"] for r in rows),
+        "prompt_tokens": last["prompt_tokens"],
+        "forced_share": round(sum(r["forced"] for r in rows) / max(1, sum(r["tokens"] for r in rows)), 3),
+        "forward_passes_median": med(r["passes"] for r in rows) if rows[0]["passes"] is not None else None,
+        "steps": [r["steps"] for r in rows],
+        "mask_ms_per_token": mask_ms_per_token(conductor, loaded, last["request"], ids),
+        "memory_mb_reported": conductor.describe().get("memory_mb"),
+    }
+
+
+async def fast_paths(args, out_dir: Path | None) -> dict:
+    """Every fast path of FAST_PATHS on one random-weight model, each reported as it finishes (and
+    written to `out_dir`/fast_paths.json, so that a run cut short keeps what it measured)."""
+    import gc
+
+    import torch
+
+    from stiva_tui.inference import checkpoints
+    from tests.support.model_builders import build_random_model
+
+    cuda = args.device == "cuda"
+    folder = Path(args.workdir) / f"{args.shape}-random"
+    if not (folder / "config.json").exists():
+        corpus = [p.read_text() for p in sorted((ROOT / "stiva_tui").rglob("*.py"))]
+        build_random_model(
+            folder,
+            args.shape,
+            device=args.device,
+            dtype="bfloat16" if cuda else "float32",
+            tokenizer_vocab=8000,
+            corpus=corpus,
+        )
+    out: dict = {
+        "device": torch.cuda.get_device_name(0) if cuda else f"cpu ({os.cpu_count()} cores)",
+        "machine": machine(),
+        "model": f"{args.shape} architecture (Qwen2), random weights",
+        "torch": torch.__version__,
+        "prompt": "base style (few-shot), its static prefix's KV cache reused; grammar on; greedy",
+        "paths": {},
+    }
+    wanted = [p for p in FAST_PATHS if not args.paths or p[0] in args.paths]
+    loaded_quant = None
+    for name, quant, decode in wanted:
+        if loaded_quant is not None and quant != loaded_quant:  # one model in memory at a time
+            checkpoints.clear_cache()
+            gc.collect()
+            if cuda:
+                torch.cuda.empty_cache()
+        loaded_quant = quant
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        try:
+            row = await fast_path(folder, args, name, quant, decode)
+            if cuda:
+                row["vram_peak_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+        except BaseException as exc:  # noqa: BLE001 - each path is reported, not fatal (a missing wheel, a compile error)
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            row = {"error": f"{type(exc).__name__}: {str(exc)[:400]}"}
+        out["paths"][name] = row
+        print(name, json.dumps(row), flush=True)
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            save_json(out_dir / "fast_paths.json", out)
+    try:
+        import hqq  # noqa: F401
+
+        out["paths"]["hqq"] = {"skipped": "hqq installs, but Stiva has no HQQ loading path yet"}
+    except ImportError:
+        out["paths"]["hqq"] = {"skipped": "hqq is not installed"}
+    ok = {k: v for k, v in out["paths"].items() if "decode_tokens_per_s" in v}
+    if ok:
+        best = max(ok, key=lambda k: ok[k]["decode_tokens_per_s"])
+        out["fastest"] = best
+        if cuda:
+            out["targets"] = {
+                "tokens_per_s>=100": ok[best]["decode_tokens_per_s"] >= 100,
+                "plan_s<=3": ok[best]["plan_s"] <= 3,
+            }
+    return out
+
+
+def append_run(path: Path | str, key: str, figures: dict) -> Path:
+    """`figures` appended to the list under `key` of the JSON at `path` (every run kept, with its
+    date; none replaced)."""
+    path = Path(path)
+    existing = json.loads(path.read_text()) if path.exists() else {}
+    runs = existing.get(key)
+    existing[key] = (runs if isinstance(runs, list) else []) + [figures]
+    return save_json(path, existing)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -346,7 +526,25 @@ def main() -> None:
         "--formats", action="store_true", help="the embedded model in bf16, fp32 and nf4 on the CPU: speed and memory"
     )
     parser.add_argument("--one-format", choices=FORMATS, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--fast-paths",
+        action="store_true",
+        help="issue 44's decode paths (nf4/int4 x hf/eager/compiled, jump-forward) on the --random model",
+    )
+    parser.add_argument("--paths", nargs="*", help="with --fast-paths: only these (names of FAST_PATHS)")
+    parser.add_argument("--out-dir", help="with --fast-paths: also write fast_paths.json here as each path ends")
     args = parser.parse_args()
+    if args.fast_paths:
+        if args.cuda:
+            args.shape, args.device = "qwen2.5-7b", "cuda"
+        args.shape = args.shape or "tiny"
+        results = asyncio.run(fast_paths(args, Path(args.out_dir) if args.out_dir else None))
+        results["when"] = time.strftime("%Y-%m-%d %H:%M:%S")
+        print(json.dumps(results, indent=2))
+        if not args.no_save:
+            key = "fast_paths_runs" if args.device == "cuda" else f"fast_paths_runs_{args.shape}_{args.device}"
+            print(f"appended to {append_run(args.out, key, results)}")
+        return
     if args.one_format:
         print(json.dumps(one_format(args.one_format)))
         return
@@ -371,6 +569,7 @@ def main() -> None:
         else ("cuda" if args.shape == "qwen2.5-7b" and args.device == "cuda" else f"random-{args.shape}-{args.device}")
     )
     print(f"saved to {update_json(args.out, key, results)}")
+    print(f"appended to {append_run(args.out, key + '_runs', results)}")  # every run kept, with its date
 
 
 if __name__ == "__main__":

@@ -6,6 +6,13 @@
 #   bash benchmarks/perf/gpu_checks.sh --tiny    # the same steps on the CPU with a tiny random model, nothing saved
 #
 # 1. benchmarks/perf/conductor.py --cuda: the real `local` backend in nf4: tokens/s, VRAM, 5-step plans;
+# 1b. conductor.py --fast-paths (issue 44): nf4 through generate(), and Stiva's own loop (inference/decode.py)
+#    with a static cache + torch.compile (CUDA graphs) and jump-forward, and torchao int4 the same way: per
+#    path decode tokens/s, a 5-step plan's time with the prompt's prefix cached, the mask's CPU ms per token,
+#    the forced tokens' share; appended (with the date) to conductor.json's fast_paths_runs. HQQ: not built.
+#    Its wheel: torchao 0.16 (`pip download torchao==0.16.0 --no-deps -d .whl`, 7 MB; tinygemm is torch's
+#    own int4 kernel; not 0.15: peft refuses to build LoRA layers beside it, which breaks step 3).
+#    FAST_PATHS_S sets its time limit (300 s); ONLY_FAST=1 stops after it (1b alone fits one 10-minute call).
 # 2. `stiva ask` with `--conductor local:<that model>` over the simulated pool (served on 127.0.0.1):
 #    the whole product path, the conductor on the GPU in 4-bit, as a user runs it;
 # 3. benchmarks/perf/train.py --cuda: GRPO steps, QLoRA, group 8.
@@ -46,10 +53,12 @@ if [ "$tiny" = 1 ]; then
   # the local backend needs CUDA; on the CPU the ask runs the embedded conductor over the same pool
   shape=tiny; conductor=embedded
   conductor_args=(--random tiny --device cpu --no-save --runs 2 --workdir "$work")
+  fast_args=(--random tiny --device cpu --no-save --runs 2 --workdir "$work")
   train_args=(--steps 2 --no-save)
 else
   shape=qwen2.5-7b; conductor="local:$work/qwen2.5-7b-random"
   conductor_args=(--cuda --workdir "$work")
+  fast_args=(--cuda --runs 3 --workdir "$work")
   train_args=(--cuda --workdir "$work")
 fi
 
@@ -58,6 +67,19 @@ t0=$SECONDS
 timeout 210 $PY -m benchmarks.perf.conductor "${conductor_args[@]}" > "$OUT/conductor.log" 2>&1
 echo "rc=$? in $((SECONDS - t0)) s" >> "$OUT/conductor.log"
 tail -5 "$OUT/conductor.log"
+
+echo "== 1b. fast paths (issue 44): nf4/int4 x generate()/own loop/static+compile, jump-forward, grammar on"
+t0=$SECONDS
+# every path writes its figures to $OUT/fast_paths.json as it ends: a run cut short keeps them
+timeout "${FAST_PATHS_S:-300}" $PY -m benchmarks.perf.conductor --fast-paths "${fast_args[@]}" --out-dir "$OUT" \
+  > "$OUT/fast_paths.log" 2>&1
+echo "rc=$? in $((SECONDS - t0)) s" >> "$OUT/fast_paths.log"
+grep -E '^(nf4|int4) ' "$OUT/fast_paths.log" | cut -c1-400
+tail -2 "$OUT/fast_paths.log"
+if [ "${ONLY_FAST:-0}" = 1 ]; then  # the fast paths alone (they and the other steps do not fit one 10-minute call)
+  [ "$tiny" = 0 ] && cp benchmarks/perf/conductor.json "$OUT/"
+  exit 0
+fi
 
 echo "== 2. stiva ask --conductor $conductor --pool sim"
 t0=$SECONDS
