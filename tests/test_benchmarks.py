@@ -30,6 +30,7 @@ PERF = (
     "decode_gpu",
     "dpo_step",
     "engine",
+    "first_paint",
     "offline",
     "prefix_cache",
     "router_decision",

@@ -14,7 +14,7 @@ from .workflow import Workflow, WorkflowParseError, workflow_from_lists
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class TokenUsage(_Record):
