@@ -697,7 +697,7 @@ def test_stiva_bench_refuses_code_items_before_asking_anything(no_userns_bwrap, 
     from tests.support.cli import run_stiva as stiva
 
     fake.default("right", Reply("```python\ndef add(a, b):\n    return a + b\n```"))
-    config = write_config(tmp_path / "c.toml", fake.base_url, extra=f'[sandbox]\nbwrap = "{no_userns_bwrap}"\n')
+    config = write_config(tmp_path / "c.toml", fake.base_url, sandbox={"bwrap": str(no_userns_bwrap)})
     suite = tmp_path / "code.jsonl"
     suite.write_text(
         json.dumps({"id": "add", "question": "Write add(a, b).", "grader": "code", "tests": "assert add(1, 2) == 3"})
