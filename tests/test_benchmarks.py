@@ -31,6 +31,7 @@ PERF = (
     "dpo_step",
     "engine",
     "first_paint",
+    "suite_under_load",
     "offline",
     "prefix_cache",
     "router_decision",
