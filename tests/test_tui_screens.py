@@ -623,7 +623,7 @@ async def test_run_screen_shows_a_stored_run_and_esc_leaves_it(stiva_home):
         app.push_screen(RunScreen(store, "0123456789abcdef"))
         await wait_until(pilot, lambda: any(isinstance(m, RunScreen.LoadFailed) for m in seen))
         # the hook sees the message before the screen's handler has drawn it: wait for the title
-        # itself (a single pause was not enough beside a CPU hog: benchmarks/perf/suite_under_load)
+        # itself (a single pause was not enough beside a CPU hog: benchmarks/perf/suite_under_load.py)
         title = lambda: str(app.screen.query_one("#run-title", Static).render())  # noqa: E731
         await wait_until(pilot, lambda: "no longer in the history" in title())
     store.close()

@@ -265,23 +265,13 @@ async def random_model(args) -> dict:
     import torch
 
     from stiva_tui.conductor.local import LocalConductor
-    from tests.support.model_builders import build_random_model
 
     cuda = args.device == "cuda"
     if cuda and not torch.cuda.is_available():
         raise SystemExit("--device cuda needs a CUDA GPU (torch.cuda.is_available() is False)")
     folder = Path(args.workdir) / f"{args.shape}-random"
     start = time.monotonic()
-    if not (folder / "config.json").exists():
-        corpus = [p.read_text() for p in sorted((ROOT / "stiva_tui").rglob("*.py"))]
-        build_random_model(
-            folder,
-            args.shape,
-            device=args.device,
-            dtype="bfloat16" if cuda else "float32",
-            tokenizer_vocab=8000,
-            corpus=corpus,
-        )
+    built_random_model(folder, args.shape, args.device)
     build_s = time.monotonic() - start
     if cuda:
         torch.cuda.reset_peak_memory_stats()
@@ -428,20 +418,10 @@ async def fast_paths(args, out_dir: Path | None) -> dict:
     import torch
 
     from stiva_tui.inference import checkpoints
-    from tests.support.model_builders import build_random_model
 
     cuda = args.device == "cuda"
     folder = Path(args.workdir) / f"{args.shape}-random"
-    if not (folder / "config.json").exists():
-        corpus = [p.read_text() for p in sorted((ROOT / "stiva_tui").rglob("*.py"))]
-        build_random_model(
-            folder,
-            args.shape,
-            device=args.device,
-            dtype="bfloat16" if cuda else "float32",
-            tokenizer_vocab=8000,
-            corpus=corpus,
-        )
+    built_random_model(folder, args.shape, args.device)
     out: dict = {
         "device": torch.cuda.get_device_name(0) if cuda else f"cpu ({os.cpu_count()} cores)",
         "machine": machine(),
@@ -500,6 +480,24 @@ def append_run(path: Path | str, key: str, figures: dict) -> Path:
     runs = existing.get(key)
     existing[key] = (runs if isinstance(runs, list) else []) + [figures]
     return save_json(path, existing)
+
+
+def built_random_model(folder: Path, shape: str, device: str) -> Path:
+    """The random-weight model of `shape` in `folder`, built there once (bf16 on CUDA, else fp32),
+    with a tokenizer trained on Stiva's own source (no hub)."""
+    from tests.support.model_builders import build_random_model
+
+    if not (folder / "config.json").exists():
+        corpus = [p.read_text() for p in sorted((ROOT / "stiva_tui").rglob("*.py"))]
+        build_random_model(
+            folder,
+            shape,
+            device=device,
+            dtype="bfloat16" if device == "cuda" else "float32",
+            tokenizer_vocab=8000,
+            corpus=corpus,
+        )
+    return folder
 
 
 def main() -> None:

@@ -21,7 +21,8 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from benchmarks.harness import ROOT, machine, save_json
+from benchmarks.harness import machine, save_json
+from benchmarks.perf.conductor import built_random_model
 
 
 def decode_speed(model, ids, tokens: int, **kwargs) -> dict:
@@ -67,8 +68,6 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
-    from tests.support.model_builders import build_random_model
-
     cuda = args.device == "cuda"
     folder = Path(args.workdir) / f"{args.shape}-random"
     result: dict = {
@@ -85,16 +84,7 @@ def main() -> None:
             result[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
         print(name, json.dumps(result[name]), flush=True)
 
-    if not (folder / "config.json").exists():
-        corpus = [p.read_text() for p in sorted((ROOT / "stiva_tui").rglob("*.py"))]
-        build_random_model(
-            folder,
-            args.shape,
-            device=args.device,
-            dtype="bfloat16" if cuda else "float32",
-            tokenizer_vocab=8000,
-            corpus=corpus,
-        )
+    built_random_model(folder, args.shape, args.device)
     prompt = list(range(10, 60))
     ids = torch.tensor([prompt], device=args.device)
     dtype = torch.bfloat16 if cuda else torch.float32
