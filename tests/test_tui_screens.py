@@ -10,7 +10,7 @@ from textual.widgets import Button, DataTable, Input, Markdown, OptionList, Sele
 from stiva_tui.tui.screens.compare import CompareScreen
 from stiva_tui.tui.widgets.compare_column import CompareColumn
 from tests.support.tui import labels
-from tests.support.tui_screens import Host, make_runtime, screens_config, script_fake, wait_until
+from tests.support.tui_screens import Host, make_runtime, screens_config, script_fake, wait_until, with_a_locked_model
 
 SIZE = (160, 45)
 
@@ -339,18 +339,7 @@ async def test_pool_screen_lists_models_availability_prices_and_conductor(fake, 
     from stiva_tui.tui.screens.pool import PoolScreen
 
     monkeypatch.delenv("LOCKED_KEY", raising=False)
-    config = screens_config(fake.base_url)
-    config = config.model_copy(
-        update={
-            "providers": [
-                *config.providers,
-                config.providers[0].model_copy(
-                    update={"name": "locked", "base_url": "https://locked.invalid/v1", "api_key_env": "LOCKED_KEY"}
-                ),
-            ],
-            "models": [*config.models, config.models[1].model_copy(update={"id": "paid", "provider": "locked"})],
-        }
-    )
+    config = with_a_locked_model(screens_config(fake.base_url))
     runtime = await make_runtime(config)  # no conductor chosen yet: the screen describes the choice
     assert runtime.conductor is None
     app = Host(lambda: PoolScreen(runtime))

@@ -16,7 +16,7 @@ from stiva_tui.store import BenchItemRecord, Store
 from stiva_tui.tui.app import StivaApp
 from tests.support.fakeprovider import Reply
 from tests.support.tui import ask, make_runtime, make_test_config, script_plan, wait_for
-from tests.support.tui_screens import Host, screens_config, wait_until
+from tests.support.tui_screens import Host, screens_config, wait_until, with_a_locked_model
 from tests.support.tui_screens import make_runtime as make_screens_runtime
 
 SIZE = (140, 42)
@@ -346,23 +346,7 @@ async def test_the_pool_table_fits_80_columns_and_says_the_highlighted_models_wh
     from stiva_tui.tui.screens.pool import PoolScreen
 
     monkeypatch.delenv("LOCKED_KEY", raising=False)
-    config = screens_config(fake.base_url)
-    config = config.model_copy(
-        update={
-            "providers": [
-                *config.providers,
-                config.providers[0].model_copy(
-                    update={"name": "locked", "base_url": "https://locked.invalid/v1", "api_key_env": "LOCKED_KEY"}
-                ),
-            ],
-            "models": [
-                *config.models,
-                config.models[1].model_copy(
-                    update={"id": "paid", "provider": "locked", "description": "strongest and costly"}
-                ),
-            ],
-        }
-    )
+    config = with_a_locked_model(screens_config(fake.base_url), description="strongest and costly")
     runtime = await make_screens_runtime(config)
     app = Host(lambda: PoolScreen(runtime))
     async with app.run_test(size=(80, 24)) as pilot:

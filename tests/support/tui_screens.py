@@ -58,6 +58,16 @@ def screens_config(
     )
 
 
+def with_a_locked_model(config, **paid: object):
+    """`config` and a provider "locked" whose key ($LOCKED_KEY; unset it) is missing, with a model
+    "paid" on it (a copy of the second model, `paid` fields over it)."""
+    locked = config.providers[0].model_copy(
+        update={"name": "locked", "base_url": "https://locked.invalid/v1", "api_key_env": "LOCKED_KEY"}
+    )
+    model = config.models[1].model_copy(update={"id": "paid", "provider": "locked", **paid})
+    return config.model_copy(update={"providers": [*config.providers, locked], "models": [*config.models, model]})
+
+
 def script_fake(fake) -> None:
     """cond plans w1 -> w2; w1/w2 answer directly or as steps, with fixed usage."""
     fake.default("cond", Reply(PLAN, usage=(100, 30)))
