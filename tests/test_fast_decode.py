@@ -287,3 +287,21 @@ def test_the_cache_goes_under_the_name_the_installed_transformers_takes():
 
     assert cache_kwarg(Old()) == "past_key_values" and cache_kwarg(New()) == "cache"
     assert cache_kwarg(Wrapper(Old())) == "past_key_values"
+
+
+def test_a_model_load_says_nothing_of_torchao_where_it_is_installed():
+    """transformers imports torchao with every model load where it is installed; its import chatter
+    (skipped C++ extensions, torch's deprecation of its enum registrations) must not reach a user's
+    terminal: quiet_libraries() silences it, as it does bitsandbytes'."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("torchao")
+    code = (
+        "from stiva_tui.inference.checkpoints import quiet_libraries; quiet_libraries(); "
+        "import transformers.quantizers.auto; import sys; print('torchao' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"  # it was imported, and said nothing
+    assert done.stderr.strip() == "", done.stderr

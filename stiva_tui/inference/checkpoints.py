@@ -35,10 +35,15 @@ def quiet_libraries() -> None:
     fetch a kernel from the hub) is missing or could not fetch it; its own kernel is used
     instead, and that is fine. Since transformers 5.25 `kernels` is installed with it, and
     offline it warns that it skipped the hub's publisher check of the kernel it did not fetch.
+
+    Where torchao is installed (the `fast` extra), transformers imports it with every model load
+    (its quantizers' registry does), and torchao built for another torch says at import that its
+    C++ extensions are skipped, and registers enums torch.compile now handles itself, which torch
+    calls deprecated: two loggers, four lines on every `stiva ask`, nothing to act on.
     """
     import logging
 
-    for name in ("bitsandbytes.backends.cpu.ops", "kernels"):
+    for name in ("bitsandbytes.backends.cpu.ops", "kernels", "torchao", "torch.utils._pytree"):
         logging.getLogger(name).setLevel(logging.ERROR)
     import_bitsandbytes_without_hub_kernels()
 
