@@ -223,6 +223,9 @@ async def test_status_bar_renders_from_its_reactives():
         assert shown("#status-totals") == "no run yet"
         assert shown("#status-conductor") == "starting: building the pool…"
         assert shown("#status-load") == "loading weights" and bar.query_one("#status-progress").display
+        # the load says what is happening; the conductor's line steps aside (at 80 columns the load
+        # and its bar left it one cell: "c")
+        assert not bar.query_one("#status-conductor").display
         # nothing covers them: Textual's own loading indicator would hide the stage and the percent
         assert getattr(bar, "_cover_widget", None) is None
         assert bar.query_one("#status-progress").percentage == 0.25
@@ -238,6 +241,7 @@ async def test_status_bar_renders_from_its_reactives():
             "conductor: local GPU 4-bit Qwen/Qwen2.5-7B-Instruct — nf4 on cuda · CUDA GPU"
         )
         assert not bar.query_one("#status-load").display and not bar.query_one("#status-progress").display
+        assert bar.query_one("#status-conductor").display
         line = bar.conductor.content()
         assert all(not line.plain[s.start : s.end].startswith(" ") for s in line.spans)
 

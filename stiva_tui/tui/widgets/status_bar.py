@@ -177,3 +177,6 @@ class StatusBar(Horizontal):
         bar.update(total=None if fraction is None else 1.0, progress=fraction or 0.0)
         label.set_class(not self.load_shown, "-hidden")
         bar.set_class(not self.load_shown, "-hidden")
+        # While a load shows, its message says what the conductor is waiting for; at 80 columns the
+        # load and its bar leave the conductor's line a cell or two ("c"), so it steps aside.
+        self.query_one("#status-conductor", Static).set_class(self.load_shown, "-hidden")
