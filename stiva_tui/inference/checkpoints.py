@@ -48,6 +48,37 @@ def quiet_libraries() -> None:
     import_bitsandbytes_without_hub_kernels()
 
 
+# Stiva's own conversion of the embedded model marks its folder with this file (inference/embedded.py).
+CONVERTED_MARKER = "stiva-converted.json"
+# What a converted folder's tokenizer_config.json may say, and the tokenizer is built with.
+_TOKENIZER_KWARGS = ("bos_token", "eos_token", "unk_token", "pad_token", "mask_token", "model_max_length")
+
+
+def load_tokenizer(source: str, local_only: bool = True) -> Any:
+    """The tokenizer of `source`, as AutoTokenizer gives it; for the embedded model's converted
+    folder, the same tokenizer built straight from its tokenizer.json.
+
+    For GemmaTokenizer transformers parses the 33 MB tokenizer.json in Python and rebuilds the
+    Rust tokenizer from its 262k-token vocabulary: 2.7 s, holding the GIL for up to 0.8 s at a
+    time, so the app froze while it loaded. tokenizers' own reader takes 1.1 s and lets the GIL go.
+    A test checks the two agree on the whole vocabulary, the special tokens and every prompt kind
+    Stiva writes (tests/test_fast_tokenizer.py)."""
+    folder = Path(source)
+    config_file = folder / "tokenizer_config.json"
+    if (folder / CONVERTED_MARKER).is_file() and (folder / "tokenizer.json").is_file() and config_file.is_file():
+        import json
+
+        from transformers import PreTrainedTokenizerFast
+
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+        if config.get("backend") == "tokenizers" and "chat_template" not in config:
+            kwargs = {key: config[key] for key in _TOKENIZER_KWARGS if key in config}
+            return PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"), **kwargs)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+
+
 _bnb_lock = threading.Lock()
 
 
@@ -214,7 +245,7 @@ def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
     quiet_libraries()
     import torch
     import transformers
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
@@ -272,7 +303,7 @@ def _load(spec: ModelSpec, progress: Progress | None) -> LoadedModel:
     how = f"in 4-bit {quantization}" if spec.quantize else f"in {spec.compute_dtype}"
     report(progress, lo, f"loading {label} {how} on {spec.device}")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(spec.source, local_files_only=local_only)
+        tokenizer = load_tokenizer(spec.source, local_only)
         with forward_progress(progress, lo, hi, label):
             model = AutoModelForCausalLM.from_pretrained(spec.source, **kwargs)
     except ModelError:

@@ -20,7 +20,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import paths
-from .checkpoints import DTYPE_LABELS, LoadedModel, ModelSpec, load_model, quiet_libraries, transformers_lock
+from .checkpoints import (
+    CONVERTED_MARKER,
+    DTYPE_LABELS,
+    LoadedModel,
+    ModelSpec,
+    load_model,
+    quiet_libraries,
+    transformers_lock,
+)
 from .errors import ModelError
 from .progress import Progress, report
 
@@ -29,7 +37,7 @@ EMBEDDED_MODEL_ID = "local/gemma-3-270m"
 EMBEDDED_HF_ID = "google/gemma-3-270m"
 EMBEDDED_DESCRIPTION = "Gemma-3 270M base model, runs offline on the CPU; weak but always available"
 EMBEDDED_DIR_NAME = "gemma-3-270m"
-_DONE_MARKER = "stiva-converted.json"
+_DONE_MARKER = CONVERTED_MARKER  # (checkpoints.load_tokenizer reads it too)
 
 
 # The format of the embedded model on the CPU: the fastest whose peak RSS while answering stays

@@ -242,9 +242,9 @@ def load_for_training(base: str, device: str, seed: int, progress: Callable[[str
     """(model, tokenizer, base label, folder or id), seeded: the embedded model in fp32 on the CPU,
     or a local model in 4-bit nf4 on CUDA (QLoRA), or in fp32 on the CPU (small models, tests)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+    from transformers import AutoModelForCausalLM, set_seed
 
-    from ..inference.checkpoints import check_model_source, quiet_libraries
+    from ..inference.checkpoints import check_model_source, load_tokenizer, quiet_libraries
 
     score_valid_positions_only()
     set_seed(seed)
@@ -263,7 +263,7 @@ def load_for_training(base: str, device: str, seed: int, progress: Callable[[str
         folder = str(found) if found is not None else base
         label = base
     progress(f"loading {label} for training on {device}")
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer = load_tokenizer(folder, local_only=False)  # as inference loads it (the embedded model's the fast way)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     if device == "cuda" and base != "embedded":
