@@ -187,6 +187,11 @@ def test_a_planner_that_writes_no_valid_plan_still_gets_the_question_answered(fa
     assert planner["prompt_tokens"] > 0 and planner["completion_tokens"] == 2 * 10  # two tries of 10 words
     assert trace["totals"]["prompt_tokens"] > planner["prompt_tokens"]  # and the step's
 
+    # Without the live view (a pipe), what its plan line would have said is a note on stderr.
+    piped = run_stiva("ask", QUESTION, "--config", config, home=stiva_home)
+    assert piped.returncode == 0 and piped.stdout.strip() == "Paris (w1)", piped.stderr
+    assert "note: plan replaced by one step on w1: the planner wrote no valid plan after 2 tries" in piped.stderr
+
     # Its plans were replaced in its last runs: from now on its plans are guarded, in a new process too.
     fake.default("cond", Reply(COPIED.replace("[1]", "[2]")))
     again = run_stiva("ask", QUESTION, "--config", config, "--json", home=stiva_home)

@@ -264,6 +264,9 @@ async def answer(options: dict, runtime, question: str, held_back, ui) -> dict:
             else None
         ),
         "fallback_notes": _fallback_notes(runtime, result.run_id) if finished and not args.json else [],
+        # what the live view's plan line says (a plan the guard replaced or flagged, no plan at all),
+        # for a reader without the live view: a pipe, a file
+        "plan_notes": _plan_notes(runtime, result.run_id) if finished and not args.json and not ui.live else [],
         "totals": [t.prompt_tokens, t.completion_tokens, t.estimated, t.cost_usd, t.latency_s],
         # Only an id that is on disk, with this run, is offered: `--continue` on any other would fail.
         "conversation_id": (
@@ -292,6 +295,8 @@ def present(done: dict, console, *, json_trace: bool) -> int:
         print(done["trace"])
     elif done["status"] == "finished":
         print(printable(done["answer"]))
+        for note in done.get("plan_notes", ()):
+            console.print(f"[yellow]note:[/] {escape(printable(note))}", highlight=False, soft_wrap=True)
         for note in done["fallback_notes"]:
             console.print(f"[yellow]fallback:[/] {escape(note)}", highlight=False, soft_wrap=True)
         if not done["live"]:
@@ -327,6 +332,23 @@ def _conversation_kept(runtime, conversation_id: str, run_id: str) -> bool:
         return runtime.store.holds_run(conversation_id, run_id)
     except StoreError:
         return False
+
+
+def _plan_notes(runtime, run_id: str) -> list[str]:
+    """Stiva's own note of each round's plan ("plan replaced by one step on w1: ..."), as the
+    executor wrote it at the end of the round's reasoning; none for a plan that ran as written."""
+    if runtime.store is None:
+        return []
+    try:
+        trace = runtime.store.get_trace(run_id)
+    except Exception:  # noqa: BLE001 - the history may be unwritable: the answer stands
+        return []
+    notes = []
+    for round_ in trace.rounds:
+        _, marker, note = (round_.reasoning or "").rpartition("[Stiva: ")
+        if marker and note.strip():
+            notes.append(note.strip().removesuffix("]"))
+    return notes
 
 
 def _fallback_notes(runtime, run_id: str) -> list[str]:
