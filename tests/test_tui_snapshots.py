@@ -66,14 +66,17 @@ def test_chat_at_80_columns_editing_a_question(snap_compare):
 
         await replay(True)(pilot)
         await pilot.press("ctrl+o")
-        # The cursor shows only while its box has focus, and blinks: wait for the focus (it moves a
-        # message later, which a busy machine delays), then stop the blink in its on phase.
-        for _ in range(200):
-            if isinstance(pilot.app.focused, TextArea):
-                break
-            await pilot.pause(0.02)
+        # The cursor and its line's highlight show only while the box has focus, and the cursor
+        # blinks: wait for the focus (it moves a message later, which a busy machine delays: a
+        # 4-second wait once ran out beside a CPU hog and the snapshot lost the highlight), then
+        # hold the blink in its on phase and repaint, so the picture does not depend on when it is
+        # taken. (cursor_blink = False is not that: this Textual then draws no cursor in the line,
+        # and the committed picture had one only while a line drawn before stayed cached.)
+        await wait_for(pilot, lambda: isinstance(pilot.app.focused, TextArea), timeout=30, what="the prompt's focus")
         for box in pilot.app.screen.query(TextArea):
-            box.cursor_blink = False
+            box._pause_blink(visible=True)  # Textual's own: the cursor shown, its timer stopped
+            box.refresh()
+        await pilot.pause()
         await pilot.pause(0.2)
 
     assert snap_compare(snapshot_app("stiva-dark"), terminal_size=(80, 24), run_before=run_before)
