@@ -251,6 +251,8 @@ async def answer(options: dict, runtime, question: str, held_back, ui) -> dict:
     trouble = _history_trouble(runtime, held_back)
     t = result.totals
     finished = result.status == "finished"
+    # read once, for the notes printed under the answer (the JSON trace carries them itself)
+    stored = _stored_trace(runtime, result.run_id) if finished and not args.json else None
     return {
         "status": result.status,
         "answer": result.answer if finished else "",
@@ -263,10 +265,10 @@ async def answer(options: dict, runtime, question: str, held_back, ui) -> dict:
             if args.json
             else None
         ),
-        "fallback_notes": _fallback_notes(runtime, result.run_id) if finished and not args.json else [],
+        "fallback_notes": _fallback_notes(stored) if stored is not None else [],
         # what the live view's plan line says (a plan the guard replaced or flagged, no plan at all),
         # for a reader without the live view: a pipe, a file
-        "plan_notes": _plan_notes(runtime, result.run_id) if finished and not args.json and not ui.live else [],
+        "plan_notes": _plan_notes(stored) if stored is not None and not ui.live else [],
         "totals": [t.prompt_tokens, t.completion_tokens, t.estimated, t.cost_usd, t.latency_s],
         # Only an id that is on disk, with this run, is offered: `--continue` on any other would fail.
         "conversation_id": (
@@ -334,31 +336,23 @@ def _conversation_kept(runtime, conversation_id: str, run_id: str) -> bool:
         return False
 
 
-def _plan_notes(runtime, run_id: str) -> list[str]:
-    """Stiva's own note of each round's plan ("plan replaced by one step on w1: ..."), as the
-    executor wrote it at the end of the round's reasoning; none for a plan that ran as written."""
+def _stored_trace(runtime, run_id: str):
+    """The run's trace as the history keeps it, or None (no history, or it cannot be read)."""
     if runtime.store is None:
-        return []
+        return None
     try:
-        trace = runtime.store.get_trace(run_id)
+        return runtime.store.get_trace(run_id)
     except Exception:  # noqa: BLE001 - the history may be unwritable: the answer stands
-        return []
-    notes = []
-    for round_ in trace.rounds:
-        _, marker, note = (round_.reasoning or "").rpartition("[Stiva: ")
-        if marker and note.strip():
-            notes.append(note.strip().removesuffix("]"))
-    return notes
+        return None
 
 
-def _fallback_notes(runtime, run_id: str) -> list[str]:
+def _plan_notes(trace) -> list[str]:
+    """Stiva's note on each round's plan (`TraceRound.note`); none for a plan run as written."""
+    return [round_.note for round_ in trace.rounds if round_.note]
+
+
+def _fallback_notes(trace) -> list[str]:
     """One line for each step that ran on another model than its own (its model kept failing)."""
-    if runtime.store is None:
-        return []
-    try:
-        trace = runtime.store.get_trace(run_id)
-    except Exception:  # noqa: BLE001 - the history may be unwritable: the answer stands
-        return []
     # steps numbered from 1, as the live view and the tree number them
     return [
         f"step {fmt.step(step.index)} of round {round_.round} was answered by {step.model}: {step.first_model} failed"

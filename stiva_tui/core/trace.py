@@ -74,6 +74,17 @@ class TraceWorkflow(_Record):
             return None
 
 
+# Stiva's own note on a round's plan (one step for one model, the plan replaced or flagged by the
+# guard, no plan written) closes the round's reasoning as "[Stiva: <note>]": engine.executor writes
+# it, the runtime searches the history for it, and TraceRound.note reads it back.
+NOTE_MARK = "[Stiva: "
+
+
+def marked_note(note: str) -> str:
+    """`note` as it closes a round's reasoning."""
+    return f"{NOTE_MARK}{note}]"
+
+
 class TraceRound(_Record):
     round: int
     reasoning: str = ""
@@ -83,6 +94,12 @@ class TraceRound(_Record):
     latency_s: float = 0.0
     steps: list[TraceStep] = Field(default_factory=list)
     preference: str | None = None  # what the plan was made under ("cheap", "0.4"); None: none stated
+
+    @property
+    def note(self) -> str:
+        """Stiva's note on this round's plan (`marked_note`), or "" where the plan ran as written."""
+        _, mark, note = self.reasoning.rpartition(NOTE_MARK)
+        return note.strip().removesuffix("]") if mark else ""
 
     def shape(self) -> str:
         """single, chain, parallel, fan-in, dag; "direct" for a round without a plan."""

@@ -49,6 +49,7 @@ from ..core.events import (
     WorkflowReady,
 )
 from ..core.preference import Preference
+from ..core.trace import marked_note
 from ..core.usage import Usage, estimate_tokens
 from ..core.words import FailureReason, RunMode, Source
 from ..core.workflow import Step, Workflow
@@ -62,10 +63,12 @@ log = logging.getLogger(__name__)
 Subscriber = Callable[[Event], None]
 Emit = Subscriber
 
-# How a round's note (WorkflowReady.note, and the "[Stiva: ...]" line of its reasoning) begins when
+# How a round's note (WorkflowReady.note, and core.trace.marked_note's line of its reasoning) begins when
 # the plan was replaced by one step on the fallback model, or flagged by the guard and run as written.
 REPLACED_NOTE = "plan replaced by one step on"
 FLAGGED_NOTE = "plan flagged by the guard, run as written"
+# ... and when nothing was planned: a short question and a pool of one model.
+ONE_MODEL_NOTE = "one model in the pool: one step"
 
 
 @dataclass(frozen=True)
@@ -301,8 +304,8 @@ class Engine:
         if round_ == 1 and len(self.models) == 1 and is_simple_question(run.question):
             # Nothing to plan: one model, a short question, in a conversation or not (the worker of
             # a one-step plan reads the conversation itself). The plan is known without generating it.
-            note = "one model in the pool: one step"
-            plan = Plan(direct_workflow(), f"[Stiva: {note}]", "", Usage(), 0.0)
+            note = ONE_MODEL_NOTE
+            plan = Plan(direct_workflow(), marked_note(note), "", Usage(), 0.0)
             run.emit(
                 WorkflowReady(
                     run.id,
@@ -329,7 +332,7 @@ class Engine:
             why = _planner_failure(exc, conductor)
             if round_ > 1:
                 note = f"{why}: the previous answer stands"
-                plan = Plan(Workflow(()), f"[Stiva: {note}]", "", usage)
+                plan = Plan(Workflow(()), marked_note(note), "", usage)
             else:
                 plan, note = self._replaced(run, Plan(Workflow(()), "", "", usage), why)
             log.info("run %s: %s", run.id, note)
@@ -346,7 +349,7 @@ class Engine:
                 # A planner not known to degenerate: its plan runs, and the note says the guard
                 # rejected it (the runtime guards the planner's next runs: guard_plans).
                 note = f"{FLAGGED_NOTE}: {rejected}"
-                plan = replace(plan, reasoning=(plan.reasoning + "\n\n" if plan.reasoning else "") + f"[Stiva: {note}]")
+                plan = replace(plan, reasoning=(plan.reasoning + "\n\n" if plan.reasoning else "") + marked_note(note))
                 log.info("run %s: %s", run.id, note)
         run.emit(
             WorkflowReady(
@@ -375,7 +378,7 @@ class Engine:
         replaced = replace(
             plan,
             workflow=Workflow((Step(fallback.index, "Answer the question.", ()),)),
-            reasoning=(plan.reasoning + "\n\n" if plan.reasoning else "") + f"[Stiva: {note}]",
+            reasoning=(plan.reasoning + "\n\n" if plan.reasoning else "") + marked_note(note),
         )
         return replaced, note
 

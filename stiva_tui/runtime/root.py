@@ -22,6 +22,7 @@ from ..conductor.base import Conductor, ConductorError
 from ..config import REPLAY_PROVIDER, SIM_PROVIDER, ConductorConfig, Config, ConfigError, with_conductor_override
 from ..core.events import Event, RunStarted, WorkflowReady
 from ..core.preference import parse_preference
+from ..core.trace import NOTE_MARK
 from ..core.words import Source
 from ..engine.executor import FLAGGED_NOTE, REPLACED_NOTE, Engine, RunOptions
 from ..engine.fallback import FallbackEvidence, Predictor
@@ -344,7 +345,7 @@ class Runtime:
                 "SELECT 1 FROM rounds WHERE run_id IN (SELECT id FROM runs WHERE mode = 'conductor'"
                 " AND conductor_backend = ? AND conductor_model = ? ORDER BY created_at DESC LIMIT ?)"
                 " AND (instr(reasoning, ?) > 0 OR instr(reasoning, ?) > 0) LIMIT 1",
-                (backend, model, RECENT_RUNS, *(f"[Stiva: {note}" for note in _REJECTED)),
+                (backend, model, RECENT_RUNS, *(f"{NOTE_MARK}{note}" for note in _REJECTED)),
             )
         except Exception as exc:  # noqa: BLE001 - a damaged history: the planner's kind decides alone
             log.warning("rejected plans not read from the history: %s", exc)
