@@ -314,3 +314,15 @@ async def test_a_planner_is_guarded_for_its_next_runs_after_a_replaced_plan_in_t
         assert await ask(COPIED) == "Paris"  # ... and the planner's next plans are guarded
     finally:
         await runtime.aclose()
+
+
+def test_a_piped_ask_on_a_one_model_pool_prints_no_plan_note(fake, tmp_path, stiva_home):
+    """A pool of one model plans nothing ("one model in the pool: one step"): that is no news, and a
+    pipe's reader gets the answer and its totals, without a note line (only a plan that did not run
+    as planned is one)."""
+    fake.default("solo", Reply("4"))
+    config = write_lab_config(tmp_path / "solo.toml", fake.base_url, ["solo"], embedded_worker=False,
+                              conductor={"model": "solo"})  # fmt: skip
+    result = run_stiva("ask", "What is 2+2?", "--config", str(config), home=stiva_home)
+    assert result.returncode == 0 and result.stdout.strip() == "4", result.stderr
+    assert "note:" not in result.stderr, result.stderr

@@ -347,8 +347,11 @@ def _stored_trace(runtime, run_id: str):
 
 
 def _plan_notes(trace) -> list[str]:
-    """Stiva's note on each round's plan (`TraceRound.note`); none for a plan run as written."""
-    return [round_.note for round_ in trace.rounds if round_.note]
+    """Stiva's note on each round's plan where it did not run as planned (replaced or flagged by
+    the guard, no plan written); "one model in the pool" is no news."""
+    from ..engine.executor import ONE_MODEL_NOTE
+
+    return [round_.note for round_ in trace.rounds if round_.note and round_.note != ONE_MODEL_NOTE]
 
 
 def _fallback_notes(trace) -> list[str]:
