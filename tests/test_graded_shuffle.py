@@ -18,11 +18,11 @@ import re
 
 import pytest
 
-from stiva_tui.config import parse_config
 from stiva_tui.evals.suite import parse_suite
 from stiva_tui.sim.profiles import SimModel
 from stiva_tui.sim.server import SimServer
 from tests.support import cli
+from tests.support.pool import sim_pool_config
 
 COUNTRIES = ["France", "Japan", "Canada", "Peru", "Spain", "Italy", "Kenya", "Norway", "Chile", "Egypt"]
 COUNTRIES += ["India", "Ghana", "Nepal", "Cuba", "Iran", "Laos", "Mali", "Oman", "Chad", "Fiji"]
@@ -61,17 +61,7 @@ def routing_suite():
 
 
 def sim_config(server: SimServer, models: list[SimModel]):
-    return parse_config(
-        {
-            "providers": [{"name": "sim", "base_url": server.base_url}],
-            "models": [{"id": m.name, "provider": "sim", "model": m.name} for m in models],
-            "catalog": False,
-            "embedded_worker": False,
-            "discovery": {"enabled": False},
-            "workers": {"retries": 0},
-            "conductor": {"max_steps": 1, "max_reasoning_tokens": 0, "max_subtask_chars": 20},
-        }
-    )
+    return sim_pool_config(server.base_url, [m.name for m in models])
 
 
 def specialists(*names: str) -> list[SimModel]:

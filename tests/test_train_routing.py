@@ -17,6 +17,7 @@ from stiva_tui.evals.suite import parse_suite
 from stiva_tui.sim.profiles import SimModel
 from stiva_tui.sim.server import SimServer
 from tests.support.model_builders import build_random_model
+from tests.support.pool import sim_pool_config
 from tests.support.train import StubTrainer
 
 COUNTRIES = [
@@ -118,17 +119,7 @@ def test_the_conductor_learns_to_send_each_domain_to_its_model(small_model, tmp_
         SimModel("beta", {"math": 0.0, "geo": 1.0}, latency_s=0.0, words=0),
     ]
     with SimServer(models, suite.items, latency_scale=0.0) as server:
-        config = parse_config(
-            {
-                "providers": [{"name": "sim", "base_url": server.base_url}],
-                "models": [{"id": m.name, "provider": "sim", "model": m.name} for m in models],
-                "catalog": False,
-                "embedded_worker": False,
-                "discovery": {"enabled": False},
-                "workers": {"retries": 0},
-                "conductor": {"max_steps": 1, "max_reasoning_tokens": 0, "max_subtask_chars": 20},
-            }
-        )
+        config = sim_pool_config(server.base_url, [m.name for m in models])
         workers = [WorkerInfo("alpha", ""), WorkerInfo("beta", "")]
         before = routed_right(small_model, None, held, workers, "compact")
         out = tmp_path / "adapter"

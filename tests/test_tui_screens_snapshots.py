@@ -212,7 +212,8 @@ def test_pool_screen(snap_compare, runtime):
     assert snap_compare(app, terminal_size=(150, 30), run_before=_settle)
 
 
-def test_keys_screen(snap_compare, runtime):
+def keys_snapshot(snap_compare, runtime, size) -> bool:
+    """The keys screen (F5) with one stored key, compared at `size`."""
     from stiva_tui import keys
     from stiva_tui.tui.screens.keys import KeysScreen
 
@@ -220,9 +221,13 @@ def test_keys_screen(snap_compare, runtime):
     keys.set_key("paid", "pk-snapshot-000000000000wxyz")
     app = Host(lambda: KeysScreen(runtime))
     try:
-        assert snap_compare(app, terminal_size=SIZE, run_before=_settle)
+        return snap_compare(app, terminal_size=size, run_before=_settle)
     finally:
         keys.reset_backend()
+
+
+def test_keys_screen(snap_compare, runtime):
+    assert keys_snapshot(snap_compare, runtime, SIZE)
 
 
 def test_run_screen(snap_compare, runtime):

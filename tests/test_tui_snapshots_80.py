@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.tui_screens import Host
 from tests.test_tui_narrow import SIX
-from tests.test_tui_screens_snapshots import FOUR_ANSWERS, _compare_session, _settle
+from tests.test_tui_screens_snapshots import FOUR_ANSWERS, _compare_session, _settle, keys_snapshot
 from tests.test_tui_snapshots import replay, snapshot_app
 
 SIZE = (80, 24)
@@ -115,13 +115,4 @@ def test_pool_80x24(snap_compare, runtime):
 
 
 def test_keys_80x24(snap_compare, runtime):
-    from stiva_tui import keys
-    from stiva_tui.tui.screens.keys import KeysScreen
-
-    keys.reset_backend()
-    keys.set_key("paid", "pk-snapshot-000000000000wxyz")
-    app = Host(lambda: KeysScreen(runtime))
-    try:
-        assert snap_compare(app, terminal_size=SIZE, run_before=_settle)
-    finally:
-        keys.reset_backend()
+    assert keys_snapshot(snap_compare, runtime, SIZE)

@@ -1,4 +1,5 @@
-"""Config files for a pool served by the real-HTTP fake provider (`tests/support/fakeprovider.py`).
+"""Configs of the pools tests run on: the real-HTTP fake provider's (`tests/support/fakeprovider.py`)
+and, at the end, a simulated pool's (`sim_pool_config`).
 
     write_lab_config(tmp_path / "c.toml", fake.base_url, ["cond", ("w1", 1.0, 2.0)])
 
@@ -48,3 +49,21 @@ def _model(model: Model) -> dict[str, Any]:
         name, price_in, price_out = model
         return {"id": name, "provider": "lab", "model": name, "price_in": price_in, "price_out": price_out}
     return {"provider": "lab", "model": model["id"], **model}
+
+
+def sim_pool_config(base_url: str, names: Iterable[str]) -> Any:
+    """The parsed config of a simulated pool served at `base_url` (a SimServer's), its models
+    named `names`, planned in one step with no free reasoning: what the learning tests train on."""
+    from stiva_tui.config import parse_config
+
+    return parse_config(
+        {
+            "providers": [{"name": "sim", "base_url": base_url}],
+            "models": [{"id": name, "provider": "sim", "model": name} for name in names],
+            "catalog": False,
+            "embedded_worker": False,
+            "discovery": {"enabled": False},
+            "workers": {"retries": 0},
+            "conductor": {"max_steps": 1, "max_reasoning_tokens": 0, "max_subtask_chars": 20},
+        }
+    )
