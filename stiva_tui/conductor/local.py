@@ -603,5 +603,7 @@ class LocalConductor(HFConductor):
             max_reasoning_tokens=config.max_reasoning_tokens,
             max_subtask_chars=config.max_subtask_chars,
             temperature=config.temperature,
-            **{"decode": getattr(config, "decode", "hf"), "quant": getattr(config, "quant", "nf4"), **kwargs},
+            decode=config.decode,
+            quant=config.quant,
+            **kwargs,
         )

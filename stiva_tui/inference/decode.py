@@ -180,7 +180,8 @@ def run_loop(
     device = next(model.parameters()).device
     kw = cache_kwarg(model)
     stats = LoopStats()
-    total = len(prompt) + max(1, int(max_new_tokens))
+    limit = max(1, int(max_new_tokens))
+    total = len(prompt) + limit
     if options.mode in ("static", "compiled"):
         cache, held = static_cache(loaded, total, prefix)
     else:
@@ -209,7 +210,6 @@ def run_loop(
 
     logits = forward(list(prompt[held:]), held)
     generated = 0
-    limit = max(1, int(max_new_tokens))
     while True:
         scores = logits
         for processor in processors:

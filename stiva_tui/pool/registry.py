@@ -350,10 +350,9 @@ def check_references(
     """(errors, warnings) about the models the config names: a fallback, a MoA model, the
     remote conductor's model or the conductor's `fallback_model` (`fallback_model`, where the
     conductor's settings were overridden; else the config's) that no pool knows is an error; one
-    known but unavailable right now
-    (no key, a server down) is a warning. Each names the config field, or, for the conductor given
-    on the command line (`conductor_option`, what --conductor said), the option: such a message
-    starts with "--conductor"."""
+    known but unavailable right now (no key, a server down) is a warning. Each names the config
+    field, or, for the conductor given on the command line (`conductor_option`, what --conductor
+    said), the option: such a message starts with "--conductor"."""
     errors: list[str] = []
     warnings: list[str] = []
     backend = conductor_backend or config.conductor.backend
