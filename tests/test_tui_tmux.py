@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from tests.support import cli
+from tests.conftest_model import model_cache  # noqa: F401  (session fixture: the converted model)
+from tests.support import cli, procs
 from tests.support.fakeprovider import Reply
 from tests.support.tui import PLAN_TWO_STEPS
 
@@ -235,5 +236,44 @@ def test_real_stiva_at_80_columns_keeps_help_in_the_footer_and_walks_the_prompt_
         tmux.wait_for("Benches", "No benches yet", timeout=10)
         tmux.send("C-q")
         assert tmux.wait_exit(timeout=10), "stiva did not quit on ctrl+q"
+    finally:
+        tmux.kill()
+
+
+@pytest.mark.model
+def test_real_stiva_offline_runs_the_model_in_a_process_of_its_own(model_cache, tmp_path, stiva_home):  # noqa: F811
+    """The embedded model loads and answers in a child process: the app's own process never
+    imports torch, and the child leaves with the app."""
+    config = tmp_path / "offline.toml"
+    config.write_text(
+        tomli_w.dumps({"conductor": {"backend": "embedded"}, "discovery": {"enabled": False}, "catalog": False})
+    )
+    env = {
+        "STIVA_HOME": str(stiva_home),
+        "STIVA_MODEL_CACHE": str(model_cache),
+        "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
+        "HF_HUB_OFFLINE": "1",
+        "TERM": "xterm-256color",
+    }
+    command = " ".join(
+        ["exec", "env", *(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.quote(str(STIVA))]
+        + ["--config", shlex.quote(str(config))]
+    )
+    tmux = Tmux(tmp_path)
+    tmux.start(command, size=(120, 40))
+    try:
+        tmux.wait_for("Ask anything", timeout=30)
+        app = int(tmux.run("display-message", "-p", "-t", tmux.session, "#{pane_pid}").strip())
+        tmux.send("What is the capital of France?", literal=True)
+        tmux.wait_for("What is the capital of France?")
+        time.sleep(0.3)
+        tmux.send("C-j")
+        tmux.wait_for("Paris", "✓", timeout=180)
+        (child,) = [pid for pid in procs.children(app) if "model_process_main" in procs.command_line(pid)]
+        assert procs.maps_torch(child), "the model process answered without torch?"
+        assert not procs.maps_torch(app), "the app's own process imported torch"
+        tmux.send("C-q")
+        assert tmux.wait_exit(timeout=15), "stiva did not quit on ctrl+q"
+        assert procs.gone(child), "the model process outlived the app"
     finally:
         tmux.kill()

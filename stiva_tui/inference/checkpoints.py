@@ -10,6 +10,7 @@ torch/transformers are imported inside the functions only.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -528,8 +529,22 @@ def estimate_4bit_bytes(config: Any) -> int:
     return int(body * 0.53 + emb * 2)  # ~4.25 bits a weight + 16-bit embeddings
 
 
+# Device files of a GPU driver torch.cuda can use (NVIDIA, NVIDIA under WSL, AMD ROCm).
+GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/dev/kfd", "/proc/driver/nvidia")
+
+
+def no_gpu_driver() -> bool:
+    """True where no GPU driver is there at all (Linux without its device files, macOS): torch,
+    a second and a few hundred MB to import, is then not imported to find that out."""
+    if sys.platform == "darwin":
+        return True
+    return sys.platform.startswith("linux") and not any(os.path.exists(p) for p in GPU_DEVICE_FILES)
+
+
 def free_cuda_bytes() -> int | None:
     """Free memory of CUDA device 0 in bytes; None when there is no usable CUDA GPU."""
+    if no_gpu_driver():
+        return None
     try:
         import torch
 

@@ -413,11 +413,12 @@ def _retry_after(value: str | None) -> float | None:
 
 
 class PoolWorker:
-    """Routes each call to the HTTP client or, for `kind="embedded"`, the in-process model."""
+    """Routes each call to the HTTP client or, for `kind="embedded"`, the embedded model: in this
+    process, or `embedded`, a worker that runs it elsewhere (runtime/model_process.py)."""
 
-    def __init__(self, http: HttpWorker | None = None):
+    def __init__(self, http: HttpWorker | None = None, embedded: Any = None):
         self.http = http or HttpWorker()
-        self._embedded = None
+        self._embedded = embedded
 
     def know_secrets(self, models: Iterable[PoolModel]) -> None:
         """Remember the keys and header values of `models`, to mask them in every error text."""

@@ -34,6 +34,7 @@ from .modes import ConductorVariant
 
 if TYPE_CHECKING:
     from ..store import Store
+    from .model_process import ModelProcess
     from .sessions import Sessions
 
 log = logging.getLogger(__name__)
@@ -134,6 +135,8 @@ class Runtime:
     # and how many times that happened: a conductor chosen from an older pool is not kept.
     pool_change: str = ""
     _pool_generation: int = 0
+    # Where the models Stiva loads itself run when not in this process (`model_process`).
+    model_process: "ModelProcess | None" = None
 
     @classmethod
     async def create(
@@ -144,23 +147,36 @@ class Runtime:
         with_store: bool = True,
         discover: bool | None = None,
         store_path: Any = None,
+        model_process: bool = False,
     ) -> "Runtime":
         """Build the pool (and discover local servers) and open the history; loads no model. A
         [sim] config must come with its server started (`stiva_tui.sim.pool.start_sim`, which the
-        command line does): the simulated pool is a server of its own, above the runtime."""
+        command line does): the simulated pool is a server of its own, above the runtime.
+        `model_process`: the embedded model and a local conductor load and run in a process of
+        their own (model_process.py; the app does this), not in this one."""
         if config.sim is not None and not any(p.name in (SIM_PROVIDER, REPLAY_PROVIDER) for p in config.providers):
             raise StartupError(
                 "config: [sim] is set but the simulated pool is not running: start it with "
                 "stiva_tui.sim.pool.start_sim(config) (the stiva command does)"
             )
         pool = await build_pool(config, discover=discover)
+        process, embedded = None, None
+        if model_process:
+            from . import model_process as hosting
+
+            if hosting.supported():
+                from .. import paths
+
+                process = hosting.ModelProcess(paths.data_dir() / hosting.LOG_NAME)
+                embedded = hosting.HostedWorker(process)
         worker = PoolWorker(
             HttpWorker(
                 timeout_s=config.workers.timeout_s,
                 connect_timeout_s=config.workers.connect_timeout_s,
                 retries=config.workers.retries,
                 max_answer_bytes=config.workers.max_answer_kb * 1024,
-            )
+            ),
+            embedded=embedded,
         )
         worker.know_secrets(pool)
         store = None
@@ -169,7 +185,13 @@ class Runtime:
 
             store = await asyncio.to_thread(Store.open, store_path)  # file I/O and upgrades off the loop
         runtime = cls(
-            config=config, pool=pool, worker=worker, store=store, conductor_override=conductor, discover=discover
+            config=config,
+            pool=pool,
+            worker=worker,
+            store=store,
+            conductor_override=conductor,
+            discover=discover,
+            model_process=process,
         )
         try:
             cfg = runtime.conductor_config()  # a bad --conductor override fails here, before any run
@@ -267,6 +289,7 @@ class Runtime:
         conductor, reason = await asyncio.to_thread(
             select_conductor, cfg, self.models, self.worker, progress, self.config.workers.deadline_s
         )
+        conductor = self._hosted(conductor, cfg)
         try:
             await conductor.load(progress)
         except ConductorError as exc:
@@ -276,10 +299,20 @@ class Runtime:
             conductor, reason = fallback_conductor(
                 cfg, self.models, self.worker, f"the local model failed to load ({exc})", self.config.workers.deadline_s
             )
+            conductor = self._hosted(conductor, cfg)
             report(progress, None, reason)
             await conductor.load(progress)
         from_pool = cfg.backend == "remote" or (cfg.backend == "auto" and conductor.backend != "local")
         return _Loaded(conductor, reason, from_pool)
+
+    def _hosted(self, conductor: Conductor, cfg: ConductorConfig) -> Conductor:
+        """`conductor` itself, or (`model_process`, a model Stiva loads) its stand-in that loads
+        and runs it in the model process."""
+        if self.model_process is None or conductor.backend not in ("embedded", "local"):
+            return conductor
+        from .model_process import HostedConductor
+
+        return HostedConductor(self.model_process, conductor, cfg)
 
     # --- runs ----------------------------------------------------------------------------------
 
@@ -407,6 +440,8 @@ class Runtime:
     async def aclose(self) -> None:
         try:
             await self.worker.aclose()
+            if self.model_process is not None:
+                await self.model_process.aclose()
         finally:
             if self.store is not None:
                 self.store.close()

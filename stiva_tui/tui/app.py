@@ -160,7 +160,9 @@ class StivaApp(App):
                 # Imported in a thread: the engine, httpx and the store take ~0.1 s to import, which
                 # on the event loop would hold up the first keys the user types.
                 runtime_module = await asyncio.to_thread(importlib.import_module, "stiva_tui.runtime")
-                self.runtime = await runtime_module.Runtime.create(self.config, conductor=self.conductor_override)
+                self.runtime = await runtime_module.Runtime.create(
+                    self.config, conductor=self.conductor_override, model_process=self.config.model_process
+                )
             except Exception as exc:  # a bad config or an unreadable history: say so, stay open
                 self.notify(str(exc), title="Stiva cannot start", severity="error", timeout=30)
                 self.chat_screen.post_message(msg.StartupFailed(str(exc)))

@@ -1,0 +1,324 @@
+"""The models Stiva loads itself, run in a process of their own (`model_process = true`: the app).
+
+The embedded Gemma-3 270M (as conductor and as pool worker) and a local GPU conductor load and
+generate in a child process, `python -m stiva_tui.runtime.model_process_main FD`. The app's own
+process then never imports torch: torch's import, the weights' load and the decode loop hold the
+GIL for up to a second at a time, and in the app's process every key typed meanwhile waited for
+them; and the app's process stays small.
+
+The child runs the very objects an in-process runtime runs (EmbeddedConductor, LocalConductor,
+EmbeddedWorker), so plans and answers are the same; here are their stand-ins, which send each call
+over a socket pair and stream back what it says (load progress, plan text as it is written, answer
+text, usage). Messages are length-prefixed pickles between a process and the child it started:
+nobody else holds either end of the pair.
+
+One child per runtime, started on first use. It exits when the socket closes (the app quit, or
+died). Where the child dies (killed, out of memory), what it was running fails with an error that
+says so and where its log is, and the next call starts a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import pickle
+import socket
+import struct
+import sys
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..conductor.base import Conductor, ConductorError, DeltaCallback, Plan, PlanRequest
+from ..config import ConductorConfig
+from ..core.usage import Usage
+from ..inference.progress import Progress, report
+from ..pool.types import ChatEvent, PoolModel, ProviderError, StepInput, TextDelta, UsageReport, WorkerPrompt
+
+Message = dict[str, Any]  # a request or a reply: {"t": kind, "id": call, ...}
+
+MAIN_MODULE = "stiva_tui.runtime.model_process_main"
+LOG_NAME = "model-process.log"
+LOG_KEEP_BYTES = 1 << 20  # a log larger than this is started afresh
+QUIT_WAIT_S = 3.0  # how long a child that was told to leave may take before it is killed
+
+
+def supported() -> bool:
+    """Whether this system can run the models in a process of their own (a Unix socket pair)."""
+    return hasattr(socket, "AF_UNIX") and sys.platform != "win32"
+
+
+def frame(message: Any) -> bytes:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return struct.pack(">I", len(data)) + data
+
+
+async def read_frame(reader: asyncio.StreamReader) -> Any:
+    """The next message; EOFError where the other end went away."""
+    try:
+        size = struct.unpack(">I", await reader.readexactly(4))[0]
+        return pickle.loads(await reader.readexactly(size))
+    except (asyncio.IncompleteReadError, ConnectionError) as exc:
+        raise EOFError from exc
+
+
+class ModelProcessGone(Exception):
+    """The model process exited while a call was running in it."""
+
+
+class ModelProcess:
+    """The child process, started on first use; `call` sends one request and yields its replies."""
+
+    def __init__(self, log_path: Path | None = None):
+        self.log_path = log_path
+        self.generation = 0  # how many children were started: a new one has loaded nothing yet
+        self._proc: asyncio.subprocess.Process | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._calls: dict[int, asyncio.Queue[Message]] = {}
+        self._ids = itertools.count(1)
+        self._start_lock = asyncio.Lock()
+        self._closed = False
+
+    @property
+    def alive(self) -> bool:
+        return self._writer is not None and self._proc is not None and self._proc.returncode is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self.alive and self._proc is not None else None
+
+    def _log(self) -> Any:
+        if self.log_path is None:
+            return asyncio.subprocess.DEVNULL
+        with contextlib.suppress(OSError):
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            fresh = not self.log_path.exists() or self.log_path.stat().st_size > LOG_KEEP_BYTES
+            log = open(self.log_path, "w" if fresh else "a", encoding="utf-8")  # noqa: SIM115 - handed to the child
+            log.write(f"--- model process started {time.strftime('%Y-%m-%d %H:%M:%S')} by pid {os.getpid()}\n")
+            log.flush()
+            return log
+        return asyncio.subprocess.DEVNULL
+
+    async def _ensure(self) -> None:
+        async with self._start_lock:
+            if self._closed:
+                raise ModelProcessGone("the model process was closed")
+            if self.alive:
+                return
+            parent, child = socket.socketpair()
+            log = self._log()
+            try:
+                self._proc = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    MAIN_MODULE,
+                    str(child.fileno()),
+                    pass_fds=(child.fileno(),),
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                )
+            except OSError as exc:
+                parent.close()
+                raise ModelProcessGone(f"cannot start the model process: {exc}") from exc
+            finally:
+                child.close()
+                if not isinstance(log, int):
+                    log.close()
+            reader, self._writer = await asyncio.open_unix_connection(sock=parent)
+            self.generation += 1
+            self._reader_task = asyncio.create_task(self._read_replies(reader, self._proc))
+
+    async def _read_replies(self, reader: asyncio.StreamReader, proc: asyncio.subprocess.Process) -> None:
+        while True:
+            try:
+                reply = await read_frame(reader)
+            except EOFError:
+                break
+            queue = self._calls.get(reply.get("id"))
+            if queue is not None:
+                queue.put_nowait(reply)
+        # The child went away: every call still waiting hears why.
+        code = None
+        with contextlib.suppress(TimeoutError, ProcessLookupError):
+            code = await asyncio.wait_for(proc.wait(), QUIT_WAIT_S)
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        where = f"; its log: {self.log_path}" if self.log_path is not None else ""
+        how = f"exited with code {code}" if code is not None and code >= 0 else f"was killed (signal {-(code or 0)})"
+        gone = {"t": "gone", "message": f"the model process {how}; the next question starts it again{where}"}
+        for queue in self._calls.values():
+            queue.put_nowait(gone)
+
+    async def _wait_gone(self) -> None:
+        """Until the replies' reader has seen the child go (the next call then starts another)."""
+        if self._reader_task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.shield(self._reader_task)
+
+    def _send(self, message: Message) -> None:
+        if self._writer is None or self._writer.is_closing():
+            raise ModelProcessGone("the model process is not running")
+        self._writer.write(frame(message))
+
+    async def call(self, message: Message) -> AsyncGenerator[Message, None]:
+        """Send `message`, yield every reply to it, the last one of kind done, error or gone.
+        Leaving early (cancelled, or the caller stops reading) cancels it in the child. A child
+        that died before the call heard anything from it (it went away between two calls, and its
+        end of the socket was not seen closed yet) is started again, and the call sent again, once."""
+        for attempt in (1, 2):
+            await self._ensure()
+            call_id = next(self._ids)
+            queue: asyncio.Queue[Message] = asyncio.Queue()
+            self._calls[call_id] = queue
+            finished, heard = False, False
+            try:
+                with contextlib.suppress(ModelProcessGone):
+                    self._send({**message, "id": call_id})
+                while not finished:
+                    reply = await queue.get()
+                    finished = reply["t"] in ("done", "error", "gone")
+                    if reply["t"] == "gone" and not heard and attempt == 1:
+                        await self._wait_gone()
+                        break
+                    heard = True
+                    yield reply
+            finally:
+                self._calls.pop(call_id, None)
+                if not finished:
+                    with contextlib.suppress(ModelProcessGone, OSError, RuntimeError):
+                        self._send({"t": "cancel", "id": call_id})
+            if heard:
+                return
+
+    async def aclose(self) -> None:
+        """Tell the child to leave (its socket closes) and wait for it; kill it if it lingers."""
+        self._closed = True
+        proc = self._proc
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if proc is not None and proc.returncode is None:
+            try:
+                await asyncio.wait_for(proc.wait(), QUIT_WAIT_S)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        if self._reader_task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(self._reader_task, QUIT_WAIT_S)
+
+
+def _failure(reply: Message) -> str:
+    return str(reply.get("message") or "the model process failed")
+
+
+class HostedConductor:
+    """A conductor loaded and run in the model process: `shadow` is the same conductor built here,
+    unloaded, for what it says about itself before its model is loaded."""
+
+    def __init__(self, process: ModelProcess, shadow: Conductor, config: ConductorConfig):
+        self.process = process
+        self._shadow = shadow
+        self._spec = {"backend": shadow.backend, "config": config}
+        self.backend = shadow.backend
+        self.model = shadow.model
+        self.quantization = shadow.quantization
+        self.adapter = shadow.adapter
+        self.last_stats: Message = {}
+        self._facts: Message | None = None
+        self._generation = -1
+
+    @property
+    def loaded(self) -> bool:
+        return self._facts is not None and self._generation == self.process.generation and self.process.alive
+
+    def describe(self) -> Message:
+        info = dict(self._facts) if self._facts is not None else self._shadow.describe()
+        info["process"] = self.process.pid
+        return info
+
+    def step_limit(self, request: PlanRequest) -> int:
+        limit: int = self._shadow.step_limit(request)  # type: ignore[attr-defined]
+        return limit
+
+    async def _run(self, message: Message, on_reply: Any) -> Message:
+        try:
+            async with contextlib.aclosing(self.process.call({**message, "conductor": self._spec})) as replies:
+                async for reply in replies:
+                    if reply["t"] in ("error", "gone"):
+                        raise ConductorError(f"{self.backend} conductor: {_failure(reply)}")
+                    if reply["t"] == "done":
+                        self._facts, self._generation = reply["describe"], self.process.generation
+                        return reply
+                    on_reply(reply)
+        except ModelProcessGone as exc:
+            raise ConductorError(f"{self.backend} conductor: {exc}") from exc
+        raise ConductorError(f"{self.backend} conductor: the model process sent no answer")
+
+    async def load(self, progress: Progress | None = None) -> None:
+        if self.loaded:
+            return
+
+        def told(reply: Message) -> None:
+            if reply["t"] == "progress":
+                report(progress, reply["fraction"], reply["message"])
+
+        await self._run({"t": "load"}, told)
+
+    async def plan(self, request: PlanRequest, on_delta: DeltaCallback | None = None) -> Plan:
+        def told(reply: Message) -> None:
+            if reply["t"] == "delta" and on_delta is not None:
+                on_delta(reply["text"])
+
+        done = await self._run({"t": "plan", "request": request}, told)
+        self.last_stats = done.get("stats") or {}
+        plan: Plan = done["plan"]
+        return plan
+
+
+class HostedWorker:
+    """The embedded pool worker, answering in the model process."""
+
+    def __init__(self, process: ModelProcess):
+        self.process = process
+
+    def prepare(self, model: PoolModel, step: StepInput) -> WorkerPrompt:
+        from ..pool.embedded import base_worker_prompt
+
+        return base_worker_prompt(step)
+
+    async def stream_chat(
+        self,
+        model: PoolModel,
+        messages: Sequence[dict[str, Any]],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> AsyncIterator[ChatEvent]:
+        message = {
+            "t": "chat",
+            "messages": [dict(m) for m in messages],
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "stop": list(stop or ()),
+        }
+        try:
+            async with contextlib.aclosing(self.process.call(message)) as replies:
+                async for reply in replies:
+                    kind = reply["t"]
+                    if kind == "delta":
+                        yield TextDelta(reply["text"])
+                    elif kind == "usage":
+                        yield UsageReport(Usage(reply["prompt_tokens"], reply["completion_tokens"]))
+                    elif kind in ("error", "gone"):
+                        raise ProviderError(_failure(reply), provider="embedded")
+        except ModelProcessGone as exc:
+            raise ProviderError(str(exc), provider="embedded") from exc

@@ -1,0 +1,160 @@
+"""The model process (`python -m stiva_tui.runtime.model_process_main FD`): see model_process.py.
+
+It reads requests from the socket FD its parent handed it and runs each as an in-process runtime
+would: load a conductor, plan with it, or stream an answer of the embedded worker, one task each
+(several at once, as in-process). It leaves when the socket closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import sys
+from typing import Any
+
+from ..conductor.base import ConductorError
+from ..pool.types import ProviderError, TextDelta, UsageReport
+from .model_process import Message, frame, read_frame
+
+
+def _build_conductor(spec: Message) -> Any:
+    if spec["backend"] == "embedded":
+        from ..conductor.embedded import EmbeddedConductor
+
+        return EmbeddedConductor.from_config(spec["config"])
+    if spec["backend"] == "local":
+        from ..conductor.local import LocalConductor
+
+        return LocalConductor.from_config(spec["config"])
+    raise ConductorError(f"the model process runs no {spec['backend']} conductor")
+
+
+class Server:
+    def __init__(self, writer: asyncio.StreamWriter):
+        self.writer = writer
+        self.loop = asyncio.get_running_loop()
+        self.conductors: dict[tuple[str, str], Any] = {}
+        self.worker: Any = None
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+
+    def send(self, message: Message) -> None:
+        if not self.writer.is_closing():
+            self.writer.write(frame(message))
+
+    def send_from_thread(self, message: Message) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closing
+            self.loop.call_soon_threadsafe(self.send, message)
+
+    def conductor(self, spec: Message) -> Any:
+        key = (spec["backend"], spec["config"].model_dump_json())
+        if key not in self.conductors:
+            self.conductors[key] = _build_conductor(spec)
+        return self.conductors[key]
+
+    def start(self, message: Message) -> None:
+        call_id = message["id"]
+        if message["t"] == "cancel":
+            task = self.tasks.get(call_id)
+            if task is not None:
+                task.cancel()
+            return
+        self.tasks[call_id] = asyncio.create_task(self.run(call_id, message))
+
+    async def run(self, call_id: int, message: Message) -> None:
+        try:
+            reply = await self.handle(call_id, message)
+            self.send({"t": "done", "id": call_id, **reply})
+        except asyncio.CancelledError:
+            pass  # the caller left: it waits for nothing more
+        except (ConductorError, ProviderError) as exc:
+            self.send({"t": "error", "id": call_id, "message": str(exc)})
+        except Exception as exc:  # noqa: BLE001 - said to the caller, which raises its own error type
+            self.send({"t": "error", "id": call_id, "message": f"{type(exc).__name__}: {exc}"})
+        finally:
+            self.tasks.pop(call_id, None)
+
+    async def handle(self, call_id: int, message: Message) -> Message:
+        kind = message["t"]
+        if kind == "load":
+            conductor = self.conductor(message["conductor"])
+
+            def progress(fraction: float | None, text: str) -> None:  # from the loading thread
+                self.send_from_thread({"t": "progress", "id": call_id, "fraction": fraction, "message": text})
+
+            await conductor.load(progress)
+            return {"describe": conductor.describe()}
+        if kind == "plan":
+            conductor = self.conductor(message["conductor"])
+            plan = await conductor.plan(
+                message["request"], on_delta=lambda text: self.send({"t": "delta", "id": call_id, "text": text})
+            )
+            return {"plan": plan, "stats": conductor.last_stats, "describe": conductor.describe()}
+        if kind == "chat":
+            return await self.chat(call_id, message)
+        raise ValueError(f"unknown request {kind!r}")
+
+    async def chat(self, call_id: int, message: Message) -> Message:
+        from ..pool.embedded import EmbeddedWorker, embedded_pool_model
+
+        if self.worker is None:
+            self.worker = EmbeddedWorker()
+        stream = self.worker.stream_chat(
+            embedded_pool_model(),
+            message["messages"],
+            max_tokens=message["max_tokens"],
+            temperature=message["temperature"],
+            stop=message["stop"],
+        )
+        async with contextlib.aclosing(stream) as events:
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    self.send({"t": "delta", "id": call_id, "text": event.text})
+                elif isinstance(event, UsageReport):
+                    usage = event.usage
+                    self.send(
+                        {
+                            "t": "usage",
+                            "id": call_id,
+                            "prompt_tokens": usage.prompt_tokens,
+                            "completion_tokens": usage.completion_tokens,
+                        }
+                    )
+        return {}
+
+
+async def serve(fd: int) -> None:
+    sock = socket.socket(fileno=fd)
+    reader, writer = await asyncio.open_unix_connection(sock=sock)
+    server = Server(writer)
+    while True:
+        try:
+            message = await read_frame(reader)
+        except EOFError:
+            break
+        server.start(message)
+    for task in list(server.tasks.values()):
+        task.cancel()
+
+
+# The model process yields the CPU to the app: on a machine of few cores, a key typed while the
+# model answers is drawn at once, and the answer waits those few milliseconds instead.
+NICENESS = 5
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or not argv[0].isdigit():
+        print("usage: python -m stiva_tui.runtime.model_process_main FD (started by Stiva)", file=sys.stderr)
+        return 2
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(NICENESS)
+    asyncio.run(serve(int(argv[0])))
+    return 0
+
+
+if __name__ == "__main__":
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # a generation thread still running must not keep the process
