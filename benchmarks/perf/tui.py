@@ -216,14 +216,37 @@ async def _streaming(base_url: str) -> dict:
 # --- 4. typing while the embedded model loads ---------------------------------------------------------
 
 
+IN_PROCESS = "--in-process" in sys.argv  # the model in the app's own process (`model_process = false`)
+
+
 def _embedded_app():
-    """The real app on the embedded conductor (already converted), no discovery, no catalog."""
+    """The real app on the embedded conductor (already converted), no discovery, no catalog; the
+    model in a process of its own (the default) or, with --in-process, in the app's."""
     from stiva_tui.config import parse_config
     from stiva_tui.tui.app import StivaApp
 
     return StivaApp(
-        parse_config({"conductor": {"backend": "embedded"}, "discovery": {"enabled": False}, "catalog": False})
+        parse_config(
+            {
+                "conductor": {"backend": "embedded"},
+                "discovery": {"enabled": False},
+                "catalog": False,
+                "model_process": not IN_PROCESS,
+            }
+        )
     )
+
+
+def _memory(app) -> dict:
+    """RSS of the app's process and (where it has one) of its model process, in MiB."""
+    figures = {"app_rss_mib": round(_rss_kib() / 1024)}
+    process = app.runtime.model_process if app.runtime is not None else None
+    if process is not None and process.pid is not None:
+        for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                figures["model_process_rss_mib"] = round(int(line.split()[1]) / 1024)
+    figures["torch_in_app_process"] = "torch" in sys.modules
+    return figures
 
 
 async def _type_one_key(prompt, latencies: list[float]) -> None:
@@ -285,7 +308,8 @@ async def _during_load() -> dict:
         probing = False
         await prober
         await pilot.pause(0.1)
-    return {"load_s": round(load_s, 2), **_typing_figures(latencies, gaps)}
+        memory = _memory(app)
+    return {"load_s": round(load_s, 2), **_typing_figures(latencies, gaps), **memory}
 
 
 # --- 5. typing while the embedded model answers -------------------------------------------------
@@ -330,26 +354,34 @@ async def _while_generating(questions: int = 12) -> dict:
             prompt.clear()
         prober.cancel()
         await pilot.pause(0.1)
+        memory = _memory(app)
     return {
         "questions": len(items),
         "median_answer_s": round(statistics.median(run_s), 2),
         **_typing_figures(latencies, gaps),
+        **memory,
     }
 
 
 def while_generating() -> dict:
-    return _in_subprocess("--while-generating")
+    return _both_ways("--while-generating")
 
 
 def during_load() -> dict:
-    return _in_subprocess("--during-load")
+    return _both_ways("--during-load")
 
 
-def _in_subprocess(flag: str) -> dict:
+def _both_ways(flag: str) -> dict:
+    """The same part with the model in a process of its own (the default) and in the app's, one
+    after the other in this run."""
+    return {"model_process": _in_subprocess(flag), "in_process": _in_subprocess(flag, "--in-process")}
+
+
+def _in_subprocess(*flags: str) -> dict:
     from benchmarks.harness import ROOT
 
     out = subprocess.run(
-        [sys.executable, "-m", __spec__.name, flag],
+        [sys.executable, "-m", __spec__.name, *flags],
         cwd=ROOT,
         capture_output=True,
         text=True,
