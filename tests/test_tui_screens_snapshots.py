@@ -138,11 +138,16 @@ async def _settle(pilot) -> None:
 
 def steady_cursors(pilot) -> None:
     """A focused text box's cursor blinks: a snapshot taken in its off phase differs by one cell.
-    Stopped, it stays shown. Input boxes too: the history's search, the keys screen's key box."""
+    Held in its on phase (Textual's own pause: the cursor shown, its timer stopped) and drawn
+    again, it stays shown. Input boxes too: the history's search, the keys screen's key box.
+    (cursor_blink = False is not that: this Textual then draws no cursor in a TextArea's line once
+    the line is drawn again, so a picture depended on whether a line drawn before stayed cached.)"""
     from textual.widgets import Input, TextArea
 
     for box in [*pilot.app.screen.query(TextArea), *pilot.app.screen.query(Input)]:
-        box.cursor_blink = False
+        if box.has_focus:  # a box without focus shows no cursor (its blur paused it, hidden)
+            box._pause_blink(visible=True)
+            box.refresh()
 
 
 def test_compare_three_columns_finished(snap_compare, runtime):
