@@ -280,9 +280,9 @@ class Config(_Strict):
     # The embedded Gemma-3 270M as a worker of the pool. False keeps it out of every workflow
     # (it stays available as the conductor): for pools of real models.
     embedded_worker: bool = True
-    # The app runs the models Stiva loads itself (the embedded 270M, a local conductor) in a process
-    # of its own, so that typing never waits on their load or their answers and the app's own
-    # process stays small. false: in the app's process.
+    # The app and `stiva serve` run the models Stiva loads itself (the embedded 270M, a local
+    # conductor) in a process of their own, so that typing (or another request) never waits on their
+    # load or their answers, and their own process stays small. false: in their own process.
     model_process: bool = True
     theme: str | None = None
     # The app's prompt: true sends on enter (alt+enter or shift+enter, where the terminal tells it

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.support import procs
 from tests.support.cli import STIVA, run_stiva
 from tests.support.fakeprovider import Reply
 from tests.test_cli import PLAN, write_config
@@ -104,14 +103,8 @@ def test_piped_output_is_as_wide_as_columns_says_or_80_with_no_trailing_padding(
     assert asked["run_id"] in run_stiva("history", env=environment).stdout  # the id stays whole
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_serve_says_its_url_through_a_pipe_at_once_and_names_the_conductor(config, stiva_home):
-    port = _free_port()
+    port = procs.free_port()
     process = subprocess.Popen(
         [STIVA, "serve", "--no-auth", "--port", str(port), "--config", str(config)],
         stdout=subprocess.PIPE,
@@ -121,32 +114,14 @@ def test_serve_says_its_url_through_a_pipe_at_once_and_names_the_conductor(confi
     )
     try:
         # while it serves: its stdout is a pipe (`stiva serve | tee`), and the URL line is there
-        out = _read_until(process.stdout, f"http://127.0.0.1:{port}/v1", 60)
+        out = procs.read_until(process.stdout, f"http://127.0.0.1:{port}/v1", 60)
         assert f"http://127.0.0.1:{port}/v1" in out, out
-        said = _read_until(process.stderr, "conductor:", 60)
+        said = procs.read_until(process.stderr, "conductor:", 60)
         assert "conductor: remote · cond" in said, said
         assert process.poll() is None  # it said both while serving
     finally:
         process.terminate()
         process.communicate(timeout=30)
-
-
-def _read_until(stream, needle: str, timeout: float) -> str:
-    """What the pipe gave until `needle` came, or `timeout` seconds passed (never blocks past it)."""
-    import selectors
-
-    selector = selectors.DefaultSelector()
-    selector.register(stream, selectors.EVENT_READ)
-    text = ""
-    deadline = time.monotonic() + timeout
-    while needle not in text and (left := deadline - time.monotonic()) > 0:
-        if selector.select(left):
-            chunk = os.read(stream.fileno(), 4096).decode()
-            if not chunk:
-                break
-            text += chunk
-    selector.close()
-    return text
 
 
 def test_a_conductor_override_naming_no_pool_model_names_the_option(config, stiva_home):

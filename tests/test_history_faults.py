@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import sqlite3
 import stat
 import subprocess
@@ -20,6 +19,7 @@ import pytest
 from test_bench_runner import script_pool, write_config, write_suite
 from test_store_faults import _read_only, _smash_root_page
 
+from tests.support import procs
 from tests.support.cli import Result, run_stiva, stiva
 
 QUESTION = "What is 1 + 2?"
@@ -94,12 +94,6 @@ def test_a_full_disk_shows_the_answer_then_fails_in_one_line_and_offers_no_conve
 # --- a damaged file -------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _damage(database: Path, how: str, good: bytes) -> None:
     for name in ("stiva.db-wal", "stiva.db-shm"):
         (database.parent / name).unlink(missing_ok=True)
@@ -124,7 +118,7 @@ def test_every_command_says_a_damaged_history_in_one_line_that_points_to_sqlite_
         "history show": ("history", "show", "abcd1234"),
         "history conversations": ("history", "conversations"),
         "bench": ("bench", str(suite), "--systems", "direct:right", "--config", str(config)),
-        "serve": ("serve", "--port", str(_free_port()), "--config", str(config)),
+        "serve": ("serve", "--port", str(procs.free_port()), "--config", str(config)),
     }
     for name, command in commands.items():
         _damage(database, how, good)

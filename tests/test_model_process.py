@@ -227,3 +227,42 @@ def test_an_answer_cut_short_and_a_killed_model_process_say_so_and_the_next_answ
             await process.aclose()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.model
+def test_stiva_serve_answers_the_openai_client_from_its_model_process(model_cache, tmp_path, stiva_home):  # noqa: F811
+    """The real `stiva serve` on the embedded model: the server's process never imports torch,
+    its child answers, and the child leaves with the server."""
+    import openai
+    import tomli_w
+
+    from tests.support import procs
+    from tests.support.cli import STIVA
+
+    config = tmp_path / "offline.toml"
+    config.write_text(
+        tomli_w.dumps({"conductor": {"backend": "embedded"}, "discovery": {"enabled": False}, "catalog": False})
+    )
+    port = procs.free_port()
+    env = {**os.environ, "STIVA_HOME": str(stiva_home), "STIVA_MODEL_CACHE": str(model_cache), "HF_HUB_OFFLINE": "1"}
+    server = subprocess.Popen(
+        [STIVA, "serve", "--no-auth", "--port", str(port), "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        said = procs.read_until(server.stderr, "conductor:", 120)
+        assert "conductor: embedded" in said, said
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=120)
+        reply = client.chat.completions.create(
+            model="conductor", messages=[{"role": "user", "content": "What is the capital of France?"}]
+        )
+        assert "Paris" in reply.choices[0].message.content
+        (child,) = [pid for pid in procs.children(server.pid) if "model_process_main" in procs.command_line(pid)]
+        assert procs.maps_torch(child) and not procs.maps_torch(server.pid)
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+    assert gone(child), "the model process outlived the server"

@@ -1,10 +1,11 @@
-"""The models Stiva loads itself, run in a process of their own (`model_process = true`: the app).
+"""The models Stiva loads itself, run in a process of their own (`model_process = true`: the app
+and `stiva serve`).
 
 The embedded Gemma-3 270M (as conductor and as pool worker) and a local GPU conductor load and
 generate in a child process, `python -m stiva_tui.runtime.model_process_main FD`. The app's own
 process then never imports torch: torch's import, the weights' load and the decode loop hold the
 GIL for up to a second at a time, and in the app's process every key typed meanwhile waited for
-them; and the app's process stays small.
+them (in the server's, every other request); and the front end's process stays small.
 
 The child runs the very objects an in-process runtime runs (EmbeddedConductor, LocalConductor,
 EmbeddedWorker), so plans and answers are the same; here are their stand-ins, which send each call

@@ -120,7 +120,9 @@ async def _serve(config: Any, host: str, port: int, token: str | None, conductor
     from .connections import guarded_server
 
     try:
-        runtime = await Runtime.create(config, conductor=conductor)
+        # the models Stiva loads itself run in a process of their own: their load and their decode
+        # loop hold the GIL, which would hold up every other request meanwhile
+        runtime = await Runtime.create(config, conductor=conductor, model_process=config.model_process)
     except StartupError as exc:
         print(f"stiva serve: {exc}", file=sys.stderr)
         return 1

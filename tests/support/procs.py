@@ -1,7 +1,10 @@
-"""Looking at real processes (Linux /proc): whether one still runs, its children, what it maps."""
+"""Real processes (Linux /proc): whether one still runs, its children, what it maps; a free port,
+and reading a child's pipe until a needle comes."""
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from pathlib import Path
 
@@ -45,3 +48,27 @@ def command_line(pid: int) -> str:
 def maps_torch(pid: int) -> bool:
     """Whether `pid` has torch's library mapped (it imported torch)."""
     return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read_until(stream, needle: str, timeout: float) -> str:
+    """What the pipe gave until `needle` came, or `timeout` seconds passed (never blocks past it)."""
+    import selectors
+
+    selector = selectors.DefaultSelector()
+    selector.register(stream, selectors.EVENT_READ)
+    text = ""
+    deadline = time.monotonic() + timeout
+    while needle not in text and (left := deadline - time.monotonic()) > 0:
+        if selector.select(left):
+            chunk = os.read(stream.fileno(), 4096).decode()
+            if not chunk:
+                break
+            text += chunk
+    selector.close()
+    return text
