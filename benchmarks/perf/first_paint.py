@@ -8,7 +8,9 @@ first paint is the time from the launch to the first capture with any visible ch
 seconds after the launch it reads the resident memory of the pane's process tree (every process
 under the pane's shell, /proc/PID/status VmRSS). Stiva and elia alternate, run after run, so the
 load of the machine falls on both alike. `--elia` is the `elia` command of a venv of its own
-(`python3 -m venv /tmp/elia-venv && /tmp/elia-venv/bin/pip install elia-chat`).
+(`python3 -m venv /tmp/elia-venv && /tmp/elia-venv/bin/pip install elia-chat`). A third app runs
+beside them, a bare Textual App showing one line, on Stiva's Python and Textual: the floor of any
+Textual app's first paint on this machine.
 
 Saves first_paint.json beside itself: each app's runs, their medians, and the ratio of the medians.
 """
@@ -21,6 +23,7 @@ import shlex
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,6 +33,18 @@ from benchmarks.harness import HERE, STIVA, machine, save_json
 OUT = HERE / "perf" / "first_paint.json"
 SESSION = "stiva-first-paint"
 RSS_AFTER_S = 3.0
+BARE_TEXTUAL = """
+from textual.app import App
+from textual.widgets import Static
+
+
+class Bare(App):
+    def compose(self):
+        yield Static("hello")
+
+
+Bare().run()
+"""
 
 
 def main() -> int:
@@ -45,6 +60,9 @@ def main() -> int:
         apps["elia"] = [args.elia]
     else:
         print(f"no elia at {args.elia}: Stiva alone")
+    # The floor of any Textual app: a bare App with one line of text, on the Python and Textual
+    # that Stiva runs on.
+    apps["bare_textual"] = [sys.executable, "-c", BARE_TEXTUAL]
     runs: dict[str, list[dict]] = {name: [] for name in apps}
     for i in range(args.runs):
         for name, command in apps.items():
@@ -74,6 +92,9 @@ def main() -> int:
             "app_rss_at_3s": round(med["stiva"]["app_rss_mib_at_3s"] / med["elia"]["app_rss_mib_at_3s"], 2),
         }
         figures["elia_version"] = _version(args.elia)
+        figures["bare_textual_over_elia"] = {
+            "first_paint": round(med["bare_textual"]["first_paint_s"] / med["elia"]["first_paint_s"], 2)
+        }
     figures["machine"] = machine()
     print(figures["median"], figures.get("stiva_over_elia"))
     if not args.no_save:
