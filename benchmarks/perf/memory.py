@@ -2,7 +2,9 @@
 
     python -m benchmarks.perf.memory [--questions 3] [--no-save]
 
-A fresh process holds the product's own runtime, as the app and `stiva serve` do: its RSS after the
+A fresh process holds the product's own runtime with the model in-process, as `stiva ask`'s warm
+worker does (the app and `stiva serve` hold the model in a process of their own, whose figures
+are in tui.json): its RSS after the
 runtime is made, after the conductor (the embedded 270M) loads, and after each question, split as
 /proc/self/status splits it: RssAnon (the process's own heap: Python, torch, transformers, the
 tokenizer) and RssFile (mapped files: the model's safetensors, whose pages count once a forward
