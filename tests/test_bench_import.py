@@ -228,3 +228,33 @@ def test_a_history_that_cannot_be_written_leaves_no_suite(tmp_path, capsys, monk
     assert code == 1 and "nothing imported: database or disk is full" in err
     folder = Path(os.environ["STIVA_HOME"]) / "data" / "imports"
     assert not any(folder.iterdir())
+
+
+def test_a_second_import_under_the_same_name_keeps_the_first_replayable(tmp_path, capsys):
+    """Other records under a name already imported: the first import's suite stays as it was (its
+    bench still replays on it), the second gets a file of its own, and the summary says so."""
+    first = imported(capsys, str(records(tmp_path)), "--name", "lab")
+    other = [
+        dict(r, response=r["response"] + " again")
+        for r in map(json.loads, records(tmp_path).read_text().split("\n")[:-1])
+    ]
+    other = [dict(r, correct=not r["correct"]) if r["model"] == "big" else r for r in other]
+    code, out, err = run(capsys, "bench", "import", str(records(tmp_path, other, name="other.jsonl")), "--name", "lab")
+    assert code == 0, err
+    assert "lab.jsonl already holds an earlier import" in out, out
+    second = imported(capsys, str(records(tmp_path, other, name="other.jsonl")), "--name", "lab")
+    assert second["suite"] != first["suite"] and second["bench"] != first["bench"]
+    assert Path(first["suite"]).name == "lab.jsonl" and Path(second["suite"]).name.startswith("lab-")
+    for summary, big in ((first, 1.0), (second, 0.0)):
+        code, out, err = run(
+            capsys, "bench", summary["suite"], "--pool", f"replay:{summary['bench']}", "--systems", "direct:*", "--json"
+        )
+        assert code == 0, err
+        accuracy = {row["system"]: row["accuracy"] for row in json.loads(out)["systems"]}
+        assert accuracy["direct:replay:big"] == big, accuracy
+    # The same records again: the same suite file and bench, nothing new written.
+    again = imported(capsys, str(records(tmp_path)), "--name", "lab")
+    assert again["suite"] == first["suite"] and again["bench"] == first["bench"]
+    assert sorted(p.name for p in Path(first["suite"]).parent.iterdir()) == sorted(
+        {Path(first["suite"]).name, Path(second["suite"]).name}
+    )

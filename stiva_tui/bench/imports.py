@@ -66,6 +66,8 @@ class ImportSummary:
     cost: str  # "recorded", "priced", "mixed" or "none"
     tokens_estimated: int = 0
     unpriced: list[str] = field(default_factory=list)  # models with neither recorded cost nor a price
+    # Where NAME.jsonl already held other records: what was done instead, in words ("" otherwise)
+    note: str = ""
 
     def as_json(self) -> dict:
         return {
@@ -78,6 +80,7 @@ class ImportSummary:
             "records": self.records,
             "splits": self.splits,
             "cost": self.cost,
+            "note": self.note,
             "tokens_estimated": self.tokens_estimated,
             "unpriced": self.unpriced,
         }
@@ -202,7 +205,13 @@ def import_recorded(
             item["answer"] = first.answer
         lines.append(json.dumps(item, ensure_ascii=False))
     text = "\n".join(lines) + "\n"
-    path = folder / f"{name}.jsonl"
+    path, note = folder / f"{name}.jsonl", ""
+    if path.exists() and path.read_bytes() != text.encode("utf-8"):
+        # other records under this name: the earlier import's bench replays on that file, so it
+        # stays as it is, and these go beside it, named by their content
+        kept = path.name
+        path = folder / f"{name}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:8]}.jsonl"
+        note = f"{kept} already holds an earlier import (its bench replays on it): these records are {path.name}"
     try:
         suite = parse_suite(text, name=name, source=str(path))
     except ValueError as exc:  # SuiteError: an item the suite format refuses (a blank question...)
@@ -273,4 +282,5 @@ def import_recorded(
         cost=cost_kind,
         tokens_estimated=estimated,
         unpriced=sorted(unpriced),
+        note=note,
     )

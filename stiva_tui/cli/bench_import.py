@@ -108,6 +108,8 @@ def run(args: argparse.Namespace, config) -> int:
     )
     print(f"  models: {', '.join(summary.models)}")
     print(f"  suite:  {summary.suite}")
+    if summary.note:
+        print(f"  note:   {summary.note}")
     print(f"  bench:  {summary.bench}   (use it as --pool replay:{summary.bench})")
     if summary.cost == "none":
         print("  cost:   none recorded and no prices given (--prices FILE.toml): reports compare tokens only")
