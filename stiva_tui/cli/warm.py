@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import io
 import os
 import pickle
 import socket
@@ -36,6 +35,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from ..core.wire import frame, read_frame
 
 PROTOCOL = 1
 SOCKET_NAME = "ask-worker.sock"
@@ -147,18 +148,9 @@ class _Unpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"not sent by a warm worker: {module}.{name}")
 
 
-def _frame(message: Any) -> bytes:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return struct.pack(">I", len(data)) + data
-
-
 async def _read(reader: asyncio.StreamReader) -> Any:
     """The next message; EOFError where the other end went away."""
-    try:
-        size = struct.unpack(">I", await reader.readexactly(4))[0]
-        return _Unpickler(io.BytesIO(await reader.readexactly(size))).load()
-    except (asyncio.IncompleteReadError, ConnectionError) as exc:
-        raise EOFError from exc
+    return await read_frame(reader, _Unpickler)
 
 
 # --- the asking side ---------------------------------------------------------------------------
@@ -185,7 +177,7 @@ async def ask(args: Any, question: str, stopped_by: list[int], *, ask_options: d
     ui = console_ui(console, question, live=not args.json and console.is_terminal)
     started = False
     try:
-        writer.write(_frame({"t": "ask", "question": question, "options": ask_options, "live": ui.live}))
+        writer.write(frame({"t": "ask", "question": question, "options": ask_options, "live": ui.live}))
         await writer.drain()
         while True:
             message = await _read(reader)
@@ -229,7 +221,7 @@ async def _cancel(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, st
 
     trouble = None
     with contextlib.suppress(Exception):
-        writer.write(_frame({"t": "cancel"}))
+        writer.write(frame({"t": "cancel"}))
         await writer.drain()
         deadline = time.monotonic() + 10
         while (left := deadline - time.monotonic()) > 0:
@@ -256,7 +248,7 @@ async def _hello(path: Path, wanted_fp: str) -> tuple[str, Any]:
     except OSError:
         return "none", None
     try:
-        writer.write(_frame({"t": "hello", "fingerprint": wanted_fp}))
+        writer.write(frame({"t": "hello", "fingerprint": wanted_fp}))
         await writer.drain()
         reply = await asyncio.wait_for(_read(reader), 10)
     except (EOFError, OSError, TimeoutError, pickle.UnpicklingError):
@@ -338,7 +330,7 @@ async def worker_status(path: Path | None = None) -> dict | None:
     except OSError:
         return None
     try:
-        writer.write(_frame({"t": "status"}))
+        writer.write(frame({"t": "status"}))
         await writer.drain()
         return await asyncio.wait_for(_read(reader), 10)
     except (EOFError, OSError, TimeoutError):
@@ -464,14 +456,14 @@ class Worker:
                 return
             message = await asyncio.wait_for(_read(reader), 30)
             if message.get("t") == "status":
-                writer.write(_frame({"t": "status", "pid": os.getpid(), "served": self.served, "active": self.active}))
+                writer.write(frame({"t": "status", "pid": os.getpid(), "served": self.served, "active": self.active}))
             elif message.get("t") == "hello":
                 if message.get("fingerprint") != self.fingerprint or self.retired:
                     self.retired = True
                     self._give_up_socket()
-                    writer.write(_frame({"t": "other"}))
+                    writer.write(frame({"t": "other"}))
                 else:
-                    writer.write(_frame({"t": "ok", "pid": os.getpid()}))
+                    writer.write(frame({"t": "ok", "pid": os.getpid()}))
                     await writer.drain()
                     request = await _read(reader)
                     if request.get("t") == "ask":
@@ -498,7 +490,7 @@ class Worker:
             if writer.is_closing():
                 return
             if threading.get_ident() == thread:
-                writer.write(_frame(message))
+                writer.write(frame(message))
             else:  # a model's loading progress comes from its thread
                 loop.call_soon_threadsafe(send, message)
 

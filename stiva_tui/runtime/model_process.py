@@ -24,9 +24,7 @@ import asyncio
 import contextlib
 import itertools
 import os
-import pickle
 import socket
-import struct
 import sys
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
@@ -36,6 +34,7 @@ from typing import Any
 from ..conductor.base import Conductor, ConductorError, DeltaCallback, Plan, PlanRequest
 from ..config import ConductorConfig
 from ..core.usage import Usage
+from ..core.wire import frame, read_frame
 from ..inference.progress import Progress, report
 from ..pool.types import ChatEvent, PoolModel, ProviderError, StepInput, TextDelta, UsageReport, WorkerPrompt
 
@@ -50,20 +49,6 @@ QUIT_WAIT_S = 3.0  # how long a child that was told to leave may take before it 
 def supported() -> bool:
     """Whether this system can run the models in a process of their own (a Unix socket pair)."""
     return hasattr(socket, "AF_UNIX") and sys.platform != "win32"
-
-
-def frame(message: Any) -> bytes:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return struct.pack(">I", len(data)) + data
-
-
-async def read_frame(reader: asyncio.StreamReader) -> Any:
-    """The next message; EOFError where the other end went away."""
-    try:
-        size = struct.unpack(">I", await reader.readexactly(4))[0]
-        return pickle.loads(await reader.readexactly(size))
-    except (asyncio.IncompleteReadError, ConnectionError) as exc:
-        raise EOFError from exc
 
 
 class ModelProcessGone(Exception):

@@ -15,8 +15,9 @@ import sys
 from typing import Any
 
 from ..conductor.base import ConductorError
+from ..core.wire import frame, read_frame
 from ..pool.types import ProviderError, TextDelta, UsageReport
-from .model_process import Message, frame, read_frame
+from .model_process import Message
 
 
 def _build_conductor(spec: Message) -> Any:
