@@ -463,6 +463,7 @@ async def test_a_key_added_in_f5_reaches_the_chat_tree_prices(fake, fresh_keyrin
     runtime = await make_runtime(config)
     app = StivaApp(config, runtime=runtime)
     async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.chat_screen.live is not None)  # mounted after the first frame
         tree = app.chat_screen.tree
         await wait_until(pilot, lambda: tree.models)
         assert "openai/gpt-5" not in [m.id for m in tree.models]

@@ -9,13 +9,13 @@ answers it with one line.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any
 
-from . import ask, bench, bench_import, config_cmd, history, models, serve, train, votes
-from .ask import PRESET_NAMES  # noqa: F401 - the presets the command line knows (tests compare them)
 from .common import (
     EXIT_BROKEN_PIPE,
     EXIT_CANCELLED,
@@ -25,20 +25,38 @@ from .common import (
     leave_at_once_on_ctrl_c,
 )
 
-# The commands, in the order `stiva --help` lists them. `config` runs before the config is loaded
-# (a broken file is what one may want to open); `history` and `votes` read the history alone.
-COMMANDS = {
-    "ask": ask,
-    "models": models,
-    "history": history,
-    "bench": bench,
-    bench_import.NAME: bench_import,  # `stiva bench import`: main's parser rewrites it to this name
-    "train": train,
-    "votes": votes,
-    "config": config_cmd,
-    "serve": serve,
+# The commands, in the order `stiva --help` lists them, each the module of this package that is
+# it: imported when the command runs (or the parser is built), so that `stiva` alone, the app,
+# imports none of them before its first frame. `config` runs before the config is loaded (a broken
+# file is what one may want to open); `history` and `votes` read the history alone.
+BENCH_IMPORT = "bench-import"  # `stiva bench import`: main's parser rewrites it to this name (bench_import.NAME)
+COMMAND_MODULES = {
+    "ask": "ask",
+    "models": "models",
+    "history": "history",
+    "bench": "bench",
+    BENCH_IMPORT: "bench_import",
+    "train": "train",
+    "votes": "votes",
+    "config": "config_cmd",
+    "serve": "serve",
 }
-WITHOUT_POOL = ("history", "votes", bench_import.NAME)
+WITHOUT_POOL = ("history", "votes", BENCH_IMPORT)
+
+
+def command(name: str) -> ModuleType:
+    """The module of command `name` (imported now if it was not yet)."""
+    return importlib.import_module(f"{__package__}.{COMMAND_MODULES[name]}")
+
+
+def __getattr__(name: str) -> Any:
+    """`COMMANDS` (name -> module, every command imported) and `PRESET_NAMES` (the presets the
+    command line knows; tests compare them), made when first asked for."""
+    if name == "COMMANDS":
+        return {command_name: command(command_name) for command_name in COMMAND_MODULES}
+    if name == "PRESET_NAMES":
+        return command("ask").PRESET_NAMES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -67,7 +85,10 @@ class CommandParser(argparse.ArgumentParser):
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line; the options every command shares are None when not given."""
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `stiva` alone, the app: what the parser would make of it, without importing every command to
+    # build the parser (~10 ms before the app's first frame).
+    args = argparse.Namespace(command=None) if not argv else build_parser().parse_args(argv)
     for name in ("config", "conductor", "pool", "prefer"):
         if not hasattr(args, name):
             setattr(args, name, None)
@@ -99,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     parser = CommandParser(
-        rewrite=bench_import.rewrite,
+        rewrite=command(BENCH_IMPORT).rewrite,
         prog="stiva",
         parents=[common],
         description="A conductor model orchestrates a pool of language models. With no command, opens the app.",
@@ -108,8 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"stiva {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in COMMANDS.values():
-        command.add_parser(sub, common)
+    for name in COMMAND_MODULES:
+        command(name).add_parser(sub, common)
     return parser
 
 
@@ -151,10 +172,17 @@ def entry() -> None:
 
 
 def _command(args: argparse.Namespace) -> int:
+    if args.command == "config":  # before loading it: a broken file is what one may want to open
+        return command("config").run(args)
+    if args.command is None and args.config is None and args.pool is None and args.prefer is None:
+        from .. import paths
+
+        if not paths.config_file().exists():
+            # The app on the defaults (no config file: nothing to validate, no error to report):
+            # the app builds them after its first frame, sparing pydantic's import before it.
+            return _dispatch(args, None)
     from ..config import ConfigError, load_config
 
-    if args.command == "config":  # before loading it: a broken file is what one may want to open
-        return config_cmd.run(args)
     try:
         config = load_config(args.config)
         if getattr(args, "pool", None):
@@ -192,12 +220,23 @@ def with_preference(config, prefer: str):
 
 
 def _dispatch(args: argparse.Namespace, config) -> int:
-    if args.command is not None:
-        return COMMANDS[args.command].run(args, config)
-    from ..tui.app import run_app  # no command: the app
-
     global _closed_cleanly
-    code = run_app(config, args.conductor)
+    if args.command is not None:
+        return command(args.command).run(args, config)
+    import gc
+
+    # No garbage collection from here to the app's first frame: importing Textual and building the
+    # screen make many objects, and the collections they set off took ~25 ms of the first paint.
+    # The app turns it back on once that frame is drawn.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        from ..tui.app import run_app  # no command: the app (config None: the defaults, built once it shows)
+
+        code = run_app(config, args.conductor)  # which turns collection back on after its first frame
+    finally:
+        if collecting:
+            gc.enable()
     _closed_cleanly = True
     return code
 

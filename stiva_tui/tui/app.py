@@ -15,6 +15,7 @@ Other screens are imported when first opened, and get the runtime when they are 
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import os
 from typing import TYPE_CHECKING
@@ -39,6 +40,12 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..runtime import Runtime
     from .screens.chat import ChatScreen
+
+
+# What the app reads of the config before its first frame, as `Config()` has it: the app started
+# with no config file (config None) uses these, and builds `Config()` itself once it shows
+# (pydantic's import and the models' building take ~0.1 s). tests/test_first_paint.py compares them.
+DEFAULT_SETTINGS: dict = {"keymap": {}, "theme": None, "enter_sends": False}
 
 
 class StivaApp(App):
@@ -80,27 +87,53 @@ class StivaApp(App):
 
     def __init__(
         self,
-        config: "Config",
+        config: "Config | None",
         runtime: "Runtime | None" = None,
         conductor: str | None = None,
         *,
         frozen: bool | None = None,
+        collect_after_first_frame: bool = False,
     ):
-        """`runtime`: one built already (tests, benchmarks), else the app builds (and closes) its
+        """`config`: None for the defaults (no config file), built after the first frame.
+        `runtime`: one built already (tests, benchmarks), else the app builds (and closes) its
         own. `conductor`: the command line's BACKEND[:MODEL] override. `frozen`: no clocks or
-        spinners on screen (snapshots; default from STIVA_TUI_FROZEN=1)."""
+        spinners on screen (snapshots; default from STIVA_TUI_FROZEN=1). `collect_after_first_frame`:
+        garbage collection was paused for the start (`stiva`'s): turn it back on once the first
+        frame is drawn."""
         super().__init__()
-        self.config = config
+        self._config = config
         self.runtime = runtime
         self.conductor_override = conductor
         self._owns_runtime = runtime is None
         self.frozen = os.environ.get("STIVA_TUI_FROZEN") == "1" if frozen is None else frozen
-        self.keymap: dict[str, str] = effective_keymap(config.keymap)  # a remapped send moves compare's too
+        self.keymap: dict[str, str] = effective_keymap(self.setting("keymap"))  # a remapped send moves compare's too
         self._chat: ChatScreen | None = None
         self._announced: tuple[str, str] | None = None  # the conductor the status bar last named
         self._terminal_safe = TerminalSafe()
+        self._collect_after_first_frame = collect_after_first_frame
         for theme in load_themes():
             self.register_theme(theme)
+        # Set before the stylesheet is first built (set in on_mount, it was built twice: ~10 ms
+        # of the first frame); an unknown theme is said once the app runs.
+        self._theme_problem = ""
+        self.theme = self._initial_theme()
+
+    @property
+    def config(self) -> "Config":
+        """The config; the defaults, built now, when the app was given none."""
+        if self._config is None:
+            from ..config import Config
+
+            self._config = Config()
+        return self._config
+
+    @config.setter
+    def config(self, config: "Config") -> None:
+        self._config = config
+
+    def setting(self, name: str):
+        """One of DEFAULT_SETTINGS as the config has it, without building the defaults for it."""
+        return DEFAULT_SETTINGS[name] if self._config is None else getattr(self._config, name)
 
     # --- what reaches the terminal ----------------------------------------------------------------
 
@@ -139,27 +172,37 @@ class StivaApp(App):
         return self._chat
 
     def on_mount(self) -> None:
-        self.theme = self._initial_theme()
+        if self._theme_problem:
+            self.notify(self._theme_problem, severity="warning")
         self.theme_changed_signal.subscribe(self, lambda theme: save_state(theme=theme.name))
         if self.keymap:
             self.set_keymap(self.keymap)
         self.call_after_refresh(self.start_up)  # paint first, then start the slow parts
 
     def _initial_theme(self) -> str:
-        wanted = self.config.theme or load_state().get("theme") or DEFAULT_THEME
+        wanted = self.setting("theme") or load_state().get("theme") or DEFAULT_THEME
         if wanted not in self.available_themes:
-            self.notify(f"Unknown theme {wanted!r}; using {DEFAULT_THEME}.", severity="warning")
+            self._theme_problem = f"Unknown theme {wanted!r}; using {DEFAULT_THEME}."
             wanted = DEFAULT_THEME
         return wanted
 
     @work(group="startup", exit_on_error=False)
     async def start_up(self) -> None:
         """Build the runtime (unless given one), then load the conductor; tell the chat screen."""
+        # The chat's tree and step pane first, drawn: mounted while the runtime's import runs in a
+        # thread, they would wait on it for the GIL (~0.3 s instead of ~0.1 s).
+        try:
+            await self.chat_screen.ensure_workflow()
+            await self.chat_screen.wait_for_refresh()
+        finally:
+            if self._collect_after_first_frame:  # the screen is whole (or failed to be): collect again
+                self._collect_after_first_frame = False
+                gc.enable()
         if self.runtime is None:
             try:
                 # Imported in a thread: the engine, httpx and the store take ~0.1 s to import, which
                 # on the event loop would hold up the first keys the user types.
-                runtime_module = await asyncio.to_thread(importlib.import_module, "stiva_tui.runtime")
+                runtime_module = await asyncio.to_thread(self._import_runtime)
                 self.runtime = await runtime_module.Runtime.create(
                     self.config, conductor=self.conductor_override, model_process=self.config.model_process
                 )
@@ -171,6 +214,11 @@ class StivaApp(App):
         if not self.frozen and not self.runtime.simulated:  # keys and local servers come and go
             self.set_interval(self.POOL_CHECK_S, self._check_pool, name="pool-check")
         await self._load_conductor(self.runtime)
+
+    def _import_runtime(self):
+        """The runtime's module, with the config built first (the defaults, when not yet)."""
+        self.config  # noqa: B018 - built here, off the event loop
+        return importlib.import_module("stiva_tui.runtime")
 
     async def _load_conductor(self, runtime: "Runtime") -> None:
         """Choose and load the conductor (again, after the pool changed) and tell the chat; a
@@ -265,7 +313,8 @@ class StivaApp(App):
         if chat is None or not chat.is_mounted:
             return ""
         typed = chat.query_one("#prompt").text.strip()
-        return typed or getattr(chat.live.state, "question", "") or ""
+        asked = getattr(chat.live.state, "question", "") if chat.live is not None else ""
+        return typed or asked or ""
 
     @on(msg.OpenCompare)
     def _open_compare(self, message: msg.OpenCompare) -> None:
@@ -372,16 +421,18 @@ def screenshot_folder():
     return downloads if downloads.is_dir() else paths.data_dir() / "screenshots"
 
 
-def run_app(config: "Config", conductor_override: str | None = None) -> int:
-    """Run the app until the user quits; the process exit code."""
+def run_app(config: "Config | None", conductor_override: str | None = None) -> int:
+    """Run the app until the user quits; the process exit code. `config` None: no config file,
+    the defaults (built once the app shows). Garbage collection paused when it is called (as
+    `stiva` pauses it for the start) is turned back on once the app's first frame is drawn."""
     from .bindings import check_keymap
 
-    problem = check_keymap(config.keymap)
+    problem = check_keymap(config.keymap) if config is not None else None
     if problem:  # before the screen is taken: a typo'd id is one line, as any unknown config key
         import sys
 
         print(f"stiva: config: {problem}", file=sys.stderr)
         return 2
-    app = StivaApp(config, conductor=conductor_override)
+    app = StivaApp(config, conductor=conductor_override, collect_after_first_frame=not gc.isenabled())
     app.run()
     return app.return_code or 0

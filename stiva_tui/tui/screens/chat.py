@@ -24,11 +24,9 @@ from textual.screen import Screen
 from textual.widgets import Static, Tree
 from textual.worker import Worker
 
-from ...core import events as ev
 from .. import messages as msg
 from ..bindings import keys_for
 from ..exporting import export_conversation
-from ..live_run import LiveRun
 from ..state import load_state, save_state
 from ..widgets.answer import AnswerView, answer_header, stopped_note
 from ..widgets.conversation import ConversationView
@@ -36,12 +34,14 @@ from ..widgets.footer import StivaFooter
 from ..widgets.history import HistorySidebar
 from ..widgets.prompt_input import PromptInput
 from ..widgets.status_bar import ConductorLine, RunFigures, StatusBar
-from ..widgets.step_detail import StepDetail
-from ..widgets.workflow_tree import WorkflowTree
 
 if TYPE_CHECKING:
+    from ...core import events as ev
     from ...core.trace import Trace
     from ...runtime import Runtime
+    from ..live_run import LiveRun
+    from ..widgets.step_detail import StepDetail
+    from ..widgets.workflow_tree import WorkflowTree
 
 PLACEHOLDER = "Ask anything… ({send} sends, enter adds a line)"  # the live keys of `send` fill it in
 PLACEHOLDER_ENTER_SENDS = "Ask anything… (enter sends, alt+enter adds a line)"  # config: enter_sends
@@ -150,6 +150,10 @@ class ChatScreen(Screen):
         self._run_worker: Worker | None = None
         self._history: HistorySidebar | None = None  # mounted on first use
         self._asked: list[str] = []  # every question asked in this session, for the prompt's history
+        # The tree and the step pane (and the run state they draw, whose module loads pydantic and
+        # the Markdown parser): mounted right after the first frame, or at once when needed sooner.
+        self.live: LiveRun | None = None
+        self._workflow_lock = asyncio.Lock()
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
@@ -157,7 +161,7 @@ class ChatScreen(Screen):
                 yield Static(NARROW_HINT, id="narrow-hint", markup=False)
                 yield Static("", id="notice", classes="-hidden", markup=False)
                 yield ConversationView(id="conversation")
-                enter_sends = bool(getattr(getattr(self.app, "config", None), "enter_sends", False))
+                enter_sends = bool(_setting(self.app, "enter_sends", False))
                 yield PromptInput(
                     id="prompt",
                     enter_sends=enter_sends,
@@ -165,26 +169,45 @@ class ChatScreen(Screen):
                     if enter_sends
                     else PLACEHOLDER.format(send=keys_for(self.app, "send", PromptInput.SEND_KEYS)),
                 )
-            with Vertical(id="workflow-column"):
-                yield WorkflowTree(id="tree", frozen=self.frozen)
-                yield StepDetail(id="detail")
+            yield Vertical(id="workflow-column")  # the tree and the step pane: `ensure_workflow`
         yield StatusBar(id="status")
         yield StivaFooter()
 
     def on_mount(self) -> None:
-        self.live = LiveRun(self.tree, self.detail, self.status_bar, frozen=self.frozen)
-        self.live.attach(self)
         if self.runtime is None:
             self.status_bar.message = "starting: building the pool…"
+        self.call_after_refresh(self.ensure_workflow)  # the first frame without them: it shows sooner
+
+    async def ensure_workflow(self) -> "LiveRun":
+        """Mount the workflow tree and the step pane (once) and start the `LiveRun` that draws
+        into them: right after the first frame, or sooner when a question or a stored run needs them."""
+        async with self._workflow_lock:
+            if self.live is None:
+                from ..live_run import LiveRun
+                from ..widgets.step_detail import StepDetail
+                from ..widgets.workflow_tree import WorkflowTree
+
+                tree, detail = WorkflowTree(id="tree", frozen=self.frozen), StepDetail(id="detail")
+                await self.query_one("#workflow-column").mount(tree, detail)
+                live = LiveRun(tree, detail, self.status_bar, frozen=self.frozen)
+                live.attach(self)
+                self.live = live
+                if self.runtime is not None:
+                    self._tell_tree_pool()
+            return self.live
 
     # --- widgets -------------------------------------------------------------------------------
 
     @property
-    def tree(self) -> WorkflowTree:
+    def tree(self) -> "WorkflowTree":
+        from ..widgets.workflow_tree import WorkflowTree
+
         return self.query_one("#tree", WorkflowTree)
 
     @property
-    def detail(self) -> StepDetail:
+    def detail(self) -> "StepDetail":
+        from ..widgets.step_detail import StepDetail
+
         return self.query_one("#detail", StepDetail)
 
     @property
@@ -259,15 +282,20 @@ class ChatScreen(Screen):
     def know_pool(self) -> None:
         """Tell the tree the pool's prices and MoA's make-up (its "≈ instead" line needs them):
         at start-up, and again whenever the pool is rebuilt."""
+        if self.live is not None:  # else the tree learns them when it is mounted
+            self._tell_tree_pool()
+        if any(m.kind != "embedded" for m in self.runtime.models):
+            self._set_notice("")  # "No API keys found" is no longer true
+
+    def _tell_tree_pool(self) -> None:
         from ...runtime import AskError, MoAMode
 
+        assert self.runtime is not None
         self.tree.models = self.runtime.models
         try:
             self.tree.moa = self.runtime.sessions.moa_parts(MoAMode())
         except AskError:  # MoA cannot run on this pool: no MoA estimate
             self.tree.moa = None
-        if any(m.kind != "embedded" for m in self.runtime.models):
-            self._set_notice("")  # "No API keys found" is no longer true
 
     def action_cycle_preference(self) -> None:
         from ...core.preference import next_level
@@ -320,6 +348,7 @@ class ChatScreen(Screen):
         return self._run_worker
 
     async def _ask(self, question: str, replaces: int | None = None) -> None:
+        await self.ensure_workflow()  # a question sent before the first frame is over
         self._stop_editing()
         if replaces is not None:
             await self.conversation.truncate(replaces)
@@ -382,8 +411,11 @@ class ChatScreen(Screen):
         await answer.set_note(f"**Cannot run:** {why}", "failed")
         answer.set_header("Stiva · not run")
 
-    def _on_event(self, event: ev.Event) -> None:
+    def _on_event(self, event: "ev.Event") -> None:
         """Every engine event of the running question, on the UI's event loop."""
+        from ...core import events as ev
+
+        assert self.live is not None
         self.live.handle(event)
         if isinstance(event, ev.RunStarted):
             # Known from the first event: a cancelled run ends without an Outcome.
@@ -398,7 +430,7 @@ class ChatScreen(Screen):
             self.call_next(self._working, answer)
 
     async def _working(self, answer: AnswerView) -> None:
-        if self.live.state.status == "running":  # not already over (a replay, a fast failure)
+        if self.live is not None and self.live.state.status == "running":  # not already over (a replay, a fast failure)
             await answer.set_note("_Working…_")
 
     def _last_answer(self) -> AnswerView | None:
@@ -407,6 +439,9 @@ class ChatScreen(Screen):
 
     async def replay(self, question: str, events: list[ev.Event]) -> None:
         """Show a run from recorded events, as if it were running now (snapshots and demos)."""
+        from ...core import events as ev
+
+        await self.ensure_workflow()
         answer = await self.conversation.add_question(question)
         await self.live.begin(question, [m.id for m in self.runtime.models] if self.runtime else ())
         for event in events:
@@ -417,7 +452,9 @@ class ChatScreen(Screen):
 
     async def _show_end(self, answer: AnswerView | None) -> None:
         """The answer (or why there is none) under the question, with the run's figures."""
-        state = self.live.state
+        from ...core import events as ev
+
+        state = (await self.ensure_workflow()).state
         if answer is None or state.status in ("idle", "running"):
             return
         totals = state.totals or ev.Totals()
@@ -443,7 +480,7 @@ class ChatScreen(Screen):
     @on(Tree.NodeSelected, "#tree")
     async def _node_chosen(self, message: Tree.NodeHighlighted) -> None:
         key = message.node.data
-        if key and key[0] in ("step", "plan"):
+        if key and key[0] in ("step", "plan") and self.live is not None:  # (None: the tree still mounting)
             await self.live.select(key)
 
     # --- actions -------------------------------------------------------------------------------
@@ -509,7 +546,8 @@ class ChatScreen(Screen):
         self._stop_editing()
         await self.conversation.clear()
         self._refresh_prompt_history()
-        await self.live.begin("")
+        if self.live is not None:  # else the tree and the step pane come with an empty run already
+            await self.live.begin("")
         self.status_bar.figures = RunFigures(label="new chat")
         self.query_one("#prompt").focus()
 
@@ -583,7 +621,7 @@ class ChatScreen(Screen):
     async def _show_tree(self, trace: "Trace | None") -> None:
         from ...core.run_state import RunState
 
-        await self.live.show(RunState.from_trace(trace) if trace is not None else RunState())
+        await (await self.ensure_workflow()).show(RunState.from_trace(trace) if trace is not None else RunState())
 
     async def action_export(self, kind: str) -> None:
         store = self.runtime.store if self.runtime is not None else None
@@ -601,7 +639,7 @@ class ChatScreen(Screen):
         self._copy(text, "Answer")
 
     def action_copy_step(self) -> None:
-        text = self.detail.text
+        text = self.detail.text if self.live is not None else ""
         if not text:
             self.notify("Select a step with output first.", severity="warning")
             return
@@ -613,6 +651,15 @@ class ChatScreen(Screen):
 
         where = copy_text(self.app, text)
         self.notify(copy_note(what, where), timeout=2 if where == SYSTEM else 6)
+
+
+def _setting(app, name: str, default):
+    """A config setting the chat draws with, from an app with or without a config (StivaApp's
+    `setting` does not build the defaults before the first frame)."""
+    setting = getattr(app, "setting", None)
+    if callable(setting):
+        return setting(name)
+    return getattr(getattr(app, "config", None), name, default)
 
 
 def configured_preference(runtime: "Runtime") -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.markup import escape
-from textual.widgets import Markdown, Static
+from textual.widgets import Static  # Markdown (and its parser) loads with the first answer
 
 from ...core import display as fmt
 from ..text import safe_text
@@ -44,6 +44,8 @@ class AnswerView(Vertical):
         self._note = note
 
     def compose(self) -> ComposeResult:
+        from textual.widgets import Markdown
+
         yield Static(self._header, classes="answer-header")
         yield Markdown(self.text or self._note or "_Working…_")
 
@@ -56,13 +58,18 @@ class AnswerView(Vertical):
         """The final answer: one Markdown render."""
         self.text = text
         self.set_header(header)
-        await self.query_one(Markdown).update(text or "_(empty answer)_")
+        await self._markdown().update(text or "_(empty answer)_")
 
     async def set_note(self, markdown: str, kind: str = "") -> None:
         """A note instead of an answer (waiting, failed, cancelled)."""
         if kind:
             self.add_class(f"-{kind}")
-        await self.query_one(Markdown).update(markdown)
+        await self._markdown().update(markdown)
+
+    def _markdown(self):
+        from textual.widgets import Markdown
+
+        return self.query_one(Markdown)
 
 
 def answer_header(

@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.content import Content
 from textual.reactive import reactive
-from textual.widgets import ProgressBar, Static
+from textual.widgets import Static
 
 from ...core import display as fmt
 
@@ -100,7 +100,8 @@ class StatusBar(Horizontal):
         yield Static("", id="status-pool", classes="-hidden", markup=False)
         yield Static("", id="status-conductor")
         yield Static("", id="status-load", classes="-hidden", markup=False)
-        yield ProgressBar(total=1.0, show_eta=True, show_percentage=True, id="status-progress", classes="-hidden")
+        # The progress bar (four widgets) is mounted when a load first shows (`_draw_load`): the
+        # app's first frame, which has none, shows sooner.
 
     def on_mount(self) -> None:
         self._draw_all()
@@ -170,13 +171,20 @@ class StatusBar(Horizontal):
             line.update(self.conductor.content())
 
     def _draw_load(self) -> None:
+        from textual.widgets import ProgressBar
+
         label = self.query_one("#status-load", Static)
-        bar = self.query_one("#status-progress", ProgressBar)
         label.update(self.load_message)
-        fraction = self.load_fraction
-        bar.update(total=None if fraction is None else 1.0, progress=fraction or 0.0)
         label.set_class(not self.load_shown, "-hidden")
-        bar.set_class(not self.load_shown, "-hidden")
+        bars = self.query("#status-progress").results(ProgressBar)
+        bar = next(bars, None)
+        if bar is None and self.load_shown:
+            bar = ProgressBar(total=1.0, show_eta=True, show_percentage=True, id="status-progress")
+            self.mount(bar)
+        if bar is not None:
+            fraction = self.load_fraction
+            bar.update(total=None if fraction is None else 1.0, progress=fraction or 0.0)
+            bar.set_class(not self.load_shown, "-hidden")
         # While a load shows, its message says what the conductor is waiting for; at 80 columns the
         # load and its bar leave the conductor's line a cell or two ("c"), so it steps aside.
         self.query_one("#status-conductor", Static).set_class(self.load_shown, "-hidden")
