@@ -10,7 +10,8 @@ under the pane's shell, /proc/PID/status VmRSS). Stiva and elia alternate, run a
 load of the machine falls on both alike. `--elia` is the `elia` command of a venv of its own
 (`python3 -m venv /tmp/elia-venv && /tmp/elia-venv/bin/pip install elia-chat`). A third app runs
 beside them, a bare Textual App showing one line, on Stiva's Python and Textual: the floor of any
-Textual app's first paint on this machine.
+Textual app's first paint on this machine; and a fourth, Stiva with a config file (an empty one),
+which it reads and validates before its first frame (with none it builds the defaults after it).
 
 Saves first_paint.json beside itself: each app's runs, their medians, and the ratio of the medians.
 """
@@ -63,6 +64,11 @@ def main() -> int:
     # The floor of any Textual app: a bare App with one line of text, on the Python and Textual
     # that Stiva runs on.
     apps["bare_textual"] = [sys.executable, "-c", BARE_TEXTUAL]
+    # Stiva with a config file (an empty one): read and validated (pydantic) before the first frame,
+    # where with none the app builds the defaults after it.
+    config_file = Path(tempfile.mkdtemp(prefix="first-paint-config-")) / "config.toml"
+    config_file.write_text("# empty: every default\n")
+    apps["stiva_with_a_config_file"] = [STIVA, "--config", str(config_file)]
     runs: dict[str, list[dict]] = {name: [] for name in apps}
     for i in range(args.runs):
         for name, command in apps.items():
@@ -94,6 +100,9 @@ def main() -> int:
         figures["elia_version"] = _version(args.elia)
         figures["bare_textual_over_elia"] = {
             "first_paint": round(med["bare_textual"]["first_paint_s"] / med["elia"]["first_paint_s"], 2)
+        }
+        figures["stiva_with_a_config_file_over_elia"] = {
+            "first_paint": round(med["stiva_with_a_config_file"]["first_paint_s"] / med["elia"]["first_paint_s"], 2)
         }
     figures["stiva_imports_before_paint_ms"] = imports_before_paint()
     figures["machine"] = machine()
