@@ -275,6 +275,7 @@ def _typing_figures(latencies: list[float], gaps: list[float]) -> dict:
             "median": round(statistics.median(latencies) * 1000, 1),
             "p95": round(latencies[round(0.95 * (len(latencies) - 1))] * 1000, 1),
             "max": round(latencies[-1] * 1000, 1),
+            "over_50ms": sum(latency > 0.05 for latency in latencies),
         },
     }
 

@@ -183,6 +183,10 @@ class ChatScreen(Screen):
         into them: right after the first frame, or sooner when a question or a stored run needs them."""
         async with self._workflow_lock:
             if self.live is None:
+                # Their modules (the run state with pydantic, the Markdown parser: ~70 ms) are
+                # imported in a thread, which gives the event loop its turn between, so a key
+                # typed meanwhile is not held up by one long import.
+                await asyncio.to_thread(_import_workflow_modules)
                 from ..live_run import LiveRun
                 from ..widgets.step_detail import StepDetail
                 from ..widgets.workflow_tree import WorkflowTree
@@ -651,6 +655,13 @@ class ChatScreen(Screen):
 
         where = copy_text(self.app, text)
         self.notify(copy_note(what, where), timeout=2 if where == SYSTEM else 6)
+
+
+def _import_workflow_modules() -> None:
+    import importlib
+
+    for name in ("live_run", "widgets.step_detail", "widgets.workflow_tree"):
+        importlib.import_module(f"{__package__.rsplit('.', 1)[0]}.{name}")
 
 
 def _setting(app, name: str, default):
