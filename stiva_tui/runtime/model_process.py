@@ -33,10 +33,9 @@ from typing import Any
 
 from ..conductor.base import Conductor, ConductorError, DeltaCallback, Plan, PlanRequest
 from ..config import ConductorConfig
-from ..core.usage import Usage
 from ..core.wire import frame, read_frame
 from ..inference.progress import Progress, report
-from ..pool.types import ChatEvent, PoolModel, ProviderError, StepInput, TextDelta, UsageReport, WorkerPrompt
+from ..pool.types import ChatEvent, PoolModel, ProviderError, StepInput, WorkerPrompt
 
 Message = dict[str, Any]  # a request or a reply: {"t": kind, "id": call, ...}
 
@@ -230,10 +229,6 @@ class HostedConductor:
         info["process"] = self.process.pid
         return info
 
-    def step_limit(self, request: PlanRequest) -> int:
-        limit: int = self._shadow.step_limit(request)  # type: ignore[attr-defined]
-        return limit
-
     async def _run(self, message: Message, on_reply: Any) -> Message:
         try:
             async with contextlib.aclosing(self.process.call({**message, "conductor": self._spec})) as replies:
@@ -299,12 +294,9 @@ class HostedWorker:
         try:
             async with contextlib.aclosing(self.process.call(message)) as replies:
                 async for reply in replies:
-                    kind = reply["t"]
-                    if kind == "delta":
-                        yield TextDelta(reply["text"])
-                    elif kind == "usage":
-                        yield UsageReport(Usage(reply["prompt_tokens"], reply["completion_tokens"]))
-                    elif kind in ("error", "gone"):
+                    if reply["t"] == "event":  # the worker's own TextDelta or UsageReport
+                        yield reply["event"]
+                    elif reply["t"] in ("error", "gone"):
                         raise ProviderError(_failure(reply), provider="embedded")
         except ModelProcessGone as exc:
             raise ProviderError(str(exc), provider="embedded") from exc

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..conductor.base import ConductorError
 from ..core.wire import frame, read_frame
-from ..pool.types import ProviderError, TextDelta, UsageReport
+from ..pool.types import ProviderError
 from .model_process import Message
 
 
@@ -109,19 +109,8 @@ class Server:
             stop=message["stop"],
         )
         async with contextlib.aclosing(stream) as events:
-            async for event in events:
-                if isinstance(event, TextDelta):
-                    self.send({"t": "delta", "id": call_id, "text": event.text})
-                elif isinstance(event, UsageReport):
-                    usage = event.usage
-                    self.send(
-                        {
-                            "t": "usage",
-                            "id": call_id,
-                            "prompt_tokens": usage.prompt_tokens,
-                            "completion_tokens": usage.completion_tokens,
-                        }
-                    )
+            async for event in events:  # TextDelta and UsageReport, sent as they are
+                self.send({"t": "event", "id": call_id, "event": event})
         return {}
 
 

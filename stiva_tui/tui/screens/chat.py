@@ -658,10 +658,8 @@ class ChatScreen(Screen):
 
 
 def _import_workflow_modules() -> None:
-    import importlib
-
-    for name in ("live_run", "widgets.step_detail", "widgets.workflow_tree"):
-        importlib.import_module(f"{__package__.rsplit('.', 1)[0]}.{name}")
+    from .. import live_run  # noqa: F401 - imported for ensure_workflow, in a thread
+    from ..widgets import step_detail, workflow_tree  # noqa: F401
 
 
 def _setting(app, name: str, default):
