@@ -242,6 +242,20 @@ def answer_key(text: str) -> str:
     return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()[:16]
 
 
+_ANSWER_KIND = {"choice": "choice", "numeric": "number", "math": "math", "exact": "exact"}
+
+
+def answer_kind(item: SuiteItem) -> str:
+    """How a vote or an agreement gate reads an answer to `item` (core/answers.py): its grader's
+    kind; a recorded item's by its reference (a number, else a short exact answer); `auto` where
+    answers have no checkable form (contains, code, judge)."""
+    if item.grader == "recorded":
+        from .numbers import parse_number
+
+        return "number" if item.answer and parse_number(item.answer) is not None else "exact"
+    return _ANSWER_KIND.get(item.grader, "auto")
+
+
 def question_text(item: SuiteItem) -> str:
     """What the system under test is asked.
 

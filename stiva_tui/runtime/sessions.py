@@ -243,8 +243,11 @@ class Sessions:
             options = replace(
                 options, max_steps=preset.max_steps or options.max_steps, rounds=preset.rounds or options.rounds
             )
-        if isinstance(ask.mode, DirectMode):
-            # direct:MODEL means that model, in every front end: never another one instead
+        if isinstance(ask.mode, DirectMode) or (
+            isinstance(ask.mode, WorkflowMode) and ask.mode.name.startswith(("vote:", "cascade:"))
+        ):
+            # direct:MODEL means that model, in every front end: never another one instead; and a
+            # vote or a cascade of named models counts those models' answers, never another's
             options = replace(options, max_fallbacks=0, fallbacks=())
         given = dict(ask.options)
         if given.get("preference") is not None:
