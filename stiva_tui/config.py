@@ -169,11 +169,16 @@ class SandboxConfig(_Strict):
         )
 
 
+LocalServerName = Literal["ollama", "vllm", "llamacpp", "lmstudio"]  # pool/discovery.py's KNOWN_SERVERS
+
+
 class DiscoveryConfig(_Strict):
     # Look for local servers on their default ports, and check that the local endpoints the
     # config names answer (a dead one is shown as unreachable); each probe waits `timeout_s`.
     enabled: bool = True
     timeout_s: float = Field(0.3, gt=0, le=10)
+    # Where a kind of server is looked for instead of its default port (ollama = 11435); 0: not at all.
+    ports: dict[LocalServerName, Annotated[int, Field(ge=0, le=65535)]] = Field(default_factory=dict)
 
 
 class ServeConfig(_Strict):
