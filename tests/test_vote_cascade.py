@@ -246,3 +246,102 @@ def test_votes_and_cascades_replay_exactly_what_the_recorded_answers_give(tmp_pa
     for system, (accuracy, total) in expected.items():
         assert rows[system]["accuracy"] == pytest.approx(accuracy), system
         assert rows[system]["cost_per_question"] == pytest.approx(total / 4, rel=1e-6), system
+
+
+def test_the_computed_replay_gives_what_the_executor_gave_on_the_replay_pool():
+    """core/replayed.py (what the router learns from) against the figures the replay pool gave above."""
+    from stiva_tui.core.replayed import Answer, replay_workflow
+
+    def total(name):
+        mode = parse_system(name).mode
+        right = spent = 0.0
+        for _, (_, answer, said) in SAID.items():
+            answers = {
+                m: Answer(final_answer(f'{{"answer": "{v}"}}', "number"), float(v == answer), COST[m])
+                for m, v in said.items()
+            }
+            outcome = replay_workflow(mode.workflow, mode.models, answers)
+            right, spent = right + outcome.correct, spent + outcome.cost_usd
+        return right / 4, spent
+
+    a, b, c, d = COST["A"], COST["B"], COST["C"], COST["D"]
+    assert total("vote:A+B+C") == (pytest.approx(0.5), pytest.approx(4 * (a + b) + 2 * c))
+    assert total("cascade:A+B>C") == (pytest.approx(0.75), pytest.approx(4 * (a + b) + 2 * c))
+    assert total("cascade:A+B>vote:C+D+A") == (pytest.approx(0.75), pytest.approx(4 * (a + b) + 2 * (c + d + a)))
+
+
+# --- the router chooses the workflow -----------------------------------------------------------------
+
+
+def _two_kinds(path):
+    """Sums, on which the two cheap models agree and are right; capitals, on which they disagree and
+    are wrong; `dear` is right on all at 100 times their cost."""
+    from test_router import CAPITALS
+
+    rows = []
+    for n in range(30):
+        split = "heldout" if n % 3 == 0 else "train"
+        items = (
+            (f"sum-{n}", f"What is {n} plus {n + 7}? Add the two numbers.", str(2 * n + 7), ("x", "y")),
+            (f"cap-{n}", f"What is the capital city of {CAPITALS[n]}?", f"Capital{n}", ("Paris", "Rome")),
+        )
+        for item_id, question, answer, (wrong1, wrong2) in items:
+            easy = item_id.startswith("sum")
+            said = {"cheap1": answer if easy else wrong1, "cheap2": answer if easy else wrong2, "dear": answer}
+            for model, value in said.items():
+                rows.append(
+                    {"id": item_id, "question": question, "model": model, "response": f"The answer is {value}.",
+                     "correct": value == answer, "answer": answer, "split": split,
+                     "cost_usd": 0.1 if model == "dear" else 0.001}
+                )  # fmt: skip
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_the_router_pays_for_the_dear_model_only_where_the_cheap_ones_cannot_be_trusted(tmp_path, capsys):
+    from stiva_tui.cli.main import main
+    from stiva_tui.conductor.router import load_router
+    from stiva_tui.core.preference import LEVELS
+
+    def run(*args):
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        return json.loads(out)
+
+    imported = run("bench", "import", str(_two_kinds(tmp_path / "r.jsonl")), "--json")
+    folder = tmp_path / "router"
+    summary = run(
+        "train", "router", imported["suite"], "--split", "train", "--pool", f"replay:{imported['bench']}",
+        "--out", str(folder), "--json",
+    )  # fmt: skip
+    assert "cascade:cheap1+cheap2>dear" in summary["workflows"]["candidates"]
+    router = load_router(folder)
+    pool = ["replay:cheap1", "replay:cheap2", "replay:dear"]
+    hard = router.decide_workflow("What is the capital city of Laos?", pool, LEVELS["balanced"])
+    assert hard.chance > 0.9 and ("dear" in hard.name) and hard.workflow.calls >= 1
+    report = run(
+        "bench", imported["suite"], "--split", "heldout", "--pool", f"replay:{imported['bench']}",
+        "--systems", f"direct:replay:dear,router:{folder}@balanced", "--json",
+    )  # fmt: skip
+    rows = {row["system"]: row for row in report["systems"]}
+    routed = rows[f"router:{folder}@balanced"]
+    # every held-out question right, for well under the dear model's cost
+    assert routed["accuracy"] == 1.0 and rows["direct:replay:dear"]["accuracy"] == 1.0
+    assert routed["cost_per_question"] < 0.6 * rows["direct:replay:dear"]["cost_per_question"]
+
+
+def test_a_damaged_workflow_choice_is_one_line(tmp_path, capsys):
+    from stiva_tui.cli.main import main
+    from stiva_tui.conductor.router import RouterError, load_router
+
+    assert main(["bench", "import", str(_two_kinds(tmp_path / "r.jsonl")), "--json"]) == 0
+    imported = json.loads(capsys.readouterr().out)
+    folder = tmp_path / "router"
+    assert main(["train", "router", imported["suite"], "--split", "train", "--pool", f"replay:{imported['bench']}",
+                 "--out", str(folder), "--json"]) == 0  # fmt: skip
+    data = json.loads((folder / "router.json").read_text())
+    data["workflows"]["models"][0] = ["not-a-model"]
+    (folder / "router.json").write_text(json.dumps(data))
+    with pytest.raises(RouterError, match="workflow choice is damaged; train it again"):
+        load_router(folder)
