@@ -207,6 +207,7 @@ PROC_HIDDEN = (
     "kcore",
     "config.gz",
     "bootconfig",
+    "sys/kernel/random/boot_id",  # names this boot of the host
 )
 
 
