@@ -806,14 +806,15 @@ def test_stiva_bench_grades_an_attacker_at_zero_and_the_honest_model_in_full(fak
 def test_the_config_tunes_the_sandbox_and_refuses_nonsense(tmp_path):
     from stiva_tui.config import ConfigError, parse_config
 
-    config = parse_config({"sandbox": {"memory_mb": 256, "processes": 8, "read_only": ["/opt/data"]}})
+    config = parse_config({"sandbox": {"memory_mb": 256, "processes": 8, "files": 64, "read_only": ["/opt/data"]}})
     settings = config.sandbox.settings(unsafe=True)
-    assert (settings.memory_mb, settings.processes, settings.read_only, settings.unsafe) == (
+    assert (settings.memory_mb, settings.processes, settings.files, settings.read_only, settings.unsafe) == (
         256,
         8,
+        64,
         ("/opt/data",),
         True,
     )
-    for bad in ({"memory_mb": "lots"}, {"processes": 0}, {"network": True}):
+    for bad in ({"memory_mb": "lots"}, {"processes": 0}, {"files": 0}, {"network": True}):
         with pytest.raises(ConfigError):
             parse_config({"sandbox": bad})

@@ -10,9 +10,11 @@ The process tree inside a sandbox:
     bwrap's init (pid 1) ── supervisor (this file, pid 2) ── worker (a fork: the harness + the code)
 
 The supervisor holds the only copy of the status pipe. It forks the worker, which closes that pipe,
-sets its own per-process limits and runs one of the modes below. The supervisor then watches the
-whole sandbox until the worker exits: the number of processes, their private memory, and what the
-size-capped /tmp holds. Past a limit it reports which one and exits; its exit ends bwrap's init,
+shuts itself into a Landlock domain where the kernel has one (no /proc; from ABI 6 no signal to a
+process outside the domain), sets its own per-process limits and runs one of the modes below. The
+supervisor then watches the whole sandbox until the worker exits: the number of processes, their
+anonymous and shared memory, what the size-capped /tmp holds, and how many files /tmp and /dev/shm
+hold. Past a limit it reports which one and exits; its exit ends bwrap's init,
 and with it the pid namespace and everything still in it (a double-forked `setsid` survivor too).
 
 Modes (`mode` in the config):
