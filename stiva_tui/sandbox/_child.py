@@ -359,6 +359,7 @@ def _worker_limits(limits):
 
 # Landlock (Linux >= 5.13): the rights a ruleset can handle at each ABI version, and its scopes.
 _LANDLOCK_FS = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
+_LANDLOCK_FILE = 1 | 2 | 4 | 1 << 14 | 1 << 15  # execute, write, read, truncate, ioctl on a device
 _LANDLOCK_NET = 3  # ABI 4: bind and connect TCP (none allowed: no inet socket exists anyway)
 _LANDLOCK_SCOPES = 3  # ABI 6: abstract unix sockets and signals outside the domain
 
@@ -391,11 +392,13 @@ def _hide_host():
             raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
         for name in sorted(os.listdir("/")):
             path = "/" + name
-            if name in ("proc", "sys") or os.path.islink(path) or not os.path.isdir(path):
-                continue
+            if name in ("proc", "sys") or os.path.islink(path):
+                continue  # a link at the root leads into a folder that has a rule of its own
+            # a file bound at the root (a `read_only` path) takes only the rights of a file
+            rights = fs if os.path.isdir(path) else fs & _LANDLOCK_FILE
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
-                rule = struct.pack("=Qi", fs, fd)  # struct landlock_path_beneath_attr, packed
+                rule = struct.pack("=Qi", rights, fd)  # struct landlock_path_beneath_attr, packed
                 if libc.syscall(ctypes.c_long(445), ruleset, 1, rule, ctypes.c_uint32(0)) != 0:
                     raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
             finally:
