@@ -389,36 +389,28 @@ def test_an_answer_that_points_sigio_everywhere_is_still_graded_right():
 # --- memory and files that no limit counted (issue 50, item 2) -----------------------------------
 
 
-def test_shared_anonymous_memory_counts_against_the_cap(no_cgroup):
-    attack = (
-        "import mmap, os, time\n"
-        "block = b'x' * (1024 * 1024)\n"
-        "for _ in range(4):\n"
-        "    if os.fork() == 0:\n"
-        "        m = mmap.mmap(-1, 100 * 1024 * 1024, flags=mmap.MAP_SHARED)\n"
-        "        for i in range(100):\n"
-        "            m[i * len(block):(i + 1) * len(block)] = block\n"
-        "        time.sleep(4)\n"
-        "        os._exit(0)\n"
-        "for _ in range(4):\n"
-        "    os.wait()\n"
-        "print('held')\n"
-    )
-    result = run_code(attack, timeout_s=15, settings=SandboxSettings(memory_mb=256))
-    assert not result.ok and "held" not in result.stdout, result
-    assert (result.limit or "").startswith("memory"), result
-    # the control: one such process under the cap runs
-    small = run_code(attack.replace("range(4)", "range(1)"), timeout_s=15, settings=SandboxSettings(memory_mb=256))
-    assert small.ok and small.stdout == "held\n", small
+SHARED_MEMORY = (
+    "import mmap, os, time\n"
+    "block = b'x' * (1024 * 1024)\n"
+    "for _ in range(4):\n"
+    "    if os.fork() == 0:\n"
+    "        m = mmap.mmap(-1, 100 * 1024 * 1024, flags=mmap.MAP_SHARED)\n"
+    "        for i in range(100):\n"
+    "            m[i * len(block):(i + 1) * len(block)] = block\n"
+    "        time.sleep(4)\n"
+    "        os._exit(0)\n"
+    "for _ in range(4):\n"
+    "    os.wait()\n"
+    "print('held')\n"
+)
 
 
-@pytest.mark.parametrize("folder", ["/tmp", "/dev/shm"])
-def test_empty_files_are_capped_by_count(folder):
-    attack = (
+def many_files(folder: str, count: int) -> str:
+    return (
         "import os, time\n"
         "made = 0\n"
         "try:\n"
-        "    for i in range(3000):\n"
+        f"    for i in range({count}):\n"
         f"        open(f'{folder}/f{{i}}', 'w').close()\n"
         "        made += 1\n"
         "        if i % 2:\n"
@@ -428,14 +420,120 @@ def test_empty_files_are_capped_by_count(folder):
         "time.sleep(2)\n"
         "print('made', made)\n"
     )
-    result = run_code(attack, timeout_s=15, settings=SandboxSettings(files=100))
+
+
+def test_shared_anonymous_memory_counts_against_the_cap(no_cgroup):
+    result = run_code(SHARED_MEMORY, timeout_s=15, settings=SandboxSettings(memory_mb=256))
+    assert not result.ok and "held" not in result.stdout, result
+    assert (result.limit or "").startswith("memory"), result
+    # the control: one such process under the cap runs
+    small = run_code(
+        SHARED_MEMORY.replace("range(4)", "range(1)"), timeout_s=15, settings=SandboxSettings(memory_mb=256)
+    )
+    assert small.ok and small.stdout == "held\n", small
+
+
+@pytest.mark.parametrize("folder", ["/tmp", "/dev/shm"])
+def test_empty_files_are_capped_by_count(folder):
+    result = run_code(many_files(folder, 3000), timeout_s=15, settings=SandboxSettings(files=100))
     assert not result.ok and "made 3000" not in result.stdout, result
     assert (result.limit or "").startswith("files") or "stopped" in result.stdout, result
     made = int(result.stdout.split()[1]) if result.stdout.startswith(("stopped", "made")) else 0
     assert made <= 100 + 200, result  # the supervisor looks every 2 ms
     # the control: a few files under the cap are fine
-    few = run_code(attack.replace("range(3000)", "range(20)"), settings=SandboxSettings(files=100))
+    few = run_code(many_files(folder, 20), settings=SandboxSettings(files=100))
     assert few.ok and "made 20" in few.stdout, few
+
+
+# --- the same as a plain user: a user namespace, and no cgroup ------------------------------------
+
+AS_A_PLAIN_USER = """
+import json, os, sys
+sys.path.insert(0, sys.argv[2])
+from stiva_tui.sandbox import SandboxSettings, cgroups, find_isolation, run_code
+attacks = json.loads(sys.argv[1])
+iso = find_isolation(SandboxSettings())
+out = {"uid": os.getuid(), "drop_root": iso.drop_root, "cgroup": cgroups.cgroup_support()}
+for name, (code, settings) in attacks.items():
+    result = run_code(code, timeout_s=15, settings=SandboxSettings(**settings))
+    out[name] = [result.ok, result.limit, result.timed_out, result.stdout[-300:], result.stderr[-300:]]
+print(json.dumps(out))
+"""
+
+
+def _plain_interpreter() -> str:
+    """A Python that uid 65534 may run (this one may live under a 0700 /root)."""
+    import shutil
+    import sysconfig
+
+    version = sysconfig.get_python_version()
+    for path in (
+        os.path.realpath(sys._base_executable),
+        f"/usr/bin/python{version}",
+        f"/usr/local/bin/python{version}",
+    ):
+        folders = Path(path).parents
+        if Path(path).is_file() and all(os.stat(f).st_mode & 0o001 for f in folders):
+            return path
+    found = shutil.which(f"python{version}", path="/usr/bin:/usr/local/bin:/bin")
+    assert found, f"no python{version} that a plain user may run: the plain-user sandbox cannot be tested"
+    return found
+
+
+def test_as_a_plain_user_sigio_shared_memory_and_files_stay_within_the_caps():
+    import shutil
+    import subprocess
+    import tempfile
+    import threading
+
+    assert ROOT, "CI runs as root, which can become a plain user for this test"
+    # the sandbox package alone (it imports nothing else of Stiva's), where uid 65534 can read it
+    top = tempfile.mkdtemp(prefix="stiva-plain-")
+    try:
+        os.chmod(top, 0o755)
+        shutil.copytree(REPO / "stiva_tui" / "sandbox", Path(top) / "stiva_tui" / "sandbox")
+        (Path(top) / "stiva_tui" / "__init__.py").write_text("")
+        for folder, _, names in os.walk(top):
+            os.chmod(folder, 0o755)
+            for name in names:
+                os.chmod(os.path.join(folder, name), 0o644)
+        attacks = {
+            "sigio": [SIGIO_ATTACK + HOLD_MEMORY, {"memory_mb": 256}],
+            "shared": [SHARED_MEMORY, {"memory_mb": 256}],
+            "files": [many_files("/tmp", 3000), {"files": 100}],
+        }
+        box = {}
+
+        def run():
+            box["done"] = subprocess.run(
+                [_plain_interpreter(), "-I", "-c", AS_A_PLAIN_USER, json.dumps(attacks), top],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                user=65534,
+                group=65534,
+                extra_groups=[],
+                cwd=top,
+                env={"PATH": "/usr/bin:/bin", "HOME": top},
+            )
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        stopped: set[str] = set()
+        while thread.is_alive():
+            stopped.update(_stopped_sandbox_processes())
+            time.sleep(0.05)
+        thread.join()
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    done = box["done"]
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["uid"] == 65534 and not out["drop_root"] and out["cgroup"] is None, out
+    assert not stopped, f"stopped inside the sandbox: {stopped}; {out['sigio']}"
+    assert "armed 0 []" in out["sigio"][3] and (out["sigio"][1] or "").startswith("memory"), out["sigio"]
+    assert (out["shared"][1] or "").startswith("memory"), out["shared"]
+    assert (out["files"][1] or "").startswith("files") or "stopped" in out["files"][3], out["files"]
 
 
 # --- what the sandbox shows of the host (issue 50, item 8) ---------------------------------------
