@@ -397,7 +397,7 @@ SHARED_MEMORY = (
     "        m = mmap.mmap(-1, 100 * 1024 * 1024, flags=mmap.MAP_SHARED)\n"
     "        for i in range(100):\n"
     "            m[i * len(block):(i + 1) * len(block)] = block\n"
-    "        time.sleep(4)\n"
+    "        time.sleep(2)\n"
     "        os._exit(0)\n"
     "for _ in range(4):\n"
     "    os.wait()\n"
@@ -417,7 +417,7 @@ def many_files(folder: str, count: int) -> str:
         f"            os.link(f'{folder}/f{{i}}', f'{folder}/l{{i}}')\n"  # a link is a dentry too
         "except OSError as error:\n"
         "    print('stopped', made, error.errno, flush=True)\n"
-        "time.sleep(2)\n"
+        "time.sleep(1)\n"
         "print('made', made)\n"
     )
 
