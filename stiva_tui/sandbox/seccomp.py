@@ -18,7 +18,9 @@ error, not a crash):
   sockets' `ioctl` FIOSETOWN and SIOCSPGRP (a pipe owned by the supervisor, O_ASYNC and a write
   stopped it with SIGSTOP). Without an owner, SIGIO and SIGURG go nowhere; F_NOTIFY and leases
   name the caller as owner, which can no longer be changed; PR_SET_PDEATHSIG signals the caller
-  only; a child's exit signal goes to its parent (CLONE_PARENT keeps the caller's own SIGCHLD).
+  only; a child's exit signal goes to its parent (with CLONE_PARENT the child takes the caller's
+  own exit signal, SIGCHLD for the worker the supervisor forked). Landlock (ABI 6, in `_child`)
+  refuses every signal out of the code's domain as well.
 - other processes' scheduling and limits: `setpriority`, `ioprio_set`, `sched_setaffinity`,
   `sched_setscheduler`, `sched_setparam`, `sched_setattr` and `prlimit64` are allowed on the
   calling process only (a nice-19, one-core or zero-limit supervisor would stop watching);
