@@ -148,6 +148,7 @@ class SandboxConfig(_Strict):
     memory_mb: int = Field(512, ge=32, le=65536)
     processes: int = Field(64, ge=1, le=4096)
     disk_mb: int = Field(64, ge=1, le=65536)  # the run's /tmp, the only place it can write
+    files: int = Field(4096, ge=16, le=1_000_000)  # files and folders in /tmp and /dev/shm together
     output_kb: int = Field(1024, ge=1, le=1024 * 1024)  # kept of stdout and of stderr each
     read_only: list[str] = Field(default_factory=list)  # more host paths the code may read
     site_packages: bool = False  # let the code import this environment's packages (numpy...)
@@ -161,6 +162,7 @@ class SandboxConfig(_Strict):
             memory_mb=self.memory_mb,
             processes=self.processes,
             disk_mb=self.disk_mb,
+            files=self.files,
             output_kb=self.output_kb,
             read_only=tuple(self.read_only),
             site_packages=self.site_packages,
