@@ -118,7 +118,7 @@ def measure(questions: int, token_ms: float) -> dict:
 def code_of(revision: str, into: Path) -> Path:
     """`revision`'s stiva_tui and tests/support in `into` (git archive): that code, to import."""
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", revision, "stiva_tui", "tests/support", "tests/__init__.py"],
+        ["git", "-C", str(ROOT), "archive", revision, "stiva_tui", "tests/support"],
         check=True,
         capture_output=True,
     ).stdout
