@@ -169,3 +169,19 @@ async def test_a_reply_that_ends_short_of_a_plan_still_gets_its_repair(fake):
     plan = await RemoteConductor(models[0], worker).plan(request())
     await worker.aclose()
     assert plan.attempts == 2 and plan.raw_text == PLAN
+
+
+async def test_the_configured_reasoning_widens_the_bound(fake):
+    """A planner that reasons at length gets room for it: [conductor] max_reasoning_tokens."""
+    from stiva_tui.conductor.choose import select_conductor
+    from stiva_tui.config import ConductorConfig
+
+    fake.script("cond", Reply(chunks=pieces(PLAN)))
+    models = pool_models(fake, "cond", "w1", "w2")
+    worker = HttpWorker()
+    config = ConductorConfig(backend="remote", model="cond", max_reasoning_tokens=2000)
+    conductor, _ = select_conductor(config, models, worker)
+    await conductor.plan(request())
+    await worker.aclose()
+    asked = fake.requests_for("cond")[0].body["max_tokens"]
+    assert asked == plan_token_bound(3, 5, 2000) == plan_token_bound(3, 5, 0) + 2000

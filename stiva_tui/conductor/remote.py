@@ -17,10 +17,11 @@ rate limits) is asked again without it, and that model is sent none for the rest
 A plan is read as it streams and the call is stopped (its stream closed) as soon as its three
 lists are complete and valid (`plan_end`): a small planner that would go on writing until its
 token limit costs only its plan. Each call asks for at most `plan_token_bound(pool, steps)` tokens,
-what a brief reasoning and the lists need, not a chat reply's thousands; a reply that reaches that
-bound without its lists (by the server's count, or by its streamed chunks when the server does not
-hold to the limit, where reading stops) is cut: no repair retry, the engine's fallback answers at
-once. A stopped call's usage counts what was streamed (estimated: the server's count never came).
+what a brief reasoning (`[conductor] max_reasoning_tokens`) and the lists need, not a chat reply's
+thousands; a reply that reaches that bound without its lists (by the server's count, or by its
+streamed chunks when the server does not hold to the limit, where reading stops) is cut: no
+repair retry, the engine's fallback answers at once. A stopped call's usage counts what was
+streamed (estimated: the server's count never came).
 """
 
 from __future__ import annotations
@@ -52,22 +53,24 @@ JSON_SUFFIX = (
 STRUCTURED_MODES = ("auto", "json_schema", "vllm", "sglang", "none")
 # Words in a 4xx reply that say the server refused the structured-output field itself.
 _REFUSAL_WORDS = ("response_format", "guided", "structured_output", "json_schema", "unknown", "extra", "unrecognized")
-# The tokens a plan may take (`plan_token_bound`): a brief reasoning, the lists' labels and
-# brackets, and per step a subtask of a sentence or two, its model number and its access list.
-PLAN_REASONING_TOKENS = 160
+# The tokens a plan may take (`plan_token_bound`): a brief reasoning ([conductor]
+# max_reasoning_tokens, as a local conductor's), the lists' labels and brackets, and per step a
+# subtask of a sentence or two, its model number and its access list.
+PLAN_REASONING_TOKENS = 256
 PLAN_FRAME_TOKENS = 24
 PLAN_STEP_TOKENS = 48
 _refused: set[tuple[str, str]] = set()  # (base_url, model) that refused the field, for this process
 _log = logging.getLogger(__name__)
 
 
-def plan_token_bound(pool_size: int, max_steps: int) -> int:
+def plan_token_bound(pool_size: int, max_steps: int, reasoning_tokens: int = PLAN_REASONING_TOKENS) -> int:
     """The most tokens a planner's reply needs for `max_steps` steps over a pool of `pool_size`:
-    the prompt's brief reasoning and the three lists, each step's access list naming up to every
-    earlier step (two tokens each). 459 for 5 steps over 3 models."""
+    `reasoning_tokens` of reasoning and the three lists, each step's access list naming up to
+    every earlier step (two tokens each). 555 for 5 steps over 3 models."""
     steps = max(1, max_steps)
     digits = len(str(max(0, pool_size - 1)))
-    return PLAN_REASONING_TOKENS + PLAN_FRAME_TOKENS + steps * (PLAN_STEP_TOKENS + digits + 2) + steps * (steps - 1)
+    lists = PLAN_FRAME_TOKENS + steps * (PLAN_STEP_TOKENS + digits + 2) + steps * (steps - 1)
+    return max(0, reasoning_tokens) + lists
 
 
 def structured_fields(mode: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -96,6 +99,7 @@ class RemoteConductor:
         deadline_s: float | None = None,
         retries: int = 1,
         structured: str = "auto",
+        reasoning_tokens: int = PLAN_REASONING_TOKENS,
     ):
         if structured not in STRUCTURED_MODES:
             raise ValueError(f"structured must be one of {', '.join(STRUCTURED_MODES)}")
@@ -104,6 +108,7 @@ class RemoteConductor:
         self.worker = worker
         self.max_repairs = max_repairs
         self.max_tokens = max_tokens  # None: each plan's own bound, `plan_token_bound`
+        self.reasoning_tokens = reasoning_tokens  # the reasoning that bound allows
         self.temperature = temperature
         self.deadline_s = deadline_s
         self.retries = retries  # further tries of a reply that broke off after text had arrived
@@ -146,7 +151,7 @@ class RemoteConductor:
             len(request.workers),
             request.max_steps,
             request.round > 1,
-            self.max_tokens or plan_token_bound(len(request.workers), request.max_steps),
+            self.max_tokens or plan_token_bound(len(request.workers), request.max_steps, self.reasoning_tokens),
         )
         usage = Usage()
         error: WorkflowParseError | None = None
@@ -284,7 +289,9 @@ class RemoteConductor:
             return plan, usage
         if chunks >= shape.bound or usage.completion_tokens >= shape.bound:
             raise ConductorError(
-                f"{self.model} wrote no complete plan within its bound of {shape.bound} tokens (cut there)", usage
+                f"{self.model} wrote no complete plan within its bound of {shape.bound} tokens (cut there; "
+                "a planner that reasons at length needs a larger [conductor] max_reasoning_tokens)",
+                usage,
             )
         return text, usage
 
