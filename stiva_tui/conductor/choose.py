@@ -219,9 +219,13 @@ def fallback_conductor(
         from .remote import RemoteConductor
 
         model, reason = planner
-        return RemoteConductor(model, worker, deadline_s=deadline_s, structured=config.structured), _remote_reason(
-            why, model, reason
-        )
+        return RemoteConductor(
+            model,
+            worker,
+            deadline_s=deadline_s,
+            structured=config.structured,
+            reasoning_tokens=config.max_reasoning_tokens,
+        ), _remote_reason(why, model, reason)
     return embedded_fallback(config, why)
 
 
@@ -252,7 +256,13 @@ def select_conductor(
         if worker_for_remote is None:
             raise ConductorError("the remote conductor needs a worker to call its model")
         return (
-            RemoteConductor(model, worker_for_remote, deadline_s=deadline_s, structured=config.structured),
+            RemoteConductor(
+                model,
+                worker_for_remote,
+                deadline_s=deadline_s,
+                structured=config.structured,
+                reasoning_tokens=config.max_reasoning_tokens,
+            ),
             f"remote: config says so ({config.model})",
         )
     if backend == "embedded":

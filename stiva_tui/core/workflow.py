@@ -146,6 +146,34 @@ def parse_workflow(text: str, pool_size: int, max_steps: int = 5, *, allow_empty
     return workflow_from_lists(lists, pool_size, max_steps, allow_empty=allow_empty)
 
 
+# Where a list or a quoted "all" can end: only there can a streamed plan become complete.
+_CLOSERS = frozenset("]}\"'")
+_NAMES = (re.compile(r"model", re.IGNORECASE), re.compile(r"sub", re.IGNORECASE), re.compile(r"access", re.IGNORECASE))
+
+
+def plan_end(text: str, pool_size: int, max_steps: int = 5, *, allow_empty: bool = False, since: int = 0) -> int | None:
+    """Where a plan that is still streaming is complete: the least `end` past `since` at which
+    `text[:end]` parses (`parse_workflow`) as a valid workflow, or None while it does not.
+
+    A caller that reads a plan as it arrives calls this with `since` at the length it had checked
+    before, and stops reading at the first end: nothing after the lists changes the plan it gets.
+    Only the ends of lists and quoted strings are tried; an open `<think>` block is never complete.
+    """
+    if len(text) <= since or not all(name.search(text) for name in _NAMES):
+        return None
+    if "<think>" in text and "</think>" not in text:
+        return None
+    for end in range(max(since, 0), len(text)):
+        if text[end] not in _CLOSERS:
+            continue
+        try:
+            parse_workflow(text[: end + 1], pool_size, max_steps, allow_empty=allow_empty)
+        except WorkflowParseError:
+            continue
+        return end + 1
+    return None
+
+
 def split_reasoning(text: str) -> str:
     """The conductor's reasoning: its text before the lists, with any <think> block removed."""
     try:
