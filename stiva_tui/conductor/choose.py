@@ -242,7 +242,7 @@ def select_conductor(
     if backend == "router":
         from .router import RouterConductor
 
-        return RouterConductor(config.model), f"router: one forward pass picks the model ({config.model})"
+        return RouterConductor(config.model), f"router: one pass picks the model, cascade or vote ({config.model})"
     if backend == "remote":
         from .remote import RemoteConductor
 

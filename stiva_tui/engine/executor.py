@@ -570,7 +570,8 @@ class _Run:
                 await done[j].wait()
             if stopped:
                 gate, count = stopped[0]
-                self.emit(StepSkipped(self.id, round_, index, f"not run: step {gate + 1} found {count}"))
+                who = CONTROL_MODEL.get(step.kind) or models[step.model].id
+                self.emit(StepSkipped(self.id, round_, index, who, f"not run: step {gate + 1} found {count}"))
             elif step.kind == CALL:
                 outputs[index] = await self._run_step(round_, workflow, index, models, outputs, final)
             elif step.kind == VOTE:
