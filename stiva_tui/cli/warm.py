@@ -233,13 +233,10 @@ class Refused(Message):  # a frame the other end could not read: nothing of it r
     message: str
 
 
-ToWorker = TypeAdapter(Annotated[Hello | StatusQuery | AskRequest | Cancel, Field(discriminator="t")])
-FromWorker = TypeAdapter(
-    Annotated[
-        WorkerState | Ok | Other | Say | Status | View | RunEvent | Done | Fail | Cancelled | Refused,
-        Field(discriminator="t"),
-    ]
-)
+ToWorkerMessage = Hello | StatusQuery | AskRequest | Cancel
+FromWorkerMessage = WorkerState | Ok | Other | Say | Status | View | RunEvent | Done | Fail | Cancelled | Refused
+ToWorker = TypeAdapter(Annotated[ToWorkerMessage, Field(discriminator="t")])
+FromWorker = TypeAdapter(Annotated[FromWorkerMessage, Field(discriminator="t")])
 
 
 async def _read(reader: asyncio.StreamReader, messages: TypeAdapter = FromWorker) -> Any:
