@@ -331,7 +331,9 @@ def _events():
     from stiva_tui.core.usage import Usage
     from stiva_tui.core.workflow import Step, Workflow
 
-    workflow = Workflow((Step(0, "draft it", ()), Step(1, "check it", (0,), access_all=True)))
+    workflow = Workflow(
+        (Step(0, "draft it", ()), Step(1, "check it", (0,), access_all=True), Step(0, "vote", (0, 1), kind="vote"))
+    )
     totals = ev.Totals(12, 5, 0.0012, 1.5, estimated=True, conductor_tokens=7, conductor_cost_usd=0.0004)
     return [
         ev.RunStarted("r1", "Why?", "conductor", "embedded", "gemma", "offline", "conductor", "cli", "c1", "lora"),
@@ -342,6 +344,7 @@ def _events():
         ev.StepDelta("r1", 1, 0, "forty ✓ "),
         ev.StepFinished("r1", 1, 0, "lab/a", "forty-two", Usage(5, 2), 0.0001, 0.5, 1),
         ev.StepFailed("r1", 1, 1, "lab/b", "timed out", 1, fallback="lab/a"),
+        ev.StepSkipped("r1", 1, 2, "the answers agreed"),
         ev.RunFinished("r1", "forty-two", totals),
         ev.RunFailed("r1", "over budget", totals, "budget"),
         ev.SubscriberFailed("r1", "history", "disk full"),
