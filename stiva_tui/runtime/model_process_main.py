@@ -15,6 +15,8 @@ import socket
 import sys
 from typing import Any
 
+from pydantic_core import to_jsonable_python
+
 from ..conductor.base import ConductorError
 from ..core.wire import WireError, frame, read_frame
 from ..pool.types import ProviderError
@@ -46,6 +48,12 @@ def _build_conductor(spec: ConductorSpec) -> Any:
 
         return LocalConductor.from_config(spec.config)
     raise ConductorError(f"the model process runs no {spec.backend} conductor")
+
+
+def _facts(facts: dict[str, Any]) -> Any:
+    """What a conductor says about itself, as JSON's values (a tuple as a list, a path or anything
+    else as its text): facts for display and traces, which must not fail the call they end."""
+    return to_jsonable_python(facts, fallback=str)
 
 
 class Server:
@@ -106,11 +114,13 @@ class Server:
                 self.send_from_thread(Progress(id=call_id, fraction=fraction, message=text))
 
             await conductor.load(progress)
-            return Done(id=call_id, describe=conductor.describe())
+            return Done(id=call_id, describe=_facts(conductor.describe()))
         if isinstance(message, PlanCall):
             conductor = self.conductor(message.conductor)
             plan = await conductor.plan(message.request, on_delta=lambda text: self.send(Delta(id=call_id, text=text)))
-            return Done(id=call_id, plan=plan, stats=conductor.last_stats, describe=conductor.describe())
+            return Done(
+                id=call_id, plan=plan, stats=_facts(conductor.last_stats), describe=_facts(conductor.describe())
+            )
         return await self.chat(message)
 
     async def chat(self, message: Chat) -> Done:
