@@ -21,6 +21,7 @@ import struct
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import get_args
 
 import pytest
@@ -484,3 +485,16 @@ def test_a_message_over_the_limit_is_not_sent(monkeypatch):
     monkeypatch.setattr(wire, "MAX_FRAME_BYTES", 1000)
     with pytest.raises(wire.WireError, match="over the 1,000-byte limit"):
         wire.frame(warm.Say(markup="x" * 2000, kwargs={}))
+
+
+def test_a_conductors_facts_go_as_json_values_and_never_fail_the_call():
+    """describe() and last_stats are for display and traces: a tuple, a path or an object there
+    goes as JSON can carry it, rather than failing the load or plan it ends."""
+    from stiva_tui.core.wire import decode, frame
+    from stiva_tui.runtime.model_process_main import _facts
+    from stiva_tui.runtime.model_wire import Done, Replies
+
+    facts = _facts({"eos_ids": (1, 106), "folder": Path("/models/m"), "device": object(), "memory_mb": 784.3})
+    back = decode(frame(Done(id=1, describe=facts))[4:], Replies)
+    assert back.describe["eos_ids"] == [1, 106] and back.describe["folder"] == "/models/m"
+    assert back.describe["device"].startswith("<object") and back.describe["memory_mb"] == 784.3
