@@ -345,7 +345,7 @@ def _events():
         ev.StepDelta("r1", 1, 0, "forty ✓ "),
         ev.StepFinished("r1", 1, 0, "lab/a", "forty-two", Usage(5, 2), 0.0001, 0.5, 1),
         ev.StepFailed("r1", 1, 1, "lab/b", "timed out", 1, fallback="lab/a"),
-        ev.StepSkipped("r1", 1, 2, "the answers agreed"),
+        ev.StepSkipped("r1", 1, 2, "lab/b", "the answers agreed"),
         ev.RunFinished("r1", "forty-two", totals),
         ev.RunFailed("r1", "over budget", totals, "budget"),
         ev.SubscriberFailed("r1", "history", "disk full"),
