@@ -9,6 +9,7 @@ import gzip
 import io
 import json
 import os
+import resource
 import subprocess
 import sys
 import zipfile
@@ -28,13 +29,23 @@ ROOT = Path(__file__).resolve().parents[1]
 MiB = 1 << 20
 
 
-def peak(tmp_path: Path, *args: str) -> tuple[int, str, int]:
-    """(exit code, stderr, peak RSS in MiB) of the real `stiva ARGS`, this tree's code on its path.
-    Output goes to a file: waiting on a child that fills a pipe nobody reads never ends."""
+def peak(tmp_path: Path, *args: str, setup: str = "") -> tuple[int, str, int]:
+    """(exit code, stderr, peak RSS in MiB) of `stiva ARGS`, this tree's code on its path, its
+    address space capped at 3 GiB so a regression fails rather than eats the machine. `setup`:
+    Python run first (a cap made smaller), then the console script's own `entry`. Output goes to a
+    file: waiting on a child that fills a pipe nobody reads never ends."""
     env = {**os.environ, "STIVA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
+    code = f"{setup}\nimport sys\nfrom stiva_tui.cli import entry\nsys.argv[0] = 'stiva'\nsys.exit(entry())"
+    command = [sys.executable, "-c", code, *args] if setup else [STIVA, *args]
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
     err = tmp_path / "stderr.txt"
     with open(err, "w") as stderr:
-        process = subprocess.Popen([STIVA, *args], env=env, stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp_path)
+        process = subprocess.Popen(
+            command, env=env, stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp_path, preexec_fn=cap
+        )
         _, status, usage = os.wait4(process.pid, 0)
     return os.waitstatus_to_exitcode(status), err.read_text(), usage.ru_maxrss // 1024
 
@@ -189,3 +200,38 @@ def test_the_bounded_readers(tmp_path):
         assert text.read() == "x" * 5000
     with open_text(gz, 4999) as text, pytest.raises(ReadError, match="more than 4.9 KiB once decompressed"):
         text.read()
+
+
+def sparse(path: Path, size: int) -> Path:
+    """A file of `size` NUL bytes and no newline, which takes no room on disk."""
+    with open(path, "wb") as handle:
+        handle.truncate(size)
+    return path
+
+
+def test_a_suite_file_of_one_huge_line_is_refused_at_the_line_cap(tmp_path):
+    path = sparse(tmp_path / "huge.jsonl", 300 * MiB)
+    setup = "import stiva_tui.evals.suite as suite\nsuite.MAX_LINE_CHARS = 1 << 20"
+    code, err, peak_mib = peak(tmp_path, "bench", str(path), "--systems", "direct:x", setup=setup)
+    assert peak_mib < 150, peak_mib  # before, it was read whole and split: 656 MiB here
+    assert code == 2 and err.strip().splitlines() == [f"stiva: {path}:1: a line longer than 1,048,576 characters"]
+
+
+def test_a_suite_file_over_its_cap_is_refused_before_it_is_read(tmp_path):
+    size = (1 << 30) + 1  # evals/suite.py's MAX_SUITE_BYTES, and one more
+    path = sparse(tmp_path / "big.jsonl", size)
+    code, err, peak_mib = peak(tmp_path, "bench", str(path), "--systems", "direct:x")
+    assert peak_mib < 150, peak_mib
+    assert code == 2 and err.strip().splitlines() == [
+        f"stiva: {path}: {size:,} bytes, more than the 1 GiB read of such a file"
+    ]
+
+
+def test_a_public_format_csv_of_one_huge_line_is_refused_at_the_line_cap(tmp_path):
+    path = sparse(tmp_path / "huge.csv", 300 * MiB)
+    setup = "import stiva_tui.evals.loaders as loaders\nloaders.MAX_RECORD_CHARS = 1 << 20"
+    code, err, peak_mib = peak(tmp_path, "bench", f"aime:{path}", "--systems", "direct:x", setup=setup)
+    assert peak_mib < 150, peak_mib
+    assert code == 2 and err.strip().splitlines() == [
+        f"stiva: aime:{path}:1: a line longer than 1,048,576 characters"
+    ], err

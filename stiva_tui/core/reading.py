@@ -102,16 +102,24 @@ class _Counted(io.RawIOBase):
             super().close()
 
 
-def open_text(path: str | Path, limit: int, encoding: str = "utf-8") -> io.TextIOWrapper:
-    """The file as text, gunzipped when it is gzip (by its magic bytes, not its name); reading past
-    `limit` bytes (inflated bytes, for gzip) is a `ReadError`. The caller closes it."""
+def open_text(
+    path: str | Path,
+    limit: int,
+    encoding: str = "utf-8",
+    *,
+    decompress: bool = True,
+    newline: str | None = None,
+) -> io.TextIOWrapper:
+    """The file as text, gunzipped when it is gzip (by its magic bytes, not its name) unless not
+    `decompress`; reading past `limit` bytes (inflated bytes, for gzip) is a `ReadError`, and so
+    is a plain file larger than that, before it is read. The caller closes it."""
     source = str(path)
     raw = open(path, "rb")  # noqa: SIM115 - wrapped and handed to the caller, who closes it
     try:
         magic = raw.read(2)
         raw.seek(0)
         inner: IO[bytes]
-        if magic == _GZIP_MAGIC:
+        if decompress and magic == _GZIP_MAGIC:
             inner, what = gzip.GzipFile(fileobj=raw, mode="rb"), "once decompressed"
         else:
             size = os.fstat(raw.fileno()).st_size
@@ -122,7 +130,7 @@ def open_text(path: str | Path, limit: int, encoding: str = "utf-8") -> io.TextI
     except BaseException:
         raw.close()
         raise
-    return io.TextIOWrapper(io.BufferedReader(counted), encoding=encoding)
+    return io.TextIOWrapper(io.BufferedReader(counted), encoding=encoding, newline=newline)
 
 
 def bounded_lines(handle: IO[str], max_chars: int, *, source: str = "") -> Iterator[tuple[int, str]]:
