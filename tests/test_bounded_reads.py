@@ -235,3 +235,32 @@ def test_a_public_format_csv_of_one_huge_line_is_refused_at_the_line_cap(tmp_pat
     assert code == 2 and err.strip().splitlines() == [
         f"stiva: aime:{path}:1: a line longer than 1,048,576 characters"
     ], err
+
+
+def test_a_config_file_over_its_cap_is_refused_unread(tmp_path):
+    path = sparse(tmp_path / "config.toml", 1 << 30)
+    code, err, peak_mib = peak(tmp_path, "--config", str(path), "bench", "--list")
+    assert peak_mib < 150, peak_mib  # before, the gigabyte was read and decoded first
+    assert code == 2 and err.strip().splitlines() == [
+        f"stiva: {path}: 1,073,741,824 bytes, more than the 4 MiB read of such a file"
+    ], err
+
+
+def test_theme_and_adapter_files_over_their_caps_are_refused(tmp_path):
+    from stiva_tui.inference.adapter_manifest import AdapterManifest
+    from stiva_tui.tui.themes import load_themes
+
+    limit = 1 << 20  # THEME_LIMIT and MANIFEST_LIMIT
+
+    theme = tmp_path / "themes" / "big.toml"
+    theme.parent.mkdir()
+    theme.write_text('name = "big"\nprimary = "#ffffff"\n' + "#" * limit + "\n")
+    with pytest.raises(ValueError, match=r"^theme file .*big.toml: .*big.toml: [\d,]+ bytes, more than the 1 MiB"):
+        load_themes(theme.parent)
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    manifest = adapter / "stiva_adapter.json"
+    manifest.write_text('{"base": "embedded"}')
+    assert AdapterManifest.read(adapter).base == "embedded"
+    manifest.write_text('{"base": "embedded"}' + " " * limit)
+    assert AdapterManifest.read(adapter) is None  # as a damaged one: not read, never half-read

@@ -9,17 +9,15 @@ array is inflated. Every refusal is a `ReadError` (a ValueError) of one line, na
     arrays = read_npz(path, {"weights": ("d", "m"), "bias": ("m",)}, sizes={"m": 3}, limit=64 << 20)
 
 The stdlib reads here (`readline(limit)`, `zipfile`'s member sizes, numpy's `.npy` header reader);
-nothing decides a size it has not been told by the file's own headers and checked first.
+nothing decides a size it has not been told by the file's own headers and checked first. gzip,
+zipfile and numpy are imported inside the functions that use them (the config reads through here
+before the app's first frame).
 """
 
 from __future__ import annotations
 
-import gzip
 import io
 import os
-import struct
-import zipfile
-import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -113,6 +111,8 @@ def open_text(
     """The file as text, gunzipped when it is gzip (by its magic bytes, not its name) unless not
     `decompress`; reading past `limit` bytes (inflated bytes, for gzip) is a `ReadError`, and so
     is a plain file larger than that, before it is read. The caller closes it."""
+    import gzip
+
     source = str(path)
     raw = open(path, "rb")  # noqa: SIM115 - wrapped and handed to the caller, who closes it
     try:
@@ -162,6 +162,10 @@ def read_npz(
     only, never objects) and shape. A shape's dimensions are ints, or names that must agree across
     arrays and with `sizes` (`{"weights": ("d", "m"), "bias": ("m",)}, sizes={"m": 3}`).
     A missing, damaged or truncated archive, a wrong shape, or one too large is a `ReadError`."""
+    import struct
+    import zipfile
+    import zlib
+
     import numpy as np
 
     source = str(path)
@@ -204,6 +208,8 @@ def read_npz(
 def _check_directory(raw: IO[bytes], limit: int, source: str) -> None:
     """The archive's size and its count of members, from its end record, before zipfile reads its
     directory (a directory of millions of tiny entries is gigabytes of ZipInfo)."""
+    import struct
+
     raw.seek(0, os.SEEK_END)
     size = raw.tell()
     if size > limit + (1 << 20):
