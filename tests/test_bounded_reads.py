@@ -264,3 +264,21 @@ def test_theme_and_adapter_files_over_their_caps_are_refused(tmp_path):
     assert AdapterManifest.read(adapter).base == "embedded"
     manifest.write_text('{"base": "embedded"}' + " " * limit)
     assert AdapterManifest.read(adapter) is None  # as a damaged one: not read, never half-read
+
+
+def test_a_hub_split_larger_than_a_suite_may_be_is_refused_before_it_becomes_records(monkeypatch):
+    """The split's Arrow table knows its size before a record of it is made a Python dict."""
+    datasets = pytest.importorskip("datasets")
+    from stiva_tui.evals import loaders
+    from stiva_tui.evals.suite import SuiteError
+
+    table = datasets.Dataset.from_list(
+        [{"problem": "x" * 1000, "answer": "2", "unique_id": f"u{i}"} for i in range(50)]
+    )
+    monkeypatch.setattr(datasets, "load_dataset", lambda name, config, split: table)
+    assert len(loaders.load_suite("math500:someone/big").items) == 50
+    monkeypatch.setattr(loaders, "MAX_FILE_BYTES", table.data.nbytes - 1)
+    with pytest.raises(
+        SuiteError, match=rf"^math500:someone/big: its data take {table.data.nbytes:,} bytes once read, more than the "
+    ):
+        loaders.load_suite("math500:someone/big")

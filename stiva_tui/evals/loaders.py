@@ -357,6 +357,14 @@ def _hub_records(dataset: str, config: str | None, split: str, spec: str) -> Ite
         loaded = datasets.load_dataset(dataset, config, split=split)
     except Exception as error:  # network, auth, unknown dataset: all end the same way for the user
         raise SuiteError(f"cannot load the dataset: {type(error).__name__}: {error}", source=spec) from None
+    # the split is an Arrow table mapped from datasets' cache; its size is known before any of it
+    # becomes Python records
+    size = getattr(getattr(loaded, "data", None), "nbytes", 0)
+    if isinstance(size, int) and size > MAX_FILE_BYTES:
+        raise SuiteError(
+            f"its data take {size:,} bytes once read, more than the {reading.size_words(MAX_FILE_BYTES)} a suite may",
+            source=spec,
+        )
     return _numbered([dict(record) for record in loaded])
 
 
