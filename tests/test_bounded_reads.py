@@ -47,7 +47,8 @@ def peak(tmp_path: Path, *args: str, setup: str = "") -> tuple[int, str, int]:
             command, env=env, stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp_path, preexec_fn=cap
         )
         _, status, usage = os.wait4(process.pid, 0)
-    return os.waitstatus_to_exitcode(status), err.read_text(), usage.ru_maxrss // 1024
+    process.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen is told
+    return process.returncode, err.read_text(), usage.ru_maxrss // 1024
 
 
 def one_line_gz(path: Path, chars: int) -> Path:

@@ -76,9 +76,9 @@ def read_text(path: str | Path, limit: int, encoding: str = "utf-8") -> str:
 class _Counted(io.RawIOBase):
     """A binary stream that refuses to give more than `limit` bytes in all (gzip's inflated bytes)."""
 
-    def __init__(self, inner: IO[bytes], limit: int, source: str, what: str) -> None:
+    def __init__(self, inner: io.BufferedIOBase, raw: IO[bytes], limit: int, source: str, what: str) -> None:
         super().__init__()
-        self._inner, self._limit, self._source, self._what = inner, limit, source, what
+        self._inner, self._raw, self._limit, self._source, self._what = inner, raw, limit, source, what
         self._count = 0
 
     def readable(self) -> bool:
@@ -87,7 +87,7 @@ class _Counted(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer)
         room = self._limit + 1 - self._count
-        n = self._inner.readinto(view[: max(1, min(len(view), room))])  # type: ignore[attr-defined]
+        n = self._inner.readinto(view[: max(1, min(len(view), room))])
         self._count += n
         if self._count > self._limit:
             raise ReadError(f"more than {size_words(self._limit)} {self._what}", source=self._source)
@@ -95,7 +95,8 @@ class _Counted(io.RawIOBase):
 
     def close(self) -> None:
         try:
-            self._inner.close()
+            self._inner.close()  # a GzipFile leaves the file it was given open
+            self._raw.close()
         finally:
             super().close()
 
@@ -118,7 +119,7 @@ def open_text(
     try:
         magic = raw.read(2)
         raw.seek(0)
-        inner: IO[bytes]
+        inner: io.BufferedIOBase
         if decompress and magic == _GZIP_MAGIC:
             inner, what = gzip.GzipFile(fileobj=raw, mode="rb"), "once decompressed"
         else:
@@ -126,7 +127,7 @@ def open_text(
             if size > limit:
                 raise ReadError(f"{size:,} bytes, more than the {size_words(limit)} read of such a file", source=source)
             inner, what = raw, "read of such a file"
-        counted = _Counted(inner, limit, source, what)
+        counted = _Counted(inner, raw, limit, source, what)
     except BaseException:
         raw.close()
         raise
