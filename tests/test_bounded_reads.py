@@ -193,6 +193,8 @@ def test_the_bounded_readers(tmp_path):
     with pytest.raises(ReadError, match="7 bytes, more than the 6 bytes read of such a file"):
         read_text(path, 6)
     assert next(bounded_lines(io.StringIO("12345\n123456\n"), 5)) == (1, "12345\n")
+    crlf = io.StringIO("12345\r\n12345", newline="")
+    assert list(bounded_lines(crlf, 5)) == [(1, "12345\r\n"), (2, "12345")]
     with pytest.raises(ReadError, match="^s:2: a line longer than 5 characters$"):
         list(bounded_lines(io.StringIO("12345\n123456\n"), 5, source="s"))
     gz = tmp_path / "t.gz"

@@ -139,11 +139,12 @@ def bounded_lines(handle: IO[str], max_chars: int, *, source: str = "") -> Itera
     (its newline aside): a longer one is a `ReadError` naming it, and nothing past the cap is read."""
     number = 0
     while True:
-        line = handle.readline(max_chars + 1)
+        line = handle.readline(max_chars + 2)  # its text and "\r\n" at most
         if not line:
             return
         number += 1
-        if len(line) > max_chars and not (len(line) == max_chars + 1 and line.endswith("\n")):
+        ending = 2 if line.endswith("\r\n") else 1 if line.endswith(("\n", "\r")) else 0
+        if len(line) - ending > max_chars:
             raise ReadError(f"a line longer than {max_chars:,} characters", source=source, line=number)
         yield number, line
 
