@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import DEFAULT_LOCAL_MODEL, ConductorConfig
+from ..core.reading import read_text
 from ..inference.progress import Progress
 from .base import Conductor, ConductorError
 
@@ -86,7 +87,7 @@ def _local_model_status(model: str) -> tuple[bool, str, float]:
         try:
             from types import SimpleNamespace
 
-            data = json.loads(config_file.read_text())
+            data = json.loads(read_text(config_file, 16 << 20))  # a model's config.json: kilobytes
             kind = data.get("model_type")
             if kind and not _is_causal_lm(kind):
                 return False, f"{model} is a {kind!r} model, not a causal language model", 0.0
