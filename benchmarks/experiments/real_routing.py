@@ -159,8 +159,10 @@ def run(home: Path, env: dict, args) -> dict:
         }
 
     singles = {m: point(rows[f"direct:{r(m)}"]) for m in models}
-    best = max(singles, key=lambda m: (singles[m]["accuracy"], -singles[m]["usd_per_1000"]))
+    # the reference is GPT-4o, the issue's: the best single model on the train half (and the held-out one)
+    best = GPT4O
     base = singles[best]
+    most_accurate = max(singles, key=lambda m: (singles[m]["accuracy"], -singles[m]["usd_per_1000"]))
     low = min(p["usd_per_1000"] for p in singles.values())
     high = max(p["usd_per_1000"] for p in singles.values())
     single_points = [(p["usd_per_1000"], p["accuracy"]) for p in singles.values()]
@@ -193,7 +195,7 @@ def run(home: Path, env: dict, args) -> dict:
         },
         "bench_s": round(bench_s, 1),
         "singles": singles,
-        "best_single": {"model": best, **base},
+        "best_single": {"model": best, **base, "most_accurate_heldout": most_accurate},
         "oracle": point(rows["oracle"]),
         "random_draw": point(rows["random"]),
         "baselines": learnt_baselines(bench, suite, models, set(heldout)),

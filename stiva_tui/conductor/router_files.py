@@ -21,6 +21,17 @@ WEIGHTS_LIMIT = 64 * 1024 * 1024
 a model (32 KiB), so about 2,000 models."""
 # d: the representation's size; m: the models router.json names
 SHAPES: dict[str, tuple[int | str, ...]] = {"weights": ("d", "m"), "bias": ("m",), "mean": ("d",), "scale": ("d",)}
+# n: train items; w: candidate workflows (router.json's `workflows.names`); the train items'
+# representation in compressed sparse rows (p = n + 1 row starts, z entries)
+WORKFLOW_SHAPES: dict[str, tuple[int | str, ...]] = {
+    "wf_indptr": ("p",),
+    "wf_indices": ("z",),
+    "wf_data": ("z",),
+    "wf_dim": (1,),
+    "wf_right": ("n", "w"),
+    "wf_cost": ("n", "w"),
+    "wf_latency": ("n", "w"),
+}
 
 
 def read_router_files(json_path: Path, weights_path: Path) -> tuple[Any, dict[str, Any]]:
@@ -32,4 +43,12 @@ def read_router_files(json_path: Path, weights_path: Path) -> tuple[Any, dict[st
     models = data.get("models") if isinstance(data, dict) else None
     if not isinstance(models, list):
         raise ReadError("not a Stiva router file (no list of models)", source=str(json_path))
-    return data, read_npz(weights_path, SHAPES, sizes={"m": len(models)}, limit=WEIGHTS_LIMIT)
+    shapes, sizes = dict(SHAPES), {"m": len(models)}
+    workflows = data.get("workflows")
+    if workflows is not None:  # the per-question workflow choice (conductor/router.py WorkflowChoice)
+        names = workflows.get("names") if isinstance(workflows, dict) else None
+        if not isinstance(names, list):
+            raise ReadError("not a Stiva router file (its workflows name no candidates)", source=str(json_path))
+        shapes.update(WORKFLOW_SHAPES)
+        sizes["w"] = len(names)
+    return data, read_npz(weights_path, shapes, sizes=sizes, limit=WEIGHTS_LIMIT)
