@@ -35,6 +35,7 @@ PERF = (
     "memory",
     "suite_under_load",
     "offline",
+    "plan_stop",
     "prefix_cache",
     "router_decision",
     "sandbox",
@@ -43,6 +44,7 @@ PERF = (
     "train_step",
     "tui",
     "upstream_client",
+    "wire",
 )
 EXPERIMENTS = ("learning", "make_skills", "preferences", "real_routing", "router_escalation", "votes", "votes_methods")
 MODULES = [f"benchmarks.perf.{name}" for name in PERF] + [f"benchmarks.experiments.{name}" for name in EXPERIMENTS]
