@@ -19,7 +19,8 @@ starting with "_" are comments and ignored):
   `shuffled_choices`), so a resumed run sees the same order; `answer` follows its option.
 - `tests` (`code` only, required): Python asserts as a string, run after the answer's code, or an
   object with `stdin_stdout` cases and/or `functional` cases (see `CodeTests`).
-- `tolerance` (`numeric` only): relative tolerance, default 1e-6.
+- `tolerance` (`numeric` only): relative tolerance; without one, a reference written as an integer
+  is matched only by the same value, any other within 1e-6 (see `graders`).
 - `timeout_s` (`code` only): seconds per run of the answer's code, default 10.
 - `meta`: flat labels carried into reports (source, subject, level...), never graded.
 - `recorded` (`recorded` only, required): the recorded answers of real models to this item and
