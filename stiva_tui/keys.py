@@ -333,8 +333,6 @@ def mask_known(text: str, secrets: Iterable[str | None] = ()) -> str:
 
 def _mask_in_order(text: str, secrets: list[str]) -> str:
     for secret in secrets:
-        if secret in text:  # the common case, and the fast one
-            text = text.replace(secret, MASK)
         text = _secret_pattern(secret).sub(MASK, text)
     return text
 
@@ -365,10 +363,11 @@ class AnswerMask:
             return piece
         text = self._held + piece
         cut, found = self._safe_end(text)
-        self._held = text[cut:]
         if not found:  # no form of a secret is anywhere in the text: nothing to mask
+            self._held = text[cut:]
             return text[:cut]
-        return _mask_in_order(text[:cut], self.secrets) if cut else ""
+        shown, self._held = self._mask_before(text, cut)
+        return shown
 
     def flush(self) -> str:
         text, self._held = self._held, ""
@@ -400,15 +399,25 @@ class AnswerMask:
                 break
         if cut and text[cut - 1] in _ENCODED_CHARS:
             cut -= 1  # it may be the character of an encoded form that mixes in the bits before it
-        if found:  # a whole form that the cut would split is held back whole
-            moved = True
-            while moved:
-                moved = False
-                for secret in self.secrets:
-                    for match in _secret_pattern(secret).finditer(text, 0, len(text)):
-                        if match.start() < cut < match.end():
-                            cut, moved = match.start(), True
         return cut, found
+
+    def _mask_before(self, text: str, cut: int) -> tuple[str, str]:
+        """`text` up to `cut` masked as `mask_known` masks it inside the whole text (a form's
+        pattern sees the characters after the cut), and the rest, which waits for the next piece;
+        a whole form that the cut would split waits with it."""
+        for secret in self.secrets:
+            parts, done, shift = [], 0, 0
+            for match in _secret_pattern(secret).finditer(text):
+                if match.start() >= cut:
+                    break
+                if match.end() > cut:
+                    cut = match.start()
+                    break
+                parts += [text[done : match.start()], MASK]
+                done, shift = match.end(), shift + len(MASK) - (match.end() - match.start())
+            if parts:
+                text, cut = "".join(parts) + text[done:], cut + shift
+        return text[:cut], text[cut:]
 
 
 class _Check:
@@ -416,21 +425,30 @@ class _Check:
     (most never are: a form is tested only where a character it may begin with comes), and an
     encoded form's characters compared without a pattern."""
 
-    __slots__ = ("_begins", "_ending", "_whole", "form", "longest")
+    __slots__ = ("_begins", "_begins_closely", "_ending", "_whole", "form")
 
-    def __init__(self, form: _Form, longest: int):
-        self.form, self.longest = form, longest
+    def __init__(self, form: _Form):
+        self.form = form
         self._begins: re.Pattern[str] | None = None
+        self._begins_closely: re.Pattern[str] | None = None
         self._whole: re.Pattern[str] | None = None
         self._ending: re.Pattern[str] | None = None
 
     def begins_at(self, text: str, index: int) -> bool:
-        """Whether `text` from `index` to its end begins the form, or is the whole of it."""
+        """Whether `text` from `index` to its end begins the form, or is the whole of it. The
+        pattern that follows a few units is tried first; only where it matches (where a key's
+        form has come, or most of its beginning) the one that follows many more."""
         form = self.form
         if not form.literal:
             if self._begins is None:
-                self._begins = re.compile(form.flagged(form.beginning(self.longest)))
-            return self._begins.match(text, index) is not None
+                self._begins = re.compile(form.flagged(form.beginning(_UNITS_FOLLOWED)))
+            if self._begins.match(text, index) is None:
+                return False
+            if len(form.units) <= _UNITS_FOLLOWED:
+                return True
+            if self._begins_closely is None:
+                self._begins_closely = re.compile(form.flagged(form.beginning(_UNITS_FOLLOWED_CLOSELY)))
+            return self._begins_closely.match(text, index) is not None
         literal = form.literal
         if len(text) - index > len(literal) + 8:  # past the end and its padding: no beginning
             return False
@@ -462,14 +480,12 @@ _Checks = dict[str, tuple[_Check, ...]]
 def _form_checks(secrets: tuple[str, ...]) -> tuple[_Checks, _Checks]:
     """For `AnswerMask`: the forms of `secrets` by the character they may begin with (their lead
     aside), casefolded for the forms of any letter case (the first table) and as they are."""
-    all_forms = [_forms(secret) for secret in secrets]
-    longest = max(forms.longest for forms in all_forms)
     checks: dict[_Form, _Check] = {}
     tables: tuple[dict[str, list[_Check]], dict[str, list[_Check]]] = ({}, {})
-    for forms in all_forms:
+    for forms in (_forms(secret) for secret in secrets):
         for table, group in zip(tables, (forms.case_free, forms.cased)):
             for form in group:
-                check = checks.setdefault(form, _Check(form, longest))
+                check = checks.setdefault(form, _Check(form))
                 for ch in form.starts:
                     if check not in table.setdefault(ch, []):
                         table[ch].append(check)
@@ -487,11 +503,14 @@ _SPACED = "[\\s\u200b-\u200d\u2060]{0,3}"
 _HEX_LEAD = r"(?:\\x|0x)?"
 _HEX_SEP = r"[\s:,.\-]{0,2}" + _HEX_LEAD
 _HEX_SEP_BEGUN = r"[\s:,.\-]{0,2}(?:\\x?|0x?)?"  # a separator cut off anywhere
-# How many units of a form `AnswerMask` follows exactly (its patterns' size, so the time to
-# compile them, grows with it): past them, the test for a form's beginning takes any text up to
-# the longest a form can be, and the test for a whole one passes. Both only hold back or mask
-# more, never less, and only where that many of a key's characters have come in some form.
+# How many units of a form `AnswerMask`'s patterns follow exactly (their size, so the time to
+# compile them, grows with it, and Python's parser recurses once for each): past them, the test
+# for a form's beginning takes any text up to the most the rest of the form can take, and the
+# test for a whole one passes. Both only hold back or mask more, never less, and only where that
+# many of a key's characters have come in some form. The first patterns are compiled for every
+# form that a character of an answer may begin; the close ones only once such a pattern matched.
 _UNITS_FOLLOWED = 8
+_UNITS_FOLLOWED_CLOSELY = 96
 
 
 @dataclass(frozen=True)
@@ -506,6 +525,7 @@ class _Form:
 
     units: tuple[tuple[str, str], ...]
     starts: frozenset[str]
+    widest: tuple[int, ...]  # the most characters each unit can take
     any_case: bool = True
     lead: str = ""
     end: str = ""
@@ -519,10 +539,13 @@ class _Form:
         """The form without its lead."""
         return "".join(pattern for pattern, _ in self.units) + self.end
 
-    def beginning(self, longest: int) -> str:
-        """The text from here to its end begins this form (the lead aside), or is the whole of it."""
-        units = self.units[:_UNITS_FOLLOWED]
-        rest = f"{self.end_begun}\\Z" if units == self.units else f"(?s:.{{0,{longest}}})\\Z"
+    def beginning(self, followed: int) -> str:
+        """The text from here to its end begins this form (the lead aside), or is the whole of it,
+        the first `followed` units followed exactly."""
+        units = self.units[:followed]
+        rest = f"{self.end_begun}\\Z"
+        if units != self.units:
+            rest = f"(?s:.{{0,{sum(self.widest[followed:])}}})\\Z"
         for index in range(len(units) - 1, -1, -1):
             pattern, begun = units[index]
             cut = f"|{begun}\\Z" if begun else ""
@@ -539,7 +562,6 @@ class _Form:
 class _Forms:
     case_free: tuple[_Form, ...]  # compared in any letter case
     cased: tuple[_Form, ...]  # base64, whose letter case is part of the value
-    longest: int  # the most characters one form of the secret can take
 
     def whole(self) -> str:
         case_free = "|".join(dict.fromkeys(form.whole() for form in self.case_free))
@@ -573,15 +595,13 @@ def _forms(secret: str) -> _Forms:
     case_free += [_hexed(data) for data in (raw, secret.encode("utf-16-le"), secret.encode("utf-16-be"))]
     case_free += _encoded(base64.b32encode, raw, 5, 5, _B32, "=+", any_case=True)
     cased = _encoded(base64.b64encode, raw, 3, 6, _B64, "={1,2}", any_case=False)
-    # the most a form takes: a character as UTF-16 hex, each byte "\x"-led after two separators
-    longest = 24 * len(secret) + 16
-    return _Forms(tuple(case_free), tuple(cased), longest)
+    return _Forms(tuple(case_free), tuple(cased))
 
 
 def _spelled(chars: str) -> _Form:
     """`chars` as text, each maybe percent-encoded or \\u-escaped, spaced or not."""
     between = "" if any(ch.isspace() for ch in chars) else _SPACED
-    units = []
+    units, widest = [], []
     for index, ch in enumerate(chars):
         spellings = [ch, "".join(f"%{b:02x}" for b in ch.encode("utf-8"))]
         if ord(ch) < 0x10000:
@@ -590,8 +610,9 @@ def _spelled(chars: str) -> _Form:
         begun = "|".join(b for b in (_begun(s) for s in spellings) if b)
         sep = between if index else ""
         units.append((f"{sep}(?:{pattern})", f"{sep}(?:{begun})?" if sep else f"(?:{begun})"))
+        widest.append((3 if sep else 0) + max(len(s) for s in spellings))
     starts = {chars[0].casefold(), "%", "\\"} | ({"+"} if chars[0] == " " else set())
-    return _Form(tuple(units), frozenset(starts))
+    return _Form(tuple(units), frozenset(starts), tuple(widest))
 
 
 def _hexed(data: bytes) -> _Form:
@@ -600,7 +621,8 @@ def _hexed(data: bytes) -> _Form:
         digits = f"{byte:02x}"
         sep, sep_begun = (_HEX_SEP, _HEX_SEP_BEGUN) if index else (_HEX_LEAD, r"(?:\\x?|0x?)?")
         units.append((f"{sep}{digits}", f"{sep_begun}(?:{digits[0]})?"))
-    return _Form(tuple(units), frozenset({"\\", "0", f"{data[0]:02x}"[0]}))
+    widest = (4,) + (6,) * (len(data) - 1)  # "0x6c", then two separators too
+    return _Form(tuple(units), frozenset({"\\", "0", f"{data[0]:02x}"[0]}), widest)
 
 
 def _encoded(
@@ -620,6 +642,7 @@ def _encoded(
                 _Form(
                     tuple((re.escape(ch), "") for ch in text),
                     frozenset({text[0].casefold() if any_case else text[0]}),
+                    (1,) * len(text),
                     any_case=any_case,
                     lead=f"[{chars}]" if k else "",
                     end=f"(?:[{chars}](?:{padding}|(?![{chars}=])))?",

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
 
 PERF = (
+    "answer_mask",
     "ask_warm",
     "install",
     "bench",

@@ -320,3 +320,14 @@ def test_a_streamed_answer_without_a_key_is_passed_on_unchanged_and_at_once(text
 def test_an_answer_mask_without_secrets_passes_pieces_through():
     answer = keys.AnswerMask([None, "", "short"])  # too short to mask: ordinary words
     assert answer.feed("a short piece") == "a short piece" and answer.flush() == ""
+
+
+@pytest.mark.parametrize("form", ["exact", "spaced", "b64-after-b'user:'", "utf16le-hex", "reversed"])
+def test_what_follows_a_whole_key_is_not_held_back(form):
+    """A form of a key is held back only until it is whole: the answer after it flows again."""
+    text = f"You sent {_encodings(MASKED_KEY)[form]} and then a long tail of ordinary words follows here"
+    answer = keys.AnswerMask([MASKED_KEY])
+    passed = "".join(answer.feed(text[i : i + 4]) for i in range(0, len(text), 4))
+    whole = passed + answer.flush()
+    assert whole == keys.mask_known(text, [MASKED_KEY]) and "[redacted]" in whole
+    assert len(whole) - len(passed) <= 2  # only the last characters wait for the end
