@@ -327,8 +327,14 @@ def mask(text: str, secrets: Iterable[str | None] = ()) -> str:
 def mask_known(text: str, secrets: Iterable[str | None] = ()) -> str:
     """`text` with every one of `secrets` replaced by [redacted] in the forms of `_secret_source`,
     and nothing else: how an answer is masked. The credential shapes of `redact` are left out, as
-    they would also mask ordinary text an answer may hold (`token = sys.stdin.readline()`)."""
-    return _mask_in_order(text, _usable(secrets))
+    they would also mask ordinary text an answer may hold (`token = sys.stdin.readline()`). Only
+    the secrets a form of which may be in the text (`_present`) have their whole patterns compiled
+    and run: those take tens of milliseconds a key to compile."""
+    usable = _usable(secrets)
+    if not usable or not text:
+        return text
+    present = _present(text, _form_checks(tuple(usable)))
+    return _mask_in_order(text, [secret for secret in usable if secret in present])
 
 
 def _mask_in_order(text: str, secrets: list[str]) -> str:
@@ -340,6 +346,22 @@ def _mask_in_order(text: str, secrets: list[str]) -> str:
 def _usable(secrets: Iterable[str | None]) -> list[str]:
     """The secrets long enough to mask, longest first (a key that holds another is masked whole)."""
     return sorted({s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+
+
+def _candidates(checks: tuple[_Checks, _Checks], ch: str) -> tuple[_Check, ...]:
+    """The forms that may begin with `ch`."""
+    any_case, cased = checks
+    return (*any_case.get(ch.casefold(), ()), *cased.get(ch, ()))
+
+
+def _present(text: str, checks: tuple[_Checks, _Checks]) -> set[str]:
+    """The secrets a form of which may be in `text`: none of the others' is."""
+    present: set[str] = set()
+    for index, ch in enumerate(text):
+        for check in _candidates(checks, ch):
+            if check.whole_at(text, index):
+                present.update(check.secrets)
+    return present
 
 
 class AnswerMask:
@@ -362,50 +384,44 @@ class AnswerMask:
         if self._checks is None:
             return piece
         text = self._held + piece
-        cut, found = self._safe_end(text)
-        if not found:  # no form of a secret is anywhere in the text: nothing to mask
+        cut, present = self._safe_end(text)
+        if not present:  # no form of a secret is anywhere before the cut: nothing to mask
             self._held = text[cut:]
             return text[:cut]
-        shown, self._held = self._mask_before(text, cut)
+        shown, self._held = self._mask_before(text, cut, [s for s in self.secrets if s in present])
         return shown
 
     def flush(self) -> str:
         text, self._held = self._held, ""
-        if self._checks is None or not self._form_in(text):
+        if self._checks is None or not text:
             return text
-        return _mask_in_order(text, self.secrets)
+        present = _present(text, self._checks)
+        return _mask_in_order(text, [s for s in self.secrets if s in present])
 
-    def _candidates(self, ch: str) -> tuple[_Check, ...]:
-        """The forms that may begin with `ch`."""
-        assert self._checks is not None
-        any_case, cased = self._checks
-        return (*any_case.get(ch.casefold(), ()), *cased.get(ch, ()))
-
-    def _form_in(self, text: str) -> bool:
-        """Whether a form of a secret may be in `text` (else there is nothing to mask)."""
-        return any(check.whole_at(text, index) for index, ch in enumerate(text) for check in self._candidates(ch))
-
-    def _safe_end(self, text: str) -> tuple[int, bool]:
+    def _safe_end(self, text: str) -> tuple[int, set[str]]:
         """Where the part of `text` that no later piece can make into a secret's form ends, and
-        whether a whole form is in `text` (else there is nothing to mask)."""
-        cut, found = len(text), False
+        the secrets a form of which may begin before it (the others' need no masking)."""
+        assert self._checks is not None
+        cut, present = len(text), set()
         for index, ch in enumerate(text):
-            for check in self._candidates(ch):
+            for check in _candidates(self._checks, ch):
                 if check.begins_at(text, index):
                     cut = index
                     break
-                found = found or check.whole_at(text, index)
+                if check.whole_at(text, index):
+                    present.update(check.secrets)
             if cut == index:
                 break
         if cut and text[cut - 1] in _ENCODED_CHARS:
             cut -= 1  # it may be the character of an encoded form that mixes in the bits before it
-        return cut, found
+        return cut, present
 
-    def _mask_before(self, text: str, cut: int) -> tuple[str, str]:
+    @staticmethod
+    def _mask_before(text: str, cut: int, secrets: list[str]) -> tuple[str, str]:
         """`text` up to `cut` masked as `mask_known` masks it inside the whole text (a form's
         pattern sees the characters after the cut), and the rest, which waits for the next piece;
         a whole form that the cut would split waits with it."""
-        for secret in self.secrets:
+        for secret in secrets:
             parts, done, shift = [], 0, 0
             for match in _secret_pattern(secret).finditer(text):
                 if match.start() >= cut:
@@ -425,10 +441,11 @@ class _Check:
     (most never are: a form is tested only where a character it may begin with comes), and an
     encoded form's characters compared without a pattern."""
 
-    __slots__ = ("_begins", "_begins_closely", "_ending", "_whole", "form")
+    __slots__ = ("_begins", "_begins_closely", "_ending", "_whole", "form", "secrets")
 
     def __init__(self, form: _Form):
         self.form = form
+        self.secrets: list[str] = []  # whose form it is
         self._begins: re.Pattern[str] | None = None
         self._begins_closely: re.Pattern[str] | None = None
         self._whole: re.Pattern[str] | None = None
@@ -482,10 +499,13 @@ def _form_checks(secrets: tuple[str, ...]) -> tuple[_Checks, _Checks]:
     aside), casefolded for the forms of any letter case (the first table) and as they are."""
     checks: dict[_Form, _Check] = {}
     tables: tuple[dict[str, list[_Check]], dict[str, list[_Check]]] = ({}, {})
-    for forms in (_forms(secret) for secret in secrets):
+    for secret in secrets:
+        forms = _forms(secret)
         for table, group in zip(tables, (forms.case_free, forms.cased)):
             for form in group:
                 check = checks.setdefault(form, _Check(form))
+                if secret not in check.secrets:
+                    check.secrets.append(secret)
                 for ch in form.starts:
                     if check not in table.setdefault(ch, []):
                         table[ch].append(check)
