@@ -375,3 +375,43 @@ async def test_the_api_never_sends_back_a_key_echoed_in_an_answer(how, monkeypat
     assert stored, "the runs were not recorded"
     for file in stored:
         _assert_answer_masked(file.read_bytes(), file.name)
+
+
+async def test_an_error_that_echoes_the_key_reversed_spaced_base32_or_as_utf16_hex_is_masked(monkeypatch, stiva_home):
+    """The copies issue 50 found still leaking in error bodies: `stiva serve`'s 502 body and the
+    history hold none of them, and still say why the call failed."""
+    import base64
+    import tempfile
+    from pathlib import Path
+
+    import openai
+    from test_server import Served
+
+    from stiva_tui.config import load_config
+
+    monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
+    forms = {
+        "reversed": ECHOED[::-1],
+        "spaced": " ".join(ECHOED),
+        "base32": base64.b32encode(ECHOED.encode()).decode(),
+        "utf16-hex": ECHOED.encode("utf-16-le").hex(),
+    }
+    echo = "; ".join(f"{name}={value}" for name, value in forms.items())
+    assert len(f"Incorrect API key provided ({echo})") < 500  # the client keeps 500 characters of it
+    with FakeProvider() as fake:
+        fake.default("w1", Reply(status=401, error_message=f"Incorrect API key provided ({echo})"))
+        config = load_config(_echoing_config(Path(tempfile.mkdtemp()), fake.base_url))
+        served = Served(config).start()
+        try:
+            with pytest.raises(openai.APIStatusError) as caught:
+                served.client().chat.completions.create(model="w1", messages=[{"role": "user", "content": "hi"}])
+        finally:
+            served.stop()
+    body = json.dumps(caught.value.body)
+    assert "Incorrect API key provided (reversed=[redacted]; spaced=[redacted]; base32=[redacted]" in body
+    stored = [f for f in (stiva_home / "data").rglob("*") if f.is_file()]
+    assert stored, "the run was not recorded"
+    for where, data in [("the API's error body", body.encode()), *((f.name, f.read_bytes()) for f in stored)]:
+        for name, value in forms.items():
+            assert value.encode() not in data, f"the key, {name}, leaked into {where}"
+            assert value.encode("utf-16-le") not in data, f"the key, {name}, leaked into {where}"
