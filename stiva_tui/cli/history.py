@@ -163,41 +163,90 @@ def _change_history(args: argparse.Namespace) -> int:
     return 0
 
 
+RUN_COLUMNS = ("id", "started", "source", "status", "tokens", "cost", "question")
+# Where the runs do not fit whole: what gives way, in this order. The id, which `history show` and
+# `ask --continue` take, never does; the question is cut last, and never under QUESTION_MIN.
+LEFT_OUT_FIRST = ("tokens", "source", "cost")
+QUESTION_MIN = 20
+GAP = 2  # between two columns
+
+
 def _print_runs(runs) -> None:
     from rich.table import Table
 
-    console = stdout_console()  # a pipe or a file: whole ids and every column, for grep and scripts
+    console = stdout_console()  # a pipe or a file: whole ids, as wide as $COLUMNS says, else 80
+    if not runs:
+        console.print("no runs yet", highlight=False)
+        return
+    rows = [
+        {
+            "id": r.run_id,
+            "started": r.created_at[:16].replace("T", " "),
+            "source": r.source,
+            "status": r.status,
+            "tokens": f"{r.prompt_tokens:,}→{r.completion_tokens:,}",
+            "cost": fmt.money(r.cost_usd),
+            "question": printable(" ".join(r.question.split())),
+        }
+        for r in runs
+    ]
+    columns, left_out = _fitting_columns(rows, console.width)
+    widths = {name: _width(rows, name) for name in columns if name != "question"}
+    # the question gets what is left (at most 60, where its longest is no longer)
+    rest = console.width - sum(widths.values()) - GAP * (len(columns) - 1)
+    widths["question"] = max(QUESTION_MIN, min(rest, 60, _width(rows, "question")))
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for name, justify in (
-        ("id", "left"),
-        ("started", "left"),
-        ("source", "left"),
-        ("status", "left"),
-        ("tokens", "right"),
-        ("cost", "right"),
-        ("question", "left"),
-    ):
-        # The id stays whole (`stiva history show ID`); the question gives way first.
+    for name in columns:
+        # every width set here: the id and the start stay whole (`stiva history show ID`), the
+        # question is cut at its width with "…"
         table.add_column(
             name,
-            justify=justify,
+            justify="right" if name in ("tokens", "cost") else "left",
             no_wrap=True,
             overflow="ellipsis",
-            min_width=32 if name == "id" else None,
-            max_width=60 if name == "question" else None,
-            ratio=1 if name == "question" else None,
+            width=widths[name],
         )
-    for r in runs:
-        table.add_row(
-            r.run_id,
-            r.created_at[:16].replace("T", " "),
-            r.source,
-            r.status,
-            f"{r.prompt_tokens:,}→{r.completion_tokens:,}",
-            fmt.money(r.cost_usd),
-            printable(" ".join(r.question.split())),
+    for row in rows:
+        table.add_row(*(row[name] for name in columns))
+    console.print(table, highlight=False)
+    if left_out:
+        console.print(
+            f"[dim]{_and(left_out)} left out to fit {console.width} columns (--json has every field)[/]",
+            highlight=False,
         )
-    console.print(table if runs else "no runs yet", highlight=False)
+
+
+def _and(words: list[str]) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _width(rows: list[dict], name: str) -> int:
+    """The column's width: its heading's, or its longest cell's."""
+    return max(len(name), *(len(row[name]) for row in rows))
+
+
+def _fitting_columns(rows: list[dict], width: int) -> tuple[list[str], list[str]]:
+    """The columns of the runs' table that fit in `width` with QUESTION_MIN of the question: every
+    one where they do; else the start as "12-05 22:31" (the year left out), then without tokens,
+    the source and the cost, one after the other. The columns shown, and those left out."""
+
+    def needed(columns: list[str]) -> int:
+        fixed = sum(_width(rows, name) for name in columns if name != "question")
+        return fixed + GAP * (len(columns) - 1) + QUESTION_MIN
+
+    columns = list(RUN_COLUMNS)
+    if needed(columns) <= width:
+        return columns, []
+    for row in rows:
+        row["started"] = row["started"][5:]  # 2026-12-05 22:31 -> 12-05 22:31
+    left_out: list[str] = []
+    for name in LEFT_OUT_FIRST:
+        if needed(columns) <= width:
+            break
+        columns.remove(name)
+        left_out.append(name)
+    return columns, left_out
 
 
 def _print_run(trace) -> None:
