@@ -280,10 +280,15 @@ def _norm_url(url: str) -> str:
 
 
 async def build_pool(
-    config: Config, *, discover: bool | None = None, discovery_ports: Mapping[str, int | None] | None = None
+    config: Config,
+    *,
+    discover: bool | None = None,
+    discovery_ports: Mapping[str, int | None] | None = None,
+    embedded_process: bool = False,
 ) -> Pool:
     """Build the pool for `config`. `discover` None follows `config.discovery.enabled`;
-    `discovery_ports` overrides where local servers are looked for (see discovery)."""
+    `discovery_ports` overrides where local servers are looked for (see discovery);
+    `embedded_process`: the embedded model runs in a process of its own (its reason says so)."""
     from .discovery import discover_models, unreachable
 
     do_discover = config.discovery.enabled if discover is None else discover
@@ -313,7 +318,7 @@ async def build_pool(
         for task in (discovery_task, probe_task):
             if task is not None and not task.done():
                 task.cancel()
-    return _assemble(config, providers, keys, discovered, embedded_pool_model(), dead)
+    return _assemble(config, providers, keys, discovered, embedded_pool_model(embedded_process), dead)
 
 
 def build_pool_sync(
