@@ -181,3 +181,14 @@ def test_history_piped_at_80_columns_keeps_the_id_and_the_date_whole(config, sti
     wide = run_stiva("history", env=_piped(200))
     assert wide.stdout.splitlines()[0].split() == ["id", "started", "source", "status", "tokens", "cost", "question"]
     assert runs[0]["started_at"][:16].replace("T", " ") in wide.stdout
+
+    # the conversations too: the id (a uuid) and the date whole, the runs column no more dropped unsaid
+    found = json.loads(run_stiva("history", "conversations", "--json").stdout)
+    shown = run_stiva("history", "conversations", env=_piped())
+    _fits(shown.stdout)
+    for conversation, line in zip(found, shown.stdout.splitlines()[1:]):
+        start = conversation["updated_at"][5:16].replace("T", " ")
+        assert line.startswith(f"{conversation['id']}  {start}  "), line
+    assert "kind and runs left out to fit 80 columns" in shown.stdout
+    wide = run_stiva("history", "conversations", env=_piped(200))
+    assert wide.stdout.splitlines()[0].split() == ["id", "updated", "kind", "runs", "status", "title"]
