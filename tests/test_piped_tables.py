@@ -153,6 +153,8 @@ def test_a_narrow_table_folds_and_shortens_long_system_names_and_never_cuts_them
     assert short[systems[1]] == "cascade:gpt-4o-mini+claude-3-5-haiku-20241022>gpt-4o-2024-08-06"
     assert (short[systems[2]], short[systems[3]]) == ("openai/gpt-4o-2024-08-06", "azure/gpt-4o-2024-08-06")
     assert short[systems[4]] == "router:zeroeval-router@cheap"
+    nested = "cascade:openai/gpt-4o-mini+google/gemini-flash>vote:openai/gpt-4o+anthropic/claude-sonnet-4+x/y"
+    assert short_names([nested])[nested] == "cascade:gpt-4o-mini+gemini-flash>vote:gpt-4o+claude-sonnet-4+y"
     assert _system_cells(out) == [short[s] for s in systems]
     assert fold(short[systems[0]], 24) == [
         "vote:gpt-4o-2024-08-06+",

@@ -49,9 +49,13 @@ def _short(name: str, keep_provider: bool) -> str:
     if not colon or not rest:
         return name
     shorten = _without_namespace if keep_provider else short_model
+
+    def short(ref: str) -> str:  # a vote inside a cascade keeps its kind: cascade:A+B>vote:C+D+E
+        inner = "vote:" if ref.startswith("vote:") else ""
+        return inner + shorten(ref.removeprefix(inner))
+
     models = "".join(
-        shorten(piece[:-1]) + piece[-1] if piece[-1] in _SEPARATORS else shorten(piece)
-        for piece in _PIECES.findall(rest)
+        short(piece[:-1]) + piece[-1] if piece[-1] in _SEPARATORS else short(piece) for piece in _PIECES.findall(rest)
     )
     if kind == "direct":
         return models + suffix
