@@ -103,7 +103,10 @@ class FileKeys:
         import json
         import tempfile
 
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        from . import paths
+
+        # 0700, even where the folder was made open before (by `stiva config`, an older Stiva)
+        paths.private_dir(self.path.parent, tighten=True)
         fd, scratch = tempfile.mkstemp(dir=self.path.parent, prefix=".keys-")  # mkstemp makes it 0600
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:

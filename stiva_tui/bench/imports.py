@@ -31,7 +31,7 @@ from ..core.files import scratch_beside
 from ..core.reading import ReadError, read_text
 from ..evals.recorded import RecordsError
 from ..evals.recorded.records import RecordedRow
-from ..evals.suite import answer_key, parse_suite
+from ..evals.suite import answer_key, parse_suite, recorded_answer_line
 from ..store.benches import IMPORTED
 from ..store.records import BenchItemRecord
 
@@ -244,7 +244,7 @@ def import_recorded(
                 status="graded",
                 correct=row.correct,
                 answer=row.response,
-                extracted=f"{row.score:g}",
+                extracted=recorded_answer_line(row.response),  # the score is the verdict, not an answer
                 error=None if row.correct else f"recorded score {row.score:g}",
                 prompt_tokens=prompt,
                 completion_tokens=completion,

@@ -66,7 +66,7 @@ from ..sandbox import (
 )
 from .numbers import extract_number, integer_reference, parse_number, written_value
 from .numbers import unboxed as _unboxed
-from .suite import LETTERS, CodeTests, SuiteItem, answer_key
+from .suite import LETTERS, CodeTests, SuiteItem, answer_key, recorded_answer_line
 
 __all__ = [
     "DEFAULT_CODE_TIMEOUT_S",
@@ -601,11 +601,13 @@ def parse_judge_reply(text: str) -> Grade:
 
 
 def _grade_recorded(item: SuiteItem, text: str) -> Grade:
-    """The score recorded for this very answer (a recorded pool's truth), never a re-grade."""
+    """The score recorded for this very answer (a recorded pool's truth), never a re-grade. The
+    extracted answer is the answer's last line (the score is the grade, not an answer)."""
     score = (item.recorded or {}).get(answer_key(text))
     if score is None:
         return Grade(False, "", "not one of the recorded answers to this item, so it has no recorded score")
-    return Grade(score >= 0.5, f"{score:g}", None if score >= 0.5 else f"recorded score {score:g}")
+    detail = None if score >= 0.5 else f"recorded score {score:g}"
+    return Grade(score >= 0.5, recorded_answer_line(text), detail)
 
 
 _TEXT_GRADERS: dict[str, Callable[[SuiteItem, str], Grade]] = {

@@ -244,6 +244,13 @@ def answer_key(text: str) -> str:
     return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()[:16]
 
 
+def recorded_answer_line(text: str) -> str:
+    """What a recorded answer says last (its last line that is not blank), where an answer usually
+    is: the `extracted` of an answer graded by its recorded score, since nothing is read from it."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
 _ANSWER_KIND = {"choice": "choice", "numeric": "number", "math": "math", "exact": "exact"}
 
 
