@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ...runtime import Runtime
 
 MAX_COLUMNS = 9  # votes are bound to the keys 1..9
+ANSWER_ACTIONS = ("vote", "verdict", "zoom")  # the bindings that act on answers shown
 CONDUCTOR = "conductor"
 MOA = "moa"
 # Systems that are not a single pool model, as the selection list names them.
@@ -309,11 +310,13 @@ class CompareScreen(Screen):
         box.post_message(events.Key(event.key, event.character))  # typed there, as if it had the focus
 
     def _bound_here(self, key: str) -> bool:
-        """Whether `key` is bound by this screen or the focused widget (not only app-wide)."""
+        """Whether `key` is bound by this screen or the focused widget (not only app-wide); before
+        any answer, the votes and the zoom bind nothing (a question may start with "x" or "2")."""
         return any(
-            key in bindings.key_to_bindings
+            self.columns or not binding.action.startswith(ANSWER_ACTIONS)
             for namespace, bindings in self._modal_binding_chain
             if namespace is not self.app
+            for binding in bindings.key_to_bindings.get(key, ())
         )
 
     async def _lay_out(
