@@ -14,9 +14,11 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import paths
+from .core.reading import ReadError, read_text
 
 ConductorBackend = Literal["auto", "local", "embedded", "remote", "router"]
 DEFAULT_LOCAL_MODEL = "Qwen/Qwen2.5-7B-Instruct"
+CONFIG_LIMIT = 4 * 1024 * 1024  # bytes of a config file; past it, refused unread
 
 
 class ConfigError(Exception):
@@ -148,6 +150,7 @@ class SandboxConfig(_Strict):
     memory_mb: int = Field(512, ge=32, le=65536)
     processes: int = Field(64, ge=1, le=4096)
     disk_mb: int = Field(64, ge=1, le=65536)  # the run's /tmp, the only place it can write
+    files: int = Field(4096, ge=16, le=1_000_000)  # files and folders in /tmp and /dev/shm together
     output_kb: int = Field(1024, ge=1, le=1024 * 1024)  # kept of stdout and of stderr each
     read_only: list[str] = Field(default_factory=list)  # more host paths the code may read
     site_packages: bool = False  # let the code import this environment's packages (numpy...)
@@ -161,6 +164,7 @@ class SandboxConfig(_Strict):
             memory_mb=self.memory_mb,
             processes=self.processes,
             disk_mb=self.disk_mb,
+            files=self.files,
             output_kb=self.output_kb,
             read_only=tuple(self.read_only),
             site_packages=self.site_packages,
@@ -169,11 +173,16 @@ class SandboxConfig(_Strict):
         )
 
 
+LocalServerName = Literal["ollama", "vllm", "llamacpp", "lmstudio"]  # pool/discovery.py's KNOWN_SERVERS
+
+
 class DiscoveryConfig(_Strict):
     # Look for local servers on their default ports, and check that the local endpoints the
     # config names answer (a dead one is shown as unreachable); each probe waits `timeout_s`.
     enabled: bool = True
     timeout_s: float = Field(0.3, gt=0, le=10)
+    # Where a kind of server is looked for instead of its default port (ollama = 11435); 0: not at all.
+    ports: dict[LocalServerName, Annotated[int, Field(ge=0, le=65535)]] = Field(default_factory=dict)
 
 
 class ServeConfig(_Strict):
@@ -328,8 +337,10 @@ def load_config(path: Path | str | None = None) -> Config:
             raise ConfigError(f"config file {file} does not exist")
         return Config()
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_text(file, CONFIG_LIMIT)
         data = tomllib.loads(text)
+    except ReadError as exc:
+        raise ConfigError(str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:

@@ -48,6 +48,14 @@ TEMPLATE = """# Stiva's configuration. Every line below is a default, commented 
 # retries = 2
 # max_answer_kb = 1024        # one call's answer at most (KiB); a longer one fails the call
 
+# Local servers (Ollama, vLLM, llama.cpp, LM Studio) on this machine join the pool when they answer
+# on their default ports; one that runs as another login user is left out (docs/security.md). The
+# app looks again every 30 s and says which server came or went.
+# [discovery]
+# enabled = true              # false: only the servers named under [[providers]]
+# timeout_s = 0.3             # how long each probe waits
+# ports = { ollama = 11434, vllm = 8000, llamacpp = 8080, lmstudio = 1234 }   # 0: not looked for
+
 # [ask]
 # warm_idle_s = 600           # stiva ask keeps the model loaded this long between asks (0: never)
 

@@ -24,6 +24,8 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from .core.reading import read_text
+
 SERVICE = "stiva"
 
 _lock = threading.Lock()
@@ -83,7 +85,7 @@ class FileKeys:
         import json
 
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = json.loads(read_text(self.path, 16 << 20))  # past it: a ValueError, as a damaged file
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:

@@ -31,6 +31,7 @@ PERF = (
     "dpo_step",
     "engine",
     "first_paint",
+    "hostile_files",
     "memory",
     "suite_under_load",
     "offline",

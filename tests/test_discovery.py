@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
@@ -328,3 +329,177 @@ async def test_discovered_models_are_shown_as_discovered_in_the_listing(http_ser
     table = out.getvalue()
     assert "vllm/local-7b" in table and "(discovered)" in table and url in table
     assert "\x1b" not in table and "\x07" not in table
+
+
+# --- whose server it is (issue 50, item 4): a port says nothing of who holds it ---
+
+
+async def test_a_server_of_another_login_user_is_left_out_and_own_and_system_ones_are_kept():
+    """Three real servers, each in a process of its own uid: another login user's (1500) on the
+    Ollama port is left out and asked nothing but its model list; root's own and a system
+    account's (999, as Ollama's installer makes) join the pool as today."""
+    from stiva_tui.pool.discovery import discover
+    from tests.support.other_user import LOGIN_UID, SYSTEM_UID, ServerAs, free_port, needs_root
+
+    needs_root()
+    with (
+        ServerAs(LOGIN_UID, free_port(), ("secret-listener",)) as stranger,
+        ServerAs(SYSTEM_UID, free_port(), ("system-model",)) as system,
+        ServerAs(os.getuid(), free_port(), ("own-model",)) as own,
+    ):
+        found = await discover(
+            ports={"ollama": stranger.port, "vllm": system.port, "lmstudio": own.port}, timeout_s=5.0
+        )
+        servers = await discover_servers(ports={"ollama": stranger.port}, timeout_s=5.0)
+    assert sorted((s.name, s.models) for s in found.servers) == [
+        ("lmstudio", ("own-model",)),
+        ("vllm", ("system-model",)),
+    ]
+    assert [(item.name, item.base_url, item.uid) for item in found.left_out] == [
+        ("ollama", stranger.base_url, LOGIN_UID)
+    ]
+    assert not any(m.model == "secret-listener" for m in found.models())
+    assert servers == []  # discover_servers (and discover_models) give only the trusted ones
+    line = found.left_out[0].line()
+    assert line.startswith(f"left out: Ollama at {stranger.base_url} runs as another user (")
+    assert f"uid {LOGIN_UID})" in line and "[[providers]]" in line and "\n" not in line
+    assert all(request.startswith("GET ") for request in stranger.requests), stranger.requests
+    assert system.requests and own.requests
+
+
+async def test_where_the_owner_cannot_be_read_a_server_is_trusted_as_before(tmp_path):
+    """No /proc/net/tcp (macOS, Windows): the listener's owner is unknown, and the server is
+    trusted as before discovery looked (docs/security.md says so)."""
+    from stiva_tui.pool.discovery import discover
+    from tests.support.other_user import LOGIN_UID, ServerAs, free_port, needs_root
+
+    needs_root()
+    with ServerAs(LOGIN_UID, free_port()) as stranger:
+        found = await discover(ports={"ollama": stranger.port}, timeout_s=5.0, proc_net=tmp_path / "no-proc")
+    assert [s.name for s in found.servers] == ["ollama"] and found.left_out == ()
+
+
+PROC_TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:2CAA 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1500        0 1 1 0 100 0 0 10 0
+   1: 00000000:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000   999        0 2 1 0 100 0 0 10 0
+   2: 0100007F:2CAA 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 3 1 0 100 0 0 10 0
+   3: 0200007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1501        0 4 1 0 100 0 0 10 0
+"""
+PROC_TCP6 = """  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000000000000000000000000000:04D2 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1502        0 5 1 0 100 0 0 10 0
+   1: 00000000000000000000000001000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1503        0 6 1 0 100 0 0 10 0
+"""
+
+
+def test_listeners_are_read_from_proc_net_tcp_and_tcp6(tmp_path):
+    """The kernel's tables as Linux writes them (x86: each 32-bit word little-endian): a listener
+    on 127.0.0.1 or on every address (0.0.0.0, ::) is reached by a probe of 127.0.0.1; one on
+    127.0.0.2 or ::1 is not, nor a connected socket on the same port."""
+    import sys
+
+    from stiva_tui.pool.discovery import listener_uids, listening_sockets
+
+    if sys.byteorder != "little":
+        pytest.skip("the rows above are written as a little-endian machine writes them")
+    (tmp_path / "tcp").write_text(PROC_TCP)
+    (tmp_path / "tcp6").write_text(PROC_TCP6)
+    sockets = listening_sockets(tmp_path)
+    assert sockets is not None and len(sockets) == 5
+    assert listener_uids(sockets, 11434) == {1500}  # 0x2CAA on 127.0.0.1; the connected row is not a listener
+    assert listener_uids(sockets, 8000) == {999}  # 0x1F40 on 0.0.0.0
+    assert listener_uids(sockets, 1234) == {1502}  # 0x04D2 on ::, which takes IPv4 too
+    assert listener_uids(sockets, 8080) == set()  # on 127.0.0.2 and ::1: not where the probe goes
+    assert listener_uids(sockets, 9999) == set()
+    assert listening_sockets(tmp_path / "none") is None and listener_uids(None, 11434) == set()
+
+
+def test_the_login_range_starts_at_uid_min_of_login_defs(tmp_path):
+    from stiva_tui.pool.discovery import login_uid_min, trusted_owner
+
+    defs = tmp_path / "login.defs"
+    defs.write_text("# UID_MIN 5\nUID_MAX 60000\nUID_MIN\t\t 2000\n")
+    assert login_uid_min(defs) == 2000
+    assert trusted_owner(1999, defs) and not trusted_owner(2000, defs)
+    assert login_uid_min(tmp_path / "missing") == 1000  # login.defs' own default
+    defs.write_text("UID_MIN lots\n")
+    assert login_uid_min(defs) == 1000
+    assert trusted_owner(os.getuid(), defs) and trusted_owner(0, defs)
+    assert not trusted_owner(65534, tmp_path / "missing")  # nobody is not a system account's uid
+
+
+def test_stiva_models_says_in_one_line_that_another_users_server_was_left_out(stiva_home, tmp_path):
+    """The real `stiva models`, with `[discovery] ports` pointing Ollama at a server of uid 1500:
+    its models are not in the pool, and one line says so and how to add it; named under
+    [[providers]] on purpose, it is the config's (no line), and its model is available."""
+    from tests.support.cli import run_stiva
+    from tests.support.other_user import LOGIN_UID, ServerAs, free_port, needs_root
+
+    needs_root()
+    env = {**os.environ, "STIVA_HOME": str(stiva_home), "COLUMNS": "400"}
+    with ServerAs(LOGIN_UID, free_port(), ("theirs-7b",)) as stranger:
+        config = tmp_path / "config.toml"
+        discovery = f"[discovery]\ntimeout_s = 5.0\nports = {{ ollama = {stranger.port}, vllm = 0, llamacpp = 0, lmstudio = 0 }}\n"
+        config.write_text(f"catalog = false\n{discovery}")
+        shown = run_stiva("models", "--config", str(config), env=env)
+        listed = run_stiva("models", "--config", str(config), "--json", env=env)
+
+        config.write_text(
+            f'catalog = false\n{discovery}\n[[providers]]\nname = "theirs"\nbase_url = "{stranger.base_url}"\n\n'
+            f'[[models]]\nid = "theirs-7b"\nprovider = "theirs"\nmodel = "theirs-7b"\n'
+        )
+        named = run_stiva("models", "--config", str(config), "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    lines = [line for line in shown.stdout.splitlines() if "left out" in line]
+    assert lines == [
+        f"left out: Ollama at {stranger.base_url} runs as another user (uid {LOGIN_UID}); "
+        "to use it, name it under [[providers]] in the config"
+    ]
+    assert "theirs-7b" not in shown.stdout
+    assert listed.returncode == 0, listed.stderr
+    listing = json.loads(listed.stdout)
+    assert listing["left_out"] == lines and not any("theirs" in m["id"] for m in listing["models"])
+    assert named.returncode == 0, named.stderr
+    listing = json.loads(named.stdout)
+    assert listing["left_out"] == []
+    assert next(m for m in listing["models"] if m["id"] == "theirs-7b")["available"]
+
+
+async def test_discovery_ports_in_the_config_move_where_servers_are_looked_for(http_server):
+    from stiva_tui.config import parse_config
+    from stiva_tui.pool.registry import build_pool
+
+    port, seen = http_server({"/v1/models": (200, {"data": [{"id": "moved-model"}]})})
+    ports = {"ollama": 0, "vllm": port, "llamacpp": 0, "lmstudio": 0}
+    pool = await build_pool(parse_config({"discovery": {"timeout_s": 2.0, "ports": ports}, "catalog": False}))
+    assert [m.id for m in pool if m.source == "discovered"] == ["vllm/moved-model"] and seen == ["/v1/models"]
+
+
+@pytest.mark.parametrize(
+    "ports, field",
+    [
+        ({"nginx": 80}, "discovery.ports.nginx"),
+        ({"ollama": 70000}, "discovery.ports.ollama"),
+        ({"vllm": "8000"}, "discovery.ports.vllm"),
+    ],
+)
+def test_discovery_ports_that_cannot_be_are_config_errors(ports, field):
+    from stiva_tui.config import ConfigError, DiscoveryConfig, parse_config
+
+    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+        parse_config({"discovery": {"ports": ports}})
+    assert set(DiscoveryConfig.model_fields["ports"].annotation.__args__[0].__args__) == set(DEFAULT_PORTS)
+
+
+def test_the_config_templates_discovery_section_is_the_defaults(tmp_path):
+    """The generated config's commented [discovery] lines, uncommented, are valid and change nothing."""
+    from stiva_tui.config import Config, load_config
+    from stiva_tui.config_template import TEMPLATE
+
+    wanted = ("# [discovery]", "# enabled = ", "# timeout_s = 0.3", "# ports = ")
+    text = "\n".join(line[2:] if line.startswith(wanted) else line for line in TEMPLATE.splitlines())
+    assert "\n[discovery]\nenabled = true " in text
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    discovery = load_config(path).discovery
+    assert (discovery.enabled, discovery.timeout_s) == (Config().discovery.enabled, Config().discovery.timeout_s)
+    assert discovery.ports == DEFAULT_PORTS

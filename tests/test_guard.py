@@ -78,3 +78,50 @@ def test_a_later_step_that_reads_an_earlier_one_passes():
 def test_the_conversation_counts_as_what_was_asked():
     earlier = [{"role": "user", "content": "Tell me about monarch butterflies."}, {"role": "assistant", "content": "…"}]
     assert degenerate(one("Explain the migration of monarch butterflies."), "And where do they go?", earlier) is None
+
+
+SORT = "Write a Python function that sorts a list of words by their length."
+
+
+def judged(subtask: str, drafts: int = 2) -> Workflow:
+    """`drafts` steps that answer the question, then a step that reads them all: `subtask`."""
+    steps = [Step(0, "Write the function.", ()) for _ in range(drafts)]
+    return Workflow((*steps, Step(1, subtask, tuple(range(drafts)))))
+
+
+@pytest.mark.parametrize(
+    "subtask, drafts",
+    [
+        ("Pick the better of the answers of step 0 and step 1.", 2),
+        ("Pick the better of the answers of step 1 and step 2.", 2),  # steps counted from 1
+        ("Choose the best answer among steps 0, 1 and 2.", 3),
+        ("Vote: give the answer most of steps 0-2 agree on.", 3),
+        ("Judge which of answer 1 and answer 2 is correct and return it.", 2),
+        ("Merge the drafts of step 0 and step 1 into one answer.", 2),
+        ("Compare responses #1 and #2 and give the stronger one.", 2),
+        ("Return the majority answer of steps 0, 1, 2.", 3),
+        ("Check step 1's answer and fix it.", 1),
+        ("Wähle die bessere Antwort aus Schritt 0 und Schritt 1.", 2),
+    ],
+)
+def test_a_merge_vote_or_judge_step_may_name_earlier_steps_by_number(subtask, drafts):
+    assert degenerate(judged(subtask, drafts), SORT) is None
+
+
+@pytest.mark.parametrize(
+    "question, subtask, caught",
+    [
+        # a topic of its own, whatever steps it names
+        (SORT, "Explain the migration of monarch butterflies using step 0 and step 1.", "shares nothing"),
+        ("What is the capital of France?", "Rank the planets by distance from step 0 and step 1.", "shares nothing"),
+        # numbers no step of this plan has are numbers, not references
+        ("What is the capital of France?", "Compare step 12 and step 40 of the recipe.", "shares nothing"),
+        ("What is the capital of France?", "Multiply 4817 by 9932 and 7731, then add answer 0.", "shares nothing"),
+        # a copied example stays copied with step numbers around it
+        (SORT, "Write a short poem about the sea, then pick the better of step 0 and step 1.", "step 3's subtask"),
+        ("Is 97 prime?", "Compute 12 times 3 from step 0.", "copied from the planner's own examples"),
+    ],
+)
+def test_step_numbers_do_not_excuse_a_step_about_something_else(question, subtask, caught):
+    why = degenerate(judged(subtask), question)
+    assert why is not None and caught in why, why

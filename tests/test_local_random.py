@@ -332,3 +332,101 @@ async def test_loads_in_two_threads_keep_their_progress_apart(qwen_folder, tmp_p
     for mine, theirs in (("A", "B"), ("B", "A")):
         assert any("loading weights" in m for m in seen[mine]), seen[mine]
         assert all(f"model {theirs}" not in m for m in seen[mine]), seen[mine]
+
+
+STOPPING_PLAN = 'model_id = [1, 0]\nsubtasks = ["Draft it.", "Check step 0."]\naccess_list = [[], [0]]'
+
+
+class _Forced:
+    """A logits processor that makes the model write `tokens`, whatever its weights say."""
+
+    def __init__(self, tokens: list[int]):
+        self.tokens = tokens
+        self.start: int | None = None
+
+    def __call__(self, input_ids, scores):
+        self.start = input_ids.shape[1] if self.start is None else self.start
+        target = self.tokens[min(input_ids.shape[1] - self.start, len(self.tokens) - 1)]
+        forced = scores.new_full(scores.shape, float("-inf"))
+        forced[:, target] = 0.0
+        return forced
+
+
+class _ForcedMask:
+    """A grammar mask (`inference.grammar_mask.GrammarMask`'s interface) that allows `tokens` in turn."""
+
+    def __init__(self, tokens: list[int]):
+        self.tokens = tokens
+        self.taken = 0
+
+    def accept(self, token: int) -> None:
+        self.taken += 1
+
+    def forced(self) -> int:
+        return self.tokens[min(self.taken, len(self.tokens) - 1)]
+
+    def __call__(self, scores):
+        forced = scores.new_full(scores.shape, float("-inf"))
+        forced[:, self.forced()] = 0.0
+        return forced
+
+
+@pytest.mark.parametrize("decode", [None, "eager"])
+def test_generation_stops_where_the_plan_is_complete(qwen_conductor, decode):
+    """A model that writes its lists and goes on writing is stopped right after them (the local
+    conductor without its grammar: `stop_at` with `plan_end`), counting only what it generated."""
+    from stiva_tui.core.workflow import plan_end
+    from stiva_tui.inference.decode import DecodeOptions
+    from stiva_tui.inference.generation import generate_sync
+
+    loaded = qwen_conductor.load_sync()
+    tok = loaded.tokenizer
+    plan_tokens = len(tok(STOPPING_PLAN, add_special_tokens=False)["input_ids"])
+    target = tok(STOPPING_PLAN + " and then it goes on" * 60, add_special_tokens=False)["input_ids"]
+    seen: list[str] = []
+    result = generate_sync(
+        loaded,
+        tok("Plan:", add_special_tokens=False)["input_ids"],
+        max_new_tokens=len(target),
+        logits_processors=[_Forced(target)],
+        on_text=seen.append,
+        eos_ids=[tok.eos_token_id],
+        decode=DecodeOptions.parse(decode) if decode else None,
+        stop_at=lambda text, since: plan_end(text, 3, 5, since=since),
+    )
+    assert result.text == STOPPING_PLAN == "".join(seen)
+    assert result.finish == "stop"
+    assert plan_tokens <= result.completion_tokens <= plan_tokens + 2 < len(target)
+
+
+async def test_under_the_grammar_a_plan_ends_with_its_lists(qwen_conductor):
+    """The grammar's end allows only the end token: nothing is generated after the lists."""
+    from stiva_tui.core.workflow import plan_end
+
+    for pool, steps in ((1, 1), (3, 3), (7, 5)):
+        plan = await qwen_conductor.plan(PlanRequest("What is 17*23?", POOL[:pool], max_steps=steps))
+        end = plan_end(plan.raw_text, pool, steps)
+        assert end is not None and not plan.raw_text[end:].strip()
+        assert qwen_conductor.last_stats["finish"] == "stop"
+
+
+async def test_without_the_grammar_the_local_conductor_stops_at_the_end_of_its_lists(qwen_folder, monkeypatch):
+    from stiva_tui.conductor.local import HFConductor, LocalConductor
+
+    conductor = LocalConductor(str(qwen_folder), device="cpu", grammar=False, max_reasoning_tokens=0)
+    loaded = conductor.load_sync()
+    written = loaded.tokenizer(" " + STOPPING_PLAN + " and then it goes on" * 60, add_special_tokens=False)
+    plan_tokens = len(loaded.tokenizer(" " + STOPPING_PLAN, add_special_tokens=False)["input_ids"])
+    prepare = HFConductor._prepare
+
+    def writes_the_plan_and_goes_on(self, request, loaded):
+        setup = prepare(self, request, loaded)
+        setup.processor.mask = _ForcedMask(written["input_ids"])  # in place of the grammar's
+        return setup
+
+    monkeypatch.setattr(HFConductor, "_prepare", writes_the_plan_and_goes_on)
+    plan = await conductor.plan(PlanRequest("What is 17*23?", POOL[:3], max_steps=5))
+    assert plan.workflow == parse_workflow(STOPPING_PLAN, 3, 5)
+    assert plan.raw_text.endswith(STOPPING_PLAN)
+    assert conductor.last_stats["finish"] == "stop"
+    assert plan.usage.completion_tokens <= plan_tokens + 2

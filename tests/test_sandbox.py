@@ -49,6 +49,20 @@ def fenced(code: str) -> str:
     return f"```python\n{code}\n```"
 
 
+# The pids that exist in the sandbox, found without /proc: kill(pid, 0) says "no such process" for
+# any other (EPERM, from seccomp or Landlock, means that one exists and is out of reach).
+EXISTING_PIDS = (
+    "existing = []\n"
+    "for pid in range(1, 4097):\n"
+    "    try:\n"
+    "        os.kill(pid, 0)\n"
+    "        existing.append(pid)\n"
+    "    except PermissionError:\n"
+    "        existing.append(pid)\n"
+    "    except ProcessLookupError:\n"
+    "        pass\n"
+)
+
 ADD = code_item("assert add(2, 3) == 5\nassert add(-1, 1) == 0")
 
 
@@ -63,8 +77,8 @@ def test_the_bundled_bwrap_isolates_too():
     settings = SandboxSettings(bwrap=str(bwrap_path()))
     iso = find_isolation(settings)
     assert iso.source == "config" and iso.version
-    result = run_code("import os\nprint(sorted(p for p in os.listdir('/proc') if p.isdigit()))", settings=settings)
-    assert result.ok and result.stdout.strip() == "['1', '2', '3']", result
+    result = run_code(f"import os\n{EXISTING_PIDS}print(existing)", settings=settings)
+    assert result.ok and result.stdout.strip() == "[1, 2, 3]", result
 
 
 # --- files ---------------------------------------------------------------------------------------
@@ -96,8 +110,12 @@ def test_the_code_reads_no_file_of_the_user(tmp_path, monkeypatch):
         "        print('READ', path, open(path).read()[:200])\n"
         "    except OSError as e:\n"
         "        print('DENIED', path, type(e).__name__)\n"
-        "for pid in os.listdir('/proc'):\n"
-        "    if pid.isdigit():\n"
+        "try:\n"
+        "    pids = os.listdir('/proc')\n"
+        "except OSError:\n"
+        "    pids = []\n"
+        "for pid in {'1', '2', 'self', *pids}:\n"
+        "    if pid.isdigit() or pid == 'self':\n"
         "        try:\n"
         "            print('ENV', open(f'/proc/{pid}/environ', 'rb').read()[:4000])\n"
         "        except OSError:\n"
@@ -303,7 +321,10 @@ def test_the_supervisor_and_other_processes_are_out_of_reach():
         "    except OSError as e:\n"
         "        print('mem', pid, e.errno)\n"
         "print('unshare', libc.unshare(0x10000000), ctypes.get_errno())\n"  # a new user namespace
-        "print('visible', sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
+        "try:\n"
+        "    print('listed', os.listdir('/proc'))\n"
+        "except OSError as e:\n"
+        "    print('proc', e.errno)\n" + EXISTING_PIDS + "print('visible', existing)\n"
     )
     result = run_code(attack)
     assert result.ok, result.stderr
@@ -312,6 +333,7 @@ def test_the_supervisor_and_other_processes_are_out_of_reach():
     assert "stopped" not in out and "mem read" not in out
     visible = json.loads(out.split("visible ", 1)[1].strip())
     assert visible == [1, 2, 3], visible  # bwrap's init, the supervisor, the code: nothing of the host
+    assert "proc 13" in out, out  # Landlock: /proc is not the code's to read (EACCES)
 
 
 # --- the network ---------------------------------------------------------------------------------
@@ -784,14 +806,15 @@ def test_stiva_bench_grades_an_attacker_at_zero_and_the_honest_model_in_full(fak
 def test_the_config_tunes_the_sandbox_and_refuses_nonsense(tmp_path):
     from stiva_tui.config import ConfigError, parse_config
 
-    config = parse_config({"sandbox": {"memory_mb": 256, "processes": 8, "read_only": ["/opt/data"]}})
+    config = parse_config({"sandbox": {"memory_mb": 256, "processes": 8, "files": 64, "read_only": ["/opt/data"]}})
     settings = config.sandbox.settings(unsafe=True)
-    assert (settings.memory_mb, settings.processes, settings.read_only, settings.unsafe) == (
+    assert (settings.memory_mb, settings.processes, settings.files, settings.read_only, settings.unsafe) == (
         256,
         8,
+        64,
         ("/opt/data",),
         True,
     )
-    for bad in ({"memory_mb": "lots"}, {"processes": 0}, {"network": True}):
+    for bad in ({"memory_mb": "lots"}, {"processes": 0}, {"files": 0}, {"network": True}):
         with pytest.raises(ConfigError):
             parse_config({"sandbox": bad})

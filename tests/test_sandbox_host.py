@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import sys
 import time
 from pathlib import Path
 
@@ -300,3 +301,270 @@ def test_run_cgroups_of_a_gone_stiva_are_swept_and_a_live_ones_kept():
                     break
                 except OSError:
                     time.sleep(0.02)
+
+
+# --- signals that the kernel sends for the code (issue 50, item 1) -------------------------------
+
+SIGIO_ATTACK = """
+import fcntl, os, signal, socket, struct
+me = os.getpid()
+armed = []
+for pid in [*range(1, 65), -1, -2, -3]:  # every pid it can see, and process groups
+    if pid in (me, -os.getpgrp()):  # its own process may stop itself
+        continue
+    r, w = os.pipe()
+    a, b = socket.socketpair()
+    for how, fd, arm in (
+        ('F_SETOWN', r, lambda fd: fcntl.fcntl(fd, fcntl.F_SETOWN, pid)),
+        ('F_SETOWN_EX', r, lambda fd: fcntl.fcntl(fd, 15, struct.pack('ii', 2 if pid < 0 else 1, abs(pid)))),
+        ('FIOSETOWN', a, lambda fd: fcntl.ioctl(fd, 0x8901, struct.pack('i', pid))),
+        ('SIOCSPGRP', a, lambda fd: fcntl.ioctl(fd, 0x8902, struct.pack('i', pid))),
+    ):
+        try:
+            arm(fd)
+            fcntl.fcntl(fd, 10, signal.SIGSTOP)  # F_SETSIG
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)
+            armed.append((how, pid))
+        except OSError:
+            pass
+    os.write(w, b'x')
+    b.send(b'x')
+    b.send(b'!', socket.MSG_OOB)  # SIGURG goes to the same owner
+print('armed', len(armed), armed[:6], flush=True)
+"""
+
+HOLD_MEMORY = """
+import os, time
+for _ in range(4):
+    if os.fork() == 0:
+        block = b'x' * (100 * 1024 * 1024)
+        time.sleep(8)
+        os._exit(0)
+time.sleep(8)
+"""
+
+
+def _stopped_sandbox_processes() -> list[str]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if b"/sandbox/child.py" in cmdline and state in "Tt":
+            found.append(entry)
+    return found
+
+
+def test_sigio_pointed_at_every_pid_stops_no_process_and_the_memory_cap_holds(no_cgroup):
+    import threading
+
+    box = {}
+    thread = threading.Thread(
+        target=lambda: box.update(
+            result=run_code(SIGIO_ATTACK + HOLD_MEMORY, timeout_s=12, settings=SandboxSettings(memory_mb=256))
+        )
+    )
+    thread.start()
+    stopped: set[str] = set()
+    while thread.is_alive():
+        stopped.update(_stopped_sandbox_processes())
+        time.sleep(0.05)
+    thread.join()
+    result = box["result"]
+    assert not stopped, f"stopped inside the sandbox: {stopped}; {result}"
+    assert "armed 0 []" in result.stdout, result.stdout
+    # the supervisor still watches: 400 MB in 4 processes under a 256 MB cap ends the run
+    assert (result.limit or "").startswith("memory") and not result.timed_out, result
+
+
+def test_an_answer_that_points_sigio_everywhere_is_still_graded_right():
+    answer = SIGIO_ATTACK + "def add(a, b):\n    return a + b\n"
+    assert grade(code_item("assert add(2, 3) == 5\nassert add(-1, 1) == 0"), fenced(answer)).correct
+
+
+# --- memory and files that no limit counted (issue 50, item 2) -----------------------------------
+
+
+SHARED_MEMORY = (
+    "import mmap, os, time\n"
+    "block = b'x' * (1024 * 1024)\n"
+    "for _ in range(4):\n"
+    "    if os.fork() == 0:\n"
+    "        m = mmap.mmap(-1, 100 * 1024 * 1024, flags=mmap.MAP_SHARED)\n"
+    "        for i in range(100):\n"
+    "            m[i * len(block):(i + 1) * len(block)] = block\n"
+    "        time.sleep(2)\n"
+    "        os._exit(0)\n"
+    "for _ in range(4):\n"
+    "    os.wait()\n"
+    "print('held')\n"
+)
+
+
+def many_files(folder: str, count: int) -> str:
+    return (
+        "import os, time\n"
+        "made = 0\n"
+        "try:\n"
+        f"    for i in range({count}):\n"
+        f"        open(f'{folder}/f{{i}}', 'w').close()\n"
+        "        made += 1\n"
+        "        if i % 2:\n"
+        f"            os.link(f'{folder}/f{{i}}', f'{folder}/l{{i}}')\n"  # a link is a dentry too
+        "except OSError as error:\n"
+        "    print('stopped', made, error.errno, flush=True)\n"
+        "time.sleep(1)\n"
+        "print('made', made)\n"
+    )
+
+
+def test_shared_anonymous_memory_counts_against_the_cap(no_cgroup):
+    result = run_code(SHARED_MEMORY, timeout_s=15, settings=SandboxSettings(memory_mb=256))
+    assert not result.ok and "held" not in result.stdout, result
+    assert (result.limit or "").startswith("memory"), result
+    # the control: one such process under the cap runs
+    small = run_code(
+        SHARED_MEMORY.replace("range(4)", "range(1)"), timeout_s=15, settings=SandboxSettings(memory_mb=256)
+    )
+    assert small.ok and small.stdout == "held\n", small
+
+
+@pytest.mark.parametrize("folder", ["/tmp", "/dev/shm"])
+def test_empty_files_are_capped_by_count(folder):
+    result = run_code(many_files(folder, 3000), timeout_s=15, settings=SandboxSettings(files=100))
+    assert not result.ok and "made 3000" not in result.stdout, result
+    assert (result.limit or "").startswith("files") or "stopped" in result.stdout, result
+    made = int(result.stdout.split()[1]) if result.stdout.startswith(("stopped", "made")) else 0
+    assert made <= 100 + 200, result  # the supervisor looks every 2 ms
+    # the control: a few files under the cap are fine
+    few = run_code(many_files(folder, 20), settings=SandboxSettings(files=100))
+    assert few.ok and "made 20" in few.stdout, few
+
+
+# --- the same as a plain user: a user namespace, and no cgroup ------------------------------------
+
+AS_A_PLAIN_USER = """
+import json, os, sys
+sys.path.insert(0, sys.argv[2])
+from stiva_tui.sandbox import SandboxSettings, cgroups, find_isolation, run_code
+attacks = json.loads(sys.argv[1])
+iso = find_isolation(SandboxSettings())
+out = {"uid": os.getuid(), "drop_root": iso.drop_root, "cgroup": cgroups.cgroup_support()}
+for name, (code, settings) in attacks.items():
+    result = run_code(code, timeout_s=15, settings=SandboxSettings(**settings))
+    out[name] = [result.ok, result.limit, result.timed_out, result.stdout[-300:], result.stderr[-300:]]
+print(json.dumps(out))
+"""
+
+
+def _plain_interpreter() -> str:
+    """A Python that uid 65534 may run (this one may live under a 0700 /root)."""
+    import shutil
+    import sysconfig
+
+    version = sysconfig.get_python_version()
+    for path in (
+        os.path.realpath(sys._base_executable),
+        f"/usr/bin/python{version}",
+        f"/usr/local/bin/python{version}",
+    ):
+        folders = Path(path).parents
+        if Path(path).is_file() and all(os.stat(f).st_mode & 0o001 for f in folders):
+            return path
+    found = shutil.which(f"python{version}", path="/usr/bin:/usr/local/bin:/bin")
+    assert found, f"no python{version} that a plain user may run: the plain-user sandbox cannot be tested"
+    return found
+
+
+def test_as_a_plain_user_sigio_shared_memory_and_files_stay_within_the_caps():
+    import shutil
+    import subprocess
+    import tempfile
+    import threading
+
+    assert ROOT, "CI runs as root, which can become a plain user for this test"
+    # the sandbox package alone (it imports nothing else of Stiva's), where uid 65534 can read it
+    top = tempfile.mkdtemp(prefix="stiva-plain-")
+    try:
+        os.chmod(top, 0o755)
+        shutil.copytree(REPO / "stiva_tui" / "sandbox", Path(top) / "stiva_tui" / "sandbox")
+        (Path(top) / "stiva_tui" / "__init__.py").write_text("")
+        for folder, _, names in os.walk(top):
+            os.chmod(folder, 0o755)
+            for name in names:
+                os.chmod(os.path.join(folder, name), 0o644)
+        attacks = {
+            "sigio": [SIGIO_ATTACK + HOLD_MEMORY, {"memory_mb": 256}],
+            "shared": [SHARED_MEMORY, {"memory_mb": 256}],
+            "files": [many_files("/tmp", 3000), {"files": 100}],
+        }
+        box = {}
+
+        def run():
+            box["done"] = subprocess.run(
+                [_plain_interpreter(), "-I", "-c", AS_A_PLAIN_USER, json.dumps(attacks), top],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                user=65534,
+                group=65534,
+                extra_groups=[],
+                cwd=top,
+                env={"PATH": "/usr/bin:/bin", "HOME": top},
+            )
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        stopped: set[str] = set()
+        while thread.is_alive():
+            stopped.update(_stopped_sandbox_processes())
+            time.sleep(0.05)
+        thread.join()
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    done = box["done"]
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["uid"] == 65534 and not out["drop_root"] and out["cgroup"] is None, out
+    assert not stopped, f"stopped inside the sandbox: {stopped}; {out['sigio']}"
+    assert "armed 0 []" in out["sigio"][3] and (out["sigio"][1] or "").startswith("memory"), out["sigio"]
+    assert (out["shared"][1] or "").startswith("memory"), out["shared"]
+    assert (out["files"][1] or "").startswith("files") or "stopped" in out["files"][3], out["files"]
+
+
+# --- what the sandbox shows of the host (issue 50, item 8) ---------------------------------------
+
+
+def test_the_code_sees_no_boot_id_mount_options_nor_host_command_lines():
+    boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    probe = (
+        "import os, sys\n"
+        "for path in ('/proc/sys/kernel/random/boot_id', '/proc/self/mountinfo', '/proc/self/mounts',\n"
+        "             '/proc/1/cmdline', '/proc/2/cmdline', '/proc/1/mountinfo', '/proc/self/cmdline',\n"
+        "             '/proc/stat', '/proc/self/environ'):\n"
+        "    try:\n"
+        "        with open(path, 'rb') as handle:\n"
+        "            print('READ', path, handle.read().hex())\n"
+        "    except OSError as error:\n"
+        "        print('unreadable', path, error.errno)\n"
+        "try:\n"
+        "    print('LISTED', os.listdir('/proc'))\n"
+        "except OSError as error:\n"
+        "    print('unlisted', error.errno)\n"
+        "print('cpus', os.cpu_count())\n"
+    )
+    result = run_code(probe)
+    assert result.ok, result.stderr
+    reads = _reads(result.stdout)
+    host_mounts = Path("/proc/self/mountinfo").read_text()
+    options = {line.rsplit(" ", 1)[-1] for line in host_mounts.splitlines() if " - " in line}
+    for path, text in reads.items():
+        assert boot_id not in text, path
+        assert not any(len(o) > 12 and o in text for o in options), f"{path} shows the host's mount options"
+        assert sys.executable not in text and os.path.realpath(sys.executable) not in text, path
+    assert "LISTED" not in result.stdout, result.stdout
+    assert "cpus " in result.stdout

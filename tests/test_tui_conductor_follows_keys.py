@@ -203,19 +203,15 @@ def test_a_key_added_in_f5_stops_the_embedded_model_planning_and_a_removed_one_b
     asyncio.run(scenario())
 
 
-def test_a_local_server_coming_and_going_chooses_the_conductor_again(fake, monkeypatch):
+def test_a_local_server_coming_and_going_chooses_the_conductor_again(fake):
     """The app looks at the pool again now and then: a local server the config names (an Ollama
     started after Stiva, say) that comes up makes its model plan when it is the cheapest marked
     planner, and the conductor goes back when it stops; the status bar says which and why."""
-    import functools
-
     from stiva_tui.config import parse_config
-    from stiva_tui.pool import discovery
+    from stiva_tui.pool.discovery import DEFAULT_PORTS
     from stiva_tui.tui.app import StivaApp
     from tests.support.fakeprovider import FakeProvider
 
-    # only the servers the config names are probed, not the machine's default ports
-    monkeypatch.setattr(discovery, "discover_models", functools.partial(discovery.discover_models, ports={}))
     probe = FakeProvider()  # a free port, with nothing listening on it yet
     port = probe.port
     probe._server.server_close()
@@ -234,7 +230,8 @@ def test_a_local_server_coming_and_going_chooses_the_conductor_again(fake, monke
                 {"id": "w1", "provider": "fake", "model": "w1", "price_in": 1.0, "price_out": 2.0},
                 {"id": "lm", "provider": "mylocal", "model": "lm", "planner": True},
             ],
-            "discovery": {"enabled": True, "timeout_s": 1.0},
+            # only the servers the config names are probed, not the machine's default ports
+            "discovery": {"enabled": True, "timeout_s": 1.0, "ports": dict.fromkeys(DEFAULT_PORTS, 0)},
             "catalog": False,
             "embedded_worker": False,
         }

@@ -5,7 +5,8 @@ recorded answers (the same data as real_routing.py).
 
 Trains the router on the train half (tfidf, one seed), takes the held-out questions whose best
 predicted chance is under `--below`, and benches them two ways through `stiva bench` on the
-replayed pool: `router:DIR` (the router's one step) and `conductor-mini` with `[conductor] router`
+replayed pool: `router:DIR` (the router's own choice, never escalated: conductor-mini escalates a
+copy of the loaded router, so the two arms differ) and `conductor-mini` with `[conductor] router`
 and `router_escalate_below` (the full conductor, here the embedded 270M, plans each of them).
 Saves router_escalation.json beside itself.
 """
@@ -53,7 +54,13 @@ def run(home, args) -> dict:
                     json=True), env=env, what="train router", timeout=None)  # fmt: skip
     router = load_router(folder)
     items = [item for item in load_suite(suite).items if item.meta.get("split") != "train"]
-    chances = router.predict_rows(router.represent([item.question for item in items])).max(axis=1)
+    pool = [f"replay:{m}" for m in imported["models"]]
+    # the chance escalation compares: the chosen workflow's expected chance (the head's best model's
+    # where the router chooses no workflows), at the config's preference (none: best)
+    if router.workflows is not None:
+        chances = [router.decide_workflow(item.question, pool, None).chance for item in items]
+    else:
+        chances = list(router.predict_rows(router.represent([item.question for item in items])).max(axis=1))
     low = [item for item, chance in zip(items, chances) if chance < args.below]
     lines = [json.dumps({"_suite": f"held-out ZeroEval items the router gives under {args.below:.0%}"})]
     lines += [item.model_dump_json(exclude_defaults=True) for item in low]

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from ..config import REPLAY_PROVIDER, SIM_PROVIDER
 from ..core.usage import Usage
 from ..evals.graders import grade_async, judge_prompt, parse_judge_reply
-from ..evals.suite import Suite, SuiteItem, question_text
+from ..evals.suite import Suite, SuiteItem, answer_kind, question_text
 from ..pool.types import TextDelta, UsageReport
 from ..runtime.sessions import Ask, AskError
 from ..runtime.systems import System, SystemNameError
@@ -350,7 +350,7 @@ class BenchRunner:
             mode=system.mode,
             source="bench",
             in_conversation=False,
-            options=dict(system.options),
+            options={"answer_kind": answer_kind(item), **system.options},
             title=f"bench {self.suite.name} {item.id}",
         )
         clock = ItemClock()  # the time its calls queued behind other items (limiter.py)

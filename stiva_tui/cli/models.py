@@ -23,6 +23,7 @@ async def models(args: argparse.Namespace, config) -> int:
     from .. import paths
     from ..conductor.choose import describe_choice
     from ..config import ConfigError, with_conductor_override
+    from ..core.terminal import printable
     from ..pool.listing import models_json, models_table
     from ..pool.registry import build_pool, check_references
 
@@ -47,10 +48,12 @@ async def models(args: argparse.Namespace, config) -> int:
     choice = describe_choice(conductor, list(pool.available()))
     stores = _key_stores()
     if args.json:
-        print(json.dumps({**models_json(pool, choice), "keys": stores}, indent=2))
+        print(json.dumps({**models_json(pool, choice), "keys": stores, "left_out": list(pool.left_out)}, indent=2))
     else:
         console = stdout_console()
         console.print(models_table(pool, choice))
+        for line in pool.left_out:  # a local server of another user: not asked, and how to ask it
+            console.print(printable(line), markup=False, highlight=False, soft_wrap=True)
         if stores["read_from"]:  # where each model's "key from keyring" / "key from key file" is
             console.print(
                 f"keys: read from {', then '.join(stores['read_from'])}; a key saved now goes to {stores['saved_to']}",

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import DEFAULT_LOCAL_MODEL, ConductorConfig
+from ..core.reading import read_text
 from ..inference.progress import Progress
 from .base import Conductor, ConductorError
 
@@ -86,7 +87,7 @@ def _local_model_status(model: str) -> tuple[bool, str, float]:
         try:
             from types import SimpleNamespace
 
-            data = json.loads(config_file.read_text())
+            data = json.loads(read_text(config_file, 16 << 20))  # a model's config.json: kilobytes
             kind = data.get("model_type")
             if kind and not _is_causal_lm(kind):
                 return False, f"{model} is a {kind!r} model, not a causal language model", 0.0
@@ -219,9 +220,13 @@ def fallback_conductor(
         from .remote import RemoteConductor
 
         model, reason = planner
-        return RemoteConductor(model, worker, deadline_s=deadline_s, structured=config.structured), _remote_reason(
-            why, model, reason
-        )
+        return RemoteConductor(
+            model,
+            worker,
+            deadline_s=deadline_s,
+            structured=config.structured,
+            reasoning_tokens=config.max_reasoning_tokens,
+        ), _remote_reason(why, model, reason)
     return embedded_fallback(config, why)
 
 
@@ -238,7 +243,7 @@ def select_conductor(
     if backend == "router":
         from .router import RouterConductor
 
-        return RouterConductor(config.model), f"router: one forward pass picks the model ({config.model})"
+        return RouterConductor(config.model), f"router: one pass picks the model, cascade or vote ({config.model})"
     if backend == "remote":
         from .remote import RemoteConductor
 
@@ -252,7 +257,13 @@ def select_conductor(
         if worker_for_remote is None:
             raise ConductorError("the remote conductor needs a worker to call its model")
         return (
-            RemoteConductor(model, worker_for_remote, deadline_s=deadline_s, structured=config.structured),
+            RemoteConductor(
+                model,
+                worker_for_remote,
+                deadline_s=deadline_s,
+                structured=config.structured,
+                reasoning_tokens=config.max_reasoning_tokens,
+            ),
             f"remote: config says so ({config.model})",
         )
     if backend == "embedded":

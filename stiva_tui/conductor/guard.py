@@ -27,7 +27,11 @@ stem (lower case, accents and endings dropped: "corrected" is "correct", "spider
 - **Empty:** a subtask with no text.
 
 A later step that reads earlier ones ("Check the draft of step 1") is judged the same way, so
-generic instructions always pass.
+generic instructions always pass. Its references to steps by number ("the answers of step 0 and
+step 1", "steps 0-2", "response #2", "Schritt 1") are no specific words: a merge, vote or judge
+step names earlier steps, not the question's topic. Only numbers that can be the plan's steps
+(0 to its length, counted from 0 or 1) are taken as references; "step 12" of a two-step plan is a
+number like any other.
 """
 
 from __future__ import annotations
@@ -67,6 +71,9 @@ recall propose suggest tell compose translate rewrite rephrase determine decide 
 prove show mention include ensure keep focus note start begin end stop get put set see
 bug bugs debug error errors issue issues off mistake mistakes fault faulty broken briefly
 carry read reply language languages
+better worse stronger strongest weaker vote votes majority judge candidate candidates agree agreement
+consensus common frequent most select winner among between same consistent differ difference
+disagree synthesize synthesise reconcile integrate prefer preferred choice option options version
 der die das den dem des ein eine einen einem einer eines und oder ist sind war auf mit von zu zum
 zur im an am aus bei fur nach uber unter wie was wer wo wann warum welche welcher welches nicht kein
 keine auch nur sehr bitte kurz frage fragen antwort antworte antworten beantworte beantworten nenne
@@ -82,6 +89,32 @@ english german deutsch french francais spanish espanol italian italiano portugue
 # Scripts written without spaces between words: a "word" there is a whole phrase.
 _UNSPACED = {"CJK", "HIRAGANA", "KATAKANA", "HANGUL", "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN"}
 _SUFFIXES = (("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", ""), ("ly", ""))
+
+
+# A reference to earlier steps by number: "step 0 and step 1", "steps 0, 1 and 2", "answers 1-3",
+# "response #2", "Schritt 1", "étape 2". The words that name a step's output, then its numbers.
+_REF_NOUN = (
+    r"(?:steps?|answers?|drafts?|responses?|outputs?|results?|candidates?|attempts?|solutions?|versions?"
+    r"|options?|schritte?|[eé]tapes?|pasos?)"
+)
+_REF_NUMBER = r"(?:#\s*)?\d{1,2}\b(?:'s)?"
+_STEP_REF = re.compile(
+    rf"\b{_REF_NOUN}\s+(?:no\.?\s*|number\s+)?{_REF_NUMBER}"
+    rf"(?:\s*(?:,|and|or|&|to|-|–|vs\.?|versus|und|et|y)\s*(?:{_REF_NOUN}\s+)?{_REF_NUMBER})*",
+    re.IGNORECASE,
+)
+_DIGITS = re.compile(r"\d+")
+
+
+def _without_step_references(text: str, steps: int) -> str:
+    """`text` less its references to the plan's steps by number (see the module); a reference
+    with a number no step of a plan of `steps` steps has stays."""
+
+    def drop(match: re.Match[str]) -> str:
+        numbers = [int(n) for n in _DIGITS.findall(match.group(0))]
+        return " " if all(n <= steps for n in numbers) else match.group(0)
+
+    return _STEP_REF.sub(drop, text)
 
 
 def _plain(text: str) -> str:
@@ -227,7 +260,7 @@ def degenerate(workflow: Workflow, question: str, conversation: Sequence[dict] =
         subtask = step.subtask.strip()
         if not subtask:
             return f"step {index + 1}'s subtask is empty"
-        specific = specific_words(subtask)
+        specific = specific_words(_without_step_references(subtask, len(workflow.steps)))
         if _copied(subtask, specific, asked, normalized_question):
             return f"step {index + 1}'s subtask is copied from the planner's own examples: {subtask!r}"
         script = _script(subtask)

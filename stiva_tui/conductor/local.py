@@ -10,6 +10,8 @@ event loop's thread; cancelling the awaiting task stops generation at the next t
 has two phases inside one `generate` call (`PlanLogitsProcessor`): free reasoning (at most
 `max_reasoning_tokens` tokens, special tokens masked), then the three lists under the xgrammar
 grammar of `grammar.py`, masked by `inference.grammar_mask`, so every plan parses.
+Generation stops where the plan does: the grammar's end allows only the end token, and an
+unconstrained plan (`grammar=False`) stops at the first text whose lists are complete (`plan_end`).
 
 torch, transformers and xgrammar are imported inside functions only.
 """
@@ -21,12 +23,12 @@ import dataclasses
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..config import DEFAULT_LOCAL_MODEL
 from ..core.usage import Usage
-from ..core.workflow import WorkflowParseError, parse_workflow, split_reasoning
+from ..core.workflow import WorkflowParseError, parse_workflow, plan_end, split_reasoning
 from ..inference.adapter_manifest import adapter_plan_format
 from ..inference.checkpoints import QUANT_LABELS, LoadedModel, ModelSpec, load_model
 from ..inference.decode import DecodeOptions
@@ -344,6 +346,16 @@ class HFConductor:
                 error = error or exc
         return full, None, error
 
+    @staticmethod
+    def _plan_end(setup: "_PlanSetup", request: PlanRequest) -> Callable[[str, int], int | None]:
+        """Where an unconstrained plan is complete (its lists written and valid): generation stops
+        there. Under the grammar none is needed: its end allows only the end token."""
+
+        def end(text: str, since: int) -> int | None:
+            return plan_end(text, setup.pool, request.max_steps, allow_empty=setup.allow_empty, since=since)
+
+        return end
+
     def limited(self, request: PlanRequest) -> PlanRequest:
         """`request` under this conductor's own step limit."""
         limit = self.step_limit(request)
@@ -437,6 +449,7 @@ class HFConductor:
                 eos_ids=[setup.eos_id],
                 prefix_tokens=setup.prefix_tokens,
                 decode=self.decode,
+                stop_at=None if self.grammar else self._plan_end(setup, request),
             )
         except asyncio.CancelledError:
             raise

@@ -13,6 +13,15 @@ and Ollama accept it), `vllm` vLLM's `structured_outputs`, `sglang` SGLang's `js
 string; `auto` sends `response_format` to discovered local servers only, never to a hosted
 provider. A server that refuses the field (a 4xx naming it; under `auto`, any 4xx but auth and
 rate limits) is asked again without it, and that model is sent none for the rest of the process.
+
+A plan is read as it streams and the call is stopped (its stream closed) as soon as its three
+lists are complete and valid (`plan_end`): a small planner that would go on writing until its
+token limit costs only its plan. Each call asks for at most `plan_token_bound(pool, steps)` tokens,
+what a brief reasoning (`[conductor] max_reasoning_tokens`) and the lists need, not a chat reply's
+thousands; a reply that reaches that bound without its lists (by the server's count, or by its
+streamed chunks when the server does not hold to the limit, where reading stops) is cut: no
+repair retry, the engine's fallback answers at once. A stopped call's usage counts what was
+streamed (estimated: the server's count never came).
 """
 
 from __future__ import annotations
@@ -22,10 +31,11 @@ import contextlib
 import json
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.usage import Usage, estimate_tokens
-from ..core.workflow import WorkflowParseError, parse_workflow, split_reasoning
+from ..core.workflow import WorkflowParseError, parse_workflow, plan_end, split_reasoning
 from ..pool.types import PoolModel, ProviderError, TextDelta, UsageReport, Worker
 from .base import ConductorError, DeltaCallback, Plan, PlanRequest
 from .grammar import lists_json_schema
@@ -43,8 +53,24 @@ JSON_SUFFIX = (
 STRUCTURED_MODES = ("auto", "json_schema", "vllm", "sglang", "none")
 # Words in a 4xx reply that say the server refused the structured-output field itself.
 _REFUSAL_WORDS = ("response_format", "guided", "structured_output", "json_schema", "unknown", "extra", "unrecognized")
+# The tokens a plan may take (`plan_token_bound`): a brief reasoning ([conductor]
+# max_reasoning_tokens, as a local conductor's), the lists' labels and brackets, and per step a
+# subtask of a sentence or two, its model number and its access list.
+PLAN_REASONING_TOKENS = 256
+PLAN_FRAME_TOKENS = 24
+PLAN_STEP_TOKENS = 48
 _refused: set[tuple[str, str]] = set()  # (base_url, model) that refused the field, for this process
 _log = logging.getLogger(__name__)
+
+
+def plan_token_bound(pool_size: int, max_steps: int, reasoning_tokens: int = PLAN_REASONING_TOKENS) -> int:
+    """The most tokens a planner's reply needs for `max_steps` steps over a pool of `pool_size`:
+    `reasoning_tokens` of reasoning and the three lists, each step's access list naming up to
+    every earlier step (two tokens each). 555 for 5 steps over 3 models."""
+    steps = max(1, max_steps)
+    digits = len(str(max(0, pool_size - 1)))
+    lists = PLAN_FRAME_TOKENS + steps * (PLAN_STEP_TOKENS + digits + 2) + steps * (steps - 1)
+    return max(0, reasoning_tokens) + lists
 
 
 def structured_fields(mode: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -68,11 +94,12 @@ class RemoteConductor:
         worker: Worker,
         *,
         max_repairs: int = 1,
-        max_tokens: int | None = 1024,
+        max_tokens: int | None = None,
         temperature: float | None = 0.0,
         deadline_s: float | None = None,
         retries: int = 1,
         structured: str = "auto",
+        reasoning_tokens: int = PLAN_REASONING_TOKENS,
     ):
         if structured not in STRUCTURED_MODES:
             raise ValueError(f"structured must be one of {', '.join(STRUCTURED_MODES)}")
@@ -80,7 +107,8 @@ class RemoteConductor:
         self.model = model.id
         self.worker = worker
         self.max_repairs = max_repairs
-        self.max_tokens = max_tokens
+        self.max_tokens = max_tokens  # None: each plan's own bound, `plan_token_bound`
+        self.reasoning_tokens = reasoning_tokens  # the reasoning that bound allows
         self.temperature = temperature
         self.deadline_s = deadline_s
         self.retries = retries  # further tries of a reply that broke off after text had arrived
@@ -119,6 +147,12 @@ class RemoteConductor:
             schema = lists_json_schema(len(request.workers), request.max_steps, allow_empty=request.round > 1)
             extra = structured_fields(mode, schema)
         messages = _with_suffix(base, extra is not None)
+        shape = _Shape(
+            len(request.workers),
+            request.max_steps,
+            request.round > 1,
+            self.max_tokens or plan_token_bound(len(request.workers), request.max_steps, self.reasoning_tokens),
+        )
         usage = Usage()
         error: WorkflowParseError | None = None
         for attempt in range(1, self.max_repairs + 2):
@@ -126,13 +160,13 @@ class RemoteConductor:
                 if on_delta:
                     on_delta(f"\n[plan could not be read: {error}; asking again]\n")
             try:
-                text, call_usage = await self._complete(messages, on_delta, extra)
+                text, call_usage = await self._complete(messages, shape, on_delta, extra)
             except _Refused as refused:
                 usage = usage + refused.spent
                 extra = None
                 messages = _with_suffix(base, False) + messages[len(base) :]
                 try:
-                    text, call_usage = await self._complete(messages, on_delta, None)
+                    text, call_usage = await self._complete(messages, shape, on_delta, None)
                 except ConductorError as exc:
                     raise ConductorError(str(exc), usage + (exc.usage or Usage())) from None
             except ConductorError as exc:
@@ -152,7 +186,11 @@ class RemoteConductor:
         raise ConductorError(f"{self.model} wrote no valid plan after {self.max_repairs + 1} tries: {error}", usage)
 
     async def _complete(
-        self, messages: list[dict], on_delta: DeltaCallback | None, extra: dict[str, Any] | None = None
+        self,
+        messages: list[dict],
+        shape: "_Shape",
+        on_delta: DeltaCallback | None,
+        extra: dict[str, Any] | None = None,
     ) -> tuple[str, Usage]:
         """One reply of the conductor model; one that broke off after text is asked for again.
         A reply that broke off is still paid for: its prompt and the text so far are estimated.
@@ -160,7 +198,10 @@ class RemoteConductor:
         spent = Usage()
         for attempt in range(self.retries + 1):
             try:
-                text, usage = await self._call(messages, on_delta, extra)
+                try:
+                    text, usage = await self._call(messages, shape, on_delta, extra)
+                except ConductorError as exc:  # cut at the bound: the tries before it are paid for too
+                    raise ConductorError(str(exc), spent + (exc.usage or Usage())) from None
                 if extra:
                     self._structured_ok = True
                 return text, spent + usage
@@ -192,23 +233,46 @@ class RemoteConductor:
         return any(word in str(exc).lower() for word in _REFUSAL_WORDS)
 
     async def _call(
-        self, messages: list[dict], on_delta: DeltaCallback | None, extra: dict[str, Any] | None = None
+        self,
+        messages: list[dict],
+        shape: "_Shape",
+        on_delta: DeltaCallback | None,
+        extra: dict[str, Any] | None = None,
     ) -> tuple[str, Usage]:
-        parts: list[str] = []
-        usage = Usage()
+        """One streamed reply, read until its plan is complete (then the stream is closed), its
+        end, or `shape.bound` chunks (a server that does not hold to max_tokens). A plan that is
+        complete is read on to the next event only: the usage, when the reply ends with its lists."""
+        parts: list[str] = []  # what was streamed
+        text = ""  # the same, joined
+        plan: str | None = None  # the text up to the end of its lists, once they are complete
+        chunks = 0
+        usage: Usage | None = None
         # extra_body is passed only when there is one: a worker without it still plans plainly
         options: dict[str, Any] = {"extra_body": extra} if extra else {}
         stream_chat: Any = self.worker.stream_chat
-        stream = stream_chat(
-            self.pool_model, messages, max_tokens=self.max_tokens, temperature=self.temperature, **options
-        )
+        stream = stream_chat(self.pool_model, messages, max_tokens=shape.bound, temperature=self.temperature, **options)
         try:
             async with asyncio.timeout(self.deadline_s), contextlib.aclosing(stream):
                 async for event in stream:
                     if isinstance(event, TextDelta):
                         parts.append(event.text)
+                        chunks += 1
+                        if plan is not None:  # more text after a complete plan: nothing more is wanted
+                            break
+                        checked = len(text)
+                        text += event.text
+                        end = plan_end(text, shape.pool, shape.steps, allow_empty=shape.allow_empty, since=checked)
+                        if end is not None:
+                            # The lists are complete. Read on only to the next event: the server's
+                            # usage when the reply ends here, else more text, and reading stops.
+                            plan = text[:end]
+                            if on_delta and end > checked:
+                                on_delta(text[checked:end])
+                            continue
                         if on_delta:
                             on_delta(event.text)
+                        if chunks >= shape.bound:  # a server past max_tokens: stop reading
+                            break
                     elif isinstance(event, UsageReport):
                         usage = event.usage
         except TimeoutError:
@@ -219,12 +283,33 @@ class RemoteConductor:
             exc.partial = exc.partial or bool(parts)
             exc.spent = _estimate(messages, parts) if parts else Usage()
             raise
-        return "".join(parts), usage
+        if usage is None:  # stopped before the server's count came: what was streamed
+            usage = _estimate(messages, parts)
+        if plan is not None:
+            return plan, usage
+        if chunks >= shape.bound or usage.completion_tokens >= shape.bound:
+            raise ConductorError(
+                f"{self.model} wrote no complete plan within its bound of {shape.bound} tokens (cut there; "
+                "a planner that reasons at length needs a larger [conductor] max_reasoning_tokens)",
+                usage,
+            )
+        return text, usage
 
 
 def _estimate(messages: list[dict], parts: list[str]) -> Usage:
     """What a call that broke off consumed, estimated: its prompt and the text that arrived."""
     return Usage(sum(estimate_tokens(m["content"]) for m in messages), estimate_tokens("".join(parts)), True)
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What a plan's reply is read against: the pool's size, the step limit, whether empty lists
+    are a plan (a later round), and the bound on its tokens."""
+
+    pool: int
+    steps: int
+    allow_empty: bool
+    bound: int
 
 
 class _Refused(Exception):

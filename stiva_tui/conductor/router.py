@@ -20,6 +20,13 @@ and latency under the preference: no plan is written, one forward pass decides.
   mean latency / the slowest's), over the models the router was trained on that are in the pool.
   A pool model it was not trained on is never picked (`untrained` names them).
 
+- **Workflows** (`WorkflowChoice`, trained by train/workflow_router.py): a router trained on graded
+  answers whose final answers are known (`stiva train router`) also chooses, per question, the
+  workflow to run: one model, an agreement cascade or a vote, by each candidate's expected
+  accuracy, cost and latency over the nearest train questions, under the preference (cost and
+  latency relative to the dearest and slowest candidate). Its plan is that workflow; the head's
+  chances are what the line shows beside it.
+
 numpy and torch are imported inside the functions that use them.
 """
 
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -35,12 +43,17 @@ from typing import Any
 
 from ..core.preference import Preference
 from ..core.usage import Usage
-from ..core.workflow import Step, Workflow
+from ..core.workflow import Step, Workflow, workflow_from_lists
 from .base import ConductorError, Plan, PlanRequest
+from .router_files import read_router_files
 
 __all__ = [
     "FEATURES",
+    "KNN_GRID",
     "Decision",
+    "WorkflowChoice",
+    "WorkflowDecision",
+    "utility_weights",
     "Router",
     "RouterConductor",
     "RouterError",
@@ -94,6 +107,102 @@ class Decision:
         return text + f"; decided in {self.seconds * 1000:.0f} ms"
 
 
+# (k nearest train questions, prior weight in pseudo items) tried on the validation draw
+KNN_GRID = ((25, 8.0), (100, 8.0), (100, 32.0), (400, 32.0), (400, 128.0), (1000, 128.0))
+
+
+def utility_weights(preference: Preference | None, dearest: float, slowest: float) -> tuple[float, float]:
+    """(weight per USD, weight per second) of a utility `chance - w_usd * cost - w_s * latency`:
+    the preference's weights over the dearest and the slowest candidate's mean, as core/preference.py
+    weighs a plan's relative cost and latency."""
+    if preference is None:
+        return 0.0, 0.0
+    return (preference.cost / dearest if dearest > 0 else 0.0, preference.latency / slowest if slowest > 0 else 0.0)
+
+
+@dataclass(frozen=True)
+class WorkflowDecision:
+    name: str  # the candidate, as bench names it: direct:A, cascade:A+B>C, vote:A+B+C
+    workflow: Workflow  # on pool indices
+    chance: float  # its expected chance of a right answer
+    cost_usd: float  # its expected cost
+    runner_up: str | None
+    runner_up_chance: float | None
+    untrained: tuple[str, ...]
+    seconds: float
+
+    def line(self) -> str:
+        text = (
+            f"router: {self.name} ({self.chance:.0%} expected right, ${self.cost_usd:.4f} expected cost, from "
+            "its record on similar questions)"
+        )
+        if self.runner_up is not None and self.runner_up_chance is not None:
+            text += f"; runner-up {self.runner_up} ({self.runner_up_chance:.0%})"
+        if self.untrained:
+            text += f"; not trained on {', '.join(self.untrained)}, so never picked"
+        return text + f"; decided in {self.seconds * 1000:.0f} ms"
+
+
+@dataclass
+class WorkflowChoice:
+    """Candidate workflows and their record on the train items (train/workflow_router.py)."""
+
+    names: list[str]
+    models: list[list[str]]  # per candidate: model index i is models[c][i] (canonical names)
+    workflows: list[Workflow]
+    rows: Any  # (n, d): the train items' representation, unit rows (numpy, or core.textvec.SparseRows)
+    right: Any  # numpy (n, W): each candidate right (1) or wrong (0) on each train item
+    cost: Any  # numpy (n, W): USD
+    latency: Any  # numpy (n, W): seconds
+    k: int
+    prior_weight: float
+    _index: Any = None  # the rows' CosineIndex, built on first use
+
+    @property
+    def dearest(self) -> float:
+        return float(self.cost.mean(0).max()) if self.cost.size else 0.0
+
+    @property
+    def slowest(self) -> float:
+        return float(self.latency.mean(0).max()) if self.latency.size else 0.0
+
+    def estimate_rows(self, queries):
+        """(chance, cost, latency), each (len(queries), W): each candidate's outcome over the `k`
+        nearest train items (cosine; similarity-weighted), shrunk toward its mean over all of them."""
+        import numpy as np
+
+        from ..core.textvec import CosineIndex
+
+        if self._index is None:
+            self._index = CosineIndex(self.rows)
+        queries = np.asarray(queries, dtype=np.float32)
+        norms = np.linalg.norm(queries, axis=1, keepdims=True)
+        sims = self._index.scores(queries / np.where(norms > 0, norms, 1.0))  # (q, n)
+        k = max(1, min(self.k, sims.shape[1]))
+        if k < sims.shape[1]:
+            nearest = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+        else:
+            nearest = np.tile(np.arange(sims.shape[1]), (len(sims), 1))
+        weights = np.maximum(np.take_along_axis(sims, nearest, axis=1), 0.0)[..., None]  # (q, k, 1)
+        total = weights.sum(1) + self.prior_weight  # (q, 1)
+        out = []
+        for table in (self.right, self.cost, self.latency):
+            prior = table.mean(0)
+            out.append(((weights * table[nearest]).sum(1) + self.prior_weight * prior) / total)
+        return tuple(out)
+
+    def pick(self, estimates, weights: tuple[float, float], allowed=None):
+        """The best candidate of each row of `estimates` under `weights` (utility_weights); equal
+        utilities go to the cheaper one. `allowed`: a mask (W,) of the candidates that may be picked."""
+        import numpy as np
+
+        chance, cost, latency = estimates
+        utility = chance - weights[0] * cost - weights[1] * latency - 1e-9 * cost
+        if allowed is not None:
+            utility = np.where(allowed[None, :], utility, -np.inf)
+        return utility.argmax(1)
+
+
 @dataclass
 class Router:
     """A trained router, read from its folder."""
@@ -109,6 +218,7 @@ class Router:
     latency: dict[str, float]  # mean seconds per question, per model
     vectorizer: dict | None = None  # tfidf: the fitted TextVectorizer's data
     info: dict = field(default_factory=dict)  # what it was trained on, and how
+    workflows: WorkflowChoice | None = None  # the per-question workflow choice, where it was trained
     _vec: Any = None
 
     def represent(self, texts: Sequence[str]):
@@ -148,6 +258,46 @@ class Router:
             )
         chances = self.predict(question)
         return self.choose({known[n]: chances[n] for n in candidates}, preference, untrained, started)
+
+    def decide_workflow(
+        self, question: str, pool: Sequence[str], preference: Preference | None = None
+    ) -> WorkflowDecision:
+        """The workflow to run on `question` (`pool`: the pool's ids): the candidate whose models are
+        all in the pool with the best expected utility. RouterError when none can run."""
+        import numpy as np
+
+        assert self.workflows is not None
+        choice = self.workflows
+        started = time.perf_counter()
+        known = {canonical(pool_id): pool_id for pool_id in pool}
+        allowed = np.array([all(m in known for m in models) for models in choice.models])
+        if not allowed.any():
+            raise RouterError(
+                f"the router in {self.folder} chooses among workflows of {', '.join(self.models)}; the pool has none "
+                f"of them ({', '.join(pool) or 'empty'})"
+            )
+        estimates = choice.estimate_rows(self.represent([question]))
+        weights = utility_weights(preference, choice.dearest, choice.slowest)
+        chance, cost, latency = (e[0] for e in estimates)
+        utility = np.where(allowed, chance - weights[0] * cost - weights[1] * latency - 1e-9 * cost, -np.inf)
+        ranked = [int(i) for i in np.argsort(-utility, kind="stable") if allowed[i]]
+        best = ranked[0]
+        second = ranked[1] if len(ranked) > 1 else None
+        order = list(pool)
+        workflow = choice.workflows[best]
+        steps = tuple(
+            replace(step, model=order.index(known[choice.models[best][step.model]])) for step in workflow.steps
+        )
+        return WorkflowDecision(
+            name=_pool_name(choice.names[best], known),
+            workflow=Workflow(steps),
+            chance=float(chance[best]),
+            cost_usd=float(cost[best]),
+            runner_up=_pool_name(choice.names[second], known) if second is not None else None,
+            runner_up_chance=float(chance[second]) if second is not None else None,
+            untrained=tuple(pool_id for pool_id in pool if canonical(pool_id) not in self.models),
+            seconds=time.perf_counter() - started,
+        )
 
     def choose(
         self,
@@ -195,14 +345,50 @@ class Router:
             "cost_per_question_usd": self.cost,
             "latency_s": self.latency,
             "vectorizer": self.vectorizer,
-            **self.info,
+            **{k: v for k, v in self.info.items() if k != "workflow_settings"},
         }
+        arrays = {"weights": self.weights, "bias": self.bias, "mean": self.mean, "scale": self.scale}
+        if self.workflows is not None:
+            choice = self.workflows
+            data["workflows"] = {
+                "names": choice.names,
+                "models": choice.models,
+                "lists": [w.to_lists() for w in choice.workflows],
+                "k": choice.k,
+                "prior_weight": choice.prior_weight,
+                **{k: v for k, v in self.info.get("workflow_settings", {}).items()},
+            }
+            from ..core.textvec import SparseRows, _sparse
+
+            rows: SparseRows = _sparse(choice.rows)
+            arrays.update(
+                wf_indptr=rows.indptr.astype(np.int64),
+                wf_indices=rows.indices.astype(np.int32),
+                wf_data=rows.data.astype(np.float32),
+                wf_dim=np.array([rows.dim], dtype=np.int64),
+                wf_right=np.asarray(choice.right, dtype=np.uint8),
+                wf_cost=np.asarray(choice.cost, dtype=np.float32),
+                wf_latency=np.asarray(choice.latency, dtype=np.float32),
+            )
         scratch = self.folder / f".{WEIGHTS_FILE}.tmp.npz"
-        np.savez(scratch, weights=self.weights, bias=self.bias, mean=self.mean, scale=self.scale)
+        np.savez_compressed(scratch, **arrays)
         scratch.replace(self.folder / WEIGHTS_FILE)
         text = self.folder / f".{ROUTER_FILE}.tmp"
         text.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
         text.replace(self.folder / ROUTER_FILE)
+
+
+_NAME_PARTS = re.compile(r"(direct:|vote:|cascade:|\+|>)")
+
+
+def _pool_name(name: str, known: dict[str, str]) -> str:
+    """A candidate's name (canonical model names) with the pool's ids: `direct:gpt-4o` is `gpt-4o`'s pool id
+    alone (`replay:gpt-4o` on a replay); `cascade:a+b>c` names them as the pool does."""
+    parts = _NAME_PARTS.split(name)
+    if not all(p in known or _NAME_PARTS.fullmatch(p) or not p for p in parts):
+        return name
+    mapped = "".join(known.get(p, p) for p in parts)
+    return mapped.removeprefix("direct:")
 
 
 def is_router_folder(path: str | Path) -> bool:
@@ -220,8 +406,7 @@ def load_router(folder: str | Path) -> Router:
             f"{path}: no {ROUTER_FILE} there; train one with stiva train SUITE --method router --out {path}"
         )
     try:
-        data = json.loads(where.read_text(encoding="utf-8"))
-        arrays = np.load(path / WEIGHTS_FILE)
+        data, arrays = read_router_files(where, path / WEIGHTS_FILE)
         weights, bias, mean, scale = (
             np.asarray(arrays[k], dtype=np.float32) for k in ("weights", "bias", "mean", "scale")
         )
@@ -241,7 +426,12 @@ def load_router(folder: str | Path) -> Router:
         or scale.shape != (weights.shape[0],)
     ):
         raise RouterError(f"{path}: its weights do not match its models; train it again")
-    info = {k: v for k, v in data.items() if k not in ("models", "features", "vectorizer", "format", "version")}
+    info = {
+        k: v for k, v in data.items() if k not in ("models", "features", "vectorizer", "format", "version", "workflows")
+    }
+    workflows = (
+        _workflow_choice(path, data.get("workflows"), arrays, [str(m) for m in models]) if "workflows" in data else None
+    )
     return Router(
         folder=path,
         models=[str(m) for m in models],
@@ -254,7 +444,51 @@ def load_router(folder: str | Path) -> Router:
         latency={str(k): float(v) for k, v in (data.get("latency_s") or {}).items()},
         vectorizer=data.get("vectorizer"),
         info=info,
+        workflows=workflows,
     )
+
+
+def _workflow_choice(path: Path, data: Any, arrays: Any, models: list[str]) -> WorkflowChoice:
+    """The saved workflow choice (RouterError, one line, where it does not match its arrays)."""
+    import numpy as np
+
+    damaged = RouterError(f"{path}: its workflow choice is damaged; train it again")
+    try:
+        names, owners, lists = data["names"], data["models"], data["lists"]
+        k, prior = int(data["k"]), float(data["prior_weight"])
+        indptr, indices, values = arrays["wf_indptr"], arrays["wf_indices"], arrays["wf_data"]
+        dim = int(arrays["wf_dim"][0])
+        right = np.asarray(arrays["wf_right"], dtype=np.float32)
+        cost = np.asarray(arrays["wf_cost"], dtype=np.float32)
+        latency = np.asarray(arrays["wf_latency"], dtype=np.float32)
+    except (KeyError, TypeError, ValueError, IndexError):
+        raise damaged from None
+    n = len(indptr) - 1
+    if (
+        not (isinstance(names, list) and isinstance(owners, list) and isinstance(lists, list))
+        or not len(names) == len(owners) == len(lists) >= 1
+        or right.shape != (n, len(names))
+        or cost.shape != right.shape
+        or latency.shape != right.shape
+        or indptr[-1] != len(indices)
+        or len(indices) != len(values)
+        or (np.diff(indptr) < 0).any()
+        or dim < 1
+        or (len(indices) and (int(indices.max()) >= dim or int(indices.min()) < 0))
+        or any(not isinstance(o, list) or not set(o) <= set(models) for o in owners)
+    ):
+        raise damaged
+    try:
+        workflows = [
+            workflow_from_lists(spec, pool_size=len(owner), max_steps=len(spec.get("model_id", [])))
+            for spec, owner in zip(lists, owners)
+        ]
+    except Exception:  # noqa: BLE001 - a WorkflowParseError, a non-dict: the file is damaged
+        raise damaged from None
+    from ..core.textvec import SparseRows
+
+    rows = SparseRows(np.asarray(indptr, np.int64), np.asarray(indices, np.int64), np.asarray(values, np.float32), dim)
+    return WorkflowChoice([str(x) for x in names], owners, workflows, rows, right, cost, latency, k, prior)
 
 
 # --- representations ---------------------------------------------------------------------------------
@@ -350,13 +584,15 @@ class RouterConductor:
         pool = [worker.id for worker in request.workers]
         preference = request.preference
         started = time.perf_counter()
+        if self._router.workflows is not None:
+            return await self._workflow_plan(request, pool, on_delta, started)
         try:
             decision = await asyncio.to_thread(self._router.decide, request.question, pool, preference)
         except RouterError as exc:
             raise ConductorError(str(exc)) from None
         line = decision.line()
         if self.escalate is not None and decision.chance < self.escalate_below:
-            return await self._escalated(request, on_delta, decision, started)
+            return await self._escalated(request, on_delta, decision.chance, decision.model, started)
         if on_delta is not None:
             on_delta(line)
         step = Step(model=pool.index(decision.model), subtask=request.question, access=())
@@ -368,11 +604,32 @@ class RouterConductor:
             latency_s=time.perf_counter() - started,
         )
 
-    async def _escalated(self, request: PlanRequest, on_delta, decision: Decision, started: float) -> Plan:
+    async def _workflow_plan(self, request: PlanRequest, pool: list[str], on_delta, started: float) -> Plan:
+        """The plan of a router that chooses workflows: the candidate it decides on, on the pool."""
+        import asyncio
+
+        assert self._router is not None
+        try:
+            decision = await asyncio.to_thread(self._router.decide_workflow, request.question, pool, request.preference)
+        except RouterError as exc:
+            raise ConductorError(str(exc)) from None
+        if self.escalate is not None and (decision.chance < self.escalate_below or self.escalate_below >= 1.0):
+            return await self._escalated(request, on_delta, decision.chance, decision.name, started)
+        line = decision.line()
+        if on_delta is not None:
+            on_delta(line)
+        workflow = decision.workflow
+        if len(workflow.steps) == 1:  # one model: the question as asked, as the head's plan sends it
+            workflow = Workflow((replace(workflow.steps[0], subtask=request.question),))
+        return Plan(
+            workflow=workflow, reasoning=line, raw_text=line, usage=Usage(), latency_s=time.perf_counter() - started
+        )
+
+    async def _escalated(self, request: PlanRequest, on_delta, chance: float, pick: str, started: float) -> Plan:
         """The full conductor's plan, with the router's reason for handing it over first."""
         assert self.escalate is not None
         why = (
-            f"router: the best predicted chance, {decision.chance:.0%} ({decision.model}), is under "
+            f"router: the best predicted chance, {chance:.0%} ({pick}), is under "
             f"{self.escalate_below:.0%}: the full conductor plans this question"
         )
         if on_delta is not None:

@@ -102,6 +102,19 @@ class StepFinished(Event):
     cost_usd: float
     latency_s: float
     attempts: int
+    # A vote's or a gate's count ("2 of 2 agree: 42", "disagree: 42, 41: the next stage runs");
+    # "" for a call.
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class StepSkipped(Event):
+    """A step that never ran, and was never paid: an agreement gate before it ended the round."""
+
+    round: int
+    index: int
+    model: str  # the model it would have run on
+    reason: str
 
 
 @dataclass(frozen=True)

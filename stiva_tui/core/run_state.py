@@ -35,7 +35,8 @@ class StepState:
     subtask: str = ""
     access: tuple[int, ...] = ()
     access_all: bool = False
-    status: str = "waiting"  # waiting | running | finished | failed | cancelled
+    status: str = "waiting"  # waiting | running | finished | failed | cancelled | skipped
+    note: str = ""  # a vote's or a gate's count; why a step was skipped
     prompt_tokens: int = 0
     completion_tokens: int = 0
     estimated: bool = False
@@ -206,10 +207,16 @@ class RunState:
         s.prompt_tokens, s.completion_tokens = e.usage.prompt_tokens, e.usage.completion_tokens
         s.estimated = e.usage.estimated
         s.cost_usd, s.latency_s, s.attempt = e.cost_usd, e.latency_s, e.attempts
+        s.note = e.note
         self.prompt_tokens += e.usage.prompt_tokens
         self.completion_tokens += e.usage.completion_tokens
         self.cost_usd += e.cost_usd
         return [("step", e.round, e.index), ("run",)]
+
+    def _step_skipped(self, e: ev.StepSkipped) -> list[Key]:
+        s = self.step(e.round, e.index)
+        s.status, s.note, s.model = "skipped", e.reason, e.model
+        return [("step", e.round, e.index)]
 
     def _step_failed(self, e: ev.StepFailed) -> list[Key]:
         s = self.step(e.round, e.index)
@@ -300,6 +307,10 @@ class RunState:
                 for n, entry in enumerate(log):
                     following = log[n + 1].model if n + 1 < len(log) else (s.model if s.status == "finished" else None)
                     s.failures.append(Attempt(entry.model, entry.error, entry.attempt, following))
+            if state.status == "finished":  # a planned step with no record of its own: a gate skipped it
+                for s in r.steps:
+                    if s.status == "waiting":
+                        s.status = "skipped"
         return state
 
 
@@ -313,6 +324,7 @@ _HANDLERS: dict[type[ev.Event], Callable[[RunState, Any], list[Key]]] = {
     ev.StepDelta: RunState._step_delta,
     ev.StepFinished: RunState._step_finished,
     ev.StepFailed: RunState._step_failed,
+    ev.StepSkipped: RunState._step_skipped,
     ev.RunFinished: RunState._run_ended,
     ev.RunFailed: RunState._run_ended,
     ev.RunCancelled: RunState._run_ended,

@@ -37,12 +37,47 @@ class WorkflowParseError(ValueError):
         super().__init__(f"{reason} ({', '.join(where)})" if where else reason)
 
 
+# The kinds of step. A `call` asks its model. A `vote` and an `agree` gate call no model and cost
+# nothing: they read the final answers (core/answers.py) of the steps in their access list.
+# - `vote`: the majority final answer (a tie goes to the earliest-listed step); its output is the
+#   full answer of the first step that gave it. Where fewer than two answers can be read (an open
+#   question), its model judges the answers instead: a call, and the tree says so.
+# - `agree`: if every step it reads gives the same final answer, the round ends here with that
+#   answer and every later step is skipped, never run or paid (FrugalGPT's agreement cascade);
+#   otherwise the later steps run, and the workflow's answer is the last step's as usual. Every
+#   step after a gate waits for it.
+# In the three lists a control step is written by its subtask: "vote", or "stop if they agree".
+CALL, VOTE, AGREE = "call", "vote", "agree"
+VOTE_SUBTASK = "vote"
+AGREE_SUBTASK = "stop if they agree"
+_VOTE_WORDS = re.compile(r"^\W*(?:majority[ _-]?)?vote\b", re.IGNORECASE)
+_AGREE_WORDS = re.compile(
+    r"^\W*(?:(?:stop|finish|answer|done)\W+if\W+(?:they|both|all|these|the\W+answers)\W+agree|agree\W*\??\W*$)",
+    re.IGNORECASE,
+)
+
+
+def control_kind(subtask: str) -> str:
+    """The kind of step a subtask names: `vote`, `agree`, or `call` (any other subtask)."""
+    if _VOTE_WORDS.match(subtask):
+        return VOTE
+    if _AGREE_WORDS.match(subtask):
+        return AGREE
+    return CALL
+
+
 @dataclass(frozen=True)
 class Step:
     model: int  # index into the pool as numbered in the conductor's prompt
     subtask: str
     access: tuple[int, ...]  # earlier steps this one may read ("all" resolved to every one)
     access_all: bool = False  # written as "all"
+    kind: str = CALL  # call | vote | agree (see above)
+
+    @property
+    def calls(self) -> bool:
+        """Whether the step asks its model (a vote may still call it, as a judge)."""
+        return self.kind == CALL
 
 
 @dataclass(frozen=True)
@@ -56,6 +91,15 @@ class Workflow:
 
     def __len__(self) -> int:
         return len(self.steps)
+
+    @property
+    def calls(self) -> int:
+        """How many steps ask a model (at most; a vote on an open question judges, a gate skips)."""
+        return sum(1 for s in self.steps if s.calls)
+
+    def gates_before(self, index: int) -> tuple[int, ...]:
+        """The agreement gates that come before step `index`: it runs only where each let it."""
+        return tuple(i for i in range(index) if self.steps[i].kind == AGREE)
 
     def to_lists(self) -> dict[str, list[Any]]:
         return {
@@ -76,6 +120,10 @@ class Workflow:
             return "keep"
         if n == 1:
             return "single"
+        if any(s.kind == AGREE for s in self.steps):
+            return "cascade"
+        if self.steps[-1].kind == VOTE:
+            return "vote"
         if all(s.access == ((i - 1,) if i else ()) for i, s in enumerate(self.steps)):
             return "chain"
         if all(not s.access for s in self.steps):
@@ -96,6 +144,34 @@ def parse_workflow(text: str, pool_size: int, max_steps: int = 5, *, allow_empty
     body, offset = strip_think(text)
     lists = _find_lists(body, offset)
     return workflow_from_lists(lists, pool_size, max_steps, allow_empty=allow_empty)
+
+
+# Where a list or a quoted "all" can end: only there can a streamed plan become complete.
+_CLOSERS = frozenset("]}\"'")
+_NAMES = (re.compile(r"model", re.IGNORECASE), re.compile(r"sub", re.IGNORECASE), re.compile(r"access", re.IGNORECASE))
+
+
+def plan_end(text: str, pool_size: int, max_steps: int = 5, *, allow_empty: bool = False, since: int = 0) -> int | None:
+    """Where a plan that is still streaming is complete: the least `end` past `since` at which
+    `text[:end]` parses (`parse_workflow`) as a valid workflow, or None while it does not.
+
+    A caller that reads a plan as it arrives calls this with `since` at the length it had checked
+    before, and stops reading at the first end: nothing after the lists changes the plan it gets.
+    Only the ends of lists and quoted strings are tried; an open `<think>` block is never complete.
+    """
+    if len(text) <= since or not all(name.search(text) for name in _NAMES):
+        return None
+    if "<think>" in text and "</think>" not in text:
+        return None
+    for end in range(max(since, 0), len(text)):
+        if text[end] not in _CLOSERS:
+            continue
+        try:
+            parse_workflow(text[: end + 1], pool_size, max_steps, allow_empty=allow_empty)
+        except WorkflowParseError:
+            continue
+        return end + 1
+    return None
 
 
 def split_reasoning(text: str) -> str:
@@ -149,17 +225,32 @@ def workflow_from_lists(
         if allow_empty:
             return Workflow(steps=())
         raise WorkflowParseError("the workflow has no steps (empty lists only keep an earlier answer)")
-    if len(models) > max_steps:
+    if len(models) > 2 * max_steps:  # before reading them: votes and gates are at most as many as calls
         raise WorkflowParseError(f"{len(models)} steps, but at most {max_steps} are allowed")
     steps = []
     for i, (model, subtask, acc) in enumerate(zip(models, subtasks, access)):
-        steps.append(
-            Step(
-                model=_model_index(model, i, pool_size),
-                subtask=_subtask(subtask, i),
-                access=_access(acc, i),
-                access_all=isinstance(acc, str),
+        text = _subtask(subtask, i)
+        kind = control_kind(text)
+        step = Step(
+            model=_model_index(model, i, pool_size),
+            subtask=text,
+            access=_access(acc, i),
+            access_all=isinstance(acc, str),
+            kind=kind,
+        )
+        if kind != CALL and len(step.access) < 2:
+            raise WorkflowParseError(
+                f"step {i} is a {kind} step: its access list must name two or more earlier steps to "
+                f"{'count' if kind == VOTE else 'compare'}",
+                field=f"access_list[{i}]",
             )
+        steps.append(step)
+    calls = sum(1 for s in steps if s.kind == CALL)
+    if calls > max_steps:
+        raise WorkflowParseError(f"{calls} steps, but at most {max_steps} are allowed (votes and gates not counted)")
+    if steps[-1].kind == AGREE:
+        raise WorkflowParseError(
+            f"the last step is a gate ({AGREE_SUBTASK!r}): a gate needs later steps to run where the answers disagree"
         )
     return Workflow(steps=tuple(steps))
 

@@ -32,6 +32,7 @@ from ..conductor.base import (
 )
 from ..conductor.guard import degenerate
 from ..conductor.prompt import worker_messages
+from ..core.answers import Tally, final_answer, tally
 from ..core.events import (
     ConductorDelta,
     Event,
@@ -43,6 +44,7 @@ from ..core.events import (
     StepDelta,
     StepFailed,
     StepFinished,
+    StepSkipped,
     StepStarted,
     SubscriberFailed,
     Totals,
@@ -52,7 +54,7 @@ from ..core.preference import Preference
 from ..core.trace import marked_note
 from ..core.usage import Usage, estimate_tokens
 from ..core.words import FailureReason, RunMode, Source
-from ..core.workflow import Step, Workflow
+from ..core.workflow import AGREE, CALL, VOTE, Step, Workflow
 from ..pool.types import PoolModel, ProviderError, StepInput, TextDelta, UsageReport, Worker, WorkerPrompt
 from .baselines import direct_workflow, moa_workflow
 from .fallback import FallbackEvidence, choose_fallback
@@ -69,6 +71,12 @@ REPLACED_NOTE = "plan replaced by one step on"
 FLAGGED_NOTE = "plan flagged by the guard, run as written"
 # ... and when nothing was planned: a short question and a pool of one model.
 ONE_MODEL_NOTE = "one model in the pool: one step"
+# What a vote or a gate is recorded as running on: they call no model.
+CONTROL_MODEL = {VOTE: "(vote)", AGREE: "(agreement)"}
+JUDGE_SUBTASK = (
+    "The answers shown disagree, or give no short final answer to compare. Pick the best one and "
+    "give it in full as your answer."
+)
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,9 @@ class RunOptions:
     # The user's cost and latency preference, told to the conductor (core/preference.py). It never
     # moves the hard caps above: max_steps bounds the plan, the budget bounds the run.
     preference: Preference | None = None
+    # How votes and agreement gates read a step's final answer (core/answers.py): the question's
+    # kind where it is known (a bench item's), else "auto".
+    answer_kind: str = "auto"
 
 
 @dataclass
@@ -539,15 +550,37 @@ class _Run:
     # --- the DAG -------------------------------------------------------------------------------
 
     async def execute(self, round_: int, workflow: Workflow, models: Sequence[PoolModel], *, final: bool) -> str:
-        """Run every step as soon as its inputs are done; return the last step's output. `final`:
-        no later round can follow, so the last step's output is the run's answer for certain."""
+        """Run every step as soon as its inputs are done; return the round's answer: the last
+        step's output, or the agreed answer of a gate that ended the round (core/workflow.py).
+        `final`: no later round can follow, so the last step's output is the run's answer for certain.
+
+        A step after an agreement gate waits for it; a gate waits for every step before it (it
+        ends a stage). Where a gate finds agreement, every later step is skipped: never run, never
+        paid, reported as `StepSkipped`."""
         outputs: dict[int, str] = {}
         done = [asyncio.Event() for _ in workflow.steps]
+        stopped: list[tuple[int, str]] = []  # the gate that ended the round, if one did, and its count
 
         async def run_step(index: int) -> None:
-            for j in workflow.steps[index].access:
+            step = workflow.steps[index]
+            waits = set(step.access) | set(workflow.gates_before(index))
+            if step.kind == AGREE:
+                waits |= set(range(index))
+            for j in sorted(waits):
                 await done[j].wait()
-            outputs[index] = await self._run_step(round_, workflow, index, models, outputs, final)
+            if stopped:
+                gate, count = stopped[0]
+                who = CONTROL_MODEL.get(step.kind) or models[step.model].id
+                self.emit(StepSkipped(self.id, round_, index, who, f"not run: step {gate + 1} found {count}"))
+            elif step.kind == CALL:
+                outputs[index] = await self._run_step(round_, workflow, index, models, outputs, final)
+            elif step.kind == VOTE:
+                outputs[index] = await self._vote(round_, workflow, index, models, outputs, final)
+            else:
+                agreed = self._gate(round_, workflow, index, outputs)
+                outputs[index] = agreed[0] if agreed is not None else ""
+                if agreed is not None:
+                    stopped.append((index, agreed[1]))
             done[index].set()
 
         try:
@@ -560,7 +593,57 @@ class _Run:
                 if isinstance(exc, (StepError, BudgetExceeded)):
                     raise exc from None
             raise group_error.exceptions[0] from None
+        if stopped:
+            return outputs[stopped[0][0]]
         return outputs[len(workflow.steps) - 1]
+
+    def _finals(self, workflow: Workflow, index: int, outputs: dict[int, str]) -> tuple[tuple[int, ...], Tally]:
+        read = workflow.steps[index].access
+        return read, tally([final_answer(outputs.get(j, ""), self.options.answer_kind) for j in read])
+
+    def _control_finished(self, round_: int, index: int, kind: str, output: str, note: str) -> None:
+        step_model = CONTROL_MODEL[kind]
+        self.emit(StepFinished(self.id, round_, index, step_model, output, Usage(), 0.0, 0.0, 1, note=note))
+
+    def _gate(self, round_: int, workflow: Workflow, index: int, outputs: dict[int, str]) -> tuple[str, str] | None:
+        """An agreement gate: (the agreed answer, its count) where every step it reads gives the
+        same final answer (the answer is the first read step's full output), else None (the next
+        stage runs)."""
+        step = workflow.steps[index]
+        self.emit(StepStarted(self.id, round_, index, CONTROL_MODEL[AGREE], step.subtask, step.access))
+        read, count = self._finals(workflow, index, outputs)
+        if count.unanimous and count.first is not None:
+            note = count.line()
+            self._control_finished(round_, index, AGREE, outputs[read[count.first]], note)
+            return outputs[read[count.first]], note
+        finals = [final_answer(outputs.get(j, ""), self.options.answer_kind) for j in read]
+        shown = ", ".join("?" if f is None else (f if len(f) <= 20 else f[:19] + "…") for f in finals)
+        self._control_finished(round_, index, AGREE, "", f"disagree ({shown}): the next stage runs")
+        return None
+
+    async def _vote(
+        self,
+        round_: int,
+        workflow: Workflow,
+        index: int,
+        models: Sequence[PoolModel],
+        outputs: dict[int, str],
+        final: bool,
+    ) -> str:
+        """A vote: the majority final answer of the steps it reads (a tie to the earliest-listed);
+        its output is the full answer of the first step that gave it. With fewer than two readable
+        final answers (an open question), the step's model judges the answers instead: a call."""
+        step = workflow.steps[index]
+        read, count = self._finals(workflow, index, outputs)
+        readable = sum(1 for j in read if final_answer(outputs.get(j, ""), self.options.answer_kind) is not None)
+        if readable >= 2 and count.first is not None:
+            self.emit(StepStarted(self.id, round_, index, CONTROL_MODEL[VOTE], step.subtask, step.access))
+            chosen = outputs[read[count.first]]
+            self._control_finished(round_, index, VOTE, chosen, f"vote: {count.line()} (step {read[count.first] + 1})")
+            return chosen
+        judge = replace(step, subtask=JUDGE_SUBTASK, kind=CALL)
+        judged = Workflow(tuple(judge if i == index else s for i, s in enumerate(workflow.steps)))
+        return await self._run_step(round_, judged, index, models, outputs, final)
 
     def _candidates(self, step: Step, models: Sequence[PoolModel]) -> list[PoolModel]:
         """The step's own model, then its fallbacks (each model once)."""

@@ -2,7 +2,7 @@
 
 `generate_sync(loaded, prompt_ids, ...)` runs one `generate()` on the shared model (serialised by
 its lock) and calls `on_text` with each new piece of text; `logits_processors` is the hook a
-caller's grammar plugs into. `generate_async` runs it in a thread, and cancelling the awaiting
+caller's grammar plugs into, `stop_at` a caller's own end of the text (a plan's lists complete). `generate_async` runs it in a thread, and cancelling the awaiting
 task stops generation at the next token.
 
 torch and transformers are imported inside functions only.
@@ -130,6 +130,11 @@ class GenerationResult:
     forced_tokens: int = 0  # tokens the grammar forced, fed without a forward pass of their own
 
 
+# Where a caller's text is complete: given the text so far and how much of it was looked at
+# before, the end to cut it at (generation stops there), or None to go on.
+StopAt = Callable[[str, int], int | None]
+
+
 class _Streamer:
     """transformers' streamer interface: put() per new token (the first put is the prompt)."""
 
@@ -140,8 +145,11 @@ class _Streamer:
         eos_ids: set[int],
         stop_strings: Sequence[str],
         on_text: Callable[[str], None] | None,
+        stop_at: StopAt | None = None,
     ):
         self.decoder = IncrementalDecoder(tokenizer, prompt)
+        self.stop_at = stop_at
+        self.checked = 0  # characters of decoder.text that stop_at has looked at
         self.eos_ids = eos_ids
         self.stop_strings = [s for s in stop_strings if s]
         self.on_text = on_text
@@ -187,6 +195,12 @@ class _Streamer:
                 self.stopped = True
             elif not final:
                 limit -= _partial_stop(text, self.stop_strings)
+        if self.stop_at is not None and self.cut is None and len(text) > self.checked:
+            end = self.stop_at(text, self.checked)
+            self.checked = len(text)
+            if end is not None:
+                self.cut = end
+                self.stopped = True
         if self.cut is not None:
             limit = min(limit, self.cut)
         if limit > self.emitted:
@@ -330,8 +344,12 @@ def generate_sync(
     eos_ids: Sequence[int] | None = None,
     prefix_tokens: int = 0,
     decode: DecodeOptions | None = None,
+    stop_at: StopAt | None = None,
 ) -> GenerationResult:
     """One streaming generate() on the shared model (serialised by its lock). Blocking.
+
+    `stop_at`: the caller's own end of the text (see `StopAt`): the text is cut there and
+    generation stops at the next token, finish "stop", as at a stop string.
 
     `prefix_tokens`: the prompt's first so many tokens are a static prefix whose KV cache is kept
     on the loaded model and reused (only for a model whose weights do not change while loaded).
@@ -341,7 +359,7 @@ def generate_sync(
 
     stop_event = stop_event or threading.Event()
     eos = list(eos_ids) if eos_ids is not None else eos_token_ids(loaded)
-    streamer = _Streamer(loaded.tokenizer, prompt, set(eos), stop_strings, on_text)
+    streamer = _Streamer(loaded.tokenizer, prompt, set(eos), stop_strings, on_text, stop_at)
     gen_config = _generation_config(loaded, max_new_tokens, temperature, eos)
     input_ids = _prompt_rows(loaded, prompt, 1)
     start = time.monotonic()

@@ -34,6 +34,8 @@ class Pool:
 
     def __init__(self, models: Iterable[PoolModel] = ()):
         self._models: tuple[PoolModel, ...] = tuple(models)
+        # Local servers discovery found and did not trust, one line each (discovery.LeftOut).
+        self.left_out: tuple[str, ...] = ()
         self._by_id: dict[str, PoolModel] = {}
         for model in self._models:
             if model.id in self._by_id:
@@ -283,37 +285,51 @@ async def build_pool(
     config: Config, *, discover: bool | None = None, discovery_ports: Mapping[str, int | None] | None = None
 ) -> Pool:
     """Build the pool for `config`. `discover` None follows `config.discovery.enabled`;
-    `discovery_ports` overrides where local servers are looked for (see discovery)."""
-    from .discovery import discover_models, unreachable
+    `discovery_ports` overrides where local servers are looked for (else `[discovery] ports` moves
+    some from their default ports: see discovery)."""
+    from . import discovery
 
     do_discover = config.discovery.enabled if discover is None else discover
     providers = _providers(config)
     needed = _needed_providers(config, providers)
 
-    discovery_task: asyncio.Task | None = None
+    discovery_task: asyncio.Task[discovery.Discovery] | None = None
     if do_discover:
-        discovery_task = asyncio.ensure_future(
-            discover_models(ports=discovery_ports, timeout_s=config.discovery.timeout_s)
-        )
+        ports = discovery_ports if discovery_ports is not None else _discovery_ports(config)
+        discovery_task = asyncio.ensure_future(discovery.discover(ports=ports, timeout_s=config.discovery.timeout_s))
     # A local server the config names (Ollama, LM Studio) may not be running: one connect each,
     # with discovery (discovery off trusts the config as written, and touches no local port).
     local_urls = [p.base_url for p in needed if is_loopback_url(p.base_url)] if do_discover else []
-    probe_task = asyncio.ensure_future(unreachable(local_urls, timeout_s=config.discovery.timeout_s))
+    probe_task = asyncio.ensure_future(discovery.unreachable(local_urls, timeout_s=config.discovery.timeout_s))
     try:
         # Keyring backends may block (D-Bus): resolve keys in a thread while discovery runs.
         keys = await asyncio.to_thread(_resolve_keys, needed)
         dead = await probe_task
-        discovered: list[PoolModel] = []
+        found = discovery.Discovery()
         if discovery_task is not None:
             try:
-                discovered = await discovery_task
+                found = await discovery_task
             except Exception as exc:  # discovery is best effort
                 log.warning("discovery of local servers failed: %s", exc)
     finally:
         for task in (discovery_task, probe_task):
             if task is not None and not task.done():
                 task.cancel()
-    return _assemble(config, providers, keys, discovered, embedded_pool_model(), dead)
+    pool = _assemble(config, providers, keys, found.models(), embedded_pool_model(), dead)
+    # A server the config names on purpose is the config's, whoever runs it: no line about it.
+    configured_urls = {_norm_url(p.base_url) for p in providers.values() if is_loopback_url(p.base_url)}
+    pool.left_out = tuple(item.line() for item in found.left_out if _norm_url(item.base_url) not in configured_urls)
+    return pool
+
+
+def _discovery_ports(config: Config) -> dict[str, int | None] | None:
+    """The default ports with `[discovery] ports` over them (0: not looked for); None: the defaults."""
+    from .discovery import DEFAULT_PORTS
+
+    if not config.discovery.ports:
+        return None
+    moved = {**DEFAULT_PORTS, **config.discovery.ports}
+    return {name: port or None for name, port in moved.items()}
 
 
 def build_pool_sync(

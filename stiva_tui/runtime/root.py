@@ -111,6 +111,53 @@ def pool_change(before: Pool, after: Pool) -> str:
     return "; ".join(words)
 
 
+def discovery_news(before: Pool, after: Pool) -> list[str]:
+    """What discovery changed from `before` to `after`, one line per local server, for a notice:
+    "Ollama at URL appeared: ollama/llama3.2 joined the pool", "... went away: ... left the pool",
+    "... now serves ... too", "... no longer serves ..."; and the line of each server newly left
+    out (another user's: `discovery.LeftOut`)."""
+    from ..pool.discovery import KNOWN_SERVERS
+
+    labels = {kind.name: kind.label for kind in KNOWN_SERVERS}
+
+    def served(pool: Pool) -> dict[str, tuple[str, list[str]]]:
+        servers: dict[str, tuple[str, list[str]]] = {}
+        for model in pool:
+            if model.source == "discovered":
+                servers.setdefault(model.base_url, (labels.get(model.provider, model.provider), []))[1].append(model.id)
+        return servers
+
+    old, new = served(before), served(after)
+    news: list[str] = []
+    for url in dict.fromkeys([*new, *old]):
+        label = (new.get(url) or old[url])[0]
+        was, now = old.get(url, (label, []))[1], new.get(url, (label, []))[1]
+        added, removed = [i for i in now if i not in was], [i for i in was if i not in now]
+        server = f"{label} at {url}"
+        if not was:
+            news.append(f"{server} appeared: {_some(added)} joined the pool")
+        elif not now:
+            news.append(f"{server} went away: {_some(removed)} left the pool")
+        elif added or removed:
+            said = ([f"now serves {_some(added)} too"] if added else []) + (
+                [f"no longer serves {_some(removed)}"] if removed else []
+            )
+            news.append(f"{server} {' and '.join(said)}")
+    return news + left_out_news(after, before.left_out)
+
+
+def left_out_news(pool: Pool, known: Sequence[str] = ()) -> list[str]:
+    """The lines of the local servers `pool` left out (another user's) that are not in `known`."""
+    return [line[0].upper() + line[1:] for line in pool.left_out if line not in known]
+
+
+def _some(ids: list[str], shown: int = 3) -> str:
+    """ "a, b and c", or "a, b, c and 5 more" (a server may list 256 models)."""
+    if len(ids) > shown:
+        return f"{', '.join(ids[:shown])} and {len(ids) - shown} more"
+    return ids[0] if len(ids) == 1 else f"{', '.join(ids[:-1])} and {ids[-1]}"
+
+
 @dataclass
 class Runtime:
     config: Config
@@ -135,6 +182,9 @@ class Runtime:
     # and how many times that happened: a conductor chosen from an older pool is not kept.
     pool_change: str = ""
     _pool_generation: int = 0
+    # What discovery changed at each refresh, and local servers left out, in lines a front end
+    # announces once (`take_pool_news`): the servers of another user left out at start are here first.
+    pool_news: list[str] = field(default_factory=list)
     # Where the models Stiva loads itself run when not in this process (`model_process`).
     model_process: "ModelProcess | None" = None
 
@@ -192,6 +242,7 @@ class Runtime:
             conductor_override=conductor,
             discover=discover,
             model_process=process,
+            pool_news=left_out_news(pool),
         )
         try:
             cfg = runtime.conductor_config()  # a bad --conductor override fails here, before any run
@@ -325,12 +376,18 @@ class Runtime:
         before = self.pool
         self.pool = await build_pool(self.config, discover=self.discover)
         self.worker.know_secrets(self.pool)
+        self.pool_news += discovery_news(before, self.pool)
         change = pool_change(before, self.pool)
         if change:
             self.pool_change = change
             self._pool_generation += 1
             self._conductors = {key: kept for key, kept in self._conductors.items() if not kept.from_pool}
         return change
+
+    def take_pool_news(self) -> list[str]:
+        """The lines of `pool_news` not yet taken: each is announced once."""
+        news, self.pool_news = self.pool_news, []
+        return news
 
     def engine(self, *, source: Source = "tui", conductor: Conductor | None = None) -> Engine:
         """An engine over the available pool whose runs the history records."""

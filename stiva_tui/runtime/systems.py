@@ -15,6 +15,13 @@
 - `chain:A>B[>C...]`: a fixed chain: A answers, each next model reads the step before and checks
   it, the last one's answer is the run's (`A>A`: a model checking its own draft); what a second
   step is worth on the pool, and graded pairs (`stiva train --from-votes --bench`) with two-step plans;
+- `vote:A+B+C`: the majority final answer of the models (core/answers.py reads each one's final
+  answer by the question's kind; a tie goes to the earliest-listed model), called lazily: the first
+  two of three, the third only where they disagree (engine/baselines.py); no model call of its own;
+- `cascade:A+B>C`: an agreement cascade (FrugalGPT): A and B at once; where their final answers
+  agree that is the answer, else C answers. Stages are separated by `>`; each stage before the last
+  asks two or more models; the last is one model or a vote (`cascade:A+B>vote:C+D+E`). Steps not
+  run are never paid;
 - `router:DIR`: a one-pass router (`stiva train router`): one step on the model it picks for the
   question, the question sent as asked; `router:DIR@LEVEL` weighs cost and latency under a preference;
 - `SYSTEM@LEVEL` for a conductor system (`conductor@cheap`, `adapter:DIR@best`): it plans under that
@@ -43,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.preference import PreferenceError, parse_preference
-from ..engine.baselines import chain_workflow
+from ..engine.baselines import cascade_workflow, chain_workflow, vote_workflow
 from ..inference.adapter_manifest import adapter_base
 from .modes import (
     BASE_SUFFIX,
@@ -75,7 +82,8 @@ __all__ = [
 ]
 
 SYSTEM_HELP = (
-    "conductor, conductor-mini, moa, self-moa[:MODEL], direct:MODEL, direct:*, chain:A>B, adapter:DIR, router:DIR, "
+    "conductor, conductor-mini, moa, self-moa[:MODEL], direct:MODEL, direct:*, chain:A>B, vote:A+B+C, "
+    "cascade:A+B>C, cascade:A+B>vote:C+D+E, adapter:DIR, router:DIR, "
     "oracle, random, knn, best-single; "
     "a conductor system@LEVEL (conductor@cheap) plans under that preference, a router@LEVEL (knn@cheap) routes so"
 )
@@ -122,7 +130,7 @@ def parse_system(spec: str) -> System:
     base, at, level = name.rpartition("@")
     # conductor@cheap: a preference per system. A model's id may hold an "@" of its own
     # (Llama-3.1-405B-Inst@sambanova), so the systems that name models never take one.
-    names_models = name.partition(":")[0] in ("direct", "chain", SELF_MOA)
+    names_models = name.partition(":")[0] in ("direct", "chain", "vote", "cascade", SELF_MOA)
     if at and base and not names_models and not Path(name).expanduser().exists():
         try:
             preference = parse_preference(level)
@@ -164,6 +172,14 @@ def parse_system(spec: str) -> System:
             raise SystemNameError(f"{name}: a chain names two or more models, each after a '>': chain:A>B")
         name = "chain:" + ">".join(models)
         return System(name, WorkflowMode(chain_workflow(len(models)), models, name))
+    if colon and kind == "vote":
+        models = _models_of(name, rest, "+")
+        if len(models) < 2:
+            raise SystemNameError(f"{name}: a vote names two or more models, each after a '+': vote:A+B+C")
+        name = "vote:" + "+".join(models)
+        return System(name, WorkflowMode(vote_workflow(len(models)), models, name))
+    if colon and kind == "cascade":
+        return _cascade(name, rest)
     if colon and kind == "adapter" and rest.strip():
         folder = Path(rest.strip()).expanduser()
         if not (folder / "adapter_config.json").is_file():
@@ -186,6 +202,43 @@ def parse_system(spec: str) -> System:
             )
         return System(f"router:{folder}", ConductorMode(variant=ConductorVariant(backend="router", model=str(folder))))
     raise SystemNameError(f"unknown system {name!r}: use {SYSTEM_HELP}")
+
+
+def _models_of(name: str, text: str, separator: str) -> tuple[str, ...]:
+    models = tuple(m.strip() for m in text.split(separator))
+    if not all(models):
+        raise SystemNameError(f"{name}: an empty model name (two '{separator}' in a row, or one at an end)")
+    return models
+
+
+_CASCADE_HELP = "cascade:A+B>C (A and B; C only where they disagree), or cascade:A+B>vote:C+D+E"
+
+
+def _cascade(name: str, rest: str) -> System:
+    """`cascade:A+B>C`, `cascade:A+B>vote:C+D+E`, `cascade:A+B>C+D>E`: stages of models asked at
+    once; each stage before the last ends where its answers agree."""
+    stages = [stage.strip() for stage in rest.split(">")]
+    if len(stages) < 2 or not all(stages):
+        raise SystemNameError(f"{name}: a cascade has two or more stages, each after a '>': {_CASCADE_HELP}")
+    last_votes = stages[-1].startswith("vote:")
+    if last_votes:
+        stages[-1] = stages[-1].removeprefix("vote:")
+    groups = [_models_of(name, stage, "+") for stage in stages]
+    for group in groups[:-1]:
+        if len(group) < 2:
+            raise SystemNameError(
+                f"{name}: each stage before the last asks two or more models, whose agreement ends the cascade: "
+                f"{_CASCADE_HELP}"
+            )
+    if len(groups[-1]) != 1 and not last_votes:
+        raise SystemNameError(f"{name}: the last stage is one model or a vote (vote:C+D+E): {_CASCADE_HELP}")
+    if last_votes and len(groups[-1]) < 2:
+        raise SystemNameError(f"{name}: a vote names two or more models: {_CASCADE_HELP}")
+    text = ">".join("+".join(g) for g in groups[:-1]) + ">" + ("vote:" if last_votes else "") + "+".join(groups[-1])
+    canonical = f"cascade:{text}"
+    models = tuple(m for g in groups for m in g)
+    workflow = cascade_workflow([len(g) for g in groups], last_votes)
+    return System(canonical, WorkflowMode(workflow, models, canonical))
 
 
 def self_moa_mode(model: str) -> MoAMode:

@@ -10,9 +10,11 @@ The process tree inside a sandbox:
     bwrap's init (pid 1) ── supervisor (this file, pid 2) ── worker (a fork: the harness + the code)
 
 The supervisor holds the only copy of the status pipe. It forks the worker, which closes that pipe,
-sets its own per-process limits and runs one of the modes below. The supervisor then watches the
-whole sandbox until the worker exits: the number of processes, their private memory, and what the
-size-capped /tmp holds. Past a limit it reports which one and exits; its exit ends bwrap's init,
+shuts itself into a Landlock domain where the kernel has one (no /proc; from ABI 6 no signal to a
+process outside the domain), sets its own per-process limits and runs one of the modes below. The
+supervisor then watches the whole sandbox until the worker exits: the number of processes, their
+anonymous and shared memory, what the size-capped /tmp holds, and how many files /tmp and /dev/shm
+hold. Past a limit it reports which one and exits; its exit ends bwrap's init,
 and with it the pid namespace and everything still in it (a double-forked `setsid` survivor too).
 
 Modes (`mode` in the config):
@@ -355,12 +357,72 @@ def _worker_limits(limits):
     _limit(resource, "RLIMIT_NOFILE", 256)
 
 
+# Landlock (Linux >= 5.13): the rights a ruleset can handle at each ABI version, and its scopes.
+_LANDLOCK_FS = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
+_LANDLOCK_FILE = 1 | 2 | 4 | 1 << 14 | 1 << 15  # execute, write, read, truncate, ioctl on a device
+_LANDLOCK_NET = 3  # ABI 4: bind and connect TCP (none allowed: no inet socket exists anyway)
+_LANDLOCK_SCOPES = 3  # ABI 6: abstract unix sockets and signals outside the domain
+
+
+def _landlock_version(libc):
+    import ctypes
+
+    return libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+
+
+def _hide_host():
+    """Shut the worker (and the code) into a Landlock domain: every folder at the root but /proc,
+    and, from ABI 6, no signal to a process outside it (the supervisor, bwrap's init) and no
+    abstract unix socket outside it. /proc is only the sandbox's, but its files still tell of the
+    host: mount options, the interpreter's path, boot time; the code needs none of them. Returns
+    the ABI version applied, 0 where the kernel has no Landlock; exits where applying it failed."""
+    import ctypes
+    import struct
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    abi = _landlock_version(libc)
+    if abi < 1:
+        return 0
+    fs = _LANDLOCK_FS[max(v for v in _LANDLOCK_FS if v <= abi)]
+    fields = [fs] + ([_LANDLOCK_NET] if abi >= 4 else []) + ([_LANDLOCK_SCOPES] if abi >= 6 else [])
+    attr = struct.pack(f"={len(fields)}Q", *fields)
+    ruleset = libc.syscall(ctypes.c_long(444), attr, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
+    try:
+        if ruleset < 0:
+            raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+        for name in sorted(os.listdir("/")):
+            path = "/" + name
+            if name in ("proc", "sys") or os.path.islink(path):
+                continue  # a link at the root leads into a folder that has a rule of its own
+            # a file bound at the root (a `read_only` path) takes only the rights of a file
+            rights = fs if os.path.isdir(path) else fs & _LANDLOCK_FILE
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                rule = struct.pack("=Qi", rights, fd)  # struct landlock_path_beneath_attr, packed
+                if libc.syscall(ctypes.c_long(445), ruleset, 1, rule, ctypes.c_uint32(0)) != 0:
+                    raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
+            finally:
+                os.close(fd)
+        if libc.syscall(ctypes.c_long(446), ruleset, ctypes.c_uint32(0)) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+    except OSError as error:
+        sys.stderr.write(f"sandbox: could not apply Landlock (ABI {abi}): {error}\n")
+        sys.stderr.flush()
+        os._exit(1)
+    finally:
+        if ruleset >= 0:
+            os.close(ruleset)
+    return abi
+
+
 def _run_worker(cfg):
     os.close(cfg["status_fd"])
     try:
         os.setpgid(0, 0)
     except OSError:
         pass
+    if cfg.get("landlock"):
+        _hide_host()
     _worker_limits(cfg["limits"])
     code = 0
     try:
@@ -386,20 +448,35 @@ def _processes(me):
 
 
 def _usage(me, tmp):
-    """(private memory in bytes, bytes in /tmp) of the whole sandbox."""
-    private = 0
-    page = os.sysconf("SC_PAGE_SIZE")
+    """(memory in bytes, bytes in /tmp) of the whole sandbox. Memory is each process's anonymous
+    and shared memory (RssAnon + RssShmem: a MAP_SHARED anonymous mapping is shmem, which statm's
+    "shared" column would subtract); pages two processes share count twice, on the safe side."""
+    memory = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) in (1, me):
             continue
         try:
-            with open(f"/proc/{entry}/statm", "rb") as handle:
-                fields = handle.read().split()
-            private += max(0, int(fields[1]) - int(fields[2])) * page
+            with open(f"/proc/{entry}/status", "rb") as handle:
+                for line in handle:
+                    if line.startswith((b"RssAnon:", b"RssShmem:")):
+                        memory += int(line.split()[1]) * 1024
         except (OSError, IndexError, ValueError):
             continue
     # /dev/shm's pages are memory the code holds, whether or not a process maps them
-    return private + _used("/dev/shm"), _used(tmp)
+    return memory + _used("/dev/shm"), _used(tmp)
+
+
+def _inodes(folders):
+    """Files, folders, links and hard links in `folders` (tmpfs counts each against nr_inodes,
+    and statvfs reports it): an empty file takes no block, but kernel memory all the same."""
+    count = 0
+    for folder in folders:
+        try:
+            stat = os.statvfs(folder)
+            count += stat.f_files - stat.f_ffree
+        except OSError:
+            continue
+    return count
 
 
 def _used(folder):
@@ -443,6 +520,8 @@ def _supervise(cfg):
     watch = cfg.get("watch", False)
     me, mb = os.getpid(), 1024 * 1024
     tick = 0
+    writable = (cfg["tmp"], "/dev/shm")
+    files_at_start = _inodes(writable) if watch else 0
     while True:
         done, state = os.waitpid(pid, os.WNOHANG)
         if done:
@@ -450,10 +529,13 @@ def _supervise(cfg):
             status.send({"exit": code})
             os._exit(0)
         if watch:
-            # the count every 2 ms (a fork bomb grows fast), memory and /tmp every 20 ms
+            # processes and files every 2 ms (a fork bomb grows fast, and so do empty files),
+            # memory and /tmp's bytes every 20 ms
             over = None
             if _processes(me) > limits["processes"]:
                 over = f"processes: more than {limits['processes']} at once"
+            elif _inodes(writable) - files_at_start > limits["files"]:
+                over = f"files: more than {limits['files']} in /tmp and /dev/shm"
             elif tick % 10 == 0:
                 private, used = _usage(me, cfg["tmp"])
                 if private > limits["memory_mb"] * mb:

@@ -8,7 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .isolation import HOW_TO_ENABLE, Isolation, _candidates, _hint, _options, running_as_root
+from .isolation import HOW_TO_ENABLE, Isolation, _candidates, _hint, _options, landlock_abi, running_as_root
 from .settings import SandboxSettings, SandboxUnavailable
 
 __all__ = ["describe_isolation", "find_isolation", "forget_isolation"]
@@ -99,6 +99,7 @@ def _probe(path: str, source: str, settings: SandboxSettings) -> Isolation | str
         no_userns=no_userns,
         seccomp=seccomp_program() is not None,
         drop_root=running_as_root(),
+        landlock=landlock_abi(),
     )
     error = probe_run(candidate, settings)
     if error is None:

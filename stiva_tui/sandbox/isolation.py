@@ -28,7 +28,8 @@ refuses code items with one line.
 Its filesystem is a read-only root holding only `/usr` (and the `/bin`, `/lib*` links to it), the
 interpreter's own binary and `lib/` (site-packages hidden), a fresh `/proc` of the sandbox's pid
 namespace with the host-global knobs (`/proc/sys`, `sysrq-trigger`, `irq`, `bus`, `fs`) read-only
-and the host's identity (`/proc/cmdline`, `kallsyms`, …) unreadable, a read-only minimal `/dev`
+and the host's identity (`/proc/cmdline`, `kallsyms`, `boot_id`, …) unreadable (the code's own
+process sees no /proc at all where the kernel has Landlock: `_child`), a read-only minimal `/dev`
 whose `/dev/shm` is a size-capped tmpfs counted as the run's memory, and a size-capped tmpfs at
 `/tmp` that is the only other writable place.
 The files of a run arrive from memory (`--ro-bind-data` from memfds): nothing of the run is ever
@@ -73,6 +74,9 @@ class Isolation:
     # Stiva runs as root: bwrap starts without a user namespace (whose uid 0 would still be the
     # host's root), and the supervisor drops to a fresh unprivileged uid before any code runs.
     drop_root: bool = False
+    # The kernel's Landlock ABI (0: none). From 1 the code's process has no /proc; from 6 it can
+    # signal no process outside its own domain.
+    landlock: int = 0
 
     @property
     def isolated(self) -> bool:
@@ -84,7 +88,9 @@ class Isolation:
             f"{settings.disk_mb} MB of /tmp per run"
         )
         if self.kind == "bwrap":
-            extras = ["seccomp"] if self.seccomp else []
+            extras = (["seccomp"] if self.seccomp else []) + (
+                [f"Landlock ABI {self.landlock}"] if self.landlock else []
+            )
             spaces = "pid, net, ipc, uts" if self.drop_root else "user, pid, net, ipc, uts"
             who = (
                 "code runs as a fresh unprivileged uid, never root"
@@ -104,6 +110,22 @@ def running_as_root() -> bool:
     """Whether this process is root: then no run may keep its uid (a user namespace's uid 0 is
     still the host's root to /proc/sys and every other host-global knob)."""
     return os.geteuid() == 0
+
+
+@functools.lru_cache(maxsize=1)
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 where it has none (or where this is not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
+        version = libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    except (OSError, AttributeError):
+        return 0
+    return max(0, int(version))
 
 
 def _hint(failures: list[str]) -> str:
@@ -207,6 +229,7 @@ PROC_HIDDEN = (
     "kcore",
     "config.gz",
     "bootconfig",
+    "sys/kernel/random/boot_id",  # names this boot of the host
 )
 
 

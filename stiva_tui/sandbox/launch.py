@@ -147,6 +147,7 @@ async def _start(
         "memory_mb": settings.memory_mb,
         "processes": settings.processes,
         "disk_mb": settings.disk_mb,
+        "files": settings.files,
         "cpu_s": max(1, int(timeout_s) + 1),
     }
     config: dict[str, Any] = {
@@ -161,7 +162,7 @@ async def _start(
     try:
         executable = None
         if iso.kind == "bwrap":
-            config.update(watch=True, tmp="/tmp", **{_key(name): f"/sandbox/{name}" for name in files})
+            config.update(watch=True, tmp="/tmp", landlock=True, **{_key(name): f"/sandbox/{name}" for name in files})
             if iso.drop_root:
                 config["drop"] = run_uid()
             blobs = {

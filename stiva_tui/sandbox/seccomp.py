@@ -14,6 +14,13 @@ error, not a crash):
   process at once (-1), or to their process groups: `kill`, `tkill`, `tgkill`, `rt_sigqueueinfo`,
   `rt_tgsigqueueinfo`, and `pidfd_send_signal` altogether. (Processes outside are out of reach
   already: they are not in the pid namespace.)
+- signals the kernel sends for a file: `fcntl` F_SETOWN, F_SETOWN_EX and F_SETSIG, and the
+  sockets' `ioctl` FIOSETOWN and SIOCSPGRP (a pipe owned by the supervisor, O_ASYNC and a write
+  stopped it with SIGSTOP). Without an owner, SIGIO and SIGURG go nowhere; F_NOTIFY and leases
+  name the caller as owner, which can no longer be changed; PR_SET_PDEATHSIG signals the caller
+  only; a child's exit signal goes to its parent (with CLONE_PARENT the child takes the caller's
+  own exit signal, SIGCHLD for the worker the supervisor forked). Landlock (ABI 6, in `_child`)
+  refuses every signal out of the code's domain as well.
 - other processes' scheduling and limits: `setpriority`, `ioprio_set`, `sched_setaffinity`,
   `sched_setscheduler`, `sched_setparam`, `sched_setattr` and `prlimit64` are allowed on the
   calling process only (a nice-19, one-core or zero-limit supervisor would stop watching);
@@ -59,6 +66,10 @@ def _arg(n: int) -> int:
 _CLONE_NEW = 0x7E020080  # NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
 _PROTECTED_PIDS = (0, 1, 2, 0xFFFFFFFF, 0xFFFFFFFE)  # own group, init, supervisor, all, group 2
 _AF_UNIX = 1
+# Who the kernel signals for a file (SIGIO, SIGURG): F_SETOWN, F_SETSIG, F_SETOWN_EX, and the
+# sockets' ioctls FIOSETOWN and SIOCSPGRP
+_SET_OWNER_FCNTL = (8, 10, 15)
+_SET_OWNER_IOCTL = (0x8901, 0x8902)
 _PERSONALITY_OK = (0, 0xFFFFFFFF)  # PER_LINUX, and the query
 
 _TABLES = {
@@ -128,6 +139,8 @@ _TABLES = {
             "sched_setparam": 142,
             "sched_setattr": 314,
             "prlimit64": 302,
+            "fcntl": 72,
+            "ioctl": 16,
         },
     ),
     "aarch64": (
@@ -192,6 +205,8 @@ _TABLES = {
             "sched_setparam": 118,
             "sched_setattr": 274,
             "prlimit64": 261,
+            "fcntl": 25,
+            "ioctl": 29,
         },
     ),
 }
@@ -215,6 +230,8 @@ _CONDITIONAL = {
     "socket": (0, (_AF_UNIX,), True),
     "socketpair": (0, (_AF_UNIX,), True),
     "personality": (0, _PERSONALITY_OK, True),
+    "fcntl": (1, _SET_OWNER_FCNTL, False),
+    "ioctl": (1, _SET_OWNER_IOCTL, False),
 }
 _ANSWERS = {"socket": errno.EAFNOSUPPORT, "socketpair": errno.EAFNOSUPPORT}
 _SPECIAL = {"clone", "clone3", *_CONDITIONAL, *_SELF_ONLY_WHICH}

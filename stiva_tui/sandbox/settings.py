@@ -20,6 +20,9 @@ class SandboxSettings:
     memory_mb: int = 512
     processes: int = 64
     disk_mb: int = 64
+    # Files, folders and links in /tmp and /dev/shm together: an empty file takes no tmpfs block
+    # but pins kernel memory that no other limit counts.
+    files: int = 4096
     output_kb: int = 1024
     # Extra host paths bound read-only into the sandbox (a data folder a suite reads, say).
     read_only: tuple[str, ...] = field(default_factory=tuple)

@@ -69,6 +69,7 @@ class SimAnswer:
     # A replayed answer's own figures (sim/replay.py); None: the server's (text length, profile)
     completion_tokens: int | None = None
     latency_s: float | None = None
+    prompt_tokens: int | None = None
 
 
 def prompt_text(messages: Sequence[dict]) -> str:

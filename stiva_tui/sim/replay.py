@@ -15,9 +15,15 @@ train or bench a conductor on their answers without paying for a single call aga
   subtask, is not known, so a replay cannot reward a chain for what its second step read. A
   prompt with no recorded question, or an item the model failed on, gets a plain "no answer"
   that is graded wrong.
-- **Usage and cost:** the recorded answer's completion tokens; prompt tokens estimated from what
-  was sent (about four characters a token). Each model's price is its recorded cost per token in
-  that bench (both ways: the bench keeps each item's total cost, not its split).
+- **Usage and cost:** the recorded answer's tokens: its completion tokens, and its prompt tokens
+  where the step was asked the question alone (a direct answer, a vote's or a cascade's step: what
+  was recorded); a step that read other steps' drafts has its prompt tokens estimated from what was
+  sent (about four characters a token). Each model's prices in and out are the ones its recorded
+  costs were made with: fitted by least squares to (prompt tokens, completion tokens, cost) over its
+  answers, which is exact where the bench priced tokens linearly (`stiva bench import --prices`, a
+  provider's list prices); where the fit cannot be made (one answer, or costs not linear), its
+  recorded cost per token, both ways. So `direct:MODEL` on a replay costs what the bench recorded,
+  and a vote or a cascade the sum of the recorded costs of the steps that ran.
 - **Latency:** the recorded answer's, times `[sim] latency_scale`.
 - **Where they come from:** the caller reads the bench from the history (`stiva_tui.bench.replay`)
   and passes a `RecordedBench` in; the simulated pool does not open the store.
@@ -48,6 +54,7 @@ class Recorded:
     correct: bool
     completion_tokens: int
     latency_s: float
+    prompt_tokens: int | None = None
 
 
 class ReplayAnswerer:
@@ -65,7 +72,9 @@ class ReplayAnswerer:
         return None
 
     def answer(self, model: SimModel, messages: Sequence[dict]) -> SimAnswer:
-        task = _DRAFT.sub("<draft>", prompt_text(messages))
+        text = prompt_text(messages)
+        task = _DRAFT.sub("<draft>", text)
+        read_drafts = task != text
         question = self.find(task)
         recorded = self.answers.get(question or "", {}).get(model.name)
         if question is None or recorded is None:
@@ -76,6 +85,7 @@ class ReplayAnswerer:
             self.item_ids[question],
             completion_tokens=recorded.completion_tokens,
             latency_s=recorded.latency_s,
+            prompt_tokens=None if read_drafts else recorded.prompt_tokens,
         )
 
 
@@ -119,17 +129,19 @@ def replay_pool(recorded: RecordedBench, bench_text: str) -> tuple[list[SimModel
     answers: dict[str, dict[str, Recorded]] = {}
     item_ids: dict[str, str] = {}
     spent: dict[str, tuple[float, int]] = {}
+    usage_rows: dict[str, list[tuple[int, int, float]]] = {}
     for record in recorded.answers:
         question = record.question.strip()
         if not question:
             continue
         name = record.model
         answers.setdefault(question, {})[name] = Recorded(
-            record.answer, record.correct, record.completion_tokens, record.latency_s
+            record.answer, record.correct, record.completion_tokens, record.latency_s, record.prompt_tokens
         )
         item_ids[question] = record.item_id
         cost, tokens = spent.get(name, (0.0, 0))
         spent[name] = (cost + record.cost_usd, tokens + record.prompt_tokens + record.completion_tokens)
+        usage_rows.setdefault(name, []).append((record.prompt_tokens, record.completion_tokens, record.cost_usd))
     if not answers:
         raise ReplayError(f"--pool replay:{bench_text}: the runs of bench {bench_id} are gone from the history")
     models = []
@@ -138,13 +150,14 @@ def replay_pool(recorded: RecordedBench, bench_text: str) -> tuple[list[SimModel
         spent.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0])
     ):
         price = cost / tokens * 1e6 if tokens else 0.0
+        price_in, price_out = fitted_prices(usage_rows.get(name, [])) or (price, price)
         latencies = sorted(a[name].latency_s for a in answers.values() if name in a)
         models.append(
             SimModel(
                 name,
                 {},
-                price,
-                price,
+                price_in,
+                price_out,
                 latencies[len(latencies) // 2] if latencies else 0.0,
                 0,
                 f"recorded: {name}'s answers ({recorded.source})"
@@ -154,3 +167,25 @@ def replay_pool(recorded: RecordedBench, bench_text: str) -> tuple[list[SimModel
             )
         )
     return models, ReplayAnswerer(answers, item_ids)
+
+
+def fitted_prices(rows: Sequence[tuple[int, int, float]]) -> tuple[float, float] | None:
+    """(USD per 1M prompt tokens, per 1M completion tokens) that made `rows`' costs, by least
+    squares; None where they cannot be told apart (fewer than two independent rows), a price
+    would be negative, or the fit misses a cost by more than a thousandth of it."""
+    sxx = sum(p * p for p, _, _ in rows)
+    syy = sum(c * c for _, c, _ in rows)
+    sxy = sum(p * c for p, c, _ in rows)
+    sxz = sum(p * z for p, _, z in rows)
+    syz = sum(c * z for _, c, z in rows)
+    det = sxx * syy - sxy * sxy
+    if not rows or det <= 1e-9 * max(1.0, sxx * syy):
+        return None
+    a = (sxz * syy - syz * sxy) / det
+    b = (syz * sxx - sxz * sxy) / det
+    if a < 0 or b < 0:
+        return None
+    for p, c, z in rows:
+        if abs(a * p + b * c - z) > 1e-3 * max(abs(z), 1e-9):
+            return None
+    return a * 1e6, b * 1e6

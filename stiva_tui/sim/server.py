@@ -98,7 +98,9 @@ class SimServer:
             self.calls += 1
             self.answers.append((model.name, answer))
             usage = {
-                "prompt_tokens": sum(_tokens(str(m.get("content", ""))) for m in messages if isinstance(m, dict)),
+                "prompt_tokens": answer.prompt_tokens
+                if answer.prompt_tokens is not None
+                else sum(_tokens(str(m.get("content", ""))) for m in messages if isinstance(m, dict)),
                 "completion_tokens": answer.completion_tokens or _tokens(answer.text),
             }
             usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]

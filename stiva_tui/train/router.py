@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..conductor.router import FEATURES, TFIDF_DIM, Router, RouterError, canonical, featurize
@@ -41,13 +41,21 @@ class Labels:
     cost: dict[str, float]  # mean USD per question
     latency: dict[str, float]  # mean seconds per question
     source: str  # the bench(es) the grades came from
+    # Per model, aligned with items: each answer's final answer (core/answers.py, by the item's
+    # kind), cost and latency: what a vote or a cascade of these models would have given.
+    finals: dict[str, list[str | None]] = field(default_factory=dict)
+    costs: dict[str, list[float]] = field(default_factory=dict)
+    latencies: dict[str, list[float]] = field(default_factory=dict)
 
 
 def graded_answers(config, suite, progress: Progress | None = None, *, unsafe_code=False, answer_cache=True) -> Labels:
     """Every pool model's grade on every item of `suite` (TrainError when there are none)."""
+    from ..core.answers import final_answer
+    from ..evals.suite import answer_kind
     from ..store import Store
 
     wanted = {item.id: item.question for item in suite.items}
+    kinds = {item.id: answer_kind(item) for item in suite.items}
     store = Store.open()
     try:
         if config.sim is not None and config.sim.replay:
@@ -55,24 +63,25 @@ def graded_answers(config, suite, progress: Progress | None = None, *, unsafe_co
 
             recorded = read_recorded(store, config.sim.replay)
             bench_ids = [recorded.bench_id]
-            rows = [(a.model, a.item_id, a.correct, a.cost_usd, a.latency_s) for a in recorded.answers]
+            rows = [(a.model, a.item_id, a.correct, a.cost_usd, a.latency_s, a.answer) for a in recorded.answers]
         else:
             from .graded import grade_pool
 
             benches = grade_pool(config, suite, progress=progress, unsafe_code=unsafe_code, answer_cache=answer_cache)
             bench_ids = [b.bench_id for b in benches]
             rows = [
-                (r.system.removeprefix("direct:"), r.item_id, r.correct, r.cost_usd, r.latency_s)
+                (r.system.removeprefix("direct:"), r.item_id, r.correct, r.cost_usd, r.latency_s, r.answer)
                 for bench_id in bench_ids
                 for r in store.bench_items(bench_id)
                 if r.system.startswith("direct:") and r.status == "graded"
             ]
     finally:
         store.close()
-    by_model: dict[str, dict[str, tuple[float, float, float]]] = {}
-    for model, item_id, correct, cost, latency in rows:
+    by_model: dict[str, dict[str, tuple[float, float, float, str | None]]] = {}
+    for model, item_id, correct, cost, latency, text in rows:
         if item_id in wanted:
-            by_model.setdefault(canonical(model), {})[item_id] = (float(correct), cost, latency)
+            final = final_answer(text or "", kinds[item_id])
+            by_model.setdefault(canonical(model), {})[item_id] = (float(correct), cost, latency, final)
     items = [(item_id, q) for item_id, q in wanted.items() if any(item_id in graded for graded in by_model.values())]
     models = [m for m, graded in by_model.items() if all(item_id in graded for item_id, _ in items)]
     if not items or len(models) < 2:
@@ -83,7 +92,17 @@ def graded_answers(config, suite, progress: Progress | None = None, *, unsafe_co
     scores = {m: [by_model[m][item_id][0] for item_id, _ in items] for m in models}
     cost = {m: sum(by_model[m][i][1] for i, _ in items) / len(items) for m in models}
     latency = {m: sum(by_model[m][i][2] for i, _ in items) / len(items) for m in models}
-    return Labels(items, models, scores, cost, latency, ", ".join(bench_ids))
+    return Labels(
+        items,
+        models,
+        scores,
+        cost,
+        latency,
+        ", ".join(bench_ids),
+        finals={m: [by_model[m][item_id][3] for item_id, _ in items] for m in models},
+        costs={m: [by_model[m][item_id][1] for item_id, _ in items] for m in models},
+        latencies={m: [by_model[m][item_id][2] for item_id, _ in items] for m in models},
+    )
 
 
 def train_router(
@@ -175,6 +194,35 @@ def train_router(
             "parameters": int(w.size + b.size),
         },
     )
+    workflows = None
+    if labels.finals:
+        from .workflow_router import fit_workflow_choice
+
+        fitted = fit_workflow_choice(labels, x, seed=seed, progress=say)
+        candidates = fitted["candidates"]
+        from ..conductor.router import WorkflowChoice
+
+        router.workflows = WorkflowChoice(
+            names=[c.name for c in candidates],
+            models=[list(c.models) for c in candidates],
+            workflows=[c.workflow for c in candidates],
+            rows=fitted["rows"],
+            right=fitted["right"],
+            cost=fitted["cost"],
+            latency=fitted["latency"],
+            k=fitted["k"],
+            prior_weight=fitted["prior_weight"],
+        )
+        router.info["workflow_settings"] = {
+            "chosen_on": f"a validation draw of {fitted['validation_items']} train items (seed {seed})",
+            "grid": fitted["grid"],
+        }
+        workflows = {
+            "candidates": [c.name for c in candidates],
+            "k": fitted["k"],
+            "prior_weight": fitted["prior_weight"],
+            "validation_items": fitted["validation_items"],
+        }
     router.save()
     p_all = _sigmoid(xs @ w + b)
     picked = p_all.argmax(1)
@@ -192,6 +240,7 @@ def train_router(
         "represent_s": round(represent_s, 2),
         "train_s": round(time.monotonic() - started, 2),
         "trained_on": labels.source,
+        "workflows": workflows,
     }
 
 

@@ -211,6 +211,7 @@ class StivaApp(App):
                 self.chat_screen.post_message(msg.StartupFailed(str(exc)))
                 return
         self.chat_screen.post_message(msg.RuntimeReady(self.runtime))
+        self._announce_pool_news(self.runtime)  # a local server of another user, left out
         if not self.frozen and not self.runtime.simulated:  # keys and local servers come and go
             self.set_interval(self.POOL_CHECK_S, self._check_pool, name="pool-check")
         await self._load_conductor(self.runtime)
@@ -270,8 +271,17 @@ class StivaApp(App):
         except Exception as exc:  # noqa: BLE001 - the next check tries again; F4 shows the pool as it was
             self.log.warning(f"the pool could not be refreshed: {exc}")
             return
+        self._announce_pool_news(runtime)
         if change:
             self.post_message(msg.PoolChanged())
+
+    def _announce_pool_news(self, runtime: "Runtime") -> None:
+        """A notice, once, for each local server that came, went, changed its models or was left
+        out (another user's): the status bar alone was easy to miss while a server became the
+        conductor. A conductor it changes has a notice of its own (`_load_conductor`)."""
+        for line in runtime.take_pool_news():
+            left_out = line.startswith("Left out")
+            self.notify(line, title="Local server", severity="warning" if left_out else "information", timeout=10)
 
     async def on_unmount(self) -> None:
         if self._owns_runtime and self.runtime is not None:
@@ -399,6 +409,8 @@ class StivaApp(App):
         if self._chat is not None and self._chat.runtime is not None:
             self._chat.know_pool()
         runtime = self.runtime
+        if runtime is not None:  # F5 refreshed the pool: a local server may have come meanwhile
+            self._announce_pool_news(runtime)
         starting = any(w.group == "startup" and w.is_running for w in self.workers)  # it chooses then
         if runtime is not None and runtime.conductor is None and not starting:
             if self._chat is not None:

@@ -64,6 +64,7 @@ class Request:
     headers: dict
     path: str
     at: float = field(default_factory=time.monotonic)
+    sent: int = 0  # the streamed text chunks written so far (a client that stops reading sees fewer)
 
     @property
     def user_text(self) -> str:
@@ -305,6 +306,7 @@ def _make_handler(fake: FakeProvider):
                     "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
                 }
                 self._chunk(f"data: {json.dumps(chunk)}\n\n")
+                request.sent += 1
                 if reply.chunk_delay_s and i < len(pieces) - 1 and not self._sleep(reply.chunk_delay_s):
                     return
             final = {

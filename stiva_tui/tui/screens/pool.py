@@ -59,6 +59,7 @@ class PoolScreen(Screen):
         yield Static("Local servers found", id="pool-servers-title", classes="section")
         yield Table(id="pool-servers", cursor_type="row")
         yield Static("", id="pool-servers-empty")
+        yield Static("", id="pool-servers-left-out", markup=False)  # another user's: not in the pool
         yield StivaFooter()
 
     def on_mount(self) -> None:
@@ -118,6 +119,9 @@ class PoolScreen(Screen):
         empty.display = not servers
         discovery = self.runtime.config.discovery.enabled
         empty.update("none found on the default ports" if discovery else "discovery is off in the config")
+        left_out = self.query_one("#pool-servers-left-out", Static)
+        left_out.update(safe_text("\n".join(pool.left_out)))
+        left_out.display = bool(pool.left_out)
         self._show_conductor()
 
     @on(DataTable.RowHighlighted, "#pool-models")

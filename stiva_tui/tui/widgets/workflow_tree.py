@@ -35,7 +35,7 @@ REASONING_WIDTH = 72
 REASONING_LINES = 24
 COMPACT_BELOW = 56  # the chat tree is 40 wide at 80 columns, 59 on the run screen at 120
 
-STATUS_ICON = {"waiting": "○", "finished": "✓", "failed": "✗", "cancelled": "■", "interrupted": "■"}
+STATUS_ICON = {"waiting": "○", "finished": "✓", "failed": "✗", "cancelled": "■", "interrupted": "■", "skipped": "–"}
 STATUS_STYLE = {
     "waiting": "dim",
     "running": "bold $accent",
@@ -43,6 +43,7 @@ STATUS_STYLE = {
     "failed": "bold $error",
     "cancelled": "$warning",
     "interrupted": "$warning",
+    "skipped": "dim",
 }
 RUN_SUFFIX = {
     "finished": ("✓", "$success"),
@@ -310,6 +311,11 @@ class WorkflowTree(Tree[Key]):
         parts.append((fmt.reads(s.index, s.access, s.access_all), "$accent"))  # short: it stays in sight
         if s.status == "running":
             parts.append((f"~{fmt.tokens(s.streamed_chars // 4)} tok", "dim"))
+        elif s.status == "finished" and s.note:  # a vote's or a gate's count: no call, no cost
+            parts.append((one_line(s.note, 48), "bold $accent"))
+            return styled(parts)
+        elif s.status == "skipped":  # an agreement gate ended the round before it: never run, $0
+            parts.append(("skipped · $0", "dim"))
         elif s.status == "finished":
             tokens = (f"{fmt.tokens(s.prompt_tokens)}→{fmt.tokens(s.completion_tokens)} tok", "")
             cost = (fmt.money(s.cost_usd), "$success")

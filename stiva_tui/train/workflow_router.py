@@ -1,0 +1,191 @@
+"""The trained router's choice of a *workflow* per question (issue 51): one model, an agreement
+cascade, or a vote, whichever has the best expected utility under the preference.
+
+    choice = fit_workflow_choice(labels, rows, seed=0, progress=say)   # arrays and settings to save
+
+- **Candidates,** from the train items alone: every single model; lazy votes of three of the six
+  models most often right; and agreement cascades whose first stage is two of the six cheapest
+  models and whose last stage is one of the three most often right, or one of the two best votes.
+  Kept: those no other candidate beats on the train items in both accuracy and cost (the train
+  frontier), and every single model.
+- **Their outcome on every train item** is computed from the recorded answers, as the replay pool
+  would give it (core/replayed.py): right or wrong, cost, latency. That is how the router learns
+  when one model suffices, when two cheap models' agreement is trustworthy, and when to pay for a
+  vote: each is one candidate's record on questions like the one asked.
+- **The estimate** for a question (conductor/router.py `WorkflowChoice.estimate`): over its `k`
+  nearest train questions (cosine of the router's representation), each candidate's mean outcome
+  weighted by similarity, shrunk toward its mean over all train items by `prior_weight` pseudo
+  items. Cascade routing (Dekoninck, Baader and Vechev, ICML 2025) finds that the quality estimate
+  decides the gain; shrinkage keeps the choice among ~20 candidates from chasing noise.
+- **The settings** (`k`, `prior_weight`) are chosen on a validation draw of the train items (a
+  quarter, drawn by the seed): the pair with the best mean utility over the levels best, balanced
+  and cheap, the estimate fitted on the other three quarters. The grid, each pair's score and the
+  choice are saved in router.json.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..conductor.router import KNN_GRID, WorkflowChoice, utility_weights
+from ..core.preference import LEVELS
+from ..core.replayed import Answer, replay_workflow
+from ..core.workflow import Workflow
+from ..runtime.systems import parse_system
+
+__all__ = ["Candidate", "candidate_workflows", "fit_workflow_choice"]
+
+TOP = 6  # the models most often right, that votes and last stages are drawn from
+CHEAP = 6  # the cheapest models, that first stages are drawn from
+VALIDATION = 0.25
+LEVEL_NAMES = ("best", "balanced", "cheap")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str  # as `stiva bench --systems` names it: direct:A, vote:A+B+C, cascade:A+B>C
+    models: tuple[str, ...]  # model index i of the workflow is models[i] (canonical names)
+    workflow: Workflow
+
+
+def _candidate(name: str) -> Candidate:
+    system = parse_system(name)
+    mode = system.mode
+    if name.startswith("direct:"):
+        from ..engine.baselines import direct_workflow
+
+        return Candidate(system.name, (name.removeprefix("direct:"),), direct_workflow())
+    return Candidate(system.name, tuple(mode.models), mode.workflow)
+
+
+def _answers(labels, row: int) -> dict[str, Answer]:
+    return {
+        m: Answer(labels.finals[m][row], labels.scores[m][row], labels.costs[m][row], labels.latencies[m][row])
+        for m in labels.models
+    }
+
+
+def outcomes(labels, candidates: Sequence[Candidate], rows: Sequence[int]):
+    """(right, cost, latency): arrays (len(rows), len(candidates)) of each candidate on each item."""
+    import numpy as np
+
+    right = np.zeros((len(rows), len(candidates)), np.float32)
+    cost = np.zeros_like(right)
+    latency = np.zeros_like(right)
+    for r, row in enumerate(rows):
+        answers = _answers(labels, row)
+        for c, candidate in enumerate(candidates):
+            outcome = replay_workflow(candidate.workflow, candidate.models, answers)
+            right[r, c], cost[r, c], latency[r, c] = outcome.correct, outcome.cost_usd, outcome.latency_s
+    return right, cost, latency
+
+
+def candidate_workflows(labels, rows: Sequence[int]) -> list[Candidate]:
+    """The candidates, chosen on the items `rows` (the train items) alone; see the module docstring."""
+    import numpy as np
+
+    def mean(values: Sequence[float]) -> float:
+        return sum(values[r] for r in rows) / len(rows)
+
+    accuracy = {m: mean(labels.scores[m]) for m in labels.models}
+    cost = {m: mean(labels.costs[m]) for m in labels.models}
+    top = sorted(labels.models, key=lambda m: (-accuracy[m], cost[m], m))[:TOP]
+    cheap = sorted(labels.models, key=lambda m: (cost[m], -accuracy[m], m))[:CHEAP]
+    singles = [_candidate(f"direct:{m}") for m in labels.models]
+    votes = [_candidate("vote:" + "+".join(t)) for t in itertools.combinations(top, 3)] if len(top) >= 3 else []
+    if votes:
+        right, _, _ = outcomes(labels, votes, rows)
+        votes = [votes[i] for i in np.argsort(-right.mean(0), kind="stable")]
+    lasts = [m for m in top[:3]] + ["vote:" + "+".join(v.models) for v in votes[:2]]
+    cascades = [
+        _candidate(f"cascade:{a}+{b}>{last}")
+        for a, b in itertools.combinations(cheap, 2)
+        for last in lasts
+        if last not in (a, b)
+    ]
+    everything = singles + votes + cascades
+    right, spent, _ = outcomes(labels, everything, rows)
+    acc, usd = right.mean(0), spent.mean(0)
+    kept = []
+    for i, candidate in enumerate(everything):
+        beaten = any(
+            (acc[j] >= acc[i] and usd[j] < usd[i]) or (acc[j] > acc[i] and usd[j] <= usd[i])
+            for j in range(len(everything))
+        )
+        if not beaten or candidate.name.startswith("direct:"):
+            kept.append(candidate)
+    return kept
+
+
+def fit_workflow_choice(
+    labels, rows_repr, *, seed: int = 0, progress: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """The workflow choice's data, to save beside the router's head: the candidates, their
+    outcomes on every train item, the train items' representation, and the settings chosen on a
+    validation draw (see the module docstring). `rows_repr`: the items' representation (n, d)."""
+    import numpy as np
+
+    say = progress or (lambda _: None)
+    n = len(labels.items)
+    every = list(range(n))
+    candidates = candidate_workflows(labels, every)
+    say(f"workflows: {len(candidates)} candidates (single models, cascades, votes) on {n} train items")
+    right, cost, latency = outcomes(labels, candidates, every)
+    order = every[:]
+    random.Random(seed).shuffle(order)
+    n_val = max(1, int(VALIDATION * n)) if n >= 20 else 0
+    val, fit = sorted(order[:n_val]), sorted(order[n_val:])
+    unit = _unit_rows(np.asarray(rows_repr, dtype=np.float32))
+    grid = []
+    best: tuple[float, int, float] | None = None
+    for k, prior in KNN_GRID:
+        if not n_val:
+            break
+        choice = WorkflowChoice(
+            names=[c.name for c in candidates],
+            models=[list(c.models) for c in candidates],
+            workflows=[c.workflow for c in candidates],
+            rows=unit[fit],
+            right=right[fit],
+            cost=cost[fit],
+            latency=latency[fit],
+            k=k,
+            prior_weight=prior,
+        )
+        estimates = choice.estimate_rows(unit[val])
+        score = 0.0
+        for level in LEVEL_NAMES:
+            weights = utility_weights(LEVELS[level], choice.dearest, choice.slowest)
+            picks = choice.pick(estimates, weights)
+            rows = np.arange(len(val))
+            got = right[val][rows, picks].mean()
+            spent = cost[val][rows, picks].mean()
+            took = latency[val][rows, picks].mean()
+            score += float(got - weights[0] * spent - weights[1] * took) / len(LEVEL_NAMES)
+        grid.append({"k": k, "prior_weight": prior, "validation_utility": round(score, 5)})
+        if best is None or score > best[0] + 1e-12:
+            best = (score, k, prior)
+    k, prior = (best[1], best[2]) if best is not None else KNN_GRID[len(KNN_GRID) // 2]
+    say(f"workflows: k = {k}, prior weight = {prior}, chosen on {n_val} validation items")
+    return {
+        "candidates": candidates,
+        "right": right,
+        "cost": cost,
+        "latency": latency,
+        "rows": unit,
+        "k": k,
+        "prior_weight": prior,
+        "grid": grid,
+        "validation_items": n_val,
+    }
+
+
+def _unit_rows(rows):
+    import numpy as np
+
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.where(norms > 0, norms, 1.0)
