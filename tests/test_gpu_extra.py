@@ -47,6 +47,23 @@ def _model_folder(tmp_path: Path) -> Path:
     return folder
 
 
+def test_xgrammar_is_the_gpu_extra_and_the_tests_pull_it():
+    """The chat install leaves xgrammar (and the triton it requires) out; `[gpu]` has it; `[test]`
+    (CI) pulls `[gpu]`, so the grammar path stays tested."""
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+    def names(requirements):
+        return {re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0].lower() for r in requirements}
+
+    assert not names(project["dependencies"]) & {"xgrammar", "triton"}
+    extras = project["optional-dependencies"]
+    assert names(extras["gpu"]) == {"xgrammar"}
+    assert any(r.startswith("stiva-tui[") and "gpu" in r.split("[")[1].split("]")[0].split(",") for r in extras["test"])
+
+
 def test_every_import_of_xgrammar_is_the_guarded_one():
     """xgrammar is imported in one place only, inside a function that turns its absence into the
     one-line GrammarNotInstalled (`inference.grammar_mask.import_xgrammar`); nowhere at module level."""
