@@ -368,3 +368,14 @@ def test_a_damaged_workflow_choice_is_one_line(tmp_path, capsys):
     (folder / "router.json").write_text(json.dumps(data))
     with pytest.raises(RouterError, match="workflow choice is damaged; train it again"):
         load_router(folder)
+
+
+def test_ask_baseline_and_compare_columns_read_votes_and_cascades(fake):
+    from stiva_tui.runtime.modes import WorkflowMode
+    from stiva_tui.runtime.systems import column_system, one_system
+
+    models = pool_models(fake, "a", "b", "c")
+    assert isinstance(one_system("cascade:a+b>c", models).mode, WorkflowMode)
+    assert column_system("vote:a+b+c", models).name == "vote:a+b+c"
+    with pytest.raises(SystemNameError, match="d is not in the pool"):
+        one_system("cascade:a+b>d", models)
