@@ -9,7 +9,6 @@ import gzip
 import io
 import json
 import os
-import resource
 import subprocess
 import sys
 import zipfile
@@ -23,9 +22,8 @@ from stiva_tui.cli.main import main
 from stiva_tui.conductor.router import Router, RouterError, load_router
 from stiva_tui.core.reading import ReadError, bounded_lines, open_text, read_npz, read_text
 from stiva_tui.evals.recorded import records
+from tests.support.cli import ROOT
 
-STIVA = str(Path(sys.executable).parent / "stiva")
-ROOT = Path(__file__).resolve().parents[1]
 MiB = 1 << 20
 
 
@@ -35,20 +33,26 @@ def peak(tmp_path: Path, *args: str, setup: str = "") -> tuple[int, str, int]:
     Python run first (a cap made smaller), then the console script's own `entry`. Output goes to a
     file: waiting on a child that fills a pipe nobody reads never ends."""
     env = {**os.environ, "STIVA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
-    code = f"{setup}\nimport sys\nfrom stiva_tui.cli import entry\nsys.argv[0] = 'stiva'\nsys.exit(entry())"
-    command = [sys.executable, "-c", code, *args] if setup else [STIVA, *args]
-
-    def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
-
+    # The peak is the child's own VmHWM, read as it exits: the rusage of a forked child starts from
+    # its parent's resident size (a pytest worker grown to 270 MiB after many tests), exec or not.
+    hwm = tmp_path / "vmhwm.txt"
+    code = (
+        "import atexit, resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+        "def _peak():\n"
+        "    for line in open('/proc/self/status'):\n"
+        "        if line.startswith('VmHWM:'):\n"
+        f"            open({str(hwm)!r}, 'w').write(line.split()[1])\n"
+        "atexit.register(_peak)\n"
+        f"{setup}\nfrom stiva_tui.cli import entry\nsys.argv[0] = 'stiva'\nsys.exit(entry())"
+    )
     err = tmp_path / "stderr.txt"
     with open(err, "w") as stderr:
-        process = subprocess.Popen(
-            command, env=env, stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp_path, preexec_fn=cap
+        done = subprocess.run(
+            [sys.executable, "-c", code, *args], env=env, stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp_path
         )
-        _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen is told
-    return process.returncode, err.read_text(), usage.ru_maxrss // 1024
+    peak_kib = int(hwm.read_text()) if hwm.exists() else 1 << 30  # no record: it did not exit cleanly
+    return done.returncode, err.read_text(), peak_kib // 1024
 
 
 def one_line_gz(path: Path, chars: int) -> Path:

@@ -564,7 +564,7 @@ class _Run:
         async def run_step(index: int) -> None:
             step = workflow.steps[index]
             waits = set(step.access) | set(workflow.gates_before(index))
-            if step.kind == AGREE:
+            if step.is_gate:
                 waits |= set(range(index))
             for j in sorted(waits):
                 await done[j].wait()
@@ -572,9 +572,9 @@ class _Run:
                 gate, count = stopped[0]
                 who = CONTROL_MODEL.get(step.kind) or models[step.model].id
                 self.emit(StepSkipped(self.id, round_, index, who, f"not run: step {gate + 1} found {count}"))
-            elif step.kind == CALL:
+            elif step.calls:
                 outputs[index] = await self._run_step(round_, workflow, index, models, outputs, final)
-            elif step.kind == VOTE:
+            elif step.is_vote:
                 outputs[index] = await self._vote(round_, workflow, index, models, outputs, final)
             else:
                 agreed = self._gate(round_, workflow, index, outputs)
