@@ -457,9 +457,10 @@ def plot(figures: dict) -> None:
     for name, p in figures["singles"].items():
         ax.scatter(p["usd_per_1000"], p["accuracy"], color="grey")
         ax.annotate(name.split("-20")[0][:22], (p["usd_per_1000"], p["accuracy"]), fontsize=7)
-    for label, p in figures["fixed_workflows"].items():
-        ax.scatter(p["usd_per_1000"], p["accuracy"], marker="s", color="tab:purple")
-        ax.annotate(label, (p["usd_per_1000"], p["accuracy"]), fontsize=6, color="tab:purple")
+    for n, (label, p) in enumerate(figures["fixed_workflows"].items()):
+        ax.scatter(p["usd_per_1000"], p["accuracy"], marker="s", color="tab:purple", label=f"{'ABC'[n]}: {label}")
+        ax.annotate("ABC"[n], (p["usd_per_1000"], p["accuracy"]), xytext=(4, 6), textcoords="offset points",
+                    fontsize=8, color="tab:purple")  # fmt: skip
     row = next(r for r in figures["routers"] if r["seed"] == figures["router_summary"]["best"]["median_seed"])
     pts = sorted((p["usd_per_1000"], p["accuracy"]) for p in row["levels"].values())
     ax.plot(*zip(*pts), "o-", color="tab:blue", label=f"router, seed {row['seed']} (AIQ {row['aiq']:.3f})")
