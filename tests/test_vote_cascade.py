@@ -379,3 +379,40 @@ def test_ask_baseline_and_compare_columns_read_votes_and_cascades(fake):
     assert column_system("vote:a+b+c", models).name == "vote:a+b+c"
     with pytest.raises(SystemNameError, match="d is not in the pool"):
         one_system("cascade:a+b>d", models)
+
+
+async def test_compare_offers_a_vote_and_a_cascade_and_runs_the_cascade_with_its_skipped_step(fake):
+    from textual.widgets import SelectionList
+
+    from stiva_tui.tui.app import StivaApp
+    from stiva_tui.tui.screens.compare import CompareScreen, workflow_systems
+    from tests.support.tui import make_runtime, make_test_config, wait_for
+
+    fake.default("w1", Reply("The answer is 42."))
+    fake.default("w2", Reply('{"answer": "42"}'))
+    fake.default("cond", Reply("42"))  # every model gives 42: the first stage agrees
+    config = make_test_config(fake)
+    runtime = await make_runtime(config)
+    try:
+        offered = workflow_systems(runtime.models)
+        assert [s.split(":")[0] for s in offered] == ["vote", "cascade"], offered
+        cascade = offered[1]
+        app = StivaApp(config, runtime=runtime)
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = CompareScreen(runtime, question="What is 6 x 7?")
+            await app.push_screen(screen)
+            await pilot.pause()
+            listed = [str(o.prompt) for o in screen.query_one(SelectionList)._options]
+            assert any("where they disagree" in line for line in listed) and any(
+                "(majority)" in line for line in listed
+            )
+            await screen.start("What is 6 x 7?", [cascade])
+            await wait_for(pilot, lambda: all(c.finished for c in screen.columns), what="the cascade's column")
+            column = screen.columns[0]
+            assert column.answer in ("The answer is 42.", '{"answer": "42"}', "42")  # the agreed answer
+            trace = runtime.store.get_trace(column.run_id)  # what the column's Tree button opens
+            steps = trace.rounds[0].steps
+            assert [s.status for s in steps] == ["finished", "finished", "finished", "skipped"]
+            assert steps[2].model == "(agreement)" and steps[3].cost_usd == 0
+    finally:
+        await runtime.aclose()

@@ -59,6 +59,30 @@ SYSTEM_TITLES = {
 }
 
 
+def _workflow_title(system: str) -> str:
+    """A vote's or a cascade's line in the list: what it does, in words."""
+    kind, _, rest = system.partition(":")
+    if kind == "vote":
+        return f"vote of {', '.join(rest.split('+'))} (majority)"
+    if kind == "cascade":
+        first, _, last = rest.partition(">")
+        return f"{' and '.join(first.split('+'))}, then {last} where they disagree"
+    return system
+
+
+def workflow_systems(models) -> list[str]:
+    """The vote and the agreement cascade compare offers on the pool (three or more hosted
+    models): a vote of the three dearest (the strongest a price list can tell), and the two
+    cheapest first, the dearest only where they disagree."""
+    hosted = [m for m in models if m.kind != "embedded"]
+    if len(hosted) < 3:
+        return []
+    by_price = sorted(hosted, key=lambda m: (m.price_in + m.price_out, m.id))
+    dearest = [m.id for m in reversed(by_price)][:3]
+    cheap = [m.id for m in by_price[:2]]
+    return ["vote:" + "+".join(dearest), f"cascade:{cheap[0]}+{cheap[1]}>{dearest[0]}"]
+
+
 class CompareScreen(Screen):
     """Side-by-side answers of the conductor, Mixture-of-Agents and single models to one question."""
 
@@ -200,15 +224,20 @@ class CompareScreen(Screen):
         return f"{send} · {votes} better answer · {what} · {keys_for(app, 'compare.cancel', 'escape')} cancel"
 
     def _systems(self) -> list[str]:
-        """Every system offered, in list order: the conductors, MoA, then the pool's models."""
+        """Every system offered, in list order: the conductors, MoA, a vote and an agreement
+        cascade of the pool's models (where it has three or more hosted ones), then the models."""
         adapter = self.runtime.conductor_config().adapter
-        return [*(s for s in SYSTEM_TITLES if s != CONDUCTOR_BASE or adapter), *(m.id for m in self.runtime.models)]
+        return [
+            *(s for s in SYSTEM_TITLES if s != CONDUCTOR_BASE or adapter),
+            *workflow_systems(self.runtime.models),
+            *(m.id for m in self.runtime.models),
+        ]
 
     def _selections(self) -> list[Selection[str]]:
         # A trained adapter is compared beside its base by default.
         base = [CONDUCTOR_BASE] if self.runtime.conductor_config().adapter else []
         wanted = self.requested_systems or [CONDUCTOR, *base, *self._default_models()]
-        return [Selection(safe_text(SYSTEM_TITLES.get(s, s)), s, s in wanted) for s in self._systems()]
+        return [Selection(safe_text(SYSTEM_TITLES.get(s, _workflow_title(s))), s, s in wanted) for s in self._systems()]
 
     def _default_models(self) -> list[str]:
         """The first two models, skipping the embedded one and the remote conductor's own model."""
@@ -333,7 +362,7 @@ class CompareScreen(Screen):
                 title=system,
                 run_id=run_ids.get(system),
                 subtitle=subtitles[system] if subtitles is not None and system in subtitles else self._subtitle(system),
-                has_tree=system in SYSTEM_TITLES,
+                has_tree=system in SYSTEM_TITLES or system.startswith(("vote:", "cascade:")),
             )
             for n, system in enumerate(systems, start=1)
         ]
