@@ -25,7 +25,7 @@ import unicodedata
 from collections.abc import Sequence
 from fractions import Fraction
 
-__all__ = ["ANSWER_KINDS", "Tally", "final_answer", "tally"]
+__all__ = ["ANSWER_KINDS", "Tally", "final_answer", "tally", "unboxed"]
 
 ANSWER_KINDS = ("choice", "number", "math", "exact", "auto")
 _MAX_SHORT = 80  # `auto`: a whole response counts as a final answer only when it is this short
@@ -50,7 +50,7 @@ def final_answer(text: str, kind: str | None = "auto") -> str | None:
         return _number(field if field is not None else text)
     if field is not None:
         return _normalise(field)
-    boxed = _boxed(text)
+    boxed = unboxed(text)
     if boxed is not None:
         return _normalise(boxed)
     lines = _ANSWER_LINE.findall(text)
@@ -125,7 +125,9 @@ def _json_answer(text: str) -> str | None:
     return str(value) if not isinstance(value, str) else value
 
 
-def _boxed(text: str) -> str | None:
+def unboxed(text: str) -> str | None:
+    """The content of the last `\\boxed{...}` (or `\\fbox{...}`), braces balanced; None if none
+    (the graders read a boxed answer the same way: evals/numbers.py)."""
     start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
     if start < 0:
         return None
@@ -137,11 +139,11 @@ def _boxed(text: str) -> str | None:
         depth += {"{": 1, "}": -1}.get(text[index], 0)
         if depth == 0:
             return text[brace + 1 : index]
-    return None
+    return text[brace + 1 :]  # unclosed: an answer cut off at the end
 
 
 def _normalise(text: str) -> str | None:
-    inner = _boxed(text)
+    inner = unboxed(text)
     if inner is not None:
         text = inner
     text = re.sub(r"\\(?:text|mathrm|textbf)\{([^{}]*)\}", r"\1", text)
@@ -156,7 +158,7 @@ def _normalise(text: str) -> str | None:
 
 
 def _choice(text: str) -> str | None:
-    boxed = _boxed(text)
+    boxed = unboxed(text)
     if boxed is not None:
         text = boxed
     stripped = text.strip(_EDGE + "()[]")
@@ -176,7 +178,7 @@ def _choice(text: str) -> str | None:
 
 
 def _number(text: str) -> str | None:
-    boxed = _boxed(text)
+    boxed = unboxed(text)
     text = _FRAC.sub(r"\1/\2", boxed if boxed is not None else text).replace("\u2212", "-")
     anchored = list(re.finditer(r"answer\W{0,4}(?:is|:|=)", text, re.IGNORECASE))
     if anchored:

@@ -1,12 +1,14 @@
 """Numbers in text: how a `numeric` reference is read (`parse_number`), and which number an answer
 commits to (`extract_number`); see `graders` for the rules. Shared by the suite model (a numeric
-item's answer must be one number) and the graders, and imports nothing of Stiva.
+item's answer must be one number) and the graders; of Stiva it imports only core.answers' `unboxed`.
 """
 
 from __future__ import annotations
 
 import re
 from fractions import Fraction
+
+from ..core.answers import unboxed
 
 __all__ = ["extract_number", "integer_reference", "parse_number", "unboxed", "written_value"]
 
@@ -119,19 +121,3 @@ def _delatex(text: str) -> str:
     ):
         text = text.replace(latex, plain)
     return text
-
-
-def unboxed(text: str) -> str | None:
-    """The content of the last `\\boxed{...}` (or `\\fbox{...}`), braces balanced; None if none."""
-    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
-    if start < 0:
-        return None
-    brace = text.find("{", start)
-    if brace < 0:
-        return None
-    depth = 0
-    for index in range(brace, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[index], 0)
-        if depth == 0:
-            return text[brace + 1 : index]
-    return text[brace + 1 :]  # unclosed: an answer cut off at the end
