@@ -184,7 +184,7 @@ async def test_a_cascade_whose_first_stage_disagrees_asks_the_next_and_its_answe
     await worker.aclose()
     assert result.answer == "The answer is 42, surely." and len(fake.requests_for("strong")) == 1
     gate = next(e for e in events if isinstance(e, ev.StepFinished) and e.index == 2)
-    assert gate.note == "disagree (42, 40): the next stage runs" and gate.cost_usd == 0
+    assert gate.note == "disagree (42, 40): asking strong" and gate.cost_usd == 0
     assert not [e for e in events if isinstance(e, ev.StepSkipped)]
 
 

@@ -102,7 +102,7 @@ class StepFinished(Event):
     cost_usd: float
     latency_s: float
     attempts: int
-    # A vote's or a gate's count ("2 of 2 agree: 42", "disagree: 42, 41: the next stage runs");
+    # A vote's or a gate's count ("2 of 2 agree: 42", "disagree (42, 41): asking gpt-4o");
     # "" for a call.
     note: str = ""
 

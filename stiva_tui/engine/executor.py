@@ -577,7 +577,7 @@ class _Run:
             elif step.is_vote:
                 outputs[index] = await self._vote(round_, workflow, index, models, outputs, final)
             else:
-                agreed = self._gate(round_, workflow, index, outputs)
+                agreed = self._gate(round_, workflow, index, outputs, models)
                 outputs[index] = agreed[0] if agreed is not None else ""
                 if agreed is not None:
                     stopped.append((index, agreed[1]))
@@ -605,7 +605,9 @@ class _Run:
         step_model = CONTROL_MODEL[kind]
         self.emit(StepFinished(self.id, round_, index, step_model, output, Usage(), 0.0, 0.0, 1, note=note))
 
-    def _gate(self, round_: int, workflow: Workflow, index: int, outputs: dict[int, str]) -> tuple[str, str] | None:
+    def _gate(
+        self, round_: int, workflow: Workflow, index: int, outputs: dict[int, str], models: Sequence[PoolModel]
+    ) -> tuple[str, str] | None:
         """An agreement gate: (the agreed answer, its count) where every step it reads gives the
         same final answer (the answer is the first read step's full output), else None (the next
         stage runs)."""
@@ -618,7 +620,14 @@ class _Run:
             return outputs[read[count.first]], note
         finals = [final_answer(outputs.get(j, ""), self.options.answer_kind) for j in read]
         shown = ", ".join("?" if f is None else (f if len(f) <= 20 else f[:19] + "…") for f in finals)
-        self._control_finished(round_, index, AGREE, "", f"disagree ({shown}): the next stage runs")
+        following = []  # the next stage: the calls up to the next gate
+        for later in workflow.steps[index + 1 :]:
+            if later.is_gate:
+                break
+            if later.calls and models[later.model].id not in following:
+                following.append(models[later.model].id)
+        asking = f"asking {', '.join(following)}" if following else "the next stage runs"
+        self._control_finished(round_, index, AGREE, "", f"disagree ({shown}): {asking}")
         return None
 
     async def _vote(
