@@ -296,17 +296,24 @@ def test_the_computed_replay_gives_what_the_executor_gave_on_the_replay_pool():
 # --- the router chooses the workflow -----------------------------------------------------------------
 
 
-def _two_kinds(path):
+def _two_kinds(path, count: int = 30, agree_wrong: bool = False):
     """Sums, on which the two cheap models agree and are right; capitals, on which they disagree and
-    are wrong; `dear` is right on all at 100 times their cost."""
+    are wrong (`agree_wrong`: agree, and are wrong, so no cascade can tell); `dear` is right on all
+    at 100 times their cost. `count` of each kind."""
     from test_router import CAPITALS
 
+    CAPITALS = [*CAPITALS, *(f"Land{i}" for i in range(len(CAPITALS), count))]
     rows = []
-    for n in range(30):
+    for n in range(count):
         split = "heldout" if n % 3 == 0 else "train"
         items = (
             (f"sum-{n}", f"What is {n} plus {n + 7}? Add the two numbers.", str(2 * n + 7), ("x", "y")),
-            (f"cap-{n}", f"What is the capital city of {CAPITALS[n]}?", f"Capital{n}", ("Paris", "Rome")),
+            (
+                f"cap-{n}",
+                f"What is the capital city of {CAPITALS[n]}?",
+                f"Capital{n}",
+                ("Paris", "Paris" if agree_wrong else "Rome"),
+            ),
         )
         for item_id, question, answer, (wrong1, wrong2) in items:
             easy = item_id.startswith("sum")
@@ -416,3 +423,34 @@ async def test_compare_offers_a_vote_and_a_cascade_and_runs_the_cascade_with_its
             assert steps[2].model == "(agreement)" and steps[3].cost_usd == 0
     finally:
         await runtime.aclose()
+
+
+def test_features_auto_keeps_the_representation_whose_workflow_choice_validates_best(tmp_path, capsys, monkeypatch):
+    """`--features auto` scores each representation on the same validation draw; here the "embedded"
+    one is replaced by noise (no model is loaded), so tfidf, which tells sums (a cheap model is
+    right) from capitals (only the dear one is), wins."""
+    import numpy as np
+
+    from stiva_tui.cli.main import main
+    from stiva_tui.conductor.router import load_router
+    from stiva_tui.train import router as training
+
+    real = training.featurize
+
+    def featurize(kind, texts, *, vectorizer=None, progress=None):
+        if kind == "embedded":
+            return np.random.default_rng(0).normal(size=(len(texts), 16)).astype(np.float32)
+        return real(kind, texts, vectorizer=vectorizer, progress=progress)
+
+    monkeypatch.setattr(training, "featurize", featurize)
+    # enough train questions (200) that the 25 nearest are a neighbourhood, not the whole set
+    assert main(["bench", "import", str(_two_kinds(tmp_path / "r.jsonl", 150, agree_wrong=True)), "--json"]) == 0
+    imported = json.loads(capsys.readouterr().out)
+    folder = tmp_path / "router"
+    assert main(["train", "router", imported["suite"], "--split", "train", "--pool", f"replay:{imported['bench']}",
+                 "--features", "auto", "--out", str(folder), "--json"]) == 0  # fmt: skip
+    summary = json.loads(capsys.readouterr().out)
+    chosen = summary["representation"]
+    assert summary["features"] == chosen["chosen"] == "tfidf"
+    assert chosen["validation_utility"]["tfidf"] > chosen["validation_utility"]["embedded"]
+    assert load_router(folder).info["representation"] == chosen  # recorded in the router's files

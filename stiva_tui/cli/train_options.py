@@ -203,10 +203,11 @@ def _router_options(p: argparse.ArgumentParser, method: str) -> list[argparse.Ac
         p.add_argument("--out", required=True, metavar="DIR", type=Path, help="where the router goes"),
         p.add_argument(
             "--features",
-            choices=("tfidf", "embedded"),
+            choices=("tfidf", "embedded", "auto"),
             default="tfidf",
             help="the question's representation: hashed TF-IDF of its words and character n-grams (default; "
-            "decides in milliseconds), or the embedded model's hidden state (a forward pass a question)",
+            "decides in milliseconds), the embedded model's hidden state (a forward pass a question), or auto: "
+            "each tried, the one whose workflow choice does best on the validation draw kept",
         ),
         p.add_argument("--seed", type=int, default=0, help="the validation draw and batch order (default 0)"),
         p.add_argument("--epochs", type=int, default=60, help="passes over the items (default 60)"),

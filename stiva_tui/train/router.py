@@ -119,26 +119,17 @@ def train_router(
     """Fit the head, save the router in `out`; the summary (what it learned, how long it took)."""
     import numpy as np
 
-    if features not in FEATURES:
-        raise TrainError(f"--features {features!r}: use {', '.join(FEATURES)}")
+    if features not in (*FEATURES, AUTO):
+        raise TrainError(f"--features {features!r}: use {', '.join((*FEATURES, AUTO))}")
     started = time.monotonic()
     questions = [q for _, q in labels.items]
-    vectorizer = None
     say = progress or (lambda _: None)
-    if features == "tfidf":
-        from ..core.textvec import TextVectorizer
-
-        vectorizer = TextVectorizer(dim=TFIDF_DIM).fit(questions)
-    say(f"representing {len(questions)} questions ({features})")
-    try:
-        x = featurize(
-            features,
-            questions,
-            vectorizer=vectorizer,
-            progress=lambda done, total: say(f"  {done}/{total} questions represented") if done % 200 < 8 else None,
-        )
-    except RouterError as exc:
-        raise TrainError(str(exc)) from None
+    chosen: dict | None = None
+    if features == AUTO:
+        features, chosen, represented = choose_representation(labels, questions, seed=seed, say=say)
+        vectorizer, x = represented[features]
+    else:
+        vectorizer, x = _represent(features, questions, say)
     represent_s = time.monotonic() - started
     y = np.array([labels.scores[m] for m in labels.models], dtype=np.float32).T  # (n, m)
     if features == "tfidf":  # unit rows of sparse weights: scaling rare features up would only fit noise
@@ -223,6 +214,7 @@ def train_router(
             "prior_weight": fitted["prior_weight"],
             "validation_items": fitted["validation_items"],
         }
+    router.info["representation"] = chosen or {"chosen": features, "by": "--features"}
     router.save()
     p_all = _sigmoid(xs @ w + b)
     picked = p_all.argmax(1)
@@ -241,7 +233,59 @@ def train_router(
         "train_s": round(time.monotonic() - started, 2),
         "trained_on": labels.source,
         "workflows": workflows,
+        "representation": router.info["representation"],
     }
+
+
+AUTO = "auto"
+
+
+def _represent(features: str, questions: list[str], say: Progress):
+    """(the fitted vectorizer or None, rows (n, d)) of `questions` in representation `features`."""
+    vectorizer = None
+    if features == "tfidf":
+        from ..core.textvec import TextVectorizer
+
+        vectorizer = TextVectorizer(dim=TFIDF_DIM).fit(questions)
+    say(f"representing {len(questions)} questions ({features})")
+    try:
+        rows = featurize(
+            features,
+            questions,
+            vectorizer=vectorizer,
+            progress=lambda done, total: say(f"  {done}/{total} questions represented") if done % 200 < 8 else None,
+        )
+    except RouterError as exc:
+        raise TrainError(str(exc)) from None
+    return vectorizer, rows
+
+
+def choose_representation(labels: Labels, questions: list[str], *, seed: int, say: Progress):
+    """`--features auto`: every representation, each scored by the workflow choice's best mean
+    validation utility (train/workflow_router.py) on the same validation draw; the best one wins,
+    a tie to the first (tfidf, which decides in milliseconds). (its name, the record of the choice,
+    {name: (vectorizer, rows)})."""
+    from .workflow_router import fit_workflow_choice
+
+    if not labels.finals:
+        raise TrainError("--features auto chooses by the workflows' validation utility, which needs final answers")
+    represented = {}
+    scores: dict[str, float] = {}
+    for kind in FEATURES_ORDER:
+        represented[kind] = _represent(kind, questions, say)
+        fitted = fit_workflow_choice(labels, represented[kind][1], seed=seed)
+        scores[kind] = max((g["validation_utility"] for g in fitted["grid"]), default=float("-inf"))
+        say(f"{kind}: best validation utility {scores[kind]:.4f}")
+    best = max(FEATURES_ORDER, key=lambda k: (scores[k], -FEATURES_ORDER.index(k)))
+    record = {
+        "chosen": best,
+        "by": "--features auto: the best mean validation utility of the workflow choice, over best, balanced and cheap",
+        "validation_utility": {k: round(v, 5) for k, v in scores.items()},
+    }
+    return best, record, represented
+
+
+FEATURES_ORDER = ("tfidf", "embedded")  # auto tries them in this order; a tie goes to the first
 
 
 def _sigmoid(z):
