@@ -67,6 +67,7 @@ class ModelProcess:
         self._ids = itertools.count(1)
         self._start_lock = asyncio.Lock()
         self._closed = False
+        self._warming: asyncio.Task[None] | None = None
 
     @property
     def alive(self) -> bool:
@@ -181,9 +182,26 @@ class ModelProcess:
             if heard:
                 return
 
+    def warm_up(self) -> None:
+        """Have the embedded worker warm up in the child now (`model_process_main.Server.preload`:
+        its model loaded and its few-shot examples computed), without waiting: the first question
+        then waits on neither. A failure is left to that question's own call to say."""
+        if self._closed or (self._warming is not None and not self._warming.done()):
+            return
+
+        async def warm() -> None:
+            with contextlib.suppress(ModelProcessGone, OSError):
+                async with contextlib.aclosing(self.call({"t": "preload"})) as replies:
+                    async for _reply in replies:
+                        pass
+
+        self._warming = asyncio.create_task(warm(), name="stiva-model-warm-up")
+
     async def aclose(self) -> None:
         """Tell the child to leave (its socket closes) and wait for it; kill it if it lingers."""
         self._closed = True
+        if self._warming is not None:
+            self._warming.cancel()
         proc = self._proc
         if self._writer is not None:
             self._writer.close()

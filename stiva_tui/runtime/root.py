@@ -353,6 +353,10 @@ class Runtime:
             conductor = self._hosted(conductor, cfg)
             report(progress, None, reason)
             await conductor.load(progress)
+        if self.model_process is not None and all(m.kind == "embedded" for m in self.models):
+            # the pool is the embedded model alone (no key, no local server): it answers the first
+            # question, and warms up now, behind the conductor's load, instead of during it
+            self.model_process.warm_up()
         from_pool = cfg.backend == "remote" or (cfg.backend == "auto" and conductor.backend != "local")
         return _Loaded(conductor, reason, from_pool)
 
