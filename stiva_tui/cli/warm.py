@@ -30,7 +30,6 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -39,8 +38,6 @@ from typing import Any
 from ..core.wire import frame, read_frame
 
 PROTOCOL = 1
-SOCKET_NAME = "ask-worker.sock"
-MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
 START_TIMEOUT_S = 120.0  # the longest wait for a worker just started to listen
 EXIT_LOCKED = 3  # a worker exits with this where another one holds the socket's lock
 ENV_MATTERS = ("KEY", "TOKEN", "SECRET", "STIVA", "HF_", "XDG_", "CUDA", "PYTHON", "OLLAMA", "PROXY", "HOME")
@@ -64,19 +61,6 @@ def wanted(args: Any, config: Any) -> bool:
     return backend != "remote" or config.ask.warm_remote
 
 
-def socket_path() -> Path:
-    """The worker's socket: in the data dir, or (a path too long for a socket) in a private folder
-    of this user's under the temporary folder, named after the data dir."""
-    from .. import paths
-
-    data = paths.data_dir()
-    path = data / SOCKET_NAME
-    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
-        return path
-    digest = hashlib.sha256(os.fsencode(data.resolve())).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"stiva-{os.geteuid()}" / f"ask-{digest}.sock"
-
-
 def _private_folder(folder: Path) -> None:
     from .. import paths
 
@@ -84,6 +68,13 @@ def _private_folder(folder: Path) -> None:
     info = folder.stat()
     if info.st_uid != os.geteuid() or info.st_mode & 0o077:
         raise OSError(f"{folder} is not a private folder of this user's")
+
+
+def socket_path() -> Path:
+    """Where the worker listens (paths.warm_socket_path)."""
+    from .. import paths
+
+    return paths.warm_socket_path()
 
 
 def base_config(options: dict) -> Any:
@@ -146,6 +137,15 @@ class _Unpickler(pickle.Unpickler):
         if module.startswith("stiva_tui.core.") or (module == "builtins" and name in self.SAFE_BUILTINS):
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"not sent by a warm worker: {module}.{name}")
+
+
+class _ModelsUnpickler(_Unpickler):
+    """A front end's requests to the models (a conductor's config, a plan request): Stiva's own types."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module.startswith("stiva_tui.") or (module == "builtins" and name in self.SAFE_BUILTINS):
+            return pickle.Unpickler.find_class(self, module, name)
+        raise pickle.UnpicklingError(f"not a request to the models: {module}.{name}")
 
 
 async def _read(reader: asyncio.StreamReader) -> Any:
@@ -384,6 +384,7 @@ class Worker:
         self.idle_s = config.ask.warm_idle_s
         self.active = 0
         self.served = 0
+        self.fronts = 0  # front ends (the app, `stiva serve`) using this process's models now
         self.last = time.monotonic()
         self.retired = False  # another config's ask came: the socket is given up, leave when idle
         self.stopping: asyncio.Event | None = None
@@ -455,8 +456,20 @@ class Worker:
             if not _same_user(writer):
                 return
             message = await asyncio.wait_for(_read(reader), 30)
-            if message.get("t") == "status":
-                writer.write(frame({"t": "status", "pid": os.getpid(), "served": self.served, "active": self.active}))
+            if message.get("t") == "models":
+                await self._models(message, reader, writer)
+            elif message.get("t") == "status":
+                writer.write(
+                    frame(
+                        {
+                            "t": "status",
+                            "pid": os.getpid(),
+                            "served": self.served,
+                            "active": self.active,
+                            "fronts": self.fronts,
+                        }
+                    )
+                )
             elif message.get("t") == "hello":
                 if message.get("fingerprint") != self.fingerprint or self.retired:
                     self.retired = True
@@ -475,6 +488,23 @@ class Worker:
             self.active -= 1
             self.last = time.monotonic()
             writer.close()
+
+    async def _models(self, message: dict, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve a front end's model process on this process's models (runtime/shared_models.py)
+        while it stays connected; one of another Stiva, Python or model cache is told "other"."""
+        from ..runtime import shared_models
+        from ..runtime.model_process_main import serve_stream
+
+        if message.get("fingerprint") != shared_models.fingerprint():
+            writer.write(frame({"t": "other"}))
+            return
+        writer.write(frame({"t": "ok", "pid": os.getpid()}))
+        await writer.drain()
+        self.fronts += 1
+        try:
+            await serve_stream(reader, writer, _ModelsUnpickler)
+        finally:
+            self.fronts -= 1
 
     async def _ask(self, request: dict, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         from ..conductor.base import ConductorError

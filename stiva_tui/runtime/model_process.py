@@ -55,12 +55,15 @@ class ModelProcessGone(Exception):
 
 
 class ModelProcess:
-    """The child process, started on first use; `call` sends one request and yields its replies."""
+    """The child process, started on first use; `call` sends one request and yields its replies.
+    `shared`: the warm worker's models are used instead where one serves them (shared_models.py)."""
 
-    def __init__(self, log_path: Path | None = None):
+    def __init__(self, log_path: Path | None = None, *, shared: bool = False):
         self.log_path = log_path
+        self.shared = shared
         self.generation = 0  # how many children were started: a new one has loaded nothing yet
         self._proc: asyncio.subprocess.Process | None = None
+        self._worker_pid: int | None = None  # the warm worker's, while connected to it
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._calls: dict[int, asyncio.Queue[Message]] = {}
@@ -71,11 +74,20 @@ class ModelProcess:
 
     @property
     def alive(self) -> bool:
-        return self._writer is not None and self._proc is not None and self._proc.returncode is None
+        if self._writer is None:
+            return False
+        return self._worker_pid is not None or (self._proc is not None and self._proc.returncode is None)
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self.alive and self._proc is not None else None
+        if not self.alive:
+            return None
+        return self._worker_pid if self._worker_pid is not None else self._proc.pid if self._proc else None
+
+    @property
+    def on_worker(self) -> bool:
+        """Whether the models run in the warm worker (shared with `stiva ask`), not a child."""
+        return self.alive and self._worker_pid is not None
 
     def _log(self) -> Any:
         if self.log_path is None:
@@ -95,6 +107,17 @@ class ModelProcess:
                 raise ModelProcessGone("the model process was closed")
             if self.alive:
                 return
+            if self.shared:
+                from . import shared_models
+
+                connection = await shared_models.connect()
+                if connection is not None:
+                    reader, self._writer, self._worker_pid = connection
+                    self._proc = None
+                    self.generation += 1
+                    self._reader_task = asyncio.create_task(self._read_replies(reader, None))
+                    return
+            self._worker_pid = None
             parent, child = socket.socketpair()
             log = self._log()
             try:
@@ -119,7 +142,7 @@ class ModelProcess:
             self.generation += 1
             self._reader_task = asyncio.create_task(self._read_replies(reader, self._proc))
 
-    async def _read_replies(self, reader: asyncio.StreamReader, proc: asyncio.subprocess.Process) -> None:
+    async def _read_replies(self, reader: asyncio.StreamReader, proc: asyncio.subprocess.Process | None) -> None:
         while True:
             try:
                 reply = await read_frame(reader)
@@ -130,14 +153,18 @@ class ModelProcess:
                 queue.put_nowait(reply)
         # The child went away: every call still waiting hears why.
         code = None
-        with contextlib.suppress(TimeoutError, ProcessLookupError):
-            code = await asyncio.wait_for(proc.wait(), QUIT_WAIT_S)
+        if proc is not None:
+            with contextlib.suppress(TimeoutError, ProcessLookupError):
+                code = await asyncio.wait_for(proc.wait(), QUIT_WAIT_S)
         if self._writer is not None:
             self._writer.close()
             self._writer = None
         where = f"; its log: {self.log_path}" if self.log_path is not None else ""
         how = f"exited with code {code}" if code is not None and code >= 0 else f"was killed (signal {-(code or 0)})"
-        gone = {"t": "gone", "message": f"the model process {how}; the next question starts it again{where}"}
+        text = f"the model process {how}; the next question starts it again{where}"
+        if proc is None:
+            text = f"the warm worker that ran the models went away; the next question starts a model process{where}"
+        gone = {"t": "gone", "message": text}
         for queue in self._calls.values():
             queue.put_nowait(gone)
 

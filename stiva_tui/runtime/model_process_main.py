@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import pickle
 import socket
 import sys
 from typing import Any
@@ -130,10 +131,18 @@ class Server:
 async def serve(fd: int) -> None:
     sock = socket.socket(fileno=fd)
     reader, writer = await asyncio.open_unix_connection(sock=sock)
+    await serve_stream(reader, writer)
+
+
+async def serve_stream(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, unpickler: type[pickle.Unpickler] = pickle.Unpickler
+) -> None:
+    """Serve the requests of one parent until it goes: the child's socket pair, or a front end
+    connected to the warm worker (runtime/shared_models.py), which reads with its own `unpickler`."""
     server = Server(writer)
     while True:
         try:
-            message = await read_frame(reader)
+            message = await read_frame(reader, unpickler)
         except EOFError:
             break
         server.start(message)

@@ -217,7 +217,8 @@ class Runtime:
             if hosting.supported():
                 from .. import paths
 
-                process = hosting.ModelProcess(paths.data_dir() / hosting.LOG_NAME)
+                # the warm `stiva ask` worker's models where one serves them: one copy per user
+                process = hosting.ModelProcess(paths.data_dir() / hosting.LOG_NAME, shared=True)
                 embedded = hosting.HostedWorker(process)
         worker = PoolWorker(
             HttpWorker(

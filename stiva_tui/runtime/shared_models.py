@@ -1,0 +1,71 @@
+"""One copy of the models per user: the app and `stiva serve` use the model the warm `stiva ask`
+worker already loaded, where one listens, instead of loading their own.
+
+The worker (cli/warm.py) listens on a Unix socket of this user's (`paths.warm_socket_path`). A front end's
+model process (model_process.ModelProcess) first says hello there with `{"t": "models",
+"fingerprint": ...}`; a worker of the same Stiva, Python and model cache answers "ok" and then
+serves that connection as the model process would (model_process_main.serve_stream: load, plan,
+chat, preload), on the models it holds (the embedded model is loaded once per process, shared by
+the conductor and the worker). Anything else (no worker, another version, no answer in time) and
+the front end starts its own child as before. `STIVA_NO_WARM=1` turns this off, as it does the
+worker for `stiva ask`.
+
+The worker stays while a front end is connected, and leaves `[ask] warm_idle_s` after the last
+one went (as after the last ask).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..core.wire import frame, read_frame
+
+HELLO_TIMEOUT_S = 5.0  # a worker that does not answer the hello in this long is not used
+# What else decides which model files a process loads, and how.
+ENV_MATTERS = ("HF_", "TRANSFORMERS_", "CUDA", "PYTORCH", "STIVA_MODEL_CACHE", "OMP_")
+
+
+def fingerprint() -> str:
+    """What a process must share with this one for its models to be this one's: Stiva's version
+    and code, the Python, the model cache and the environment the loaders read."""
+    from .. import __version__, paths
+
+    env = sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(ENV_MATTERS))
+    parts = [__version__, sys.executable, str(Path(__file__).resolve().parent), str(paths.model_cache_dir()), env]
+    return hashlib.sha256(repr(parts).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def wanted() -> bool:
+    return os.environ.get("STIVA_NO_WARM", "") in ("", "0")
+
+
+async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int] | None:
+    """A connection to the warm worker that serves its models to this process (reader, writer,
+    the worker's pid), or None where there is none to use."""
+    if not wanted():
+        return None
+    from .. import paths
+
+    path = paths.warm_socket_path()
+    try:
+        reader, writer = await asyncio.open_unix_connection(str(path))
+    except OSError:
+        return None
+    try:
+        writer.write(frame({"t": "models", "fingerprint": fingerprint()}))
+        await writer.drain()
+        reply: Any = await asyncio.wait_for(read_frame(reader), HELLO_TIMEOUT_S)
+    except Exception:  # noqa: BLE001 - gone, silent, or not speaking this: not a worker to use
+        writer.close()
+        return None
+    if isinstance(reply, dict) and reply.get("t") == "ok" and isinstance(reply.get("pid"), int):
+        return reader, writer, reply["pid"]
+    with contextlib.suppress(Exception):
+        writer.close()
+    return None
