@@ -11,6 +11,8 @@ wait. Figures of each run, in seconds from the launch:
 - `child_s`: the model process (model_process_main) seen under the app's pid (/proc);
 - `loaded_s`: the status bar says the conductor is loaded;
 - `first_answer_s`: the status bar shows the first run's totals (the run finished);
+- `app_tree_rss_mib`, `worker_rss_mib`: the resident memory of the app's process tree (its model
+  process included) and of the warm worker, read after the answers (/proc, VmRSS);
 and `answer_s`: the same question asked again in that app, from ctrl+j to its totals (the model
 loaded and warm), beside `ask_warm_s`: the wall time of `stiva ask` with the same question,
 answered by the warm worker (started before, not timed).
@@ -42,6 +44,7 @@ import time
 from pathlib import Path
 
 from benchmarks.harness import STIVA, machine, save_json, stiva, stiva_env, temporary_home
+from benchmarks.perf.first_paint import _tree_rss_kib
 
 OUT = Path(__file__).with_suffix(".json")
 SOCKET = "stiva-first-answer"
@@ -119,8 +122,9 @@ def wait_done(since: float, seen_running: bool) -> float:
     raise SystemExit(f"no answer within {TIMEOUT_S} s:\n{screen()}")
 
 
-def one_start(env: dict[str, str]) -> dict:
-    """Launch the app, ask at once, wait for the answer; ask again; quit."""
+def one_start(env: dict[str, str], worker: int | None = None) -> dict:
+    """Launch the app, ask at once, wait for the answer; ask again; quit. `worker`: the warm
+    worker's pid, whose memory is read beside the app's."""
     load_before = os.getloadavg()[0]
     started = launch(env)
     figures: dict = {}
@@ -163,6 +167,10 @@ def one_start(env: dict[str, str]) -> dict:
     time.sleep(0.5)
     again = send_question()
     figures["answer_s"] = round(wait_done(again, seen_running=False), 3)
+    # The memory of every copy of the model: the app's process tree (its model process), the worker.
+    figures["app_tree_rss_mib"] = round(_tree_rss_kib(pane_pid) / 1024, 1)
+    if worker is not None:
+        figures["worker_rss_mib"] = round(_tree_rss_kib(worker, alone=True) / 1024, 1)
     figures["load_1min_before"] = round(load_before, 2)
     figures["load_1min_after"] = round(os.getloadavg()[0], 2)
     tmux("send-keys", "-t", SESSION, "C-q")
@@ -254,7 +262,7 @@ def main() -> int:
                             stop_worker(env)
                         loops = busy_loops() if place == "busy" else []
                         try:
-                            figures = one_start(run_env)
+                            figures = one_start(run_env, worker_pid(env) if condition == "warm_worker" else None)
                             if condition == "warm_worker":
                                 figures["ask_warm_s"] = round(timed_ask(env), 3)
                                 figures["ask_before_s"] = round(ask_s, 3)
@@ -270,7 +278,16 @@ def main() -> int:
     medians = {
         name: {
             key: median(rows, key)
-            for key in ("first_frame_s", "child_s", "loaded_s", "first_answer_s", "answer_s", "ask_warm_s")
+            for key in (
+                "first_frame_s",
+                "child_s",
+                "loaded_s",
+                "first_answer_s",
+                "answer_s",
+                "ask_warm_s",
+                "app_tree_rss_mib",
+                "worker_rss_mib",
+            )
             if median(rows, key) is not None
         }
         for name, rows in runs.items()
@@ -309,6 +326,13 @@ def goals(medians: dict) -> dict:
                 "goal_s": target,
                 "median_s": value,
                 "met": None if value is None else value <= target,
+            }
+    for condition in ("warm_worker", "no_worker"):
+        calm, busy = first(f"{condition}_as_found"), first(f"{condition}_busy")
+        if calm and busy:
+            out[f"{condition}_busy_over_as_found"] = {
+                "ratio": round(busy / calm, 2),
+                "met": busy / calm <= GOALS["busy_over_as_found"],
             }
     for place in ("as_found", "busy"):
         app = medians.get(f"warm_worker_{place}", {}).get("answer_s")

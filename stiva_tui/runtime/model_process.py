@@ -213,8 +213,8 @@ class ModelProcess:
         """Have the embedded worker warm up in the child now (`model_process_main.Server.preload`:
         its model loaded and its few-shot examples computed), without waiting: the first question
         then waits on neither. A failure is left to that question's own call to say."""
-        if self._closed or (self._warming is not None and not self._warming.done()):
-            return
+        if self._closed or self.on_worker or (self._warming is not None and not self._warming.done()):
+            return  # the warm worker's model answered its asks: it is warm
 
         async def warm() -> None:
             with contextlib.suppress(ModelProcessGone, OSError):
