@@ -22,6 +22,8 @@ Conditions, interleaved run by run so the machine's load falls on all alike:
 - `warm_worker`: one is up, its model loaded (an ask answered just before);
 - `two_threads`: as no_worker, with OMP_NUM_THREADS=2 (the model process's threads before
   model_process_main.cpu_threads: as many as the cores);
+- `warm_worker_two_threads`: as warm_worker, the worker started with OMP_NUM_THREADS=2 (its
+  threads before: as many as the cores);
 each on the machine as found (`as_found`) and with a busy loop on each core (`busy`, plain Python
 `while True: pass` processes, one per core). The 1-minute load average (os.getloadavg) is read
 before and after every run: the machine is shared.
@@ -238,10 +240,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-save", action="store_true")
-    parser.add_argument("--conditions", default="no_worker,warm_worker,two_threads")
+    parser.add_argument("--conditions", default="no_worker,two_threads,warm_worker,warm_worker_two_threads")
     parser.add_argument("--places", default="as_found,busy")
     options = parser.parse_args()
     wanted = options.conditions.split(",")
+    worker_threads: dict[str, str] = {}  # which worker is up: "warm_worker" or "warm_worker_two_threads"
     runs: dict[str, list[dict]] = {}
     loads: list[float] = [round(os.getloadavg()[0], 2)]
     with temporary_home("stiva-first-answer-") as home:
@@ -256,15 +259,22 @@ def main() -> int:
                         run_env = dict(env)
                         if condition == "two_threads":
                             run_env["OMP_NUM_THREADS"] = "2"
-                        if condition == "warm_worker":
-                            ask_s = timed_ask(env)  # starts the worker (or finds it), its model loaded
+                        worker_env = dict(env, OMP_NUM_THREADS="2") if condition == "warm_worker_two_threads" else env
+                        if condition.startswith("warm_worker"):
+                            if worker_threads.get("now") != condition:  # a worker of the other thread count
+                                stop_worker(env)
+                            ask_s = timed_ask(worker_env)  # starts the worker (or finds it), its model loaded
+                            worker_threads["now"] = condition
                         else:
                             stop_worker(env)
+                            worker_threads.pop("now", None)
                         loops = busy_loops() if place == "busy" else []
                         try:
-                            figures = one_start(run_env, worker_pid(env) if condition == "warm_worker" else None)
-                            if condition == "warm_worker":
-                                figures["ask_warm_s"] = round(timed_ask(env), 3)
+                            figures = one_start(
+                                run_env, worker_pid(env) if condition.startswith("warm_worker") else None
+                            )
+                            if condition.startswith("warm_worker"):
+                                figures["ask_warm_s"] = round(timed_ask(worker_env), 3)
                                 figures["ask_before_s"] = round(ask_s, 3)
                         finally:
                             stop(loops)

@@ -584,6 +584,11 @@ def main(answer, history_trouble, argv: list[str] | None = None) -> int:
         os.close(lock_fd)
         print("another worker holds this socket", flush=True)
         return EXIT_LOCKED
+    from ..runtime.model_process_main import cpu_threads
+
+    # The model it holds answers the app and `stiva serve` too (runtime/shared_models.py): torch on
+    # as many threads as the model process uses, one fewer than the cores (before torch's import)
+    os.environ.setdefault("OMP_NUM_THREADS", str(cpu_threads()))
     options = {name: getattr(args, name) for name in ("config", "pool", "conductor", "prefer")}
     config = base_config(options)
     server = None

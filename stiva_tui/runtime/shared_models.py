@@ -27,8 +27,9 @@ from typing import Any
 from ..core.wire import frame, read_frame
 
 HELLO_TIMEOUT_S = 5.0  # a worker that does not answer the hello in this long is not used
-# What else decides which model files a process loads, and how.
-ENV_MATTERS = ("HF_", "TRANSFORMERS_", "CUDA", "PYTORCH", "STIVA_MODEL_CACHE", "OMP_")
+# What else decides which model files a process loads, and how (not its thread count: the worker
+# sets its own, as the model process does).
+ENV_MATTERS = ("HF_", "TRANSFORMERS_", "CUDA", "PYTORCH", "STIVA_MODEL_CACHE")
 
 
 def fingerprint() -> str:
