@@ -30,6 +30,7 @@ PERF = (
     "decode_gpu",
     "dpo_step",
     "engine",
+    "first_answer",
     "first_paint",
     "memory",
     "suite_under_load",

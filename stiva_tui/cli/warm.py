@@ -17,6 +17,10 @@ conductor load no model and run in-process unless `[ask] warm_remote = true`. `-
 STIVA_NO_WARM=1) asks in-process. A worker started under another config, pool, conductor, key
 file or version is told to leave and replaced. Where the worker cannot be started or reached, the
 ask runs in-process, saying nothing; why is in the worker's log (`ask-worker.log` beside the socket).
+
+The worker's model serves the app and `stiva serve` too (runtime/shared_models.py): one of their
+connections that says hello with `{"t": "models"}` and a matching fingerprint is served as their
+model process would be, and keeps the worker while it lasts.
 """
 
 from __future__ import annotations

@@ -13,9 +13,11 @@ over a socket pair and stream back what it says (load progress, plan text as it 
 text, usage). Messages are length-prefixed pickles between a process and the child it started:
 nobody else holds either end of the pair.
 
-One child per runtime, started on first use. It exits when the socket closes (the app quit, or
-died). Where the child dies (killed, out of memory), what it was running fails with an error that
-says so and where its log is, and the next call starts a new one.
+One child per runtime, started on first use (the app's first use is its conductor's load, as it
+starts). It exits when the socket closes (the app quit, or died). Where the child dies (killed, out
+of memory), what it was running fails with an error that says so and where its log is, and the next
+call starts a new one. With `shared`, the warm `stiva ask` worker's models are used instead where
+one is up (shared_models.py): the same requests, over its socket rather than a socket pair.
 """
 
 from __future__ import annotations
@@ -272,6 +274,8 @@ class HostedConductor:
     def describe(self) -> Message:
         info = dict(self._facts) if self._facts is not None else self._shadow.describe()
         info["process"] = self.process.pid
+        if self.process.on_worker:  # the model the warm `stiva ask` worker loaded, not a copy of this app's
+            info["warm_worker"] = True
         return info
 
     async def _run(self, message: Message, on_reply: Any) -> Message:
