@@ -241,6 +241,8 @@ def test_a_front_ends_models_run_in_the_warm_worker_an_ask_started(
             with pytest.raises(ConductorError) as said:
                 await conductor.load()
             during = await warm.worker_status()
+            # what the status bar shows of the conductor says whose model it is
+            assert bool(conductor.describe().get("warm_worker")) == process.on_worker
             return process.pid, process.on_worker, str(said.value), during["fronts"] if during else -1
         finally:
             await process.aclose()

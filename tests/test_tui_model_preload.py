@@ -22,3 +22,21 @@ async def test_a_pool_of_hosted_models_starts_no_model_process(fake, stiva_home)
         process = app.runtime.model_process
         assert process is not None, "the app runs no model process at all"
         assert process.generation == 0 and process.pid is None, "a model process started for a hosted pool"
+
+
+def test_the_status_bar_says_when_the_conductor_is_the_warm_workers_model():
+    """The conductor's facts start with where it runs when that is the warm worker's model (first:
+    a narrow status bar cuts the line's end)."""
+    from stiva_tui.conductor.choose import loaded_facts
+
+    class Conductor:
+        def __init__(self, **info):
+            self.info = info
+
+        def describe(self):
+            return self.info
+
+    facts = {"quantization": "bf16", "device": "cpu", "memory_mb": 511, "load_s": 10.8}
+    assert loaded_facts(Conductor(**facts)) == "bf16 on cpu · 511\u00a0MB · loaded in 10.8\u00a0s"
+    shared = loaded_facts(Conductor(**facts, warm_worker=True))
+    assert shared == "in the warm worker · bf16 on cpu · 511\u00a0MB · loaded in 10.8\u00a0s"
