@@ -260,3 +260,9 @@ def test_a_front_ends_models_run_in_the_warm_worker_an_ask_started(
         assert "no-such-model" in said and gone(pid)
     again = status()
     assert again is not None and again["pid"] == worker["pid"], "a front end's hello retired the worker"
+
+    # A socket whose listener runs as another user (the long-path folder is under /tmp) is not used:
+    # its replies would be unpickled here.
+    monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 1)
+    pid, on_worker, said, _ = asyncio.run(load_once())
+    assert pid != worker["pid"] and not on_worker and gone(pid)

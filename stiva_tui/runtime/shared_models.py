@@ -20,6 +20,8 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import socket
+import struct
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,22 @@ def fingerprint() -> str:
     return hashlib.sha256(repr(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
+def _ours(path: Path, writer: asyncio.StreamWriter) -> bool:
+    """Whether the process listening at `path` runs as this user: its replies are unpickled here.
+    Linux says who the peer is; elsewhere the socket file and its folder must be this user's, the
+    folder writable by no one else."""
+    sock = writer.get_extra_info("socket")
+    try:
+        if sock is not None and hasattr(socket, "SO_PEERCRED"):
+            size = struct.calcsize("3i")
+            _, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, size))
+            return bool(uid == os.geteuid())
+        info, folder = path.stat(), path.parent.stat()
+    except OSError:
+        return False
+    return info.st_uid == folder.st_uid == os.geteuid() and not folder.st_mode & 0o022
+
+
 def wanted() -> bool:
     return os.environ.get("STIVA_NO_WARM", "") in ("", "0")
 
@@ -57,6 +75,9 @@ async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int] | 
     try:
         reader, writer = await asyncio.open_unix_connection(str(path))
     except OSError:
+        return None
+    if not _ours(path, writer):  # a socket another user made (the folder under /tmp): not read from
+        writer.close()
         return None
     try:
         writer.write(frame({"t": "models", "fingerprint": fingerprint()}))
