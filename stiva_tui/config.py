@@ -14,9 +14,11 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import paths
+from .core.reading import ReadError, read_text
 
 ConductorBackend = Literal["auto", "local", "embedded", "remote", "router"]
 DEFAULT_LOCAL_MODEL = "Qwen/Qwen2.5-7B-Instruct"
+CONFIG_LIMIT = 4 * 1024 * 1024  # bytes of a config file; past it, refused unread
 
 
 class ConfigError(Exception):
@@ -335,8 +337,10 @@ def load_config(path: Path | str | None = None) -> Config:
             raise ConfigError(f"config file {file} does not exist")
         return Config()
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_text(file, CONFIG_LIMIT)
         data = tomllib.loads(text)
+    except ReadError as exc:
+        raise ConfigError(str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:

@@ -58,23 +58,22 @@ def state_file() -> Path:
     return data_dir() / "state.json"
 
 
-WARM_SOCKET_NAME = "ask-worker.sock"
 MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
 
 
-def warm_socket_path() -> Path:
-    """The warm worker's socket (cli/warm.py; the app and the server use its models too): in the
-    data dir, or (a path too long for a socket) in a private folder of this user's under the
-    temporary folder, named after the data dir."""
+def warm_socket_path(protocol: int) -> Path:
+    """The warm worker's socket for its wire `protocol` (cli/warm.py; the app and the server use its
+    models too): in the data dir, or (a path too long for a socket) in a private folder of this
+    user's under the temporary folder, named after the data dir."""
     import hashlib
     import tempfile
 
     data = data_dir()
-    path = data / WARM_SOCKET_NAME
+    path = data / f"ask-worker-{protocol}.sock"
     if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
         return path
     digest = hashlib.sha256(os.fsencode(data.resolve())).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"stiva-{os.geteuid()}" / f"ask-{digest}.sock"
+    return Path(tempfile.gettempdir()) / f"stiva-{os.geteuid()}" / f"ask-{digest}-{protocol}.sock"
 
 
 def model_cache_dir() -> Path:

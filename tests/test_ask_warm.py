@@ -225,8 +225,11 @@ def test_a_front_ends_models_run_in_the_warm_worker_an_ask_started(
     from stiva_tui.conductor.base import ConductorError
     from stiva_tui.conductor.local import LocalConductor
     from stiva_tui.config import ConductorConfig
+    from stiva_tui.runtime import shared_models
     from stiva_tui.runtime.model_process import HostedConductor, ModelProcess
     from tests.support.procs import gone
+
+    assert shared_models.WORKER_PROTOCOL == warm.PROTOCOL, "the front ends look for the worker on another socket"
 
     assert run_stiva("ask", "Q", "--config", str(config), home=stiva_home).returncode == 0
     worker = status()
@@ -262,7 +265,7 @@ def test_a_front_ends_models_run_in_the_warm_worker_an_ask_started(
     assert again is not None and again["pid"] == worker["pid"], "a front end's hello retired the worker"
 
     # A socket whose listener runs as another user (the long-path folder is under /tmp) is not used:
-    # its replies would be unpickled here.
+    # its replies would be this process's plans and answers.
     monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 1)
     pid, on_worker, said, _ = asyncio.run(load_once())
     assert pid != worker["pid"] and not on_worker and gone(pid)

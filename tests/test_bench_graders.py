@@ -81,10 +81,39 @@ def test_numeric_does_not_read_a_range_as_a_negative_number_or_commas_as_one_num
 
 
 def test_numeric_tolerance_is_relative_and_set_per_item():
-    assert grade(item("numeric", "100"), "100.00001").correct  # within 1e-6 relative
-    assert not grade(item("numeric", "100"), "100.01").correct
+    assert grade(item("numeric", "100.0"), "100.00001").correct  # within 1e-6 relative
+    assert not grade(item("numeric", "100.0"), "100.01").correct
+    assert not grade(item("numeric", "100"), "100.00001").correct  # an integer is matched exactly
     assert grade(item("numeric", "100", tolerance=0.01), "100.5").correct
     assert not grade(item("numeric", "100", tolerance=0.01), "102").correct
+
+
+@pytest.mark.parametrize(
+    "reference, answer_text, correct",
+    [
+        ("976371285", "976371000", False),  # a mod-1e9+7 answer off by 285: within 1e-6 relative
+        ("976371285", "The answer is 976,371,285.", True),
+        ("976371285", "976371285.0", True),  # the same value, however written
+        ("976371285", "9.76371285e8", True),
+        ("976371285", "976371285.001", False),
+        ("1000000000", "1e9", True),
+        ("1000000000", "1000000001", False),
+        ("123456789012345678901234567890", "123456789012345678901234567891", False),  # past a float's 53 bits
+        ("123456789012345678901234567890", "123456789012345678901234567890", True),
+        ("-976371285", "-976371000", False),
+        ("-976371285", "x = -976371285", True),
+        ("2", "8/4", True),
+        ("0", "0e99999", False),  # an exponent past 1000 is no exact number
+        ("1e9", "1000000100", True),  # a reference written with an exponent is a float: 1e-6 relative
+        ("2.5", "2.5000001", True),
+    ],
+)
+def test_numeric_integer_references_are_matched_only_by_the_same_value(reference, answer_text, correct):
+    assert grade(item("numeric", reference), answer_text).correct is correct
+
+
+def test_numeric_integer_reference_keeps_an_items_own_tolerance():
+    assert grade(item("numeric", "976371285", tolerance=1e-6), "976371000").correct
 
 
 def test_parse_number_accepts_exactly_one_number():
@@ -260,6 +289,67 @@ def test_code_stdin_stdout_cases():
     assert grade(summing, fenced("n = int(input())\nprint(sum(map(int, input().split())))")).correct
     wrong = grade(summing, fenced("n = int(input())\nprint(sum(map(abs, map(int, input().split()))))"))
     assert not wrong.correct and wrong.detail.startswith("case 2: expected")
+
+
+@pytest.mark.parametrize(
+    "got, expected, same",
+    [
+        ("976371000", "976371285", False),  # within 1e-6 relative: a float's tolerance, not an integer's
+        ("976371285\n", "976371285", True),
+        ("976371285.0", "976371285", True),  # the same value, however written
+        ("1e9", "1000000000", True),
+        ("1000000000", "1e9", True),  # an expected exponent is a float
+        ("1000000001", "1000000000", False),
+        ("1000000100", "1e9", True),
+        ("-976371000", "-976371285", False),
+        ("-976371285", "-976371285", True),
+        ("+7", "7", True),
+        ("12345678901234567890123", "12345678901234567890124", False),  # past a float's 53 bits
+        ("1e999999999", "1", False),  # a huge exponent is no huge integer to build
+        ("nan", "5", False),
+        ("0.3333333", "0.33333333", True),  # floats keep their tolerance
+        ("0.5000001", "0.5", True),
+        ("0.51", "0.5", False),
+        ("1 2 3\n976371285\n5", "1 2 3\n976371285\n5", True),
+        ("1 2 3\n976371000\n5", "1 2 3\n976371285\n5", False),  # one wrong line of several
+        ("1 2 3\n976371285.0\n5.0000001", "1 2 3\n976371285\n5.0", True),
+        ("1 2 3\n976371285", "1 2 3\n976371285\n5", False),
+    ],
+)
+def test_same_output_compares_integers_exactly_and_floats_within_a_tolerance(got, expected, same):
+    assert graders.same_output(got, expected) is same
+
+
+@pytest.mark.parametrize(
+    "got, expected, same",
+    [
+        (976371000, 976371285, False),
+        (976371000.0, 976371285, False),
+        (976371285.0, 976371285, True),
+        (976371285, 976371285, True),
+        (-976371000, -976371285, False),
+        pytest.param(2**70 + 1, 2**70, False, id="2**70+1"),  # equal as floats: compared as integers
+        ([1, 976371000], [1, 976371285], False),
+        ({"a": [976371285]}, {"a": [976371285]}, True),
+        (0.30000000000000004, 0.3, True),  # floats keep their tolerance
+        (1, 1.0000000001, True),
+        (1.01, 1.0, False),
+        pytest.param(10**400, 1.5, False, id="int-past-a-float's-range"),
+        (True, 1, False),
+    ],
+)
+def test_same_value_compares_integers_exactly_and_floats_within_a_tolerance(got, expected, same):
+    assert graders.same_value(got, expected) is same
+
+
+def test_code_that_prints_or_returns_a_near_integer_is_wrong():
+    """Graded for real in the sandbox: 976371000 where 976371285 is expected was right before."""
+    printed = item("code", tests={"stdin_stdout": [{"input": "", "output": "976371285\n"}]})
+    assert grade(printed, fenced("print(976371285)")).correct
+    assert not grade(printed, fenced("print(976371000)")).correct
+    returned = item("code", tests={"functional": {"fn_name": "f", "cases": [{"input": [], "output": 976371285}]}})
+    assert grade(returned, fenced("def f():\n    return 976371285")).correct
+    assert not grade(returned, fenced("def f():\n    return 976371000")).correct
 
 
 def test_code_functional_cases_with_a_solution_class_and_missing_imports():

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
 
 PERF = (
+    "answer_mask",
     "ask_warm",
     "install",
     "bench",
@@ -32,9 +33,11 @@ PERF = (
     "engine",
     "first_answer",
     "first_paint",
+    "hostile_files",
     "memory",
     "suite_under_load",
     "offline",
+    "plan_stop",
     "prefix_cache",
     "router_decision",
     "sandbox",
@@ -43,6 +46,7 @@ PERF = (
     "train_step",
     "tui",
     "upstream_client",
+    "wire",
 )
 EXPERIMENTS = ("learning", "make_skills", "preferences", "real_routing", "router_escalation", "votes", "votes_methods")
 MODULES = [f"benchmarks.perf.{name}" for name in PERF] + [f"benchmarks.experiments.{name}" for name in EXPERIMENTS]

@@ -430,7 +430,13 @@ async def test_the_answer_is_cut_at_a_stop_sequence_a_provider_ignored(fake):
 
 async def test_a_call_past_its_deadline_fails_like_any_other(fake):
     """A provider that keeps the stream alive with comments but never answers: the idle timeout
-    never fires, the deadline does, and the step moves to its fallback."""
+    never fires, the deadline does, and the step moves to its fallback.
+
+    The deadline holds every call of the run, the fallback's too, so it is set far above what an
+    answer takes (milliseconds; at 0.6 s the fallback itself missed it on a loaded machine): the
+    test's length is then the deadline, however slow the machine. Without working deadlines the
+    kept-alive call never ends, and the outer limit fails the test instead of hanging it."""
+    deadline_s = 3.0
     fake.default("w1", Reply(fault="keepalive"))
     fake.default("w2", Reply("in time"))
     models = pool_models(fake, "w1", "w2")
@@ -438,12 +444,15 @@ async def test_a_call_past_its_deadline_fails_like_any_other(fake):
     engine = Engine(models, worker)
     events: list = []
     started = time.monotonic()
-    result = await engine.run_direct("Q?", "w1", emit=events.append, options=RunOptions(deadline_s=0.6))
-    await worker.aclose()
+    try:
+        async with asyncio.timeout(deadline_s + 20):  # without a deadline the call would never end
+            result = await engine.run_direct("Q?", "w1", emit=events.append, options=RunOptions(deadline_s=deadline_s))
+    finally:
+        await worker.aclose()
     assert result.status == "finished" and result.answer == "in time"
-    assert 0.6 <= time.monotonic() - started < 5
+    assert time.monotonic() - started >= deadline_s  # w1 was given its whole deadline, not cut short
     (failed,) = [e for e in events if isinstance(e, ev.StepFailed)]
-    assert failed.model == "w1" and "no complete reply within 0.6 s" in failed.error and failed.fallback == "w2"
+    assert failed.model == "w1" and "no complete reply within 3 s" in failed.error and failed.fallback == "w2"
     assert fake.wait_idle(5)  # the kept-alive call was closed
 
 

@@ -226,10 +226,11 @@ def test_lint_imports_keeps_every_contract():
 
 
 def test_evals_and_the_simulated_pool_stand_apart():
-    """Evals import the sandbox alone; the simulated pool builds on evals and the settings, never on
-    the bench, the runtime or the history (its replay gets a bench's answers from its caller)."""
+    """Evals import the sandbox and core's bounded file reading alone; the simulated pool builds on
+    evals and the settings, never on the bench, the runtime or the history (its replay gets a
+    bench's answers from its caller)."""
     edges = _graph()
-    assert edges["evals"] == {"sandbox"}
+    assert edges["evals"] == {"sandbox", "core"}
     assert edges["sim"] <= {"evals", "config"}, sorted(edges["sim"])
 
 

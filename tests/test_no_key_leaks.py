@@ -266,3 +266,152 @@ async def test_the_api_and_the_history_never_keep_an_echoed_key_in_any_encoding(
         for name, value in {"exact": ECHOED, **forms}.items():
             assert value.encode() not in data, f"the key, {name}, leaked into {where}"
             assert value.encode("utf-16-le") not in data, f"the key, {name}, leaked into {where}"
+
+
+# --- a provider that echoes the key in its answer (issue 50, part 7) ------------------------------
+
+
+def _answer_echo(how: str):
+    """A provider's reply that repeats the Authorization header it received (and its base64) in
+    its answer: sent whole (one JSON object), streamed in two pieces that split the key in half,
+    or streamed three characters at a time."""
+    import base64
+
+    def reply(request) -> Reply:
+        sent = request.headers.get("authorization", "")
+        text = f"Your request said: {sent}. In base64: {base64.b64encode(sent.encode()).decode()}. Done."
+        if how == "whole":
+            return Reply(text, fault="json", usage=(5, 5))
+        if how == "split":
+            half = text.index(ECHOED) + len(ECHOED) // 2
+            return Reply(text, chunks=[text[:half], text[half:]], usage=(5, 5))
+        return Reply(text, chunks=[text[i : i + 3] for i in range(0, len(text), 3)], usage=(5, 5))
+
+    return reply
+
+
+def _assert_answer_masked(data: bytes | str, where: str) -> None:
+    import base64
+
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogateescape")
+    for name, value in {
+        "the key": ECHOED,
+        "its middle": ECHOED[3:-4],
+        "the header in base64": base64.b64encode(f"Bearer {ECHOED}".encode()).decode(),
+    }.items():
+        assert value.encode() not in data, f"{name} leaked into {where}"
+        assert value.encode("utf-16-le") not in data, f"{name} leaked into {where} (UTF-16)"
+
+
+ECHO_WAYS = ["whole", "split", "pieces"]
+
+
+@pytest.mark.parametrize("how", ECHO_WAYS)
+def test_a_key_a_provider_echoes_in_its_answer_reaches_neither_stiva_ask_nor_the_history(
+    how, tmp_path, stiva_home, monkeypatch
+):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
+    with FakeProvider() as fake:
+        fake.default("w1", _answer_echo(how))
+        config = _echoing_config(tmp_path, fake.base_url)
+        stiva = str(Path(sys.executable).parent / "stiva")
+        outputs = [
+            subprocess.run(
+                [stiva, "ask", "Echo my key", "--config", str(config), "--baseline", "direct:w1", *extra],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            for extra in ([], ["--json"])
+        ]
+        assert fake.requests and all(r.headers.get("authorization") == f"Bearer {ECHOED}" for r in fake.requests)
+    for n, output in enumerate(outputs):
+        assert output.returncode == 0, output.stderr
+        assert "Your request said: Bearer [redacted]. In base64: QmVhcmVyI[redacted]. Done." in output.stdout
+        _assert_answer_masked(output.stdout + output.stderr, f"stiva ask output {n}")
+    db_path = stiva_home / "data" / "stiva.db"
+    stored = [f for f in db_path.parent.rglob("*") if f.is_file()]
+    assert db_path in stored, "the runs were not recorded"
+    for file in stored:
+        _assert_answer_masked(file.read_bytes(), file.name)
+
+
+@pytest.mark.parametrize("how", ECHO_WAYS)
+async def test_the_api_never_sends_back_a_key_echoed_in_an_answer(how, monkeypatch, stiva_home):
+    """`stiva serve` answers a client that holds only the serve token: the provider's key the
+    provider repeated is masked in the reply, streamed or not, and in the history it keeps."""
+    import tempfile
+    from pathlib import Path
+
+    from test_server import Served
+
+    from stiva_tui.config import load_config
+
+    monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
+    with FakeProvider() as fake:
+        fake.default("w1", _answer_echo(how))
+        config = load_config(_echoing_config(Path(tempfile.mkdtemp()), fake.base_url))
+        served = Served(config).start()
+        try:
+            client = served.client()
+            messages = [{"role": "user", "content": "Echo my key"}]
+            whole = client.chat.completions.create(model="w1", messages=messages)
+            chunks = list(client.chat.completions.create(model="w1", messages=messages, stream=True))
+        finally:
+            served.stop()
+        assert len(fake.requests) == 2 and fake.requests[0].headers.get("authorization") == f"Bearer {ECHOED}"
+    answer = whole.choices[0].message.content
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    for reply in (answer, streamed):
+        assert reply == "Your request said: Bearer [redacted]. In base64: QmVhcmVyI[redacted]. Done."
+    _assert_answer_masked(whole.model_dump_json(), "the API's reply")
+    _assert_answer_masked(json.dumps([c.model_dump() for c in chunks]), "the API's streamed reply")
+    stored = [f for f in (stiva_home / "data").rglob("*") if f.is_file()]
+    assert stored, "the runs were not recorded"
+    for file in stored:
+        _assert_answer_masked(file.read_bytes(), file.name)
+
+
+async def test_an_error_that_echoes_the_key_reversed_spaced_base32_or_as_utf16_hex_is_masked(monkeypatch, stiva_home):
+    """The copies issue 50 found still leaking in error bodies: `stiva serve`'s 502 body and the
+    history hold none of them, and still say why the call failed."""
+    import base64
+    import tempfile
+    from pathlib import Path
+
+    import openai
+    from test_server import Served
+
+    from stiva_tui.config import load_config
+
+    monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
+    forms = {
+        "reversed": ECHOED[::-1],
+        "spaced": " ".join(ECHOED),
+        "base32": base64.b32encode(ECHOED.encode()).decode(),
+        "utf16-hex": ECHOED.encode("utf-16-le").hex(),
+    }
+    echo = "; ".join(f"{name}={value}" for name, value in forms.items())
+    assert len(f"Incorrect API key provided ({echo})") < 500  # the client keeps 500 characters of it
+    with FakeProvider() as fake:
+        fake.default("w1", Reply(status=401, error_message=f"Incorrect API key provided ({echo})"))
+        config = load_config(_echoing_config(Path(tempfile.mkdtemp()), fake.base_url))
+        served = Served(config).start()
+        try:
+            with pytest.raises(openai.APIStatusError) as caught:
+                served.client().chat.completions.create(model="w1", messages=[{"role": "user", "content": "hi"}])
+        finally:
+            served.stop()
+    body = json.dumps(caught.value.body)
+    assert "Incorrect API key provided (reversed=[redacted]; spaced=[redacted]; base32=[redacted]" in body
+    stored = [f for f in (stiva_home / "data").rglob("*") if f.is_file()]
+    assert stored, "the run was not recorded"
+    for where, data in [("the API's error body", body.encode()), *((f.name, f.read_bytes()) for f in stored)]:
+        for name, value in forms.items():
+            assert value.encode() not in data, f"the key, {name}, leaked into {where}"
+            assert value.encode("utf-16-le") not in data, f"the key, {name}, leaked into {where}"

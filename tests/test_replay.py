@@ -49,7 +49,7 @@ def test_a_replayed_bench_gives_back_each_models_recorded_answers_without_a_call
     assert replay.returncode == 0, replay.stderr
     assert len(fake.requests) == asked  # the provider is not called again
     report = json.loads(replay.stdout)
-    assert report["pool"] == f"replayed pool (bench {bench_id})"
+    assert report["pool"] == f"recorded pool (bench {bench_id})"
     rows = {row["system"]: row for row in report["systems"]}
     assert set(rows) == {"direct:replay:right", "direct:replay:wrong"}
     assert (rows["direct:replay:right"]["accuracy"], rows["direct:replay:wrong"]["accuracy"]) == (1.0, 0.0)
@@ -59,7 +59,7 @@ def test_a_replayed_bench_gives_back_each_models_recorded_answers_without_a_call
     assert {i["completion_tokens"] for i in report["items"] if i["system"] == "direct:replay:right"} == {2}
     assert rows["direct:replay:wrong"]["cost_per_question"] > rows["direct:replay:right"]["cost_per_question"] > 0
     markdown = (stiva_home / "data" / "bench" / report["bench_id"] / "report.md").read_text()
-    assert f"**REPLAYED POOL (BENCH {bench_id.upper()}):** every answer here is a real model's answer" in markdown
+    assert f"**RECORDED POOL (bench {bench_id}):** every answer here is a real model's answer" in markdown
     listing = run_stiva("models", "--pool", f"replay:{bench_id}", "--config", str(config), home=stiva_home)
     assert listing.returncode == 0, listing.stderr
     assert "replay:right" in listing.stdout and "replay:wrong" in listing.stdout

@@ -209,6 +209,8 @@ def test_conductor_mini_escalates_only_with_the_setting(trained, tmp_path):
         path.write_text(f'[conductor]\nrouter = "{folder}"\nrouter_escalate_below = {threshold}\n')
         config = load_config(str(path))
         sessions = Sessions(SimpleNamespace(config=config))
-        conductor = RouterConductor(folder)
-        sessions._escalation(conductor, conductor_variant(mode, config.conductor.router), mode, None)
+        loaded = RouterConductor(folder)
+        conductor = sessions._escalation(loaded, conductor_variant(mode, config.conductor.router), mode, None)
         assert (conductor.escalate is not None) is wired and conductor.escalate_below == (threshold if wired else 0.0)
+        # the loaded router, which a router:DIR system of the same folder shares, never escalates
+        assert loaded.escalate is None and loaded.escalate_below == 0.0 and (conductor is loaded) is not wired

@@ -449,7 +449,6 @@ def test_empty_files_are_capped_by_count(folder):
 
 AS_A_PLAIN_USER = """
 import json, os, sys
-sys.path.insert(0, sys.argv[2])
 from stiva_tui.sandbox import SandboxSettings, cgroups, find_isolation, run_code
 attacks = json.loads(sys.argv[1])
 iso = find_isolation(SandboxSettings())
@@ -506,7 +505,7 @@ def test_as_a_plain_user_sigio_shared_memory_and_files_stay_within_the_caps():
 
         def run():
             box["done"] = subprocess.run(
-                [_plain_interpreter(), "-I", "-c", AS_A_PLAIN_USER, json.dumps(attacks), top],
+                [_plain_interpreter(), "-s", "-c", AS_A_PLAIN_USER, json.dumps(attacks), top],
                 capture_output=True,
                 text=True,
                 timeout=120,
@@ -514,7 +513,7 @@ def test_as_a_plain_user_sigio_shared_memory_and_files_stay_within_the_caps():
                 group=65534,
                 extra_groups=[],
                 cwd=top,
-                env={"PATH": "/usr/bin:/bin", "HOME": top},
+                env={"PATH": "/usr/bin:/bin", "HOME": top, "PYTHONPATH": top},  # the copy of the package
             )
 
         thread = threading.Thread(target=run)

@@ -176,7 +176,7 @@ async def test_report_shows_accuracy_interval_errors_and_the_frontier(store):
         screen = await _open_first_report(pilot)
         assert screen.query_one("#bench-views", ContentSwitcher).current == "bench-report"
         heading = str(screen.query_one("#report-heading", Static).render())
-        assert "basic" in heading and "finished" in heading and "6/6 items" in heading
+        assert "basic" in heading and "finished" in heading and "3 items × 2 systems, 6/6 answers" in heading
         systems = screen.query_one("#report-systems", DataTable)
         conductor, direct = _cells(systems, 0), _cells(systems, 1)
         lo, hi = wilson(2, 3)
@@ -255,7 +255,7 @@ async def test_a_bench_still_running_shows_its_progress_and_reload_reads_more(st
     async with app.run_test(size=SIZE) as pilot:
         screen = await _open_first_report(pilot)
         assert "running" in str(screen.query_one("#report-heading", Static).render())
-        assert "1/6 items" in str(screen.query_one("#report-heading", Static).render())
+        assert "1/6 answers" in str(screen.query_one("#report-heading", Static).render())
         store.record_bench_item(
             "live",
             BenchItemRecord(

@@ -133,7 +133,7 @@ async def test_ctrl_o_sets_the_next_questions_preference_shown_in_the_status_bar
 
 async def test_a_simulated_pool_is_labelled_in_the_status_bar(stiva_home):
     """`stiva --pool sim`: the status bar says SIMULATED POOL in the app, as every report does (a
-    replayed bench's label is pool_label's, tested with the replay); a pool of real models shows no
+    recorded pool's label is pool_label's, tested with the replay); a pool of real models shows no
     such label (the test above)."""
     from stiva_tui.config import parse_config
     from stiva_tui.sim.pool import pool_config, start_sim

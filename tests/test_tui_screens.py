@@ -281,7 +281,11 @@ async def test_compare_session_reopens_after_restart(fake):
     async with app2.run_test(size=SIZE) as pilot:
         screen = app2.screen
         await wait_until(pilot, lambda: len(screen.columns) == 3 and all(c.finished for c in screen.columns))
-        assert screen.query_one("#compare-question", TextArea).text == "Reopen me"
+        box = screen.query_one("#compare-question", TextArea)
+        assert box.text == "" and box.border_title == "Compared: Reopen me"  # the box, for a new one
+        box.focus()
+        await pilot.press("up")  # ... and up recalls the question compared
+        assert box.text == "Reopen me"
         after = {c.system: _column_text(c)[:2] for c in screen.columns}
         assert after == before
         assert [c.has_class("-winner") for c in screen.columns] == [False, False, True]

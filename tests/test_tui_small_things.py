@@ -283,7 +283,7 @@ async def test_bench_list_counts_a_finished_bench_with_oracle_and_random_as_done
             await wait_until(pilot, lambda: app.screen.shown is not None)
             await pilot.pause()
             heading = str(app.screen.query_one("#report-heading", Static).render())
-            assert "42/42 items" in heading  # the list and the report count alike
+            assert "42/42 answers" in heading  # the list and the report count alike
 
 
 async def test_benches_on_a_simulated_or_recorded_pool_say_so_in_the_list_and_the_report(tmp_path):

@@ -149,6 +149,29 @@ async def test_a_cascade_whose_first_stage_agrees_never_calls_or_pays_the_next(f
     assert steps[2].note == "2 of 2 agree: 42" and steps[2].cost_usd == 0 and steps[3].cost_usd == 0
 
 
+async def test_the_tree_shows_the_gates_count_and_the_skipped_step_at_no_cost(fake):
+    from test_tui_widgets import One
+
+    from stiva_tui.tui.widgets.workflow_tree import WorkflowTree
+    from tests.support.tui import labels
+
+    fake.default("cheap1", Reply('{"answer": "42"}', usage=(10, 5)))
+    fake.default("cheap2", Reply("The answer is 42.", usage=(10, 5)))
+    fake.default("strong", Reply("never asked"))
+    engine, models, worker = _engine(fake, "cheap1", "cheap2", "strong")
+    state = RunState()
+    await engine.run_workflow(
+        "What is 6 x 7?", cascade_workflow([2, 1]), models, emit=state.apply, options=RunOptions(answer_kind="number")
+    )
+    await worker.aclose()
+    tree = WorkflowTree(state)
+    async with One(tree).run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        drawn = labels(tree)
+    assert any(line.startswith("✓ 3 (agreement)  ← 1,2  2 of 2 agree: 42") for line in drawn), drawn
+    assert any(line.startswith("– 4 strong  skipped · $0") for line in drawn), drawn
+
+
 async def test_a_cascade_whose_first_stage_disagrees_asks_the_next_and_its_answer_stands(fake):
     fake.default("cheap1", Reply("The answer is 42."))
     fake.default("cheap2", Reply("The answer is 40."))
@@ -345,3 +368,14 @@ def test_a_damaged_workflow_choice_is_one_line(tmp_path, capsys):
     (folder / "router.json").write_text(json.dumps(data))
     with pytest.raises(RouterError, match="workflow choice is damaged; train it again"):
         load_router(folder)
+
+
+def test_ask_baseline_and_compare_columns_read_votes_and_cascades(fake):
+    from stiva_tui.runtime.modes import WorkflowMode
+    from stiva_tui.runtime.systems import column_system, one_system
+
+    models = pool_models(fake, "a", "b", "c")
+    assert isinstance(one_system("cascade:a+b>c", models).mode, WorkflowMode)
+    assert column_system("vote:a+b+c", models).name == "vote:a+b+c"
+    with pytest.raises(SystemNameError, match="d is not in the pool"):
+        one_system("cascade:a+b>d", models)

@@ -1,26 +1,34 @@
-"""Routing measured on real models' recorded answers: ZeroEval's 11 models on GSM8K, MATH level 5
-and CRUXEval (benchmarks/data/zeroeval.records.jsonl.gz, Apache-2.0; see its NOTICE).
+"""Routing and workflows measured on real models' recorded answers: ZeroEval's 11 models on GSM8K,
+MATH level 5 and CRUXEval (benchmarks/data/zeroeval.records.jsonl.gz, Apache-2.0; see its NOTICE).
 
-    python -m benchmarks.experiments.real_routing [--seeds 3] [--nl-items 20] [--e2e-items 100]
+    python -m benchmarks.experiments.real_routing [--seeds 3] [--nl-items 12] [--concurrency 16]
 
 What it does, all through the product:
 1. `stiva bench import` the records with `--prices benchmarks/data/zeroeval_prices.toml` (list
-   prices, so costs are estimates of list prices) into a fresh STIVA_HOME; half of the items are
-   held out by a hash of the id.
-2. `stiva train router SUITE --split train --pool replay:ID --seed S` for each seed (tfidf).
-3. On the held-out half, from the imported bench's recorded grades (no call, no re-grade): every
-   single model, `oracle`, `random` (its expectation), `knn` and `best-single` (bench/derived.py)
-   and each seed's router at every level of `--prefer`'s scale (cost weight 0 .. 0.45 in tenths of
-   the way, plus the named levels), each router's AIQ against the single models' hull.
-4. Checks that path against the product's own: `stiva bench --pool replay:ID --systems router:DIR@LEVEL`
-   on the first `--e2e-items` held-out items must give the same accuracy.
-5. The decision's time: `Router.decide` on 50 held-out questions, one at a time (median, p95).
-6. The prompted NL conductor (the embedded 270M planning over the 11 models) on the first
-   `--nl-items` held-out items, through `stiva bench --systems conductor` (slow on a CPU: a sample).
-7. With `--nl-train-steps N`: the trained NL conductor, `stiva train graded` on the train half of
-   the same replay (the embedded 270M, N DPO steps of `--nl-batch` pairs; CUDA where there is one),
-   benched as `adapter:DIR` on the same held-out items. On 2 CPU cores one step of 4 pairs took
-   86 s and 10 GB (11 models' prompt, 262k-token vocabulary): a GPU job.
+   prices times each answer's recorded token counts) into a fresh STIVA_HOME; half of the items
+   are held out by a hash of the id.
+2. `stiva train router SUITE --split train --pool replay:ID --seed S` for each seed (tfidf): the
+   router that chooses, per question, one model, an agreement cascade or a vote.
+3. One `stiva bench SUITE --split heldout --pool replay:ID` of every single model (`direct:*`), the
+   field's bounds and baselines (`oracle`, `random`, `knn`, `best-single`, computed by the bench),
+   three fixed workflows (a vote of the three strongest, and two agreement cascades from GPT-4o-mini
+   and Gemini Flash), and each seed's router at `best`, `balanced` and `cheap`. Every accuracy
+   and cost in the tables is a row that `stiva bench` printed, but the routing field's learnt
+   baselines, `knn` and `best-single`: they learn from train items, which a held-out bench does not
+   hold, so they come from the function `stiva bench` computes them with (`bench.derived.fit_routing`)
+   on the imported bench's records, each held-out item's record picked by its id.
+4. Per seed, the router at every point of the preference scale (0 .. 1 in tenths), computed in
+   this process with the product's own functions (`WorkflowChoice.estimate_rows`/`pick`, and
+   `core.replayed.replay_workflow` on the bench's recorded answers), for the AIQ; the script
+   stops unless that computation gives the `stiva bench` rows at the three named levels: the same
+   grade on every item, and the cost within 1% (a vote judged for want of readable final answers
+   is billed its drafts' prompt by the replay pool, its recorded prompt by the computation).
+   Every candidate workflow of seed 0, computed the same way, makes the fixed workflows' hull.
+5. Against GPT-4o, the paired bootstrap interval (2,000 draws of the held-out items) of the
+   accuracy difference, for the median seed's router at each named level and for each fixed workflow.
+6. The decision's time: `Router.decide_workflow` on 50 held-out questions, one at a time.
+7. The prompted NL conductor (the embedded 270M planning over the 11 models) on `--nl-items`
+   held-out items drawn across the three data sets, through `stiva bench --systems conductor`.
 
 Saves real_routing.json and real_routing.png beside itself.
 """
@@ -39,35 +47,38 @@ from benchmarks.harness import HERE, ROOT, cli_args, machine, save_json, stiva, 
 OUT = HERE / "experiments" / "real_routing.json"
 PLOT = HERE / "experiments" / "real_routing.png"
 DATA = ROOT / "benchmarks" / "data"
-LEVEL_NAMES = ("best", "balanced", "cheap", "fast")
+LEVEL_NAMES = ("best", "balanced", "cheap")
 SWEEP = [round(x / 10, 1) for x in range(11)]  # --prefer 0 .. 1: cost weight 0 .. 0.45
+GPT4O, MINI, SONNET = "gpt-4o-2024-05-13", "gpt-4o-mini-2024-07-18", "claude-3-5-sonnet-20240620"
+LLAMA405, FLASH = "Llama-3.1-405B-Inst@sambanova", "gemini-1.5-flash"
+BOOTSTRAP = 2000
+
+
+def fixed_workflows(r) -> dict[str, str]:
+    """The issue's three fixed workflows, by label, as `--systems` names them on the replay."""
+    return {
+        "vote: GPT-4o + Sonnet + Llama-405B": f"vote:{r(GPT4O)}+{r(SONNET)}+{r(LLAMA405)}",
+        "cascade: 4o-mini + Flash > vote of those three": f"cascade:{r(MINI)}+{r(FLASH)}>vote:{r(GPT4O)}+{r(SONNET)}+{r(LLAMA405)}",
+        "cascade: 4o-mini + Flash > GPT-4o": f"cascade:{r(MINI)}+{r(FLASH)}>{r(GPT4O)}",
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--nl-items", type=int, default=20, help="held-out items the NL conductor answers (0: none)")
-    parser.add_argument("--e2e-items", type=int, default=100)
-    parser.add_argument("--nl-train-steps", type=int, default=0, help="train the NL conductor by graded DPO (0: not)")
-    parser.add_argument("--nl-batch", type=int, default=4, help="pairs per graded DPO step")
+    parser.add_argument("--nl-items", type=int, default=12, help="held-out items the NL conductor answers (0: none)")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--limit", type=int, default=None, help="only the first N held-out items (a quick check)")
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
+    started = time.monotonic()
     with temporary_home("stiva-real-routing-") as home:
         env = stiva_env(home)
         figures = run(home, env, args)
+    figures["seconds"] = round(time.monotonic() - started, 1)
     figures["machine"] = machine()
-    for key in (
-        "best_single",
-        "oracle",
-        "aiq_single_models",
-        "router_summary",
-        "end_to_end",
-        "decision_s",
-        "nl_conductor",
-        "nl_conductor_trained",
-    ):
+    for key in ("best_single", "fixed_workflows", "router_summary", "aiq", "consistency", "decision_s", "nl_conductor"):
         print(f"{key}: {json.dumps(figures.get(key))}")
-    print("baselines:", {b: (v["levels"]["best"], v["aiq"]) for b, v in figures["baselines"].items()})
     if not args.no_save:
         save_json(OUT, figures)
         plot(figures)
@@ -98,131 +109,215 @@ def run(home: Path, env: dict, args) -> dict:
         )  # fmt: skip
         routers.append((seed, folder, summary))
 
-    from stiva_tui.bench.derived import aiq, fit_routing
-    from stiva_tui.conductor.router import load_router
+    def r(model: str) -> str:
+        return f"replay:{model}"
+
+    fixed = fixed_workflows(r)
+    router_systems = {
+        (seed, level): f"router:{folder}" + ("" if level == "best" else f"@{level}")
+        for seed, folder, _ in routers
+        for level in LEVEL_NAMES
+    }
+    systems = [
+        "direct:*",
+        "oracle",
+        "random",
+        *fixed.values(),
+        *router_systems.values(),
+    ]
+    started = time.monotonic()
+    report = json.loads(
+        stiva(
+            *cli_args("bench", suite, split="heldout", pool=f"replay:{bench}", concurrency=args.concurrency,
+                      systems=",".join(systems), limit=args.limit, json=True),
+            env=env, what="bench the held-out half", timeout=None,
+        ).stdout
+    )  # fmt: skip
+    bench_s = time.monotonic() - started
+    rows = {row["system"]: row for row in report["systems"]}
+    graded: dict[str, dict[str, dict]] = {}
+    for item in report["items"]:
+        graded.setdefault(item["system"], {})[item["id"]] = item
+
+    from stiva_tui.bench.derived import aiq
+    from stiva_tui.conductor.router import load_router, utility_weights
+    from stiva_tui.core.answers import final_answer
     from stiva_tui.core.preference import LEVELS, parse_preference
+    from stiva_tui.core.replayed import Answer, replay_workflow
     from stiva_tui.evals.loaders import load_suite
-    from stiva_tui.store import Store
+    from stiva_tui.evals.suite import answer_kind
 
-    items = load_suite(suite).items
-    questions = {item.id: item.question for item in items}
-    splits = {item.id: str(item.meta.get("split")) for item in items}
+    items = [item for item in load_suite(suite).items if item.meta.get("split") != "train"][: args.limit]
+    heldout = [item.id for item in items]
+    kinds = {item.id: answer_kind(item) for item in items}
     domains = {item.id: str(item.meta.get("domain")) for item in items}
-    store = Store.open()
-    try:
-        records = [r for r in store.bench_items(bench) if r.status == "graded"]
-    finally:
-        store.close()
-    direct = [f"direct:{m}" for m in imported["models"]]
-    grade: dict[str, dict[str, tuple[float, float]]] = {}
-    for r in records:
-        grade.setdefault(r.item_id, {})[r.system] = (float(r.correct), r.cost_usd)
-    heldout = [item.id for item in items if splits[item.id] != "train"]
+    models = list(imported["models"])
 
-    def point(picks: list[str]) -> dict:
-        right = [grade[i][s][0] for i, s in zip(heldout, picks)]
-        cost = [grade[i][s][1] for i, s in zip(heldout, picks)]
-        return {"accuracy": round(sum(right) / len(right), 4), "usd_per_1000": round(1000 * sum(cost) / len(cost), 4)}
+    def point(row: dict) -> dict:
+        return {
+            "accuracy": round(row["accuracy"], 4),
+            "usd_per_1000": round(1000 * row["cost_per_question"], 4),
+            "n": row["n"],
+        }
 
-    singles = {s.removeprefix("direct:"): point([s] * len(heldout)) for s in direct}
-    best_single = max(singles, key=lambda m: (singles[m]["accuracy"], -singles[m]["usd_per_1000"]))
-    oracle_picks = []
-    for i in heldout:
-        right = [s for s in direct if grade[i][s][0] >= 0.5]
-        pool = right or direct
-        oracle_picks.append(min(pool, key=lambda s: grade[i][s][1]))
-    rng = random.Random(0)
+    singles = {m: point(rows[f"direct:{r(m)}"]) for m in models}
+    # the reference is GPT-4o, the issue's: the best single model on the train half (and the held-out one)
+    best = GPT4O
+    base = singles[best]
+    most_accurate = max(singles, key=lambda m: (singles[m]["accuracy"], -singles[m]["usd_per_1000"]))
+    low = min(p["usd_per_1000"] for p in singles.values())
+    high = max(p["usd_per_1000"] for p in singles.values())
+    single_points = [(p["usd_per_1000"], p["accuracy"]) for p in singles.values()]
+
+    # each model's recorded answer to each held-out item, as the bench read it
+    answers = {
+        item_id: {
+            m: Answer(
+                final_answer(graded[f"direct:{r(m)}"][item_id]["answer"] or "", kinds[item_id]),
+                float(graded[f"direct:{r(m)}"][item_id]["correct"] or 0),
+                graded[f"direct:{r(m)}"][item_id]["cost_usd"],
+                graded[f"direct:{r(m)}"][item_id]["latency_s"] or 0.0,
+            )
+            for m in models
+        }
+        for item_id in heldout
+    }
+    right_of = {name: [float(graded[name][i]["correct"] or 0) for i in heldout] for name in graded}
     figures: dict = {
-        "what": "routing on real models' recorded answers: ZeroEval (11 models, GSM8K + MATH level 5 + CRUXEval), "
-        "held-out half by a hash of the id; graded by each answer's recorded ZeroEval score; cost = estimated "
-        "tokens (characters / 4) x list prices (benchmarks/data/zeroeval_prices.toml)",
+        "what": "routing and workflows on real models' recorded answers: ZeroEval (11 models, GSM8K + MATH level 5 + "
+        "CRUXEval), held-out half by a hash of the id; graded by each answer's recorded ZeroEval score; cost = each "
+        "answer's recorded token counts (ZeroEval's texts, characters / 4) x list prices "
+        "(benchmarks/data/zeroeval_prices.toml), as `stiva bench` bills a replay",
         "data": {
             "items": imported["items"],
             "heldout_items": len(heldout),
             "train_items": imported["items"] - len(heldout),
-            "models": imported["models"],
+            "models": models,
             "heldout_by_domain": {d: sum(domains[i] == d for i in heldout) for d in sorted(set(domains.values()))},
         },
+        "bench_s": round(bench_s, 1),
         "singles": singles,
-        "best_single": {"model": best_single, **singles[best_single]},
-        "oracle": point(oracle_picks),
-        "random_expectation": {
-            "accuracy": round(statistics.mean(p["accuracy"] for p in singles.values()), 4),
-            "usd_per_1000": round(statistics.mean(p["usd_per_1000"] for p in singles.values()), 4),
-        },
-        "random_draw": point([rng.choice(direct) for _ in heldout]),
+        "best_single": {"model": best, **base, "most_accurate_heldout": most_accurate},
+        "oracle": point(rows["oracle"]),
+        "random_draw": point(rows["random"]),
+        "baselines": learnt_baselines(bench, suite, models, set(heldout)),
     }
-    single_points = [(p["usd_per_1000"], p["accuracy"]) for p in singles.values()]
-    low, high = min(x for x, _ in single_points), max(x for x, _ in single_points)
-    cheapest = min(single_points)
-    figures["aiq_single_models"] = round(aiq(single_points, low, high), 4)
-    routing = fit_routing(records, direct, questions, splits)
-    baselines = {}
-    for base in ("knn", "best-single"):
-        levels = {}
-        for level in (*LEVEL_NAMES, *SWEEP):
-            name = f"{base}@{level}"
-            levels[str(level)] = point(routing.picks(name)) if routing.heldout_ids == sorted(heldout) else None
-        pts = [(p["usd_per_1000"], p["accuracy"]) for p in levels.values() if p]
-        baselines[base] = {"levels": levels, "aiq": round(aiq([cheapest, *pts], low, high), 4)}
-    figures["baselines"] = baselines
-    if routing.heldout_ids != sorted(heldout):
-        figures["baselines_note"] = "knn/best-single held-out items differ from the script's; not compared"
+    fixed_rows = {}
+    for label, name in fixed.items():
+        fixed_rows[label] = {
+            "system": name.replace("replay:", ""),
+            **point(rows[name]),
+            "points_vs_best_single": round(100 * (rows[name]["accuracy"] - base["accuracy"]), 2),
+            "cost_share_of_best_single": round(rows[name]["cost_per_question"] * 1000 / base["usd_per_1000"], 3),
+            "paired_bootstrap_points_95": paired_interval(right_of[name], right_of[f"direct:{r(best)}"]),
+        }
+    figures["fixed_workflows"] = fixed_rows
 
+    # every seed: the stiva bench rows at the named levels, and the sweep computed in-process
+    consistency = {}
     router_rows = []
+    candidate_points: dict[str, tuple[float, float]] = {}
     for seed, folder, summary in routers:
         router = load_router(folder)
-        chances = router.predict_rows(router.represent([questions[i] for i in heldout]))
+        choice = router.workflows
+        assert choice is not None, "the router was trained without its workflow choice"
+        estimates = choice.estimate_rows(router.represent([item.question for item in items]))
         levels = {}
         for level in (*LEVEL_NAMES, *SWEEP):
-            preference = parse_preference(str(level)) if not isinstance(level, str) else LEVELS[level]
-            levels[str(level)] = point(router_picks(router, chances, preference))
+            preference = LEVELS[level] if isinstance(level, str) else parse_preference(str(level))
+            picks = choice.pick(estimates, utility_weights(preference, choice.dearest, choice.slowest))
+            outcomes = [
+                replay_workflow(choice.workflows[p], choice.models[p], answers[i]) for i, p in zip(heldout, picks)
+            ]
+            right = [o.correct for o in outcomes]
+            levels[str(level)] = {
+                "accuracy": round(sum(right) / len(right), 4),
+                "usd_per_1000": round(1000 * sum(o.cost_usd for o in outcomes) / len(outcomes), 4),
+                "shapes": _shapes([choice.names[p] for p in picks]),
+                "_right": right,
+            }
+        for level in LEVEL_NAMES:
+            row = rows[router_systems[(seed, level)]]
+            mine = levels[level]
+            # item by item the same grades; the cost within 1%: a vote whose answers hold fewer than two
+            # readable final answers is judged by its model, whose prompt (the drafts) the replay pool
+            # bills by its length, where the computation bills the judge's recorded prompt
+            usd = 1000 * row["cost_per_question"]
+            same = (
+                abs(mine["accuracy"] - row["accuracy"]) < 5e-5
+                and abs(mine["usd_per_1000"] - usd) <= 0.01 * usd
+                and mine["_right"] == right_of[router_systems[(seed, level)]]
+            )
+            consistency[f"seed {seed} {level}"] = {
+                "same_grades_item_by_item": mine["_right"] == right_of[router_systems[(seed, level)]],
+                "usd_per_1000_computed": mine["usd_per_1000"],
+                "usd_per_1000_stiva_bench": round(usd, 4),
+            }
+            if not same:
+                raise SystemExit(
+                    f"seed {seed} at {level}: the in-process computation ({mine['accuracy']}, {mine['usd_per_1000']}) "
+                    f"differs from stiva bench's row ({row['accuracy']}, {1000 * row['cost_per_question']})"
+                )
+            levels[level] = {**point(row), "shapes": mine["shapes"], "_right": mine["_right"]}
         pts = [(p["usd_per_1000"], p["accuracy"]) for p in levels.values()]
         router_rows.append(
             {
                 "seed": seed,
                 "train_s": summary["train_s"],
-                "best_epoch": summary["best_epoch"],
-                "parameters": summary["parameters"],
+                "workflows": summary["workflows"],
                 "levels": levels,
-                "aiq": round(aiq([cheapest, *pts], low, high), 4),
+                "aiq": round(aiq([*single_points, *pts], low, high), 4),
             }
         )
+        if seed == 0:  # every candidate, fixed, on the held-out half: the fixed workflows' hull
+            for index, name in enumerate(choice.names):
+                outcomes = [replay_workflow(choice.workflows[index], choice.models[index], answers[i]) for i in heldout]
+                candidate_points[name] = (
+                    round(1000 * sum(o.cost_usd for o in outcomes) / len(outcomes), 4),
+                    round(sum(o.correct for o in outcomes) / len(outcomes), 4),
+                )
+    fixed_points = [*single_points, *candidate_points.values()]
+    fixed_points += [(p["usd_per_1000"], p["accuracy"]) for p in fixed_rows.values()]
+    figures["candidate_workflows_seed0"] = {
+        name: {"usd_per_1000": c, "accuracy": a} for name, (c, a) in candidate_points.items()
+    }
+    summary = summarize(router_rows, base, right_of[f"direct:{r(best)}"])
+    figures["router_summary"] = summary
+    figures["aiq"] = {
+        "range_usd_per_1000": [low, high],
+        "single_models": round(aiq(single_points, low, high), 4),
+        "fixed_workflows_and_single_models": round(aiq(fixed_points, low, high), 4),
+        "router_median": summary["aiq_median"],
+        "router_range": summary["aiq_range"],
+        "knn": round(
+            aiq(
+                [
+                    *single_points,
+                    *(
+                        (p["usd_per_1000"], p["accuracy"])
+                        for n, p in figures["baselines"].items()
+                        if n.startswith("knn")
+                    ),
+                ],
+                low,
+                high,
+            ),
+            4,
+        ),  # fmt: skip
+    }
+    for row in router_rows:
+        for level in row["levels"].values():
+            level.pop("_right", None)
     figures["routers"] = router_rows
-    figures["router_summary"] = summarize(router_rows, figures["best_single"])
-
-    # the product's own path on the first items: stiva bench with router:DIR@LEVEL on the replay
-    e2e = heldout[: args.e2e_items]
-    folder = routers[0][1]
-    report = json.loads(
-        stiva(
-            *cli_args("bench", suite, split="heldout", limit=len(e2e), pool=f"replay:{bench}", concurrency=4,
-                      systems=f"router:{folder},router:{folder}@balanced", json=True),
-            env=env, what="bench router end to end", timeout=None,
-        ).stdout
-    )  # fmt: skip
-    router = load_router(folder)
-    chances = router.predict_rows(router.represent([questions[i] for i in e2e]))
-    expect = {}
-    for level in ("best", "balanced"):
-        picks = router_picks(router, chances, LEVELS[level])
-        expect[level] = round(sum(grade[i][s][0] for i, s in zip(e2e, picks)) / len(e2e), 4)
-    got = {
-        row["system"].rsplit("@", 1)[1] if "@" in row["system"] else "best": row["accuracy"]
-        for row in report["systems"]
-    }
-    figures["end_to_end"] = {
-        "items": len(e2e),
-        "stiva_bench_accuracy": got,
-        "in_process_accuracy": expect,
-        "agree": all(abs(got[k] - expect[k]) < 1e-9 for k in expect),
-    }
+    figures["consistency"] = consistency
 
     # the decision's own time, one question at a time
+    router = load_router(routers[0][1])
+    pool = [r(m) for m in models]
     times = []
-    for question in [questions[i] for i in heldout[:50]]:
+    for item in items[:50]:
         start = time.perf_counter()
-        router.decide(question, [f"replay:{m}" for m in router.models], LEVELS["balanced"])
+        router.decide_workflow(item.question, pool, LEVELS["balanced"])
         times.append(time.perf_counter() - start)
     times.sort()
     figures["decision_s"] = {
@@ -231,78 +326,68 @@ def run(home: Path, env: dict, args) -> dict:
         "p95": round(times[int(0.95 * (len(times) - 1))], 4),
         "n": len(times),
     }
-
     if args.nl_items:
-        nl_items = heldout[: args.nl_items]
-        same_items = {
-            "same_items_best_single": round(
-                sum(grade[i][f"direct:{best_single}"][0] for i in nl_items) / len(nl_items), 4
-            ),
-            "same_items_router_best": expect_on(router, questions, grade, nl_items, LEVELS["best"]),
-        }
-        figures["nl_conductor"] = nl_bench(suite, bench, env, args.nl_items, "conductor", same_items)
-        if args.nl_train_steps:
-            adapter = home / "nl-adapter"
-            started = time.monotonic()
-            trained = stiva(
-                *cli_args("train", "graded", suite, split="train", pool=f"replay:{bench}",
-                          base="embedded", out=adapter, steps=args.nl_train_steps, batch=args.nl_batch, json=True),
-                env=env, timeout=None,
-            )  # fmt: skip
-            if trained.returncode != 0:
-                figures["nl_conductor_trained"] = {"failed": trained.stderr.strip().splitlines()[-1:]}
-            else:
-                figures["nl_conductor_trained"] = {
-                    **nl_bench(suite, bench, env, args.nl_items, f"adapter:{adapter}", same_items),
-                    "train_s": round(time.monotonic() - started, 1),
-                    "train": {k: v for k, v in json.loads(trained.stdout).items() if k in ("steps", "pairs", "batch")},
-                }
+        sample = across_datasets(items, args.nl_items)
+        figures["nl_conductor"] = nl_bench(home, sample, bench, env, base_items=graded[f"direct:{r(best)}"])
     return figures
 
 
-def nl_bench(suite: str, bench: str, env: dict, items: int, system: str, same_items: dict) -> dict:
-    """`stiva bench --systems SYSTEM` on the first held-out items of the replay: accuracy, cost and
-    time, beside the best single model's and the router's accuracy on the same items."""
-    started = time.monotonic()
-    print(f"$ stiva bench ... --systems {system} --limit {items}", flush=True)
-    done = stiva(
-        *cli_args("bench", suite, split="heldout", limit=items, pool=f"replay:{bench}", concurrency=2,
-                  systems=system, json=True),
-        env=env, timeout=None,
-    )  # fmt: skip
-    if done.returncode != 0:
-        return {"failed": done.stderr.strip().splitlines()[-1:]}
-    row = json.loads(done.stdout)["systems"][0]
-    return {
-        "items": items,
-        "accuracy": row["accuracy"],
-        "usd_per_1000": round(1000 * row["cost_per_question"], 4),
-        "seconds": round(time.monotonic() - started, 1),
-        **same_items,
-    }
+def learnt_baselines(bench: str, suite: str, models: list[str], heldout: set[str]) -> dict:
+    """`knn` and `best-single` at three levels, as `stiva bench` computes them (bench.derived), from
+    the imported bench's graded records: each one's records of the held-out items, by id."""
+    from stiva_tui.bench.derived import fit_routing
+    from stiva_tui.evals.loaders import load_suite
+    from stiva_tui.store import Store
+
+    every = load_suite(suite).items
+    store = Store.open()
+    try:
+        records = [r for r in store.bench_items(bench) if r.status == "graded"]
+    finally:
+        store.close()
+    routing = fit_routing(
+        records,
+        [f"direct:{m}" for m in models],
+        {item.id: item.question for item in every},
+        {item.id: str(item.meta.get("split")) for item in every},
+    )
+    out = {}
+    for name in ("knn", "knn@balanced", "knn@cheap", "best-single", "best-single@balanced"):
+        picked = [record for record in routing.records(name) if record.item_id in heldout]
+        out[name] = {
+            "accuracy": round(sum(record.correct for record in picked) / len(picked), 4),
+            "usd_per_1000": round(1000 * sum(record.cost_usd for record in picked) / len(picked), 4),
+            "n": len(picked),
+        }
+    return out
 
 
-def router_picks(router, chances, preference) -> list[str]:
-    """The product's choice (Router.choose, the preference's weights on the router's recorded costs)
-    for each row of predicted chances, as the bench's direct: system names."""
-    return [
-        "direct:" + router.choose({m: float(p) for m, p in zip(router.models, row)}, preference).model
-        for row in chances
-    ]
+def _shapes(names: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name in names:
+        kind = name.split(":", 1)[0]
+        out[kind] = out.get(kind, 0) + 1
+    return out
 
 
-def expect_on(router, questions, grade, item_ids, preference) -> float:
-    chances = router.predict_rows(router.represent([questions[i] for i in item_ids]))
-    picks = router_picks(router, chances, preference)
-    return round(sum(grade[i][s][0] for i, s in zip(item_ids, picks)) / len(item_ids), 4)
+def paired_interval(system: list[float], baseline: list[float], seed: int = 0) -> list[float]:
+    """The 95% paired bootstrap interval, in points, of `system`'s accuracy minus `baseline`'s on
+    the same items (each draw resamples items, keeping each item's pair)."""
+    rng = random.Random(seed)
+    diffs = [a - b for a, b in zip(system, baseline)]
+    n = len(diffs)
+    draws = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(BOOTSTRAP))
+    return [round(100 * draws[int(0.025 * BOOTSTRAP)], 2), round(100 * draws[int(0.975 * BOOTSTRAP) - 1], 2)]
 
 
-def summarize(rows: list[dict], best: dict) -> dict:
-    """The median over seeds of each named level, with the range, against the best single model."""
+def summarize(rows: list[dict], best: dict, best_right: list[float]) -> dict:
+    """The median over seeds of each named level (with the range), against the best single model,
+    and the median seed's paired bootstrap interval."""
     out = {}
     for level in LEVEL_NAMES:
         acc = [r["levels"][level]["accuracy"] for r in rows]
         usd = [r["levels"][level]["usd_per_1000"] for r in rows]
+        median_seed = sorted(rows, key=lambda r: r["levels"][level]["accuracy"])[len(rows) // 2]
         out[level] = {
             "accuracy_median": round(statistics.median(acc), 4),
             "accuracy_range": [min(acc), max(acc)],
@@ -310,11 +395,56 @@ def summarize(rows: list[dict], best: dict) -> dict:
             "usd_per_1000_range": [min(usd), max(usd)],
             "points_vs_best_single": round(100 * (statistics.median(acc) - best["accuracy"]), 2),
             "cost_share_of_best_single": round(statistics.median(usd) / best["usd_per_1000"], 3),
+            "median_seed": median_seed["seed"],
+            "paired_bootstrap_points_95": paired_interval(median_seed["levels"][level]["_right"], best_right),
+            "shapes_median_seed": median_seed["levels"][level]["shapes"],
         }
     aiqs = [r["aiq"] for r in rows]
     out["aiq_median"] = round(statistics.median(aiqs), 4)
     out["aiq_range"] = [min(aiqs), max(aiqs)]
     return out
+
+
+def across_datasets(items: list, count: int) -> list:
+    """`count` held-out items, drawn in turn from each data set (the suite lists GSM8K first)."""
+    by_domain: dict[str, list] = {}
+    for item in items:
+        by_domain.setdefault(str(item.meta.get("domain")), []).append(item)
+    picked: list = []
+    queues = [list(v) for _, v in sorted(by_domain.items())]
+    while len(picked) < count and any(queues):
+        for queue in queues:
+            if queue and len(picked) < count:
+                picked.append(queue.pop(0))
+    return picked
+
+
+def nl_bench(home: Path, sample: list, bench: str, env: dict, base_items: dict) -> dict:
+    """`stiva bench --systems conductor` (the embedded 270M planning over the pool) on `sample`,
+    beside the best single model on the same items."""
+    path = home / "nl-sample.jsonl"
+    lines = [json.dumps({"_suite": "held-out ZeroEval items across the three data sets"})]
+    lines += [item.model_dump_json(exclude_defaults=True) for item in sample]
+    path.write_text("\n".join(lines) + "\n")
+    started = time.monotonic()
+    done = stiva(
+        *cli_args("bench", path, pool=f"replay:{bench}", concurrency=2, systems="conductor", json=True),
+        env=env, timeout=None,
+    )  # fmt: skip
+    if done.returncode != 0:
+        return {"failed": done.stderr.strip().splitlines()[-1:]}
+    row = json.loads(done.stdout)["systems"][0]
+    domains: dict[str, int] = {}
+    for item in sample:
+        domains[str(item.meta.get("domain"))] = domains.get(str(item.meta.get("domain")), 0) + 1
+    return {
+        "items": len(sample),
+        "by_domain": domains,
+        "accuracy": row["accuracy"],
+        "usd_per_1000": round(1000 * row["cost_per_question"], 4),
+        "seconds": round(time.monotonic() - started, 1),
+        "same_items_best_single": round(sum(float(base_items[i.id]["correct"] or 0) for i in sample) / len(sample), 4),
+    }
 
 
 def plot(figures: dict) -> None:
@@ -327,16 +457,17 @@ def plot(figures: dict) -> None:
     for name, p in figures["singles"].items():
         ax.scatter(p["usd_per_1000"], p["accuracy"], color="grey")
         ax.annotate(name.split("-20")[0][:22], (p["usd_per_1000"], p["accuracy"]), fontsize=7)
-    for base, color in (("knn", "tab:orange"), ("best-single", "tab:green")):
-        pts = sorted((p["usd_per_1000"], p["accuracy"]) for p in figures["baselines"][base]["levels"].values() if p)
-        ax.plot(*zip(*pts), "o--", color=color, label=f"{base} (AIQ {figures['baselines'][base]['aiq']:.3f})")
-    row = figures["routers"][0]
+    for n, (label, p) in enumerate(figures["fixed_workflows"].items()):
+        ax.scatter(p["usd_per_1000"], p["accuracy"], marker="s", color="tab:purple", label=f"{'ABC'[n]}: {label}")
+        ax.annotate("ABC"[n], (p["usd_per_1000"], p["accuracy"]), xytext=(4, 6), textcoords="offset points",
+                    fontsize=8, color="tab:purple")  # fmt: skip
+    row = next(r for r in figures["routers"] if r["seed"] == figures["router_summary"]["best"]["median_seed"])
     pts = sorted((p["usd_per_1000"], p["accuracy"]) for p in row["levels"].values())
-    ax.plot(*zip(*pts), "o-", color="tab:blue", label=f"router, seed 0 (AIQ {row['aiq']:.3f})")
+    ax.plot(*zip(*pts), "o-", color="tab:blue", label=f"router, seed {row['seed']} (AIQ {row['aiq']:.3f})")
     o = figures["oracle"]
     ax.scatter(o["usd_per_1000"], o["accuracy"], marker="*", s=120, color="black", label="oracle")
     ax.set_xscale("log")
-    ax.set_xlabel("USD per 1,000 questions (estimated tokens x list prices; log)")
+    ax.set_xlabel("USD per 1,000 questions (recorded tokens x list prices; log)")
     ax.set_ylabel("accuracy on the held-out half")
     ax.set_title("RECORDED POOL: ZeroEval, 11 models, held-out half")
     ax.legend(fontsize=8, loc="lower right")

@@ -1,11 +1,13 @@
 """Does handing the router's low-chance questions to the full conductor help? On ZeroEval's
 recorded answers (the same data as real_routing.py).
 
-    python -m benchmarks.experiments.router_escalation [--below 0.4] [--seed 0]
+    python -m benchmarks.experiments.router_escalation [--below 0.4 | --lowest 0.02] [--seed 0]
 
-Trains the router on the train half (tfidf, one seed), takes the held-out questions whose best
-predicted chance is under `--below`, and benches them two ways through `stiva bench` on the
-replayed pool: `router:DIR` (the router's one step) and `conductor-mini` with `[conductor] router`
+Trains the router on the train half (tfidf, one seed), takes the held-out questions whose chosen
+workflow's expected chance is under `--below` (or, with `--lowest F`, the fraction F of them with
+the lowest chances, `--below` then set just above the highest of those), and benches them two ways through `stiva bench` on the
+replayed pool: `router:DIR` (the router's own choice, never escalated: conductor-mini escalates a
+copy of the loaded router, so the two arms differ) and `conductor-mini` with `[conductor] router`
 and `router_escalate_below` (the full conductor, here the embedded 270M, plans each of them).
 Saves router_escalation.json beside itself.
 """
@@ -23,7 +25,8 @@ DATA = ROOT / "benchmarks" / "data"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--below", type=float, default=0.4)
+    parser.add_argument("--below", type=float, default=None)
+    parser.add_argument("--lowest", type=float, default=0.02, help="escalate this fraction of the questions")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
@@ -53,7 +56,16 @@ def run(home, args) -> dict:
                     json=True), env=env, what="train router", timeout=None)  # fmt: skip
     router = load_router(folder)
     items = [item for item in load_suite(suite).items if item.meta.get("split") != "train"]
-    chances = router.predict_rows(router.represent([item.question for item in items])).max(axis=1)
+    pool = [f"replay:{m}" for m in imported["models"]]
+    # the chance escalation compares: the chosen workflow's expected chance (the head's best model's
+    # where the router chooses no workflows), at the config's preference (none: best)
+    if router.workflows is not None:
+        chances = [router.decide_workflow(item.question, pool, None).chance for item in items]
+    else:
+        chances = list(router.predict_rows(router.represent([item.question for item in items])).max(axis=1))
+    if args.below is None:  # the lowest fraction: a threshold just above the last of them
+        ranked = sorted(chances)
+        args.below = float(ranked[max(0, int(args.lowest * len(ranked)) - 1)]) + 1e-6
     low = [item for item, chance in zip(items, chances) if chance < args.below]
     lines = [json.dumps({"_suite": f"held-out ZeroEval items the router gives under {args.below:.0%}"})]
     lines += [item.model_dump_json(exclude_defaults=True) for item in low]

@@ -10,12 +10,16 @@ The installs:
 
 - `before:chat`, `before:test`: the project as committed at BEFORE (`git archive`), `pip install .`
   and `.[test]`: what a chat user and CI got before training became an extra.
-- `chat`, `train`, `test`: this tree, `pip install .`, `.[train]`, `.[test]`.
-- `chat-no-triton`: `chat` with triton uninstalled afterwards, and xgrammar's CPU path run without
-  it: the size a grammar engine that does not pull triton would give (pip itself cannot leave it out:
-  every xgrammar release requires triton on Linux x86_64).
-- `chat-cuda` (with `--cuda`, several GB downloaded): this tree from PyPI alone, the way stock pip
-  resolves `torch==2.13.0` on Linux: the CUDA build and its `nvidia-*` libraries.
+- `chat`, `gpu`, `train`, `test`: this tree, `pip install .`, `.[gpu]`, `.[train]`, `.[test]`.
+  `gpu` is the chat install with xgrammar, the grammar engine of a local conductor on a GPU, which
+  pulls triton (every xgrammar release requires it on Linux x86_64): `chat` leaves both out.
+- `chat-cuda` (with `--cuda`, several GB downloaded): this tree from PyPI alone, `.[gpu]`, the way stock
+  pip resolves `torch==2.13.0` on Linux: the CUDA build and its `nvidia-*` libraries.
+
+A saved `chat-no-triton` row (chat with triton uninstalled afterwards, from before xgrammar became
+the `gpu` extra) is kept as measured; no run makes it now, since `chat` itself has no triton.
+Beside each run's `venv_gb` (the venv on disk, pip included), `derived.added_gb` says what the
+install added to an empty venv: a pipx venv, whose pip is shared, costs about that.
 
 The CPU installs use pip as configured on this machine: PyPI plus a local folder holding
 torch's `+cpu` wheel, which stands for PyTorch's CPU index (`--extra-index-url
@@ -60,24 +64,6 @@ for dist in metadata.distributions():
             pass
     out[dist.metadata["Name"]] = [dist.version, total]
 print(json.dumps(out))
-"""
-
-# xgrammar's CPU path with no triton: a grammar compiled, a token bitmask filled and applied to
-# CPU logits (what the conductor's constrained decoding does per token).
-XGRAMMAR_CPU = r"""
-import importlib.util, torch, xgrammar as xgr
-assert importlib.util.find_spec("triton") is None, "triton is installed"
-vocab = ["a", "b", "[", "]", ",", '"', "x", "</s>"]
-info = xgr.TokenizerInfo(vocab, vocab_size=len(vocab), stop_token_ids=[7])
-compiled = xgr.GrammarCompiler(info).compile_grammar('root ::= "[" ("a" | "b")* "]"')
-matcher = xgr.GrammarMatcher(compiled)
-mask = xgr.allocate_token_bitmask(1, info.vocab_size)
-matcher.fill_next_token_bitmask(mask)
-logits = torch.zeros(1, len(vocab))
-xgr.apply_token_bitmask_inplace(logits, mask)
-allowed = [vocab[i] for i in range(len(vocab)) if logits[0, i] > float("-inf")]
-assert allowed == ["["], allowed
-print("xgrammar on the CPU without triton: ok")
 """
 
 
@@ -145,22 +131,6 @@ def _measure(venv: Path, python: str, empty: int) -> dict:
     }
 
 
-def without_triton(work: Path, chat: dict) -> dict:
-    """`chat` with triton uninstalled, and xgrammar's CPU path checked without it."""
-    venv = work / "chat"
-    python = str(venv / "bin" / "python")
-    subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", "triton"], check=True)
-    check = subprocess.run([python, "-c", XGRAMMAR_CPU], capture_output=True, text=True)
-    result = _measure(venv, python, chat["venv_bytes"] - chat["added_bytes"])
-    result.update(
-        target="chat, then pip uninstall triton",
-        packages=chat["packages"] - 1,
-        xgrammar_cpu_without_triton=check.returncode == 0,
-        xgrammar_check=(check.stdout or check.stderr).strip().splitlines()[-1:],
-    )
-    return result
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", help="run only these installs (repeatable)")
@@ -168,7 +138,7 @@ def main() -> None:
     parser.add_argument("--before", default=BEFORE, help=f"the commit to compare with (default {BEFORE})")
     parser.add_argument("--keep", action="store_true", help="keep the venvs (prints where)")
     args = parser.parse_args()
-    wanted = args.only or ["before:chat", "before:test", "chat", "chat-no-triton", "train", "test"]
+    wanted = args.only or ["before:chat", "before:test", "chat", "gpu", "train", "test"]
     if args.cuda and not args.only:
         wanted.append("chat-cuda")
     out = HERE / "install.json"
@@ -184,21 +154,19 @@ def main() -> None:
             "before:chat": (str(before), False),
             "before:test": (f"{before}[test]", False),
             "chat": (str(ROOT), False),
+            "gpu": (f"{ROOT}[gpu]", False),
             "train": (f"{ROOT}[train]", False),
             "test": (f"{ROOT}[test]", False),
-            "chat-cuda": (str(ROOT), True),
+            "chat-cuda": (f"{ROOT}[gpu]", True),
         }
         runs = figures["installs"]
+        unknown = [name for name in wanted if name not in targets]
+        if unknown:
+            raise SystemExit(f"unknown install {', '.join(unknown)}; choose from {', '.join(targets)}")
         for name in wanted:
-            if name == "chat-no-triton":
-                if "chat" not in wanted:
-                    raise SystemExit("chat-no-triton needs chat in the same run")
-                runs[name] = without_triton(work, runs["chat"])
-            else:
-                target, pypi_only = targets[name]
-                runs[name] = install(work, name, target, pypi_only=pypi_only, cache=cache)
-            if name != "chat" or "chat-no-triton" not in wanted:  # chat's venv serves chat-no-triton
-                shutil.rmtree(work / ("chat" if name == "chat-no-triton" else name.replace(":", "-")))
+            target, pypi_only = targets[name]
+            runs[name] = install(work, name, target, pypi_only=pypi_only, cache=cache)
+            shutil.rmtree(work / name.replace(":", "-"))
             run = runs[name]
             print(f"  {name}: {run['venv_gb']} GB, {run['packages']} packages, torch {run['torch']}", flush=True)
             figures.update(before=args.before, machine=machine())
@@ -232,9 +200,11 @@ def _derive(figures: dict) -> None:
         "train_extra_mb": mb("train", "chat"),
         "train_extra_distributions_mb": only_in("train", "chat"),
         "test_extra_over_train_mb": mb("test", "train"),
-        "chat_saved_by_train_extra_mb": mb("before:chat", "chat"),
-        "chat_saved_by_dropping_triton_mb": mb("chat", "chat-no-triton"),
-        "cuda_over_cpu_mb": mb("chat-cuda", "chat"),
+        "chat_saved_since_before_mb": mb("before:chat", "chat"),  # training, then xgrammar, made extras
+        "gpu_extra_mb": mb("gpu", "chat"),
+        "gpu_extra_distributions_mb": only_in("gpu", "chat"),
+        "cuda_over_cpu_mb": mb("chat-cuda", "gpu"),  # both with the gpu extra: the CUDA build's own cost
+        "added_gb": {name: round(run["added_bytes"] / 1e9, 2) for name, run in runs.items()},
     }
 
 

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.files import scratch_beside
+from ..core.reading import ReadError, read_text
 from ..evals.recorded import RecordsError
 from ..evals.recorded.records import RecordedRow
-from ..evals.suite import answer_key, parse_suite
+from ..evals.suite import answer_key, parse_suite, recorded_answer_line
 from ..store.benches import IMPORTED
 from ..store.records import BenchItemRecord
 
@@ -38,6 +39,7 @@ __all__ = ["ImportSummary", "Price", "import_recorded", "read_prices", "rows_of"
 
 FORMATS = ("records", "routerbench", "zeroeval")
 DESCRIPTION = "recorded answers: "  # how an imported suite's description starts; the source follows
+PRICES_LIMIT = 1024 * 1024  # bytes of a --prices file (a price is one line)
 
 
 def source_of(description: str) -> str:
@@ -107,7 +109,9 @@ def rows_of(path: Path, fmt: str, models: Sequence[str] | None = None) -> list[R
 
         if not path.is_dir():
             raise RecordsError("--format zeroeval reads a folder of ZeroEval's result_dirs", source=str(path))
-        rows = check_rows(enumerate(read_zeroeval(path, models), start=1), str(path))
+        from ..evals.recorded.records import MAX_FILE_BYTES
+
+        rows = check_rows(enumerate(read_zeroeval(path, models, MAX_FILE_BYTES), start=1), str(path))
     elif path.is_dir():
         raise RecordsError(f"--format {fmt} reads a file, not a folder", source=str(path))
     elif fmt == "routerbench":
@@ -132,7 +136,9 @@ def read_prices(path: Path) -> dict[str, Price]:
     `price_out` (or `input_per_mtok` and `output_per_mtok`), USD per million tokens."""
     source = str(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_text(path, PRICES_LIMIT))
+    except ReadError as exc:
+        raise RecordsError(exc.message, source=source) from None
     except OSError as exc:
         raise RecordsError(f"cannot read: {exc.strerror or exc}", source=source) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -238,7 +244,7 @@ def import_recorded(
                 status="graded",
                 correct=row.correct,
                 answer=row.response,
-                extracted=f"{row.score:g}",
+                extracted=recorded_answer_line(row.response),  # the score is the verdict, not an answer
                 error=None if row.correct else f"recorded score {row.score:g}",
                 prompt_tokens=prompt,
                 completion_tokens=completion,

@@ -5,8 +5,8 @@ read; the Markdown table; the frontier plot.
 `stiva bench --json` prints (and `report.json`), with these keys in this order:
 
     {"suite", "bench_id", "status", "stop_reason", "sandbox" (how code items ran; None without them),
-     "pool" ("simulated pool" when the sim: models answered, "replayed pool (bench ID)" for
-     `--pool replay:ID`; else None),
+     "pool" ("simulated pool" when the sim: models answered, "recorded pool (bench ID)" for
+     `--pool replay:ID`; else None: sim/labels.py),
      "systems": [{"system", "n", "correct", "errors", "accuracy", "ci95", "tokens_per_question",
                   "cost_per_question", "judge_cost_usd", "latency_p50_s", "latency_p95_s",
                   "queue_wait_p50_s", "queue_wait_p95_s"} (+ "expected_accuracy" for random)],
@@ -56,6 +56,7 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 
 from ..core import display as fmt
 from ..core.trace import Trace
+from ..sim.labels import loud, pool_notice
 from ..store.records import BenchItemRecord
 from .derived import (
     DERIVED,
@@ -186,7 +187,7 @@ class BenchReport(_Part):
     items: list[ItemRow]
     sandbox: str | None = None  # how code items ran; None without them
     answer_cache: AnswerCacheLine | None = None
-    pool: str | None = None  # "simulated pool", "replayed pool (bench ID)"; None for real models
+    pool: str | None = None  # "simulated pool", "recorded pool (bench ID)"; None for real models
     routing: Routing | None = None  # with knn, best-single or router:DIR systems only
 
     @model_serializer(mode="wrap")
@@ -483,18 +484,9 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 def report_markdown(report: BenchReport, mixes: dict[str, tuple[Counter, Counter]] | None = None) -> str:
     """The report as Markdown: the table, then the conductor systems' plan mix."""
     lines = [f"# Bench `{report.bench_id}` on `{report.suite}`", ""]
-    if (report.pool or "").startswith("replayed"):
-        lines += [
-            f"**{report.pool.upper()}:** every answer here is a real model's answer recorded by that bench, "
-            "replayed: a step that read other steps' drafts got the same answer as without them.",
-            "",
-        ]
-    elif report.pool:
-        lines += [
-            f"**{report.pool.upper()}:** every figure here comes from simulated models whose strengths are "
-            "set by their profiles, not from real language models.",
-            "",
-        ]
+    notice = pool_notice(report.pool)  # simulated or recorded: said before any figure
+    if notice is not None:
+        lines += [f"**{notice[0]}:** {notice[1]}", ""]
     if report.status != "finished":
         lines += [
             f"**Partial report:** the bench was stopped ({report.stop_reason or report.status}); "
@@ -636,7 +628,7 @@ def write_frontier_png(report: BenchReport, path: Path) -> bool:
             label="frontier" + (f" (AIQ {aiq_value:.3f})" if aiq_value is not None else ""),
         )
     _frame(ax, right, label)
-    pool = f" — {report.pool.upper()}" if report.pool else ""
+    pool = f" — {loud(report.pool)}" if report.pool else ""
     ax.set_title(f"{report.suite} — accuracy vs {label.split(' per ')[0]} ({report.bench_id}){pool}", fontsize=9)
     if routing is not None:
         _draw_routing(held, routing, markers)

@@ -267,36 +267,26 @@ def cache_line(caching) -> str:
 
 
 def runtime_pool_label(runtime) -> str | None:
-    """ "simulated pool" when the sim: models answer, "replayed pool (bench ID)" for a replay
-    (every table, report and plot says so)."""
+    """ "simulated pool" when the sim: models answer, "recorded pool (bench ID)" for a replay
+    (every table, report and plot says so: sim/labels.py)."""
     from ..sim.pool import pool_label
 
     return pool_label(runtime.config)
 
 
-def print_table(report) -> None:
-    from rich.table import Table
+COLUMNS = ("system", "n", "accuracy", "95% CI", "errors", "tokens/q", "cost/q", "p50", "p95")
+# The same columns where the whole table does not fit: shorter headings and figures, no borders.
+NARROW_COLUMNS = ("system", "n", "acc", "95% CI", "err", "tok/q", "cost/q", "p50", "p95")
+NARROW_GAP = 2  # between two columns of the narrow table
+SHORTENED = "names shortened: a model alone is its direct: system (--json has them whole)"
 
-    pool = f" · {report.pool.upper()}" if report.pool else ""
-    table = Table(title=f"{report.suite} · bench {report.bench_id}{pool}", title_justify="left")
-    for column in ("system", "n", "accuracy", "95% CI", "errors", "tokens/q", "cost/q", "p50", "p95"):
-        table.add_column(column, justify="left" if column == "system" else "right")
-    for row in report.systems:
-        lo, hi = row.ci95
-        accuracy = "—" if row.accuracy is None else f"{row.accuracy:.1%}"
-        table.add_row(
-            row.system,
-            str(row.n),
-            accuracy,
-            f"{lo:.2f}–{hi:.2f}",
-            str(row.errors),
-            f"{row.tokens_per_question:,.0f}",
-            fmt.money(row.cost_per_question),
-            fmt.seconds(row.latency_p50_s),
-            fmt.seconds(row.latency_p95_s),
-        )
-    console = stdout_console(soft_wrap=True)  # piped to a file, nothing is cut to 80 columns
+
+def print_table(report) -> None:
+    console = stdout_console()  # piped: as wide as $COLUMNS says, else 80 columns
+    table, shortened = bench_table(report, console.width)
     console.print(table)
+    if shortened:
+        console.print(f"[dim]{SHORTENED}[/]", highlight=False)
     # latency counts from each item's first call; the time items queued behind others, apart
     queued = [
         f"{row.system} {row.queue_wait_p50_s:.1f}/{row.queue_wait_p95_s:.1f}"
@@ -318,6 +308,84 @@ def print_table(report) -> None:
         from ..bench.report import routing_line
 
         console.print(routing_line(report.routing), highlight=False)
+
+
+def bench_table(report, width: int):
+    """The report's table for `width` columns, and whether its system names were shortened. The
+    whole table (bordered, every name whole) where it fits; else one without borders, with short
+    headings and figures, each system's name shortened (`bench/names.py`: `gpt-4o` for
+    `direct:openai/gpt-4o`) and folded over lines where it is still too long: a row's name is never
+    cut short, and no line is wider than `width` (but for a width no table's figures fit in). Names
+    are shortened only where one of them does not fit whole."""
+    import io
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..bench.names import fold, short_names
+    from ..sim.labels import loud
+
+    pool = f" · {loud(report.pool)}" if report.pool else ""
+    title = f"{report.suite} · bench {report.bench_id}{pool}"
+    whole = Table(title=title, title_justify="left")
+    for column in COLUMNS:
+        whole.add_column(column, justify="left" if column == "system" else "right", no_wrap=True)
+    for row in report.systems:
+        lo, hi = row.ci95
+        whole.add_row(
+            Text(row.system),
+            str(row.n),
+            "—" if row.accuracy is None else f"{row.accuracy:.1%}",
+            f"{lo:.2f}–{hi:.2f}",
+            str(row.errors),
+            f"{row.tokens_per_question:,.0f}",
+            fmt.money(row.cost_per_question),
+            fmt.seconds(row.latency_p50_s),
+            fmt.seconds(row.latency_p95_s),
+        )
+    if Console(file=io.StringIO(), width=10_000).measure(whole).maximum <= width:
+        return whole, False
+
+    figures = []
+    for row in report.systems:
+        lo, hi = row.ci95
+        figures.append(
+            [
+                str(row.n),
+                "—" if row.accuracy is None else f"{row.accuracy:.1%}",
+                f"{lo:.2f}–{hi:.2f}",
+                str(row.errors),
+                fmt.tokens(round(row.tokens_per_question)),
+                fmt.money(row.cost_per_question),
+                fmt.seconds(row.latency_p50_s),
+                fmt.seconds(row.latency_p95_s),
+            ]
+        )
+    widths = [
+        max([len(heading)] + [len(cells[i]) for cells in figures]) for i, heading in enumerate(NARROW_COLUMNS[1:])
+    ]
+    room = max(len("system"), width - sum(widths) - NARROW_GAP * len(widths))
+    systems = [row.system for row in report.systems]
+    fits = all(len(name) <= room for name in systems)  # then nothing is shortened
+    short = {name: name for name in systems} if fits else short_names(systems)
+    names = ["\n".join(fold(short[row.system], room)) for row in report.systems]
+    narrow = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,  # NARROW_GAP between two columns
+    )
+    longest = max([len("system")] + [len(line) for name in names for line in name.split("\n")])
+    narrow.add_column("system", width=min(room, longest))
+    for heading in NARROW_COLUMNS[1:]:
+        narrow.add_column(heading, justify="right", no_wrap=True)
+    for name, cells in zip(names, figures):
+        narrow.add_row(Text(name), *cells)
+    return narrow, any(short[row.system] != row.system for row in report.systems)
 
 
 def listing(config=None) -> str:

@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from .common import EXIT_FAILED, EXIT_USAGE, comma_list, fail
+from .common import EXIT_FAILED, EXIT_USAGE, comma_list, command, fail
 
 NAME = "bench-import"
 
@@ -117,10 +117,9 @@ def run(args: argparse.Namespace, config) -> int:
         print(f"  cost:   none for {', '.join(summary.unpriced)} (no recorded cost, no price)")
     if summary.tokens_estimated:
         print(f"  tokens: {summary.tokens_estimated} counts estimated from the text (about 4 characters a token)")
-    print(
-        f"next: stiva bench {summary.suite} --pool replay:{summary.bench} --split heldout "
-        "--systems 'direct:*,oracle,random'"
-    )
+    split = ["--split", "heldout"] if summary.splits.get("heldout") else []
+    pool = [*(["--config", args.config] if args.config else []), "--pool", f"replay:{summary.bench}"]
+    print(f"next: {command('stiva', 'bench', summary.suite, *pool, *split, '--systems', 'direct:*,oracle,random')}")
     return 0
 
 

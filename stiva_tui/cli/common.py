@@ -47,6 +47,14 @@ def run_async(command: Coroutine[Any, Any, int]) -> int:
         raise KeyboardInterrupt from None
 
 
+def command(*words: str) -> str:
+    """A command line as a shell reads it back (each word quoted where it needs to be): what a
+    hint prints runs as printed."""
+    import shlex
+
+    return " ".join(shlex.quote(word) for word in words)
+
+
 def stdout_console(**kwargs):
     """A rich Console on stdout. Piped or redirected to a file (`stiva models | cat`, `stiva bench
     ... | tee`), it is as wide as `$COLUMNS` asks (`COLUMNS=200 stiva models > pool.txt`), else

@@ -38,8 +38,16 @@ def run(args: argparse.Namespace) -> int:
     created = False
     if not path.exists():
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("x", encoding="utf-8") as handle:  # exclusive: never over a file made meanwhile
+            # Stiva's own config folder holds the key file too: 0700, even where it was open
+            # before; a folder named by --config keeps its mode. The file is 0600 from the start.
+            own = path.parent == paths.config_dir()
+            if own:
+                paths.private_dir(path.parent, tighten=True)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            # exclusive: never over a file made meanwhile
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(TEMPLATE)
             created = True
         except FileExistsError:

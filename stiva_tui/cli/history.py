@@ -163,41 +163,95 @@ def _change_history(args: argparse.Namespace) -> int:
     return 0
 
 
+# Where a listing does not fit whole: its date loses its year, then what gives way goes, in this
+# order; the id, which `history show` and `ask --continue` take, never does, and the last column
+# (the question, the title) is cut last, never under LAST_MIN.
+RUNS_LEFT_OUT_FIRST = ("tokens", "source", "cost")
+CONVERSATIONS_LEFT_OUT_FIRST = ("kind", "runs")
+LAST_MIN = 20
+LAST_MAX = 60
+GAP = 2  # between two columns
+
+
 def _print_runs(runs) -> None:
+    rows = [
+        {
+            "id": r.run_id,
+            "started": r.created_at[:16].replace("T", " "),
+            "source": r.source,
+            "status": r.status,
+            "tokens": f"{r.prompt_tokens:,}→{r.completion_tokens:,}",
+            "cost": fmt.money(r.cost_usd),
+            "question": printable(" ".join(r.question.split())),
+        }
+        for r in runs
+    ]
+    _print_fitted(rows, "started", RUNS_LEFT_OUT_FIRST, right=("tokens", "cost"), empty="no runs yet")
+
+
+def _print_fitted(rows: list[dict], date: str, left_out_first: tuple[str, ...], right: tuple[str, ...], empty: str):
+    """`rows` (dicts in the columns' order, the id first, the text to cut last) as a table as wide
+    as the output (a pipe's $COLUMNS, else 80): every column where it fits; else `date` as "12-05
+    22:31", then without the columns of `left_out_first`, one after the other, saying which."""
     from rich.table import Table
 
-    console = stdout_console()  # a pipe or a file: whole ids and every column, for grep and scripts
+    console = stdout_console()
+    if not rows:
+        console.print(empty, highlight=False)
+        return
+    columns, left_out = _fitting_columns(rows, console.width, date, left_out_first)
+    last = columns[-1]
+    widths = {name: _width(rows, name) for name in columns[:-1]}
+    # the last column gets what is left (at most LAST_MAX, and no more than its longest)
+    rest = console.width - sum(widths.values()) - GAP * (len(columns) - 1)
+    widths[last] = max(LAST_MIN, min(rest, LAST_MAX, _width(rows, last)))
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for name, justify in (
-        ("id", "left"),
-        ("started", "left"),
-        ("source", "left"),
-        ("status", "left"),
-        ("tokens", "right"),
-        ("cost", "right"),
-        ("question", "left"),
-    ):
-        # The id stays whole (`stiva history show ID`); the question gives way first.
-        table.add_column(
-            name,
-            justify=justify,
-            no_wrap=True,
-            overflow="ellipsis",
-            min_width=32 if name == "id" else None,
-            max_width=60 if name == "question" else None,
-            ratio=1 if name == "question" else None,
+    for name in columns:
+        # every width set here: the id and the date stay whole, the last column is cut with "…"
+        justify = "right" if name in right else "left"
+        table.add_column(name, justify=justify, no_wrap=True, overflow="ellipsis", width=widths[name])
+    for row in rows:
+        table.add_row(*(row[name] for name in columns))
+    console.print(table, highlight=False)
+    if left_out:
+        console.print(
+            f"[dim]{_and(left_out)} left out to fit {console.width} columns (--json has every field)[/]",
+            highlight=False,
         )
-    for r in runs:
-        table.add_row(
-            r.run_id,
-            r.created_at[:16].replace("T", " "),
-            r.source,
-            r.status,
-            f"{r.prompt_tokens:,}→{r.completion_tokens:,}",
-            fmt.money(r.cost_usd),
-            printable(" ".join(r.question.split())),
-        )
-    console.print(table if runs else "no runs yet", highlight=False)
+
+
+def _and(words: list[str]) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _width(rows: list[dict], name: str) -> int:
+    """The column's width: its heading's, or its longest cell's."""
+    return max(len(name), *(len(row[name]) for row in rows))
+
+
+def _fitting_columns(
+    rows: list[dict], width: int, date: str, left_out_first: tuple[str, ...]
+) -> tuple[list[str], list[str]]:
+    """The columns that fit in `width` with LAST_MIN of the last one: every one where they do;
+    else `date` as "12-05 22:31" (the year left out: the rows are changed), then without the
+    columns of `left_out_first`, one after the other. The columns shown, and those left out."""
+
+    def needed(columns: list[str]) -> int:
+        return sum(_width(rows, name) for name in columns[:-1]) + GAP * (len(columns) - 1) + LAST_MIN
+
+    columns = list(rows[0])
+    if needed(columns) <= width:
+        return columns, []
+    for row in rows:
+        row[date] = row[date][5:]  # 2026-12-05 22:31 -> 12-05 22:31
+    left_out: list[str] = []
+    for name in left_out_first:
+        if needed(columns) <= width:
+            break
+        columns.remove(name)
+        left_out.append(name)
+    return columns, left_out
 
 
 def _print_run(trace) -> None:
@@ -231,26 +285,16 @@ def _print_conversation(conversation) -> None:
 
 
 def _print_conversations(found) -> None:
-    from rich.table import Table
-
-    table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1))
-    for name in ("id", "updated", "kind", "runs", "status", "title"):
-        table.add_column(
-            name,
-            no_wrap=True,
-            overflow="ellipsis",
-            justify="right" if name == "runs" else "left",
-            # whole at 80 columns too: a conversation's id (a uuid), and the short columns; the title gives way
-            min_width={"id": 36, "kind": 7, "runs": 4, "status": 11}.get(name),
-            ratio=1 if name == "title" else None,
-        )
-    for c in found:  # status: how its newest run ended, as the app's history sidebar says it
-        table.add_row(
-            c.id,
-            c.updated_at[:16].replace("T", " "),
-            c.kind,
-            str(c.run_count),
-            c.last_status or "no runs",
-            printable(" ".join((c.title or "(untitled)").split())),
-        )
-    stdout_console().print(table if found else "no conversations yet", highlight=False)
+    # status: how its newest run ended, as the app's history sidebar says it
+    rows = [
+        {
+            "id": c.id,
+            "updated": c.updated_at[:16].replace("T", " "),
+            "kind": c.kind,
+            "runs": str(c.run_count),
+            "status": c.last_status or "no runs",
+            "title": printable(" ".join((c.title or "(untitled)").split())),
+        }
+        for c in found
+    ]
+    _print_fitted(rows, "updated", CONVERSATIONS_LEFT_OUT_FIRST, right=("runs",), empty="no conversations yet")

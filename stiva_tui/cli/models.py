@@ -51,15 +51,14 @@ async def models(args: argparse.Namespace, config) -> int:
         print(json.dumps({**models_json(pool, choice), "keys": stores, "left_out": list(pool.left_out)}, indent=2))
     else:
         console = stdout_console()
-        console.print(models_table(pool, choice))
+        console.print(models_table(pool, choice, console.width))
         for line in pool.left_out:  # a local server of another user: not asked, and how to ask it
             console.print(printable(line), markup=False, highlight=False, soft_wrap=True)
         if stores["read_from"]:  # where each model's "key from keyring" / "key from key file" is
             console.print(
                 f"keys: read from {', then '.join(stores['read_from'])}; a key saved now goes to {stores['saved_to']}",
                 markup=False,
-                highlight=False,
-                soft_wrap=True,  # a path is never broken in two
+                highlight=False,  # wrapped between words: a path shorter than a line stays whole
             )
     return 0
 

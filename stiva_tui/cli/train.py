@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import display as fmt
-from .common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, UsageError, fail, stop_after_step
+from .common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, UsageError, command, fail, stop_after_step
 from .train_options import METHODS
 
 
@@ -90,6 +90,7 @@ class Grpo:
     split: str | None
     json: bool
     options: Any  # TrainOptions
+    given: tuple[str, ...] = ()  # the command line's --config FILE, for the closing hint
 
     def __post_init__(self) -> None:
         _check_common(self.options)
@@ -141,6 +142,7 @@ class Graded:
     unsafe_code: bool
     answer_cache: bool
     options: Any  # VoteTrainOptions
+    given: tuple[str, ...] = ()  # the command line's --config FILE, for the closing hint
 
     def __post_init__(self) -> None:
         _check_dpo(self.options)
@@ -174,6 +176,7 @@ class RouterMethod:
     epochs: int
     unsafe_code: bool
     answer_cache: bool
+    given: tuple[str, ...] = ()  # the command line's --config FILE, for the closing hint
 
     def __post_init__(self) -> None:
         if self.epochs < 1:
@@ -213,6 +216,9 @@ def run(args: argparse.Namespace, config) -> int:
         method = OPTIONS[args.train_method].from_args(args)
     except UsageError as exc:
         return fail(str(exc), EXIT_USAGE)
+    if args.config and "given" in {field.name for field in dataclasses.fields(method)}:
+        # the bench a closing hint prints runs on the same config, as printed
+        method = dataclasses.replace(method, given=("--config", args.config))
     if missing := _missing_train_extra(args.train_method):
         return fail(missing, EXIT_USAGE)
     from ..train.common import process_rank
@@ -284,8 +290,25 @@ def _router(method: RouterMethod, config) -> int:
         f"router saved in {summary['out']}: {len(summary['models'])} models, {summary['items']} items, "
         f"{summary['features']} representation, {summary['parameters']:,} parameters, {summary['train_s']:.1f} s"
     )
-    print(f"bench it: stiva bench SUITE --split heldout --systems 'router:{summary['out']},direct:*,oracle'")
+    split = ["--split", "heldout"] if _has_heldout(method.suite, suite) else []
+    systems = f"router:{summary['out']},direct:*,oracle"
+    words = [method.suite, *method.given, *_pool_words(config), *split, "--systems", systems]
+    print(f"bench it: {command('stiva', 'bench', *words)}")
     return 0
+
+
+def _has_heldout(name: str, trained_on) -> bool:
+    """Whether the suite `name` has held-out items (`--split heldout` works on it): `trained_on` is
+    the part of it the router learnt from (the whole suite without --split)."""
+    from ..evals.loaders import load_suite
+    from ..evals.suite import SuiteError
+
+    if any(item.meta.get("split") == "heldout" for item in trained_on.items):
+        return True
+    try:
+        return any(item.meta.get("split") == "heldout" for item in load_suite(name).items)
+    except SuiteError:
+        return False
 
 
 def _load_suite(name: str, split: str | None):
@@ -366,8 +389,16 @@ def _grpo(method: Grpo, config) -> int:
         console.print(
             "[dim]"
             + escape(
-                f'use it: [conductor] adapter = "{summary.adapter}"; compare: stiva bench '
-                f"{method.suite}{_pool_option(config)} --systems conductor,adapter:{summary.adapter}"
+                f'use it: [conductor] adapter = "{summary.adapter}"; compare: '
+                + command(
+                    "stiva",
+                    "bench",
+                    method.suite,
+                    *method.given,
+                    *_pool_words(config),
+                    "--systems",
+                    f"conductor,adapter:{summary.adapter}",
+                )
             )
             + "[/]",
             highlight=False,
@@ -419,10 +450,14 @@ def _graded(method: Graded, config) -> int:
     options = dataclasses.replace(
         method.options, benches=tuple(b.bench_id for b in benches) + tuple(method.options.benches)
     )
-    return _train_on_pairs(options, config, json_out=method.json, method="graded", suite=method.suite)
+    return _train_on_pairs(
+        options, config, json_out=method.json, method="graded", suite=method.suite, given=method.given
+    )
 
 
-def _train_on_pairs(options, config, *, json_out: bool, method: str, suite: str | None) -> int:
+def _train_on_pairs(
+    options, config, *, json_out: bool, method: str, suite: str | None, given: tuple[str, ...] = ()
+) -> int:
     """DPO on the votes' pairs and the graded benches' (`stiva train dpo`, `stiva train graded`)."""
     from rich.console import Console
     from rich.markup import escape
@@ -467,8 +502,16 @@ def _train_on_pairs(options, config, *, json_out: bool, method: str, suite: str 
         console.print(
             "[dim]"
             + escape(
-                f'use it: [conductor] adapter = "{summary.adapter}"; compare: stiva bench '
-                f"{suite or 'SUITE'}{_pool_option(config)} --systems conductor,adapter:{summary.adapter}"
+                f'use it: [conductor] adapter = "{summary.adapter}"; compare: '
+                + command(
+                    "stiva",
+                    "bench",
+                    suite or "SUITE",
+                    *given,
+                    *_pool_words(config),
+                    "--systems",
+                    f"conductor,adapter:{summary.adapter}",
+                )
             )
             + "[/]",
             highlight=False,
@@ -500,15 +543,15 @@ def _say_stage(method: str):
     return say
 
 
-def _pool_option(config) -> str:
-    """` --pool ...` where the training ran on another pool than the configured one (the bench that
-    compares its adapter must run on the same pool), else ""."""
+def _pool_words(config) -> list[str]:
+    """["--pool", ...] where the training ran on another pool than the configured one (the bench
+    that compares what it trained must run on the same pool), else []."""
     sim = getattr(config, "sim", None)
     if sim is None:
-        return ""
+        return []
     if sim.replay:
-        return f" --pool replay:{sim.replay}"
-    return f" --pool sim:{sim.seed}" if sim.seed else " --pool sim"
+        return ["--pool", f"replay:{sim.replay}"]
+    return ["--pool", f"sim:{sim.seed}" if sim.seed else "sim"]
 
 
 def _print_step(report) -> None:

@@ -98,11 +98,14 @@ def _row(step: StepState) -> tuple:
         printable(step.subtask.replace("\n", " ")),
         fmt.reads(step.index, step.access, step.access_all).removeprefix("← ") or "—",
         Text(
-            step.status + (" (fallback)" if done and step.on_fallback else ""), style=STATUS_STYLE.get(step.status, "")
+            printable(step.note)
+            if done and step.note
+            else step.status + (" (fallback)" if done and step.on_fallback else ""),
+            style=STATUS_STYLE.get(step.status, ""),
         ),
         str(step.prompt_tokens) if done else "",
         out,
-        fmt.money(step.cost_usd) if done else "",
+        fmt.money(step.cost_usd) if done or step.status == "skipped" else "",
         fmt.seconds(elapsed),
     )
 

@@ -3,7 +3,9 @@
 The first `stiva ask` that can use it starts the worker, detached, and asks through it; later ones
 find it listening on a Unix socket of this user's (mode 0600, in the data dir, or in a private
 folder under /tmp where that path is too long for a socket) and get their answer without loading
-anything. The worker exits after `[ask] warm_idle_s` seconds with no ask (600; 0: no worker).
+anything. The socket speaks core/wire.py's JSON frames, read back only as the messages below: a
+frame that is not one (a pickle, say) runs nothing, is answered with a `refused`, and the worker
+serves on. The worker exits after `[ask] warm_idle_s` seconds with no ask (600; 0: no worker).
 
 What goes over the socket is the ask itself (its question and options) and, back, what the ask
 would have drawn on stderr (the status line, the live view's events, its notes) and what it prints
@@ -29,7 +31,6 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import pickle
 import socket
 import struct
 import subprocess
@@ -37,11 +38,16 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from ..core.wire import frame, read_frame
+from pydantic import Field, JsonValue, TypeAdapter
 
-PROTOCOL = 1
+from ..core import events
+from ..core.wire import Message, WireError, frame, read_frame, tagged
+
+PROTOCOL = 2  # 2: JSON frames (core/wire.py); 1 spoke pickles
+# A worker of another protocol cannot read this one's hello (nor say it is of another config), so
+# each protocol has a socket of its own: a worker left from before waits out its idle time alone.
 START_TIMEOUT_S = 120.0  # the longest wait for a worker just started to listen
 EXIT_LOCKED = 3  # a worker exits with this where another one holds the socket's lock
 ENV_MATTERS = ("KEY", "TOKEN", "SECRET", "STIVA", "HF_", "XDG_", "CUDA", "PYTHON", "OLLAMA", "PROXY", "HOME")
@@ -65,6 +71,13 @@ def wanted(args: Any, config: Any) -> bool:
     return backend != "remote" or config.ask.warm_remote
 
 
+def socket_path() -> Path:
+    """Where the worker listens (paths.warm_socket_path): the app and `stiva serve` find it there too."""
+    from .. import paths
+
+    return paths.warm_socket_path(PROTOCOL)
+
+
 def _private_folder(folder: Path) -> None:
     from .. import paths
 
@@ -72,13 +85,6 @@ def _private_folder(folder: Path) -> None:
     info = folder.stat()
     if info.st_uid != os.geteuid() or info.st_mode & 0o077:
         raise OSError(f"{folder} is not a private folder of this user's")
-
-
-def socket_path() -> Path:
-    """Where the worker listens (paths.warm_socket_path)."""
-    from .. import paths
-
-    return paths.warm_socket_path()
 
 
 def base_config(options: dict) -> Any:
@@ -131,30 +137,112 @@ def _command_options(args: Any) -> dict:
     }
 
 
-# --- the wire: length-prefixed pickles, read back only as Stiva's own event types ----------------
+# --- the wire: core/wire.py's JSON frames, read back only as these messages ----------------------
+
+Scalar = str | int | float | bool | None  # an ask's options (ask.options_of): plain values only
+Plain = dict[str, JsonValue]  # what ask.answer returns for ask.present, and a say's keywords
+# every event of core/events.py, and nothing else: a "type" naming another class is refused
+EVENT_TYPES = tuple(
+    cls
+    for cls in vars(events).values()
+    if isinstance(cls, type) and issubclass(cls, events.Event) and cls is not events.Event
+)
+TaggedEvent = tagged(*EVENT_TYPES)
 
 
-class _Unpickler(pickle.Unpickler):
-    SAFE_BUILTINS = frozenset({"tuple", "list", "dict", "set", "frozenset", "str", "bytes", "int", "float", "bool"})
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module.startswith("stiva_tui.core.") or (module == "builtins" and name in self.SAFE_BUILTINS):
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"not sent by a warm worker: {module}.{name}")
+class Hello(Message):  # the first message of an ask: "are you a worker of my config?"
+    t: Literal["hello"] = "hello"
+    fingerprint: str
 
 
-class _ModelsUnpickler(_Unpickler):
-    """A front end's requests to the models (a conductor's config, a plan request): Stiva's own types."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module.startswith("stiva_tui.") or (module == "builtins" and name in self.SAFE_BUILTINS):
-            return pickle.Unpickler.find_class(self, module, name)
-        raise pickle.UnpicklingError(f"not a request to the models: {module}.{name}")
+class StatusQuery(Message):  # `worker_status`: the worker's pid and how many asks it answered
+    t: Literal["status"] = "status"
 
 
-async def _read(reader: asyncio.StreamReader) -> Any:
-    """The next message; EOFError where the other end went away."""
-    return await read_frame(reader, _Unpickler)
+class AskRequest(Message):  # after "ok": the ask itself
+    t: Literal["ask"] = "ask"
+    question: str
+    options: dict[str, Scalar]
+    live: bool
+
+
+class Cancel(Message):  # ctrl+c while the worker runs the ask
+    t: Literal["cancel"] = "cancel"
+
+
+class ModelsHello(Message):  # the app's or `stiva serve`'s model process: "may I use your models?"
+    t: Literal["models"] = "models"
+    fingerprint: str  # runtime/shared_models.py's: the same Stiva, Python and model cache
+
+
+class WorkerState(Message):
+    t: Literal["state"] = "state"
+    pid: int
+    served: int
+    active: int
+    fronts: int = 0  # front ends (the app, `stiva serve`) using this worker's models now
+
+
+class Ok(Message):  # a worker of the hello's config: the ask may come
+    t: Literal["ok"] = "ok"
+    pid: int
+
+
+class Other(Message):  # a worker of another config, now leaving
+    t: Literal["other"] = "other"
+
+
+class Say(Message):  # the ConsoleUI calls of the ask the worker runs
+    t: Literal["say"] = "say"
+    markup: str
+    kwargs: Plain
+
+
+class Status(Message):
+    t: Literal["status"] = "status"
+    text: str | None
+
+
+class View(Message):
+    t: Literal["view"] = "view"
+    on: bool
+
+
+class RunEvent(Message):  # one of the run's events, for the live view
+    t: Literal["event"] = "event"
+    event: TaggedEvent
+
+
+class Done(Message):  # the ask's end, as ask.answer returns it
+    t: Literal["done"] = "done"
+    done: Plain
+
+
+class Fail(Message):
+    t: Literal["fail"] = "fail"
+    message: str
+    code: int
+
+
+class Cancelled(Message):  # the run was cancelled (and kept as such, unless `trouble` says why not)
+    t: Literal["cancelled"] = "cancelled"
+    trouble: str | None
+
+
+class Refused(Message):  # a frame the other end could not read: nothing of it ran
+    t: Literal["refused"] = "refused"
+    message: str
+
+
+ToWorkerMessage = Hello | StatusQuery | AskRequest | Cancel | ModelsHello
+FromWorkerMessage = WorkerState | Ok | Other | Say | Status | View | RunEvent | Done | Fail | Cancelled | Refused
+ToWorker = TypeAdapter(Annotated[ToWorkerMessage, Field(discriminator="t")])
+FromWorker = TypeAdapter(Annotated[FromWorkerMessage, Field(discriminator="t")])
+
+
+async def _read(reader: asyncio.StreamReader, messages: TypeAdapter = FromWorker) -> Any:
+    """The next message; EOFError where the other end went away, WireError for a frame that is none."""
+    return await read_frame(reader, messages)
 
 
 # --- the asking side ---------------------------------------------------------------------------
@@ -181,36 +269,45 @@ async def ask(args: Any, question: str, stopped_by: list[int], *, ask_options: d
     ui = console_ui(console, question, live=not args.json and console.is_terminal)
     started = False
     try:
-        writer.write(frame({"t": "ask", "question": question, "options": ask_options, "live": ui.live}))
+        try:
+            request = frame(AskRequest(question=question, options=ask_options, live=ui.live))
+        except (WireError, ValueError):  # an ask it cannot send (over a frame's limit): in this process
+            ui.close()
+            return None
+        writer.write(request)
         await writer.drain()
         while True:
             message = await _read(reader)
+            if isinstance(message, Refused):
+                raise WireError(f"the worker refused the ask: {message.message}")
             started = True
-            kind = message["t"]
-            if kind == "say":
-                ui.say(message["markup"], **message["kwargs"])
-            elif kind == "status":
-                ui.status(message["text"])
-            elif kind == "view":
-                ui.view(message["on"])
-            elif kind == "event":
+            if isinstance(message, Say):
+                ui.say(message.markup, **message.kwargs)
+            elif isinstance(message, Status):
+                ui.status(message.text)
+            elif isinstance(message, View):
+                ui.view(message.on)
+            elif isinstance(message, RunEvent):
                 if ui.emit is not None:
-                    ui.emit(message["event"])
-            elif kind == "done":
+                    ui.emit(message.event)
+            elif isinstance(message, Done):
                 ui.close()
-                return present(message["done"], console, json_trace=bool(args.json))
-            elif kind == "fail":
+                return present(message.done, console, json_trace=bool(args.json))
+            elif isinstance(message, Fail):
                 ui.close()
                 from .common import fail
 
-                return fail(message["message"], message["code"])
-    except EOFError:
+                return fail(message.message, message.code)
+    except (EOFError, WireError) as exc:
         ui.close()
-        if not started:  # the worker went before it took the ask: ask in this process
+        if not started:  # the worker went (or could not read the ask) before it took it: ask in this process
             return None
         from .common import EXIT_FAILED, fail
 
-        return fail("the warm worker stopped before the answer: ask again, or with --no-warm", EXIT_FAILED)
+        why = (
+            "stopped before the answer" if isinstance(exc, EOFError) else f"sent what this stiva does not read ({exc})"
+        )
+        return fail(f"the warm worker {why}: ask again, or with --no-warm", EXIT_FAILED)
     except asyncio.CancelledError:
         ui.close()
         return await _cancel(reader, writer, stopped_by)
@@ -225,13 +322,14 @@ async def _cancel(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, st
 
     trouble = None
     with contextlib.suppress(Exception):
-        writer.write(frame({"t": "cancel"}))
+        writer.write(frame(Cancel()))
         await writer.drain()
         deadline = time.monotonic() + 10
         while (left := deadline - time.monotonic()) > 0:
             message = await asyncio.wait_for(_read(reader), left)
-            if message["t"] in ("cancelled", "done", "fail"):
-                trouble = message.get("trouble")
+            if isinstance(message, Cancelled):
+                trouble = message.trouble
+            if isinstance(message, (Cancelled, Done, Fail)):
                 break
     code = stopped_by[0] if stopped_by else EXIT_CANCELLED
     if trouble is not None:
@@ -252,16 +350,16 @@ async def _hello(path: Path, wanted_fp: str) -> tuple[str, Any]:
     except OSError:
         return "none", None
     try:
-        writer.write(frame({"t": "hello", "fingerprint": wanted_fp}))
+        writer.write(frame(Hello(fingerprint=wanted_fp)))
         await writer.drain()
         reply = await asyncio.wait_for(_read(reader), 10)
-    except (EOFError, OSError, TimeoutError, pickle.UnpicklingError):
+    except (EOFError, OSError, TimeoutError, WireError):
         writer.close()
         return "none", None
-    if reply.get("t") == "ok":
+    if isinstance(reply, Ok):
         return "ok", (reader, writer)
     writer.close()
-    return "other", None
+    return ("other" if isinstance(reply, Other) else "none"), None
 
 
 def _listening(path: Path) -> bool:
@@ -334,10 +432,11 @@ async def worker_status(path: Path | None = None) -> dict | None:
     except OSError:
         return None
     try:
-        writer.write(frame({"t": "status"}))
+        writer.write(frame(StatusQuery()))
         await writer.drain()
-        return await asyncio.wait_for(_read(reader), 10)
-    except (EOFError, OSError, TimeoutError):
+        reply = await asyncio.wait_for(_read(reader), 10)
+        return reply.model_dump() if isinstance(reply, WorkerState) else None
+    except (EOFError, OSError, TimeoutError, WireError):
         return None
     finally:
         writer.close()
@@ -356,22 +455,22 @@ class _RemoteUI:
         self._on = False
 
     def say(self, markup: str, **kwargs: Any) -> None:
-        self._send({"t": "say", "markup": markup, "kwargs": kwargs})
+        self._send(Say(markup=markup, kwargs=kwargs))
 
     def status(self, text: str | None) -> None:
-        self._send({"t": "status", "text": text})
+        self._send(Status(text=text))
 
     def view(self, on: bool) -> None:
         if self.live and on != self._on:
             self._on = on
-            self._send({"t": "view", "on": on})
+            self._send(View(on=on))
 
     @property
     def emit(self):
         return self._event if self._on else None
 
     def _event(self, event: Any) -> None:
-        self._send({"t": "event", "event": event})
+        self._send(RunEvent(event=event))
 
     def close(self) -> None:
         self.view(False)
@@ -459,58 +558,54 @@ class Worker:
         try:
             if not _same_user(writer):
                 return
-            message = await asyncio.wait_for(_read(reader), 30)
-            if message.get("t") == "models":
+            message = await asyncio.wait_for(_read(reader, ToWorker), 30)
+            if isinstance(message, StatusQuery):
+                state = WorkerState(pid=os.getpid(), served=self.served, active=self.active, fronts=self.fronts)
+                writer.write(frame(state))
+            elif isinstance(message, ModelsHello):
                 await self._models(message, reader, writer)
-            elif message.get("t") == "status":
-                writer.write(
-                    frame(
-                        {
-                            "t": "status",
-                            "pid": os.getpid(),
-                            "served": self.served,
-                            "active": self.active,
-                            "fronts": self.fronts,
-                        }
-                    )
-                )
-            elif message.get("t") == "hello":
-                if message.get("fingerprint") != self.fingerprint or self.retired:
+            elif isinstance(message, Hello):
+                if message.fingerprint != self.fingerprint or self.retired:
                     self.retired = True
                     self._give_up_socket()
-                    writer.write(frame({"t": "other"}))
+                    writer.write(frame(Other()))
                 else:
-                    writer.write(frame({"t": "ok", "pid": os.getpid()}))
+                    writer.write(frame(Ok(pid=os.getpid())))
                     await writer.drain()
-                    request = await _read(reader)
-                    if request.get("t") == "ask":
+                    request = await _read(reader, ToWorker)
+                    if isinstance(request, AskRequest):
                         await self._ask(request, reader, writer)
             await writer.drain()
-        except (EOFError, OSError, TimeoutError, pickle.UnpicklingError):
+        except WireError as exc:  # nothing of it ran; this asker is done with, the others are served on
+            print(f"stiva ask worker {os.getpid()}: refused a frame: {exc}", flush=True)
+            with contextlib.suppress(Exception):
+                writer.write(frame(Refused(message=str(exc))))
+                await writer.drain()
+        except (EOFError, OSError, TimeoutError):
             pass
         finally:
             self.active -= 1
             self.last = time.monotonic()
             writer.close()
 
-    async def _models(self, message: dict, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _models(self, hello: ModelsHello, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve a front end's model process on this process's models (runtime/shared_models.py)
         while it stays connected; one of another Stiva, Python or model cache is told "other"."""
         from ..runtime import shared_models
         from ..runtime.model_process_main import serve_stream
 
-        if message.get("fingerprint") != shared_models.fingerprint():
-            writer.write(frame({"t": "other"}))
+        if hello.fingerprint != shared_models.fingerprint():
+            writer.write(frame(Other()))
             return
-        writer.write(frame({"t": "ok", "pid": os.getpid()}))
+        writer.write(frame(Ok(pid=os.getpid())))
         await writer.drain()
         self.fronts += 1
         try:
-            await serve_stream(reader, writer, _ModelsUnpickler)
+            await serve_stream(reader, writer)
         finally:
             self.fronts -= 1
 
-    async def _ask(self, request: dict, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _ask(self, request: AskRequest, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         from ..conductor.base import ConductorError
         from ..runtime import AskError, StartupError
         from ..store import HistoryFault, StoreError
@@ -520,11 +615,16 @@ class Worker:
         loop = asyncio.get_running_loop()
         thread = threading.get_ident()
 
-        def send(message: dict) -> None:
+        def send(message: Message) -> None:
             if writer.is_closing():
                 return
             if threading.get_ident() == thread:
-                writer.write(frame(message))
+                try:
+                    writer.write(frame(message))
+                except WireError as exc:  # over a frame's limit: the asker hears why, not nothing
+                    writer.write(
+                        frame(Fail(message=f"the warm worker cannot send the answer: {exc}", code=EXIT_FAILED))
+                    )
             else:  # a model's loading progress comes from its thread
                 loop.call_soon_threadsafe(send, message)
 
@@ -532,13 +632,13 @@ class Worker:
             runtime = await asyncio.shield(self.runtime_task)
         except (StoreError, StartupError) as exc:
             code = EXIT_FAILED if isinstance(exc, HistoryFault) else EXIT_USAGE
-            send({"t": "fail", "message": str(exc), "code": code})
+            send(Fail(message=str(exc), code=code))
             self.retired = True  # nothing more to serve: the next ask starts afresh
             return
-        ui = _RemoteUI(send, request["question"], bool(request.get("live")))
+        ui = _RemoteUI(send, request.question, request.live)
         held_back = HistoryFaultsHeldBack(every_error=True)
-        run = asyncio.create_task(self.answer(request["options"], runtime, request["question"], held_back, ui))
-        listen = asyncio.create_task(_read(reader))  # a "cancel", or the asker gone (ctrl+c twice)
+        run = asyncio.create_task(self.answer(dict(request.options), runtime, request.question, held_back, ui))
+        listen = asyncio.create_task(_read(reader, ToWorker))  # a "cancel", or the asker gone (ctrl+c twice)
         try:
             await asyncio.wait({run, listen}, return_when=asyncio.FIRST_COMPLETED)
             if not run.done():
@@ -546,14 +646,14 @@ class Worker:
             try:
                 done = await run
             except asyncio.CancelledError:
-                send({"t": "cancelled", "trouble": self.history_trouble(runtime, held_back)})
+                send(Cancelled(trouble=self.history_trouble(runtime, held_back)))
             except AskError as exc:
-                send({"t": "fail", "message": str(exc), "code": EXIT_USAGE})
+                send(Fail(message=str(exc), code=EXIT_USAGE))
             except (ConductorError, StartupError, StoreError) as exc:
-                send({"t": "fail", "message": str(exc), "code": EXIT_FAILED})
+                send(Fail(message=str(exc), code=EXIT_FAILED))
             else:
                 self.served += 1
-                send({"t": "done", "done": done})
+                send(Done(done=done))
         finally:
             listen.cancel()
             ui.close()

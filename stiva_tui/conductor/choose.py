@@ -15,9 +15,11 @@ conductor and a human reason. `auto` picks, in order:
    the pool.
 3. `embedded`: Gemma-3 270M on the CPU, when nothing else can plan.
 
-An explicit `local` that cannot run raises `ConductorError`. `describe_choice(config, models)`
-explains the choice without loading a model. Models are not loaded here: the conductors load on
-first use (or `await conductor.load()`).
+An explicit `local` that cannot run raises `ConductorError` (on a GPU without xgrammar, the `gpu`
+extra that a chat install leaves out, in one line that says how to add it). `auto` goes on to a
+pool model or the embedded one, its reason saying why. `describe_choice(config, models)` explains
+the choice without loading a model. Models are not loaded here: the conductors load on first use
+(or `await conductor.load()`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from ..config import DEFAULT_LOCAL_MODEL, ConductorConfig
+from ..core.reading import read_text
+from ..inference.grammar_mask import grammar_missing
 from ..inference.progress import Progress
 from .base import Conductor, ConductorError
 
@@ -86,7 +90,7 @@ def _local_model_status(model: str) -> tuple[bool, str, float]:
         try:
             from types import SimpleNamespace
 
-            data = json.loads(config_file.read_text())
+            data = json.loads(read_text(config_file, 16 << 20))  # a model's config.json: kilobytes
             kind = data.get("model_type")
             if kind and not _is_causal_lm(kind):
                 return False, f"{model} is a {kind!r} model, not a causal language model", 0.0
@@ -113,6 +117,8 @@ def _local_reason(config: ConductorConfig) -> tuple[bool, str]:
     free = _cuda_free_gib()
     if free is None:
         return False, "no CUDA GPU"
+    if (missing := grammar_missing()) is not None:
+        return False, missing
     ok, where, need = _local_model_status(model)
     if not ok:
         return False, where
@@ -244,7 +250,7 @@ def select_conductor(
     if backend == "router":
         from .router import RouterConductor
 
-        return RouterConductor(config.model), f"router: one forward pass picks the model ({config.model})"
+        return RouterConductor(config.model), f"router: one pass picks the model, cascade or vote ({config.model})"
     if backend == "remote":
         from .remote import RemoteConductor
 
@@ -277,6 +283,8 @@ def select_conductor(
 
         return LocalConductor.from_config(config), f"local: {why}"
     if backend == "local":
+        if why == grammar_missing():  # the how-to is the one thing to say
+            raise ConductorError(f"the local conductor cannot run: {why}")
         raise ConductorError(
             f'the local conductor cannot run: {why}. Use backend = "embedded" or "auto", or fix [conductor] model'
         )

@@ -65,6 +65,12 @@ class EmbeddedConductor(HFConductor):
     def _load(self, progress: Progress | None) -> LoadedModel:
         return load_embedded(progress, self.adapter)
 
+    def no_grammar(self, why: str) -> str:
+        """Without xgrammar (the gpu extra, which a CPU install leaves out) the embedded model writes
+        no plan, and the run answers in one step, as its plans mostly came to: no nudge to install
+        1 GB of triton for a 270M planner (`why` is left out)."""
+        return "no plan grammar without xgrammar (the gpu extra, for a local conductor on a GPU)"
+
     @classmethod
     def from_config(cls, config: Any, **kwargs: Any) -> "EmbeddedConductor":
         """From a ConductorConfig. The 270M model rambles: reasoning and subtasks are kept short."""

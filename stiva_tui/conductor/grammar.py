@@ -14,7 +14,9 @@ are JSON strings of 1..max_subtask_chars characters without `"`, `\\`, control c
 `=` and `<`, so no subtask can look like a list label or a think tag to the parser.
 
 Compiled grammars are cached per (tokenizer, pool size, max steps, subtask bound, empty allowed).
-xgrammar is imported inside the functions only.
+xgrammar, which only the `gpu` extra installs, is imported inside the functions only, through
+`inference.grammar_mask.import_xgrammar` (GrammarNotInstalled, saying how to add it, where it is
+missing); `lists_grammar` and `lists_json_schema` (the remote planners' path) need none of it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from __future__ import annotations
 import threading
 from functools import lru_cache
 from typing import Any
+
+from ..inference.grammar_mask import import_xgrammar
 
 # The subtask characters (inside a JSON string): no quote, backslash, control character, nor
 # ':', '=', '<' (a label or a </think> inside a subtask could fool the free-text parser), nor a
@@ -135,7 +139,7 @@ def tokenizer_info(tokenizer: Any, vocab_size: int | None = None, stop_token_ids
 
 
 def _compiler(tokenizer: Any, vocab_size: int | None, stop_token_ids: list[int] | None) -> tuple[Any, Any]:
-    import xgrammar as xgr
+    xgr = import_xgrammar()
 
     # the vocabulary width and stop tokens are part of the compiled masks: one compiler per triple
     key = (id(tokenizer), vocab_size, tuple(stop_token_ids or ()))

@@ -13,7 +13,11 @@ grammar of `grammar.py`, masked by `inference.grammar_mask`, so every plan parse
 Generation stops where the plan does: the grammar's end allows only the end token, and an
 unconstrained plan (`grammar=False`) stops at the first text whose lists are complete (`plan_end`).
 
-torch, transformers and xgrammar are imported inside functions only.
+torch, transformers and xgrammar are imported inside functions only. xgrammar comes with the `gpu`
+extra: where it is missing, a conductor planning under the grammar raises ConductorError before it
+generates anything, in one line that says how to add it (`no_grammar`; `conductor.choose` already
+refuses a configured local conductor so), and the executor answers in one step, as it does for any
+planner that gives no plan.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from ..inference.generation import (
     render_plain,
     shared_prefix_len,
 )
-from ..inference.grammar_mask import GrammarMask, GrammarMaskError, token_tables
+from ..inference.grammar_mask import GrammarMask, GrammarMaskError, GrammarNotInstalled, grammar_missing, token_tables
 from ..inference.progress import Progress
 from .base import ConductorError, DeltaCallback, Plan, PlanRequest
 from .fewshot import base_conductor_prefix, base_conductor_prompt
@@ -293,15 +297,20 @@ class HFConductor:
         eos_id = eos[0] if eos else int(loaded.tokenizer.eos_token_id)
         from .grammar import compiled_lists_grammar, max_lists_bytes
 
-        compiled = compiled_lists_grammar(
-            loaded.tokenizer,
-            pool,
-            request.max_steps,
-            self.max_subtask_chars,
-            allow_empty,
-            vocab_size=vocab,
-            stop_token_ids=[eos_id],
-        )
+        compiled = None  # unconstrained decoding needs no grammar, nor xgrammar
+        if self.grammar:
+            try:
+                compiled = compiled_lists_grammar(
+                    loaded.tokenizer,
+                    pool,
+                    request.max_steps,
+                    self.max_subtask_chars,
+                    allow_empty,
+                    vocab_size=vocab,
+                    stop_token_ids=[eos_id],
+                )
+            except GrammarNotInstalled as exc:  # sampling for training: the how-to, whatever the backend
+                raise ConductorError(f"the {self.backend} conductor cannot plan: {exc}") from None
         processor = PlanLogitsProcessor(
             loaded.tokenizer, compiled, vocab, eos_id, reasoning_tokens, prompt, use_grammar=self.grammar
         )
@@ -424,9 +433,16 @@ class HFConductor:
             )
         return plans
 
+    def no_grammar(self, why: str) -> str:
+        """The one line `plan` says where the grammar is wanted and xgrammar is missing (`why`: what
+        `grammar_mask` says, with how to add the gpu extra)."""
+        return f"the {self.backend} conductor cannot plan: {why}"
+
     async def plan(self, request: PlanRequest, on_delta: DeltaCallback | None = None) -> Plan:
         if not request.workers:
             raise ConductorError("the pool is empty: add a model before asking")
+        if self.grammar and (missing := grammar_missing()) is not None:
+            raise ConductorError(self.no_grammar(missing))
         request = self.limited(request)
         loaded = await self.load()
         started = time.monotonic()

@@ -45,6 +45,7 @@ from ..core.preference import Preference
 from ..core.usage import Usage
 from ..core.workflow import Step, Workflow, workflow_from_lists
 from .base import ConductorError, Plan, PlanRequest
+from .router_files import read_router_files
 
 __all__ = [
     "FEATURES",
@@ -405,8 +406,7 @@ def load_router(folder: str | Path) -> Router:
             f"{path}: no {ROUTER_FILE} there; train one with stiva train SUITE --method router --out {path}"
         )
     try:
-        data = json.loads(where.read_text(encoding="utf-8"))
-        arrays = np.load(path / WEIGHTS_FILE)
+        data, arrays = read_router_files(where, path / WEIGHTS_FILE)
         weights, bias, mean, scale = (
             np.asarray(arrays[k], dtype=np.float32) for k in ("weights", "bias", "mean", "scale")
         )

@@ -113,6 +113,7 @@ class StepSkipped(Event):
 
     round: int
     index: int
+    model: str  # the model it would have run on
     reason: str
 
 

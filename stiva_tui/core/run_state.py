@@ -215,7 +215,7 @@ class RunState:
 
     def _step_skipped(self, e: ev.StepSkipped) -> list[Key]:
         s = self.step(e.round, e.index)
-        s.status, s.note = "skipped", e.reason
+        s.status, s.note, s.model = "skipped", e.reason, e.model
         return [("step", e.round, e.index)]
 
     def _step_failed(self, e: ev.StepFailed) -> list[Key]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .words import FailureReason, RunMode, RunStatus, Source, StepStatus
+from .words import FailureReason, RunMode, RunStatus, Source, TraceStepStatus
 from .workflow import Workflow, WorkflowParseError, workflow_from_lists
 
 
@@ -35,7 +35,7 @@ class TraceStep(_Record):
     model: str | None = None
     subtask: str = ""
     access: list[int] = Field(default_factory=list)
-    status: StepStatus = "waiting"
+    status: TraceStepStatus = "waiting"
     output: str = ""
     usage: TokenUsage = Field(default_factory=TokenUsage)
     cost_usd: float = 0.0

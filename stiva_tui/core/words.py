@@ -10,6 +10,9 @@ from typing import Literal, get_args
 RunStatus = Literal["running", "finished", "failed", "cancelled", "interrupted"]
 # interrupted: the process that ran it is gone (killed); what it had streamed is kept.
 StepStatus = Literal["waiting", "running", "finished", "failed", "cancelled", "interrupted"]
+# What a stored run's step reads as (core/trace.py): a stored status, or "skipped", a step of a
+# finished run that never ran (an agreement gate before it ended the round; it is stored as waiting)
+TraceStepStatus = StepStatus | Literal["skipped"]
 # Which front end started a run.
 Source = Literal["tui", "cli", "api", "bench", "train"]
 # conductor: planned by the conductor; direct: one model; moa: Mixture-of-Agents;

@@ -79,6 +79,15 @@ class Step:
         """Whether the step asks its model (a vote may still call it, as a judge)."""
         return self.kind == CALL
 
+    @property
+    def is_vote(self) -> bool:
+        return self.kind == VOTE
+
+    @property
+    def is_gate(self) -> bool:
+        """An agreement gate: the round ends here where the steps it reads agree."""
+        return self.kind == AGREE
+
 
 @dataclass(frozen=True)
 class Workflow:

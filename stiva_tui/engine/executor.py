@@ -564,16 +564,17 @@ class _Run:
         async def run_step(index: int) -> None:
             step = workflow.steps[index]
             waits = set(step.access) | set(workflow.gates_before(index))
-            if step.kind == AGREE:
+            if step.is_gate:
                 waits |= set(range(index))
             for j in sorted(waits):
                 await done[j].wait()
             if stopped:
                 gate, count = stopped[0]
-                self.emit(StepSkipped(self.id, round_, index, f"not run: step {gate + 1} found {count}"))
-            elif step.kind == CALL:
+                who = CONTROL_MODEL.get(step.kind) or models[step.model].id
+                self.emit(StepSkipped(self.id, round_, index, who, f"not run: step {gate + 1} found {count}"))
+            elif step.calls:
                 outputs[index] = await self._run_step(round_, workflow, index, models, outputs, final)
-            elif step.kind == VOTE:
+            elif step.is_vote:
                 outputs[index] = await self._vote(round_, workflow, index, models, outputs, final)
             else:
                 agreed = self._gate(round_, workflow, index, outputs)

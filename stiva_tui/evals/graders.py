@@ -13,7 +13,10 @@ How each grader reads an answer (the "extracted" part of a `Grade`):
   is" / "answer:" / "answer ="; else the last number in the text. Thousands commas ("1,234"),
   decimals, a sign, exponents, fractions ("3/4", "\\frac{3}{4}") and percent signs are read; a
   sentence's final period is not a decimal point; digits glued to letters ("CO2", "x2") are not
-  numbers. Correct when within the item's relative `tolerance` (default 1e-6) of the reference.
+  numbers. A reference written as an integer ("976371285", "1,000", "25%") is matched only by the
+  same value, however written ("976371285.0" and "9.76371285e8" too; 976371000 never); any other
+  reference ("2.5", "3/4", "1e-3"), or an item with its own `tolerance`, by a number within that
+  relative tolerance (default 1e-6).
 - exact: one piece of text compared after normalising: the last `\\boxed{}` if any, else the last
   non-blank line; NFKC, casefolded, whitespace collapsed, markdown `*`/`_`/backticks and
   surrounding quotes and punctuation (.,;:!?) removed, and a leading "the (final) answer is" /
@@ -29,8 +32,9 @@ How each grader reads an answer (the "extracted" part of a `Grade`):
   answer (a boxed answer preferred) and compares them symbolically.
 - code: the last ```python block (or, when there is none, the last plain ``` block; an unclosed
   final block counts), run in the sandbox (`stiva_tui.sandbox`: OS isolation, whole-run limits)
-  against the item's tests; correct only when all pass. stdout is compared here; functional
-  results cross as encoded plain values and are compared here; assert-style tests run in a
+  against the item's tests; correct only when all pass. stdout is compared here (`same_output`:
+  expected integers exactly, floats within 1e-6); functional results cross as encoded plain values
+  and are compared here (`same_value`, likewise); assert-style tests run in a
   sandbox of their own that calls the candidate's functions through pipes. Raises
   `SandboxUnavailable` where no isolation can be had and `sandbox.unsafe` is not set.
 """
@@ -49,6 +53,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from ..sandbox import (
@@ -59,9 +64,9 @@ from ..sandbox import (
     run_sync,
     run_with_tests_async,
 )
-from .numbers import extract_number, parse_number
+from .numbers import extract_number, integer_reference, parse_number, written_value
 from .numbers import unboxed as _unboxed
-from .suite import LETTERS, CodeTests, SuiteItem, answer_key
+from .suite import LETTERS, CodeTests, SuiteItem, answer_key, recorded_answer_line
 
 __all__ = [
     "DEFAULT_CODE_TIMEOUT_S",
@@ -155,8 +160,12 @@ def _grade_numeric(item: SuiteItem, text: str) -> Grade:
     if found is None:
         return Grade(False, "", "no number in the answer")
     read, value = found
-    tolerance = item.tolerance if item.tolerance is not None else DEFAULT_TOLERANCE
-    correct = math.isclose(value, reference, rel_tol=tolerance, abs_tol=1e-12)
+    whole = integer_reference(item.answer) if item.tolerance is None else None
+    if whole is not None:  # an integer is right only when equal: 976371000 is not 976371285
+        correct = written_value(read) == whole
+    else:
+        tolerance = item.tolerance if item.tolerance is not None else DEFAULT_TOLERANCE
+        correct = math.isclose(value, reference, rel_tol=tolerance, abs_tol=1e-12)
     return Grade(correct, read, None if correct else f"expected {item.answer}, read {read}")
 
 
@@ -482,7 +491,9 @@ def _show(value: Any) -> str:
 
 def same_output(got: str, expected: str) -> bool:
     """Program output equal to the expected output: line by line, spaces around lines and blank
-    lines around the output ignored; failing that, token by token with numbers equal within 1e-6."""
+    lines around the output ignored; failing that, token by token, where an expected integer
+    ("976371285", "-3") is matched only by the same value ("976371285", "976371285.0", "9.76371285e8")
+    and an expected float ("0.5", "1e-3") by a number within 1e-6 of it (relative or absolute)."""
 
     def lines(text: str) -> list[str]:
         return [row.strip() for row in text.strip().splitlines()]
@@ -492,23 +503,37 @@ def same_output(got: str, expected: str) -> bool:
     got_tokens, expected_tokens = got.split(), expected.split()
     if len(got_tokens) != len(expected_tokens):
         return False
-    return all(a == b or _close_numbers(a, b) for a, b in zip(got_tokens, expected_tokens))
+    return all(a == b or _same_number(a, b) for a, b in zip(got_tokens, expected_tokens))
 
 
-def _close_numbers(a: str, b: str) -> bool:
+_INTEGER_TOKEN = re.compile(r"[-+]?\d+")
+_DECIMAL_TOKEN = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def _same_number(got: str, expected: str) -> bool:
+    """One output token equal to the expected one as a number (see `same_output`)."""
+    if _INTEGER_TOKEN.fullmatch(expected):
+        # Decimal: exact, whatever the size, and an exponent costs nothing ("1e999999" is no big int)
+        return bool(_DECIMAL_TOKEN.fullmatch(got)) and Decimal(got) == Decimal(expected)
     try:
-        return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=1e-6)
+        return math.isclose(float(got), float(expected), rel_tol=1e-6, abs_tol=1e-6)
     except ValueError:
         return False
 
 
 def same_value(got: Any, expected: Any) -> bool:
     """A function's result equal to the expected one, after JSON round-tripping (tuples are
-    lists); floats within 1e-6."""
+    lists): an expected integer only by an equal number (976371285.0 too, never 976371000), an
+    expected float by a number within 1e-6 of it (relative; 1e-9 absolute)."""
     if isinstance(got, bool) or isinstance(expected, bool):
         return got is expected
-    if isinstance(got, int | float) and isinstance(expected, int | float):
-        return math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-9)
+    if isinstance(got, int | float) and isinstance(expected, int):
+        return bool(got == expected)  # Python compares an int and a float exactly
+    if isinstance(got, int | float) and isinstance(expected, float):
+        try:
+            return math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-9)
+        except OverflowError:  # an int past a float's range
+            return False
     if isinstance(got, list) and isinstance(expected, list):
         return len(got) == len(expected) and all(same_value(a, b) for a, b in zip(got, expected))
     if isinstance(got, dict) and isinstance(expected, dict):
@@ -576,11 +601,13 @@ def parse_judge_reply(text: str) -> Grade:
 
 
 def _grade_recorded(item: SuiteItem, text: str) -> Grade:
-    """The score recorded for this very answer (a recorded pool's truth), never a re-grade."""
+    """The score recorded for this very answer (a recorded pool's truth), never a re-grade. The
+    extracted answer is the answer's last line (the score is the grade, not an answer)."""
     score = (item.recorded or {}).get(answer_key(text))
     if score is None:
         return Grade(False, "", "not one of the recorded answers to this item, so it has no recorded score")
-    return Grade(score >= 0.5, f"{score:g}", None if score >= 0.5 else f"recorded score {score:g}")
+    detail = None if score >= 0.5 else f"recorded score {score:g}"
+    return Grade(score >= 0.5, recorded_answer_line(text), detail)
 
 
 _TEXT_GRADERS: dict[str, Callable[[SuiteItem, str], Grade]] = {

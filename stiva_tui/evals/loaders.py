@@ -24,10 +24,10 @@ Formats:
   the item's `tests.note` says so, which every grade of it repeats.
 
 Hostile files are one `SuiteError` each, read with bounded memory: JSON nested deeper than the
-parser's recursion limit, a CSV field over the csv module's limit (128 KiB), a JSONL line over
-`MAX_RECORD_CHARS`, a `.json` file over `MAX_FILE_BYTES`, a damaged Parquet file (or one whose
-footer claims more than `MAX_FILE_BYTES` of data, checked before any of it is read), text that
-is not UTF-8.
+parser's recursion limit, a CSV field over the csv module's limit (128 KiB), a JSONL or CSV line
+over `MAX_RECORD_CHARS`, a `.json` or `.csv` file over `MAX_FILE_BYTES`, a damaged Parquet file
+(or one whose footer claims more than `MAX_FILE_BYTES` of data, checked before any of it is
+read), text that is not UTF-8.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
+from ..core import reading
 from .suite import Suite, SuiteError, json_loads, load_suite_file, parse_suite, validate_item
 
 __all__ = [
@@ -249,7 +250,9 @@ def _read_whole(path: Path, spec: str) -> str:
     if path.stat().st_size > MAX_FILE_BYTES:
         raise SuiteError(f"larger than {MAX_FILE_BYTES // 2**30} GB: give it as JSONL, read line by line", source=spec)
     try:
-        return path.read_text(encoding="utf-8")
+        return reading.read_text(path, MAX_FILE_BYTES)  # a file that grew since: cut off at the cap
+    except reading.ReadError as error:
+        raise SuiteError(error.message, source=spec) from None
     except UnicodeDecodeError:
         raise SuiteError("not UTF-8 text", source=spec) from None
 
@@ -299,11 +302,18 @@ def _parquet_records(path: Path, spec: str) -> list[Record]:
 
 
 def _csv_records(path: Path, spec: str) -> list[Record]:
-    """Every row; a field over the csv module's limit (128 KiB) is an error, never read whole."""
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.DictReader(handle)
+    """Every row; a field over the csv module's limit (128 KiB), a line over `MAX_RECORD_CHARS` or
+    a file over `MAX_FILE_BYTES` is an error, never read whole."""
+    try:
+        opened = reading.open_text(path, MAX_FILE_BYTES, "utf-8-sig", decompress=False, newline="")
+    except reading.ReadError as error:
+        raise SuiteError(error.message, source=spec) from None
+    with opened as handle:
+        reader = csv.DictReader(line for _, line in reading.bounded_lines(handle, MAX_RECORD_CHARS))
         try:
             return list(reader)
+        except reading.ReadError as error:
+            raise SuiteError(error.message, source=spec, line=error.line) from None
         except csv.Error as error:
             message = str(error)
             if "field larger than field limit" in message:
@@ -347,6 +357,14 @@ def _hub_records(dataset: str, config: str | None, split: str, spec: str) -> Ite
         loaded = datasets.load_dataset(dataset, config, split=split)
     except Exception as error:  # network, auth, unknown dataset: all end the same way for the user
         raise SuiteError(f"cannot load the dataset: {type(error).__name__}: {error}", source=spec) from None
+    # the split is an Arrow table mapped from datasets' cache; its size is known before any of it
+    # becomes Python records
+    size = getattr(getattr(loaded, "data", None), "nbytes", 0)
+    if isinstance(size, int) and size > MAX_FILE_BYTES:
+        raise SuiteError(
+            f"its data take {size:,} bytes once read, more than the {reading.size_words(MAX_FILE_BYTES)} a suite may",
+            source=spec,
+        )
     return _numbered([dict(record) for record in loaded])
 
 

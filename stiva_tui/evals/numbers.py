@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-__all__ = ["extract_number", "parse_number", "unboxed"]
+__all__ = ["extract_number", "integer_reference", "parse_number", "unboxed", "written_value"]
 
 _NUMBER = re.compile(
     r"(?<![\w.])-?"  # not inside a word or after a point
@@ -26,6 +26,41 @@ def parse_number(text: str) -> float | None:
     cleaned = cleaned.removesuffix("%").rstrip(".").strip()
     match = _NUMBER.fullmatch(cleaned)
     return _to_float(match.group()) if match else None
+
+
+def integer_reference(text: str) -> int | None:
+    """`text` read as one whole number written without a point, an exponent or a fraction
+    ("976,371,285", "-12", "$5", "25%"), exactly (no float rounding); else None. Such a reference
+    is matched only by the same value: see `graders`."""
+    cleaned = _delatex(unboxed(text) or text).strip().strip("$").strip()
+    cleaned = cleaned.removesuffix("%").rstrip(".").strip()
+    match = _NUMBER.fullmatch(cleaned)
+    if match is None or not _INTEGER.fullmatch(token := re.sub(r"[\s,]", "", match.group())):
+        return None
+    return int(token)
+
+
+def written_value(token: str) -> Fraction | None:
+    """The exact value of a number as `extract_number` reads it ("1,234", "-2.5", "1e9", "3/4"):
+    no float rounding, so that big integers compare exactly. None if it is no such number, or its
+    exponent is past +-1000 (no answer writes one, and its value would be a huge integer)."""
+    top, _, bottom = re.sub(r"[\s,]", "", token).partition("/")
+    try:
+        value = _exact(top)
+        return value / _exact(bottom) if bottom else value
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def _exact(text: str) -> Fraction:
+    match = _WRITTEN.fullmatch(text)
+    if match is None or abs(int(match.group(1) or 0)) > 1000:
+        raise ValueError(text)
+    return Fraction(text)
+
+
+_INTEGER = re.compile(r"-?\d+")
+_WRITTEN = re.compile(r"-?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE]([-+]?\d+))?")
 
 
 def extract_number(text: str) -> tuple[str, float] | None:

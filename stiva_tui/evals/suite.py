@@ -19,7 +19,8 @@ starting with "_" are comments and ignored):
   `shuffled_choices`), so a resumed run sees the same order; `answer` follows its option.
 - `tests` (`code` only, required): Python asserts as a string, run after the answer's code, or an
   object with `stdin_stdout` cases and/or `functional` cases (see `CodeTests`).
-- `tolerance` (`numeric` only): relative tolerance, default 1e-6.
+- `tolerance` (`numeric` only): relative tolerance; without one, a reference written as an integer
+  is matched only by the same value, any other within 1e-6 (see `graders`).
 - `timeout_s` (`code` only): seconds per run of the answer's code, default 10.
 - `meta`: flat labels carried into reports (source, subject, level...), never graded.
 - `recorded` (`recorded` only, required): the recorded answers of real models to this item and
@@ -45,6 +46,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
+from ..core import reading
 from .numbers import parse_number
 
 __all__ = [
@@ -242,6 +244,13 @@ def answer_key(text: str) -> str:
     return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()[:16]
 
 
+def recorded_answer_line(text: str) -> str:
+    """What a recorded answer says last (its last line that is not blank), where an answer usually
+    is: the `extracted` of an answer graded by its recorded score, since nothing is read from it."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
 _ANSWER_KIND = {"choice": "choice", "numeric": "number", "math": "math", "exact": "exact"}
 
 
@@ -328,14 +337,24 @@ def split_of(suite: Suite, split: str) -> Suite:
     return Suite(f"{suite.name}:{split}", items, description=suite.description, source=suite.source)
 
 
+MAX_SUITE_BYTES = 1024 * 1024 * 1024
+"""Bytes of a JSONL suite file (a file past it is refused before it is read)."""
+MAX_LINE_CHARS = 64 * 1024 * 1024
+"""Characters of one line of it, one item (a longer one is refused, read no further)."""
+
+
 def load_suite_file(path: str | Path) -> Suite:
-    """A JSONL suite file; its name is the file's stem."""
+    """A JSONL suite file, read a line at a time (`MAX_SUITE_BYTES`, `MAX_LINE_CHARS`); its name
+    is the file's stem."""
     path = Path(path)
+    source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with reading.open_text(path, MAX_SUITE_BYTES, decompress=False) as handle:
+            return _parse_lines(reading.bounded_lines(handle, MAX_LINE_CHARS, source=source), path.stem, source)
+    except reading.ReadError as error:
+        raise SuiteError(error.message, source=source, line=error.line) from None
     except (OSError, UnicodeDecodeError) as error:
-        raise SuiteError(f"cannot read: {error}", source=str(path)) from error
-    return parse_suite(text, name=path.stem, source=str(path))
+        raise SuiteError(f"cannot read: {error}", source=source) from error
 
 
 class _HugeInteger(Exception):
@@ -374,10 +393,14 @@ def json_loads(text: str) -> Any:
 def parse_suite(text: str, *, name: str, source: str = "") -> Suite:
     """Read JSONL suite text. Blank lines are skipped; a `{"_suite": "..."}` line before the first
     item gives the description; any error names `source` and the line."""
+    return _parse_lines(enumerate(text.splitlines(), 1), name, source)
+
+
+def _parse_lines(lines: Iterable[tuple[int, str]], name: str, source: str) -> Suite:
     description = ""
     items: list[SuiteItem] = []
     first_line: dict[str, int] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
+    for number, raw in lines:
         if not raw.strip():
             continue
         try:

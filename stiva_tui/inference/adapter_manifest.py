@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 ADAPTER_MARKER = "stiva_adapter.json"
+MANIFEST_LIMIT = 1024 * 1024  # bytes of it read; a larger one is no manifest, as a damaged one is
+CONFIG_HASHED = 16 * 1024 * 1024  # bytes of a base's config.json hashed into its identity
 PROMPT_STYLES = ("chat", "plain", "base", "compact")
 _FINGERPRINT = (
     "model_type",
@@ -79,8 +81,12 @@ class AdapterManifest:
     def read(cls, folder: Path) -> "AdapterManifest | None":
         """What `stiva train` wrote beside an adapter (None when it wrote nothing readable)."""
         try:
-            data = json.loads((Path(folder) / ADAPTER_MARKER).read_text())
-        except (OSError, ValueError):
+            with (Path(folder) / ADAPTER_MARKER).open("rb") as f:
+                text = f.read(MANIFEST_LIMIT + 1)
+            if len(text) > MANIFEST_LIMIT:
+                return None
+            data = json.loads(text)
+        except (OSError, ValueError, RecursionError):
             return None
         return cls.from_json(data) if isinstance(data, dict) else None
 
@@ -148,7 +154,8 @@ def base_identity(source: str) -> str:
     digest = hashlib.sha256()
     config = folder / "config.json"
     if config.exists():
-        digest.update(config.read_bytes())
+        with config.open("rb") as f:
+            digest.update(f.read(CONFIG_HASHED))
     weights = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin"))
     if weights:
         with weights[0].open("rb") as f:

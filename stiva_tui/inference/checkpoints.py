@@ -28,6 +28,8 @@ from .adapter_manifest import (  # noqa: F401 - ADAPTER_MARKER, adapter_base: st
 from .errors import ModelError
 from .progress import Progress, forward_progress, report
 
+TOKENIZER_CONFIG_LIMIT = 64 * 1024 * 1024  # bytes of a converted folder's tokenizer_config.json
+
 
 def quiet_libraries() -> None:
     """Silence library chatter that says nothing a user can act on (call before importing them).
@@ -71,7 +73,11 @@ def load_tokenizer(source: str, local_only: bool = True) -> Any:
 
         from transformers import PreTrainedTokenizerFast
 
-        config = json.loads(config_file.read_text(encoding="utf-8"))
+        with config_file.open("rb") as f:
+            text = f.read(TOKENIZER_CONFIG_LIMIT + 1)
+        if len(text) > TOKENIZER_CONFIG_LIMIT:
+            raise ModelError(f"{config_file}: more than {TOKENIZER_CONFIG_LIMIT:,} bytes, not a tokenizer's config")
+        config = json.loads(text)
         if config.get("backend") == "tokenizers" and "chat_template" not in config:
             kwargs = {key: config[key] for key in _TOKENIZER_KWARGS if key in config}
             return PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"), **kwargs)

@@ -11,9 +11,12 @@
   default (Triton on CUDA) cannot run.
 - `token_tables`: the special tokens and the tokens that open a quote or a bracket, as index
   tensors cached per tokenizer (the conductor's free-reasoning phase masks them).
+- `import_xgrammar`, `grammar_missing`: xgrammar comes with the `gpu` extra (pyproject.toml), not
+  with a chat install: every xgrammar release requires triton on Linux, about 1 GB that a CPU never
+  uses. Where it is missing, each says so in one line, with the command that adds it.
 
 Nothing here knows plans: the conductor's two-phase processor (`conductor.local`) uses it. torch
-and xgrammar are imported inside functions only.
+is imported inside functions only, and xgrammar by `import_xgrammar` only.
 """
 
 from __future__ import annotations
@@ -26,11 +29,49 @@ class GrammarMaskError(RuntimeError):
     """No masking kernel works on this device; the message says which and why."""
 
 
+# How the `gpu` extra is added to an install, as `stiva train` says it of the `train` extra.
+GPU_EXTRA_HINT = (
+    "pipx inject stiva-tui 'stiva-tui[gpu]', or pip install 'stiva-tui[gpu]' in Stiva's virtual environment"
+)
+
+
+class GrammarNotInstalled(ImportError):
+    """xgrammar cannot be imported (the `gpu` extra is not installed); the message, one line, says how
+    to add it."""
+
+
+def _not_installed(detail: str) -> str:
+    return f"the plan grammar needs xgrammar ({detail}), which the gpu extra installs: {GPU_EXTRA_HINT}"
+
+
+def grammar_missing() -> str | None:
+    """Why no plan grammar can be had here, with how to add it, where xgrammar is not installed;
+    None where it is. Imports nothing (a look for the package only), so a check costs nothing."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("xgrammar") is not None
+    except (ImportError, ValueError):  # a parent that fails, a module without a spec
+        found = False
+    return None if found else _not_installed("not installed")
+
+
+def import_xgrammar() -> Any:
+    """The xgrammar module: the one import of it in Stiva. GrammarNotInstalled where it cannot be
+    imported."""
+    try:
+        import xgrammar
+    except ImportError as exc:
+        missing = isinstance(exc, ModuleNotFoundError) and exc.name == "xgrammar"
+        raise GrammarNotInstalled(_not_installed("not installed" if missing else f"{exc}")) from None
+    return xgrammar
+
+
 class GrammarMask:
     """One sequence's grammar state, and the mask it puts on the next token's scores."""
 
     def __init__(self, compiled_grammar: Any, eos_id: int):
-        import xgrammar as xgr
+        xgr = import_xgrammar()
 
         self.eos_id = eos_id
         self.matcher = xgr.GrammarMatcher(compiled_grammar, override_stop_tokens=[eos_id])
@@ -95,7 +136,7 @@ _mask_backend: dict[str, str] = {}
 
 def apply_bitmask(scores: Any, bitmask: Any) -> None:
     """Mask `scores` in place to the tokens allowed by xgrammar's `bitmask`."""
-    import xgrammar as xgr
+    xgr = import_xgrammar()
 
     kind = scores.device.type
     known = _mask_backend.get(kind)

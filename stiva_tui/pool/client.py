@@ -12,6 +12,10 @@ One call's answer is at most `max_answer_bytes` of UTF-8 text (`[workers] max_an
 cap the client stops reading, closes the connection and fails the call (not retryable), having
 passed on only the text within the cap, so that no provider fills the memory or the history.
 
+Every answer is masked here (`keys.AnswerMask`): the pool's keys and header values, in every form
+an error text masks them, never reach a `TextDelta`, however the provider splits them across
+chunks; only a character or two that may begin one is held back until the next chunk.
+
 `PoolWorker` routes a call to the HTTP client or to the embedded in-process model.
 """
 
@@ -31,6 +35,7 @@ from httpx_sse._decoders import SSEDecoder  # the spec's line parser, without ht
 
 from ..config import WorkersConfig
 from ..core.usage import Usage, estimate_tokens, token_count
+from ..keys import AnswerMask
 from .types import ChatEvent, PoolModel, ProviderError, StepInput, TextDelta, UsageReport, WorkerPrompt
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
@@ -127,20 +132,37 @@ class HttpWorker:
             headers["Authorization"] = f"Bearer {model.api_key}"
         url = f"{model.base_url.rstrip('/')}/chat/completions"
 
+        secrets = [model.api_key, *(value for _, value in model.headers), *self.secrets]
         attempt = 0
         while True:
             attempt += 1
             streamed_text = False
+            # A provider may echo the key it was sent in its answer too: every answer is masked
+            # here, the one place all of them pass, before the app, `stiva ask`, the history and
+            # `stiva serve` see it; a key split across deltas is held back until it can be told.
+            answer = AnswerMask(secrets)
             try:
                 async for event in self._stream_once(model, url, body, headers):
                     if isinstance(event, TextDelta):
                         streamed_text = True
+                        text = answer.feed(event.text)
+                        if text:
+                            yield TextDelta(text)
+                        continue
+                    if rest := answer.flush():
+                        yield TextDelta(rest)
                     yield event
+                if rest := answer.flush():
+                    yield TextDelta(rest)
                 return
             except ProviderError as exc:
                 exc.partial = streamed_text
-                exc.mask([model.api_key, *(value for _, value in model.headers), *self.secrets])
-                if streamed_text or not exc.retryable or attempt > self.retries:
+                exc.mask(secrets)
+                if streamed_text:
+                    if rest := answer.flush():  # the answer so far, as it was passed on before
+                        yield TextDelta(rest)
+                    raise
+                if not exc.retryable or attempt > self.retries:
                     raise
                 await asyncio.sleep(self._delay(attempt, exc.retry_after))
 

@@ -132,7 +132,13 @@ def one_line_turns(conversation: Sequence[dict], limit_chars: int = 600) -> str:
     return "\n".join(reversed(kept))
 
 
-def embedded_pool_model() -> PoolModel:
+IN_PROCESS = "in-process, CPU"
+OWN_PROCESS = "own process, CPU"  # the app and `stiva serve` ([model_process], on by default)
+
+
+def embedded_pool_model(own_process: bool = False) -> PoolModel:
+    """The embedded model as a pool model; its reason says where it runs: in this process, or in
+    the model process of its own (`own_process`, runtime/model_process.py)."""
     return PoolModel(
         id=EMBEDDED_MODEL_ID,
         provider="embedded",
@@ -142,7 +148,7 @@ def embedded_pool_model() -> PoolModel:
         description=EMBEDDED_DESCRIPTION,
         kind="embedded",
         available=True,
-        reason="in-process, CPU",
+        reason=OWN_PROCESS if own_process else IN_PROCESS,
         source="embedded",
     )
 

@@ -282,11 +282,16 @@ def _norm_url(url: str) -> str:
 
 
 async def build_pool(
-    config: Config, *, discover: bool | None = None, discovery_ports: Mapping[str, int | None] | None = None
+    config: Config,
+    *,
+    discover: bool | None = None,
+    discovery_ports: Mapping[str, int | None] | None = None,
+    embedded_process: bool = False,
 ) -> Pool:
     """Build the pool for `config`. `discover` None follows `config.discovery.enabled`;
     `discovery_ports` overrides where local servers are looked for (else `[discovery] ports` moves
-    some from their default ports: see discovery)."""
+    some from their default ports: see discovery); `embedded_process`: the embedded model runs in a
+    process of its own (its reason says so)."""
     from . import discovery
 
     do_discover = config.discovery.enabled if discover is None else discover
@@ -315,7 +320,7 @@ async def build_pool(
         for task in (discovery_task, probe_task):
             if task is not None and not task.done():
                 task.cancel()
-    pool = _assemble(config, providers, keys, found.models(), embedded_pool_model(), dead)
+    pool = _assemble(config, providers, keys, found.models(), embedded_pool_model(embedded_process), dead)
     # A server the config names on purpose is the config's, whoever runs it: no line about it.
     configured_urls = {_norm_url(p.base_url) for p in providers.values() if is_loopback_url(p.base_url)}
     pool.left_out = tuple(item.line() for item in found.left_out if _norm_url(item.base_url) not in configured_urls)

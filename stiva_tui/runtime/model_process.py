@@ -10,14 +10,15 @@ them (in the server's, every other request); and the front end's process stays s
 The child runs the very objects an in-process runtime runs (EmbeddedConductor, LocalConductor,
 EmbeddedWorker), so plans and answers are the same; here are their stand-ins, which send each call
 over a socket pair and stream back what it says (load progress, plan text as it is written, answer
-text, usage). Messages are length-prefixed pickles between a process and the child it started:
-nobody else holds either end of the pair.
+text, usage). Messages are core/wire.py's length-prefixed JSON (model_wire.py names them), read
+back only as those messages: nobody else holds either end of the pair, and even so a frame that is
+no such message runs nothing (the child answers it with a `refused` and reads on).
 
 One child per runtime, started on first use (the app's first use is its conductor's load, as it
 starts). It exits when the socket closes (the app quit, or died). Where the child dies (killed, out
 of memory), what it was running fails with an error that says so and where its log is, and the next
 call starts a new one. With `shared`, the warm `stiva ask` worker's models are used instead where
-one is up (shared_models.py): the same requests, over its socket rather than a socket pair.
+one is up (shared_models.py): the same messages, over its socket rather than a socket pair.
 """
 
 from __future__ import annotations
@@ -35,11 +36,29 @@ from typing import Any
 
 from ..conductor.base import Conductor, ConductorError, DeltaCallback, Plan, PlanRequest
 from ..config import ConductorConfig
-from ..core.wire import frame, read_frame
+from ..core.wire import WireError, frame, read_frame
 from ..inference.progress import Progress, report
 from ..pool.types import ChatEvent, PoolModel, ProviderError, StepInput, WorkerPrompt
+from .model_wire import (
+    Call,
+    Cancel,
+    Chat,
+    ConductorSpec,
+    Delta,
+    Done,
+    Error,
+    Event,
+    Gone,
+    Load,
+    PlanCall,
+    Preload,
+    Refused,
+    Replies,
+    Reply,
+)
+from .model_wire import Progress as LoadProgress
 
-Message = dict[str, Any]  # a request or a reply: {"t": kind, "id": call, ...}
+Answer = Reply | Gone  # what a call yields: the child's replies, or that it went away
 
 MAIN_MODULE = "stiva_tui.runtime.model_process_main"
 LOG_NAME = "model-process.log"
@@ -68,7 +87,7 @@ class ModelProcess:
         self._worker_pid: int | None = None  # the warm worker's, while connected to it
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
-        self._calls: dict[int, asyncio.Queue[Message]] = {}
+        self._calls: dict[int, asyncio.Queue[Answer]] = {}
         self._ids = itertools.count(1)
         self._start_lock = asyncio.Lock()
         self._closed = False
@@ -145,14 +164,24 @@ class ModelProcess:
             self._reader_task = asyncio.create_task(self._read_replies(reader, self._proc))
 
     async def _read_replies(self, reader: asyncio.StreamReader, proc: asyncio.subprocess.Process | None) -> None:
+        why = ""
         while True:
             try:
-                reply = await read_frame(reader)
+                reply = await read_frame(reader, Replies)
             except EOFError:
                 break
-            queue = self._calls.get(reply.get("id"))
+            except WireError as exc:  # not the child this process started: it is stopped
+                why = f"sent a frame Stiva does not read ({exc})"
+                break
+            if isinstance(reply, Refused):  # the two ends disagree: what waits hears why, not nothing
+                why = f"could not read a call ({reply.message})"
+                break
+            queue = self._calls.get(reply.id)
             if queue is not None:
                 queue.put_nowait(reply)
+        if why and proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
         # The child went away: every call still waiting hears why.
         code = None
         if proc is not None:
@@ -162,11 +191,14 @@ class ModelProcess:
             self._writer.close()
             self._writer = None
         where = f"; its log: {self.log_path}" if self.log_path is not None else ""
-        how = f"exited with code {code}" if code is not None and code >= 0 else f"was killed (signal {-(code or 0)})"
-        text = f"the model process {how}; the next question starts it again{where}"
-        if proc is None:
+        if not why:
+            why = (
+                f"exited with code {code}" if code is not None and code >= 0 else f"was killed (signal {-(code or 0)})"
+            )
+        text = f"the model process {why}; the next question starts it again{where}"
+        if proc is None:  # the warm worker's connection, not a child
             text = f"the warm worker that ran the models went away; the next question starts a model process{where}"
-        gone = {"t": "gone", "message": text}
+        gone = Gone(message=text)
         for queue in self._calls.values():
             queue.put_nowait(gone)
 
@@ -176,12 +208,12 @@ class ModelProcess:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.shield(self._reader_task)
 
-    def _send(self, message: Message) -> None:
+    def _send(self, message: Call | Cancel) -> None:
         if self._writer is None or self._writer.is_closing():
             raise ModelProcessGone("the model process is not running")
         self._writer.write(frame(message))
 
-    async def call(self, message: Message) -> AsyncGenerator[Message, None]:
+    async def call(self, message: Call) -> AsyncGenerator[Answer, None]:
         """Send `message`, yield every reply to it, the last one of kind done, error or gone.
         Leaving early (cancelled, or the caller stops reading) cancels it in the child. A child
         that died before the call heard anything from it (it went away between two calls, and its
@@ -189,16 +221,19 @@ class ModelProcess:
         for attempt in (1, 2):
             await self._ensure()
             call_id = next(self._ids)
-            queue: asyncio.Queue[Message] = asyncio.Queue()
+            queue: asyncio.Queue[Answer] = asyncio.Queue()
             self._calls[call_id] = queue
             finished, heard = False, False
             try:
-                with contextlib.suppress(ModelProcessGone):
-                    self._send({**message, "id": call_id})
+                try:
+                    with contextlib.suppress(ModelProcessGone):
+                        self._send(message.model_copy(update={"id": call_id}))
+                except WireError as exc:  # too large to send: said as the child's errors are
+                    queue.put_nowait(Error(id=call_id, message=f"cannot send this call to the model process: {exc}"))
                 while not finished:
                     reply = await queue.get()
-                    finished = reply["t"] in ("done", "error", "gone")
-                    if reply["t"] == "gone" and not heard and attempt == 1:
+                    finished = isinstance(reply, (Done, Error, Gone))
+                    if isinstance(reply, Gone) and not heard and attempt == 1:
                         await self._wait_gone()
                         break
                     heard = True
@@ -207,7 +242,7 @@ class ModelProcess:
                 self._calls.pop(call_id, None)
                 if not finished:
                     with contextlib.suppress(ModelProcessGone, OSError, RuntimeError):
-                        self._send({"t": "cancel", "id": call_id})
+                        self._send(Cancel(id=call_id))
             if heard:
                 return
 
@@ -220,7 +255,7 @@ class ModelProcess:
 
         async def warm() -> None:
             with contextlib.suppress(ModelProcessGone, OSError):
-                async with contextlib.aclosing(self.call({"t": "preload"})) as replies:
+                async with contextlib.aclosing(self.call(Preload())) as replies:
                     async for _reply in replies:
                         pass
 
@@ -247,8 +282,8 @@ class ModelProcess:
                 await asyncio.wait_for(self._reader_task, QUIT_WAIT_S)
 
 
-def _failure(reply: Message) -> str:
-    return str(reply.get("message") or "the model process failed")
+def _failure(reply: Error | Gone) -> str:
+    return reply.message or "the model process failed"
 
 
 class HostedConductor:
@@ -258,34 +293,34 @@ class HostedConductor:
     def __init__(self, process: ModelProcess, shadow: Conductor, config: ConductorConfig):
         self.process = process
         self._shadow = shadow
-        self._spec = {"backend": shadow.backend, "config": config}
+        self._spec = ConductorSpec(backend=shadow.backend, config=config)
         self.backend = shadow.backend
         self.model = shadow.model
         self.quantization = shadow.quantization
         self.adapter = shadow.adapter
-        self.last_stats: Message = {}
-        self._facts: Message | None = None
+        self.last_stats: dict[str, Any] = {}
+        self._facts: dict[str, Any] | None = None
         self._generation = -1
 
     @property
     def loaded(self) -> bool:
         return self._facts is not None and self._generation == self.process.generation and self.process.alive
 
-    def describe(self) -> Message:
+    def describe(self) -> dict[str, Any]:
         info = dict(self._facts) if self._facts is not None else self._shadow.describe()
         info["process"] = self.process.pid
         if self.process.on_worker:  # the model the warm `stiva ask` worker loaded, not a copy of this app's
             info["warm_worker"] = True
         return info
 
-    async def _run(self, message: Message, on_reply: Any) -> Message:
+    async def _run(self, message: Load | PlanCall, on_reply: Any) -> Done:
         try:
-            async with contextlib.aclosing(self.process.call({**message, "conductor": self._spec})) as replies:
+            async with contextlib.aclosing(self.process.call(message)) as replies:
                 async for reply in replies:
-                    if reply["t"] in ("error", "gone"):
+                    if isinstance(reply, (Error, Gone)):
                         raise ConductorError(f"{self.backend} conductor: {_failure(reply)}")
-                    if reply["t"] == "done":
-                        self._facts, self._generation = reply["describe"], self.process.generation
+                    if isinstance(reply, Done):
+                        self._facts, self._generation = reply.describe, self.process.generation
                         return reply
                     on_reply(reply)
         except ModelProcessGone as exc:
@@ -296,21 +331,22 @@ class HostedConductor:
         if self.loaded:
             return
 
-        def told(reply: Message) -> None:
-            if reply["t"] == "progress":
-                report(progress, reply["fraction"], reply["message"])
+        def told(reply: Answer) -> None:
+            if isinstance(reply, LoadProgress):
+                report(progress, reply.fraction, reply.message)
 
-        await self._run({"t": "load"}, told)
+        await self._run(Load(conductor=self._spec), told)
 
     async def plan(self, request: PlanRequest, on_delta: DeltaCallback | None = None) -> Plan:
-        def told(reply: Message) -> None:
-            if reply["t"] == "delta" and on_delta is not None:
-                on_delta(reply["text"])
+        def told(reply: Answer) -> None:
+            if isinstance(reply, Delta) and on_delta is not None:
+                on_delta(reply.text)
 
-        done = await self._run({"t": "plan", "request": request}, told)
-        self.last_stats = done.get("stats") or {}
-        plan: Plan = done["plan"]
-        return plan
+        done = await self._run(PlanCall(conductor=self._spec, request=request), told)
+        self.last_stats = dict(done.stats or {})
+        if done.plan is None:
+            raise ConductorError(f"{self.backend} conductor: the model process sent no plan")
+        return done.plan
 
 
 class HostedWorker:
@@ -333,19 +369,18 @@ class HostedWorker:
         temperature: float | None = None,
         stop: Sequence[str] | None = None,
     ) -> AsyncIterator[ChatEvent]:
-        message = {
-            "t": "chat",
-            "messages": [dict(m) for m in messages],
-            "max_tokens": max_tokens,
-            "temperature": temperature,
-            "stop": list(stop or ()),
-        }
+        message = Chat(
+            messages=[dict(m) for m in messages],
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stop=list(stop or ()),
+        )
         try:
             async with contextlib.aclosing(self.process.call(message)) as replies:
                 async for reply in replies:
-                    if reply["t"] == "event":  # the worker's own TextDelta or UsageReport
-                        yield reply["event"]
-                    elif reply["t"] in ("error", "gone"):
+                    if isinstance(reply, Event):  # the worker's own TextDelta or UsageReport
+                        yield reply.event
+                    elif isinstance(reply, (Error, Gone)):
                         raise ProviderError(_failure(reply), provider="embedded")
         except ModelProcessGone as exc:
             raise ProviderError(str(exc), provider="embedded") from exc

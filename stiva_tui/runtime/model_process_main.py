@@ -2,7 +2,8 @@
 
 It reads requests from the socket FD its parent handed it and runs each as an in-process runtime
 would: load a conductor, plan with it, or stream an answer of the embedded worker, one task each
-(several at once, as in-process). It leaves when the socket closes.
+(several at once, as in-process). It leaves when the socket closes. A frame that is no call of
+model_wire.py's is answered with a `refused`, and nothing of it runs (core/wire.py).
 """
 
 from __future__ import annotations
@@ -10,27 +11,50 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import pickle
 import socket
 import sys
 from typing import Any
 
+from pydantic_core import to_jsonable_python
+
 from ..conductor.base import ConductorError
-from ..core.wire import frame, read_frame
+from ..core.wire import WireError, frame, read_frame
 from ..pool.types import ProviderError
-from .model_process import Message
+from .model_wire import (
+    Call,
+    Cancel,
+    Chat,
+    ConductorSpec,
+    Delta,
+    Done,
+    Error,
+    Event,
+    Load,
+    PlanCall,
+    Preload,
+    Progress,
+    Refused,
+    Reply,
+    Requests,
+)
 
 
-def _build_conductor(spec: Message) -> Any:
-    if spec["backend"] == "embedded":
+def _build_conductor(spec: ConductorSpec) -> Any:
+    if spec.backend == "embedded":
         from ..conductor.embedded import EmbeddedConductor
 
-        return EmbeddedConductor.from_config(spec["config"])
-    if spec["backend"] == "local":
+        return EmbeddedConductor.from_config(spec.config)
+    if spec.backend == "local":
         from ..conductor.local import LocalConductor
 
-        return LocalConductor.from_config(spec["config"])
-    raise ConductorError(f"the model process runs no {spec['backend']} conductor")
+        return LocalConductor.from_config(spec.config)
+    raise ConductorError(f"the model process runs no {spec.backend} conductor")
+
+
+def _facts(facts: dict[str, Any]) -> Any:
+    """What a conductor says about itself, as JSON's values (a tuple as a list, a path or anything
+    else as its text): facts for display and traces, which must not fail the call they end."""
+    return to_jsonable_python(facts, fallback=str)
 
 
 class Server:
@@ -41,63 +65,66 @@ class Server:
         self.worker: Any = None
         self.tasks: dict[int, asyncio.Task[None]] = {}
 
-    def send(self, message: Message) -> None:
-        if not self.writer.is_closing():
+    def send(self, message: Reply) -> None:
+        if self.writer.is_closing():
+            return
+        try:
             self.writer.write(frame(message))
+        except WireError as exc:  # too large to go: the call fails with why, rather than in silence
+            if isinstance(message, Refused):
+                raise
+            self.writer.write(frame(Error(id=message.id, message=f"the model process cannot send its reply: {exc}")))
 
-    def send_from_thread(self, message: Message) -> None:
+    def send_from_thread(self, message: Reply) -> None:
         with contextlib.suppress(RuntimeError):  # the loop is closing
             self.loop.call_soon_threadsafe(self.send, message)
 
-    def conductor(self, spec: Message) -> Any:
-        key = (spec["backend"], spec["config"].model_dump_json())
+    def conductor(self, spec: ConductorSpec) -> Any:
+        key = (spec.backend, spec.config.model_dump_json())
         if key not in self.conductors:
             self.conductors[key] = _build_conductor(spec)
         return self.conductors[key]
 
-    def start(self, message: Message) -> None:
-        call_id = message["id"]
-        if message["t"] == "cancel":
-            task = self.tasks.get(call_id)
+    def start(self, message: Call | Cancel) -> None:
+        if isinstance(message, Cancel):
+            task = self.tasks.get(message.id)
             if task is not None:
                 task.cancel()
             return
-        self.tasks[call_id] = asyncio.create_task(self.run(call_id, message))
+        self.tasks[message.id] = asyncio.create_task(self.run(message))
 
-    async def run(self, call_id: int, message: Message) -> None:
+    async def run(self, message: Call) -> None:
+        call_id = message.id
         try:
-            reply = await self.handle(call_id, message)
-            self.send({"t": "done", "id": call_id, **reply})
+            self.send(await self.handle(message))
         except asyncio.CancelledError:
             pass  # the caller left: it waits for nothing more
         except (ConductorError, ProviderError) as exc:
-            self.send({"t": "error", "id": call_id, "message": str(exc)})
+            self.send(Error(id=call_id, message=str(exc)))
         except Exception as exc:  # noqa: BLE001 - said to the caller, which raises its own error type
-            self.send({"t": "error", "id": call_id, "message": f"{type(exc).__name__}: {exc}"})
+            self.send(Error(id=call_id, message=f"{type(exc).__name__}: {exc}"))
         finally:
             self.tasks.pop(call_id, None)
 
-    async def handle(self, call_id: int, message: Message) -> Message:
-        kind = message["t"]
-        if kind == "load":
-            conductor = self.conductor(message["conductor"])
+    async def handle(self, message: Call) -> Done:
+        call_id = message.id
+        if isinstance(message, Load):
+            conductor = self.conductor(message.conductor)
 
             def progress(fraction: float | None, text: str) -> None:  # from the loading thread
-                self.send_from_thread({"t": "progress", "id": call_id, "fraction": fraction, "message": text})
+                self.send_from_thread(Progress(id=call_id, fraction=fraction, message=text))
 
             await conductor.load(progress)
-            return {"describe": conductor.describe()}
-        if kind == "plan":
-            conductor = self.conductor(message["conductor"])
-            plan = await conductor.plan(
-                message["request"], on_delta=lambda text: self.send({"t": "delta", "id": call_id, "text": text})
+            return Done(id=call_id, describe=_facts(conductor.describe()))
+        if isinstance(message, PlanCall):
+            conductor = self.conductor(message.conductor)
+            plan = await conductor.plan(message.request, on_delta=lambda text: self.send(Delta(id=call_id, text=text)))
+            return Done(
+                id=call_id, plan=plan, stats=_facts(conductor.last_stats), describe=_facts(conductor.describe())
             )
-            return {"plan": plan, "stats": conductor.last_stats, "describe": conductor.describe()}
-        if kind == "chat":
-            return await self.chat(call_id, message)
-        if kind == "preload":
-            return await self.preload()
-        raise ValueError(f"unknown request {kind!r}")
+        if isinstance(message, Preload):
+            return await self.preload(message)
+        return await self.chat(message)
 
     def embedded_worker(self) -> Any:
         from ..pool.embedded import EmbeddedWorker
@@ -106,26 +133,26 @@ class Server:
             self.worker = EmbeddedWorker()
         return self.worker
 
-    async def preload(self) -> Message:
+    async def preload(self, message: Preload) -> Done:
         """The embedded model loaded and warmed up before any question (the parent asks this at
         its start, where the pool is the embedded model alone): its first answer waits on neither."""
         await self.embedded_worker().warm_up()
-        return {}
+        return Done(id=message.id)
 
-    async def chat(self, call_id: int, message: Message) -> Message:
+    async def chat(self, message: Chat) -> Done:
         from ..pool.embedded import embedded_pool_model
 
         stream = self.embedded_worker().stream_chat(
             embedded_pool_model(),
-            message["messages"],
-            max_tokens=message["max_tokens"],
-            temperature=message["temperature"],
-            stop=message["stop"],
+            message.messages,
+            max_tokens=message.max_tokens,
+            temperature=message.temperature,
+            stop=message.stop,
         )
         async with contextlib.aclosing(stream) as events:
             async for event in events:  # TextDelta and UsageReport, sent as they are
-                self.send({"t": "event", "id": call_id, "event": event})
-        return {}
+                self.send(Event(id=message.id, event=event))
+        return Done(id=message.id)
 
 
 async def serve(fd: int) -> None:
@@ -134,20 +161,26 @@ async def serve(fd: int) -> None:
     await serve_stream(reader, writer)
 
 
-async def serve_stream(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, unpickler: type[pickle.Unpickler] = pickle.Unpickler
-) -> None:
-    """Serve the requests of one parent until it goes: the child's socket pair, or a front end
-    connected to the warm worker (runtime/shared_models.py), which reads with its own `unpickler`."""
+async def serve_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Serve the calls of one parent until it goes: the child's socket pair, or a front end
+    connected to the warm worker (runtime/shared_models.py)."""
     server = Server(writer)
     while True:
         try:
-            message = await read_frame(reader, unpickler)
+            message = await read_frame(reader, Requests)
         except EOFError:
             break
+        except WireError as exc:  # nothing of it runs; the stream read on where it is still in step
+            print(f"model process: refused a frame: {exc}", file=sys.stderr, flush=True)
+            server.send(Refused(message=str(exc)))
+            if not exc.in_step:
+                break
+            continue
         server.start(message)
     for task in list(server.tasks.values()):
         task.cancel()
+    with contextlib.suppress(Exception):  # a last `refused` goes before the process does
+        await writer.drain()
 
 
 # The model process yields the CPU to the app: on a machine of few cores, a key typed while the

@@ -209,7 +209,6 @@ class Runtime:
                 "config: [sim] is set but the simulated pool is not running: start it with "
                 "stiva_tui.sim.pool.start_sim(config) (the stiva command does)"
             )
-        pool = await build_pool(config, discover=discover)
         process, embedded = None, None
         if model_process:
             from . import model_process as hosting
@@ -220,6 +219,8 @@ class Runtime:
                 # the warm `stiva ask` worker's models where one serves them: one copy per user
                 process = hosting.ModelProcess(paths.data_dir() / hosting.LOG_NAME, shared=True)
                 embedded = hosting.HostedWorker(process)
+        # the embedded model's reason says where it runs (F4, `stiva models`)
+        pool = await build_pool(config, discover=discover, embedded_process=process is not None)
         worker = PoolWorker(
             HttpWorker(
                 timeout_s=config.workers.timeout_s,
@@ -379,7 +380,9 @@ class Runtime:
         soon as there is one, and a planner whose key was removed plans no more. Returns what
         changed, in words ("" when nothing did); `pool_change` keeps it."""
         before = self.pool
-        self.pool = await build_pool(self.config, discover=self.discover)
+        self.pool = await build_pool(
+            self.config, discover=self.discover, embedded_process=self.model_process is not None
+        )
         self.worker.know_secrets(self.pool)
         self.pool_news += discovery_news(before, self.pool)
         change = pool_change(before, self.pool)

@@ -12,6 +12,7 @@ starts a compare session here and runs each column as an `Ask` outside any conve
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 import uuid
@@ -137,7 +138,7 @@ class Sessions:
         if isinstance(ask.mode, ConductorMode):
             variant = conductor_variant(ask.mode, self.runtime.config.conductor.router)
             conductor = await self.runtime.ensure_conductor(progress, variant)
-            self._escalation(conductor, variant, ask.mode, progress)
+            conductor = self._escalation(conductor, variant, ask.mode, progress)
         run_id = ask.run_id or uuid.uuid4().hex
         warnings: list[str] = []
         conversation_id, turns = self._open(ask, warnings, earlier)
@@ -166,9 +167,12 @@ class Sessions:
 
     def _escalation(
         self, conductor: Any, variant: ConductorVariant | None, mode: ConductorMode, progress: Progress | None
-    ) -> None:
+    ) -> Any:
         """conductor-mini's router hands low-chance questions to the configured conductor
-        (`[conductor] router_escalate_below`), which loads on the first such question."""
+        (`[conductor] router_escalate_below`), which loads on the first such question. Returns the
+        conductor to run: for conductor-mini, a copy of the loaded router that escalates (the
+        loaded one is shared with `router:DIR` systems of the same folder, which never escalate);
+        else `conductor` itself."""
         cfg = self.runtime.config.conductor
         if (
             conductor.backend == "router"
@@ -177,8 +181,11 @@ class Sessions:
             and cfg.router_escalate_below > 0
             and cfg.backend != "router"
         ):
-            conductor.escalate_below = cfg.router_escalate_below
-            conductor.escalate = lambda: self.runtime.ensure_conductor(progress, None)
+            escalating = copy.copy(conductor)  # the loaded router is shared, its settings are not
+            escalating.escalate_below = cfg.router_escalate_below
+            escalating.escalate = lambda: self.runtime.ensure_conductor(progress, None)
+            return escalating
+        return conductor
 
     def check(self, ask: Ask) -> None:
         """Raise AskError now if `ask` cannot run (a front end calls this before a slow load)."""

@@ -77,7 +77,7 @@ def _file_token() -> ServeToken:
         value = path.read_text(encoding="utf-8").strip()
         if value:
             return ServeToken(value, str(path), False)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    paths.private_dir(path.parent, tighten=True)  # the config folder: 0700, as the key file's
     value = pysecrets.token_urlsafe(32)
     # Created 0600 from the start: the token is never readable by others, not even briefly.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -30,7 +30,8 @@ from ..config import (
     ProviderConfig,
     SimConfig,
 )
-from .profiles import SIM_LABEL, configured_models, default_models
+from .labels import RECORDED_LABEL, SIM_LABEL
+from .profiles import configured_models, default_models
 from .replay import RecordedBench, ReplayError, replay_pool
 from .server import SimServer
 
@@ -67,14 +68,15 @@ def pool_config(config: Config, name: str) -> Config:
 
 
 def pool_label(config: Config) -> str | None:
-    """ "simulated pool" (with "(seed N)" under another seed than 0), "replayed pool (bench ID)", or
-    None for a pool of real models."""
+    """ "simulated pool" (with "(seed N)" under another seed than 0), "recorded pool (bench ID)"
+    (with where the answers came from, for a bench of `stiva bench import`), or None for a pool of
+    real models (sim/labels.py: one word for each kind, everywhere)."""
     if config.sim is None:
         return None
     if config.sim.replay and config.sim.replay_source:
-        return f"recorded pool (bench {config.sim.replay}: {config.sim.replay_source})"
+        return f"{RECORDED_LABEL} (bench {config.sim.replay}: {config.sim.replay_source})"
     if config.sim.replay:
-        return f"replayed pool (bench {config.sim.replay})"
+        return f"{RECORDED_LABEL} (bench {config.sim.replay})"
     return f"{SIM_LABEL} (seed {config.sim.seed})" if config.sim.seed else SIM_LABEL
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SIM_LABEL = "simulated pool"
+from .labels import SIM_LABEL as SIM_LABEL  # the label, where it always was
+
 SIM_PREFIX = "sim:"
 # The skill on a domain a profile does not name (and on items with no domain).
 DEFAULT_SKILL = 0.2

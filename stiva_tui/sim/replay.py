@@ -28,8 +28,8 @@ train or bench a conductor on their answers without paying for a single call aga
 - **Where they come from:** the caller reads the bench from the history (`stiva_tui.bench.replay`)
   and passes a `RecordedBench` in; the simulated pool does not open the store.
 
-Every report made on it says "replayed pool" and names the bench; on a bench of recorded answers of
-`stiva bench import`, "recorded pool" and where they came from.
+Every report made on it says "recorded pool" and names the bench (sim/labels.py), and on a bench of
+`stiva bench import`, where its answers came from.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .answers import _DRAFT, SimAnswer, prompt_text
+from .labels import REPLAY_PREFIX as REPLAY_PREFIX  # the pool ids' prefix, where it always was
 from .profiles import SimModel
 
-REPLAY_PREFIX = "replay:"
 NO_ANSWER = "No recorded answer: this question was not in the replayed bench for this model."
 
 
@@ -162,7 +162,7 @@ def replay_pool(recorded: RecordedBench, bench_text: str) -> tuple[list[SimModel
                 0,
                 f"recorded: {name}'s answers ({recorded.source})"
                 if recorded.source
-                else f"replayed: {name}'s answers from bench {bench_id}",
+                else f"recorded: {name}'s answers in bench {bench_id}",
                 prefix=REPLAY_PREFIX,
             )
         )

@@ -153,7 +153,10 @@ def _beyond_steps(run: sqlite3.Row, steps: list[sqlite3.Row], column: str) -> in
 def _trace(run: sqlite3.Row, rounds: list[sqlite3.Row], steps: list[sqlite3.Row]) -> Trace:
     by_round: dict[int, list[TraceStep]] = {}
     for s in steps:
-        by_round.setdefault(s["round"], []).append(_trace_step(s))
+        step = _trace_step(s)
+        if step.status == "waiting" and run["status"] == "finished":  # never run: a gate ended its round
+            step = step.model_copy(update={"status": "skipped"})
+        by_round.setdefault(s["round"], []).append(step)
     trace_rounds = [_trace_round(r, by_round.get(r["round"], [])) for r in rounds]
     return Trace(
         run_id=run["id"],

@@ -63,7 +63,7 @@ def grade_pool(
     if seeds > 1 and not simulated:
         raise TrainError(
             f"--graded-seeds {seeds} grades a simulated pool under {seeds} seeds (--pool sim); a real "
-            "or replayed pool answers the same prompt from the answer cache, so grade it once"
+            "or recorded pool answers the same prompt from the answer cache, so grade it once"
         )
     out: list[GradedBench] = []
     for k in range(seeds):

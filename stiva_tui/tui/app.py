@@ -318,13 +318,17 @@ class StivaApp(App):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.screen))
 
-    def _chat_question(self) -> str:
+    def _chat_questions(self) -> tuple[str, list[str]]:
+        """The question being typed in the chat (not sent yet), and those asked, oldest first."""
         chat = self._chat
         if chat is None or not chat.is_mounted:
-            return ""
-        typed = chat.query_one("#prompt").text.strip()
-        asked = getattr(chat.live.state, "question", "") if chat.live is not None else ""
-        return typed or asked or ""
+            return "", []
+        prompt = chat.prompt
+        asked = list(prompt.asked)
+        last = getattr(chat.live.state, "question", "") if chat.live is not None else ""
+        if last and last not in asked:  # a stored run reopened in the chat
+            asked.append(last)
+        return prompt.text.strip(), asked
 
     @on(msg.OpenCompare)
     def _open_compare(self, message: msg.OpenCompare) -> None:
@@ -335,9 +339,9 @@ class StivaApp(App):
 
         if self._can_open(CompareScreen):
             assert self.runtime is not None
-            # the question being typed in the chat, else the last one asked there
-            question = "" if session_id is not None else self._chat_question()
-            self.push_screen(CompareScreen(self.runtime, session_id=session_id, question=question))
+            # the question being typed in the chat; up in compare's box recalls those asked there
+            question, asked = ("", []) if session_id is not None else self._chat_questions()
+            self.push_screen(CompareScreen(self.runtime, session_id=session_id, question=question, history=asked))
 
     def action_pool(self) -> None:
         from .screens.pool import PoolScreen

@@ -7,12 +7,13 @@ import os
 from typing import Any
 
 from .. import paths
+from ..core.reading import read_text
 
 
 def load_state() -> dict[str, Any]:
     """The saved state; {} when there is none or it cannot be read (it is only a convenience)."""
     try:
-        data = json.loads(paths.state_file().read_text(encoding="utf-8"))
+        data = json.loads(read_text(paths.state_file(), 16 << 20))  # past it: a ValueError, so {}
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

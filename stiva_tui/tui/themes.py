@@ -7,8 +7,11 @@ from pathlib import Path
 
 from textual.theme import Theme
 
+from ..core.reading import read_text
+
 DEFAULT_THEME = "stiva-dark"
 THEMES_DIR = Path(__file__).resolve().parent.parent / "themes"
+THEME_LIMIT = 1024 * 1024  # bytes of a theme file
 _FIELDS = {
     "primary",
     "secondary",
@@ -33,7 +36,7 @@ def load_themes(folder: Path = THEMES_DIR) -> list[Theme]:
     themes = []
     for file in sorted(folder.glob("*.toml")):
         try:
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
+            data = tomllib.loads(read_text(file, THEME_LIMIT))  # past it: a ReadError, one line
             unknown = set(data) - _FIELDS - {"name"}
             if unknown:
                 raise ValueError(f"unknown fields {sorted(unknown)}")

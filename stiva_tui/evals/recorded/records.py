@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...core import reading
 from .errors import RecordsError
 
 __all__ = ["FIELDS", "RecordedRow", "assign_splits", "check_rows", "open_text", "read_records", "split_for"]
@@ -35,7 +36,11 @@ __all__ = ["FIELDS", "RecordedRow", "assign_splits", "check_rows", "open_text", 
 REQUIRED = ("id", "question", "model", "response", "correct")
 OPTIONAL = ("answer", "domain", "split", "prompt_tokens", "completion_tokens", "cost_usd", "latency_s")
 FIELDS = REQUIRED + OPTIONAL
-_MAX_LINE = 16 * 1024 * 1024  # one record; a line past this is not a record of one answer
+MAX_LINE_CHARS = 16 * 1024 * 1024
+"""Characters of one line (one answer's record); a longer one is refused, read no further."""
+MAX_FILE_BYTES = 1024 * 1024 * 1024
+"""Bytes of one imported file, counted as read (a `.gz` once decompressed), and of a ZeroEval
+folder's files together."""
 
 
 @dataclass(frozen=True)
@@ -60,50 +65,44 @@ class RecordedRow:
         return self.score >= 0.5
 
 
-def open_text(path: Path) -> io.TextIOBase:
-    """The file as text, gunzipped when it is gzip (by its magic bytes, not its name)."""
-    with open(path, "rb") as probe:
-        magic = probe.read(2)
-    if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return open(path, encoding="utf-8")  # noqa: SIM115 - the caller closes it
+def open_text(path: Path) -> io.TextIOWrapper:
+    """The file as text, gunzipped when it is gzip (by its magic bytes, not its name); reading more
+    than `MAX_FILE_BYTES` of it (decompressed) is a `ReadError`. The caller closes it."""
+    return reading.open_text(path, MAX_FILE_BYTES)
 
 
 def read_records(path: str | Path) -> list[RecordedRow]:
-    """Every row of a `records` file (RecordsError, naming the line, for the first bad one)."""
+    """Every row of a `records` file (RecordsError, naming the line, for the first bad one), read
+    a line at a time: each line to at most `MAX_LINE_CHARS`, and only the checked rows are kept."""
     path = Path(path)
     source = str(path)
     try:
         with open_text(path) as handle:
-            lines = list(_lines(handle, source))
+            return check_rows(_values(handle, source), source, empty="no records: one JSON object per line is expected")
+    except reading.ReadError as exc:
+        raise RecordsError(exc.message, source=source, line=exc.line) from None
     except OSError as exc:
         raise RecordsError(f"cannot read: {exc.strerror or exc}", source=source) from None
     except (UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
         raise RecordsError(f"not UTF-8 JSONL text (or a damaged .gz): {exc}", source=source) from None
-    raw: list[tuple[int, Any]] = []
-    for number, line in lines:
+
+
+def _values(handle: io.TextIOWrapper, source: str) -> Iterator[tuple[int, Any]]:
+    for number, line in reading.bounded_lines(handle, MAX_LINE_CHARS, source=source):
+        if not line.strip():
+            continue
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
             raise RecordsError(f"not JSON: {exc.msg} (column {exc.colno})", source=source, line=number) from None
         except (RecursionError, ValueError) as exc:  # nested too deep; an integer of 5,000 digits
             raise RecordsError(f"not a record: {str(exc).splitlines()[0][:120]}", source=source, line=number) from None
-        raw.append((number, value))
-    if not raw:
-        raise RecordsError("no records: one JSON object per line is expected", source=source)
-    return check_rows(raw, source)
+        yield number, value
 
 
-def _lines(handle: io.TextIOBase, source: str) -> Iterator[tuple[int, str]]:
-    for number, line in enumerate(handle, start=1):
-        if len(line) > _MAX_LINE:
-            raise RecordsError(f"a line of {len(line):,} characters is not one record", source=source, line=number)
-        if line.strip():
-            yield number, line
-
-
-def check_rows(raw: Iterable[tuple[int, Any]], source: str) -> list[RecordedRow]:
-    """Validate (line or record number, dict) pairs into rows; the first fault is a RecordsError."""
+def check_rows(raw: Iterable[tuple[int, Any]], source: str, *, empty: str = "no records") -> list[RecordedRow]:
+    """Validate (line or record number, dict) pairs into rows, one at a time as `raw` gives them;
+    the first fault is a RecordsError (`empty` its message when there is no row)."""
     rows: list[RecordedRow] = []
     seen: set[tuple[str, str]] = set()
     questions: dict[str, str] = {}
@@ -133,7 +132,7 @@ def check_rows(raw: Iterable[tuple[int, Any]], source: str) -> list[RecordedRow]
             )
         rows.append(row)
     if not rows:
-        raise RecordsError("no records", source=source)
+        raise RecordsError(empty, source=source)
     return rows
 
 

@@ -11,10 +11,12 @@ the `records` format's are (records.check_rows), so a bad cell names its line.
 from __future__ import annotations
 
 import csv
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ...core import reading
+from . import records
 from .errors import RecordsError
 from .records import RecordedRow, check_rows, open_text
 
@@ -25,13 +27,16 @@ _COST = "|total_cost"
 
 
 def read_routerbench(path: str | Path) -> list[RecordedRow]:
+    """Every (row, model) of the CSV as a checked row, read a line at a time (records.MAX_LINE_CHARS
+    a line and a cell, records.MAX_FILE_BYTES in all); only the checked rows are kept."""
     path = Path(path)
     source = str(path)
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # answers of many kB in one cell
-    raw: list[tuple[int, Any]] = []
+    previous = csv.field_size_limit(records.MAX_LINE_CHARS)  # answers of many kB in one cell
     try:
         with open_text(path) as handle:
-            reader = csv.DictReader(handle)
+            reader = csv.DictReader(
+                line for _, line in reading.bounded_lines(handle, records.MAX_LINE_CHARS, source=source)
+            )
             header = reader.fieldnames or []
             for needed in ("sample_id", "prompt"):
                 if needed not in header:
@@ -48,21 +53,26 @@ def read_routerbench(path: str | Path) -> list[RecordedRow]:
                     source=source,
                     line=1,
                 )
-            for row in reader:
-                line = reader.line_num
-                if None in row:
-                    raise RecordsError("more cells than the header has columns", source=source, line=line)
-                for model in models:
-                    raw.append((line, _record(row, model, source, line)))
+            return check_rows(_records(reader, models, source), source, empty="no rows under the header")
+    except reading.ReadError as exc:
+        raise RecordsError(exc.message, source=source, line=exc.line) from None
     except OSError as exc:
         raise RecordsError(f"cannot read: {exc.strerror or exc}", source=source) from None
     except (UnicodeDecodeError, EOFError) as exc:
         raise RecordsError(f"not UTF-8 CSV text (or a damaged .gz): {exc}", source=source) from None
     except csv.Error as exc:
         raise RecordsError(f"not CSV: {exc}", source=source) from None
-    if not raw:
-        raise RecordsError("no rows under the header", source=source)
-    return check_rows(raw, source)
+    finally:
+        csv.field_size_limit(previous)  # the limit is the process's: a suite's CSV keeps its own
+
+
+def _records(reader: csv.DictReader, models: list[str], source: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    for row in reader:
+        line = reader.line_num
+        if None in row:
+            raise RecordsError("more cells than the header has columns", source=source, line=line)
+        for model in models:
+            yield line, _record(row, model, source, line)
 
 
 def _record(row: dict[str, str | None], model: str, source: str, line: int) -> dict[str, Any]:

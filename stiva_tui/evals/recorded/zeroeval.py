@@ -284,10 +284,22 @@ def _record(dataset: str, model: str, index: int, item: Any, path: Path) -> dict
     }
 
 
-def _read_file(dataset: str, path: Path) -> list[dict]:
+def _read_text(path: Path, limit: int) -> str:
+    """The file's text, refused when it holds more than `limit` bytes (by its size, and by what
+    one read returns, for a file that grows meanwhile)."""
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise RecordsError(f"more than the {limit:,} bytes read of one import", source=str(path))
+    return data.decode("utf-8")
+
+
+def _read_file(dataset: str, path: Path, limit: int) -> list[dict]:
     model = path.stem
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(_read_text(path, limit))
+    except RecursionError:
+        raise RecordsError("not valid JSON (nested too deeply)", source=str(path)) from None
     except json.JSONDecodeError as error:
         message = f"not valid JSON ({error.msg}, column {error.colno})"
         raise RecordsError(message, source=str(path), line=error.lineno) from None
@@ -308,12 +320,13 @@ def _read_file(dataset: str, path: Path) -> list[dict]:
     return records
 
 
-def read_zeroeval(folder: str | Path, models: Sequence[str] | None = None) -> list[dict]:
+def read_zeroeval(folder: str | Path, models: Sequence[str] | None = None, limit: int = 2**30) -> list[dict]:
     """Every answer in a ZeroEval `result_dirs` folder (or one dataset's folder in it) as `records` dicts,
     in dataset, model, file order: `id` "<dataset>/<session_id>", `question` as the dataset states it,
     `model` the file's stem, `response` the output text, `correct` ZeroEval's verdict, `answer` the
     reference (gsm's and math-l5's without "#", as the scorer reads them), `domain` the dataset.
-    `models` keeps only those file stems (each must exist in some dataset).
+    `models` keeps only those file stems (each must exist in some dataset); `limit` bytes of files
+    are read in all, each refused by its size before it is read (records.MAX_FILE_BYTES).
     Raises `RecordsError` naming the file and the record (1-based) at fault."""
     root = Path(folder)
     if not root.is_dir():
@@ -324,12 +337,20 @@ def read_zeroeval(folder: str | Path, models: Sequence[str] | None = None) -> li
     wanted = None if models is None else list(dict.fromkeys(models))
     records: list[dict] = []
     found: set[str] = set()
+    budget = limit  # of all the files together
     for dataset, path in datasets:
         for file in sorted(path.glob("*.json")):
             if not file.is_file() or (wanted is not None and file.stem not in wanted):
                 continue
             found.add(file.stem)
-            records.extend(_read_file(dataset, file))
+            size = file.stat().st_size
+            if size > budget:
+                raise RecordsError(
+                    f"the result files take more than the {limit:,} bytes read of one import",
+                    source=str(file),
+                )
+            budget -= size
+            records.extend(_read_file(dataset, file, budget + size))
     if wanted is not None:
         missing = [name for name in wanted if name not in found]
         if missing:

@@ -26,14 +26,15 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, DataTable, Static
 
 from ..text import one_line, scrub
-from ..widgets.bench_report import STATUS_STYLES, BenchReportView, ShownReport, asked_systems
+from ..widgets.bench_report import EXTRACTED_CHARS, STATUS_STYLES, BenchReportView, ShownReport, asked_systems
 from ..widgets.footer import StivaFooter
 from ..widgets.table import Table
 
 if TYPE_CHECKING:
     from ...store import BenchRecord, Store
 
-COLUMNS = ("Suite", "Systems", "Status", "Items", "Updated", "Pool")
+# "Answers": of the items × the systems it asks, how many are answered (graded or failed).
+COLUMNS = ("Suite", "Systems", "Status", "Answers", "Updated", "Pool")
 SUITE_CHARS = 16
 SYSTEMS_CHARS = 24
 REFRESH_S = 5.0  # how often the screen reads again while a listed bench is still running
@@ -56,7 +57,7 @@ EMPTY_OFFLINE = (
 class BenchSummary:
     """A bench as the list shows it: its record, how many (system, item) pairs of the systems it
     asks are done (graded or failed: `asked_systems`, as its report counts), and what answered it
-    ("simulated pool", "replayed pool", "recorded pool"; None for real models)."""
+    ("simulated pool", "recorded pool"; None for real models: sim/labels.py)."""
 
     record: "BenchRecord"
     done: int
@@ -75,15 +76,15 @@ def bench_summary(store: "Store", bench: "BenchRecord") -> BenchSummary:
 
 def bench_pool(store: "Store", bench: "BenchRecord") -> str | None:
     """What answered a bench, as its report says it: "recorded pool" for `stiva bench import`'s
-    answers, "replayed pool" or "simulated pool" when its systems or its runs' steps name the
-    models of `--pool replay:ID` or `--pool sim`; None for real models. From the history alone:
+    answers and when its systems or its runs' steps name the models of `--pool replay:ID`,
+    "simulated pool" for those of `--pool sim`; None for real models. From the history alone:
     the bench record keeps no pool."""
+    from ...sim.labels import RECORDED_LABEL, REPLAY_PREFIX, SIM_LABEL
     from ...sim.profiles import SIM_PREFIX
-    from ...sim.replay import REPLAY_PREFIX
     from ...store.benches import IMPORTED
 
     if bench.config_hash == IMPORTED:
-        return "recorded pool"
+        return RECORDED_LABEL
     models = {s.removeprefix("direct:") for s in bench.systems}
     row = store.query_one(
         "SELECT s.model FROM bench_items b JOIN steps s ON s.run_id = b.run_id WHERE b.bench_id = ?"
@@ -93,9 +94,9 @@ def bench_pool(store: "Store", bench: "BenchRecord") -> str | None:
     if row is not None:
         models.add(row["model"])
     if any(m.startswith(REPLAY_PREFIX) for m in models):
-        return "replayed pool"
+        return RECORDED_LABEL
     if any(m.startswith(SIM_PREFIX) for m in models):
-        return "simulated pool"
+        return SIM_LABEL
     return None
 
 
@@ -168,7 +169,7 @@ class BenchScreen(Screen):
     def on_mount(self) -> None:
         table = self.query_one("#bench-list", DataTable)
         for label in COLUMNS:
-            table.add_column(Text(label, justify="right") if label == "Items" else label, key=label)
+            table.add_column(Text(label, justify="right") if label == "Answers" else label, key=label)
         self._show_empty()
         self.set_interval(REFRESH_S, self._refresh_while_running)
 
@@ -304,6 +305,7 @@ def read_report(store: "Store", bench_id: str) -> ShownReport:
     """A bench's report from the history alone (the suite file may be elsewhere by now): items in
     the order they were graded, systems in the bench's order."""
     from ...bench.report import build_report
+    from ...sim.labels import pool_kind
 
     bench = store.get_bench(bench_id)
     records = store.bench_items(bench_id)
@@ -312,8 +314,20 @@ def read_report(store: "Store", bench_id: str) -> ShownReport:
         bench.suite, bench.id, bench.systems, order, records, status=bench.status, stop_reason=bench.stop_reason
     )
     built.pool = bench_pool(store, bench)  # as `stiva bench` labels it
+    if pool_kind(built.pool) == "recorded":
+        # graded by the recorded score, so nothing was read from an answer (an older import
+        # stored the score itself as the extracted answer): what the answer says last, its end
+        built.items = [item.model_copy(update={"extracted": _answer_end(item.answer)}) for item in built.items]
     report = ShownReport(bench, built)
     return scrub(report)  # the models' extracted answers and errors, without escape sequences
+
+
+def _answer_end(answer: str) -> str:
+    """A recorded answer's last line, its end where it is longer than the column."""
+    from ...evals.suite import recorded_answer_line
+
+    line = " ".join(recorded_answer_line(answer).split())
+    return line if len(line) <= EXTRACTED_CHARS else "…" + line[-(EXTRACTED_CHARS - 1) :]
 
 
 def bench_cells(bench: BenchSummary) -> list:

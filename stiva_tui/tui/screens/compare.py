@@ -7,6 +7,14 @@ the screen's width, and z again shows them all. The session is recorded through 
 column runs as one `Ask` outside any conversation (`sessions.stream`). The user marks the better
 answer (keys 1..N, or the column's button); a saved session reopens with
 `CompareScreen(runtime, session_id=...)`. Esc cancels the running runs (and leaves when none runs).
+
+Everything works from the keyboard alone: tab walks the question, the list of systems (up, down,
+space ticks) and each column's answer and buttons (enter presses). The question box holds only
+what the user typed: a question sent (or reopened) leaves it empty, said in its title, and up
+recalls it, so a new question is never spliced into an old one; a question typed in the chat and
+not sent yet comes over selected, so typing replaces it. Off the box, a key that compare mode does
+not bind (anything but the votes, the zoom and the focused control's own keys) is typed into the
+box, not taken by an app-wide binding ("?" is help elsewhere).
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -36,6 +44,7 @@ if TYPE_CHECKING:
     from ...runtime import Runtime
 
 MAX_COLUMNS = 9  # votes are bound to the keys 1..9
+ANSWER_ACTIONS = ("vote", "verdict", "zoom")  # the bindings that act on answers shown
 CONDUCTOR = "conductor"
 MOA = "moa"
 # Systems that are not a single pool model, as the selection list names them.
@@ -134,15 +143,18 @@ class CompareScreen(Screen):
         session_id: str | None = None,
         *,
         question: str = "",
+        history: list[str] | None = None,
         name: str | None = None,
         id: str | None = None,
         classes: str | None = None,
     ) -> None:
         """`systems`: the ones selected at first (default: the conductor and two pool models);
-        `session_id`: a saved session to show again; `question`: the chat's, to start from."""
+        `session_id`: a saved session to show again; `question`: typed in the chat and not sent,
+        to start from; `history`: the questions asked before, oldest first (up recalls them)."""
         super().__init__(name=name, id=id, classes=classes)
         self.runtime = runtime
         self.initial_question = question
+        self.history = [q for q in dict.fromkeys(history or []) if q.strip()]
         self.requested_systems = list(systems) if systems else None
         self.session_id = session_id
         self.verdict: tuple[str, str | None] | None = None  # the session's vote: (kind, winner)
@@ -158,13 +170,15 @@ class CompareScreen(Screen):
         enter_sends = self.runtime.config.enter_sends
         with Vertical(id="compare-top"):
             with Horizontal(id="compare-input"):
-                yield PromptInput(
-                    id="compare-question", placeholder="Ask one question to several systems", enter_sends=enter_sends
-                )
+                yield PromptInput(id="compare-question", placeholder=self._placeholder(), enter_sends=enter_sends)
                 yield SystemPicker(*self._selections(), id="compare-systems")
             yield Static(self._hint(), id="compare-hint", markup=False)
         yield Horizontal(id="compare-columns")
         yield StivaFooter()
+
+    def _placeholder(self) -> str:
+        recall = " (↑ recalls the last one)" if self.history else ""
+        return f"Ask one question to several systems{recall}"
 
     def _hint(self) -> str:
         """The keys of compare mode, as the keymap has them now."""
@@ -207,13 +221,14 @@ class CompareScreen(Screen):
 
     async def on_mount(self) -> None:
         self.sub_title = "compare"
+        box = self.query_one("#compare-question", PromptInput)
+        box.set_history(self.history)
         if self.session_id is not None:
             await self._reopen(self.session_id)
         else:
-            box = self.query_one("#compare-question", PromptInput)
-            if self.initial_question:  # carried over from the chat: ctrl+j sends it at once
-                box.text = self.initial_question
-                box.move_cursor(box.document.end)
+            if self.initial_question:  # typed in the chat: ctrl+j sends it at once, typing replaces it
+                box.load_text(self.initial_question)
+                box.select_all()
             box.focus()
 
     # --- sending ------------------------------------------------------------------------------
@@ -265,8 +280,44 @@ class CompareScreen(Screen):
             )
             for column in self.columns
         ]
+        self._asked(question)
         # Off the question box, so that the keys 1..9 vote instead of typing.
         self.columns[0].query_one(".column-body").focus()
+
+    def _asked(self, question: str) -> None:
+        """`question` is the one compared now: said in the box's title, the box emptied for the
+        next one, and up in it recalls this one."""
+        self.history = [*(q for q in self.history if q != question), question]
+        box = self.query_one("#compare-question", PromptInput)
+        box.set_history(self.history)
+        box.load_text("")
+        box.placeholder = self._placeholder()
+        box.border_title = safe_text(f"Compared: {' '.join(question.split())}")
+
+    # --- typing off the question box ------------------------------------------------------------
+
+    def on_key(self, event: events.Key) -> None:
+        """A key typed off the question box that nothing here binds goes into the box: after a run
+        the focus is on the answers (for the votes), and "?" there opened help mid-question."""
+        box = self.query_one("#compare-question", PromptInput)
+        if self.focused is box or not event.is_printable or not event.character or event.character.isspace():
+            return
+        if self._bound_here(event.key):  # a vote, the zoom, the focused control's own key
+            return
+        event.stop()
+        event.prevent_default()
+        self.set_focus(box)  # now, not after a refresh: the next keys come straight to the box
+        box.post_message(events.Key(event.key, event.character))  # typed there, as if it had the focus
+
+    def _bound_here(self, key: str) -> bool:
+        """Whether `key` is bound by this screen or the focused widget (not only app-wide); before
+        any answer, the votes and the zoom bind nothing (a question may start with "x" or "2")."""
+        return any(
+            self.columns or not binding.action.startswith(ANSWER_ACTIONS)
+            for namespace, bindings in self._modal_binding_chain
+            if namespace is not self.app
+            for binding in bindings.key_to_bindings.get(key, ())
+        )
 
     async def _lay_out(
         self, systems: list[str], run_ids: dict[str, str | None], subtitles: dict[str, str] | None = None
@@ -368,7 +419,7 @@ class CompareScreen(Screen):
             self.notify(f"Cannot reopen the compare session: {exc}", severity="error")
             return
         self.question = session.question
-        self.query_one("#compare-question", PromptInput).text = session.question
+        self._asked(session.question)
         entries = session.entries[:MAX_COLUMNS]
         selection = self.query_one("#compare-systems", SelectionList)
         selection.deselect_all()
@@ -475,11 +526,14 @@ class CompareScreen(Screen):
         return node
 
     def action_zoom_step(self, step: int) -> None:
-        """Zoomed, tab shows the next answer (shift+tab the one before); else tab moves the focus."""
-        from textual.actions import SkipAction
-
+        """Zoomed, tab shows the next answer (shift+tab the one before); else tab moves the focus
+        (this binding hides the screen's own tab: skipping it left the focus where it was)."""
         if self.zoomed is None:
-            raise SkipAction()
+            if step > 0:
+                self.focus_next()
+            else:
+                self.focus_previous()
+            return
         self.zoom(self.columns[(self.columns.index(self.zoomed) + step) % len(self.columns)])
 
     def action_tree(self) -> None:

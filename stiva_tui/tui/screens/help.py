@@ -1,6 +1,7 @@
 """F1 / `?`: the key bindings of the screen it is opened from (and the app's), each with its id (for
 `keymap` in the config) and what it does, nothing cut: "What it does" is wrapped between words to
-the width the terminal leaves it, and under 100 columns the help takes the whole screen."""
+the width the terminal leaves it, and under 100 columns the help takes the whole screen. No toast
+is drawn over it."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ HelpScreen.-narrow > Vertical { width: 100%; max-width: 100%; height: 100%; }
 HelpScreen #help-title { text-style: bold; padding: 0 0 1 0; }
 HelpScreen #help-hint { color: $text-muted; padding: 1 0 0 0; }
 HelpScreen DataTable { height: 1fr; scrollbar-size-vertical: 1; }
+/* Toasts wait under the help, not on it (they covered it for their 10 s): the screen the help
+   was opened from shows those still due when the help closes. (The rack's own display is set
+   by Textual at each toast: its holders are what CSS can hide.) */
+HelpScreen ToastHolder { display: none; }
 """
 
 

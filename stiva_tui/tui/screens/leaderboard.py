@@ -3,6 +3,7 @@ many preference pairs the votes give for training (`stiva train dpo`, train/vote
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -69,7 +70,8 @@ class LeaderboardScreen(Screen):
 
 
 def pairs_line(store) -> str:
-    """How many votes there are and how many usable preference pairs they give."""
+    """How many votes there are, how many usable preference pairs they give, and why the others
+    give none ("0 pairs from 1 vote" alone left the user guessing)."""
     if store is None:
         return ""
     from ...train.votes import read_votes
@@ -79,7 +81,32 @@ def pairs_line(store) -> str:
         return "Training signal: no votes yet"
     pairs = len(harvest.pairs)
     line = f"Training signal: {fmt.count(pairs, 'usable preference pair')} from {fmt.count(harvest.voted, 'vote')}"
-    return line + (" — stiva train --from-votes" if pairs else "")
+    line += " — stiva train --from-votes" if pairs else ""
+    left_out = Counter(gone.reason for gone in harvest.left_out)
+    if left_out:
+        said = [  # the commonest first
+            f"{words} ({-minus})" if minus < -1 else words
+            for minus, words in sorted((-n, left_out_words(reason)) for reason, n in left_out.items())
+        ]
+        line += f"\nLeft out: {'; '.join(said)}"
+    return line
+
+
+def left_out_words(reason: str) -> str:
+    """Why a vote (or one of its pairs) gives no preference pair, in words (train/votes.py's
+    reasons; one it does not know is shown as it is)."""
+    from ...train import votes
+
+    return {
+        votes.SAME_PLAN: "both answers came from the same plan",
+        "tie": "a tie names no better answer",
+        "all wrong": "all wrong names no better answer",
+        "nothing to compare with": "the winner had no other answer beside it",
+        votes.NO_TRACE: "a run is no longer in the history",
+        votes.NO_PLAN: "a conductor run wrote no plan",
+        votes.NO_MODELS: "a run's trace does not say its steps' models",
+        votes.UNKNOWN_SYSTEM: "a system whose plan cannot be told",
+    }.get(reason, reason)
 
 
 def leaderboard_cells(row: "LeaderboardRow") -> list:

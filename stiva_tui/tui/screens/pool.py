@@ -88,16 +88,19 @@ class PoolScreen(Screen):
         table = self.query_one("#pool-models", DataTable)
         keep = table.cursor_row
         table.clear(columns=True)
-        for label in NARROW_COLUMNS if narrow else MODEL_COLUMNS:
-            table.add_column(Text(label, justify="right" if label in RIGHT else "left"), key=label)
         self._models = {m.id: m for m in pool}
         self._numbers = index
         listed = listing_order(pool)  # the usable ones first
         rows = [model_cells(model, index.get(model.id)) for model in listed]
         if narrow:
             rows = narrow_cells(rows, self.app.size.width - 4)
+        labels = NARROW_COLUMNS if narrow else MODEL_COLUMNS
+        folded = status_width(labels, rows, self.app.size.width - 4)
+        for label in labels:
+            width = folded if label == "Status" else None
+            table.add_column(Text(label, justify="right" if label in RIGHT else "left"), key=label, width=width)
         for model, cells in zip(listed, rows, strict=True):
-            table.add_row(*cells, key=model.id)
+            table.add_row(*cells, key=model.id, height=None)  # as tall as its folded status
         if table.row_count:
             table.move_cursor(row=min(keep, table.row_count - 1), animate=False)
         detail = self.query_one("#pool-detail", Static)
@@ -206,18 +209,38 @@ def model_cells(model: "PoolModel", number: int | None) -> list:
 
 def narrow_cells(rows: list[list], width: int) -> list[list]:
     """The wide table's rows as the narrow one's: #, model, "in/out" prices in one cell, and the
-    status cut to what `width` columns leave (the detail line under the table says it whole)."""
+    status (folded to the width left: `status_width`). A model id longer than a third of `width`
+    folds after a "/" (a provider's prefix), so that its status keeps room to be read."""
+    from ..widgets.compare_column import fit_title  # how compare mode breaks a long id too
+
+    most = max(16, width // 3)
     prices = [Text(f"{r[2].plain}/{r[3].plain}", justify="right", style=r[2].style) for r in rows]
-    used = sum(2 + max(len(c.plain) for c in column) for column in ([r[0] for r in rows], [r[1] for r in rows], prices))
-    room = max(12, width - used - 2)
     out = []
     for row, price in zip(rows, prices, strict=True):
+        model = row[1]
+        if model.cell_len > most:
+            model = Text(fit_title(model.plain, most, lines=1 + model.cell_len // 8), style=model.style)
         status = row[4].copy()
         if row[5].plain == "no":  # "Enabled": said in the status where there is no column for it
             status.append(" (off)")
-        status.truncate(room, overflow="ellipsis")
-        out.append([row[0], row[1], price, status])
+        out.append([row[0], model, price, status])
     return out
+
+
+def status_width(labels: tuple[str, ...], rows: list[list], width: int) -> int | None:
+    """The Status column's width where some status is longer than what the columns before it leave
+    of `width`: its text folds onto more lines there, read whole ("no key: set $OPENAI_API_K…" was
+    cut at 80 columns, and by the screen's edge at 120). None: every status fits as it is."""
+    at = labels.index("Status")
+    if not rows:
+        return None
+    used = sum(2 + max(len(labels[i]), *(_widest_line(row[i]) for row in rows)) for i in range(at))
+    room = max(12, width - used - 2)
+    return room if max(row[at].cell_len for row in rows) > room else None
+
+
+def _widest_line(cell: Text) -> int:
+    return max((line.cell_len for line in cell.split("\n")), default=0)
 
 
 def model_detail(model: "PoolModel", number: int | None) -> Text:

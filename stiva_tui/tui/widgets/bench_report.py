@@ -196,20 +196,25 @@ def frontier_size(columns: int, rows: int, legend: int) -> tuple[int, int]:
 
 
 def heading(report: ShownReport) -> Text:
-    """`basic · bench 3f2a… · finished · 24/24 items` (and why it stopped, when it did; and
-    SIMULATED POOL or RECORDED POOL when no real model answered it)."""
+    """`basic · bench 3f2a… · finished · 12 items × 2 systems, 24/24 answers` (and why it
+    stopped, when it did; and SIMULATED POOL or RECORDED POOL when no real model answered it). The
+    items are the suite's; each asked system answers each, so the answers are items × systems."""
     bench = report.bench
+    systems = len(asked_systems(bench.systems))
+    items = f"{bench.items:,} item{'' if bench.items == 1 else 's'}"
     text = Text.assemble(
         (bench.suite, "bold"),
         f"  ·  bench {bench.id[:12]}  ·  ",
         (bench.status, STATUS_STYLES.get(bench.status, "")),
-        f"  ·  {report.done}/{report.total} items",
+        f"  ·  {items} × {fmt.count(systems, 'system')}, {report.done:,}/{report.total:,} answers",
     )
     if bench.stop_reason:
         text.append(f"  ·  {bench.stop_reason}", style="dim")
     if report.report.pool:  # "SIMULATED POOL", as the Markdown report and the status bar say it
+        from ...sim.labels import loud
+
         text.append("  ·  ")
-        text.append(report.report.pool.upper(), style="bold yellow")
+        text.append(loud(report.report.pool), style="bold yellow")
     return text
 
 

@@ -92,7 +92,7 @@ class StatusBar(Horizontal):
     prefer: reactive[str] = reactive("")
     """The next question's cost and latency preference ("cheap"); "" for none (not shown)."""
     pool_label: reactive[str] = reactive("")
-    """"simulated pool" or "replayed pool (bench ID)" when the pool is not real models; "" for none."""
+    """"simulated pool" or "recorded pool (bench ID)" when the pool is not real models; "" for none."""
 
     def compose(self) -> ComposeResult:
         yield Static("no run yet", id="status-totals", markup=False)
@@ -143,8 +143,9 @@ class StatusBar(Horizontal):
 
     def _draw_pool(self) -> None:
         label = self.query_one("#status-pool", Static)
-        kind, sep, which = self.pool_label.partition(" (")  # "replayed pool (bench ID)": the kind in capitals
-        label.update(kind.upper() + sep + which)
+        from ...sim.labels import loud
+
+        label.update(loud(self.pool_label))  # "RECORDED POOL (bench ID)": the kind in capitals
         label.set_class(not self.pool_label, "-hidden")
 
     def _draw_prefer(self) -> None:

@@ -10,7 +10,7 @@ one label redraw per step per frame, and a stored run is drawn by the same code.
 
 Narrower than `COMPACT_BELOW` cells (the chat's half of an 80-column terminal), the labels are
 compact: a step's cost and time come right after its model, where they stay in sight, and a
-fallback is written short.
+fallback is written short. The "≈ instead" line folds where it would not fit.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ REASONING_WIDTH = 72
 REASONING_LINES = 24
 COMPACT_BELOW = 56  # the chat tree is 40 wide at 80 columns, 59 on the run screen at 120
 
-STATUS_ICON = {"waiting": "○", "finished": "✓", "failed": "✗", "cancelled": "■", "interrupted": "■"}
+STATUS_ICON = {"waiting": "○", "finished": "✓", "failed": "✗", "cancelled": "■", "interrupted": "■", "skipped": "–"}
 STATUS_STYLE = {
     "waiting": "dim",
     "running": "bold $accent",
@@ -43,6 +43,7 @@ STATUS_STYLE = {
     "failed": "bold $error",
     "cancelled": "$warning",
     "interrupted": "$warning",
+    "skipped": "dim",
 }
 RUN_SUFFIX = {
     "finished": ("✓", "$success"),
@@ -75,12 +76,17 @@ class WorkflowTree(Tree[Key]):
         self.models: Sequence[Any] = ()
         self.moa: tuple[Sequence[str], str, int] | None = None
         self.compact = False  # narrow: cost and time first (see the module's doc)
+        self._estimate_pieces: list[list[Part]] = []  # the "≈ instead" line's parts, as they fold
+        self._estimate_shown: list[str] = []  # its lines as drawn
 
     def on_resize(self) -> None:
         compact = 0 < self.size.width < COMPACT_BELOW
         if compact != self.compact:
             self.compact = compact
             self.show(self.state)
+        elif ("estimate",) in self._node_map and [t.plain for t in self._estimate_lines()] != self._estimate_shown:
+            self._node_map.pop(("estimate",)).remove()
+            self._draw_estimate()
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show(self.state))
@@ -188,17 +194,51 @@ class WorkflowTree(Tree[Key]):
         estimates = counterfactuals(self.state, self.models, self.moa)
         if not estimates:
             return
-        parts: list[Part] = [("≈ instead", "bold $accent")]
-        for estimate in estimates:
-            parts += [
+        pieces: list[list[Part]] = [
+            [
                 (estimate.label, "", " "),
                 (
                     fmt.money(estimate.cost_usd) if estimate.cost_usd else f"{fmt.tokens(estimate.tokens)} tok",
                     "$success",
                 ),
             ]
-        parts.append(("estimated", "dim"))
-        self._node_map[("estimate",)] = self.root.add_leaf(styled(parts), data=("question",))
+            for estimate in estimates
+        ]
+        self._estimate_pieces = [[("≈ instead", "bold $accent")], *pieces, [("estimated", "dim")]]
+        self._draw_estimate()
+
+    def _draw_estimate(self) -> None:
+        """The "≈ instead" line, folded to the tree's width (it was cut at 80 and 120 columns): as
+        many estimates a line as fit, the lines after the first under it."""
+        lines = self._estimate_lines()
+        self._estimate_shown = [line.plain for line in lines]
+        if len(lines) == 1:
+            self._node_map[("estimate",)] = self.root.add_leaf(lines[0], data=("question",))
+            return
+        node = self.root.add(lines[0], data=("question",), expand=True, allow_expand=False)
+        for line in lines[1:]:
+            node.add_leaf(line, data=("question",))
+        self._node_map[("estimate",)] = node
+
+    def _estimate_lines(self) -> list[Text]:
+        # one level under the question (the first line), two for the rest; a cell kept for the
+        # scrollbar, which more lines may bring; no width known yet (before the first layout): one line
+        room = self.size.width - self.gutter.width - self.styles.scrollbar_size_vertical - self.guide_depth
+
+        def fits(pieces: list[list[Part]], line: int) -> bool:
+            width = room if line == 0 else room - self.guide_depth
+            return room <= 0 or styled([p for piece in pieces for p in piece]).cell_len <= width
+
+        lines: list[list[list[Part]]] = []
+        for piece in self._estimate_pieces:
+            if lines and fits([*lines[-1], piece], len(lines) - 1):
+                lines[-1].append(piece)
+            else:
+                lines.append([piece])
+        # "estimated" alone on the last line reads as a line of its own: the estimate before it joins it
+        if len(lines) > 1 and len(lines[-1]) == 1 and len(lines[-2]) > 1 and fits([lines[-2][-1], *lines[-1]], 1):
+            lines[-1].insert(0, lines[-2].pop())
+        return [styled([p for piece in line for p in piece]) for line in lines]
 
     # --- labels --------------------------------------------------------------------------------
 
@@ -271,6 +311,11 @@ class WorkflowTree(Tree[Key]):
         parts.append((fmt.reads(s.index, s.access, s.access_all), "$accent"))  # short: it stays in sight
         if s.status == "running":
             parts.append((f"~{fmt.tokens(s.streamed_chars // 4)} tok", "dim"))
+        elif s.status == "finished" and s.note:  # a vote's or a gate's count: no call, no cost
+            parts.append((one_line(s.note, 48), "bold $accent"))
+            return styled(parts)
+        elif s.status == "skipped":  # an agreement gate ended the round before it: never run, $0
+            parts.append(("skipped · $0", "dim"))
         elif s.status == "finished":
             tokens = (f"{fmt.tokens(s.prompt_tokens)}→{fmt.tokens(s.completion_tokens)} tok", "")
             cost = (fmt.money(s.cost_usd), "$success")

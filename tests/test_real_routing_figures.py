@@ -1,0 +1,70 @@
+"""The routing figures' own checks (issue 51, the audit of real_routing.py): the learnt baselines
+are scored item by item against the records of the very items they routed, so a baseline scored on a
+permuted pool changes; and the in-process computation the script uses for its sweep gives exactly
+what `stiva bench` prints."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from test_router import recorded_pool
+
+from benchmarks.experiments.real_routing import across_datasets, learnt_baselines, paired_interval
+from stiva_tui.cli.main import main
+
+
+def _import(path, capsys) -> dict:
+    assert main(["bench", "import", str(path), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _heldout(suite: str) -> set[str]:
+    from stiva_tui.evals.loaders import load_suite
+
+    return {item.id for item in load_suite(suite).items if item.meta.get("split") != "train"}
+
+
+def test_knn_is_scored_on_the_items_it_routed_and_a_permuted_pool_changes_it(tmp_path, capsys):
+    # sums (`math` right) and capitals (`geo` right): the suite lists sum-0, cap-0, sum-1, ... while
+    # the ids sort cap-*, then sum-*, so picks taken in one order and scored in the other go wrong
+    rows = [json.loads(line) for line in recorded_pool(tmp_path).read_text().splitlines()]
+    rows = [row for row in rows if row["model"] != "dear"]  # no model right on everything
+    pool = tmp_path / "two.jsonl"
+    pool.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    imported = _import(pool, capsys)
+    heldout = _heldout(imported["suite"])
+    knn = learnt_baselines(imported["bench"], imported["suite"], imported["models"], heldout)["knn"]
+    assert knn["n"] == len(heldout) and knn["accuracy"] == 1.0
+
+    # the same questions, each item's grades moved to another item of the other kind: a pool whose
+    # answers no longer belong to their questions
+    ids = sorted({row["id"] for row in rows})
+    moved = dict(zip(ids, random.Random(3).sample(ids, len(ids))))
+    grades = {(row["id"], row["model"]): row["correct"] for row in rows}
+    for row in rows:
+        row["correct"] = grades[(moved[row["id"]], row["model"])]
+    permuted = tmp_path / "permuted" / "pool.jsonl"
+    permuted.parent.mkdir()
+    permuted.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    other = _import(permuted, capsys)
+    scored = learnt_baselines(other["bench"], other["suite"], other["models"], _heldout(other["suite"]))["knn"]
+    assert scored["accuracy"] < 0.9  # the routing no longer finds its right model
+
+
+def test_the_paired_interval_is_the_difference_on_the_same_items():
+    same = [1.0, 0.0] * 50
+    assert paired_interval(same, same) == [0.0, 0.0]
+    better = [1.0] * 100
+    low, high = paired_interval(better, same)
+    assert 35 <= low <= 50 <= high <= 65  # 50 points better, give or take the draw
+
+
+def test_the_samples_are_drawn_across_the_data_sets():
+    class Item:
+        def __init__(self, domain):
+            self.meta = {"domain": domain}
+
+    items = [Item("gsm")] * 10 + [Item("math")] * 10 + [Item("crux")] * 10
+    picked = across_datasets(items, 6)
+    assert sorted(i.meta["domain"] for i in picked) == ["crux", "crux", "gsm", "gsm", "math", "math"]
