@@ -58,6 +58,24 @@ def state_file() -> Path:
     return data_dir() / "state.json"
 
 
+MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
+
+
+def warm_socket_path(protocol: int) -> Path:
+    """The warm worker's socket for its wire `protocol` (cli/warm.py; the app and the server use its
+    models too): in the data dir, or (a path too long for a socket) in a private folder of this
+    user's under the temporary folder, named after the data dir."""
+    import hashlib
+    import tempfile
+
+    data = data_dir()
+    path = data / f"ask-worker-{protocol}.sock"
+    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha256(os.fsencode(data.resolve())).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"stiva-{os.geteuid()}" / f"ask-{digest}-{protocol}.sock"
+
+
 def model_cache_dir() -> Path:
     """Converted model weights. `STIVA_MODEL_CACHE` shares them between homes (tests do)."""
     value = os.environ.get("STIVA_MODEL_CACHE")

@@ -213,3 +213,59 @@ def test_the_embedded_model_is_loaded_once_for_two_asks(model_cache, tmp_path, s
     assert second.returncode == 0, second.stderr
     assert status()["pid"] == worker["pid"]
     assert warm_s < cold_s / 2, (cold_s, warm_s)
+
+
+def test_a_front_ends_models_run_in_the_warm_worker_an_ask_started(
+    config, stiva_home, stop_worker, tmp_path, monkeypatch
+):
+    """The app and `stiva serve` (a model process with `shared`) use the warm worker's models where
+    one is up: no child of their own, and one copy of the weights per user. With STIVA_NO_WARM, or
+    from another model cache, they start their own child as before; the worker stays either way."""
+    from stiva_tui.cli import warm
+    from stiva_tui.conductor.base import ConductorError
+    from stiva_tui.conductor.local import LocalConductor
+    from stiva_tui.config import ConductorConfig
+    from stiva_tui.runtime import shared_models
+    from stiva_tui.runtime.model_process import HostedConductor, ModelProcess
+    from tests.support.procs import gone
+
+    assert shared_models.WORKER_PROTOCOL == warm.PROTOCOL, "the front ends look for the worker on another socket"
+
+    assert run_stiva("ask", "Q", "--config", str(config), home=stiva_home).returncode == 0
+    worker = status()
+    assert worker is not None, "no warm worker listens after the ask"
+    stop_worker.append(worker["pid"])
+    missing = ConductorConfig(backend="local", model=str(tmp_path / "no-such-model"))
+
+    async def load_once() -> tuple[int | None, bool, str, int]:
+        process = ModelProcess(tmp_path / "model-process.log", shared=True)
+        conductor = HostedConductor(process, LocalConductor.from_config(missing), missing)
+        try:
+            with pytest.raises(ConductorError) as said:
+                await conductor.load()
+            during = await warm.worker_status()
+            # what the status bar shows of the conductor says whose model it is
+            assert bool(conductor.describe().get("warm_worker")) == process.on_worker
+            return process.pid, process.on_worker, str(said.value), during["fronts"] if during else -1
+        finally:
+            await process.aclose()
+
+    pid, on_worker, said, fronts = asyncio.run(load_once())
+    assert (pid, on_worker, fronts) == (worker["pid"], True, 1), "the models did not run in the warm worker"
+    assert "no-such-model" in said  # the worker's conductor said why, as a child's does
+    assert wait_until(lambda: (status() or {}).get("fronts") == 0), "the worker still counts the closed front end"
+
+    for name, value in (("STIVA_NO_WARM", "1"), ("STIVA_MODEL_CACHE", str(tmp_path / "another-cache"))):
+        with monkeypatch.context() as env:
+            env.setenv(name, value)
+            pid, on_worker, said, _ = asyncio.run(load_once())
+        assert pid not in (None, worker["pid"]) and not on_worker, f"{name}={value}: not a child of its own"
+        assert "no-such-model" in said and gone(pid)
+    again = status()
+    assert again is not None and again["pid"] == worker["pid"], "a front end's hello retired the worker"
+
+    # A socket whose listener runs as another user (the long-path folder is under /tmp) is not used:
+    # its replies would be this process's plans and answers.
+    monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 1)
+    pid, on_worker, said, _ = asyncio.run(load_once())
+    assert pid != worker["pid"] and not on_worker and gone(pid)

@@ -31,6 +31,7 @@ PERF = (
     "decode_gpu",
     "dpo_step",
     "engine",
+    "first_answer",
     "first_paint",
     "hostile_files",
     "memory",

@@ -121,3 +121,18 @@ def test_end_tokens_are_found_once(embedded_loaded):
     assert tok.eos_token_id in ids and tok.convert_tokens_to_ids("<end_of_turn>") in ids
     assert tok.unk_token_id not in ids  # Gemma has no <|im_end|>: not mistaken for its unknown id
     assert embedded_loaded.extras["eos_ids"] == tuple(ids)
+
+
+@pytest.mark.model
+async def test_the_warm_up_computes_the_examples_before_the_first_question(embedded_loaded):
+    """The model process warms the worker up behind the conductor's load (runtime/root.py): the
+    few-shot examples' KV cache is there before the first question, which then prefills its own
+    case alone."""
+    from stiva_tui.inference.generation import render_completion
+    from stiva_tui.pool.embedded import BASE_WORKER_PREFIX
+
+    embedded_loaded.extras.pop("prefix_kv", None)
+    await EmbeddedWorker().warm_up()
+    (prefix,) = embedded_loaded.extras["prefix_kv"]  # one static prefix computed: the examples
+    examples = render_completion([{"role": "system", "content": BASE_WORKER_PREFIX}])
+    assert list(prefix) == embedded_loaded.tokenizer(examples, add_special_tokens=True)["input_ids"]

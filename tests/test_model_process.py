@@ -111,6 +111,37 @@ def test_the_model_process_leaves_when_the_app_dies_without_closing_it(tmp_path)
     assert gone(child), "the model process outlived the app that started it"
 
 
+def test_the_model_process_leaves_a_core_to_the_app(monkeypatch):
+    """torch in the child runs one thread fewer than the cores it may use (one on 2 cores): the
+    app keeps a core, and on busy cores no operation waits for a second, descheduled thread. The
+    count is set before torch is imported; one the user set wins."""
+    from stiva_tui.runtime import model_process_main
+
+    for cores, threads in ((1, 1), (2, 1), (16, 15)):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda _pid, n=cores: set(range(n)))
+        assert model_process_main.cpu_threads() == threads
+    monkeypatch.undo()
+    script = textwrap.dedent(
+        """
+        import os, socket, sys
+        from stiva_tui.runtime import model_process_main
+
+        mine, parent = socket.socketpair()
+        parent.close()  # the parent went at once: the child serves nothing and returns
+        assert model_process_main.main([str(mine.fileno())]) == 0
+        print(os.environ["OMP_NUM_THREADS"], "torch" in sys.modules)
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == [str(model_process_main.cpu_threads()), "False"]
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env={**env, "OMP_NUM_THREADS": "3"}
+    )
+    assert out.stdout.split() == ["3", "False"], out.stderr[-2000:]
+
+
 def test_the_app_config_runs_models_in_their_own_process_by_default():
     assert parse_config({}).model_process is True
     assert parse_config({"model_process": False}).model_process is False

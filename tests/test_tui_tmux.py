@@ -277,3 +277,118 @@ def test_real_stiva_offline_runs_the_model_in_a_process_of_its_own(model_cache, 
         assert procs.gone(child), "the model process outlived the app"
     finally:
         tmux.kill()
+
+
+def _offline_command(model_cache, tmp_path, stiva_home, *, warm: bool = False) -> tuple[str, dict[str, str]]:  # noqa: F811
+    """The real `stiva` offline (the embedded model alone), and its environment; `warm`: the warm
+    worker allowed (the suite turns it off)."""
+    config = tmp_path / "offline.toml"
+    config.write_text(tomli_w.dumps({"discovery": {"enabled": False}, "catalog": False}))
+    env = {
+        "STIVA_HOME": str(stiva_home),
+        "STIVA_MODEL_CACHE": str(model_cache),
+        "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
+        "HF_HUB_OFFLINE": "1",
+        "TERM": "xterm-256color",
+    }
+    unset = ["-u", "STIVA_NO_WARM"] if warm else []
+    command = " ".join(
+        ["exec", "env", *unset, *(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.quote(str(STIVA))]
+        + ["--config", shlex.quote(str(config))]
+    )
+    return command, {**env, "CONFIG": str(config)}
+
+
+def _model_child(app: int) -> int | None:
+    found = [pid for pid in procs.children(app) if "model_process_main" in procs.command_line(pid)]
+    return found[0] if found else None
+
+
+def _until(condition, timeout: float):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.05)
+    return condition()
+
+
+@pytest.mark.model
+def test_real_stiva_offline_loads_its_model_before_any_key_and_answers_a_question_typed_at_once(
+    model_cache,  # noqa: F811
+    tmp_path,
+    stiva_home,
+):
+    """No key, no local server: the app starts its model process as it starts, not when the first
+    question comes. Before any key is pressed the child is there and loading (torch mapped); a
+    question typed as soon as the prompt shows is answered once the model is ready."""
+    command, _ = _offline_command(model_cache, tmp_path, stiva_home)
+    tmux = Tmux(tmp_path)
+    tmux.start(command, size=(120, 40))
+    try:
+        tmux.wait_for("Ask anything", timeout=30)
+        app = int(tmux.run("display-message", "-p", "-t", tmux.session, "#{pane_pid}").strip())
+        child = _until(lambda: _model_child(app), 15)
+        assert child, "no model process under the app before any key was pressed"
+        assert _until(lambda: procs.maps_torch(child), 60), "the model process is not loading the model"
+        assert "Paris" not in tmux.screen()
+        tmux.send("What is the capital of France?", literal=True)
+        tmux.wait_for("What is the capital of France?")
+        time.sleep(0.3)
+        tmux.send("C-j")
+        tmux.wait_for("Paris", "✓", timeout=180)
+        assert _model_child(app) == child, "the question started another model process"
+        tmux.send("C-q")
+        assert tmux.wait_exit(timeout=15), "stiva did not quit on ctrl+q"
+        assert procs.gone(child), "the model process outlived the app"
+    finally:
+        tmux.kill()
+
+
+@pytest.mark.model
+def test_real_stiva_started_after_an_ask_answers_from_the_warm_workers_model(
+    model_cache,  # noqa: F811
+    tmp_path,
+    stiva_home,
+):
+    """One copy of the model per user: an app started while the warm `stiva ask` worker is up
+    answers from that worker's model, loading none of its own (no model process under it)."""
+    import asyncio
+
+    from stiva_tui.cli import warm
+
+    command, env = _offline_command(model_cache, tmp_path, stiva_home, warm=True)
+    ask_env = {k: v for k, v in os.environ.items() if k != "STIVA_NO_WARM"}
+    ask_env.update({k: v for k, v in env.items() if k != "CONFIG"})
+    asked = subprocess.run(
+        [str(STIVA), "ask", "What is the capital of Italy?", "--config", env["CONFIG"]],
+        env=ask_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert asked.returncode == 0, asked.stderr[-2000:]
+    worker = asyncio.run(warm.worker_status())
+    assert worker is not None, "the ask left no warm worker"
+    tmux = Tmux(tmp_path)
+    tmux.start(command, size=(120, 40))
+    try:
+        tmux.wait_for("Ask anything", timeout=30)
+        app = int(tmux.run("display-message", "-p", "-t", tmux.session, "#{pane_pid}").strip())
+        tmux.send("What is the capital of France?", literal=True)
+        tmux.wait_for("What is the capital of France?")
+        time.sleep(0.3)
+        tmux.send("C-j")
+        tmux.wait_for("Paris", "✓", timeout=60)
+        assert _model_child(app) is None, "the app loaded a model of its own beside the warm worker's"
+        during = asyncio.run(warm.worker_status())
+        assert during is not None and during["pid"] == worker["pid"] and during["fronts"] == 1
+        tmux.send("C-q")
+        assert tmux.wait_exit(timeout=15), "stiva did not quit on ctrl+q"
+        after = asyncio.run(warm.worker_status())
+        assert after is not None and after["pid"] == worker["pid"], "the app's leaving ended the worker"
+    finally:
+        tmux.kill()
+        os.kill(worker["pid"], 15)
+        procs.gone(worker["pid"])

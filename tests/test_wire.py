@@ -359,12 +359,14 @@ def _warm_messages():
     plain = {"status": "finished", "answer": "42", "trouble": None, "totals": [1, 2, False, 0.5, 1.25], "live": True}
     return [
         warm.Hello(fingerprint="abc"),
+        warm.ModelsHello(fingerprint="abc"),
         warm.StatusQuery(),
         warm.AskRequest(
             question="Q?", options={"json": False, "rounds": 2, "budget_usd": 0.5, "baseline": None}, live=True
         ),
         warm.Cancel(),
         warm.WorkerState(pid=1, served=2, active=0),
+        warm.WorkerState(pid=1, served=2, active=1, fronts=1),
         warm.Ok(pid=3),
         warm.Other(),
         warm.Say(markup="[yellow]warning:[/] x", kwargs={"highlight": False, "soft_wrap": True}),
@@ -410,6 +412,7 @@ def _model_messages():
         mw.PlanCall(id=2, conductor=spec, request=request),
         mw.Chat(id=3, messages=[{"role": "user", "content": "hi"}], max_tokens=8, temperature=0.0, stop=["\n"]),
         mw.Cancel(id=3),
+        mw.Preload(id=4),
         mw.Progress(id=1, fraction=0.5, message="loading"),
         mw.Progress(id=1, fraction=None, message="ready"),
         mw.Delta(id=2, text="model_id"),

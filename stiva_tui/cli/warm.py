@@ -19,6 +19,10 @@ conductor load no model and run in-process unless `[ask] warm_remote = true`. `-
 STIVA_NO_WARM=1) asks in-process. A worker started under another config, pool, conductor, key
 file or version is told to leave and replaced. Where the worker cannot be started or reached, the
 ask runs in-process, saying nothing; why is in the worker's log (`ask-worker.log` beside the socket).
+
+The worker's model serves the app and `stiva serve` too (runtime/shared_models.py): one of their
+connections that says hello with `{"t": "models"}` and a matching fingerprint is served as their
+model process would be, and keeps the worker while it lasts.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -45,8 +48,6 @@ from ..core.wire import Message, WireError, frame, read_frame, tagged
 PROTOCOL = 2  # 2: JSON frames (core/wire.py); 1 spoke pickles
 # A worker of another protocol cannot read this one's hello (nor say it is of another config), so
 # each protocol has a socket of its own: a worker left from before waits out its idle time alone.
-SOCKET_NAME = f"ask-worker-{PROTOCOL}.sock"
-MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
 START_TIMEOUT_S = 120.0  # the longest wait for a worker just started to listen
 EXIT_LOCKED = 3  # a worker exits with this where another one holds the socket's lock
 ENV_MATTERS = ("KEY", "TOKEN", "SECRET", "STIVA", "HF_", "XDG_", "CUDA", "PYTHON", "OLLAMA", "PROXY", "HOME")
@@ -71,16 +72,10 @@ def wanted(args: Any, config: Any) -> bool:
 
 
 def socket_path() -> Path:
-    """The worker's socket: in the data dir, or (a path too long for a socket) in a private folder
-    of this user's under the temporary folder, named after the data dir."""
+    """Where the worker listens (paths.warm_socket_path): the app and `stiva serve` find it there too."""
     from .. import paths
 
-    data = paths.data_dir()
-    path = data / SOCKET_NAME
-    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
-        return path
-    digest = hashlib.sha256(os.fsencode(data.resolve())).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"stiva-{os.geteuid()}" / f"ask-{digest}-{PROTOCOL}.sock"
+    return paths.warm_socket_path(PROTOCOL)
 
 
 def _private_folder(folder: Path) -> None:
@@ -175,11 +170,17 @@ class Cancel(Message):  # ctrl+c while the worker runs the ask
     t: Literal["cancel"] = "cancel"
 
 
+class ModelsHello(Message):  # the app's or `stiva serve`'s model process: "may I use your models?"
+    t: Literal["models"] = "models"
+    fingerprint: str  # runtime/shared_models.py's: the same Stiva, Python and model cache
+
+
 class WorkerState(Message):
     t: Literal["state"] = "state"
     pid: int
     served: int
     active: int
+    fronts: int = 0  # front ends (the app, `stiva serve`) using this worker's models now
 
 
 class Ok(Message):  # a worker of the hello's config: the ask may come
@@ -233,7 +234,7 @@ class Refused(Message):  # a frame the other end could not read: nothing of it r
     message: str
 
 
-ToWorkerMessage = Hello | StatusQuery | AskRequest | Cancel
+ToWorkerMessage = Hello | StatusQuery | AskRequest | Cancel | ModelsHello
 FromWorkerMessage = WorkerState | Ok | Other | Say | Status | View | RunEvent | Done | Fail | Cancelled | Refused
 ToWorker = TypeAdapter(Annotated[ToWorkerMessage, Field(discriminator="t")])
 FromWorker = TypeAdapter(Annotated[FromWorkerMessage, Field(discriminator="t")])
@@ -486,6 +487,7 @@ class Worker:
         self.idle_s = config.ask.warm_idle_s
         self.active = 0
         self.served = 0
+        self.fronts = 0  # front ends (the app, `stiva serve`) using this process's models now
         self.last = time.monotonic()
         self.retired = False  # another config's ask came: the socket is given up, leave when idle
         self.stopping: asyncio.Event | None = None
@@ -558,7 +560,10 @@ class Worker:
                 return
             message = await asyncio.wait_for(_read(reader, ToWorker), 30)
             if isinstance(message, StatusQuery):
-                writer.write(frame(WorkerState(pid=os.getpid(), served=self.served, active=self.active)))
+                state = WorkerState(pid=os.getpid(), served=self.served, active=self.active, fronts=self.fronts)
+                writer.write(frame(state))
+            elif isinstance(message, ModelsHello):
+                await self._models(message, reader, writer)
             elif isinstance(message, Hello):
                 if message.fingerprint != self.fingerprint or self.retired:
                     self.retired = True
@@ -582,6 +587,23 @@ class Worker:
             self.active -= 1
             self.last = time.monotonic()
             writer.close()
+
+    async def _models(self, hello: ModelsHello, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve a front end's model process on this process's models (runtime/shared_models.py)
+        while it stays connected; one of another Stiva, Python or model cache is told "other"."""
+        from ..runtime import shared_models
+        from ..runtime.model_process_main import serve_stream
+
+        if hello.fingerprint != shared_models.fingerprint():
+            writer.write(frame(Other()))
+            return
+        writer.write(frame(Ok(pid=os.getpid())))
+        await writer.drain()
+        self.fronts += 1
+        try:
+            await serve_stream(reader, writer)
+        finally:
+            self.fronts -= 1
 
     async def _ask(self, request: AskRequest, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         from ..conductor.base import ConductorError
@@ -666,6 +688,11 @@ def main(answer, history_trouble, argv: list[str] | None = None) -> int:
         os.close(lock_fd)
         print("another worker holds this socket", flush=True)
         return EXIT_LOCKED
+    from ..runtime.model_process_main import cpu_threads
+
+    # The model it holds answers the app and `stiva serve` too (runtime/shared_models.py): torch on
+    # as many threads as the model process uses, one fewer than the cores (before torch's import)
+    os.environ.setdefault("OMP_NUM_THREADS", str(cpu_threads()))
     options = {name: getattr(args, name) for name in ("config", "pool", "conductor", "prefer")}
     config = base_config(options)
     server = None

@@ -150,6 +150,8 @@ def loaded_facts(conductor: Any) -> str:
         parts.append(f"converted once in {info['converted_s']:.0f}\u00a0s")
     if info.get("load_s"):  # no-break spaces, so rich keeps a number with its unit (Textual may not)
         parts.append(f"loaded in {info['load_s']:.1f}\u00a0s")
+    if info.get("warm_worker"):  # the app and `stiva serve` on the warm worker's model (shared_models.py)
+        parts.insert(0, "in the warm worker")  # first: a narrow status bar cuts the line's end
     return " · ".join(parts)
 
 

@@ -180,6 +180,17 @@ class EmbeddedWorker:
             return self._loaded
         return await asyncio.to_thread(self._load_sync)
 
+    async def warm_up(self) -> None:
+        """Load the model and answer a throwaway question of one token: the few-shot examples'
+        KV cache is computed then (every later step reuses it), and so is torch's first-call
+        set-up, neither of them then in the first question's time."""
+        from ..core.workflow import Step, Workflow
+
+        prompt = base_worker_prompt(StepInput("Hello?", Workflow((Step(0, "Hello?", ()),)), 0, {}))
+        stream = self.stream_chat(embedded_pool_model(), prompt.messages, max_tokens=1, stop=prompt.stop)
+        async for _event in stream:
+            pass
+
     async def stream_chat(
         self,
         model: PoolModel,

@@ -14,9 +14,11 @@ text, usage). Messages are core/wire.py's length-prefixed JSON (model_wire.py na
 back only as those messages: nobody else holds either end of the pair, and even so a frame that is
 no such message runs nothing (the child answers it with a `refused` and reads on).
 
-One child per runtime, started on first use. It exits when the socket closes (the app quit, or
-died). Where the child dies (killed, out of memory), what it was running fails with an error that
-says so and where its log is, and the next call starts a new one.
+One child per runtime, started on first use (the app's first use is its conductor's load, as it
+starts). It exits when the socket closes (the app quit, or died). Where the child dies (killed, out
+of memory), what it was running fails with an error that says so and where its log is, and the next
+call starts a new one. With `shared`, the warm `stiva ask` worker's models are used instead where
+one is up (shared_models.py): the same messages, over its socket rather than a socket pair.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from .model_wire import (
     Gone,
     Load,
     PlanCall,
+    Preload,
     Refused,
     Replies,
     Reply,
@@ -73,26 +76,39 @@ class ModelProcessGone(Exception):
 
 
 class ModelProcess:
-    """The child process, started on first use; `call` sends one request and yields its replies."""
+    """The child process, started on first use; `call` sends one request and yields its replies.
+    `shared`: the warm worker's models are used instead where one serves them (shared_models.py)."""
 
-    def __init__(self, log_path: Path | None = None):
+    def __init__(self, log_path: Path | None = None, *, shared: bool = False):
         self.log_path = log_path
+        self.shared = shared
         self.generation = 0  # how many children were started: a new one has loaded nothing yet
         self._proc: asyncio.subprocess.Process | None = None
+        self._worker_pid: int | None = None  # the warm worker's, while connected to it
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._calls: dict[int, asyncio.Queue[Answer]] = {}
         self._ids = itertools.count(1)
         self._start_lock = asyncio.Lock()
         self._closed = False
+        self._warming: asyncio.Task[None] | None = None
 
     @property
     def alive(self) -> bool:
-        return self._writer is not None and self._proc is not None and self._proc.returncode is None
+        if self._writer is None:
+            return False
+        return self._worker_pid is not None or (self._proc is not None and self._proc.returncode is None)
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self.alive and self._proc is not None else None
+        if not self.alive:
+            return None
+        return self._worker_pid if self._worker_pid is not None else self._proc.pid if self._proc else None
+
+    @property
+    def on_worker(self) -> bool:
+        """Whether the models run in the warm worker (shared with `stiva ask`), not a child."""
+        return self.alive and self._worker_pid is not None
 
     def _log(self) -> Any:
         if self.log_path is None:
@@ -112,6 +128,17 @@ class ModelProcess:
                 raise ModelProcessGone("the model process was closed")
             if self.alive:
                 return
+            if self.shared:
+                from . import shared_models
+
+                connection = await shared_models.connect()
+                if connection is not None:
+                    reader, self._writer, self._worker_pid = connection
+                    self._proc = None
+                    self.generation += 1
+                    self._reader_task = asyncio.create_task(self._read_replies(reader, None))
+                    return
+            self._worker_pid = None
             parent, child = socket.socketpair()
             log = self._log()
             try:
@@ -136,7 +163,7 @@ class ModelProcess:
             self.generation += 1
             self._reader_task = asyncio.create_task(self._read_replies(reader, self._proc))
 
-    async def _read_replies(self, reader: asyncio.StreamReader, proc: asyncio.subprocess.Process) -> None:
+    async def _read_replies(self, reader: asyncio.StreamReader, proc: asyncio.subprocess.Process | None) -> None:
         why = ""
         while True:
             try:
@@ -152,13 +179,14 @@ class ModelProcess:
             queue = self._calls.get(reply.id)
             if queue is not None:
                 queue.put_nowait(reply)
-        if why:
+        if why and proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
         # The child went away: every call still waiting hears why.
         code = None
-        with contextlib.suppress(TimeoutError, ProcessLookupError):
-            code = await asyncio.wait_for(proc.wait(), QUIT_WAIT_S)
+        if proc is not None:
+            with contextlib.suppress(TimeoutError, ProcessLookupError):
+                code = await asyncio.wait_for(proc.wait(), QUIT_WAIT_S)
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -167,7 +195,10 @@ class ModelProcess:
             why = (
                 f"exited with code {code}" if code is not None and code >= 0 else f"was killed (signal {-(code or 0)})"
             )
-        gone = Gone(message=f"the model process {why}; the next question starts it again{where}")
+        text = f"the model process {why}; the next question starts it again{where}"
+        if proc is None:  # the warm worker's connection, not a child
+            text = f"the warm worker that ran the models went away; the next question starts a model process{where}"
+        gone = Gone(message=text)
         for queue in self._calls.values():
             queue.put_nowait(gone)
 
@@ -215,9 +246,26 @@ class ModelProcess:
             if heard:
                 return
 
+    def warm_up(self) -> None:
+        """Have the embedded worker warm up in the child now (`model_process_main.Server.preload`:
+        its model loaded and its few-shot examples computed), without waiting: the first question
+        then waits on neither. A failure is left to that question's own call to say."""
+        if self._closed or self.on_worker or (self._warming is not None and not self._warming.done()):
+            return  # the warm worker's model answered its asks: it is warm
+
+        async def warm() -> None:
+            with contextlib.suppress(ModelProcessGone, OSError):
+                async with contextlib.aclosing(self.call(Preload())) as replies:
+                    async for _reply in replies:
+                        pass
+
+        self._warming = asyncio.create_task(warm(), name="stiva-model-warm-up")
+
     async def aclose(self) -> None:
         """Tell the child to leave (its socket closes) and wait for it; kill it if it lingers."""
         self._closed = True
+        if self._warming is not None:
+            self._warming.cancel()
         proc = self._proc
         if self._writer is not None:
             self._writer.close()
@@ -261,6 +309,8 @@ class HostedConductor:
     def describe(self) -> dict[str, Any]:
         info = dict(self._facts) if self._facts is not None else self._shadow.describe()
         info["process"] = self.process.pid
+        if self.process.on_worker:  # the model the warm `stiva ask` worker loaded, not a copy of this app's
+            info["warm_worker"] = True
         return info
 
     async def _run(self, message: Load | PlanCall, on_reply: Any) -> Done:

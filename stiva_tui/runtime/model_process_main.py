@@ -31,6 +31,7 @@ from .model_wire import (
     Event,
     Load,
     PlanCall,
+    Preload,
     Progress,
     Refused,
     Reply,
@@ -121,14 +122,27 @@ class Server:
             return Done(
                 id=call_id, plan=plan, stats=_facts(conductor.last_stats), describe=_facts(conductor.describe())
             )
+        if isinstance(message, Preload):
+            return await self.preload(message)
         return await self.chat(message)
 
-    async def chat(self, message: Chat) -> Done:
-        from ..pool.embedded import EmbeddedWorker, embedded_pool_model
+    def embedded_worker(self) -> Any:
+        from ..pool.embedded import EmbeddedWorker
 
         if self.worker is None:
             self.worker = EmbeddedWorker()
-        stream = self.worker.stream_chat(
+        return self.worker
+
+    async def preload(self, message: Preload) -> Done:
+        """The embedded model loaded and warmed up before any question (the parent asks this at
+        its start, where the pool is the embedded model alone): its first answer waits on neither."""
+        await self.embedded_worker().warm_up()
+        return Done(id=message.id)
+
+    async def chat(self, message: Chat) -> Done:
+        from ..pool.embedded import embedded_pool_model
+
+        stream = self.embedded_worker().stream_chat(
             embedded_pool_model(),
             message.messages,
             max_tokens=message.max_tokens,
@@ -144,6 +158,12 @@ class Server:
 async def serve(fd: int) -> None:
     sock = socket.socket(fileno=fd)
     reader, writer = await asyncio.open_unix_connection(sock=sock)
+    await serve_stream(reader, writer)
+
+
+async def serve_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Serve the calls of one parent until it goes: the child's socket pair, or a front end
+    connected to the warm worker (runtime/shared_models.py)."""
     server = Server(writer)
     while True:
         try:
@@ -168,12 +188,26 @@ async def serve(fd: int) -> None:
 NICENESS = 5
 
 
+def cpu_threads() -> int:
+    """torch's CPU threads here: one fewer than the cores this process may run on, at least one.
+    The app keeps a core for itself; and torch's threads wait for one another at every operation,
+    so on a busy machine (other processes on every core) each operation waits for its slowest,
+    descheduled thread, and an answer took many times as long as on one thread
+    (benchmarks/perf/first_answer.json: `two_threads`, the child as it was, against the rest)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, cores - 1)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or not argv[0].isdigit():
         print("usage: python -m stiva_tui.runtime.model_process_main FD (started by Stiva)", file=sys.stderr)
         return 2
     with contextlib.suppress(OSError, AttributeError):
         os.nice(NICENESS)
+    os.environ.setdefault("OMP_NUM_THREADS", str(cpu_threads()))  # before torch is imported; a user's own wins
     asyncio.run(serve(int(argv[0])))
     return 0
 

@@ -53,12 +53,19 @@ class Chat(Message):
     stop: list[str] = []
 
 
+class Preload(Message):
+    """Load and warm up the embedded worker now, before any question (ModelProcess.warm_up)."""
+
+    t: Literal["preload"] = "preload"
+    id: int = 0
+
+
 class Cancel(Message):
     t: Literal["cancel"] = "cancel"
     id: int
 
 
-Call = Load | PlanCall | Chat
+Call = Load | PlanCall | Chat | Preload
 Request = Call | Cancel
 Requests: TypeAdapter[Request] = TypeAdapter(Annotated[Request, Field(discriminator="t")])
 

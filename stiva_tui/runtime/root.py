@@ -216,7 +216,8 @@ class Runtime:
             if hosting.supported():
                 from .. import paths
 
-                process = hosting.ModelProcess(paths.data_dir() / hosting.LOG_NAME)
+                # the warm `stiva ask` worker's models where one serves them: one copy per user
+                process = hosting.ModelProcess(paths.data_dir() / hosting.LOG_NAME, shared=True)
                 embedded = hosting.HostedWorker(process)
         # the embedded model's reason says where it runs (F4, `stiva models`)
         pool = await build_pool(config, discover=discover, embedded_process=process is not None)
@@ -354,6 +355,10 @@ class Runtime:
             conductor = self._hosted(conductor, cfg)
             report(progress, None, reason)
             await conductor.load(progress)
+        if self.model_process is not None and all(m.kind == "embedded" for m in self.models):
+            # the pool is the embedded model alone (no key, no local server): it answers the first
+            # question, and warms up now, behind the conductor's load, instead of during it
+            self.model_process.warm_up()
         from_pool = cfg.backend == "remote" or (cfg.backend == "auto" and conductor.backend != "local")
         return _Loaded(conductor, reason, from_pool)
 
