@@ -72,18 +72,24 @@ def test_a_planner_writes_a_cascade_as_naturally_as_a_chain():
     assert voted.steps[-1].kind == VOTE and voted.shape() == "vote"
 
 
+def test_too_many_calls_is_a_typed_error():
+    text = 'model_id = [0, 0, 0, 0]\nsubtasks = ["a", "b", "c", "d"]\naccess_list = [[], [], [], []]'
+    with pytest.raises(WorkflowParseError, match="4 steps, but at most 3"):
+        parse_workflow(text, pool_size=2, max_steps=3)
+
+
 @pytest.mark.parametrize(
-    ("subtasks", "access", "says"),
+    ("subtasks", "access"),
     [
-        (["a", "vote"], [[], [0]], "two or more earlier steps"),
-        (["a", "b", "stop if they agree"], [[], [], [0, 1]], "the last step is a gate"),
-        (["a", "b", "c", "d"], [[], [], [], []], "4 steps, but at most 3"),
+        (["a", "vote"], [[], [0]]),  # a vote of one step
+        (["a", "b", "stop if they agree"], [[], [], [0, 1]]),  # a gate with nothing after it
     ],
 )
-def test_bad_votes_and_gates_are_typed_errors(subtasks, access, says):
+def test_a_vote_or_gate_that_cannot_be_one_is_a_call_so_every_grammatical_plan_parses(subtasks, access):
     text = f"model_id = {json.dumps([0] * len(subtasks))}\nsubtasks = {json.dumps(subtasks)}\naccess_list = {json.dumps(access)}"
-    with pytest.raises(WorkflowParseError, match=says):
-        parse_workflow(text, pool_size=2, max_steps=3)
+    workflow = parse_workflow(text, pool_size=2, max_steps=3)
+    assert workflow.steps[-1].kind == CALL and workflow.steps[-1].subtask == subtasks[-1]
+    assert parse_workflow(workflow.to_text(), pool_size=2, max_steps=3) == workflow
 
 
 def test_votes_are_lazy_and_cascades_end_where_a_stage_agrees():
@@ -454,3 +460,17 @@ def test_features_auto_keeps_the_representation_whose_workflow_choice_validates_
     assert summary["features"] == chosen["chosen"] == "tfidf"
     assert chosen["validation_utility"]["tfidf"] > chosen["validation_utility"]["embedded"]
     assert load_router(folder).info["representation"] == chosen  # recorded in the router's files
+
+
+def test_the_conductor_prompt_tells_of_votes_and_gates_where_the_step_limit_has_room():
+    from stiva_tui.conductor.base import PlanRequest, WorkerInfo
+    from stiva_tui.conductor.prompt import conductor_messages
+
+    def system(limit):
+        return conductor_messages(PlanRequest("Q?", [WorkerInfo("a", "")], max_steps=limit))[0]["content"]
+
+    assert '"stop if they agree"' in system(5) and '"vote"' in system(3)
+    assert "stop if they agree" not in system(2)  # a cascade needs three calls
+    # the example it gives is a plan that parses as a cascade
+    example = 'model_id = [0, 1, 0, 2]\nsubtasks = ["Answer the question.", "Answer the question.", "stop if they agree", "Answer the question."]\naccess_list = [[], [], [0, 1], []]'
+    assert parse_workflow(example, pool_size=3, max_steps=3).shape() == "cascade"

@@ -34,15 +34,20 @@ Rules:
 - model numbers come from the list of available models;
 - every entry of access_list is [] (reads only the question), a list of earlier step numbers \
 such as [0, 1], or "all" (every earlier step); a step never reads itself or a later step;
-- the three lists have the same length, at most the step limit;
-- two kinds of step call no model and do not count against the limit: the subtask "vote" gives \
-the majority final answer of the steps it reads, and "stop if they agree" ends the plan with \
-their answer where the steps it reads agree, so the steps after it run only where they disagree.
+- the three lists have the same length, at most the step limit.
 Examples: one call: model_id = [1], subtasks = ["Answer the question."], access_list = [[]]. \
-A chain: access_list = [[], [0], [1]]. Two drafts and a judge: access_list = [[], [], [0, 1]]. \
+A chain: access_list = [[], [0], [1]]. Two drafts and a judge: access_list = [[], [], [0, 1]]."""
+
+# Told where the step limit leaves room for them (three calls or more): a vote of two is its first
+# step, and a cascade asks two models, then a third.
+VOTE_AND_GATE_RULES = """
+Two kinds of step call no model and do not count against the limit: the subtask "vote" gives \
+the majority final answer of the steps it reads, and "stop if they agree" ends the plan with \
+their answer where the steps it reads agree, so the steps after it run only where they disagree. \
 Ask 0 and 1, and 2 only if they disagree: model_id = [0, 1, 0, 2], subtasks = ["Answer the \
 question.", "Answer the question.", "stop if they agree", "Answer the question."], \
 access_list = [[], [], [0, 1], []]."""
+VOTE_AND_GATE_MIN_STEPS = 3
 
 RECURSION_INSTRUCTION = """This is round {round}. Your previous plan and the answer it produced \
 are below. If the answer is correct and complete, keep it by writing three empty lists:
@@ -58,10 +63,15 @@ GENERATION_PREFIX = (
 )
 
 
+def system_prompt(max_steps: int) -> str:
+    """The conductor's system prompt: the votes' and gates' rules where the step limit has room."""
+    return SYSTEM_PROMPT + (VOTE_AND_GATE_RULES if max_steps >= VOTE_AND_GATE_MIN_STEPS else "")
+
+
 def conductor_messages(request: PlanRequest) -> list[dict]:
     """System and user messages for one planning round (without the generation prefix)."""
     return [
-        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "system", "content": system_prompt(request.max_steps)},
         {"role": "user", "content": conductor_user_message(request)},
     ]
 

@@ -16,7 +16,7 @@ import ast
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 MAX_SUBTASK_CHARS = 20_000  # a sanity bound; the grammar of local backends is much tighter
@@ -46,7 +46,8 @@ class WorkflowParseError(ValueError):
 #   answer and every later step is skipped, never run or paid (FrugalGPT's agreement cascade);
 #   otherwise the later steps run, and the workflow's answer is the last step's as usual. Every
 #   step after a gate waits for it.
-# In the three lists a control step is written by its subtask: "vote", or "stop if they agree".
+# In the three lists a control step is written by its subtask: "vote", or "stop if they agree". A
+# step so written that reads fewer than two earlier steps (or a gate written last) is a call.
 CALL, VOTE, AGREE = "call", "vote", "agree"
 VOTE_SUBTASK = "vote"
 AGREE_SUBTASK = "stop if they agree"
@@ -247,20 +248,15 @@ def workflow_from_lists(
             access_all=isinstance(acc, str),
             kind=kind,
         )
-        if kind != CALL and len(step.access) < 2:
-            raise WorkflowParseError(
-                f"step {i} is a {kind} step: its access list must name two or more earlier steps to "
-                f"{'count' if kind == VOTE else 'compare'}",
-                field=f"access_list[{i}]",
-            )
+        if kind != CALL and (len(step.access) < 2 or (kind == AGREE and i == len(models) - 1)):
+            # "vote" over fewer than two steps, or a gate with nothing after it, cannot be a control
+            # step: it is a call whose subtask happens to say so (a model asked to vote), so every
+            # plan a grammar lets through still parses
+            step = replace(step, kind=CALL)
         steps.append(step)
     calls = sum(1 for s in steps if s.kind == CALL)
     if calls > max_steps:
         raise WorkflowParseError(f"{calls} steps, but at most {max_steps} are allowed (votes and gates not counted)")
-    if steps[-1].kind == AGREE:
-        raise WorkflowParseError(
-            f"the last step is a gate ({AGREE_SUBTASK!r}): a gate needs later steps to run where the answers disagree"
-        )
     return Workflow(steps=tuple(steps))
 
 

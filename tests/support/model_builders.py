@@ -59,7 +59,11 @@ def default_corpus() -> list[str]:
         WorkerInfo(f"model-{i}", d)
         for i, d in enumerate(["strong reasoner, expensive", "fast and cheap", "good at code", "long context"])
     ]
-    prompt = "\n".join(m["content"] for m in conductor_messages(PlanRequest("What is 17*23?", workers)))
+    # the prompt of a plan of at most two steps: the one the tiny models' tests plan with, and the
+    # same text as before votes and gates were told of (their rules come from three steps up), so
+    # the tiny models' tokenizers, and what they learn, stay as they were
+    request = PlanRequest("What is 17*23?", workers, max_steps=2)
+    prompt = "\n".join(m["content"] for m in conductor_messages(request))
     return [
         prompt,
         'model_id = [0, 1, 2]\nsubtasks = ["Solve the problem step by step", "Check the answer"]\n'
