@@ -99,7 +99,10 @@ def worker(fake, tmp_path, stiva_home):
     )
     first = run_stiva("ask", "What is six times seven?", "--config", str(config), home=stiva_home)
     assert first.returncode == 0, first.stderr
-    found = worker_status()
+    # the worker the ask started may still be starting on a loaded machine (as test_ask_warm waits)
+    deadline = time.monotonic() + 60
+    while (found := worker_status()) is None and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert found is not None, "no warm worker listens after the first ask"
     yield found, config
     if alive(found["pid"]):
