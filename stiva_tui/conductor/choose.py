@@ -200,7 +200,7 @@ def describe_choice(config: ConductorConfig, pool_models: Sequence[Any] = ()) ->
     """Which backend `select_conductor` would pick, and why; loads no model (may import torch)."""
     backend = config.backend
     if backend == "router":
-        return f"router: a one-pass router picks the model ({config.model})"
+        return f"router: a one-pass router picks the model, cascade or vote ({config.model})"
     if backend == "remote":
         return f"remote: config says so ({config.model})"
     if backend == "embedded":

@@ -22,8 +22,9 @@
   agree that is the answer, else C answers. Stages are separated by `>`; each stage before the last
   asks two or more models; the last is one model or a vote (`cascade:A+B>vote:C+D+E`). Steps not
   run are never paid;
-- `router:DIR`: a one-pass router (`stiva train router`): one step on the model it picks for the
-  question, the question sent as asked; `router:DIR@LEVEL` weighs cost and latency under a preference;
+- `router:DIR`: a one-pass router (`stiva train router`): the model, agreement cascade or vote it
+  picks for the question (one model: the question sent as asked); `router:DIR@LEVEL` weighs cost
+  and latency under a preference;
 - `SYSTEM@LEVEL` for a conductor system (`conductor@cheap`, `adapter:DIR@best`): it plans under that
   cost and latency preference (core/preference.py) instead of the config's;
 - measured by a bench only, since they are not one run of one question: `direct:*` (`direct:MODEL`
