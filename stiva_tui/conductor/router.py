@@ -166,9 +166,8 @@ class WorkflowChoice:
     def slowest(self) -> float:
         return float(self.latency.mean(0).max()) if self.latency.size else 0.0
 
-    def estimate_rows(self, queries):
-        """(chance, cost, latency), each (len(queries), W): each candidate's outcome over the `k`
-        nearest train items (cosine; similarity-weighted), shrunk toward its mean over all of them."""
+    def similarities(self, queries):
+        """Each query's cosine with every train item: (len(queries), n)."""
         import numpy as np
 
         from ..core.textvec import CosineIndex
@@ -177,7 +176,16 @@ class WorkflowChoice:
             self._index = CosineIndex(self.rows)
         queries = np.asarray(queries, dtype=np.float32)
         norms = np.linalg.norm(queries, axis=1, keepdims=True)
-        sims = self._index.scores(queries / np.where(norms > 0, norms, 1.0))  # (q, n)
+        return self._index.scores(queries / np.where(norms > 0, norms, 1.0))
+
+    def estimate_rows(self, queries=None, *, sims=None):
+        """(chance, cost, latency), each (len(queries), W): each candidate's outcome over the `k`
+        nearest train items (cosine; similarity-weighted), shrunk toward its mean over all of them.
+        `sims`: the queries' `similarities`, where they are known already (one set, many settings)."""
+        import numpy as np
+
+        if sims is None:
+            sims = self.similarities(queries)
         k = max(1, min(self.k, sims.shape[1]))
         if k < sims.shape[1]:
             nearest = np.argpartition(-sims, k - 1, axis=1)[:, :k]
@@ -191,16 +199,19 @@ class WorkflowChoice:
             out.append(((weights * table[nearest]).sum(1) + self.prior_weight * prior) / total)
         return tuple(out)
 
-    def pick(self, estimates, weights: tuple[float, float], allowed=None):
-        """The best candidate of each row of `estimates` under `weights` (utility_weights); equal
-        utilities go to the cheaper one. `allowed`: a mask (W,) of the candidates that may be picked."""
+    def utilities(self, estimates, weights: tuple[float, float], allowed=None):
+        """Each candidate's expected utility for each row of `estimates` under `weights`
+        (utility_weights); a hair of cost breaks ties toward the cheaper; -inf where `allowed`,
+        a mask (W,), says it may not be picked."""
         import numpy as np
 
         chance, cost, latency = estimates
         utility = chance - weights[0] * cost - weights[1] * latency - 1e-9 * cost
-        if allowed is not None:
-            utility = np.where(allowed[None, :], utility, -np.inf)
-        return utility.argmax(1)
+        return utility if allowed is None else np.where(allowed[None, :], utility, -np.inf)
+
+    def pick(self, estimates, weights: tuple[float, float], allowed=None):
+        """The best candidate of each row of `estimates` (its `utilities`' argmax)."""
+        return self.utilities(estimates, weights, allowed).argmax(1)
 
 
 @dataclass
@@ -278,8 +289,8 @@ class Router:
             )
         estimates = choice.estimate_rows(self.represent([question]))
         weights = utility_weights(preference, choice.dearest, choice.slowest)
-        chance, cost, latency = (e[0] for e in estimates)
-        utility = np.where(allowed, chance - weights[0] * cost - weights[1] * latency - 1e-9 * cost, -np.inf)
+        utility = choice.utilities(estimates, weights, allowed)[0]
+        chance, cost = estimates[0][0], estimates[1][0]
         ranked = [int(i) for i in np.argsort(-utility, kind="stable") if allowed[i]]
         best = ranked[0]
         second = ranked[1] if len(ranked) > 1 else None

@@ -125,8 +125,9 @@ def train_router(
     questions = [q for _, q in labels.items]
     say = progress or (lambda _: None)
     chosen: dict | None = None
+    fitted = None  # the workflow choice, where choosing the representation fitted it already
     if features == AUTO:
-        features, chosen, represented = choose_representation(labels, questions, seed=seed, say=say)
+        features, chosen, represented, fitted = choose_representation(labels, questions, seed=seed, say=say)
         vectorizer, x = represented[features]
     else:
         vectorizer, x = _represent(features, questions, say)
@@ -189,30 +190,16 @@ def train_router(
     if labels.finals:
         from .workflow_router import fit_workflow_choice
 
-        fitted = fit_workflow_choice(labels, x, seed=seed, progress=say)
-        candidates = fitted["candidates"]
-        from ..conductor.router import WorkflowChoice
-
-        router.workflows = WorkflowChoice(
-            names=[c.name for c in candidates],
-            models=[list(c.models) for c in candidates],
-            workflows=[c.workflow for c in candidates],
-            rows=fitted["rows"],
-            right=fitted["right"],
-            cost=fitted["cost"],
-            latency=fitted["latency"],
-            k=fitted["k"],
-            prior_weight=fitted["prior_weight"],
-        )
+        router.workflows, settings = fitted or fit_workflow_choice(labels, x, seed=seed, progress=say)
         router.info["workflow_settings"] = {
-            "chosen_on": f"a validation draw of {fitted['validation_items']} train items (seed {seed})",
-            "grid": fitted["grid"],
+            "chosen_on": f"a validation draw of {settings['validation_items']} train items (seed {seed})",
+            "grid": settings["grid"],
         }
         workflows = {
-            "candidates": [c.name for c in candidates],
-            "k": fitted["k"],
-            "prior_weight": fitted["prior_weight"],
-            "validation_items": fitted["validation_items"],
+            "candidates": list(router.workflows.names),
+            "k": router.workflows.k,
+            "prior_weight": router.workflows.prior_weight,
+            "validation_items": settings["validation_items"],
         }
     router.info["representation"] = chosen or {"chosen": features, "by": "--features"}
     router.save()
@@ -264,17 +251,19 @@ def choose_representation(labels: Labels, questions: list[str], *, seed: int, sa
     """`--features auto`: every representation, each scored by the workflow choice's best mean
     validation utility (train/workflow_router.py) on the same validation draw; the best one wins,
     a tie to the first (tfidf, which decides in milliseconds). (its name, the record of the choice,
-    {name: (vectorizer, rows)})."""
-    from .workflow_router import fit_workflow_choice
+    {name: (vectorizer, rows)}, the chosen one's fitted workflow choice and settings)."""
+    from .workflow_router import candidate_workflows, fit_workflow_choice
 
     if not labels.finals:
         raise TrainError("--features auto chooses by the workflows' validation utility, which needs final answers")
+    candidates = candidate_workflows(labels, range(len(labels.items)))  # the same for every representation
     represented = {}
+    fitted = {}
     scores: dict[str, float] = {}
     for kind in FEATURES_ORDER:
         represented[kind] = _represent(kind, questions, say)
-        fitted = fit_workflow_choice(labels, represented[kind][1], seed=seed)
-        scores[kind] = max((g["validation_utility"] for g in fitted["grid"]), default=float("-inf"))
+        fitted[kind] = fit_workflow_choice(labels, represented[kind][1], seed=seed, candidates=candidates)
+        scores[kind] = max((g["validation_utility"] for g in fitted[kind][1]["grid"]), default=float("-inf"))
         say(f"{kind}: best validation utility {scores[kind]:.4f}")
     best = max(FEATURES_ORDER, key=lambda k: (scores[k], -FEATURES_ORDER.index(k)))
     record = {
@@ -282,7 +271,7 @@ def choose_representation(labels: Labels, questions: list[str], *, seed: int, sa
         "by": "--features auto: the best mean validation utility of the workflow choice, over best, balanced and cheap",
         "validation_utility": {k: round(v, 5) for k, v in scores.items()},
     }
-    return best, record, represented
+    return best, record, represented, fitted[best]
 
 
 FEATURES_ORDER = ("tfidf", "embedded")  # auto tries them in this order; a tie goes to the first

@@ -28,7 +28,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..conductor.router import KNN_GRID, WorkflowChoice, utility_weights
@@ -84,8 +84,9 @@ def outcomes(labels, candidates: Sequence[Candidate], rows: Sequence[int]):
     return right, cost, latency
 
 
-def candidate_workflows(labels, rows: Sequence[int]) -> list[Candidate]:
-    """The candidates, chosen on the items `rows` (the train items) alone; see the module docstring."""
+def candidate_workflows(labels, rows: Sequence[int]):
+    """The candidates, chosen on the items `rows` (the train items) alone (see the module
+    docstring), and their outcomes on those items: (candidates, right, cost, latency)."""
     import numpy as np
 
     def mean(values: Sequence[float]) -> float:
@@ -108,80 +109,78 @@ def candidate_workflows(labels, rows: Sequence[int]) -> list[Candidate]:
         if last not in (a, b)
     ]
     everything = singles + votes + cascades
-    right, spent, _ = outcomes(labels, everything, rows)
+    right, spent, took = outcomes(labels, everything, rows)
     acc, usd = right.mean(0), spent.mean(0)
-    kept = []
-    for i, candidate in enumerate(everything):
-        beaten = any(
+    kept = [
+        i
+        for i, candidate in enumerate(everything)
+        if candidate.name.startswith("direct:")
+        or not any(
             (acc[j] >= acc[i] and usd[j] < usd[i]) or (acc[j] > acc[i] and usd[j] <= usd[i])
             for j in range(len(everything))
         )
-        if not beaten or candidate.name.startswith("direct:"):
-            kept.append(candidate)
-    return kept
+    ]
+    return [everything[i] for i in kept], right[:, kept], spent[:, kept], took[:, kept]
 
 
 def fit_workflow_choice(
-    labels, rows_repr, *, seed: int = 0, progress: Callable[[str], None] | None = None
-) -> dict[str, Any]:
-    """The workflow choice's data, to save beside the router's head: the candidates, their
-    outcomes on every train item, the train items' representation, and the settings chosen on a
-    validation draw (see the module docstring). `rows_repr`: the items' representation (n, d)."""
+    labels, rows_repr, *, seed: int = 0, progress: Callable[[str], None] | None = None, candidates=None
+) -> tuple[WorkflowChoice, dict[str, Any]]:
+    """The workflow choice to save beside the router's head (the candidates, their outcomes on
+    every train item, the train items' representation, and the settings chosen on a validation
+    draw: see the module docstring), and what the choice of settings saw (the grid, each point's
+    score, the validation items). `rows_repr`: the items' representation (n, d). `candidates`:
+    `candidate_workflows`' answer for these labels, where it was made already (it does not depend
+    on the representation)."""
     import numpy as np
 
     say = progress or (lambda _: None)
     n = len(labels.items)
     every = list(range(n))
-    candidates = candidate_workflows(labels, every)
-    say(f"workflows: {len(candidates)} candidates (single models, cascades, votes) on {n} train items")
-    right, cost, latency = outcomes(labels, candidates, every)
+    found, right, cost, latency = candidates if candidates is not None else candidate_workflows(labels, every)
+    say(f"workflows: {len(found)} candidates (single models, cascades, votes) on {n} train items")
     order = every[:]
     random.Random(seed).shuffle(order)
     n_val = max(1, int(VALIDATION * n)) if n >= 20 else 0
     val, fit = sorted(order[:n_val]), sorted(order[n_val:])
     unit = _unit_rows(np.asarray(rows_repr, dtype=np.float32))
-    grid = []
-    best: tuple[float, int, float] | None = None
-    for k, prior in KNN_GRID:
-        if not n_val:
-            break
-        choice = WorkflowChoice(
-            names=[c.name for c in candidates],
-            models=[list(c.models) for c in candidates],
-            workflows=[c.workflow for c in candidates],
-            rows=unit[fit],
-            right=right[fit],
-            cost=cost[fit],
-            latency=latency[fit],
+
+    def choice_on(items, k: int, prior: float) -> WorkflowChoice:
+        return WorkflowChoice(
+            names=[c.name for c in found],
+            models=[list(c.models) for c in found],
+            workflows=[c.workflow for c in found],
+            rows=unit[items],
+            right=right[items],
+            cost=cost[items],
+            latency=latency[items],
             k=k,
             prior_weight=prior,
         )
-        estimates = choice.estimate_rows(unit[val])
-        score = 0.0
-        for level in LEVEL_NAMES:
-            weights = utility_weights(LEVELS[level], choice.dearest, choice.slowest)
-            picks = choice.pick(estimates, weights)
-            rows = np.arange(len(val))
-            got = right[val][rows, picks].mean()
-            spent = cost[val][rows, picks].mean()
-            took = latency[val][rows, picks].mean()
-            score += float(got - weights[0] * spent - weights[1] * took) / len(LEVEL_NAMES)
-        grid.append({"k": k, "prior_weight": prior, "validation_utility": round(score, 5)})
-        if best is None or score > best[0] + 1e-12:
-            best = (score, k, prior)
+
+    grid = []
+    best: tuple[float, int, float] | None = None
+    if n_val:
+        on_fit = choice_on(fit, *KNN_GRID[0])
+        sims = on_fit.similarities(unit[val])  # once: the settings change only what is made of them
+        weights = {level: utility_weights(LEVELS[level], on_fit.dearest, on_fit.slowest) for level in LEVEL_NAMES}
+        rows = np.arange(len(val))
+        for k, prior in KNN_GRID:
+            choice = replace(on_fit, k=k, prior_weight=prior)
+            estimates = choice.estimate_rows(sims=sims)
+            score = 0.0
+            for level in LEVEL_NAMES:
+                picks = choice.pick(estimates, weights[level])
+                got = right[val][rows, picks].mean()
+                spent = cost[val][rows, picks].mean()
+                took = latency[val][rows, picks].mean()
+                score += float(got - weights[level][0] * spent - weights[level][1] * took) / len(LEVEL_NAMES)
+            grid.append({"k": k, "prior_weight": prior, "validation_utility": round(score, 5)})
+            if best is None or score > best[0] + 1e-12:
+                best = (score, k, prior)
     k, prior = (best[1], best[2]) if best is not None else KNN_GRID[len(KNN_GRID) // 2]
     say(f"workflows: k = {k}, prior weight = {prior}, chosen on {n_val} validation items")
-    return {
-        "candidates": candidates,
-        "right": right,
-        "cost": cost,
-        "latency": latency,
-        "rows": unit,
-        "k": k,
-        "prior_weight": prior,
-        "grid": grid,
-        "validation_items": n_val,
-    }
+    return choice_on(every, k, prior), {"grid": grid, "validation_items": n_val}
 
 
 def _unit_rows(rows):
