@@ -67,13 +67,15 @@ def final_answer(text: str, kind: str | None = "auto") -> str | None:
 
 class Tally:
     """The count of a vote: `winner` (None where no answer was readable), how many agree with it,
-    out of how many steps, and the position (in the order given) of the first step that gave it."""
+    out of how many steps, the position (in the order given) of the first step that gave it, and
+    how many steps gave a final answer at all."""
 
-    def __init__(self, winner: str | None, votes: int, voters: int, first: int | None):
+    def __init__(self, winner: str | None, votes: int, voters: int, first: int | None, readable: int = 0):
         self.winner = winner
         self.votes = votes
         self.voters = voters
         self.first = first
+        self.readable = readable  # how many of the voters gave a final answer at all
 
     @property
     def unanimous(self) -> bool:
@@ -105,7 +107,7 @@ def tally(answers: Sequence[str | None]) -> Tally:
     if not counts:
         return Tally(None, 0, len(answers), None)
     winner = max(counts, key=lambda a: (counts[a], -first[a]))
-    return Tally(winner, counts[winner], len(answers), first[winner])
+    return Tally(winner, counts[winner], len(answers), first[winner], sum(counts.values()))
 
 
 # --- readers ------------------------------------------------------------------------------------

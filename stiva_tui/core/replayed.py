@@ -80,8 +80,7 @@ def replay_workflow(workflow: Workflow, models: Sequence[str], answers: Mapping[
             given.append(None)
             continue
         assert step.kind == VOTE
-        readable = sum(1 for m in read if m is not None and answers[m].final is not None)
-        if readable >= 2 and count.first is not None:
+        if count.readable >= 2 and count.first is not None:
             finish.append(start)
             given.append(read[count.first])
         else:  # judged: the replay serves the judge model's own recorded answer

@@ -109,7 +109,7 @@ class Workflow:
 
     def gates_before(self, index: int) -> tuple[int, ...]:
         """The agreement gates that come before step `index`: it runs only where each let it."""
-        return tuple(i for i in range(index) if self.steps[i].kind == AGREE)
+        return tuple(i for i in range(index) if self.steps[i].is_gate)
 
     def to_lists(self) -> dict[str, list[Any]]:
         return {

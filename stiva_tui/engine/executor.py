@@ -597,9 +597,13 @@ class _Run:
             return outputs[stopped[0][0]]
         return outputs[len(workflow.steps) - 1]
 
-    def _finals(self, workflow: Workflow, index: int, outputs: dict[int, str]) -> tuple[tuple[int, ...], Tally]:
+    def _finals(
+        self, workflow: Workflow, index: int, outputs: dict[int, str]
+    ) -> tuple[tuple[int, ...], list[str | None], Tally]:
+        """The steps step `index` reads, their final answers, and their count."""
         read = workflow.steps[index].access
-        return read, tally([final_answer(outputs.get(j, ""), self.options.answer_kind) for j in read])
+        finals = [final_answer(outputs.get(j, ""), self.options.answer_kind) for j in read]
+        return read, finals, tally(finals)
 
     def _control_finished(self, round_: int, index: int, kind: str, output: str, note: str) -> None:
         step_model = CONTROL_MODEL[kind]
@@ -613,12 +617,11 @@ class _Run:
         stage runs)."""
         step = workflow.steps[index]
         self.emit(StepStarted(self.id, round_, index, CONTROL_MODEL[AGREE], step.subtask, step.access))
-        read, count = self._finals(workflow, index, outputs)
+        read, finals, count = self._finals(workflow, index, outputs)
         if count.unanimous and count.first is not None:
             note = count.line()
             self._control_finished(round_, index, AGREE, outputs[read[count.first]], note)
             return outputs[read[count.first]], note
-        finals = [final_answer(outputs.get(j, ""), self.options.answer_kind) for j in read]
         shown = ", ".join("?" if f is None else (f if len(f) <= 20 else f[:19] + "…") for f in finals)
         following = []  # the next stage: the calls up to the next gate
         for later in workflow.steps[index + 1 :]:
@@ -643,9 +646,8 @@ class _Run:
         its output is the full answer of the first step that gave it. With fewer than two readable
         final answers (an open question), the step's model judges the answers instead: a call."""
         step = workflow.steps[index]
-        read, count = self._finals(workflow, index, outputs)
-        readable = sum(1 for j in read if final_answer(outputs.get(j, ""), self.options.answer_kind) is not None)
-        if readable >= 2 and count.first is not None:
+        read, _, count = self._finals(workflow, index, outputs)
+        if count.readable >= 2 and count.first is not None:
             self.emit(StepStarted(self.id, round_, index, CONTROL_MODEL[VOTE], step.subtask, step.access))
             chosen = outputs[read[count.first]]
             self._control_finished(round_, index, VOTE, chosen, f"vote: {count.line()} (step {read[count.first] + 1})")
