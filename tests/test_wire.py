@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import get_args
 
 import pytest
+from test_ask_warm import alive, wait_until, warm_allowed  # noqa: F401 - warm_allowed: the autouse fixture
+from test_ask_warm import status as worker_status
 
 from tests.support.cli import run_stiva
 from tests.support.fakeprovider import Reply
@@ -63,28 +65,6 @@ def read_reply(sock: socket.socket, timeout: float = 30.0) -> bytes | None:
 # --- the warm worker ----------------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def warm_allowed(monkeypatch):
-    monkeypatch.delenv("STIVA_NO_WARM", raising=False)
-
-
-def worker_status() -> dict | None:
-    from stiva_tui.cli import warm
-
-    return asyncio.run(warm.worker_status())
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return os.waitpid(pid, os.WNOHANG) == (0, 0)
-    except ChildProcessError:
-        return True
-
-
 @pytest.fixture
 def worker(fake, tmp_path, stiva_home):
     """A real warm worker, started by a real `stiva ask`; (its status, the config); stopped after."""
@@ -99,10 +79,9 @@ def worker(fake, tmp_path, stiva_home):
     )
     first = run_stiva("ask", "What is six times seven?", "--config", str(config), home=stiva_home)
     assert first.returncode == 0, first.stderr
-    # the worker the ask started may still be starting on a loaded machine (as test_ask_warm waits)
-    deadline = time.monotonic() + 60
-    while (found := worker_status()) is None and time.monotonic() < deadline:
-        time.sleep(0.2)
+    # the worker the ask started may still be starting on a loaded machine
+    wait_until(lambda: worker_status() is not None, 60)
+    found = worker_status()
     assert found is not None, "no warm worker listens after the first ask"
     yield found, config
     if alive(found["pid"]):
