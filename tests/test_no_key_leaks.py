@@ -188,18 +188,19 @@ def test_a_key_a_provider_echoes_in_its_error_is_masked_everywhere(tmp_path, sti
                 _assert_echoed_key_absent(file.read_bytes(), file.name)
 
 
-async def test_the_api_never_sends_an_echoed_key_back(monkeypatch):
+def _served_error(error_message: str):
+    """(the openai client's error, the provider's requests) when `stiva serve`, over a provider that
+    answers 401 with `error_message`, is asked once."""
+    import tempfile
+    from pathlib import Path
+
     import openai
     from test_server import Served
 
     from stiva_tui.config import load_config
 
-    monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
     with FakeProvider() as fake:
-        fake.default("w1", Reply(status=401, error_message=f"Incorrect API key provided: {ECHOED}"))
-        import tempfile
-        from pathlib import Path
-
+        fake.default("w1", Reply(status=401, error_message=error_message))
         config = load_config(_echoing_config(Path(tempfile.mkdtemp()), fake.base_url))
         served = Served(config).start()
         try:
@@ -207,7 +208,23 @@ async def test_the_api_never_sends_an_echoed_key_back(monkeypatch):
                 served.client().chat.completions.create(model="w1", messages=[{"role": "user", "content": "hi"}])
         finally:
             served.stop()
-    body = json.dumps(caught.value.body)
+        return caught.value, list(fake.requests)
+
+
+def _assert_forms_absent(body: str, stiva_home, forms: dict[str, str]) -> None:
+    """No form of the key in the API's error body nor in any file of the history, as text or UTF-16."""
+    stored = [f for f in (stiva_home / "data").rglob("*") if f.is_file()]
+    assert stored, "the run was not recorded"
+    for where, data in [("the API's error body", body.encode()), *((f.name, f.read_bytes()) for f in stored)]:
+        for name, value in forms.items():
+            assert value.encode() not in data, f"the key, {name}, leaked into {where}"
+            assert value.encode("utf-16-le") not in data, f"the key, {name}, leaked into {where}"
+
+
+async def test_the_api_never_sends_an_echoed_key_back(monkeypatch):
+    monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
+    error, _ = _served_error(f"Incorrect API key provided: {ECHOED}")
+    body = json.dumps(error.body)
     assert "Incorrect API key provided: [redacted]" in body
     _assert_echoed_key_absent(body, "the API's error body")
 
@@ -236,36 +253,15 @@ def _echoed_forms(key: str) -> dict[str, str]:
 async def test_the_api_and_the_history_never_keep_an_echoed_key_in_any_encoding(monkeypatch, stiva_home):
     """A provider that repeats the key upper-cased, in base64 and percent-encoded: `stiva serve`'s
     502 body and the history file hold none of those forms, and still say why the call failed."""
-    import openai
-    from test_server import Served
-
-    from stiva_tui.config import load_config
-
     monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
     forms = _echoed_forms(ECHOED)
     echo = "; ".join(f"{name}={value}" for name, value in forms.items())
-    with FakeProvider() as fake:
-        fake.default("w1", Reply(status=401, error_message=f"Incorrect API key provided ({echo})"))
-        import tempfile
-        from pathlib import Path
-
-        config = load_config(_echoing_config(Path(tempfile.mkdtemp()), fake.base_url))
-        served = Served(config).start()
-        try:
-            with pytest.raises(openai.APIStatusError) as caught:
-                served.client().chat.completions.create(model="w1", messages=[{"role": "user", "content": "hi"}])
-        finally:
-            served.stop()
-        assert fake.requests and fake.requests[0].headers.get("authorization") == f"Bearer {ECHOED}"
-    assert caught.value.status_code == 502
-    body = json.dumps(caught.value.body)
+    error, requests = _served_error(f"Incorrect API key provided ({echo})")
+    assert requests and requests[0].headers.get("authorization") == f"Bearer {ECHOED}"
+    assert error.status_code == 502
+    body = json.dumps(error.body)
     assert "Incorrect API key provided (upper-case=[redacted]" in body  # the reason is still said
-    stored = [f for f in (stiva_home / "data").rglob("*") if f.is_file()]
-    assert stored, "the run was not recorded"
-    for where, data in [("the API's error body", body.encode()), *((f.name, f.read_bytes()) for f in stored)]:
-        for name, value in {"exact": ECHOED, **forms}.items():
-            assert value.encode() not in data, f"the key, {name}, leaked into {where}"
-            assert value.encode("utf-16-le") not in data, f"the key, {name}, leaked into {where}"
+    _assert_forms_absent(body, stiva_home, {"exact": ECHOED, **forms})
 
 
 # --- a provider that echoes the key in its answer (issue 50, part 7) ------------------------------
@@ -381,13 +377,6 @@ async def test_an_error_that_echoes_the_key_reversed_spaced_base32_or_as_utf16_h
     """The copies issue 50 found still leaking in error bodies: `stiva serve`'s 502 body and the
     history hold none of them, and still say why the call failed."""
     import base64
-    import tempfile
-    from pathlib import Path
-
-    import openai
-    from test_server import Served
-
-    from stiva_tui.config import load_config
 
     monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
     forms = {
@@ -398,20 +387,7 @@ async def test_an_error_that_echoes_the_key_reversed_spaced_base32_or_as_utf16_h
     }
     echo = "; ".join(f"{name}={value}" for name, value in forms.items())
     assert len(f"Incorrect API key provided ({echo})") < 500  # the client keeps 500 characters of it
-    with FakeProvider() as fake:
-        fake.default("w1", Reply(status=401, error_message=f"Incorrect API key provided ({echo})"))
-        config = load_config(_echoing_config(Path(tempfile.mkdtemp()), fake.base_url))
-        served = Served(config).start()
-        try:
-            with pytest.raises(openai.APIStatusError) as caught:
-                served.client().chat.completions.create(model="w1", messages=[{"role": "user", "content": "hi"}])
-        finally:
-            served.stop()
-    body = json.dumps(caught.value.body)
+    error, _ = _served_error(f"Incorrect API key provided ({echo})")
+    body = json.dumps(error.body)
     assert "Incorrect API key provided (reversed=[redacted]; spaced=[redacted]; base32=[redacted]" in body
-    stored = [f for f in (stiva_home / "data").rglob("*") if f.is_file()]
-    assert stored, "the run was not recorded"
-    for where, data in [("the API's error body", body.encode()), *((f.name, f.read_bytes()) for f in stored)]:
-        for name, value in forms.items():
-            assert value.encode() not in data, f"the key, {name}, leaked into {where}"
-            assert value.encode("utf-16-le") not in data, f"the key, {name}, leaked into {where}"
+    _assert_forms_absent(body, stiva_home, forms)
