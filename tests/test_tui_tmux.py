@@ -244,31 +244,12 @@ def test_real_stiva_at_80_columns_keeps_help_in_the_footer_and_walks_the_prompt_
 def test_real_stiva_offline_runs_the_model_in_a_process_of_its_own(model_cache, tmp_path, stiva_home):  # noqa: F811
     """The embedded model loads and answers in a child process: the app's own process never
     imports torch, and the child leaves with the app."""
-    config = tmp_path / "offline.toml"
-    config.write_text(
-        tomli_w.dumps({"conductor": {"backend": "embedded"}, "discovery": {"enabled": False}, "catalog": False})
-    )
-    env = {
-        "STIVA_HOME": str(stiva_home),
-        "STIVA_MODEL_CACHE": str(model_cache),
-        "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
-        "HF_HUB_OFFLINE": "1",
-        "TERM": "xterm-256color",
-    }
-    command = " ".join(
-        ["exec", "env", *(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.quote(str(STIVA))]
-        + ["--config", shlex.quote(str(config))]
-    )
+    command, _ = _offline_command(model_cache, tmp_path, stiva_home, backend="embedded")
     tmux = Tmux(tmp_path)
     tmux.start(command, size=(120, 40))
     try:
-        tmux.wait_for("Ask anything", timeout=30)
-        app = int(tmux.run("display-message", "-p", "-t", tmux.session, "#{pane_pid}").strip())
-        tmux.send("What is the capital of France?", literal=True)
-        tmux.wait_for("What is the capital of France?")
-        time.sleep(0.3)
-        tmux.send("C-j")
-        tmux.wait_for("Paris", "✓", timeout=180)
+        app = _app_pid(tmux)
+        _ask_paris(tmux, timeout=180)
         (child,) = [pid for pid in procs.children(app) if "model_process_main" in procs.command_line(pid)]
         assert procs.maps_torch(child), "the model process answered without torch?"
         assert not procs.maps_torch(app), "the app's own process imported torch"
@@ -279,11 +260,21 @@ def test_real_stiva_offline_runs_the_model_in_a_process_of_its_own(model_cache, 
         tmux.kill()
 
 
-def _offline_command(model_cache, tmp_path, stiva_home, *, warm: bool = False) -> tuple[str, dict[str, str]]:  # noqa: F811
+def _offline_command(
+    model_cache,  # noqa: F811
+    tmp_path,
+    stiva_home,
+    *,
+    warm: bool = False,
+    backend: str | None = None,
+) -> tuple[str, dict[str, str]]:
     """The real `stiva` offline (the embedded model alone), and its environment; `warm`: the warm
-    worker allowed (the suite turns it off)."""
+    worker allowed (the suite turns it off); `backend`: the conductor's, named in the config."""
     config = tmp_path / "offline.toml"
-    config.write_text(tomli_w.dumps({"discovery": {"enabled": False}, "catalog": False}))
+    settings: dict = {"discovery": {"enabled": False}, "catalog": False}
+    if backend is not None:
+        settings["conductor"] = {"backend": backend}
+    config.write_text(tomli_w.dumps(settings))
     env = {
         "STIVA_HOME": str(stiva_home),
         "STIVA_MODEL_CACHE": str(model_cache),
@@ -297,6 +288,21 @@ def _offline_command(model_cache, tmp_path, stiva_home, *, warm: bool = False) -
         + ["--config", shlex.quote(str(config))]
     )
     return command, {**env, "CONFIG": str(config)}
+
+
+def _app_pid(tmux: Tmux) -> int:
+    """The app's pid, once its prompt shows."""
+    tmux.wait_for("Ask anything", timeout=30)
+    return int(tmux.run("display-message", "-p", "-t", tmux.session, "#{pane_pid}").strip())
+
+
+def _ask_paris(tmux: Tmux, timeout: float) -> None:
+    """Types a question into the app and sends it; returns once its answer, Paris, is done."""
+    tmux.send("What is the capital of France?", literal=True)
+    tmux.wait_for("What is the capital of France?")
+    time.sleep(0.3)
+    tmux.send("C-j")
+    tmux.wait_for("Paris", "✓", timeout=timeout)
 
 
 def _model_child(app: int) -> int | None:
@@ -327,17 +333,12 @@ def test_real_stiva_offline_loads_its_model_before_any_key_and_answers_a_questio
     tmux = Tmux(tmp_path)
     tmux.start(command, size=(120, 40))
     try:
-        tmux.wait_for("Ask anything", timeout=30)
-        app = int(tmux.run("display-message", "-p", "-t", tmux.session, "#{pane_pid}").strip())
+        app = _app_pid(tmux)
         child = _until(lambda: _model_child(app), 15)
         assert child, "no model process under the app before any key was pressed"
         assert _until(lambda: procs.maps_torch(child), 60), "the model process is not loading the model"
         assert "Paris" not in tmux.screen()
-        tmux.send("What is the capital of France?", literal=True)
-        tmux.wait_for("What is the capital of France?")
-        time.sleep(0.3)
-        tmux.send("C-j")
-        tmux.wait_for("Paris", "✓", timeout=180)
+        _ask_paris(tmux, timeout=180)
         assert _model_child(app) == child, "the question started another model process"
         tmux.send("C-q")
         assert tmux.wait_exit(timeout=15), "stiva did not quit on ctrl+q"
@@ -374,13 +375,8 @@ def test_real_stiva_started_after_an_ask_answers_from_the_warm_workers_model(
     tmux = Tmux(tmp_path)
     tmux.start(command, size=(120, 40))
     try:
-        tmux.wait_for("Ask anything", timeout=30)
-        app = int(tmux.run("display-message", "-p", "-t", tmux.session, "#{pane_pid}").strip())
-        tmux.send("What is the capital of France?", literal=True)
-        tmux.wait_for("What is the capital of France?")
-        time.sleep(0.3)
-        tmux.send("C-j")
-        tmux.wait_for("Paris", "✓", timeout=60)
+        app = _app_pid(tmux)
+        _ask_paris(tmux, timeout=60)
         assert _model_child(app) is None, "the app loaded a model of its own beside the warm worker's"
         during = asyncio.run(warm.worker_status())
         assert during is not None and during["pid"] == worker["pid"] and during["fronts"] == 1
