@@ -12,7 +12,7 @@ What it does, all through the product:
 3. One `stiva bench SUITE --split heldout --pool replay:ID` of every single model (`direct:*`), the
    field's bounds and baselines (`oracle`, `random`, `knn`, `best-single`, computed by the bench),
    three fixed workflows (a vote of the three strongest, and two agreement cascades from GPT-4o-mini
-   and Gemini Flash), and each seed's router at `best`, `balanced` and `cheap`. Every accuracy
+   and Gemini Flash), and each seed's router at `best`, `balanced`, `cheap`, 0.1 and 0.2. Every accuracy
    and cost in the tables is a row that `stiva bench` printed, but the routing field's learnt
    baselines, `knn` and `best-single`: they learn from train items, which a held-out bench does not
    hold, so they come from the function `stiva bench` computes them with (`bench.derived.fit_routing`)
@@ -20,7 +20,7 @@ What it does, all through the product:
 4. Per seed, the router at every point of the preference scale (0 .. 1 in tenths), computed in
    this process with the product's own functions (`WorkflowChoice.estimate_rows`/`pick`, and
    `core.replayed.replay_workflow` on the bench's recorded answers), for the AIQ; the script
-   stops unless that computation gives the `stiva bench` rows at the three named levels: the same
+   stops unless that computation gives the `stiva bench` rows at the five levels it benched: the same
    grade on every item, and the cost within 1% (a vote judged for want of readable final answers
    is billed its drafts' prompt by the replay pool, its recorded prompt by the computation).
    Every candidate workflow of seed 0, computed the same way, makes the fixed workflows' hull.
@@ -48,6 +48,7 @@ OUT = HERE / "experiments" / "real_routing.json"
 PLOT = HERE / "experiments" / "real_routing.png"
 DATA = ROOT / "benchmarks" / "data"
 LEVEL_NAMES = ("best", "balanced", "cheap")
+BENCHED = (*LEVEL_NAMES, "0.1", "0.2")  # the router's levels `stiva bench` runs (the sweep's others are computed)
 SWEEP = [round(x / 10, 1) for x in range(11)]  # --prefer 0 .. 1: cost weight 0 .. 0.45
 GPT4O, MINI, SONNET = "gpt-4o-2024-05-13", "gpt-4o-mini-2024-07-18", "claude-3-5-sonnet-20240620"
 LLAMA405, FLASH = "Llama-3.1-405B-Inst@sambanova", "gemini-1.5-flash"
@@ -116,7 +117,7 @@ def run(home: Path, env: dict, args) -> dict:
     router_systems = {
         (seed, level): f"router:{folder}" + ("" if level == "best" else f"@{level}")
         for seed, folder, _ in routers
-        for level in LEVEL_NAMES
+        for level in BENCHED
     }
     systems = [
         "direct:*",
@@ -236,7 +237,7 @@ def run(home: Path, env: dict, args) -> dict:
                 "shapes": _shapes([choice.names[p] for p in picks]),
                 "_right": right,
             }
-        for level in LEVEL_NAMES:
+        for level in BENCHED:
             row = rows[router_systems[(seed, level)]]
             mine = levels[level]
             # item by item the same grades; the cost within 1%: a vote whose answers hold fewer than two
@@ -384,7 +385,7 @@ def summarize(rows: list[dict], best: dict, best_right: list[float]) -> dict:
     """The median over seeds of each named level (with the range), against the best single model,
     and the median seed's paired bootstrap interval."""
     out = {}
-    for level in LEVEL_NAMES:
+    for level in BENCHED:
         acc = [r["levels"][level]["accuracy"] for r in rows]
         usd = [r["levels"][level]["usd_per_1000"] for r in rows]
         median_seed = sorted(rows, key=lambda r: r["levels"][level]["accuracy"])[len(rows) // 2]
