@@ -10,7 +10,7 @@ What it does, all through the product:
 2. `stiva train router SUITE --split train --pool replay:ID --seed S` for each seed (tfidf): the
    router that chooses, per question, one model, an agreement cascade or a vote.
 3. One `stiva bench SUITE --split heldout --pool replay:ID` of every single model (`direct:*`), the
-   field's bounds and baselines (`oracle`, `random`, `knn`, `best-single`, computed by the bench),
+   field's bounds (`oracle`, `random`, computed by the bench),
    three fixed workflows (a vote of the three strongest, and two agreement cascades from GPT-4o-mini
    and Gemini Flash), and each seed's router at `best`, `balanced`, `cheap`, 0.1 and 0.2. Every accuracy
    and cost in the tables is a row that `stiva bench` printed, but the routing field's learnt
