@@ -120,6 +120,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--limit", type=int, default=None, help="only the first N test items of each bench (a check)")
     parser.add_argument("--no-save", action="store_true")
+    parser.add_argument("--out", type=Path, default=OUT, help="where the JSON goes (the plot beside it, .png)")
     args = parser.parse_args()
     started = time.monotonic()
     with temporary_home("stiva-real-routing-") as home:
@@ -130,9 +131,9 @@ def main() -> None:
     for key in ("best_single", "fixed_workflows", "router_summary", "goals", "leave_one_out", "decision_s"):
         print(f"{key}: {json.dumps(figures.get(key))}")
     if not args.no_save:
-        save_json(OUT, figures)
-        plot(figures)
-        print(f"saved {OUT.relative_to(ROOT)} and {PLOT.relative_to(ROOT)}")
+        save_json(args.out, figures)
+        plot(figures, args.out.with_suffix(".png"))
+        print(f"saved {args.out} and {args.out.with_suffix('.png')}")
 
 
 def _import(path: Path, name: str, env: dict) -> dict:
@@ -622,7 +623,7 @@ def nl_bench(home: Path, sample: list, bench: str, env: dict, base_items: dict) 
     """`stiva bench --systems conductor` (the embedded 270M planning over the pool) on `sample`,
     beside the best single model on the same items."""
     path = home / "nl-sample.jsonl"
-    lines = [json.dumps({"_suite": "held-out ZeroEval items across the three data sets"})]
+    lines = [json.dumps({"_suite": "test ZeroEval items across the three data sets"})]
     lines += [item.model_dump_json(exclude_defaults=True) for item in sample]
     path.write_text("\n".join(lines) + "\n")
     started = time.monotonic()
@@ -646,7 +647,7 @@ def nl_bench(home: Path, sample: list, bench: str, env: dict, base_items: dict) 
     }
 
 
-def plot(figures: dict) -> None:
+def plot(figures: dict, where: Path = PLOT) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -667,11 +668,11 @@ def plot(figures: dict) -> None:
     ax.scatter(o["usd_per_1000"], o["accuracy"], marker="*", s=120, color="black", label="oracle")
     ax.set_xscale("log")
     ax.set_xlabel("USD per 1,000 questions (recorded tokens x list prices; log)")
-    ax.set_ylabel("accuracy on the held-out half")
-    ax.set_title("RECORDED POOL: ZeroEval, 11 models, held-out half")
+    ax.set_ylabel("accuracy on the test half")
+    ax.set_title("RECORDED POOL: ZeroEval, 11 models, test half (40%, chosen on nothing)")
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    fig.savefig(PLOT, dpi=110)
+    fig.savefig(where, dpi=110)
 
 
 if __name__ == "__main__":
