@@ -95,3 +95,23 @@ def test_a_candidate_is_named_on_the_replay_as_the_bench_names_it():
     assert on_replay("direct:gpt-4o") == "direct:replay:gpt-4o"
     assert on_replay("cascade:a+b>vote:c+d+e") == "cascade:replay:a+replay:b>vote:replay:c+replay:d+replay:e"
     assert on_replay("vote:x@host+y+z") == "vote:replay:x@host+replay:y+replay:z"
+
+
+def test_a_data_sets_rows_are_the_bench_rows_of_its_items_alone():
+    from benchmarks.experiments.real_routing import rows_of
+
+    def item(item_id, system, correct, usd, status="graded"):
+        return {"id": item_id, "system": system, "correct": correct, "cost_usd": usd, "status": status}
+
+    report = {
+        "items": [
+            item("gsm/1", "a", True, 0.5),
+            item("gsm/2", "a", False, 1.5),
+            item("crux/1", "a", True, 9.0),
+            item("gsm/1", "b", True, 0.25, status="error"),  # an error is never right
+            item("gsm/2", "b", True, 0.25),
+        ]
+    }
+    rows = rows_of(report, {"gsm/1", "gsm/2"})
+    assert rows["a"]["n"] == 2 and rows["a"]["accuracy"] == 0.5 and rows["a"]["cost_per_question"] == 1.0
+    assert rows["b"]["accuracy"] == 0.5 and rows["b"]["cost_per_question"] == 0.25

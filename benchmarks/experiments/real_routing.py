@@ -227,21 +227,17 @@ def run(home: Path, env: dict, args) -> dict:
                       best_fixed, fixed, orders, router_systems)  # fmt: skip
     figures["bench_s"] = round(bench_s, 1)
 
-    # per data set: its test items alone, the routers trained on all three and the one trained without it
+    # per data set: the rows of the bench above on its items alone (the same runs, by item), and one
+    # `stiva bench` of its test items for the router trained without it (leave one out)
+    domain_of = {item["id"]: item["id"].split("/", 1)[0] for item in report["items"]}
     per_set: dict = {}
     loo: dict = {}
     for d in domains:
-        loo_systems = {
-            (seed, level): f"router:{folder}" + ("" if level == "best" else f"@{level}")
-            for seed, folder in loo_routers[d]
-            for level in LOO_LEVELS
-        }
-        mine = _bench(alone[d], ["direct:*", "oracle", *fixed.values(), *best_fixed_systems,
-                                 *router_systems.values(), *loo_systems.values()], args, env, f"bench {d}")  # fmt: skip
-        drows = {row["system"]: row for row in mine["systems"]}
+        ids = {i for i, x in domain_of.items() if x == d}
+        drows = rows_of(report, ids)
         singles = {m: point(drows[f"direct:{r(m)}"]) for m in models}
         top = max(models, key=lambda m: (singles[m]["accuracy"], -singles[m]["usd_per_1000"]))
-        table = SetRows(drows, grades(mine), best, top)
+        table = SetRows(drows, graded, best, top, ids)
         per_set[d] = {
             "test_items": drows[f"direct:{r(best)}"]["n"],
             "singles": singles,
@@ -252,12 +248,21 @@ def run(home: Path, env: dict, args) -> dict:
             "best_fixed_workflows": {name.replace("replay:", ""): point(drows[name]) for name in best_fixed_systems},
             "router": {level: table.median(router_systems, level, range(args.seeds)) for level in BENCHED},
         }
+        loo_systems = {
+            (seed, level): f"router:{folder}" + ("" if level == "best" else f"@{level}")
+            for seed, folder in loo_routers[d]
+            for level in LOO_LEVELS
+        }
+        mine = _bench(alone[d], ["direct:*", *loo_systems.values()], args, env, f"bench {d} (leave one out)")
+        lrows = {row["system"]: row for row in mine["systems"]}
+        ltable = SetRows(lrows, grades(mine), best, top, {item["id"] for item in mine["items"]})
+        assert lrows[f"direct:{r(best)}"]["correct"] == drows[f"direct:{r(best)}"]["correct"], "the replay changed"
         loo[d] = {
             "trained_on": [x for x in domains if x != d],
-            "test_items": per_set[d]["test_items"],
-            "best_single": per_set[d]["best_single"],
-            "most_accurate_single": per_set[d]["most_accurate_single"],
-            "router": {level: table.median(loo_systems, level, range(args.loo_seeds)) for level in LOO_LEVELS},
+            "test_items": lrows[f"direct:{r(best)}"]["n"],
+            "best_single": {"model": best, **point(lrows[f"direct:{r(best)}"])},
+            "most_accurate_single": {"model": top, **point(lrows[f"direct:{r(top)}"])},
+            "router": {level: ltable.median(loo_systems, level, range(args.loo_seeds)) for level in LOO_LEVELS},
         }
     figures["per_data_set"] = per_set
     figures["leave_one_out"] = loo
@@ -271,15 +276,33 @@ def run(home: Path, env: dict, args) -> dict:
     return figures
 
 
+def rows_of(report: dict, ids: set[str]) -> dict[str, dict]:
+    """`stiva bench`'s rows (bench/report.py `system_row`: accuracy, cost per question, n) of `report`'s
+    systems on the items `ids` alone, from its graded items."""
+    out: dict[str, dict] = {}
+    for item in report["items"]:
+        if item["id"] not in ids:
+            continue
+        row = out.setdefault(item["system"], {"system": item["system"], "n": 0, "correct": 0, "usd": 0.0})
+        row["n"] += 1
+        row["correct"] += int(item["status"] == "graded" and bool(item["correct"]))
+        row["usd"] += item["cost_usd"]
+    for row in out.values():
+        row["accuracy"] = row["correct"] / row["n"]
+        row["cost_per_question"] = row.pop("usd") / row["n"]
+    return out
+
+
 class SetRows:
     """One data set's bench: the median seed's row of a router level, against the best single model
     (chosen on train) and the most accurate single model on these test items."""
 
-    def __init__(self, rows: dict, graded: dict, best: str, top: str):
-        self.rows, self.graded, self.best, self.top = rows, graded, best, top
+    def __init__(self, rows: dict, graded: dict, best: str, top: str, ids: set[str]):
+        self.rows, self.graded, self.best, self.top, self.ids = rows, graded, best, top, ids
 
     def right(self, system: str) -> list[float]:
-        return [float(self.graded[system][i]["correct"] or 0) for i in sorted(self.graded[system])]
+        ids = sorted(i for i in self.graded[system] if i in self.ids)
+        return [float(self.graded[system][i]["correct"] or 0) for i in ids]
 
     def median(self, table: dict, level: str, seeds) -> dict:
         picked = sorted((self.rows[table[(seed, level)]] for seed in seeds), key=lambda row: row["accuracy"])
