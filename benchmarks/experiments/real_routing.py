@@ -234,6 +234,8 @@ def run(home: Path, env: dict, args) -> dict:
     loo: dict = {}
     for d in domains:
         ids = {i for i, x in domain_of.items() if x == d}
+        if not ids:  # `--limit` left none of its items
+            continue
         drows = rows_of(report, ids)
         singles = {m: point(drows[f"direct:{r(m)}"]) for m in models}
         top = max(models, key=lambda m: (singles[m]["accuracy"], -singles[m]["usd_per_1000"]))
