@@ -34,9 +34,14 @@ class RunFigures:
     cost_usd: float = 0.0
     seconds: float | None = None  # None: no clock (frozen mode, or nothing ran)
     label: str = ""  # "running", "failed", "cancelled", "new chat"; "" once finished
+    estimated: bool = False  # the counts include an estimate (a stream still going, or no usage sent)
 
     def text(self) -> str:
-        parts = [f"{fmt.tokens(self.prompt_tokens)}→{fmt.tokens(self.completion_tokens)} tok", fmt.money(self.cost_usd)]
+        mark = "~" if self.estimated else ""
+        parts = [
+            f"{mark}{fmt.tokens(self.prompt_tokens)}→{fmt.tokens(self.completion_tokens)} tok",
+            f"{mark}{fmt.money(self.cost_usd)}",
+        ]
         if self.seconds is not None:
             parts.append(fmt.seconds(self.seconds))
         if self.label:
