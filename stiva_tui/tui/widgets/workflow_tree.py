@@ -39,7 +39,7 @@ SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 REASONING_WIDTH = 72
 REASONING_LINES = 24
 COMPACT_BELOW = 56  # the chat tree is 40 wide at 80 columns, 59 on the run screen at 120
-SUBTASK_LINES = 2  # a folded subtask's lines under its step; the step pane shows it whole
+MIN_SUBTASK = 12  # the fewest cells worth giving a subtask beside the figures that moved
 MODEL_AT_LEAST = 10  # a model id is cut to no fewer cells than this to keep a step's figures in sight
 
 STATUS_ICON = {"waiting": "○", "finished": "✓", "failed": "✗", "cancelled": "■", "interrupted": "■", "skipped": "–"}
@@ -168,7 +168,8 @@ class WorkflowTree(Tree[Key]):
             )
             for more in lines[1:]:
                 self._round_node(r.round).add_leaf(Text("       " + more, style="italic"), data=key)
-        why = reason_line(r.reasoning) if not r.planning else ""
+        room = self._room(2 * self.guide_depth) - len("why ")
+        why = reason_line(r.reasoning, room if room > 20 else 100) if not r.planning else ""
         if why and ("why", r.round) not in self._node_map:  # the one-line answer to "why this plan?"
             self._node_map[("why", r.round)] = self._round_node(r.round).add_leaf(
                 styled([("why", "bold $accent", " "), (why, "italic")]), data=key
@@ -198,39 +199,52 @@ class WorkflowTree(Tree[Key]):
         else:
             first, moved = self._fit_head(lead, figures, room)
             node.set_label(first)
-            under = self._room(3 * self.guide_depth)  # a line under the step
-            lines = _pack(moved, under)
+            # one line under the step: the figures that moved, then the subtask, cut with "…" (the
+            # step pane shows it whole); a second only where the moved figures fill the first
+            under = self._room(3 * self.guide_depth)
+            packed = _pack(moved, under)
             if subtask:
-                lines += [Text(line, style="italic") for line in _fold_lines(subtask, under)]
-            self._fold(node, key, lines)
+                left = under - styled(packed[-1]).cell_len - 2 if packed else 0
+                if packed and left >= MIN_SUBTASK:
+                    packed[-1].append((one_line(subtask, left), "italic dim"))
+                else:
+                    packed.append([(one_line(subtask, under), "italic")])
+            self._fold(node, key, [styled(line) for line in packed])
         for failure in s.failures[self._failures_shown.get(key, 0) :]:
             self._failures_shown[key] = self._failures_shown.get(key, 0) + 1
             if failure.fallback and failure.fallback != failure.model:
                 then = (f"→ {failure.fallback}", "$warning")
             else:
                 then = ("→ retry", "$warning") if failure.fallback else ("", "")
-            node.add_leaf(
-                styled(
-                    [
-                        ("✗", "bold $error", " "),
-                        (failure.model, "bold", " "),
-                        (f"attempt {failure.attempt}:", "dim", " "),
-                        (one_line(failure.error, 60), ""),
-                        then,
-                    ]
-                ),
-                data=key,
-            )
+            lead: list[Part] = [
+                ("✗", "bold $error", " "),
+                (failure.model, "bold", " "),
+                (f"attempt {failure.attempt}:", "dim", " "),
+            ]
+            under = self._room(3 * self.guide_depth)
+            line = styled([*lead, (one_line(failure.error, 60), ""), then])
+            if under <= 0 or line.cell_len <= under:
+                node.add_leaf(line, data=key)
+                continue
+            room = under - styled([*lead, ("", ""), then]).cell_len - 2
+            if room >= 16:  # the error cut to the line
+                node.add_leaf(styled([*lead, (one_line(failure.error, room), ""), then]), data=key)
+            else:  # the error on a line of its own
+                node.add_leaf(styled([*lead, then]), data=key)
+                node.add_leaf(Text("  " + one_line(failure.error, under - 2), style="dim"), data=key)
 
     def _room(self, indent: int) -> int:
-        """The cells a label has on a line indented `indent` cells; 0 before the first layout."""
-        if self.size.width <= 0:
+        """The cells a label has on a line indented `indent` cells; 0 before the first layout. A
+        scrollbar's cells are kept free when none shows yet: more lines may bring one."""
+        width = self.scrollable_content_region.width  # inside the padding and any scrollbar
+        if width <= 0:
             return 0
-        return self.size.width - self.gutter.width - self.styles.scrollbar_size_vertical - indent
+        scrollbar = 0 if self.show_vertical_scrollbar else self.styles.scrollbar_size_vertical
+        return width - scrollbar - indent
 
     def _fit_head(self, lead: list[Part], figures: list[tuple[Part, int]], room: int) -> tuple[Text, list[Part]]:
         """A step's first line within `room`, and the figures that move to the next line: the
-        figures of least rank move first (the time, then the tokens), then the model id is cut
+        figures of least rank move first (the tokens, then the time), then the model id is cut
         (with "…", to no fewer than MODEL_AT_LEAST cells), then the other figures move."""
         kept = [f for f in figures if f[0][0]]
         moved: list[tuple[Part, int]] = []
@@ -342,8 +356,10 @@ class WorkflowTree(Tree[Key]):
 
     def _question_label(self) -> Text:
         state = self.state
-        question = one_line(state.question, 70) if state.question else "No question yet"
-        return styled([(question, "bold"), RUN_SUFFIX.get(state.status, ("", ""))])
+        suffix = RUN_SUFFIX.get(state.status, ("", ""))
+        room = self._room(2) - (len(suffix[0]) + 2 if suffix[0] else 0)  # the root's toggle
+        question = one_line(state.question, min(70, room) if room > 12 else 70) if state.question else "No question yet"
+        return styled([(question, "bold"), suffix])
 
     def _plan_label(self, r: RoundState) -> Text:
         if r.planning:
@@ -379,8 +395,28 @@ class WorkflowTree(Tree[Key]):
         prefer = [(f"prefer {r.preference}", "$accent")] if r.preference else []
         expected = [(f"est {fmt.money(r.expected_cost)}", "dim")] if r.expected_cost else []
         figures = [(seconds, "dim"), (tokens, "dim")] if self.compact else [(tokens, "dim"), (seconds, "dim")]
-        # figures before the notes: a long note is cut at the tree's edge, the figures stay in sight
-        return styled([("✓", "bold $success", " "), ("Plan", "bold"), (what, ""), *expected, *figures, *prefer, *note])
+        lead: list[Part] = [("✓", "bold $success", " "), ("Plan", "bold"), (what, "")]
+        label = styled([*lead, *prefer, *note, *expected, *figures])
+        room = self._room(2 * self.guide_depth + 2)  # under the question and its round, and the toggle
+        if note and 0 < room < label.cell_len:  # the note gets a line of its own: the figures stay in sight
+            self._note_line(r, r.note)
+            return styled([*lead, *prefer, *expected, *figures])
+        return label
+
+    def _note_line(self, r: RoundState, note: str) -> None:
+        """Stiva's note on the plan, on a line of its own under the round (folded; once)."""
+        if ("note", r.round) in self._node_map:
+            return
+        room = self._room(2 * self.guide_depth) - len("note ")
+        lines = _fold_lines(note, room, 2) if room > 8 else [note]
+        node = self._round_node(r.round)
+        plan = self._node_map.get(("plan", r.round))
+        after = plan if plan is not None and plan in node.children else None
+        first = styled([("note", "bold $warning", " "), (lines[0], "$warning")])
+        leaf = node.add(first, ("plan", r.round), after=after, allow_expand=False)  # right under the plan
+        self._node_map[("note", r.round)] = leaf
+        for more in reversed(lines[1:]):
+            node.add(Text("     " + more, style="$warning"), ("plan", r.round), after=leaf, allow_expand=False)
 
     def _step_label(self, s: StepState) -> tuple[list[Part], list[tuple[Part, int]], str]:
         """The step's first line: its lead (status, number, model, reads) and its figures, each
@@ -409,9 +445,9 @@ class WorkflowTree(Tree[Key]):
             figures = [(("skipped · $0", "dim"), 4)]
         elif s.status == "finished":
             mark = "~" if s.estimated else ""
-            tokens = ((f"{mark}{fmt.tokens(s.prompt_tokens)}→{fmt.tokens(s.completion_tokens)} tok", ""), 2)
+            tokens = ((f"{mark}{fmt.tokens(s.prompt_tokens)}→{fmt.tokens(s.completion_tokens)} tok", ""), 1)
             cost = ((f"{mark}{fmt.money(s.cost_usd)}", "$success"), 4)
-            seconds = ((fmt.seconds(s.latency_s) if s.latency_s is not None else "", "dim"), 1)
+            seconds = ((fmt.seconds(s.latency_s) if s.latency_s is not None else "", "dim"), 2)
             ranked = (expected, 3)
             figures = [cost, ranked, seconds, tokens] if self.compact else [tokens, cost, ranked, seconds]
         elif s.status in ("failed", "cancelled", "interrupted"):
@@ -435,7 +471,7 @@ def styled(parts: Sequence[Part]) -> Text:
     return label
 
 
-def _pack(parts: list[Part], width: int) -> list[Text]:
+def _pack(parts: list[Part], width: int) -> list[list[Part]]:
     """`parts` in as few lines of at most `width` cells as they fit in, in order."""
     lines: list[list[Part]] = []
     for part in parts:
@@ -443,10 +479,10 @@ def _pack(parts: list[Part], width: int) -> list[Text]:
             lines[-1].append(part)
         else:
             lines.append([part])
-    return [styled(line) for line in lines]
+    return lines
 
 
-def _fold_lines(text: str, width: int, lines: int = SUBTASK_LINES) -> list[str]:
+def _fold_lines(text: str, width: int, lines: int = 2) -> list[str]:
     """`text` on one line, folded to `width` cells in at most `lines` lines, the last cut with "…"."""
     words = " ".join(text.split())
     if width <= 8:
