@@ -132,6 +132,8 @@ class BenchReportView(Vertical):
         items.clear()
         self.query_one("#report-heading", Static).update(heading(report) if report is not None else "")
         self._drawn_width = self.size.width
+        if report is not None and not self.size.width:  # not laid out yet: fold the names once it is
+            self.call_after_refresh(lambda: self.size.width != self._drawn_width and self.watch_report(self.report))
         if report is not None:
             names = name_width(report.systems, self.size.width)
             for row in report.systems:

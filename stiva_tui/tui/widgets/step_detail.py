@@ -132,6 +132,10 @@ def _header(state: RunState, key: Key) -> str:
         who = markup_text(f"{state.conductor_model or 'conductor'} ({state.conductor_backend or '?'})")
         status = "planning…" if r.planning else fmt.count(len(r.steps), "step")
         lines = [f"[b]Plan, round {r.round} [/b]· {who} · {status}"]
+        if not r.planning and (r.prompt_tokens or r.completion_tokens):
+            mark = "~" if r.estimated else ""
+            seconds = f" · {fmt.seconds(r.latency_s)}" if r.latency_s else ""
+            lines.append(f"{mark}{r.prompt_tokens}→{r.completion_tokens} tok{seconds}")
         if r.expected_cost is not None:
             lines.append(f"expected cost of its steps, before any call: {fmt.money(r.expected_cost)}")
         if r.budget_note:

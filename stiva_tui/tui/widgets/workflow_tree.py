@@ -323,8 +323,17 @@ class WorkflowTree(Tree[Key]):
             width = room if line == 0 else room - self.guide_depth
             return room <= 0 or styled([p for piece in pieces for p in piece]).cell_len <= width
 
+        def cut(piece: list[Part], line: int) -> list[Part]:
+            """A piece wider than a whole line: its label cut with "…"."""
+            width = room if line == 0 else room - self.guide_depth
+            over = styled(piece).cell_len - width
+            if room <= 0 or over <= 0 or len(piece[0][0]) - over < 8:
+                return piece
+            return [(one_line(piece[0][0], len(piece[0][0]) - over), *piece[0][1:]), *piece[1:]]  # type: ignore[list-item]
+
         lines: list[list[list[Part]]] = []
         for piece in self._estimate_pieces:
+            piece = cut(piece, len(lines))
             if lines and fits([*lines[-1], piece], len(lines) - 1):
                 lines[-1].append(piece)
             else:
@@ -398,10 +407,18 @@ class WorkflowTree(Tree[Key]):
         lead: list[Part] = [("✓", "bold $success", " "), ("Plan", "bold"), (what, "")]
         label = styled([*lead, *prefer, *note, *expected, *figures])
         room = self._room(2 * self.guide_depth + 2)  # under the question and its round, and the toggle
-        if note and 0 < room < label.cell_len:  # the note gets a line of its own: the figures stay in sight
+        if room <= 0 or label.cell_len <= room:
+            return label
+        if note:  # the note gets a line of its own: the figures stay in sight
             self._note_line(r, r.note)
-            return styled([*lead, *prefer, *expected, *figures])
-        return label
+        # then the time, the tokens, the estimate go, in that order (the plan's pane has them all)
+        kept = [*expected, *figures]
+        for least in [(seconds, "dim"), (tokens, "dim"), *expected]:
+            if styled([*lead, *prefer, *kept]).cell_len <= room:
+                break
+            if least in kept:
+                kept.remove(least)
+        return styled([*lead, *prefer, *kept])
 
     def _note_line(self, r: RoundState, note: str) -> None:
         """Stiva's note on the plan, on a line of its own under the round (folded; once)."""
