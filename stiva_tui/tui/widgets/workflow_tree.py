@@ -198,6 +198,8 @@ class WorkflowTree(Tree[Key]):
             self._fold(node, key, [])
         else:
             first, moved = self._fit_head(lead, figures, room)
+            if self.compact:  # narrow: the tokens make way for the subtask (the step's pane has them)
+                moved = [part for part in moved if (part, 1) not in figures]
             node.set_label(first)
             # one line under the step: the figures that moved, then the subtask, cut with "…" (the
             # step pane shows it whole); a second only where the moved figures fill the first
