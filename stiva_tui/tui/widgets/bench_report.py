@@ -131,20 +131,22 @@ class BenchReportView(Vertical):
         systems.clear()
         items.clear()
         self.query_one("#report-heading", Static).update(heading(report) if report is not None else "")
-        self._drawn_width = self.size.width
-        if report is not None and not self.size.width:  # not laid out yet: fold the names once it is
-            self.call_after_refresh(lambda: self.size.width != self._drawn_width and self.watch_report(self.report))
+        # Not laid out yet (a report set as the view first shows): the screen's width, less the
+        # screen's padding, until a resize says better.
+        width = self.size.width or max(0, self.screen.size.width - 2)
+        self._drawn_width = width
         if report is not None:
-            names = name_width(report.systems, self.size.width)
+            names = name_width(report.systems, width)
             for row in report.systems:
                 cells = system_cells(row)
                 cells[0] = Text(fold_name(row.system, names), style="bold")
                 systems.add_row(*cells, key=row.system, height=None)
+            item_names = max(ITEM_NAME_CELLS, width // 4)
             for index, item in enumerate(report.items):
                 cells = item_cells(item)
                 cells[0], cells[1] = (
-                    Text(fold_name(item.id, ITEM_NAME_CELLS)),
-                    Text(fold_name(item.system, ITEM_NAME_CELLS)),
+                    Text(fold_name(item.id, item_names)),
+                    Text(fold_name(item.system, item_names)),
                 )
                 items.add_row(*cells, key=str(index), height=None)
             if report.items:
@@ -232,11 +234,11 @@ def cell_text(cell: object) -> int:
     return len(cell.plain) if isinstance(cell, Text) else len(str(cell))
 
 
-_BREAKS = ":/@-_. "
+_BREAKS = ":/@-_ "  # not ".": it breaks version numbers ("gemini-2.5")
 
 
 def fold_name(name: str, width: int) -> str:
-    """`name` in lines of at most `width` cells, each broken after a ':', '/', '@', '-', '_', '.'
+    """`name` in lines of at most `width` cells, each broken after a ':', '/', '@', '-', '_'
     or a space where one falls in its second half, else at the width; 0: one line."""
     if width <= 0 or len(name) <= width:
         return name
