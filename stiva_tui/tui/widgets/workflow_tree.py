@@ -39,6 +39,7 @@ SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 REASONING_WIDTH = 72
 REASONING_LINES = 24
 COMPACT_BELOW = 56  # the chat tree is 40 wide at 80 columns, 59 on the run screen at 120
+SUBTASK_LINES = 2  # a folded subtask's lines under its step (one where the tree is narrow)
 MIN_SUBTASK = 12  # the fewest cells worth giving a subtask beside the figures that moved
 MODEL_AT_LEAST = 10  # a model id is cut to no fewer cells than this to keep a step's figures in sight
 
@@ -207,10 +208,12 @@ class WorkflowTree(Tree[Key]):
             packed = _pack(moved, under)
             if subtask:
                 left = under - styled(packed[-1]).cell_len - 2 if packed else 0
-                if packed and left >= MIN_SUBTASK:
+                flat = " ".join(subtask.split())
+                if packed and (len(flat) <= left or (self.compact and left >= MIN_SUBTASK)):
                     packed[-1].append((one_line(subtask, left), "italic dim"))
-                else:
-                    packed.append([(one_line(subtask, under), "italic")])
+                else:  # lines of its own: one where narrow (the tree is short there), else two
+                    folded = _fold_lines(subtask, under, 1 if self.compact else SUBTASK_LINES)
+                    packed += [[(line, "italic")] for line in folded]
             self._fold(node, key, [styled(line) for line in packed])
         for failure in s.failures[self._failures_shown.get(key, 0) :]:
             self._failures_shown[key] = self._failures_shown.get(key, 0) + 1
@@ -501,7 +504,7 @@ def _pack(parts: list[Part], width: int) -> list[list[Part]]:
     return lines
 
 
-def _fold_lines(text: str, width: int, lines: int = 2) -> list[str]:
+def _fold_lines(text: str, width: int, lines: int = SUBTASK_LINES) -> list[str]:
     """`text` on one line, folded to `width` cells in at most `lines` lines, the last cut with "…"."""
     words = " ".join(text.split())
     if width <= 8:
