@@ -27,8 +27,7 @@ PRICE_IN, PRICE_OUT = 1.0, 2.0  # USD per 1M tokens (conftest's pool_models)
 
 def plan(models, subtasks, access) -> str:
     return (
-        f"Plan.\nmodel_id = {json.dumps(models)}\nsubtasks = {json.dumps(subtasks)}\n"
-        f"access_list = {json.dumps(access)}"
+        f"Plan.\nmodel_id = {json.dumps(models)}\nsubtasks = {json.dumps(subtasks)}\naccess_list = {json.dumps(access)}"
     )
 
 
@@ -64,7 +63,9 @@ async def test_the_plan_is_priced_after_it_is_written_and_before_any_call(fake):
     # step 1 reads step 0: its prompt expects step 0's answer in it
     assert second.prompt_tokens > DEFAULT_ANSWER_TOKENS
     for step in (first, second):
-        assert step.cost_usd == pytest.approx((step.prompt_tokens * PRICE_IN + step.completion_tokens * PRICE_OUT) / 1e6)
+        assert step.cost_usd == pytest.approx(
+            (step.prompt_tokens * PRICE_IN + step.completion_tokens * PRICE_OUT) / 1e6
+        )
     assert estimate.cost_usd == pytest.approx(first.cost_usd + second.cost_usd)
     assert estimate.kept == 2 and estimate.note == ""
     # the run's own state shows it beside the final figures
@@ -161,3 +162,32 @@ async def test_a_cancelled_step_keeps_what_it_streamed(fake):
     t = cancelled.totals
     assert t.estimated and t.completion_tokens >= 20 + streamed and t.cost_usd > (100 * 1 + 20 * 2) / 1e6
     assert state.live() == (t.prompt_tokens, t.completion_tokens, t.cost_usd, True)
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+def test_stiva_ask_json_carries_the_estimate_and_a_budget_refuses_in_one_line(fake, tmp_path, stiva_home):
+    from tests.support.cli import run_stiva
+    from tests.test_cli import write_config
+
+    fake.default("cond", Reply(plan([1, 2, 1], ["draft A", "draft B", "combine"], [[], [], [0, 1]]), usage=(50, 20)))
+    fake.default("w1", Reply("the combined answer", usage=(10, 3)))
+    fake.default("w2", Reply("draft two", usage=(12, 2)))
+    config = str(write_config(tmp_path / "c.toml", fake.base_url))
+    done = run_stiva("ask", "What is it?", "--config", config, "--json", home=stiva_home)
+    assert done.returncode == 0, done.stderr
+    (estimate,) = json.loads(done.stdout)["estimates"]
+    assert [s["model"] for s in estimate["steps"]] == ["w1", "w2", "w1"] and estimate["kept"] == 3
+    assert estimate["cost_usd"] > 0
+    assert [s["source"] for s in estimate["steps"]] == ["default", "default", "default"]  # no history yet
+    assert estimate["cost_usd"] == pytest.approx(sum(s["cost_usd"] for s in estimate["steps"]))
+    # the first ask's answers are the history now: w1's typical answer is its 3 tokens
+    again = json.loads(run_stiva("ask", "What is it?", "--config", config, "--json", home=stiva_home).stdout)
+    assert [(s["source"], s["completion_tokens"]) for s in again["estimates"][0]["steps"]][0] == ("history", 3)
+    asked = (len(fake.requests_for("w1")), len(fake.requests_for("w2")))
+    refused = run_stiva("ask", "What is it?", "--config", config, "--budget-usd", "0.00001", home=stiva_home)
+    assert refused.returncode == 1 and refused.stdout == ""
+    (line,) = [line for line in refused.stderr.splitlines() if line.startswith("stiva:")]
+    assert "over the budget of $1e-05" in line and "refused before any call" in line
+    assert (len(fake.requests_for("w1")), len(fake.requests_for("w2"))) == asked  # no worker was called

@@ -23,7 +23,12 @@ def add_parser(sub, common) -> None:
     ask.add_argument("--json", action="store_true", help="print one JSON trace instead of the live view")
     ask.add_argument("--rounds", type=int, help="conductor rounds (default from config: 1)")
     ask.add_argument("--max-steps", type=int, help="at most this many steps per workflow (default 5)")
-    ask.add_argument("--budget-usd", type=float, help="stop the run once it has cost this much")
+    ask.add_argument(
+        "--budget-usd",
+        type=float,
+        help="the run's cap: a plan whose estimate is over it is cut to fit or refused before any "
+        "call, and the run stops once it has cost this much",
+    )
     ask.add_argument("--budget-tokens", type=int, help="stop the run once it has used this many tokens")
     ask.add_argument(
         "--baseline",

@@ -558,12 +558,10 @@ class _Run:
         kept = len(workflow.steps) if budget is None else fit_budget(workflow, estimates, budget - self.cost)
         note = ""
         if kept < len(workflow.steps):
-            over = f"the plan's estimate of {_usd(total)} is over the budget of ${budget:g}"
-            spent = f" ({_usd(self.cost)} spent planning)" if self.cost else ""
+            spent = f", after {_usd(self.cost)} spent planning" if self.cost else ""
+            over = f"the plan's estimate of {_usd(total)} is over the budget of ${budget:g}{spent}"
             note = (
-                f"{over}{spent}: cut to {kept} of {len(workflow.steps)} steps"
-                if kept
-                else f"{over}{spent}: refused before any call"
+                f"{over}: cut to {kept} of {len(workflow.steps)} steps" if kept else f"{over}: refused before any call"
             )
         self.emit(PlanEstimated(self.id, round_, estimates, total, budget, round(self.cost, 10), kept, note))
         if not kept:
