@@ -208,3 +208,24 @@ async def test_f12_folds_long_names_and_keeps_every_figure(long_named, size):
 @pytest.mark.parametrize("size", SIZES)
 def test_snapshot_f12_long_names(snap_compare, long_named, size):
     assert snap_compare(Host(lambda: BenchScreen(long_named)), terminal_size=size, run_before=_report)
+
+
+# --- compare mode's columns ---------------------------------------------------------------------
+
+
+async def test_a_compare_column_counts_what_streams_and_keeps_what_a_cancel_spent():
+    from stiva_tui.core import events as ev
+    from stiva_tui.tui.widgets.compare_column import CompareColumn
+
+    column = CompareColumn(SONNET, 1)
+    app = Host(None, lambda: [column])
+    async with app.run_test(size=(120, 40)) as pilot:
+        footer = column.query_one(".column-footer", Static)
+        for event in long_events(False):
+            await column.handle(event)
+        await pilot.pause()
+        live = str(footer.render())
+        assert live.startswith("~753→~159 tok · ~$0.00055"), live  # the plan, step 1, and step 2 so far
+        await column.handle(ev.RunCancelled("widths-run", ev.Totals(800, 160, 0.0006, 2.0, estimated=True)))
+        await pilot.pause()
+        assert str(footer.render()).startswith("~800→~160 tok · ~$0.0006"), str(footer.render())
