@@ -170,7 +170,7 @@ class WorkflowTree(Tree[Key]):
             for more in lines[1:]:
                 self._round_node(r.round).add_leaf(Text("       " + more, style="italic"), data=key)
         room = self._room(2 * self.guide_depth) - len("why ")
-        why = reason_line(r.reasoning, room if room > 20 else 100) if not r.planning else ""
+        why = reason_line(r.reasoning, min(100, room) if room > 20 else 100) if not r.planning else ""
         if why and ("why", r.round) not in self._node_map:  # the one-line answer to "why this plan?"
             self._node_map[("why", r.round)] = self._round_node(r.round).add_leaf(
                 styled([("why", "bold $accent", " "), (why, "italic")]), data=key
