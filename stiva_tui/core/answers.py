@@ -71,6 +71,7 @@ _EDGE = " \t\n.,;:!?\"'`*_$"
 # What makes an answer an expression rather than a number: a LaTeX command, a power, a root, pi,
 # or an operator between two operands ("2\sqrt{73}-6\sqrt{2}", "3+4i", "x^2").
 _MATHY = re.compile(r"\\[a-zA-Z]+|\^|√|π|sqrt|\bpi\b|[\w)}]\s*[-+*×·]\s*[\w(\\{]")
+_CODE_OUTPUT = re.compile(r"\bassert(?:ion)?\b|\bliteral\b|\boutput of\b", re.IGNORECASE)
 _OPTION_LINE = re.compile(r"(?m)^\s*\(?([A-J])[).:]\s+\S")
 
 
@@ -131,9 +132,12 @@ def same_final(a: Final | str | None, b: Final | str | None) -> bool:
 def infer_kind(reference: str, question: str = "") -> str:
     """The kind of an item known only by its reference and question (a recorded item): `choice`
     where the reference is one option letter (or the question lists lettered options and the
-    reference is a letter), `number` where it is one number, `math` where it is an expression,
+    reference is a letter), `literal` where the question asks for a code output (an assertion, a
+    literal) and the reference is a Python literal, `number` where it is one number, `math` where it is an expression,
     `literal` where it is a Python literal other than a name or number, else `exact`."""
     reference = unicodedata.normalize("NFKC", reference).strip()
+    if _CODE_OUTPUT.search(question) and _python_literal(reference) is not None:
+        return "literal"  # a code output: 5 is not 5.0, 'a' is not 'A'
     bare = reference.strip("()[]*. ")
     if len(bare) == 1 and bare.isalpha() and bare.isupper():
         if len(set(_OPTION_LINE.findall(question))) >= 2 or len(reference) <= 3:
@@ -203,8 +207,7 @@ def tally(answers: Sequence[Final | str | None], ranks: Sequence[object] | None 
 
 # --- math ---------------------------------------------------------------------------------------
 
-_HEAVY = re.compile(r"!|\\(?:binom|choose|prod|sum|int|lim|infty|det|matrix|begin)|\^\s*\{?\s*[^{}\d\s]*\^")
-_POWER = re.compile(r"(?:\^|\*\*)\s*(\{[^{}]*\}|-?\d+|[a-zA-Z])")
+_HEAVY = re.compile(r"!|\\(?:binom|choose|prod|sum|int|lim|infty|det|matrix|begin)")
 _LONG_NUMBER = re.compile(r"\d{31,}")
 _math_lock = threading.Lock()
 
@@ -224,14 +227,31 @@ def math_equal(a: str, b: str) -> bool:
 def _math_safe(expression: str) -> bool:
     if len(expression) > _MAX_MATH or _HEAVY.search(expression) or _LONG_NUMBER.search(expression):
         return False
-    for power in _POWER.findall(expression):
-        exponent = power.strip("{} ")
+    text = expression.replace("**", "^")
+    for at in (i for i, c in enumerate(text) if c == "^"):
+        exponent = _exponent(text, at + 1)
+        if exponent is None:
+            return False
         if exponent.lstrip("-").isdigit():
             if abs(int(exponent)) > 100:
                 return False
         elif not re.fullmatch(r"-?[a-zA-Z]|-?\d+/\d+|\\frac\{\d+\}\{\d+\}", exponent):
-            return False
+            return False  # a power tower, or a power of something that is not a small number
     return True
+
+
+def _exponent(text: str, start: int) -> str | None:
+    """The exponent after a `^` at `start`: a braced group (balanced), else a number or a letter."""
+    rest = text[start:].lstrip()
+    if rest.startswith("{"):
+        depth = 0
+        for index, char in enumerate(rest):
+            depth += {"{": 1, "}": -1}.get(char, 0)
+            if depth == 0:
+                return rest[1:index].strip()
+        return None
+    token = re.match(r"-?\d+|[a-zA-Z]", rest)
+    return token.group() if token else None
 
 
 @lru_cache(maxsize=8192)
