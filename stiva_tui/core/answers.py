@@ -37,6 +37,7 @@ import ast
 import re
 import threading
 import unicodedata
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -453,7 +454,9 @@ def _python_literal(text: str) -> str | None:
     if not text or len(text) > _MAX_LITERAL:
         return None
     try:
-        value = ast.literal_eval(text.strip())
+        with warnings.catch_warnings():  # "invalid decimal literal" and the like: not a literal, said quietly
+            warnings.simplefilter("ignore", SyntaxWarning)
+            value = ast.literal_eval(text.strip())
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
     return repr(value)
