@@ -10,6 +10,7 @@ import time
 
 import pytest
 from conftest import pool_models
+from test_server import serve_process  # noqa: F401  (the real `stiva serve`, a fixture)
 
 from stiva_tui.core import events as ev
 from stiva_tui.core.answers import final_answer, infer_kind, same_final, tally
@@ -179,3 +180,100 @@ async def test_a_vote_never_makes_more_calls_than_the_step_limit(fake):
     assert result.status == "finished" and calls == 5, calls
     notes = [e.note for e in events if isinstance(e, ev.StepFinished) and e.note]
     assert sum("no judge call, the step limit (5) is reached" in n for n in notes) == 2, notes
+
+
+# --- through the real front ends: serve, bench import, train router, the numeric grader ---------------
+
+HUGE = ["The answer is 1e999999999", "The answer is 1e999999999/2", '{"answer": 1e5000}', "\\boxed{2^{2^{2^{2^{99}}}}}"]
+
+
+def test_serve_keeps_answering_other_clients_while_a_vote_reads_huge_numbers(serve_process, fake):
+    import threading
+
+    import httpx
+    from test_server import TOKEN
+
+    plan = 'Two answers, then a vote.\nmodel_id = [1, 1, 1]\nsubtasks = ["Answer.", "Answer.", "vote"]\naccess_list = [[], [], [0, 1]]'
+    fake.default("cond", Reply(plan))
+    fake.script("w1", *[Reply(HUGE[i % len(HUGE)]) for i in range(8)])
+    served = serve_process(1024)
+    headers = {"authorization": f"Bearer {TOKEN}"}
+    slowest: list[float] = []
+    done = threading.Event()
+
+    def poll() -> None:
+        with httpx.Client(timeout=10) as client:
+            while not done.is_set():
+                started = time.monotonic()
+                assert client.get(served.url + "/v1/models", headers=headers).status_code == 200
+                slowest.append(time.monotonic() - started)
+                time.sleep(0.1)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        started = time.monotonic()
+        reply = httpx.post(
+            served.url + "/v1/chat/completions",
+            headers=headers,
+            json={"model": "conductor-mini", "messages": [{"role": "user", "content": "How big?"}]},
+            timeout=60,
+        )
+        took = time.monotonic() - started
+    finally:
+        done.set()
+        poller.join(15)
+    assert reply.status_code == 200, reply.text
+    assert took < 20 and slowest and max(slowest) < 2.0, (took, max(slowest, default=None))
+
+
+def test_import_train_router_and_bench_end_in_seconds_on_records_of_huge_numbers(tmp_path, stiva_home):
+    import json as json_module
+
+    from tests.support.cli import run_stiva
+
+    rows = []
+    for index in range(12):
+        for model, said in (("a", HUGE[index % len(HUGE)]), ("b", "The answer is 1e999999999/2"), ("c", str(index))):
+            rows.append(
+                {
+                    "id": f"q{index}",
+                    "question": f"What is {index} + 0?",
+                    "model": model,
+                    "response": said,
+                    "correct": said == str(index),
+                    "answer": str(index),
+                    "split": "train" if index % 2 else "heldout",
+                }
+            )
+    path = tmp_path / "huge.jsonl"
+    path.write_text("\n".join(json_module.dumps(r) for r in rows) + "\n")
+    started = time.monotonic()
+    imported = run_stiva("bench", "import", str(path), "--name", "huge", "--json", home=stiva_home)
+    assert imported.returncode == 0, imported.stderr
+    info = json_module.loads(imported.stdout)
+    trained = run_stiva(
+        "train", "router", info["suite"], "--pool", f"replay:{info['bench']}", "--split", "train",
+        "--out", str(tmp_path / "router"), home=stiva_home,
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    benched = run_stiva(
+        "bench", info["suite"], "--pool", f"replay:{info['bench']}", "--systems",
+        "vote:replay:a+replay:b+replay:c,cascade:replay:a+replay:b>replay:c", "--json", home=stiva_home,
+    )  # fmt: skip
+    assert benched.returncode == 0, benched.stderr
+    assert time.monotonic() - started < 120
+    rows_by_system = {row["system"]: row for row in json_module.loads(benched.stdout)["systems"]}
+    # a and b never agree on text past the bounds with c's number: the cascade asks c, and is right
+    assert rows_by_system["cascade:replay:a+replay:b>replay:c"]["accuracy"] == 1.0
+
+
+@pytest.mark.parametrize("text", ["1e999999999/2", "The answer is 1e999999999", "1e400", "9" * 100_000], ids=["over", "exponent", "1e400", "digits"])
+def test_the_numeric_grader_reads_a_huge_number_in_milliseconds_and_never_as_infinity(text):
+    from stiva_tui.evals.graders import grade
+    from stiva_tui.evals.suite import SuiteItem
+
+    started = time.monotonic()
+    verdict = grade(SuiteItem(id="n", question="How many?", grader="numeric", answer="7e500"), text)
+    assert time.monotonic() - started < 1.0
+    assert not verdict.correct

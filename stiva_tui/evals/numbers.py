@@ -97,7 +97,7 @@ def _to_float(token: str) -> float | None:
     try:
         return float(value)
     except OverflowError:  # within the bounds but past a float's range: 1e400
-        return math.copysign(math.inf, value)
+        return math.inf if value > 0 else -math.inf
 
 
 _FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(-?[\d.,]+)\s*\}\s*\{\s*(-?[\d.,]+)\s*\}")
