@@ -22,7 +22,7 @@ def _hint(text: str, prefix: str) -> list[str]:
         at += 1
         command = command.removesuffix("\\") + " " + lines[at].strip()
     words = shlex.split(command)
-    assert words[0] == "stiva", line
+    assert words[0] == "stiva", command
     return words[1:]
 
 
