@@ -32,7 +32,7 @@ from ..conductor.base import (
 )
 from ..conductor.guard import degenerate
 from ..conductor.prompt import worker_messages
-from ..core.answers import Tally, final_answer, tally
+from ..core.answers import Final, Tally, final_answer, tally
 from ..core.events import (
     ConductorDelta,
     Event,
@@ -102,6 +102,15 @@ class RunOptions:
     # How votes and agreement gates read a step's final answer (core/answers.py): the question's
     # kind where it is known (a bench item's), else "auto".
     answer_kind: str = "auto"
+    # Who a tie or an agreement returns (core/answers.py's `tally`): pool model ids, best first (a
+    # bench on recorded answers: by accuracy on their train half). Models not named rank after,
+    # cheapest first, then by id: never by the order the plan lists its steps in.
+    model_rank: tuple[str, ...] = ()
+
+
+AGREEMENT_DEADLINE_S = 5.0
+"""The longest a vote or gate may spend comparing final answers (math-verify on two expressions),
+off the event loop; past it the answers count as different."""
 
 
 @dataclass
@@ -560,6 +569,7 @@ class _Run:
         outputs: dict[int, str] = {}
         done = [asyncio.Event() for _ in workflow.steps]
         stopped: list[tuple[int, str]] = []  # the gate that ended the round, if one did, and its count
+        judged: list[int] = []  # votes of this round that called a judge: each one counts against max_steps
 
         async def run_step(index: int) -> None:
             step = workflow.steps[index]
@@ -575,9 +585,9 @@ class _Run:
             elif step.calls:
                 outputs[index] = await self._run_step(round_, workflow, index, models, outputs, final)
             elif step.is_vote:
-                outputs[index] = await self._vote(round_, workflow, index, models, outputs, final)
+                outputs[index] = await self._vote(round_, workflow, index, models, outputs, final, judged)
             else:
-                agreed = self._gate(round_, workflow, index, outputs, models)
+                agreed = await self._gate(round_, workflow, index, outputs, models)
                 outputs[index] = agreed[0] if agreed is not None else ""
                 if agreed is not None:
                     stopped.append((index, agreed[1]))
@@ -597,32 +607,52 @@ class _Run:
             return outputs[stopped[0][0]]
         return outputs[len(workflow.steps) - 1]
 
-    def _finals(
-        self, workflow: Workflow, index: int, outputs: dict[int, str]
-    ) -> tuple[tuple[int, ...], list[str | None], Tally]:
-        """The steps step `index` reads, their final answers, and their count."""
+    async def _finals(
+        self, workflow: Workflow, index: int, outputs: dict[int, str], models: Sequence[PoolModel]
+    ) -> tuple[tuple[int, ...], list[Final | None], Tally]:
+        """The steps step `index` reads, their final answers, and their count (a tie and the answer
+        returned decided by the models' rank, never by the steps' order). Read and compared off the
+        event loop, within AGREEMENT_DEADLINE_S: past it, no answer counts (the gate continues)."""
         read = workflow.steps[index].access
-        finals = [final_answer(outputs.get(j, ""), self.options.answer_kind) for j in read]
-        return read, finals, tally(finals)
+        texts = [outputs.get(j, "") for j in read]
+        ranks = [self._rank(models[workflow.steps[j].model]) for j in read]
+        kind = self.options.answer_kind
+
+        def count() -> tuple[list[Final | None], Tally]:
+            finals = [final_answer(text, kind) for text in texts]
+            return finals, tally(finals, ranks)
+
+        try:
+            finals, counted = await asyncio.wait_for(asyncio.to_thread(count), AGREEMENT_DEADLINE_S)
+        except TimeoutError:
+            finals = [None] * len(read)
+            counted = tally(finals, ranks)
+        return read, finals, counted
+
+    def _rank(self, model: PoolModel) -> tuple[int, float, str]:
+        """A model's rank for ties and agreements: its place in `model_rank`, then price, then id."""
+        named = self.options.model_rank
+        place = named.index(model.id) if model.id in named else len(named)
+        return place, model.price_in + model.price_out, model.id
 
     def _control_finished(self, round_: int, index: int, kind: str, output: str, note: str) -> None:
         step_model = CONTROL_MODEL[kind]
         self.emit(StepFinished(self.id, round_, index, step_model, output, Usage(), 0.0, 0.0, 1, note=note))
 
-    def _gate(
+    async def _gate(
         self, round_: int, workflow: Workflow, index: int, outputs: dict[int, str], models: Sequence[PoolModel]
     ) -> tuple[str, str] | None:
         """An agreement gate: (the agreed answer, its count) where every step it reads gives the
-        same final answer (the answer is the first read step's full output), else None (the next
-        stage runs)."""
+        same final answer (the answer is the best-ranked read step's full output), else None (the
+        next stage runs)."""
         step = workflow.steps[index]
         self.emit(StepStarted(self.id, round_, index, CONTROL_MODEL[AGREE], step.subtask, step.access))
-        read, finals, count = self._finals(workflow, index, outputs)
+        read, finals, count = await self._finals(workflow, index, outputs, models)
         if count.unanimous and count.first is not None:
             note = count.line()
             self._control_finished(round_, index, AGREE, outputs[read[count.first]], note)
             return outputs[read[count.first]], note
-        shown = ", ".join("?" if f is None else (f if len(f) <= 20 else f[:19] + "…") for f in finals)
+        shown = ", ".join("?" if f is None else (f.key if len(f.key) <= 20 else f.key[:19] + "…") for f in finals)
         following = []  # the next stage: the calls up to the next gate
         for later in workflow.steps[index + 1 :]:
             if later.is_gate:
@@ -641,20 +671,36 @@ class _Run:
         models: Sequence[PoolModel],
         outputs: dict[int, str],
         final: bool,
+        judged: list[int],
     ) -> str:
-        """A vote: the majority final answer of the steps it reads (a tie to the earliest-listed);
-        its output is the full answer of the first step that gave it. With fewer than two readable
-        final answers (an open question), the step's model judges the answers instead: a call."""
+        """A vote: the majority final answer of the steps it reads (a tie to the best-ranked model);
+        its output is the full answer of the best-ranked step that gave it. With fewer than two
+        readable final answers (an open question), the step's model judges the answers instead: a
+        call, counted against max_steps; where the limit has no room left, the best-ranked readable
+        answer (else the best-ranked step's output) is taken without a call, and the tree says so."""
         step = workflow.steps[index]
-        read, _, count = self._finals(workflow, index, outputs)
+        read, _, count = await self._finals(workflow, index, outputs, models)
         if count.readable >= 2 and count.first is not None:
             self.emit(StepStarted(self.id, round_, index, CONTROL_MODEL[VOTE], step.subtask, step.access))
             chosen = outputs[read[count.first]]
             self._control_finished(round_, index, VOTE, chosen, f"vote: {count.line()} (step {read[count.first] + 1})")
             return chosen
+        if workflow.calls + len(judged) >= self.options.max_steps:
+            self.emit(StepStarted(self.id, round_, index, CONTROL_MODEL[VOTE], step.subtask, step.access))
+            best = (
+                count.first
+                if count.first is not None
+                else min(range(len(read)), key=lambda i: self._rank(models[workflow.steps[read[i]].model]))
+            )
+            chosen = outputs.get(read[best], "")
+            why = "the best-ranked readable answer" if count.first is not None else "the best-ranked answer"
+            note = f"vote: no judge call, the step limit ({self.options.max_steps}) is reached: {why} (step {read[best] + 1})"
+            self._control_finished(round_, index, VOTE, chosen, note)
+            return chosen
+        judged.append(index)
         judge = replace(step, subtask=JUDGE_SUBTASK, kind=CALL)
-        judged = Workflow(tuple(judge if i == index else s for i, s in enumerate(workflow.steps)))
-        return await self._run_step(round_, judged, index, models, outputs, final)
+        judged_workflow = Workflow(tuple(judge if i == index else s for i, s in enumerate(workflow.steps)))
+        return await self._run_step(round_, judged_workflow, index, models, outputs, final)
 
     def _candidates(self, step: Step, models: Sequence[PoolModel]) -> list[PoolModel]:
         """The step's own model, then its fallbacks (each model once)."""

@@ -54,6 +54,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from ..sandbox import (
@@ -64,7 +65,7 @@ from ..sandbox import (
     run_sync,
     run_with_tests_async,
 )
-from .numbers import extract_number, integer_reference, parse_number, written_value
+from .numbers import extract_number, integer_reference, parse_number, reference_value, written_value
 from .numbers import unboxed as _unboxed
 from .suite import LETTERS, CodeTests, SuiteItem, answer_key, recorded_answer_line
 
@@ -165,7 +166,13 @@ def _grade_numeric(item: SuiteItem, text: str) -> Grade:
         correct = written_value(read) == whole
     else:
         tolerance = item.tolerance if item.tolerance is not None else DEFAULT_TOLERANCE
-        correct = math.isclose(value, reference, rel_tol=tolerance, abs_tol=1e-12)
+        exact_read, exact_reference = written_value(read), reference_value(item.answer)
+        if exact_read is not None and exact_reference is not None:  # exact values: 1e400 is not 7e500
+            gap = abs(exact_read - exact_reference)
+            scale = max(abs(exact_read), abs(exact_reference))
+            correct = gap <= Fraction(tolerance) * scale or gap <= Fraction(1, 10**12)
+        else:
+            correct = math.isclose(value, reference, rel_tol=tolerance, abs_tol=1e-12)
     return Grade(correct, read, None if correct else f"expected {item.answer}, read {read}")
 
 
