@@ -268,7 +268,11 @@ def test_import_train_router_and_bench_end_in_seconds_on_records_of_huge_numbers
     assert rows_by_system["cascade:replay:a+replay:b>replay:c"]["accuracy"] == 1.0
 
 
-@pytest.mark.parametrize("text", ["1e999999999/2", "The answer is 1e999999999", "1e400", "9" * 100_000], ids=["over", "exponent", "1e400", "digits"])
+@pytest.mark.parametrize(
+    "text",
+    ["1e999999999/2", "The answer is 1e999999999", "1e400", "9" * 100_000],
+    ids=["over", "exponent", "1e400", "digits"],
+)
 def test_the_numeric_grader_reads_a_huge_number_in_milliseconds_and_never_as_infinity(text):
     from stiva_tui.evals.graders import grade
     from stiva_tui.evals.suite import SuiteItem

@@ -490,4 +490,3 @@ def _recorded_rank(runtime, suite: Suite) -> tuple[str, ...]:
         {m: sum(v) / len(v) for m, v in right.items()}, {m: sum(v) / len(v) for m, v in spent.items()}
     )
     return tuple(REPLAY_PREFIX + m for m in sorted(rank, key=lambda m: (rank[m], m)))
-
