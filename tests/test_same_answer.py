@@ -281,3 +281,19 @@ def test_the_numeric_grader_reads_a_huge_number_in_milliseconds_and_never_as_inf
     verdict = grade(SuiteItem(id="n", question="How many?", grader="numeric", answer="7e500"), text)
     assert time.monotonic() - started < 1.0
     assert not verdict.correct
+
+
+@pytest.mark.parametrize(
+    ("reference", "text", "correct"),
+    [
+        ("2", "\\boxed{2\\sqrt{73}-6\\sqrt{2}}", False),  # the old reader graded it as its first "2"
+        ("16", "The answer is 4\\sqrt{2}", False),
+        ("16", "\\boxed{16}", True),
+        ("0.5", "\\boxed{\\frac{1}{2}}", True),
+    ],
+)
+def test_the_numeric_grader_reads_a_stated_answer_as_votes_do(reference, text, correct):
+    from stiva_tui.evals.graders import grade
+    from stiva_tui.evals.suite import SuiteItem
+
+    assert grade(SuiteItem(id="n", question="How many?", grader="numeric", answer=reference), text).correct is correct

@@ -125,8 +125,8 @@ def same_final(a: Final | str | None, b: Final | str | None) -> bool:
         return str(a) == str(b)
     if a.form == b.form and a.key == b.key:
         return True
-    if a.form in ("number", "math") and b.form in ("number", "math"):
-        return a.key == b.key or math_equal(a.key, b.key)
+    if a.form in ("number", "math") and b.form in ("number", "math") and "math" in (a.form, b.form):
+        return math_equal(a.key, b.key)  # two numbers are equal only where their exact keys are
     return False
 
 

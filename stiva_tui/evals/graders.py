@@ -10,7 +10,9 @@ process pool (math-verify's timeouts use SIGALRM, which only works on a process'
 How each grader reads an answer (the "extracted" part of a `Grade`):
 
 - numeric: the content of the last `\\boxed{...}`; else the first number after the last "answer
-  is" / "answer:" / "answer ="; else the last number in the text. Thousands commas ("1,234"),
+  is" / "answer:" / "answer ="; else the last number in the text. A stated answer (boxed, after
+  "answer is", a JSON field) that is an expression ("2\\sqrt{73}-6\\sqrt{2}") is wrong: it is read
+  as votes and gates read it (core/answers.py), never as one of its numbers. Thousands commas ("1,234"),
   decimals, a sign, exponents, fractions ("3/4", "\\frac{3}{4}") and percent signs are read; a
   sentence's final period is not a decimal point; digits glued to letters ("CO2", "x2") are not
   numbers. A reference written as an integer ("976371285", "1,000", "25%") is matched only by the
@@ -57,6 +59,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
+from ..core.answers import final_answer
 from ..sandbox import (
     SandboxResult,
     SandboxSettings,
@@ -157,6 +160,9 @@ def _grade_numeric(item: SuiteItem, text: str) -> Grade:
     reference = parse_number(item.answer)
     if reference is None:  # validated at load; kept for items built by hand
         raise GraderError(f"item {item.id!r}: reference {item.answer!r} is not a number")
+    stated = final_answer(text, "number")  # the one reader votes and gates use (core/answers.py)
+    if stated is not None and stated.form == "math":  # "2\sqrt{73}-6\sqrt{2}" is not the number 2
+        return Grade(False, stated.key, f"expected the number {item.answer}, the answer is an expression")
     found = extract_number(text)
     if found is None:
         return Grade(False, "", "no number in the answer")
