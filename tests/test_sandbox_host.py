@@ -632,6 +632,26 @@ time.sleep(4)
 print("held to the end", flush=True)
 """
 
+# Pipes alone: four processes, 120 full pipes each (30 MB) and little memory of their own.
+FULL_PIPES = """
+import os, time
+for _ in range(3):
+    if os.fork() == 0:
+        break
+held = []
+for _ in range(120):
+    r, w = os.pipe()
+    held += [r, w]
+    os.set_blocking(w, False)
+    try:
+        while True:
+            os.write(w, b"x" * 65536)
+    except BlockingIOError:
+        pass
+print("held", flush=True)
+time.sleep(3)
+"""
+
 # The control: what ordinary code does with sockets and pipes (a few, a few MB through them).
 FEW_BUFFERS = """
 import os, socket
@@ -660,12 +680,14 @@ def test_as_a_plain_user_socket_pipe_and_queue_buffers_are_counted_against_the_m
     attacks = {
         "buffers": [KERNEL_BUFFERS, {"memory_mb": 256}],
         "few": [FEW_BUFFERS, {"memory_mb": 256}],
+        "pipes": [FULL_PIPES, {"memory_mb": 48}],
     }
     out, _ = as_a_plain_user(attacks, watch_stopped=False)
     ok, limit, timed_out, stdout, _ = out["buffers"]
     # stopped at the memory limit, not left to hold up to 640 MB under a 256 MB one
     assert not ok and (limit or "").startswith("memory") and not timed_out, (out["buffers"], _queued(stdout))
     assert "held to the end" not in stdout
+    assert not out["pipes"][0] and (out["pipes"][1] or "").startswith("memory"), out["pipes"]
     assert out["few"][0] and out["few"][3] == "fine\n", out["few"]
 
 
