@@ -710,7 +710,7 @@ class _Run:
             return None
         agreed, note, usage, cost, latency = await self._judge(round_, index, read, judge, texts)
         chosen = _representative(read, workflow, models, outputs) if agreed else ""
-        note = f"judge {judge.id}: " + ("they agree" if agreed else f"they differ ({note}): {asking}")
+        note = "judge: they agree" if agreed else f"judge: they differ ({note}): {asking}"  # the step names its model
         self.emit(StepFinished(self.id, round_, index, judge.id, chosen, usage, cost, latency, 1, note=note))
         return (chosen, note) if agreed else None
 
