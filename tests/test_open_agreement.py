@@ -115,6 +115,9 @@ def test_the_threshold_is_the_one_the_written_pairs_choose_and_the_saved_figures
         ("Tell me about green tea.", "exact", "text", True),  # a bench item's kind
         ("What is 6 x 7?", "auto", "text", True),
         ("How many legs does a spider have?", "auto", "text", True),
+        ("What is 3 - 1?", "auto", "text", True),
+        ("Should I steep green tea 2-3 minutes or longer?", "auto", "text", False),  # a range, not a sum
+        ("How long should I steep green tea?", "auto", "text", False),
         ("Which is a mammal?\nA. Shark\nB. Dolphin\nC. Trout", "auto", "text", True),
         ("Is tea a drink? Answer yes or no.", "auto", "text", True),
         ("Explain the proof. Put your final answer in \\boxed{}.", "auto", "text", True),

@@ -236,8 +236,9 @@ _ANSWER_FORM = re.compile(
     r"|\b(?:reply|respond) with (?:only |just )?(?:one|a|the) (?:word|number|letter)\b|\bone word\b",
     re.IGNORECASE,
 )
-_ARITHMETIC = re.compile(r"\d\s*(?:[-+*/^×÷x]|\*\*)\s*\(?\s*\d")
-_COUNTING = re.compile(r"^\W*(?:how (?:many|much|old|far|long)|what is the (?:sum|product|value|number))\b", re.I)
+# a sum: "6 x 7", "6x7", "2^10", "3 - 1" (a minus between spaces: "2-3 minutes" is a range)
+_ARITHMETIC = re.compile(r"\d\s*(?:[+*/^×÷x]|\*\*|\s-\s)\s*\(?\s*\d")
+_COUNTING = re.compile(r"^\W*(?:how (?:many|much)|what is the (?:sum|product|value|number))\b", re.I)
 _SHORT_QUESTION = 300  # characters: a longer question is a task, whatever it counts
 
 
