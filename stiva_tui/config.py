@@ -215,6 +215,14 @@ class ServeConfig(_Strict):
     max_pipelined_requests: int = Field(8, ge=1, le=1000)
 
 
+class WorkflowsConfig(_Strict):
+    """[workflows]: how votes and agreement cascades compare open answers, where no final answer
+    can be read (core/open_text.py). text: near-identical text agrees, with no call; judge: beyond
+    that, a short judge call on the cheapest capable pool model, costed and shown on the tree."""
+
+    open_agreement: Literal["text", "judge"] = "text"
+
+
 SIM_PROVIDER = "stiva-sim"  # the provider the simulated pool's server is added to the config as
 REPLAY_PROVIDER = "stiva-replay"  # the same for a replayed bench (`--pool replay:BENCH_ID`)
 
@@ -283,6 +291,7 @@ class Config(_Strict):
     serve: ServeConfig = Field(default_factory=ServeConfig)
     ask: AskConfig = Field(default_factory=AskConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    workflows: WorkflowsConfig = Field(default_factory=WorkflowsConfig)
     sim: SimConfig | None = None
     # Use the built-in catalog of hosted providers (joined when their key is present).
     catalog: bool = True

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..core import open_text
 from ..core.events import Event
 from ..core.preference import PreferenceError, parse_preference
 from ..core.words import KIND_OF_SOURCE, Source
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
     from .root import Runtime
 
 log = logging.getLogger(__name__)
+
+# The front ends a person asks through: their questions have no known kind unless one is given.
+LIVE_SOURCES: tuple[Source, ...] = ("tui", "cli", "api")
 
 
 EMPTY_POOL = (
@@ -263,7 +267,13 @@ class Sessions:
                 options = replace(options, preference=parse_preference(given.pop("preference")))
             except PreferenceError as exc:
                 raise AskError(str(exc)) from None
-        return replace(options, **{k: v for k, v in given.items() if v is not None})
+        options = replace(options, **{k: v for k, v in given.items() if v is not None})
+        if ask.source in LIVE_SOURCES:
+            # a live question whose answers cannot be compared gets one model, never a vote or a
+            # cascade (the bench runs its systems as named: docs/conductor.md, "Open questions")
+            comparable = open_text.comparable(ask.question, options.answer_kind, options.open_agreement)
+            options = replace(options, answers_comparable=comparable)
+        return options
 
     # --- conversations -------------------------------------------------------------------------
 

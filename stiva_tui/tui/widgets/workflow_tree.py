@@ -312,6 +312,8 @@ class WorkflowTree(Tree[Key]):
         if s.status == "running":
             parts.append((f"~{fmt.tokens(s.streamed_chars // 4)} tok", "dim"))
         elif s.status == "finished" and s.note:  # a vote's or a gate's count: no call, no cost
+            if s.prompt_tokens or s.completion_tokens:  # ... unless a judge was asked: its call's cost
+                parts.append((fmt.money(s.cost_usd), "$success"))
             parts.append((one_line(s.note, 48), "bold $accent"))
             return styled(parts)
         elif s.status == "skipped":  # an agreement gate ended the round before it: never run, $0
