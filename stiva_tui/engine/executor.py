@@ -684,7 +684,10 @@ class _Run:
             note = count.line()
             self._control_finished(round_, index, AGREE, outputs[read[count.first]], note)
             return outputs[read[count.first]], note
-        if count.readable < 2:  # open answers: compared by what they say (core/open_text.py)
+        if count.readable < 2 and self.options.answer_kind == "auto":
+            # open answers to a question of no known kind: compared by what they say (core/open_text.py);
+            # a question of a known kind (a bench item) keeps "no final answer" as no agreement, so
+            # that core/replayed.py replays it exactly
             return await self._open_agreement(round_, workflow, index, outputs, models)
         shown = ", ".join("?" if f is None else (f.key if len(f.key) <= 20 else f.key[:19] + "…") for f in finals)
         following = []  # the next stage: the calls up to the next gate
@@ -719,7 +722,11 @@ class _Run:
             chosen = outputs[read[count.first]]
             self._control_finished(round_, index, VOTE, chosen, f"vote: {count.line()} (step {read[count.first] + 1})")
             return chosen
-        open_winner = await self._open_vote(round_, workflow, index, outputs, models)
+        open_winner = (
+            await self._open_vote(round_, workflow, index, outputs, models)
+            if self.options.answer_kind == "auto"
+            else None
+        )
         if open_winner is not None:
             return open_winner
         if workflow.calls + len(judged) >= self.options.max_steps:
