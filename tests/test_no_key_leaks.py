@@ -504,3 +504,30 @@ async def test_the_api_sends_a_woven_key_neither_whole_nor_streamed_nor_in_an_er
     message = refused.value.body["message"]
     assert refused.value.status_code == 502 and "Incorrect API key provided: [redacted]." in message
     _assert_woven_key_absent(message, "the API's error body")
+
+
+def test_history_show_masks_a_woven_key_a_run_stored_before_the_fix_holds(tmp_path, stiva_home, monkeypatch):
+    """A run recorded before answers were made printable before masking may hold the key woven
+    with escapes: `stiva history show` strips them, then masks the keys of the configured pool."""
+    import sqlite3
+
+    from tests.support.cli import run_stiva
+
+    monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
+    with FakeProvider() as fake:
+        fake.default("w1", Reply("a stored answer", usage=(5, 5)))
+        config = str(_echoing_config(tmp_path, fake.base_url))
+        asked = run_stiva("ask", "Q", "--config", config, "--baseline", "direct:w1", home=stiva_home)
+        assert asked.returncode == 0, asked.stderr
+    old = f"Your key: {_woven('csi')}. Done."
+    with sqlite3.connect(stiva_home / "data" / "stiva.db") as db:  # as the older Stiva stored it
+        db.execute("UPDATE runs SET answer = ?", (old,))
+        db.execute("UPDATE steps SET output = ?", (old,))
+    run_id = json.loads(run_stiva("history", "--json", home=stiva_home).stdout)[0]["id"]
+    shown = run_stiva("history", "--config", config, "show", run_id, home=stiva_home)
+    assert shown.returncode == 0, shown.stderr
+    assert "Your key: [redacted]. Done." in shown.stdout
+    _assert_woven_key_absent(shown.stdout, "stiva history show")
+    # Without the config that names the key, only the escapes go: what the fix at the source is for.
+    shown = run_stiva("history", "show", run_id, home=stiva_home)
+    assert shown.returncode == 0 and "Your key:" in shown.stdout and "\x1b" not in shown.stdout

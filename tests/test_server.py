@@ -982,7 +982,15 @@ sys.exit(main(sys.argv[1:]))
 
 
 class ServeProcess:
-    def __init__(self, tmp_path, fake, nofile: int, **serve):
+    def __init__(
+        self,
+        tmp_path,
+        fake,
+        nofile: int,
+        provider_headers: dict | None = None,
+        models: tuple[str, ...] = ("cond", "w1"),
+        **serve,
+    ):
         import resource
         import subprocess
         import sys
@@ -1005,8 +1013,15 @@ class ServeProcess:
             "[[providers]]",
             'name = "fake"',
             f'base_url = "{fake.base_url}"',
+            *(
+                [
+                    f"headers = {{ {', '.join(f'{json.dumps(k)} = {json.dumps(v)}' for k, v in provider_headers.items())} }}"
+                ]
+                if provider_headers
+                else []
+            ),
         ]
-        for model in ("cond", "w1"):
+        for model in models:
             lines += ["[[models]]", f'id = "{model}"', 'provider = "fake"', f'model = "{model}"']
         config.write_text("\n".join(lines) + "\n")
         launcher = tmp_path / "launch.py"
