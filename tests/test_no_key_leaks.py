@@ -531,3 +531,38 @@ def test_history_show_masks_a_woven_key_a_run_stored_before_the_fix_holds(tmp_pa
     # Without the config that names the key, only the escapes go: what the fix at the source is for.
     shown = run_stiva("history", "show", run_id, home=stiva_home)
     assert shown.returncode == 0 and "Your key:" in shown.stdout and "\x1b" not in shown.stdout
+
+
+@pytest.mark.parametrize("how", ["csi", "zero-width", "bidi"])
+async def test_the_apps_panes_never_show_a_woven_key(how, fake, stiva_home, monkeypatch):
+    """The chat's answer, the step pane and the copied answer: printable, then masked."""
+    monkeypatch.setenv("STIVA_NO_SYSTEM_CLIPBOARD", "1")
+    from stiva_tui.tui.app import StivaApp
+    from tests.support.tui import ask, make_test_config, script_plan, wait_for
+
+    fake.default("w1", _woven_answer(how))
+    fake.default("w2", _woven_answer(how))
+    script_plan(fake)
+    providers = [{"name": "fake", "base_url": fake.base_url, "headers": {"X-Lab-Key": ECHOED}}]
+    config = make_test_config(fake, providers=providers)
+    runtime = await make_runtime(config)
+    app = StivaApp(config, runtime=runtime, frozen=True)
+    try:
+        async with app.run_test(size=(150, 46)) as pilot:
+            await ask(pilot, "Echo my key")
+            screen = app.chat_screen
+            await wait_for(pilot, lambda: screen.live.state.status == "finished" and not screen.running, what="the run")
+            await pilot.pause(0.2)
+            shown = "\n".join(
+                "".join(s.text for s in strip) for strip in app.screen._compositor.render_update(full=True).strips
+            )
+            assert "[redacted]" in shown
+            _assert_woven_key_absent(shown, "the app's screen")
+            for node in (("step", 1, 0), ("step", 1, 1)):
+                screen.tree.move_cursor(screen.tree.node_for(node))
+                await wait_for(pilot, lambda node=node: screen.detail.key == node, what=f"{node} selected")
+                _assert_woven_key_absent(screen.detail.text, f"the step pane of {node}")
+            screen.action_copy_answer()
+            _assert_woven_key_absent(app.clipboard, "the copied answer")
+    finally:
+        await runtime.aclose()
