@@ -400,6 +400,7 @@ def test_stop_sequences_cut_the_answer(server, fake):
         ("x" * 1001, "a stop sequence is at most 1000 characters"),
         (["ok", "x" * 1001], "a stop sequence is at most 1000 characters"),
     ],
+    ids=["five", "one-too-long", "one-of-two-too-long"],
 )
 def test_too_many_or_too_long_stop_sequences_are_a_400_naming_stop(server, fake, stop, message):
     """Each is searched for in every streamed chunk, in the event loop every client shares: as
