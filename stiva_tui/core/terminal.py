@@ -41,7 +41,7 @@ _SEQUENCES = re.compile(
 # Then any control character left but newline and tab: C0, DEL, C1, and the bidi embeddings,
 # overrides and isolates (U+202A-U+202E, U+2066-U+2069), which can make a line read other than it
 # runs. Every one of them takes no cell on screen.
-# Then the characters that take no cell and show nothing: the soft hyphen, the combining grapheme
+# And the characters that take no cell and show nothing: the soft hyphen, the combining grapheme
 # joiner, the Arabic letter mark, Hangul fillers, Khmer's inherent vowels, Mongolian selectors,
 # zero-width space, non-joiner and joiner, the LRM/RLM marks, the word joiner and invisible
 # operators, the deprecated format characters, variation selectors, the BOM (zero-width no-break
@@ -59,8 +59,9 @@ _MAX_DEPTH = 16
 
 
 def printable(text: str) -> str:
-    """`text` safe to write to a terminal: escape sequences and control characters removed
-    (newlines and tabs kept). For human output only; `--json` stays exact."""
+    """`text` safe to write to a terminal: escape sequences, control characters and characters
+    that show nothing removed (newlines and tabs kept). A provider's text gets it before its keys
+    are masked (keys.mask_known), so what is stored and sent holds it too."""
     if not UNSAFE.search(text):
         return text
     return UNSAFE.sub("", _SEQUENCES.sub("", text))
