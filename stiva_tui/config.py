@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import paths
+from .core import toml_bounds
 from .core.reading import ReadError, read_text
 
 ConductorBackend = Literal["auto", "local", "embedded", "remote", "router"]
@@ -347,9 +348,11 @@ def load_config(path: Path | str | None = None) -> Config:
         return Config()
     try:
         text = read_text(file, CONFIG_LIMIT)
-        data = tomllib.loads(text)
+        data = toml_bounds.loads(text)  # a dotted key or nesting past the bounds: refused unparsed
     except ReadError as exc:
         raise ConfigError(str(exc)) from None
+    except toml_bounds.TomlShapeError as exc:
+        raise ConfigError(f"{file}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:

@@ -206,6 +206,22 @@ def test_bad_records_are_one_line_with_the_line_and_nothing_is_imported(tmp_path
     nothing_imported()
 
 
+def test_a_prices_file_of_one_long_dotted_key_is_refused_at_once_with_its_line(tmp_path, capsys):
+    """Issue 56, item 5: a key of 20,000 parts cost tomllib seconds and gigabytes; it is refused
+    before the parser sees it, in one line naming the file and the line."""
+    import time
+
+    path = records(tmp_path)
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[[models]]\nname = "m"\n' + ".".join(["price_in"] * 20_000) + " = 1.0\n")
+    started = time.perf_counter()
+    code, out, err = run(capsys, "bench", "import", str(path), "--prices", str(prices))
+    assert time.perf_counter() - started < 1.0
+    assert code == 2 and out == ""
+    assert err.strip() == f"stiva: {prices}:3: a dotted key of more than 32 parts"
+    nothing_imported()
+
+
 def test_an_unknown_format_or_missing_file_is_one_line(tmp_path, capsys):
     path = records(tmp_path)
     code, _, err = run(capsys, "bench", "import", str(path), "--format", "parquet")

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core import toml_bounds
 from ..core.files import scratch_beside
 from ..core.reading import ReadError, read_text
 from ..evals.recorded import RecordsError
@@ -139,9 +140,11 @@ def read_prices(path: Path) -> dict[str, Price]:
     `price_out` (or `input_per_mtok` and `output_per_mtok`), USD per million tokens."""
     source = str(path)
     try:
-        data = tomllib.loads(read_text(path, PRICES_LIMIT))
+        data = toml_bounds.loads(read_text(path, PRICES_LIMIT))
     except ReadError as exc:
         raise RecordsError(exc.message, source=source) from None
+    except toml_bounds.TomlShapeError as exc:
+        raise RecordsError(exc.message, source=source, line=exc.line) from None
     except OSError as exc:
         raise RecordsError(f"cannot read: {exc.strerror or exc}", source=source) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
