@@ -1,0 +1,241 @@
+"""Forking a finished run at one step (engine/fork.py, Sessions.fork): only the forked step and the
+steps that read it are called again, against real HTTP providers on 127.0.0.1 and a real SQLite
+history; the branch is kept under its run, shown and exported with it, and voted on like any
+compare column."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from stiva_tui.config import parse_config
+from stiva_tui.core import events as ev
+from stiva_tui.core.trace import Trace
+from stiva_tui.core.workflow import Step, Workflow
+from stiva_tui.engine.fork import ForkError, parse_step, readers
+from stiva_tui.runtime import Ask, AskError, Fork, Runtime
+from stiva_tui.store.export import conversation_json, conversation_markdown, run_markdown
+from stiva_tui.train.votes import read_votes
+from tests.support.fakeprovider import Reply
+
+# Steps 1 and 2 draft apart, step 3 checks step 1, step 4 combines steps 2 and 3 (the answer).
+PLAN = (
+    "Draft, check, combine.\n"
+    "model_id = [1, 2, 3, 1]\n"
+    'subtasks = ["Draft A.", "Draft B.", "Check A.", "Combine B and the check."]\n'
+    "access_list = [[], [], [0], [1, 2]]"
+)
+MODELS = ("cond", "w1", "w2", "w3")
+
+
+def config(fake):
+    return parse_config(
+        {
+            "conductor": {"backend": "remote", "model": "cond"},
+            "providers": [{"name": "lab", "base_url": fake.base_url}],
+            "models": [
+                {"id": name, "provider": "lab", "model": name, "price_in": 1.0, "price_out": 2.0} for name in MODELS
+            ],
+            "workers": {"retries": 0},
+            "discovery": {"enabled": False},
+            "catalog": False,
+        }
+    )
+
+
+@pytest.fixture
+async def runtime(fake):
+    runtime = await Runtime.create(config(fake), discover=False)
+    yield runtime
+    await runtime.aclose()
+
+
+def counts(fake) -> dict[str, int]:
+    return {m: len(fake.requests_for(m)) for m in MODELS}
+
+
+async def asked(runtime, fake) -> Trace:
+    """A finished four-step run, as the history keeps it."""
+    fake.script("cond", Reply(PLAN, usage=(50, 40)))
+    fake.script("w1", Reply("draft A", usage=(10, 2)), Reply("combined: B and A checked", usage=(30, 5)))
+    fake.script("w2", Reply("draft B from w2", usage=(10, 4)))
+    fake.script("w3", Reply("A checked", usage=(20, 2)))
+    outcome = await runtime.sessions.ask(Ask("Write it.", source="cli"))
+    assert outcome.result.status == "finished", outcome.result.error
+    runtime.store.wait_for_writes()
+    return runtime.store.get_trace(outcome.result.run_id)
+
+
+def without_branches(trace: Trace) -> dict:
+    return trace.model_dump(exclude={"branches"})
+
+
+async def test_a_fork_calls_only_the_forked_step_and_its_readers_and_its_totals_are_what_it_called(runtime, fake):
+    original = await asked(runtime, fake)
+    before = counts(fake)
+    fake.script("w3", Reply("draft B from w3", usage=(100, 10)))
+    fake.script("w1", Reply("combined again", usage=(200, 20)))
+    events: list = []
+    outcome = await runtime.sessions.fork(Fork(original.run_id[:8], "2", "w3"), emit=events.append)
+    result = outcome.result
+    assert result.status == "finished" and result.answer == "combined again"
+    # Server side: step 2 on w3 and step 4 (which reads it) on w1; nothing else, no plan.
+    after = counts(fake)
+    assert {m: after[m] - before[m] for m in MODELS} == {"cond": 0, "w1": 1, "w2": 0, "w3": 1}
+    combine = fake.requests_for("w1")[-1].user_text
+    assert "draft B from w3" in combine and "A checked" in combine and "draft B from w2" not in combine
+    # What it added is what was called: 300 in, 30 out, at $1 and $2 per million.
+    assert (result.totals.prompt_tokens, result.totals.completion_tokens) == (300, 30)
+    assert result.totals.cost_usd == pytest.approx((300 * 1.0 + 30 * 2.0) / 1e6)
+    started = [e for e in events if isinstance(e, ev.StepStarted)]
+    assert [(e.index, e.model) for e in started] == [(1, "w3"), (3, "w1")]
+    assert events[0].fork == ev.ForkOrigin(original.run_id, 1, 1, "w3", "Draft B.", 1)
+
+    runtime.store.wait_for_writes()
+    trace = runtime.store.get_trace(original.run_id)
+    assert without_branches(trace) == without_branches(original)  # the original is untouched
+    (branch,) = trace.branches
+    assert branch.run_id == result.run_id and branch.system == "branch:1" and branch.fork is not None
+    assert (branch.fork.of, branch.fork.index, branch.fork.model, branch.fork.branch) == (original.run_id, 1, "w3", 1)
+    steps = branch.rounds[0].steps
+    assert [s.kept for s in steps] == [True, False, True, False]
+    assert [s.model for s in steps] == ["w1", "w3", "w3", "w1"]
+    assert [s.output for s in steps if s.kept] == ["draft A", "A checked"]
+    assert sum(s.cost_usd for s in steps) == pytest.approx(branch.totals.cost_usd)
+    assert sum(s.usage.prompt_tokens for s in steps) == branch.totals.prompt_tokens == 300
+    # The history's list shows the run once; the branch is under it.
+    assert [r.run_id for r in runtime.store.list_runs()] == [original.run_id]
+    assert runtime.store.get_trace(result.run_id).fork.of == original.run_id
+
+
+async def test_a_second_fork_is_branch_2_and_both_show_in_history_and_exports(runtime, fake):
+    original = await asked(runtime, fake)
+    fake.script("w3", Reply("draft B from w3"))
+    fake.script("w1", Reply("answer of branch one"))
+    first = await runtime.sessions.fork(Fork(original.run_id, "2", "w3"))
+    fake.script("w2", Reply("a better draft A"))
+    fake.script("w3", Reply("better A checked"))
+    fake.script("w1", Reply("answer of branch two"))
+    second = await runtime.sessions.fork(Fork(original.run_id, "1", "w2", subtask="Draft A, briefly."))
+    assert (first.branch, second.branch) == (1, 2)
+    # Step 1 is read by step 3, which step 4 reads: all three again, and step 2 kept.
+    assert second.plan.rerun == frozenset({0, 2, 3}) and set(second.plan.kept) == {1}
+    assert "Draft A, briefly." in fake.requests_for("w2")[-1].user_text
+    assert "a better draft A" in fake.requests_for("w3")[-1].user_text
+    runtime.store.wait_for_writes()
+    trace = runtime.store.get_trace(original.run_id)
+    assert [b.fork.branch for b in trace.branches] == [1, 2]
+
+    text = run_markdown(trace, plan=True)
+    assert "combined: B and A checked" in text  # the original's answer
+    assert "### Branch 1: step 2 on `w3`" in text and "answer of branch one" in text
+    assert "### Branch 2: step 1 on `w2`" in text and "answer of branch two" in text
+    assert "_Subtask:_ Draft A, briefly." in text
+    assert "and steps 3,4 that read it; kept: step 2" in text
+    exported = json.dumps(conversation_json(runtime.store, original.conversation_id))
+    assert "answer of branch one" in exported and "answer of branch two" in exported
+    data = conversation_json(runtime.store, original.conversation_id)
+    assert [b["fork"]["branch"] for b in data["runs"][0]["branches"]] == [1, 2]
+    assert "answer of branch two" in conversation_markdown(runtime.store, original.conversation_id)
+    # The branch alone, as `stiva history show BRANCH` prints it: kept steps say so.
+    alone = run_markdown(runtime.store.get_trace(second.result.run_id), plan=True)
+    assert "Step 2 · `w2` · reads the question only · kept" in alone
+    assert "Step 1 · `w2` · reads the question only · finished" in alone
+
+
+async def test_a_cancelled_fork_leaves_the_original_untouched(runtime, fake):
+    original = await asked(runtime, fake)
+    fake.script("w3", Reply("slow words that take a while to arrive here", chunk_delay_s=0.3))
+    started = asyncio.Event()
+
+    def watch(event):
+        if isinstance(event, ev.StepDelta):
+            started.set()
+
+    task = asyncio.ensure_future(runtime.sessions.fork(Fork(original.run_id, "2", "w3"), emit=watch))
+    await asyncio.wait_for(started.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    runtime.store.wait_for_writes()
+    trace = runtime.store.get_trace(original.run_id)
+    assert without_branches(trace) == without_branches(original)
+    assert trace.status == "finished" and trace.answer == "combined: B and A checked"
+    (branch,) = trace.branches
+    assert branch.status == "cancelled"
+    assert branch.rounds[0].steps[1].output.startswith("slow")  # what it had streamed is kept
+    assert [m.content for m in runtime.store.get_conversation(original.conversation_id).messages] == [
+        "Write it.",
+        "combined: B and A checked",
+    ]
+
+
+async def test_a_vote_between_a_run_and_its_branch_is_a_preference_pair(runtime, fake):
+    original = await asked(runtime, fake)
+    fake.script("w3", Reply("draft B from w3"))
+    fake.script("w1", Reply("better"))
+    forked = await runtime.sessions.fork(Fork(original.run_id, "2", "w3"))
+    runtime.store.wait_for_writes()
+    start = runtime.sessions.compare_branches(original.run_id, [forked.result.run_id])
+    assert start.run_ids == {"conductor": original.run_id, "branch:1": forked.result.run_id}
+    runtime.store.record_vote(start.session_id, "branch:1")
+    harvest = read_votes(runtime.store)
+    (pair,) = harvest.pairs
+    assert (pair.chosen_system, pair.rejected_system) == ("branch:1", "conductor")
+    assert pair.chosen.models == ("w1", "w3", "w3", "w1") and pair.rejected.models == ("w1", "w2", "w3", "w1")
+    assert pair.question == "Write it."
+
+
+@pytest.mark.parametrize(
+    ("run", "step", "model", "says"),
+    [
+        ("feedface", "2", "w3", "no run or conversation feedface"),
+        (None, "9", "w3", "has no step 9: its plan has steps 1 to 4"),
+        (None, "0", "w3", "is no step"),
+        (None, "two", "w3", "is no step"),
+        (None, "2", "gpt-nope", "model 'gpt-nope' is not available; available: cond, w1, w2, w3"),
+        (None, "3.2", "w3", "only the last round's steps"),
+    ],
+)
+async def test_a_fork_that_cannot_run_says_why_in_one_line_and_runs_nothing(runtime, fake, run, step, model, says):
+    original = await asked(runtime, fake)
+    before = counts(fake)
+    with pytest.raises(AskError, match=says) as error:
+        await runtime.sessions.fork(Fork(run or original.run_id, step, model))
+    assert "\n" not in str(error.value)
+    assert counts(fake) == before
+    assert runtime.store.get_trace(original.run_id).branches == []
+
+
+async def test_a_conversation_id_or_an_unfinished_run_is_no_fork(runtime, fake):
+    original = await asked(runtime, fake)
+    with pytest.raises(AskError, match="is a conversation: fork one of its runs"):
+        await runtime.sessions.fork(Fork(original.conversation_id, "1", "w2"))
+    fake.script("cond", Reply(PLAN))
+    fake.script("w1", Reply(status=400, error_message="no"))
+    failed = await runtime.sessions.ask(Ask("Fails.", source="cli", options={"max_fallbacks": 0}))
+    assert failed.result.status == "failed"
+    runtime.store.wait_for_writes()
+    with pytest.raises(AskError, match=r"is failed: only a finished run can be forked"):
+        await runtime.sessions.fork(Fork(failed.result.run_id, "2", "w3"))
+
+
+def test_readers_are_the_step_those_that_read_it_through_others_and_the_stages_after_a_gate():
+    chain = Workflow((Step(0, "a", ()), Step(1, "b", (0,)), Step(2, "c", ()), Step(3, "d", (1,))))
+    assert readers(chain, 0) == {0, 1, 3}
+    assert readers(chain, 2) == {2}
+    gate = Workflow(
+        (
+            Step(0, "a", ()),
+            Step(1, "b", ()),
+            Step(2, "stop if they agree", (0, 1), kind="agree"),
+            Step(3, "judge", ()),
+        )
+    )
+    assert readers(gate, 1) == {1, 2, 3}  # the gate reads it; the step after the gate runs only as it says
+    assert readers(gate, 3) == {3}
+    assert parse_step("2.3") == (2, 2) and parse_step(" 4 ") == (None, 3)
+    with pytest.raises(ForkError):
+        parse_step("1.0")
