@@ -239,3 +239,80 @@ def test_readers_are_the_step_those_that_read_it_through_others_and_the_stages_a
     assert parse_step("2.3") == (2, 2) and parse_step(" 4 ") == (None, 3)
     with pytest.raises(ForkError):
         parse_step("1.0")
+
+
+# --- the command line: stiva ask --fork ----------------------------------------------------------
+
+CLI_PLAN = 'Two drafts, one judge.\nmodel_id = [1, 2, 1]\nsubtasks = ["draft A", "draft B", "combine"]\naccess_list = [[], [], [0, 1]]'
+
+
+@pytest.fixture
+def cli_config(fake, tmp_path):
+    from tests.support.pool import write_lab_config
+
+    fake.script("cond", Reply(CLI_PLAN, usage=(50, 20)))
+    fake.script("w1", Reply("draft one", usage=(10, 3)), Reply("the combined answer", usage=(10, 3)))
+    fake.script("w2", Reply("draft two", usage=(12, 2)))
+    return write_lab_config(tmp_path / "c.toml", fake.base_url, [("cond", 1.0, 1.0), "w1", "w2", "w3"])
+
+
+def test_stiva_ask_fork_prints_the_branch_and_calls_only_what_it_reruns(cli_config, fake, stiva_home):
+    from tests.support.cli import run_stiva
+
+    asked_ = run_stiva("ask", "What is it?", "--config", str(cli_config), "--json", home=stiva_home)
+    assert asked_.returncode == 0, asked_.stderr
+    run_id = json.loads(asked_.stdout)["run_id"]
+    before = {m: len(fake.requests_for(m)) for m in ("cond", "w1", "w2", "w3")}
+    fake.script("w3", Reply("draft two, by w3", usage=(7, 5)))
+    fake.script("w1", Reply("the branch's answer", usage=(20, 4)))
+    done = run_stiva(
+        "ask", "--fork", f"{run_id[:8]}:2", "--model", "w3", "--subtask", "draft B, shorter",
+        "--config", str(cli_config), home=stiva_home,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    after = {m: len(fake.requests_for(m)) for m in ("cond", "w1", "w2", "w3")}
+    assert {m: after[m] - before[m] for m in after} == {"cond": 0, "w1": 1, "w2": 0, "w3": 1}
+    out = done.stdout
+    assert "the branch's answer" in out
+    assert "Step 1 · w1 · reads the question only · kept" in out.replace("`", "")
+    assert "Step 2 · w3 · reads the question only · finished: draft B, shorter" in out.replace("`", "")
+    assert f"branch 1 of run {run_id}" in done.stderr
+    # --json: the branch's trace; its totals are the two calls it made
+    fake.script("w3", Reply("again", usage=(1, 1)))
+    fake.script("w1", Reply("third answer", usage=(2, 2)))
+    as_json = run_stiva(
+        "ask", "--fork", f"{run_id}:2", "--model", "w3", "--config", str(cli_config), "--json", home=stiva_home
+    )
+    assert as_json.returncode == 0, as_json.stderr
+    branch = json.loads(as_json.stdout)
+    assert branch["fork"]["of"] == run_id and branch["fork"]["branch"] == 2 and branch["answer"] == "third answer"
+    assert (branch["totals"]["prompt_tokens"], branch["totals"]["completion_tokens"]) == (3, 3)
+    shown = run_stiva("--config", str(cli_config), "history", "show", run_id, home=stiva_home)
+    assert shown.returncode == 0, shown.stderr
+    assert "Branch 1: step 2 on w3" in shown.stdout.replace("`", "")
+    assert "Branch 2: step 2 on w3" in shown.stdout.replace("`", "") and "third answer" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--fork", "{run}:7", "--model", "w3"], "has no step 7: its plan has steps 1 to 3"),
+        (["--fork", "feedbeef:1", "--model", "w3"], "no run or conversation feedbeef"),
+        (["--fork", "{run}:1", "--model", "gpt-9"], "model 'gpt-9' is not available"),
+        (["--fork", "{run}:1"], "--fork needs --model M"),
+        (["--fork", "{run}", "--model", "w3"], "give RUN_ID:STEP"),
+        (["--model", "w3"], "--model and --subtask go with --fork RUN_ID:STEP"),
+        (["Why?", "--fork", "{run}:1", "--model", "w3"], "--fork takes no question"),
+        (["--fork", "{run}:1", "--model", "w3", "--rounds", "2"], "--rounds does not go with --fork"),
+    ],
+)
+def test_stiva_ask_fork_errors_are_one_line_and_exit_2(cli_config, fake, stiva_home, argv, says):
+    from tests.support.cli import run_stiva
+
+    asked_ = run_stiva("ask", "What is it?", "--config", str(cli_config), "--json", home=stiva_home)
+    run_id = json.loads(asked_.stdout)["run_id"]
+    before = len(fake.requests)
+    done = run_stiva("ask", *[a.replace("{run}", run_id) for a in argv], "--config", str(cli_config), home=stiva_home)
+    assert done.returncode == 2
+    assert says in done.stderr and done.stderr.count("\n") == 1 and done.stderr.startswith("stiva: ")
+    assert len(fake.requests) == before
