@@ -316,3 +316,80 @@ def test_stiva_ask_fork_errors_are_one_line_and_exit_2(cli_config, fake, stiva_h
     assert done.returncode == 2
     assert says in done.stderr and done.stderr.count("\n") == 1 and done.stderr.startswith("stiva: ")
     assert len(fake.requests) == before
+
+
+# --- the API: POST /v1/runs/{run_id}/fork on stiva serve ------------------------------------------
+
+
+@pytest.fixture
+def served(fake):
+    from tests.test_server import Served, make_config
+
+    server = Served(make_config(fake)).start()
+    yield server
+    server.stop()
+
+
+def test_the_fork_endpoint_answers_with_the_branch_and_calls_only_what_it_reruns(served, fake):
+    from tests.test_server import PLAN2
+
+    fake.script("cond", Reply(PLAN2, usage=(100, 10)))
+    fake.script("w1", Reply("a rough draft", usage=(30, 4)))
+    fake.script("w2", Reply("the final answer is 42", usage=(40, 6)))
+    reply = served.client().chat.completions.create(model="conductor", messages=[{"role": "user", "content": "6*7?"}])
+    run_id = reply.id.removeprefix("chatcmpl-")
+    served.wait_run(run_id, "finished")
+    before = {m: len(fake.requests_for(m)) for m in ("cond", "w1", "w2")}
+    fake.script("w1", Reply("the final answer is 42, says w1", usage=(35, 8)))
+    answer = served.post({"step": 2, "model": "w1", "subtask": "finish it"}, path=f"/v1/runs/{run_id}/fork")
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["object"] == "stiva.branch" and body["run_id"] == run_id and body["branch"] == 1
+    assert body["answer"] == "the final answer is 42, says w1"
+    usage = body["usage"]
+    assert (usage["prompt_tokens"], usage["completion_tokens"], usage["total_tokens"]) == (35, 8, 43)
+    assert usage["stiva_orchestration"]["total_tokens"] == 0  # a fork plans nothing
+    after = {m: len(fake.requests_for(m)) for m in ("cond", "w1", "w2")}
+    assert {m: after[m] - before[m] for m in after} == {"cond": 0, "w1": 1, "w2": 0}
+    steps = body["stiva_trace"]["rounds"][0]["steps"]
+    assert [(s["model"], s["attempts"]) for s in steps] == [("w1", 0), ("w1", 1)]  # step 1 kept
+    assert answer.headers["x-stiva-run-id"] == body["id"]
+    trace = served.store.get_trace(run_id)
+    assert trace.answer == "the final answer is 42" and [b.run_id for b in trace.branches] == [body["id"]]
+    # The same through the openai client's generic POST, as any client would call it.
+    fake.script("w2", Reply("again, 42", usage=(1, 1)))
+    again = served.client().post(f"/runs/{run_id[:8]}/fork", body={"step": "2", "model": "w2"}, cast_to=object)
+    assert again["branch"] == 2 and again["answer"] == "again, 42"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "code"),
+    [
+        ("/v1/runs/feedbeef/fork", {"step": 1, "model": "w1"}, 404, "run_not_found"),
+        ("/v1/runs/{run}/fork", {"step": 5, "model": "w1"}, 400, "invalid_fork"),
+        ("/v1/runs/{run}/fork", {"step": 1, "model": "gpt-9"}, 400, "invalid_fork"),
+        ("/v1/runs/{run}/fork", {"step": 1}, 400, None),
+        ("/v1/runs/{run}/fork", {"step": 1, "model": "w1", "temperature": 2}, 400, None),
+    ],
+)
+def test_a_fork_the_server_cannot_run_is_an_error_object_and_calls_nothing(served, fake, path, body, status, code):
+    from tests.test_server import PLAN2
+
+    fake.script("cond", Reply(PLAN2))
+    reply = served.client().chat.completions.create(model="conductor", messages=[{"role": "user", "content": "6*7?"}])
+    run_id = reply.id.removeprefix("chatcmpl-")
+    served.wait_run(run_id, "finished")
+    before = len(fake.requests)
+    answer = served.post(body, path=path.replace("{run}", run_id))
+    assert answer.status_code == status, answer.text
+    error = answer.json()["error"]
+    assert error["message"] and "\n" not in error["message"]
+    if code is not None:
+        assert error["code"] == code
+    assert len(fake.requests) == before
+    assert (
+        served.post(
+            {"step": 1, "model": "w1"}, path=f"/v1/runs/{run_id}/fork", headers={"authorization": ""}
+        ).status_code
+        == 401
+    )
