@@ -34,12 +34,13 @@ def parse_fork(args: argparse.Namespace) -> tuple[str, str, str] | str:
 
 async def fork(args: argparse.Namespace, config) -> int:
     import asyncio
+    import contextlib
 
     from rich.console import Console
 
     from ..runtime import AskError, Fork, Runtime, StartupError
     from ..store import HistoryFault, StoreError
-    from .ask import ConsoleUI
+    from .view import LiveView
 
     parsed = parse_fork(args)
     if isinstance(parsed, str):
@@ -61,12 +62,10 @@ async def fork(args: argparse.Namespace, config) -> int:
             options={"budget_usd": args.budget_usd, "budget_tokens": args.budget_tokens},
         )
         _, plan = runtime.sessions.fork_plan(request)  # an unknown run, step or model: one line, nothing run
-        ui = ConsoleUI(console, plan.question, live=not args.json and console.is_terminal)
-        ui.view(True)
-        try:
-            outcome = await runtime.sessions.fork(request, emit=ui.emit)
-        finally:
-            ui.close()
+        # the live view of `stiva ask`, on a terminal without --json
+        view = LiveView(console, plan.question) if not args.json and console.is_terminal else None
+        with view if view is not None else contextlib.nullcontext():
+            outcome = await runtime.sessions.fork(request, emit=view.handle if view is not None else None)
         return _present(runtime, outcome, console, json_trace=args.json)
     except AskError as exc:
         return fail(str(exc), EXIT_USAGE)
