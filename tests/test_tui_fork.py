@@ -81,6 +81,10 @@ async def test_r_on_a_step_forks_it_onto_the_model_picked_and_compare_shows_both
             # the tree behind shows the branch: step 1 kept, step 2 run on w3
             tree_text = "\n".join(labels(chat.tree))
             assert "kept: not run again" in tree_text and "w3" in tree_text
+            assert chat.detail.key == ("step", 1, 0)  # the pane follows the branch's first step: kept
+            assert "kept from the run: not called or paid again" in str(
+                chat.detail.query_one("#detail-header").render()
+            )
             # 2 votes for the branch: a preference pair like any compare vote
             await pilot.press("2")
             await pilot.pause()

@@ -59,7 +59,7 @@ from ..core.workflow import AGREE, CALL, VOTE, Step, Workflow
 from ..pool.types import PoolModel, ProviderError, StepInput, TextDelta, UsageReport, Worker, WorkerPrompt
 from .baselines import direct_workflow, moa_workflow
 from .fallback import FallbackEvidence, choose_fallback
-from .fork import ForkPlan
+from .fork import KEPT_NOTE, ForkPlan
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +75,6 @@ FLAGGED_NOTE = "plan flagged by the guard, run as written"
 ONE_MODEL_NOTE = "one model in the pool: one step"
 # What a vote or a gate is recorded as running on: they call no model.
 CONTROL_MODEL = {VOTE: "(vote)", AGREE: "(agreement)"}
-# How a fork's step that is not run again is reported (StepFinished.note, with no attempt).
-KEPT_NOTE = "kept: not run again"
 JUDGE_SUBTASK = (
     "The answers shown disagree, or give no short final answer to compare. Pick the best one and "
     "give it in full as your answer."

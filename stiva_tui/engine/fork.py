@@ -28,7 +28,10 @@ from ..core.trace import Trace, TraceRound
 from ..core.words import RunMode
 from ..core.workflow import AGREE, Workflow
 
-__all__ = ["ForkError", "ForkPlan", "parse_step", "plan_fork", "readers"]
+__all__ = ["KEPT_NOTE", "ForkError", "ForkPlan", "parse_step", "plan_fork", "readers"]
+
+# How a branch's step that is not run again is reported (StepFinished.note, with no attempt).
+KEPT_NOTE = "kept: not run again"
 
 
 class ForkError(ValueError):

@@ -601,10 +601,10 @@ class CompareScreen(Screen):
 
 
 def _branch_subtitle(trace) -> str:
-    """A branch's column (engine/fork.py): which step it ran again, on which model; its figures
-    are what the branch added to the run."""
+    """A branch's column (engine/fork.py): which step it ran again, on which model, and that its
+    figures are what the branch added to the run."""
     fork = trace.fork
-    return f"step {fork.index + 1} on {fork.model or '?'} · figures: what it added"
+    return f"step {fork.index + 1} on {fork.model or '?'} · added"
 
 
 def _verdict_words(verdict: tuple[str, str | None]) -> str:
