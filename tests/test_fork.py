@@ -16,6 +16,7 @@ from stiva_tui.core.trace import Trace
 from stiva_tui.core.workflow import Step, Workflow
 from stiva_tui.engine.fork import ForkError, parse_step, readers
 from stiva_tui.runtime import Ask, AskError, Fork, Runtime
+from stiva_tui.store import NotFoundError
 from stiva_tui.store.export import conversation_json, conversation_markdown, run_markdown
 from stiva_tui.train.votes import read_votes
 from tests.support.fakeprovider import Reply
@@ -145,6 +146,30 @@ async def test_a_second_fork_is_branch_2_and_both_show_in_history_and_exports(ru
     assert "Step 1 · `w2` · reads the question only · finished" in alone
 
 
+async def test_a_branch_forked_again_starts_from_its_outputs_and_is_kept_under_the_same_run(runtime, fake):
+    original = await asked(runtime, fake)
+    fake.script("w3", Reply("draft B from w3"))
+    fake.script("w1", Reply("answer of branch one"))
+    first = await runtime.sessions.fork(Fork(original.run_id, "2", "w3"))
+    runtime.store.wait_for_writes()
+    before = counts(fake)
+    fake.script("w2", Reply("answer of branch two"))
+    second = await runtime.sessions.fork(Fork(first.result.run_id, "4", "w2"))
+    after = counts(fake)
+    assert {m: after[m] - before[m] for m in MODELS} == {"cond": 0, "w1": 0, "w2": 1, "w3": 0}
+    assert "draft B from w3" in fake.requests_for("w2")[-1].user_text  # branch 1's step 2, kept
+    assert (second.branch, second.original, second.plan.start) == (2, original.run_id, first.result.run_id)
+    runtime.store.wait_for_writes()
+    trace = runtime.store.get_trace(original.run_id)
+    assert [b.answer for b in trace.branches] == ["answer of branch one", "answer of branch two"]
+    assert all(b.fork.of == original.run_id for b in trace.branches)
+    # deleting the run deletes its branches (schema V8's ON DELETE CASCADE): none is left unlisted
+    runtime.store.delete_run(original.run_id)
+    for branch in (first, second):
+        with pytest.raises(NotFoundError):
+            runtime.store.get_trace(branch.result.run_id)
+
+
 async def test_a_cancelled_fork_leaves_the_original_untouched(runtime, fake):
     original = await asked(runtime, fake)
     fake.script("w3", Reply("slow words that take a while to arrive here", chunk_delay_s=0.3))
@@ -181,11 +206,63 @@ async def test_a_vote_between_a_run_and_its_branch_is_a_preference_pair(runtime,
     start = runtime.sessions.compare_branches(original.run_id, [forked.result.run_id])
     assert start.run_ids == {"conductor": original.run_id, "branch:1": forked.result.run_id}
     runtime.store.record_vote(start.session_id, "branch:1")
+    assert runtime.store.leaderboard() == []  # a run beside its branch is no race between systems
     harvest = read_votes(runtime.store)
     (pair,) = harvest.pairs
     assert (pair.chosen_system, pair.rejected_system) == ("branch:1", "conductor")
     assert pair.chosen.models == ("w1", "w3", "w3", "w1") and pair.rejected.models == ("w1", "w2", "w3", "w1")
     assert pair.question == "Write it."
+
+
+VOTE_PLAN = (
+    "Three solve, one vote.\nmodel_id = [1, 2, 3, 1]\n"
+    'subtasks = ["Solve it.", "Solve it.", "Solve it.", "vote"]\naccess_list = [[], [], [], [0, 1, 2]]'
+)
+GATE_PLAN = (
+    "Two solve; a judge only where they disagree.\nmodel_id = [1, 2, 1, 3]\n"
+    'subtasks = ["Solve it.", "Solve it.", "stop if they agree", "Judge the answers."]\n'
+    "access_list = [[], [], [0, 1], [0, 1]]"
+)
+
+
+async def test_a_vote_that_reads_the_forked_step_is_counted_again_and_calls_nothing(runtime, fake):
+    fake.script("cond", Reply(VOTE_PLAN))
+    fake.script("w1", Reply("The answer is 42."))
+    fake.script("w2", Reply("The answer is 41."))
+    fake.script("w3", Reply("The answer is 41."))
+    asked_ = await runtime.sessions.ask(Ask("What is it?", source="cli"))
+    assert asked_.result.answer == "The answer is 41."
+    runtime.store.wait_for_writes()
+    before = counts(fake)
+    fake.script("w1", Reply("The answer is 42."))
+    events: list = []
+    outcome = await runtime.sessions.fork(Fork(asked_.result.run_id, "2", "w1"), emit=events.append)
+    after = counts(fake)
+    assert {m: after[m] - before[m] for m in MODELS} == {"cond": 0, "w1": 1, "w2": 0, "w3": 0}
+    assert outcome.result.answer == "The answer is 42."  # 42 now has two of three: the first step's
+    (vote,) = [e for e in events if isinstance(e, ev.StepFinished) and e.index == 3]
+    assert vote.note.startswith("vote: 2 of 3") and "42" in vote.note
+
+
+async def test_a_gate_that_now_agrees_skips_the_judge_the_run_called(runtime, fake):
+    fake.script("cond", Reply(GATE_PLAN))
+    fake.script("w1", Reply("The answer is 42."))
+    fake.script("w2", Reply("The answer is 41."))
+    fake.script("w3", Reply("Judged: 42."))
+    asked_ = await runtime.sessions.ask(Ask("What is it?", source="cli"))
+    assert asked_.result.answer == "Judged: 42."  # they disagreed: the judge ran
+    runtime.store.wait_for_writes()
+    before = counts(fake)
+    fake.script("w1", Reply("The answer is 42."))
+    outcome = await runtime.sessions.fork(Fork(asked_.result.run_id, "2", "w1"))
+    after = counts(fake)
+    # step 2 again on w1; the gate counts again, finds agreement, and the judge is not called
+    assert {m: after[m] - before[m] for m in MODELS} == {"cond": 0, "w1": 1, "w2": 0, "w3": 0}
+    assert outcome.result.answer == "The answer is 42."
+    runtime.store.wait_for_writes()
+    branch = runtime.store.get_trace(outcome.result.run_id)
+    assert [s.status for s in branch.rounds[0].steps] == ["finished", "finished", "finished", "skipped"]
+    assert branch.rounds[0].steps[0].kept and not branch.rounds[0].steps[2].kept
 
 
 @pytest.mark.parametrize(

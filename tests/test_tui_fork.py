@@ -92,6 +92,29 @@ async def test_r_on_a_step_forks_it_onto_the_model_picked_and_compare_shows_both
             assert session.winner == "branch:1"
             (pair,) = read_votes(runtime.store).pairs
             assert pair.chosen.models == ("w1", "w3") and pair.rejected.models == ("w1", "w2")
+            # back in the chat, the tree shows the branch: r on its step 2 forks it again (onto
+            # w1), a second branch of the same run; compare shows the run and both branches
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen is chat, what="back in the chat")
+            chat.tree.focus()
+            chat.tree.move_cursor(chat.tree.node_for(("step", 1, 1)))
+            await pilot.press("r")
+            await wait_for(pilot, lambda: isinstance(app.screen, ForkDialog), what="the fork dialog again")
+            while app.screen.chosen() != "w1":
+                await pilot.press("down")
+            fake.script("w1", Reply("A third answer.", usage=(5, 5)))
+            await pilot.press("enter")
+            await wait_for(
+                pilot,
+                lambda: isinstance(app.screen, CompareScreen) and len(app.screen.columns) == 3,
+                timeout=20,
+                what="three columns",
+            )
+            assert [c.system for c in app.screen.columns] == ["conductor", "branch:1", "branch:2"]
+            assert [b.answer for b in runtime.store.get_trace(original).branches] == [
+                "The branch's answer.",
+                "A third answer.",
+            ]
     finally:
         await runtime.aclose()
 

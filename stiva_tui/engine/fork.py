@@ -11,7 +11,8 @@ Votes and gates that read a step run again are counted again (free: they call no
 vote judges). The branch is a run of its own, linked to the original (`RunStarted.fork`), whose
 totals are what the branch added; the original is never written.
 
-Only the last round that ran steps can be forked (a later round's plan was made from that round's
+A branch can be forked too: the new branch starts from that branch's outputs and is kept under
+the same run, beside it. Only the last round that ran steps can be forked (a later round's plan was made from that round's
 answer: changing an earlier round would need a new plan). `plan_fork` says why in one line
 (`ForkError`) for anything else: a run that did not finish, a step that is not there, was not run
 or calls no model, an unknown model.
@@ -26,7 +27,7 @@ from dataclasses import dataclass, replace
 from ..core import display as fmt
 from ..core.trace import Trace, TraceRound
 from ..core.words import RunMode
-from ..core.workflow import AGREE, Workflow
+from ..core.workflow import AGREE, VOTE, Workflow
 
 __all__ = ["KEPT_NOTE", "ForkError", "ForkPlan", "parse_step", "plan_fork", "readers"]
 
@@ -43,7 +44,8 @@ class ForkPlan:
     """What a fork runs: `workflow` (step i on `models[i]`) with `kept` outputs for the steps that
     are not run again, and `rerun`, the forked step and every step that reads it."""
 
-    run_id: str  # the run forked
+    run_id: str  # the run forked: the branch is kept under it
+    start: str  # whose outputs it starts from: the run, or one of its branches (forked again)
     question: str  # as the engine read it
     mode: RunMode  # the run's mode (conductor, direct, moa, workflow)
     round: int
@@ -96,8 +98,6 @@ def plan_fork(
     """The fork of `trace`'s step `step` (as the tree numbers it) onto `model`, one of the pool's
     `available` model ids; `subtask` replaces the step's subtask ("" or None keeps it)."""
     short = trace.run_id[:8]
-    if trace.fork is not None:
-        raise ForkError(f"run {short} is branch {trace.fork.branch} of run {trace.fork.of[:8]}: fork that run instead")
     if trace.status != "finished":
         raise ForkError(f"run {short} is {trace.status}: only a finished run can be forked")
     asked_round, index = parse_step(step)
@@ -131,7 +131,12 @@ def plan_fork(
             continue
         recorded = steps.get(i)
         own = (recorded.first_model or recorded.model) if recorded is not None else None
-        if i in rerun and workflow.steps[i].kind != AGREE and own not in available:
+        if workflow.steps[i].kind in (AGREE, VOTE):
+            # a control step calls no model ("(vote)" is recorded); a vote that must judge (fewer
+            # than two answers to count) judges on its recorded judge, else the forked step's model
+            models.append(own if own in available else model)
+            continue
+        if i in rerun and own not in available:
             if recorded is not None and recorded.model in available:
                 own = recorded.model  # the conductor's model is gone; the one that answered is here
             else:
@@ -152,7 +157,8 @@ def plan_fork(
         if i not in rerun and s.kind != AGREE and _finished(steps, i)
     }
     return ForkPlan(
-        run_id=trace.run_id,
+        run_id=trace.fork.of if trace.fork is not None else trace.run_id,
+        start=trace.run_id,
         question=trace.question,
         mode=trace.mode,
         round=last.round,

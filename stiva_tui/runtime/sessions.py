@@ -414,11 +414,12 @@ class Sessions:
         trace, plan = self.fork_plan(fork)
         options = self._options(Ask("", options=fork.options))
         warnings: list[str] = []
-        turns = self._turns_before(trace.conversation_id, trace.run_id, warnings)
+        root = trace if trace.fork is None else self._root(trace.fork.of)  # a branch forked again
+        turns = self._turns_before(root.conversation_id, root.run_id, warnings)
         models = [
             self.runtime.pool.get(m) or PoolModel(id=m, provider="", model=m, available=False) for m in plan.models
         ]
-        branch = max((b.fork.branch for b in trace.branches if b.fork is not None), default=0) + 1
+        branch = max((b.fork.branch for b in root.branches if b.fork is not None), default=0) + 1
         engine = self.runtime.engine(source=fork.source)
         result = await engine.run_fork(
             plan,
@@ -429,7 +430,17 @@ class Sessions:
             options=options,
             run_id=fork.branch_id or uuid.uuid4().hex,
         )
-        return ForkOutcome(result, plan, branch, trace.run_id, warnings)
+        return ForkOutcome(result, plan, branch, root.run_id, warnings)
+
+    def _root(self, run_id: str) -> Any:
+        """The run a branch is kept under (AskError where the history cannot read it)."""
+        from ..store import StoreError
+
+        assert self.runtime.store is not None
+        try:
+            return self.runtime.store.get_trace(run_id)
+        except StoreError as exc:
+            raise AskError(f"cannot read run {run_id}, which the branch forks: {exc}") from None
 
     def _turns_before(self, conversation_id: str | None, run_id: str, warnings: list[str]) -> list[dict[str, Any]]:
         """The conversation's turns before run `run_id`'s question: what the run's steps read."""
@@ -452,9 +463,10 @@ class Sessions:
                 before.append({"role": m.role, "content": m.content})
         return _engine_turns(before)
 
-    def compare_branches(self, run_id: str, branch_ids: Sequence[str]) -> CompareStart:
+    def compare_branches(self, run_id: str, branch_ids: Sequence[str] | None = None) -> CompareStart:
         """A compare session of a run and its branches (their columns: the run's system, then
-        `branch:N`), so that a vote between them is a preference pair like any other."""
+        `branch:N`), so that a vote between them is a preference pair like any other. None: every
+        finished branch, the newest eight (compare votes on nine columns at most)."""
         store = self.runtime.store
         if store is None:
             return CompareStart(None, {}, "no history: the session is not saved")
@@ -462,7 +474,8 @@ class Sessions:
 
         try:
             trace = store.get_trace(run_id)
-            wanted = set(branch_ids)
+            finished = [b.run_id for b in trace.branches if b.status == "finished"]
+            wanted = set(branch_ids if branch_ids is not None else finished[-8:])
             run_ids = {trace.system: trace.run_id}
             for b in trace.branches:
                 if b.run_id in wanted:

@@ -550,7 +550,7 @@ class ChatScreen(Screen):
         if result.status != "finished":
             self.notify(result.error or result.status, title="The branch did not finish", severity="error")
             return
-        start = sessions.compare_branches(outcome.original, [result.run_id])
+        start = sessions.compare_branches(outcome.original)  # the run beside every branch it has
         if start.session_id is None:
             self.notify(start.warning or "the comparison is not saved", severity="warning")
             return
