@@ -134,7 +134,7 @@ def plan_fork(
         if workflow.steps[i].kind in (AGREE, VOTE):
             # a control step calls no model ("(vote)" is recorded); a vote that must judge (fewer
             # than two answers to count) judges on its recorded judge, else the forked step's model
-            models.append(own if own in available else model)
+            models.append(own if own is not None and own in available else model)
             continue
         if i in rerun and own not in available:
             if recorded is not None and recorded.model in available:

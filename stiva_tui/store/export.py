@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core import display as fmt
-from ..core.trace import Trace, TraceConductor, TraceTotals
+from ..core.trace import Trace, TraceConductor, TraceStep, TraceTotals
 from .db import Store
 
 __all__ = [
@@ -159,7 +159,7 @@ def branch_lines(branch: Trace) -> list[str]:
     return lines
 
 
-def _step_status(trace: Trace, step) -> str:
+def _step_status(trace: Trace, step: TraceStep) -> str:
     """A step's status in the plan's lines; a branch's step not run again is "kept"."""
     return "kept" if trace.fork is not None and step.kept else step.status
 
