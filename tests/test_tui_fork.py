@@ -4,6 +4,11 @@ in compare mode, where a vote is stored as a preference pair."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import time
+
+import pytest
 from textual.widgets import Input, OptionList
 
 from stiva_tui.train.votes import read_votes
@@ -11,7 +16,7 @@ from stiva_tui.tui.app import StivaApp
 from stiva_tui.tui.dialogs import ForkDialog
 from stiva_tui.tui.screens.compare import CompareScreen
 from tests.support.fakeprovider import Reply
-from tests.support.tui import ask, labels, make_runtime, make_test_config, script_plan, wait_for
+from tests.support.tui import PLAN_TWO_STEPS, ask, labels, make_runtime, make_test_config, script_plan, wait_for
 
 SIZE = (140, 42)
 EXTRA = [{"id": "w3", "provider": "fake", "model": "w3", "price_in": 0.5, "price_out": 1.0, "description": "three"}]
@@ -153,3 +158,43 @@ def test_r_forks_in_the_tree_and_renames_in_the_history_without_a_clash_but_a_ch
     assert fork.key == "r" and fork.tooltip
     assert check_keymap({"tree.fork": "r"}) is None  # the history's r is live only while it has the focus
     assert "new_chat" in check_keymap({"tree.fork": "ctrl+n"})  # the chat screen's own key: live with the tree
+
+
+@pytest.mark.tmux
+@pytest.mark.skipif(shutil.which("tmux") is None and not os.environ.get("CI"), reason="tmux is not installed")
+def test_the_real_stiva_at_80x24_forks_a_step_with_r_and_shows_both_branches(fake, tmp_path, stiva_home):
+    from tests.test_tui_tmux import Tmux, _stiva_command
+
+    fake.script("cond", Reply(PLAN_TWO_STEPS))
+    fake.script("w1", Reply("An outline.", usage=(20, 6)))
+    fake.script("w2", Reply("The answer is forty-two.", usage=(50, 5)))
+    tmux = Tmux(tmp_path)
+    tmux.start(_stiva_command(fake, tmp_path, stiva_home), size=(80, 24))
+    try:
+        tmux.wait_for("Ask anything", "conductor:", timeout=30)
+        tmux.send("What is the meaning of life?", literal=True)
+        tmux.wait_for("What is the meaning of life?")
+        time.sleep(0.3)
+        tmux.send("C-j")
+        tmux.wait_for("The answer is forty-two.", "✓ 2 w2", timeout=30)
+        before = {m: len(fake.requests_for(m)) for m in ("cond", "w1", "w2")}
+        tmux.send("Tab")  # from the prompt to the tree, whose cursor is on step 1
+        tmux.wait_for("r Fork step")
+        tmux.send("Down")
+        time.sleep(0.3)
+        tmux.send("r")
+        tmux.wait_for("Fork step 2 (ran on w2)", "enter runs")
+        tmux.send("Down")  # from cond, the first other model, to w1
+        time.sleep(0.3)
+        fake.script("w1", Reply("Forty-two, says w1.", usage=(30, 4)))
+        tmux.send("Enter")
+        screen = tmux.wait_for("branch:1", "Forty-two, says w1.", "The answer is forty-two.", timeout=30)
+        assert "step 2 on w1 · added" in screen
+        after = {m: len(fake.requests_for(m)) for m in ("cond", "w1", "w2")}
+        assert {m: after[m] - before[m] for m in after} == {"cond": 0, "w1": 1, "w2": 0}
+        tmux.send("2")
+        tmux.wait_for("Marked branch:1")
+        tmux.send("C-q")
+        assert tmux.wait_exit(timeout=10), "stiva did not quit on ctrl+q"
+    finally:
+        tmux.kill()
