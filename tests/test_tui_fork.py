@@ -198,3 +198,13 @@ def test_the_real_stiva_at_80x24_forks_a_step_with_r_and_shows_both_branches(fak
         assert tmux.wait_exit(timeout=10), "stiva did not quit on ctrl+q"
     finally:
         tmux.kill()
+
+
+def test_the_fork_dialog_at_80x24(snap_compare):
+    """The dialog whole at the smallest terminal: what r does, every pool model (the step's own
+    marked, another highlighted), the subtask to edit, and the keys."""
+    from tests.support.tui_screens import Host
+
+    models = ["conductor-7b", "gpt-4.1", "claude-sonnet-4", "qwen3-32b", "local/gemma-3-270m"]
+    app = Host(lambda: ForkDialog("3", "qwen3-32b", models, "Check both drafts for mistakes and missing cases"))
+    assert snap_compare(app, terminal_size=(80, 24))
