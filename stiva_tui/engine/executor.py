@@ -17,7 +17,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -37,6 +37,7 @@ from ..core.answers import Final, Tally, final_answer, tally
 from ..core.events import (
     ConductorDelta,
     Event,
+    ForkOrigin,
     RoundStarted,
     RunCancelled,
     RunFailed,
@@ -59,6 +60,7 @@ from ..core.workflow import AGREE, CALL, VOTE, Step, Workflow
 from ..pool.types import PoolModel, ProviderError, StepInput, TextDelta, UsageReport, Worker, WorkerPrompt
 from .baselines import direct_workflow, moa_workflow
 from .fallback import FallbackEvidence, choose_fallback
+from .fork import KEPT_NOTE, ForkPlan
 
 log = logging.getLogger(__name__)
 
@@ -266,6 +268,34 @@ class Engine:
                 return await run.execute(1, single[0], models, final=True)
             run.emit(WorkflowReady(run.id, 1, workflow, "", Usage(), 0.0))
             return await run.execute(1, workflow, models, final=True)
+
+        return await run.guard(body)
+
+    async def run_fork(
+        self,
+        plan: ForkPlan,
+        models: Sequence[PoolModel],
+        *,
+        branch: int = 1,
+        emit: Emit | None = None,
+        conversation: Sequence[dict[str, Any]] = (),
+        options: RunOptions | None = None,
+        run_id: str | None = None,
+    ) -> RunResult:
+        """Run a fork of a finished run (engine/fork.py): `models[i]` is step i's model. Only the
+        forked step and the steps that read it are called; the others are reported kept. The
+        branch is a run of its own (`RunStarted.fork` links it): its totals are what it added."""
+        run = _Run(self, plan.question, emit, options or RunOptions(), run_id, conversation)
+        origin = ForkOrigin(plan.run_id, plan.round, plan.index, plan.model, plan.subtask, branch)
+        note = f"branch {branch} of run {plan.run_id[:8]}: step {plan.step_label} on {plan.model}"
+
+        async def body() -> str:
+            run.emit(
+                RunStarted(run.id, plan.question, plan.mode, system=f"branch:{branch}", source=self.source, fork=origin)
+            )
+            run.emit(RoundStarted(run.id, plan.round))
+            run.emit(WorkflowReady(run.id, plan.round, plan.workflow, marked_note(note), Usage(), 0.0, note=note))
+            return await run.execute(plan.round, plan.workflow, models, final=True, kept=plan.kept)
 
         return await run.guard(body)
 
@@ -582,14 +612,23 @@ class _Run:
 
     # --- the DAG -------------------------------------------------------------------------------
 
-    async def execute(self, round_: int, workflow: Workflow, models: Sequence[PoolModel], *, final: bool) -> str:
+    async def execute(
+        self,
+        round_: int,
+        workflow: Workflow,
+        models: Sequence[PoolModel],
+        *,
+        final: bool,
+        kept: Mapping[int, str] | None = None,
+    ) -> str:
         """Run every step as soon as its inputs are done; return the round's answer: the last
         step's output, or the agreed answer of a gate that ended the round (core/workflow.py).
         `final`: no later round can follow, so the last step's output is the run's answer for certain.
 
         A step after an agreement gate waits for it; a gate waits for every step before it (it
         ends a stage). Where a gate finds agreement, every later step is skipped: never run, never
-        paid, reported as `StepSkipped`."""
+        paid, reported as `StepSkipped`. `kept`: a fork's steps that are not run again, with
+        their outputs (engine/fork.py): reported finished with no attempt and no cost."""
         outputs: dict[int, str] = {}
         done = [asyncio.Event() for _ in workflow.steps]
         stopped: list[tuple[int, str]] = []  # the gate that ended the round, if one did, and its count
@@ -606,6 +645,8 @@ class _Run:
                 gate, count = stopped[0]
                 who = CONTROL_MODEL.get(step.kind) or models[step.model].id
                 self.emit(StepSkipped(self.id, round_, index, who, f"not run: step {gate + 1} found {count}"))
+            elif kept is not None and index in kept:
+                outputs[index] = self._kept(round_, index, models[step.model].id, kept[index])
             elif step.calls:
                 outputs[index] = await self._run_step(round_, workflow, index, models, outputs, final)
             elif step.is_vote:
@@ -630,6 +671,11 @@ class _Run:
         if stopped:
             return outputs[stopped[0][0]]
         return outputs[len(workflow.steps) - 1]
+
+    def _kept(self, round_: int, index: int, model: str, output: str) -> str:
+        """A fork's step that is not run again: its output stands, with no call and no cost."""
+        self.emit(StepFinished(self.id, round_, index, model, output, Usage(), 0.0, 0.0, 0, note=KEPT_NOTE))
+        return output
 
     async def _finals(
         self, workflow: Workflow, index: int, outputs: dict[int, str], models: Sequence[PoolModel]

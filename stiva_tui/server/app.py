@@ -52,11 +52,11 @@ from ..core.terminal import printable
 from ..core.words import FailureReason
 from ..engine.executor import RunResult
 from ..keys import AnswerMask, mask, mask_known
-from ..runtime import PRESETS, Ask, ConductorMode, DirectMode, Runtime
+from ..runtime import PRESETS, Ask, AskError, ConductorMode, DirectMode, Fork, Runtime
 from .auth import Guard, is_loopback_host, load_or_create_token
 from .errors import APIError, install_error_handlers
 from .runs import AnswerBroken, AnswerRelay, ChatInput, RunSlots, ServerBusy, StopFilter, read_messages
-from .schemas import ChatCompletionRequest, ErrorResponse, chunk_object, completion_object, usage_object
+from .schemas import ChatCompletionRequest, ErrorResponse, ForkRequest, chunk_object, completion_object, usage_object
 
 log = logging.getLogger("stiva.server")
 
@@ -205,6 +205,14 @@ def create_app(
         events and `data: [DONE]`."""
         trace = body.stiva_trace or (x_stiva_trace or "").strip().lower() in ("1", "true", "yes")
         return await server.complete(request, body, trace)
+
+    @app.post("/v1/runs/{run_id}/fork", dependencies=bearer, responses=ERRORS, response_model=None)
+    async def fork_run(run_id: str, body: ForkRequest, request: Request) -> Response:
+        """A branch of a finished run: step `step` runs again on `model` (with `subtask` where
+        given), and every step that reads it; the others keep their outputs, uncalled and unpaid.
+        The reply gives the branch's answer, what it added (`usage`, `stiva_cost_usd`,
+        `stiva_latency_s`) and its trace; the branch is kept under the run in the history."""
+        return await server.fork(request, run_id, body)
 
     return app
 
@@ -358,6 +366,53 @@ class _Server:
         if req.stream:
             return await self._stream(request, req, task, events)
         return await self._respond(request, req, task)
+
+    async def fork(self, request: Request, run_id: str, body: ForkRequest) -> Response:
+        """A fork (engine/fork.py) through the session service, in one of the server's run slots."""
+        fork = Fork(run_id, str(body.step), body.model, subtask=body.subtask, source="api")
+        try:
+            self.runtime.sessions.fork_plan(fork)  # a wrong run, step or model: a 4xx, nothing run
+        except AskError as exc:
+            missing = str(exc).startswith("no run")
+            raise APIError(
+                404 if missing else 400, str(exc), code="run_not_found" if missing else "invalid_fork"
+            ) from None
+        try:
+            admitted = await _until_done_or_gone(request, self.slots.acquire())
+        except ServerBusy:
+            raise APIError(
+                429, "the server is busy; try again shortly", code="server_busy", headers={"Retry-After": "1"}
+            ) from None
+        if not admitted:
+            return _client_gone()
+        try:
+            task = asyncio.ensure_future(self.runtime.sessions.fork(fork))
+            self.runs.add(task)
+            task.add_done_callback(self.runs.discard)
+            if not await _until_done_or_gone(request, task):
+                return _client_gone()  # the branch is kept as cancelled; the run is untouched
+        finally:
+            self.slots.release()
+        outcome = task.result()
+        result = outcome.result
+        if result.status != "finished":
+            raise _run_error(result.failure or "internal", result.error)
+        return JSONResponse(
+            {
+                "object": "stiva.branch",
+                "id": result.run_id,
+                "run_id": outcome.original,
+                "branch": outcome.branch,
+                "step": str(body.step),
+                "model": body.model,
+                "answer": result.answer,
+                "usage": usage_object(result.totals),
+                "stiva_cost_usd": result.totals.cost_usd,
+                "stiva_latency_s": result.totals.latency_s,
+                "stiva_trace": self._trace(result.run_id),
+            },
+            headers={"x-stiva-run-id": result.run_id},
+        )
 
     async def _run(self, ask: Ask, emit: Any) -> RunResult:
         """The run, through the session service: recorded as a conversation of kind "api"."""

@@ -165,3 +165,17 @@ def chunk_object(
     if with_usage_field:
         chunk["usage"] = usage  # null on every chunk but the last when include_usage is asked for
     return chunk
+
+
+class ForkRequest(BaseModel):
+    """`POST /v1/runs/{run_id}/fork`: run the run's step `step` (numbered as the app's tree
+    numbers it: 2, or "2.3" for round 2) again on `model`, and every step that reads it."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"step": 2, "model": "gpt-4o", "subtask": "Check the draft, briefly."}]},
+    )
+
+    step: int | str
+    model: str
+    subtask: str | None = None
