@@ -18,6 +18,7 @@ from textual.widgets import Markdown, Static
 
 from ...core import display as fmt
 from ...core.run_state import Key, RunState
+from ...engine.fork import KEPT_NOTE
 from ..text import markup_text, one_line
 
 LONG_MODEL = 24  # a model id longer than this has the header's second line to itself
@@ -150,8 +151,9 @@ def _header(state: RunState, key: Key) -> str:
         lines = [f"[b]Step {fmt.step(s.index)} [/b]· {s.status} · {reads}", model]
     else:
         lines = [f"[b]Step {fmt.step(s.index)} [/b]· {model} · {s.status} · {reads}"]
-    figures = _figures(s)
-    if figures:
+    if s.status == "finished" and s.note == KEPT_NOTE:  # a branch's step not run again (engine/fork.py)
+        lines.append("kept from the run: not called or paid again")
+    elif figures := _figures(s):
         lines.append(figures)
     for f in s.failures:
         to = f" → {markup_text(f.fallback)}" if f.fallback else ""

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
+from textual.message import Message
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
@@ -68,7 +70,44 @@ class WorkflowTree(Tree[Key]):
 
     BINDINGS = [
         Binding("enter", "select_cursor", "Open step", id="tree.open", tooltip="Show the step's full output"),
+        Binding(
+            "r",
+            "fork_step",
+            "Fork step",
+            id="tree.fork",
+            tooltip="Run the selected step again on another model, with every step that reads it, and "
+            "compare the two branches",
+        ),
     ]
+
+    @dataclass
+    class ForkRequested(Message):
+        """The user asked to fork step `index` (0-based) of round `round` of the run shown."""
+
+        tree: "WorkflowTree"
+        run_id: str
+        round: int
+        index: int
+
+    # Whether r forks a step here: only where a screen runs the fork (the chat's tree).
+    forkable = False
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "fork_step" and not self.forkable:
+            return False  # neither shown nor run where no screen forks (a stored run's own screen)
+        return True
+
+    def action_fork_step(self) -> None:
+        """Ask the screen to fork the step under the cursor (the screen checks it can run)."""
+        node = self.cursor_node
+        key = node.data if node is not None else None
+        if not key or key[0] != "step":
+            self.notify("Select a step of the tree first: r runs it again on another model.", severity="warning")
+            return
+        if not self.state.run_id:
+            self.notify("No run to fork yet.", severity="warning")
+            return
+        self.post_message(self.ForkRequested(self, self.state.run_id, key[1], key[2]))
 
     def __init__(
         self, state: RunState | None = None, *, id: str | None = None, classes: str | None = None, frozen: bool = False
@@ -461,7 +500,10 @@ class WorkflowTree(Tree[Key]):
             figures = [((f"~{fmt.tokens(out)} tok", "dim"), 4), ((f"~{fmt.money(usd)}" if usd else "", "dim"), 3)]
             figures.append((expected, 2))
         elif s.status == "finished" and s.note:  # a vote's or a gate's count: no call, no cost
-            figures = [((one_line(s.note, 48), "bold $accent"), 4)]
+            figures = []
+            if s.prompt_tokens or s.completion_tokens:  # ... unless a judge was asked: its call's cost
+                figures.append(((fmt.money(s.cost_usd), "$success"), 5))
+            figures.append(((one_line(s.note, 48), "bold $accent"), 4))
             return parts, figures, ""
         elif s.status == "skipped":  # a gate or the budget stopped it before it ran: never paid
             figures = [(("skipped · $0", "dim"), 4)]
