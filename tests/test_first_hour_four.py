@@ -3,6 +3,7 @@ with the real `stiva` against real HTTP providers on 127.0.0.1."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -13,7 +14,10 @@ from tests.support.fakeprovider import Reply
 from tests.test_cli import PLAN, write_config
 from tests.test_votes import history_with_every_kind_of_vote, record_plan_run, session
 
-AT_80 = {**{k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}, "COLUMNS": "80"}
+
+def at(columns: int = 80, **extra: str) -> dict[str, str]:
+    """This test's environment (read now: conftest's STIVA_HOME and keyring), `columns` wide."""
+    return {**{k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}, "COLUMNS": str(columns), **extra}
 
 
 def _widest(text: str) -> int:
@@ -32,14 +36,14 @@ def config(fake, tmp_path):
 
 
 def test_the_continue_hint_fits_80_columns_and_its_command_runs_as_printed(config, stiva_home):
-    first = run_stiva("ask", "Remember 7.", "--config", str(config), home=stiva_home, env=AT_80)
+    first = run_stiva("ask", "Remember 7.", "--config", str(config), home=stiva_home, env=at())
     assert first.returncode == 0, first.stderr
     assert _widest(first.stderr) <= 80, first.stderr
     hint = [line for line in first.stderr.splitlines() if line.startswith("continue it: ")]
     assert len(hint) == 1, first.stderr
     words = hint[0].removeprefix("continue it: ").split()
     assert words[:3] == ["stiva", "ask", "--continue"] and len(words[3]) == 36, hint
-    again = run_stiva("ask", "And again?", "--config", str(config), "--continue", words[3], home=stiva_home, env=AT_80)
+    again = run_stiva("ask", "And again?", "--config", str(config), "--continue", words[3], home=stiva_home, env=at())
     assert again.returncode == 0, again.stderr
     assert f"conversation {words[3]}" in again.stderr and _widest(again.stderr) <= 80
 
@@ -62,7 +66,7 @@ def test_stiva_votes_fits_80_columns_and_counts_one_session_as_one(stiva_home):
             },
             "direct:an-uncommonly-long-provider/a-very-long-model-name-2026",
         )
-    result = run_stiva("votes", home=stiva_home, env=AT_80)
+    result = run_stiva("votes", home=stiva_home, env=at())
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("1 compare session · 1 voted"), result.stdout
     assert _widest(result.stdout) <= 80, result.stdout
@@ -73,9 +77,57 @@ def test_stiva_votes_with_every_kind_of_vote_fits_80_and_40_columns(stiva_home):
     with Store.open() as store:
         history_with_every_kind_of_vote(store)
     for columns in (80, 40):
-        result = run_stiva("votes", home=stiva_home, env={**AT_80, "COLUMNS": str(columns)})
+        result = run_stiva("votes", home=stiva_home, env=at(columns))
         assert result.returncode == 0, result.stderr
         assert _widest(result.stdout) <= columns, result.stdout
         words = result.stdout.split()
         for said in ("6 compare sessions", "2 usable preference pairs", "same plan 1", "stiva train dpo"):
             assert said in " ".join(words), result.stdout
+
+
+# --- wordings that tell the truth ------------------------------------------------------------------
+
+
+def test_a_fallback_among_free_models_is_not_called_the_priciest():
+    from stiva_tui.engine.fallback import choose_fallback
+    from stiva_tui.pool.embedded import embedded_pool_model
+    from stiva_tui.pool.types import PoolModel
+
+    free = [
+        embedded_pool_model(),
+        PoolModel(id="local/gemma-3-270m", provider="local", model="gemma-3-270m"),
+        PoolModel(id="local/qwen", provider="local", model="qwen"),
+    ]
+    chosen = choose_fallback(free, "What is 2 + 2?")
+    assert chosen.model == "local/gemma-3-270m"
+    assert "priciest" not in chosen.reason and "free" in chosen.reason, chosen.reason
+    priced = [*free, PoolModel(id="p/dear", provider="p", model="dear", price_in=1.0, price_out=2.0)]
+    assert choose_fallback(priced, "Q").reason.startswith("fallback: p/dear, the priciest model")
+
+
+def test_stiva_models_names_no_key_file_that_does_not_exist(stiva_home, monkeypatch):
+    from stiva_tui import keys
+
+    config = stiva_home / "config.toml"
+    config.write_text("[discovery]\nenabled = false\n")
+    no_keyring = at(300, PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring")
+    listing = run_stiva("models", "--config", str(config), env=no_keyring)
+    assert listing.returncode == 0, listing.stderr
+    said = " ".join(listing.stdout.split())
+    assert not keys.keys_file().exists()
+    assert "read from the private file" not in said, said
+    assert (
+        "keys: none stored yet (no keyring works here); "
+        f"a key saved now goes to the private file {keys.keys_file()} (created then)"
+    ) in said, said
+    assert (
+        json.loads(run_stiva("models", "--json", "--config", str(config), env=no_keyring).stdout)["keys"]["read_from"]
+        == []
+    )
+    # once a key is saved there, the file is named as where keys are read
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    keys.reset_backend()
+    keys.set_key("openai", "sk-file-0000000000000000AAAA")
+    assert keys.keys_file().exists()
+    again = " ".join(run_stiva("models", "--config", str(config), env=no_keyring).stdout.split())
+    assert f"keys: read from the private file {keys.keys_file()}" in again, again
