@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+from pathlib import Path
 
 import pytest
 
@@ -131,3 +133,70 @@ def test_stiva_models_names_no_key_file_that_does_not_exist(stiva_home, monkeypa
     assert keys.keys_file().exists()
     again = " ".join(run_stiva("models", "--config", str(config), env=no_keyring).stdout.split())
     assert f"keys: read from the private file {keys.keys_file()}" in again, again
+
+
+# --- the router hint's report ----------------------------------------------------------------------
+
+
+def _recorded(tmp_path: Path) -> Path:
+    """40 items, two models: big (right but on every fifth, dear), small (right on the first 20, cheap)."""
+    rows = []
+    for index in range(40):
+        question = f"What is {index} + {index}?"
+        rows.append(
+            {"id": f"q{index}", "question": question, "model": "big", "response": f"{2 * index}",
+             "correct": index % 5 != 0, "cost_usd": 0.01}
+        )  # fmt: skip
+        rows.append(
+            {"id": f"q{index}", "question": question, "model": "small", "response": "1",
+             "correct": index < 20, "cost_usd": 0.001}
+        )  # fmt: skip
+    path = tmp_path / "rec.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def _hint(text: str, prefix: str) -> list[str]:
+    (line,) = [line for line in text.splitlines() if line.startswith(prefix)]
+    return shlex.split(line.removeprefix(prefix))[1:]
+
+
+def test_the_router_hints_bench_says_one_aiq_per_system_and_the_routers_own_train_items(tmp_path, stiva_home):
+    config = tmp_path / "c.toml"
+    config.write_text("[discovery]\nenabled = false\n")
+    imported = run_stiva("bench", "import", str(_recorded(tmp_path)), "--config", str(config), env=at(100))
+    assert imported.returncode == 0, imported.stderr
+    argv = _hint(imported.stdout, "next: ")
+    bench_id, suite = argv[argv.index("--pool") + 1].removeprefix("replay:"), argv[1]
+    folder = tmp_path / "r"
+    trained = run_stiva(
+        "train", "router", suite, "--pool", f"replay:{bench_id}", "--split", "train", "--out", str(folder),
+        "--config", str(config), env=at(100),
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    items = int(trained.stdout.split(" models, ", 1)[1].split(" items", 1)[0])
+    assert items > 0
+    argv = _hint(trained.stdout, "bench it: ")
+    assert "--split" in argv  # the hint benches the held-out items
+    benched = run_stiva(*argv, env=at(100))
+    assert benched.returncode == 0, benched.stderr
+    text = " ".join(benched.stdout.split())
+    # one AIQ per system, the items said once, the router's train items from its files
+    assert text.count("single models") == 1 and "single models alone" not in text, benched.stdout
+    assert text.count("AIQ") == 1, benched.stdout
+    heldout = json.loads(run_stiva(*argv, "--json", env=at(100)).stdout)["routing"]["heldout_items"]
+    assert f"AIQ on these {heldout} held-out items: single models" in text, benched.stdout
+    assert f"router:{folder} from {items} train items (its router.json)" in text, benched.stdout
+    assert "routed by 0" not in text and "rather than --split" not in text, benched.stdout
+    assert max(len(line) for line in benched.stdout.splitlines()) <= 100
+    # the whole suite, with knn and best-single: the held-out items named against the table's
+    whole = argv[: argv.index("--split")] + argv[argv.index("--split") + 2 :]
+    whole[whole.index("--systems") + 1] += ",knn,best-single"
+    report = run_stiva(*whole, env=at(100))
+    assert report.returncode == 0, report.stderr
+    said = " ".join(report.stdout.split())
+    assert f"AIQ on the {heldout} held-out items (of the 40 above): single models" in said, report.stdout
+    assert said.count("AIQ") == 1 and said.count("single models") == 1, report.stdout
+    assert f"knn and best-single from this bench's {40 - heldout} train items" in said, report.stdout
+    routing = json.loads(run_stiva(*whole, "--json", env=at(100)).stdout)["routing"]
+    assert routing["router_items"] == {f"router:{folder}": items} and routing["unavailable"] is None

@@ -25,6 +25,7 @@ from .common import (
     EXIT_TERMINATED,
     EXIT_USAGE,
     fail,
+    fold_parts,
     run_async,
     stdout_console,
     stop_on_signals,
@@ -296,7 +297,13 @@ def print_table(report) -> None:
     if queued:
         console.print("queued before the first call, p50/p95 s: " + " · ".join(queued), highlight=False)
     summary = report.frontier
-    if summary.aiq is not None:
+    routing = report.routing
+    if routing is not None and routing.heldout_items:
+        # one AIQ per system, the routing's (on the held-out items): the frontier's would be a second
+        # figure for the same systems, on other items or over another range
+        if summary.on_hull:
+            console.print(f"frontier: {', '.join(summary.on_hull)}", highlight=False)
+    elif summary.aiq is not None:
         single = summary.aiq_single_models
         console.print(
             f"AIQ {summary.aiq:.3f}"
@@ -304,10 +311,14 @@ def print_table(report) -> None:
             + f" · frontier: {', '.join(summary.on_hull)}",
             highlight=False,
         )
-    if report.routing is not None:
+    if routing is not None and (routing.heldout_items or routing.unavailable):
         from ..bench.report import routing_line
 
-        console.print(routing_line(report.routing), highlight=False)
+        line = routing_line(routing, len({item.id for item in report.items}))
+        if routing.heldout_items:  # "AIQ on these 25 held-out items: single models 0.8 · knn 0.9 · ..."
+            head, _, rest = line.partition(": ")
+            line = "\n".join(fold_parts(rest.split(" · "), console.width, lead=f"{head}: "))
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 def bench_table(report, width: int):
