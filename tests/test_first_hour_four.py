@@ -200,3 +200,75 @@ def test_the_router_hints_bench_says_one_aiq_per_system_and_the_routers_own_trai
     assert f"knn and best-single from this bench's {40 - heldout} train items" in said, report.stdout
     routing = json.loads(run_stiva(*whole, "--json", env=at(100)).stdout)["routing"]
     assert routing["router_items"] == {f"router:{folder}": items} and routing["unavailable"] is None
+
+
+# --- recorded benches: latency not recorded, names folded at separators ----------------------------
+
+LONG_NAMES = ["zero-one-ai/Yi-34B-Chat", "mistralai/mixtral-8x7b-chat", "meta/code-llama-instruct-34b-chat"]
+
+
+def _recorded_without_latency(tmp_path: Path, latency: float | None = None) -> Path:
+    rows = []
+    for index in range(12):
+        for j, model in enumerate(LONG_NAMES):
+            row = {"id": f"q{index}", "question": f"What is {index} + {index}?", "model": model,
+                   "response": f"{2 * index}", "correct": (index + j) % 3 != 0, "cost_usd": 0.001 * (j + 1)}  # fmt: skip
+            if latency is not None:
+                row["latency_s"] = latency
+            rows.append(row)
+    path = tmp_path / "rec.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_a_bench_of_answers_recorded_without_latency_says_not_recorded(tmp_path, stiva_home):
+    imported = run_stiva("bench", "import", str(_recorded_without_latency(tmp_path)), env=at())
+    assert imported.returncode == 0, imported.stderr
+    argv = _hint(imported.stdout, "next: ")
+    data = json.loads(run_stiva(*argv, "--json", env=at()).stdout)
+    assert all(row["latency_p50_s"] is None and row["latency_p95_s"] is None for row in data["systems"])
+    shown = run_stiva(*argv, env=at())
+    assert shown.returncode == 0, shown.stderr
+    assert "0.0s" not in shown.stdout and "p50, p95: not recorded" in shown.stdout, shown.stdout
+    report = Path(shown.stderr.split(" · report in ", 1)[1].split()[0]) / "report.md"
+    assert "p50, p95: not recorded." in report.read_text()
+
+
+def test_answers_recorded_with_a_latency_keep_it(tmp_path, stiva_home):
+    imported = run_stiva("bench", "import", str(_recorded_without_latency(tmp_path, 1.5)), env=at())
+    argv = _hint(imported.stdout, "next: ")
+    data = json.loads(run_stiva(*argv, "--json", env=at()).stdout)
+    direct = [row for row in data["systems"] if row["system"].startswith("direct:")]
+    assert direct and all(row["latency_p50_s"] > 0 for row in direct), direct
+    assert "not recorded" not in run_stiva(*argv, env=at()).stdout
+
+
+def test_the_system_row_of_items_with_no_latency_has_none():
+    from stiva_tui.bench.report import system_row
+    from stiva_tui.store.records import BenchItemRecord
+
+    untimed = [BenchItemRecord(system="direct:a", item_id=str(i), status="graded", correct=True) for i in range(3)]
+    assert system_row("direct:a", untimed).latency_p50_s is None
+    timed = [*untimed, BenchItemRecord(system="direct:a", item_id="t", status="graded", latency_s=2.0)]
+    assert system_row("direct:a", timed).latency_p95_s > 0
+
+
+@pytest.mark.parametrize("columns", [80, 60])
+def test_model_names_fold_at_their_separators_not_inside_a_word(tmp_path, stiva_home, columns):
+    imported = run_stiva("bench", "import", str(_recorded_without_latency(tmp_path)), env=at(columns))
+    argv = _hint(imported.stdout, "next: ")
+    shown = run_stiva(*argv, env=at(columns))
+    assert shown.returncode == 0, shown.stderr
+    cells = [line.split("  ")[0].strip() for line in shown.stdout.splitlines()]
+    for name in LONG_NAMES:
+        short = name.split("/", 1)[1]  # the shortened name: the model alone
+        start = next(i for i, cell in enumerate(cells) if cell and short.startswith(cell))
+        whole, lines = "", []
+        for cell in cells[start:]:
+            whole += cell
+            lines.append(cell)
+            if whole == short:
+                break
+        assert whole == short, (short, shown.stdout)
+        # every line but the last ends at a separator: no word is cut
+        assert all(line[-1] in "-/:+>," for line in lines[:-1]), (lines, shown.stdout)

@@ -35,7 +35,9 @@ read; the Markdown table; the frontier plot.
 - Tokens and cost per question are means over the n items of everything the system spent on
   them, the conductor's plan included; the judge's cost is reported apart.
 - Latency counts from an item's first call; the time it queued behind other items of the bench
-  before that is `queue_wait_s`, summarised apart.
+  before that is `queue_wait_s`, summarised apart. `latency_p50_s` and `latency_p95_s` are None
+  where no item of the system has a latency (a bench imported from records without one): "not
+  recorded", shown as "—", never as 0 s.
 
 `report_markdown(...)` adds, for conductor systems, the mix of topologies and each model's share
 of steps (read from the runs' traces). `write_frontier_png(...)` plots accuracy against cost per
@@ -96,8 +98,8 @@ class SystemRow(_Part):
     tokens_per_question: float
     cost_per_question: float
     judge_cost_usd: int | float  # the JSON has always said 0, not 0.0, for a system with no items yet
-    latency_p50_s: float
-    latency_p95_s: float
+    latency_p50_s: float | None  # None: not recorded (an imported bench's records with no latency)
+    latency_p95_s: float | None
     # the time items waited behind others in the bench's limiter, before their first call
     queue_wait_p50_s: float
     queue_wait_p95_s: float
@@ -259,6 +261,9 @@ def system_row(system: str, records: Sequence[BenchItemRecord]) -> SystemRow:
     correct = sum(1 for r in records if r.status == "graded" and r.correct)
     errors = sum(1 for r in records if r.status == "error")
     latencies = [r.latency_s for r in records]
+    # every item at 0 s: no latency was recorded (a bench imported from records without one); a
+    # call that ran took some time
+    timed = not latencies or any(latency > 0 for latency in latencies)  # no item at all: 0 s, as always
     lo, hi = wilson(correct, n)
     return SystemRow(
         system=system,
@@ -270,8 +275,8 @@ def system_row(system: str, records: Sequence[BenchItemRecord]) -> SystemRow:
         tokens_per_question=(sum(r.prompt_tokens + r.completion_tokens for r in records) / n) if n else 0.0,
         cost_per_question=(sum(r.cost_usd for r in records) / n) if n else 0.0,
         judge_cost_usd=sum(r.judge_cost_usd for r in records),
-        latency_p50_s=round(percentile(latencies, 50), 4),
-        latency_p95_s=round(percentile(latencies, 95), 4),
+        latency_p50_s=round(percentile(latencies, 50), 4) if timed else None,
+        latency_p95_s=round(percentile(latencies, 95), 4) if timed else None,
         queue_wait_p50_s=round(percentile([r.queue_wait_s for r in records], 50), 4),
         queue_wait_p95_s=round(percentile([r.queue_wait_s for r in records], 95), 4),
     )
@@ -516,6 +521,15 @@ def plan_mix(traces: Iterable[Trace]) -> tuple[Counter, Counter]:
     return shapes, models
 
 
+def not_timed(rows: Sequence[SystemRow]) -> str:
+    """ "not recorded for A, B" (or "not recorded" where no system's latency was): the systems whose
+    p50 and p95 are shown as "—"; "" where every system's were recorded."""
+    missing = [r.system for r in rows if r.n and r.latency_p50_s is None]
+    if not missing:
+        return ""
+    return "not recorded" if len(missing) == len([r for r in rows if r.n]) else f"not recorded for {', '.join(missing)}"
+
+
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
@@ -545,8 +559,11 @@ def report_markdown(report: BenchReport, mixes: dict[str, tuple[Counter, Counter
         lines.append(
             f"| {row.system} | {row.n} | {row.correct} | {row.errors} | {_fmt(row.accuracy)} | "
             f"[{lo:.3f}, {hi:.3f}] | {row.tokens_per_question:.0f} | {row.cost_per_question:.6f} | "
-            f"{row.judge_cost_usd:.6f} | {row.latency_p50_s:.2f} | {row.latency_p95_s:.2f} |"
+            f"{row.judge_cost_usd:.6f} | {_fmt(row.latency_p50_s, 2)} | {_fmt(row.latency_p95_s, 2)} |"
         )
+    untimed = not_timed(report.systems)
+    if untimed:
+        lines += ["", f"p50, p95: {untimed}."]
     summary = report.frontier
     if report.routing is not None and report.routing.heldout_items and summary.on_hull:
         # one AIQ per system: the routing section's, on the held-out items; the frontier's names only
