@@ -272,3 +272,70 @@ def test_model_names_fold_at_their_separators_not_inside_a_word(tmp_path, stiva_
         assert whole == short, (short, shown.stdout)
         # every line but the last ends at a separator: no word is cut
         assert all(line[-1] in "-/:+>," for line in lines[:-1]), (lines, shown.stdout)
+
+
+# --- the slow lane's model cache ------------------------------------------------------------------
+
+
+def test_the_slow_lanes_model_cache_is_in_the_repository_ignored_by_git(monkeypatch):
+    """The slow lane left 544 MB in the user's ~/.cache/stiva/test-models."""
+    import subprocess
+
+    from tests.conftest_model import stable_model_cache_dir
+
+    monkeypatch.delenv("STIVA_TEST_MODEL_CACHE", raising=False)
+    root = Path(__file__).resolve().parent.parent
+    cache = stable_model_cache_dir()
+    assert cache.is_relative_to(root) and not cache.is_relative_to(Path.home() / ".cache"), cache
+    ignored = subprocess.run(
+        ["git", "-C", str(root), "check-ignore", "-q", str(cache / "gemma" / "model.safetensors")], check=False
+    )
+    assert ignored.returncode == 0, "git would see the converted model"
+    monkeypatch.setenv("STIVA_TEST_MODEL_CACHE", "~/elsewhere")
+    assert stable_model_cache_dir() == Path.home() / "elsewhere"
+
+
+# --- --prefer through the warm worker ---------------------------------------------------------------
+
+
+def test_changing_prefer_keeps_the_warm_worker_and_reaches_the_plan(fake, tmp_path, stiva_home, monkeypatch):
+    """`--prefer` started a new worker (a reload of its model: 10 s instead of 0.9 s): it is per
+    question, so the worker takes it with the question."""
+    import asyncio
+    import signal
+
+    from stiva_tui.cli import warm
+    from tests.test_ask_warm import PLAN as ONE_STEP
+    from tests.test_ask_warm import alive, wait_until
+    from tests.test_ask_warm import write_config as warm_config
+
+    monkeypatch.delenv("STIVA_NO_WARM", raising=False)
+    fake.default("cond", Reply(ONE_STEP, usage=(20, 5)))
+    fake.default("w1", Reply("forty-two", usage=(5, 2)))
+    config = warm_config(tmp_path / "c.toml", fake.base_url)
+    pids, prompts = [], []
+    try:
+        for served, prefer in enumerate([None, "cheap", "best", "0.3"], start=1):
+            extra = ("--prefer", prefer) if prefer else ()
+            result = run_stiva(
+                "ask", "What is six times seven?", "--config", str(config), "--json", *extra, home=stiva_home
+            )
+            assert result.returncode == 0, result.stderr
+            state = asyncio.run(warm.worker_status())
+            assert state is not None, "no warm worker"
+            pids.append(state["pid"])
+            assert state["served"] == served and len(set(pids)) == 1, (prefer, pids, state)
+            plan_prompt = json.dumps(fake.requests_for("cond")[-1].messages)
+            trace = json.loads(result.stdout)
+            prompts.append(plan_prompt)
+            if prefer is None:
+                assert "The user prefers" not in plan_prompt
+            else:
+                assert f'"preference": "{prefer}"' in json.dumps(trace), trace
+        assert "The user prefers the cheapest plan" in prompts[1]  # cheap, as told with the question
+        assert len(set(prompts)) == 4  # each preference its own prompt
+    finally:
+        for pid in set(pids):
+            if alive(pid):
+                os.kill(pid, signal.SIGTERM)
+                wait_until(lambda pid=pid: not alive(pid), 30)

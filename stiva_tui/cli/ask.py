@@ -162,7 +162,7 @@ async def _ask(args, runtime, question: str, held_back) -> int:
 
 def options_of(args: argparse.Namespace) -> dict:
     """What an ask asks for besides its question, as plain data (the warm worker gets it too)."""
-    names = ("json", "rounds", "max_steps", "budget_usd", "budget_tokens", "baseline", "preset", "continue_id")
+    names = ("json", "rounds", "max_steps", "budget_usd", "budget_tokens", "baseline", "preset", "continue_id", "prefer")
     return {name: getattr(args, name, None) for name in names}
 
 
@@ -234,6 +234,8 @@ async def answer(options: dict, runtime, question: str, held_back, ui) -> dict:
             max_steps=args.max_steps,
             budget_usd=args.budget_usd,
             budget_tokens=args.budget_tokens,
+            # `--prefer`, per question: the warm worker takes it with the question, not at its start
+            preference=getattr(args, "prefer", None),
         ),
     )
     for warning in runtime.warnings:

@@ -80,7 +80,8 @@ class Server:
             self.loop.call_soon_threadsafe(self.send, message)
 
     def conductor(self, spec: ConductorSpec) -> Any:
-        key = (spec.backend, spec.config.model_dump_json())
+        # `prefer` is per question (the plan request carries it): a conductor built once serves them all
+        key = (spec.backend, spec.config.model_dump_json(exclude={"prefer"}))
         if key not in self.conductors:
             self.conductors[key] = _build_conductor(spec)
         return self.conductors[key]
