@@ -116,6 +116,10 @@ class StivaApp(App):
         # Set before the stylesheet is first built (set in on_mount, it was built twice: ~10 ms
         # of the first frame); an unknown theme is said once the app runs.
         self._theme_problem = ""
+        # A screen's key pressed while Stiva starts (F12 at 1.5 s): opened once the runtime is
+        # there, not dropped (`_can_open`). The action's name; the last one pressed wins.
+        self._queued_action: str | None = None
+        self._start_failed = False
         self.theme = self._initial_theme()
 
     @property
@@ -209,8 +213,12 @@ class StivaApp(App):
             except Exception as exc:  # a bad config or an unreadable history: say so, stay open
                 self.notify(str(exc), title="Stiva cannot start", severity="error", timeout=30)
                 self.chat_screen.post_message(msg.StartupFailed(str(exc)))
+                self._queued_action, self._start_failed = None, True
                 return
         self.chat_screen.post_message(msg.RuntimeReady(self.runtime))
+        queued, self._queued_action = self._queued_action, None
+        if queued is not None:  # a screen asked for while starting: it opens now, before the model loads
+            self.call_later(getattr(self, f"action_{queued}"))
         self._announce_pool_news(self.runtime)  # a local server of another user, left out
         if not self.frozen and not self.runtime.simulated:  # keys and local servers come and go
             self.set_interval(self.POOL_CHECK_S, self._check_pool, name="pool-check")
@@ -337,7 +345,7 @@ class StivaApp(App):
     def action_compare(self, session_id: str | None = None) -> None:
         from .screens.compare import CompareScreen
 
-        if self._can_open(CompareScreen):
+        if self._can_open(CompareScreen, "compare"):
             assert self.runtime is not None
             # the question being typed in the chat; up in compare's box recalls those asked there
             question, asked = ("", []) if session_id is not None else self._chat_questions()
@@ -346,14 +354,14 @@ class StivaApp(App):
     def action_pool(self) -> None:
         from .screens.pool import PoolScreen
 
-        if self._can_open(PoolScreen):
+        if self._can_open(PoolScreen, "pool"):
             assert self.runtime is not None
             self._push_aside(PoolScreen(self.runtime))
 
     def action_keys(self) -> None:
         from .screens.keys import KeysScreen
 
-        if self._can_open(KeysScreen):
+        if self._can_open(KeysScreen, "keys"):
             assert self.runtime is not None
             self._push_aside(KeysScreen(self.runtime))
 
@@ -372,7 +380,7 @@ class StivaApp(App):
     def action_leaderboard(self) -> None:
         from .screens.leaderboard import LeaderboardScreen
 
-        if self._can_open(LeaderboardScreen):
+        if self._can_open(LeaderboardScreen, "leaderboard"):
             assert self.runtime is not None
             self.push_screen(LeaderboardScreen(self.runtime))
 
@@ -380,7 +388,7 @@ class StivaApp(App):
         """The bench screen: made once, then kept, so that coming back finds the same report."""
         from .screens.bench import BenchScreen
 
-        if not self._can_open(BenchScreen):
+        if not self._can_open(BenchScreen, "bench"):
             return
         assert self.runtime is not None
         if not self.is_screen_installed("bench"):
@@ -417,10 +425,15 @@ class StivaApp(App):
                 self._chat.status_bar.message = f"conductor: choosing again — {runtime.pool_change}"
             self.run_worker(self._load_conductor(runtime), group="conductor", exit_on_error=False)
 
-    def _can_open(self, screen: "type[Screen]") -> bool:
-        """Whether a new `screen` may open: Stiva has started and it is not the one shown."""
+    def _can_open(self, screen: "type[Screen]", action: str | None = None) -> bool:
+        """Whether a new `screen` may open: Stiva has started and it is not the one shown. While
+        it starts, `action` (the key's action) is queued and runs once the runtime is there."""
         if self.runtime is None:
-            self.notify("Stiva is still starting; try again in a moment.", severity="warning")
+            if action is not None and not self._start_failed:
+                self._queued_action = action
+                self.notify("Opening as soon as Stiva has started…", timeout=3)
+            else:
+                self.notify("Stiva is still starting; try again in a moment.", severity="warning")
             return False
         return not isinstance(self.screen, screen)
 
