@@ -33,6 +33,8 @@ async def test_f12_pressed_while_starting_opens_the_benches_once_started(fake, m
         gate.set()
         await wait_for(pilot, lambda: isinstance(app.screen, BenchScreen), what="the benches (F12)")
         assert app.runtime is not None
+        await wait_for(pilot, lambda: bool(app.screen.query("#bench-list")), what="the benches drawn")
+        await pilot.pause(0.2)  # mounted whole before the app is left
 
 
 async def test_the_last_screen_key_pressed_while_starting_wins_and_a_failed_start_opens_none(fake, monkeypatch):
@@ -55,6 +57,7 @@ async def test_the_last_screen_key_pressed_while_starting_wins_and_a_failed_star
         await pilot.press("f4")
         gate.set()
         await wait_for(pilot, lambda: isinstance(app.screen, PoolScreen), what="the pool (F4)")
+        await pilot.pause(0.3)
         assert len(app.screen_stack) == 2  # the pool alone over the chat: F12 was replaced by F4
 
     async def fails(cls, *args, **kwargs):

@@ -66,6 +66,14 @@ LOG_KEEP_BYTES = 1 << 20  # a log larger than this is started afresh
 QUIT_WAIT_S = 3.0  # how long a child that was told to leave may take before it is killed
 
 
+def shared_process() -> "ModelProcess":
+    """The front ends' model process: the warm `stiva ask` worker's models where one serves them
+    (one copy per user), else a child of this process; started on first use."""
+    from .. import paths
+
+    return ModelProcess(paths.data_dir() / LOG_NAME, shared=True)
+
+
 def supported() -> bool:
     """Whether this system can run the models in a process of their own (a Unix socket pair)."""
     return hasattr(socket, "AF_UNIX") and sys.platform != "win32"

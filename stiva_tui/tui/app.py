@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from ..config import Config
     from ..runtime import Runtime
+    from ..runtime.model_process import ModelProcess
     from .screens.chat import ChatScreen
 
 
@@ -120,6 +121,7 @@ class StivaApp(App):
         # there, not dropped (`_can_open`). The action's name; the last one pressed wins.
         self._queued_action: str | None = None
         self._start_failed = False
+        self.early_models: "ModelProcess | None" = None  # started beside the first paint (start_up)
         self.theme = self._initial_theme()
 
     @property
@@ -193,8 +195,11 @@ class StivaApp(App):
     @work(group="startup", exit_on_error=False)
     async def start_up(self) -> None:
         """Build the runtime (unless given one), then load the conductor; tell the chat screen."""
-        # The chat's tree and step pane first, drawn: mounted while the runtime's import runs in a
-        # thread, they would wait on it for the GIL (~0.3 s instead of ~0.1 s).
+        # Beside the chat's tree being mounted and drawn: the runtime's import (in a thread) and,
+        # where Stiva's own model will plan, its model process, which starts loading the model at
+        # once (a second start answered after 18.4 s when all this waited for the tree, the
+        # runtime and the conductor's choice in turn; benchmarks/perf/first_answer.py).
+        early = asyncio.create_task(self._import_and_preload()) if self.runtime is None else None
         try:
             await self.chat_screen.ensure_workflow()
             await self.chat_screen.wait_for_refresh()
@@ -202,15 +207,18 @@ class StivaApp(App):
             if self._collect_after_first_frame:  # the screen is whole (or failed to be): collect again
                 self._collect_after_first_frame = False
                 gc.enable()
-        if self.runtime is None:
+        if early is not None:
+            process = None
             try:
-                # Imported in a thread: the engine, httpx and the store take ~0.1 s to import, which
-                # on the event loop would hold up the first keys the user types.
-                runtime_module = await asyncio.to_thread(self._import_runtime)
+                runtime_module, process = await early
                 self.runtime = await runtime_module.Runtime.create(
-                    self.config, conductor=self.conductor_override, model_process=self.config.model_process
+                    self.config,
+                    conductor=self.conductor_override,
+                    model_process=process if process is not None else self.config.model_process,
                 )
             except Exception as exc:  # a bad config or an unreadable history: say so, stay open
+                if process is not None:
+                    await process.aclose()
                 self.notify(str(exc), title="Stiva cannot start", severity="error", timeout=30)
                 self.chat_screen.post_message(msg.StartupFailed(str(exc)))
                 self._queued_action, self._start_failed = None, True
@@ -218,11 +226,28 @@ class StivaApp(App):
         self.chat_screen.post_message(msg.RuntimeReady(self.runtime))
         queued, self._queued_action = self._queued_action, None
         if queued is not None:  # a screen asked for while starting: it opens now, before the model loads
-            self.call_later(getattr(self, f"action_{queued}"))
+            self.post_message(msg.OpenQueued(queued))
         self._announce_pool_news(self.runtime)  # a local server of another user, left out
         if not self.frozen and not self.runtime.simulated:  # keys and local servers come and go
             self.set_interval(self.POOL_CHECK_S, self._check_pool, name="pool-check")
         await self._load_conductor(self.runtime)
+
+    async def _import_and_preload(self):
+        """The runtime's module (imported in a thread: the engine, httpx and the store take ~0.1 s
+        to import, which on the event loop would hold up the first keys the user types), and the
+        model process, already loading the embedded model, where it will most likely plan (else
+        None: the runtime starts its own on first use)."""
+        runtime_module = await asyncio.to_thread(self._import_runtime)
+        config = self.config
+        if not config.model_process or not await asyncio.to_thread(own_model_plans, config, self.conductor_override):
+            return runtime_module, None
+        from ..runtime import model_process as hosting
+
+        if not hosting.supported():
+            return runtime_module, None
+        process = self.early_models = hosting.shared_process()
+        process.warm_up()  # the child starts (or the warm worker is joined) and loads the model now
+        return runtime_module, process
 
     def _import_runtime(self):
         """The runtime's module, with the config built first (the defaults, when not yet)."""
@@ -338,6 +363,10 @@ class StivaApp(App):
             asked.append(last)
         return prompt.text.strip(), asked
 
+    @on(msg.OpenQueued)
+    async def _open_queued(self, message: msg.OpenQueued) -> None:
+        await self.run_action(message.action)
+
     @on(msg.OpenCompare)
     def _open_compare(self, message: msg.OpenCompare) -> None:
         self.action_compare(message.session_id)
@@ -436,6 +465,36 @@ class StivaApp(App):
                 self.notify("Stiva is still starting; try again in a moment.", severity="warning")
             return False
         return not isinstance(self.screen, screen)
+
+
+def own_model_plans(config: "Config", override: str | None) -> bool:
+    """Whether the conductor will most likely be the embedded model, which the app then starts
+    loading beside its first paint: `backend = "embedded"`, or `auto` on a machine with no NVIDIA
+    GPU (where a local model would plan), no model or provider of the config's own (one may plan)
+    and no key for a catalog provider (a hosted model would plan). Reads keys: run in a thread."""
+    from pathlib import Path
+
+    from ..config import ConfigError, with_conductor_override
+
+    try:
+        backend = with_conductor_override(config.conductor, override).backend
+    except ConfigError:
+        return False
+    if backend == "embedded":
+        return True
+    if backend != "auto" or config.models or config.providers or config.sim is not None:
+        return False
+    if Path("/dev/nvidiactl").exists():
+        return False
+    if not config.catalog:
+        return True
+    from .. import keys
+    from ..catalog import load_catalog
+
+    try:
+        return not any(keys.get_key(p.name, p.api_key_env)[0] for p in load_catalog().providers)
+    except Exception:  # noqa: BLE001 - a keyring that cannot be read: the runtime says so, not this guess
+        return False
 
 
 def screenshot_folder():
