@@ -64,10 +64,15 @@ async def test_the_model_process_loads_while_the_runtime_is_built(model_cache, s
     config = parse_config({"discovery": {"enabled": False}, "catalog": False})
     app = StivaApp(config)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.early_models is not None and app.early_models.pid, timeout=30, what="child")
-        child = app.early_models.pid
+        started = app._early_child
+        await wait_for(pilot, lambda: started.done() and started.result() is not None, timeout=30, what="the child")
+        child = started.result()[0].pid
         await wait_for(pilot, lambda: procs.maps_torch(child), timeout=120, what="torch loading in the child")
         assert app.runtime is None  # loading while the runtime was not there yet
         gate.set()
         await wait_for(pilot, lambda: app.runtime is not None, timeout=60, what="the runtime")
-        assert app.runtime.model_process is app.early_models and app.early_models.pid == child
+        assert app.runtime.model_process is app.early_models
+        # the conductor loads in that same child: no second one is started
+        bar = app.chat_screen.status_bar
+        await wait_for(pilot, lambda: bar.conductor is not None, timeout=180, what="the conductor loaded")
+        assert app.early_models.pid == child and app.early_models.generation == 1

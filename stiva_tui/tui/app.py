@@ -183,6 +183,8 @@ class StivaApp(App):
         self.theme_changed_signal.subscribe(self, lambda theme: save_state(theme=theme.name))
         if self.keymap:
             self.set_keymap(self.keymap)
+        # the model process, where Stiva's own model will plan, starts now, beside the first paint
+        self._early_child = asyncio.create_task(self._start_model_early()) if self.runtime is None else None
         self.call_after_refresh(self.start_up)  # paint first, then start the slow parts
 
     def _initial_theme(self) -> str:
@@ -235,19 +237,74 @@ class StivaApp(App):
     async def _import_and_preload(self):
         """The runtime's module (imported in a thread: the engine, httpx and the store take ~0.1 s
         to import, which on the event loop would hold up the first keys the user types), and the
-        model process, already loading the embedded model, where it will most likely plan (else
-        None: the runtime starts its own on first use)."""
+        model process started beside the first paint (`_start_model_early`), already loading the
+        embedded model; None where none was: the runtime starts its own on first use."""
         runtime_module = await asyncio.to_thread(self._import_runtime)
-        config = self.config
-        if not config.model_process or not await asyncio.to_thread(own_model_plans, config, self.conductor_override):
+        early = await self._early_child if self._early_child is not None else None
+        if early is None:
             return runtime_module, None
         from ..runtime import model_process as hosting
 
-        if not hosting.supported():
-            return runtime_module, None
         process = self.early_models = hosting.shared_process()
-        process.warm_up()  # the child starts (or the warm worker is joined) and loads the model now
+        process.adopt(*early)
         return runtime_module, process
+
+    async def _start_model_early(self):
+        """(the child, the parent's end of its socket) of the model process, started at once with
+        `--preload` (it loads the embedded model before anything asks for it), where the embedded
+        model will most likely plan and no warm worker serves its models; else None. Nothing here
+        imports the runtime: the child starts while the app paints and imports it."""
+        import socket
+        import sys
+
+        try:
+            log_path = await asyncio.to_thread(self._early_child_wanted)
+        except Exception:  # noqa: BLE001 - a guess only: the runtime starts its model as before
+            return None
+        if log_path is None:
+            return None
+        parent, child = socket.socketpair()
+        log = None
+        try:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            log = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - handed to the child
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "stiva_tui.runtime.model_process_main",
+                str(child.fileno()),
+                "--preload",
+                pass_fds=(child.fileno(),),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+            )
+        except OSError:
+            parent.close()
+            return None
+        finally:
+            child.close()
+            if log is not None:
+                log.close()
+        return proc, parent
+
+    def _early_child_wanted(self):
+        """The model process's log, where the app should start it early (see `own_model_plans`),
+        else None: models not in a child (`model_process = false`), no Unix sockets, or a warm
+        worker listening whose models the app will use instead (runtime/shared_models.py)."""
+        import socket
+        import sys
+
+        from .. import paths
+
+        config = self.config
+        if not config.model_process or not hasattr(socket, "AF_UNIX") or sys.platform == "win32":
+            return None
+        if os.environ.get("STIVA_NO_WARM", "") in ("", "0") and paths.warm_socket_path(2).exists():
+            return None
+        if not own_model_plans(config, self.conductor_override):
+            return None
+        return paths.data_dir() / "model-process.log"
 
     def _import_runtime(self):
         """The runtime's module, with the config built first (the defaults, when not yet)."""
