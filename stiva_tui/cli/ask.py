@@ -162,7 +162,8 @@ async def _ask(args, runtime, question: str, held_back) -> int:
 
 def options_of(args: argparse.Namespace) -> dict:
     """What an ask asks for besides its question, as plain data (the warm worker gets it too)."""
-    names = ("json", "rounds", "max_steps", "budget_usd", "budget_tokens", "baseline", "preset", "continue_id", "prefer")
+    names = ("json", "rounds", "max_steps", "budget_usd", "budget_tokens", "baseline", "preset", "continue_id")
+    names += ("prefer",)  # per question: the warm worker takes it with the question
     return {name: getattr(args, name, None) for name in names}
 
 
