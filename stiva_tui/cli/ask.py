@@ -19,7 +19,7 @@ PRESET_NAMES = ("conductor", "conductor-mini")
 
 def add_parser(sub, common) -> None:
     ask = sub.add_parser("ask", parents=[common], help="answer one question and print it")
-    ask.add_argument("question", help="the question (use - to read it from stdin)")
+    ask.add_argument("question", nargs="?", help="the question (use - to read it from stdin)")
     ask.add_argument("--json", action="store_true", help="print one JSON trace instead of the live view")
     ask.add_argument("--rounds", type=int, help="conductor rounds (default from config: 1)")
     ask.add_argument("--max-steps", type=int, help="at most this many steps per workflow (default 5)")
@@ -43,6 +43,14 @@ def add_parser(sub, common) -> None:
         help="add this question to conversation ID (printed after each answer)",
     )
     ask.add_argument(
+        "--fork",
+        metavar="RUN_ID:STEP",
+        help="run step STEP (numbered as the tree shows it) of a finished run again on --model, and every "
+        "step that reads it; the others keep their outputs. Prints the new branch",
+    )
+    ask.add_argument("--model", help="with --fork: the pool model the step runs on")
+    ask.add_argument("--subtask", help="with --fork: the step's new subtask (default: its own)")
+    ask.add_argument(
         "--no-warm",
         action="store_true",
         help="load the model in this process, not in the warm worker that keeps it between asks",
@@ -58,6 +66,12 @@ async def ask(args: argparse.Namespace, config) -> int:
 
     from . import warm
 
+    if args.fork is not None or args.model is not None or args.subtask is not None:
+        from .fork import fork
+
+        return await fork(args, config)
+    if args.question is None:
+        return fail("give a question (or --fork RUN_ID:STEP --model M)", EXIT_USAGE)
     question = _read_question(args.question)
     if not question.strip():
         return fail("the question is empty", EXIT_USAGE)

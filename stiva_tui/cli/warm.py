@@ -80,11 +80,18 @@ def socket_path() -> Path:
 
 
 def _private_folder(folder: Path) -> None:
+    """The socket's folder: the data dir (Stiva's own, where the user may have linked it: made, and
+    tightened, here), or the private folder under the temporary folder that paths.runtime_dir
+    made or checked, looked at again without following a link, and never changed."""
     from .. import paths
 
-    paths.private_dir(folder, tighten=True)
-    info = folder.stat()
-    if info.st_uid != os.geteuid() or info.st_mode & 0o077:
+    if folder == paths.data_dir():
+        paths.private_dir(folder, tighten=True)
+        info = folder.stat()
+        private = info.st_uid == os.geteuid() and not info.st_mode & 0o077
+    else:
+        private = paths.own_private_folder(folder, make=False)
+    if not private:
         raise OSError(f"{folder} is not a private folder of this user's")
 
 
@@ -408,7 +415,8 @@ def start_worker(path: Path, wanted_fp: str, options: dict) -> subprocess.Popen:
         if options.get(name) is not None:
             argv += [f"--{name}", str(options[name])]
     log = path.with_name(path.name.removesuffix(".sock") + ".log")
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(log, flags, 0o600)
     try:
         return subprocess.Popen(
             argv,
@@ -680,7 +688,8 @@ def main(answer, history_trouble, argv: list[str] | None = None) -> int:
         parser.add_argument(f"--{name}")
     args = parser.parse_args(argv)
     path = Path(args.socket)
-    lock_fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    lock_fd = os.open(f"{path}.lock", flags, 0o600)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

@@ -34,6 +34,19 @@ class Event:
 
 
 @dataclass(frozen=True)
+class ForkOrigin:
+    """Where a branch comes from: run `run_id`'s step `index` (0-based) of round `round`, run
+    again on `model` with `subtask` (engine/fork.py). `branch` numbers the run's branches from 1."""
+
+    run_id: str
+    round: int
+    index: int
+    model: str
+    subtask: str
+    branch: int = 1
+
+
+@dataclass(frozen=True)
 class RunStarted(Event):
     question: str
     mode: RunMode
@@ -46,6 +59,7 @@ class RunStarted(Event):
     source: Source = "cli"
     conversation_id: str | None = None
     conductor_adapter: str | None = None  # a LoRA adapter on the conductor's model
+    fork: ForkOrigin | None = None  # a branch of a finished run (engine/fork.py); None for a new run
 
 
 @dataclass(frozen=True)

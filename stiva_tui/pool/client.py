@@ -145,7 +145,7 @@ class HttpWorker:
                 async for event in self._stream_once(model, url, body, headers):
                     if isinstance(event, TextDelta):
                         streamed_text = True
-                        text = answer.feed(event.text)
+                        text = await _masked(answer, event.text)
                         if text:
                             yield TextDelta(text)
                         continue
@@ -418,6 +418,19 @@ def _status_error(status: int, reason: str, text: str, retry_after: str | None, 
         retryable=status in RETRYABLE_STATUS,
         retry_after=_retry_after(retry_after),
     )
+
+
+# A piece of an answer longer than this is masked in a worker thread: the mask costs a few
+# microseconds a character where many may begin a key's form, and a provider may send a whole
+# answer (up to `max_answer_kb`) in one piece; in the event loop that would hold up every other
+# run and, under `stiva serve`, every other client.
+OFF_LOOP_CHARS = 16_384
+
+
+async def _masked(answer: AnswerMask, piece: str) -> str:
+    if len(piece) > OFF_LOOP_CHARS:
+        return await asyncio.to_thread(answer.feed, piece)
+    return answer.feed(piece)
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -485,6 +485,7 @@ class Runtime:
             retries=cfg.workers.retries,
             deadline_s=cfg.workers.deadline_s,
             preference=parse_preference(conductor.prefer),
+            open_agreement=cfg.workflows.open_agreement,
         )
         return replace(options, **{k: v for k, v in overrides.items() if v is not None})
 

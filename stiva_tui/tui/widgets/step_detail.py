@@ -18,6 +18,7 @@ from textual.widgets import Markdown, Static
 
 from ...core import display as fmt
 from ...core.run_state import Key, RunState
+from ...engine.fork import KEPT_NOTE
 from ..text import markup_text, one_line
 
 PLACEHOLDER = "_Select a step in the tree to read its subtask and output._"
@@ -135,7 +136,9 @@ def _header(state: RunState, key: Key) -> str:
     reads = fmt.reads(s.index, s.access, s.access_all) or "← the question only"
     # A space closes a styled run rather than opening the next (see tui/screenshot.py).
     lines = [f"[b]Step {fmt.step(s.index)} [/b]· {markup_text(s.model or '…')} · {s.status} · {reads}"]
-    if s.status == "finished":
+    if s.status == "finished" and s.note == KEPT_NOTE:  # a branch's step not run again (engine/fork.py)
+        lines.append("kept from the run: not called or paid again")
+    elif s.status == "finished":
         lines.append(
             f"{s.prompt_tokens}→{s.completion_tokens} tok · {fmt.money(s.cost_usd)} · {fmt.seconds(s.latency_s)}"
         )

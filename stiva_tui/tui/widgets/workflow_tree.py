@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
+from textual.message import Message
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
@@ -60,7 +62,44 @@ class WorkflowTree(Tree[Key]):
 
     BINDINGS = [
         Binding("enter", "select_cursor", "Open step", id="tree.open", tooltip="Show the step's full output"),
+        Binding(
+            "r",
+            "fork_step",
+            "Fork step",
+            id="tree.fork",
+            tooltip="Run the selected step again on another model, with every step that reads it, and "
+            "compare the two branches",
+        ),
     ]
+
+    @dataclass
+    class ForkRequested(Message):
+        """The user asked to fork step `index` (0-based) of round `round` of the run shown."""
+
+        tree: "WorkflowTree"
+        run_id: str
+        round: int
+        index: int
+
+    # Whether r forks a step here: only where a screen runs the fork (the chat's tree).
+    forkable = False
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "fork_step" and not self.forkable:
+            return False  # neither shown nor run where no screen forks (a stored run's own screen)
+        return True
+
+    def action_fork_step(self) -> None:
+        """Ask the screen to fork the step under the cursor (the screen checks it can run)."""
+        node = self.cursor_node
+        key = node.data if node is not None else None
+        if not key or key[0] != "step":
+            self.notify("Select a step of the tree first: r runs it again on another model.", severity="warning")
+            return
+        if not self.state.run_id:
+            self.notify("No run to fork yet.", severity="warning")
+            return
+        self.post_message(self.ForkRequested(self, self.state.run_id, key[1], key[2]))
 
     def __init__(
         self, state: RunState | None = None, *, id: str | None = None, classes: str | None = None, frozen: bool = False
@@ -312,6 +351,8 @@ class WorkflowTree(Tree[Key]):
         if s.status == "running":
             parts.append((f"~{fmt.tokens(s.streamed_chars // 4)} tok", "dim"))
         elif s.status == "finished" and s.note:  # a vote's or a gate's count: no call, no cost
+            if s.prompt_tokens or s.completion_tokens:  # ... unless a judge was asked: its call's cost
+                parts.append((fmt.money(s.cost_usd), "$success"))
             parts.append((one_line(s.note, 48), "bold $accent"))
             return styled(parts)
         elif s.status == "skipped":  # an agreement gate ended the round before it: never run, $0
