@@ -157,8 +157,11 @@ def _recorded(tmp_path: Path) -> Path:
 
 
 def _hint(text: str, prefix: str) -> list[str]:
-    (line,) = [line for line in text.splitlines() if line.startswith(prefix)]
-    return shlex.split(line.removeprefix(prefix))[1:]
+    """The command after `prefix` (as test_truthful_hints reads it: folded over lines that end in a
+    backslash where it is too long), without its first word, `stiva`."""
+    from tests.test_truthful_hints import _hint as hint
+
+    return hint(text, prefix)
 
 
 def test_the_router_hints_bench_says_one_aiq_per_system_and_the_routers_own_train_items(tmp_path, stiva_home):
