@@ -204,7 +204,7 @@ def cpu_threads() -> int:
     The app keeps a core for itself; and torch's threads wait for one another at every operation,
     so on a busy machine (other processes on every core) each operation waits for its slowest,
     descheduled thread, and an answer took many times as long as on one thread
-    (benchmarks/perf/first_answer.json: `two_threads`, the child as it was, against the rest)."""
+    (benchmarks/perf/first_answer.json at commit bafa3f8: `two_threads`, the child as it was, against the rest)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
