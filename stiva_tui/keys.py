@@ -198,11 +198,12 @@ def store_kind() -> str:
 
 def key_stores() -> list[str]:
     """Where keys are read from, in order, in words: "the OS keyring (NAME)", then "the private
-    file PATH" (the file only where it exists, when a keyring works)."""
+    file PATH". The file only where it exists: a file not yet written holds no key to read (with no
+    keyring, the list is then empty: no key is stored anywhere yet)."""
     backend = _keyring()
     path = keys_file()
     if backend is None:
-        return [f"the private file {path}"]
+        return [f"the private file {path}"] if path.exists() else []
     stores = [f"the OS keyring ({_backend_name(backend)})"]
     if path.exists():
         stores.append(f"the private file {path} (keys saved while no keyring worked)")

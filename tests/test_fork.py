@@ -230,7 +230,8 @@ async def test_a_vote_that_reads_the_forked_step_is_counted_again_and_calls_noth
     fake.script("w1", Reply("The answer is 42."))
     fake.script("w2", Reply("The answer is 41."))
     fake.script("w3", Reply("The answer is 41."))
-    asked_ = await runtime.sessions.ask(Ask("What is it?", source="cli"))
+    # a question that asks for a final answer: its answers can be compared (open_text.comparable)
+    asked_ = await runtime.sessions.ask(Ask("What is it? Give the final answer.", source="cli"))
     assert asked_.result.answer == "The answer is 41."
     runtime.store.wait_for_writes()
     before = counts(fake)
@@ -249,7 +250,7 @@ async def test_a_gate_that_now_agrees_skips_the_judge_the_run_called(runtime, fa
     fake.script("w1", Reply("The answer is 42."))
     fake.script("w2", Reply("The answer is 41."))
     fake.script("w3", Reply("Judged: 42."))
-    asked_ = await runtime.sessions.ask(Ask("What is it?", source="cli"))
+    asked_ = await runtime.sessions.ask(Ask("What is it? Give the final answer.", source="cli"))
     assert asked_.result.answer == "Judged: 42."  # they disagreed: the judge ran
     runtime.store.wait_for_writes()
     before = counts(fake)

@@ -191,6 +191,10 @@ class BenchRunner:
         self.unsaved: list[BenchItemRecord] = []  # graded by this invocation, but the history failed
         # every item record known: found in the history at the start, then each one finished
         self.known: dict[tuple[str, str], BenchItemRecord] = {}
+        # a replay of recorded answers that carry no latency (an import without one): the time an
+        # item takes is the replay's own, not a model's, so none is recorded (the report says
+        # "not recorded" rather than 0.0 s)
+        self.untimed = _replays_without_latency(runtime.config)
         # who a vote's tie and a gate's agreement return: on recorded answers, the models by their
         # record on the suite's train half (core/replayed.py ranks them the same way)
         self.model_rank = _recorded_rank(runtime, suite)
@@ -382,7 +386,7 @@ class BenchRunner:
             prompt_tokens=totals.prompt_tokens,
             completion_tokens=totals.completion_tokens,
             cost_usd=totals.cost_usd,
-            latency_s=round(max(0.0, wall - clock.queued_s), 4),
+            latency_s=0.0 if self.untimed else round(max(0.0, wall - clock.queued_s), 4),
             queue_wait_s=round(clock.queued_s, 4),
         )
         if result.status != "finished":
@@ -460,6 +464,17 @@ class BenchRunner:
                 self.on_progress(self.progress)
             except Exception:  # noqa: BLE001 - a broken view must not stop the bench
                 log.exception("bench progress view failed")
+
+
+def _replays_without_latency(config) -> bool:
+    """Whether the pool is a replay (`--pool replay:ID`) whose recorded answers have no latency."""
+    from ..config import REPLAY_PROVIDER
+
+    sim = getattr(config, "sim", None)
+    if sim is None or not sim.replay:
+        return False
+    replayed = [m for m in config.models if m.provider == REPLAY_PROVIDER]
+    return bool(replayed) and all(not m.latency_s for m in replayed)
 
 
 def _recorded_rank(runtime, suite: Suite) -> tuple[str, ...]:

@@ -182,6 +182,7 @@ async def _ask(args, runtime, question: str, held_back) -> int:
 def options_of(args: argparse.Namespace) -> dict:
     """What an ask asks for besides its question, as plain data (the warm worker gets it too)."""
     names = ("json", "rounds", "max_steps", "budget_usd", "budget_tokens", "baseline", "preset", "continue_id")
+    names += ("prefer",)  # per question: the warm worker takes it with the question
     return {name: getattr(args, name, None) for name in names}
 
 
@@ -253,6 +254,8 @@ async def answer(options: dict, runtime, question: str, held_back, ui) -> dict:
             max_steps=args.max_steps,
             budget_usd=args.budget_usd,
             budget_tokens=args.budget_tokens,
+            # `--prefer`, per question: the warm worker takes it with the question, not at its start
+            preference=getattr(args, "prefer", None),
         ),
     )
     for warning in runtime.warnings:
@@ -342,10 +345,10 @@ def present(done: dict, console, *, json_trace: bool) -> int:
             )
     if done["conversation_id"]:
         conversation_id = done["conversation_id"]
+        # two lines, each within 80 columns: the command stays whole, to copy as it is
+        console.print(f"[dim]conversation {conversation_id}[/]", highlight=False, soft_wrap=True)
         console.print(
-            f'[dim]conversation {conversation_id} · continue it with stiva ask --continue {conversation_id} "..."[/]',
-            highlight=False,
-            soft_wrap=True,
+            f'[dim]continue it: stiva ask --continue {conversation_id} "..."[/]', highlight=False, soft_wrap=True
         )
     trouble = done["trouble"]
     if done["status"] != "finished":
@@ -413,13 +416,21 @@ async def _load_conductor(runtime, ui, mode, quiet: bool):
     finally:
         ui.status(None)
     if not quiet:
+        from rich.markup import escape
+
+        from .common import fold_parts, text_width
+
+        width = text_width()
         facts = loaded_facts(conductor)
-        ui.say(
-            f"[dim]conductor:[/] {conductor.backend} · {conductor.model}"
-            f"{' · ' + facts if facts else ''} — {runtime.reason_for(conductor)}",
-            highlight=False,
-            soft_wrap=True,
+        lines = fold_parts(
+            [f"conductor: {conductor.backend} · {conductor.model}", *(facts.split(" · ") if facts else [])], width
         )
+        reason = runtime.reason_for(conductor)
+        if len(lines[-1]) + 3 + len(reason) <= width:
+            lines[-1] += f" — {reason}"
+        else:  # the reason on a line of its own, where the whole line would pass the terminal's width
+            lines.extend(fold_parts([f"— {reason}"], width, lead="  "))
+        ui.say(escape("\n".join(lines)).replace("conductor:", "[dim]conductor:[/]", 1), highlight=False, soft_wrap=True)
     return conductor
 
 

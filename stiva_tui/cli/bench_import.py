@@ -91,7 +91,7 @@ def run(args: argparse.Namespace, config) -> int:
             prices = read_prices(Path(args.prices).expanduser())
         else:
             prices = config_prices(config)
-        print(textwrap.fill(f"reading {fmt} from {path} ...", width=_width(), subsequent_indent="  "), file=sys.stderr)
+        print(f"reading {fmt} from {path.name} ...", file=sys.stderr)
         rows = assign_splits(rows_of(path, fmt, comma_list(args.models) if args.models else None), args.holdout)
     except RecordsError as exc:
         return fail(str(exc), EXIT_USAGE)

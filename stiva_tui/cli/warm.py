@@ -17,7 +17,8 @@ Which asks use it: every ask whose conductor may be a model Stiva loads itself (
 embedded or local), with any option (--baseline, --preset, --continue, budgets); asks on a remote
 conductor load no model and run in-process unless `[ask] warm_remote = true`. `--no-warm` (or
 STIVA_NO_WARM=1) asks in-process. A worker started under another config, pool, conductor, key
-file or version is told to leave and replaced. Where the worker cannot be started or reached, the
+file or version is told to leave and replaced; `--prefer` is not one of them: it goes with each
+ask, as the question does. Where the worker cannot be started or reached, the
 ask runs in-process, saying nothing; why is in the worker's log (`ask-worker.log` beside the socket).
 
 The worker's model serves the app and `stiva serve` too (runtime/shared_models.py): one of their
@@ -103,9 +104,8 @@ def base_config(options: dict) -> Any:
         from ..sim.pool import pool_config
 
         config = pool_config(config, options["pool"])
-    if options.get("prefer") is not None:  # as main.with_preference (checked there already)
-        conductor = config.conductor.model_copy(update={"prefer": options["prefer"]})
-        config = config.model_copy(update={"conductor": conductor})
+    # `--prefer` is not here: a preference is per question, sent with each ask (ask.options_of), so
+    # a worker answers every preference without starting again
     return config
 
 
@@ -140,7 +140,6 @@ def _command_options(args: Any) -> dict:
         "config": str(Path(config).expanduser().resolve()) if config else None,
         "pool": getattr(args, "pool", None),
         "conductor": getattr(args, "conductor", None),
-        "prefer": getattr(args, "prefer", None),
     }
 
 
@@ -412,7 +411,7 @@ async def _connect(path: Path, wanted_fp: str, options: dict, console: Any, *, q
 def start_worker(path: Path, wanted_fp: str, options: dict) -> subprocess.Popen:
     """Start the worker, detached (its own session, no terminal), its output to its log."""
     argv = [sys.executable, "-m", "stiva_tui.cli.warm_worker", "--socket", str(path), "--fingerprint", wanted_fp]
-    for name in ("config", "pool", "conductor", "prefer"):
+    for name in ("config", "pool", "conductor"):
         if options.get(name) is not None:
             argv += [f"--{name}", str(options[name])]
     log = path.with_name(path.name.removesuffix(".sock") + ".log")
@@ -685,7 +684,7 @@ def main(answer, history_trouble, argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="stiva-ask-worker")
     parser.add_argument("--socket", required=True)
     parser.add_argument("--fingerprint", required=True)
-    for name in ("config", "pool", "conductor", "prefer"):
+    for name in ("config", "pool", "conductor"):
         parser.add_argument(f"--{name}")
     args = parser.parse_args(argv)
     path = Path(args.socket)
@@ -702,7 +701,7 @@ def main(answer, history_trouble, argv: list[str] | None = None) -> int:
     # The model it holds answers the app and `stiva serve` too (runtime/shared_models.py): torch on
     # as many threads as the model process uses, one fewer than the cores (before torch's import)
     os.environ.setdefault("OMP_NUM_THREADS", str(cpu_threads()))
-    options = {name: getattr(args, name) for name in ("config", "pool", "conductor", "prefer")}
+    options = {name: getattr(args, name) for name in ("config", "pool", "conductor")}
     config = base_config(options)
     server = None
     if config.sim is not None:

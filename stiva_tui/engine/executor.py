@@ -125,6 +125,11 @@ class RunOptions:
     # round's note says why. The runtime decides it per question; the engine itself assumes True.
     answers_comparable: bool = True
 
+    @property
+    def known_kind(self) -> bool:
+        """Whether the question's answers have a known kind (a bench item's), not `auto`."""
+        return self.answer_kind != "auto"
+
 
 AGREEMENT_DEADLINE_S = 5.0
 """The longest a vote or gate may spend comparing final answers (math-verify on two expressions),
@@ -794,7 +799,7 @@ class _Run:
             note = count.line()
             self._control_finished(round_, index, AGREE, outputs[read[count.first]], note)
             return outputs[read[count.first]], note
-        if count.readable < 2 and self.options.answer_kind == "auto":
+        if count.readable < 2 and not self.options.known_kind:
             # open answers to a question of no known kind: compared by what they say (core/open_text.py);
             # a question of a known kind (a bench item) keeps "no final answer" as no agreement, so
             # that core/replayed.py replays it exactly
@@ -833,9 +838,7 @@ class _Run:
             self._control_finished(round_, index, VOTE, chosen, f"vote: {count.line()} (step {read[count.first] + 1})")
             return chosen
         open_winner = (
-            await self._open_vote(round_, workflow, index, outputs, models)
-            if self.options.answer_kind == "auto"
-            else None
+            await self._open_vote(round_, workflow, index, outputs, models) if not self.options.known_kind else None
         )
         if open_winner is not None:
             return open_winner

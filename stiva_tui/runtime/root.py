@@ -199,13 +199,14 @@ class Runtime:
         with_store: bool = True,
         discover: bool | None = None,
         store_path: Any = None,
-        model_process: bool = False,
+        model_process: "bool | ModelProcess" = False,
     ) -> "Runtime":
         """Build the pool (and discover local servers) and open the history; loads no model. A
         [sim] config must come with its server started (`stiva_tui.sim.pool.start_sim`, which the
         command line does): the simulated pool is a server of its own, above the runtime.
         `model_process`: the embedded model and a local conductor load and run in a process of
-        their own (model_process.py; the app does this), not in this one."""
+        their own (model_process.py; the app does this), not in this one; a `ModelProcess` given
+        is that process, already started (the app starts it beside its first paint)."""
         if config.sim is not None and not any(p.name in (SIM_PROVIDER, REPLAY_PROVIDER) for p in config.providers):
             raise StartupError(
                 "config: [sim] is set but the simulated pool is not running: start it with "
@@ -215,11 +216,12 @@ class Runtime:
         if model_process:
             from . import model_process as hosting
 
-            if hosting.supported():
-                from .. import paths
-
+            if not isinstance(model_process, bool):
+                process = model_process
+                embedded = hosting.HostedWorker(process)
+            elif hosting.supported():
                 # the warm `stiva ask` worker's models where one serves them: one copy per user
-                process = hosting.ModelProcess(paths.data_dir() / hosting.LOG_NAME, shared=True)
+                process = hosting.shared_process()
                 embedded = hosting.HostedWorker(process)
         # the embedded model's reason says where it runs (F4, `stiva models`)
         pool = await build_pool(config, discover=discover, embedded_process=process is not None)
