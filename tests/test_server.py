@@ -228,6 +228,10 @@ def test_the_stream_says_each_step_as_it_starts_numbered_from_1(server, fake):
         comments = [line for line in response.iter_lines() if line.startswith(":")]
     assert ": stiva step 1 started on w1" in comments and ": stiva step 2 started on w2" in comments, comments
     assert not any("step 0" in c for c in comments)
+    # the plan's expected cost, said before its first step starts
+    (estimate,) = [c for c in comments if c.startswith(": stiva round 1: estimate $")]
+    assert comments.index(estimate) < comments.index(": stiva step 1 started on w1")
+    assert float(estimate.removeprefix(": stiva round 1: estimate $")) >= 0  # this pool is unpriced
 
 
 def test_a_requests_preference_reaches_the_conductor_and_is_kept_with_the_plan(server, fake):

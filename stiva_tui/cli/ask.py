@@ -23,7 +23,12 @@ def add_parser(sub, common) -> None:
     ask.add_argument("--json", action="store_true", help="print one JSON trace instead of the live view")
     ask.add_argument("--rounds", type=int, help="conductor rounds (default from config: 1)")
     ask.add_argument("--max-steps", type=int, help="at most this many steps per workflow (default 5)")
-    ask.add_argument("--budget-usd", type=float, help="stop the run once it has cost this much")
+    ask.add_argument(
+        "--budget-usd",
+        type=float,
+        help="the run's cap: a plan whose estimate is over it is cut to fit or refused before any "
+        "call, and the run stops once it has cost this much",
+    )
     ask.add_argument("--budget-tokens", type=int, help="stop the run once it has used this many tokens")
     ask.add_argument(
         "--baseline",
@@ -260,8 +265,19 @@ async def answer(options: dict, runtime, question: str, held_back, ui) -> dict:
     if isinstance(mode, ConductorMode):
         planner = await _load_conductor(runtime, ui, mode, quiet=args.json)
     ui.view(True)
+    estimates: list = []  # each round's plan priced before its calls, for the JSON trace
+
+    def emit(event) -> None:
+        from ..core.events import PlanEstimated
+
+        if isinstance(event, PlanEstimated):
+            estimates.append(event)
+        shown = ui.emit
+        if shown is not None:
+            shown(event)
+
     try:
-        outcome = await runtime.sessions.ask(request, emit=ui.emit)
+        outcome = await runtime.sessions.ask(request, emit=emit)
     finally:
         ui.view(False)
     result = outcome.result
@@ -278,7 +294,9 @@ async def answer(options: dict, runtime, question: str, held_back, ui) -> dict:
         "warnings": list(outcome.warnings) if trouble is None else [],  # the history's: said once
         "notes": list(outcome.notes),
         "trace": (
-            _trace_json(runtime, result, question, mode, args.baseline, planner, recorded=trouble is None)
+            _trace_json(
+                runtime, result, question, mode, args.baseline, planner, recorded=trouble is None, estimates=estimates
+            )
             if args.json
             else None
         ),
@@ -417,7 +435,7 @@ async def _load_conductor(runtime, ui, mode, quiet: bool):
 
 
 def _trace_json(
-    runtime, result, question: str, mode, system: str | None, planner=None, *, recorded: bool = True
+    runtime, result, question: str, mode, system: str | None, planner=None, *, recorded: bool = True, estimates=()
 ) -> str:
     """The run's trace as `stiva ask --json` prints it, with what the conductor runs on. Where the
     history could not record the run (`recorded` False, or it cannot be read back), what it
@@ -459,7 +477,16 @@ def _trace_json(
         }
         conductor = trace.conductor.model_copy(update={**facts, "reason": runtime.reason_for(planner)})
         trace = trace.model_copy(update={"conductor": conductor})
-    return trace.model_dump_json(indent=2)
+    if not estimates:
+        return trace.model_dump_json(indent=2)
+    import dataclasses
+    import json
+
+    # What each round's plan was expected to cost before its calls (engine/estimate.py): not in
+    # the history, so added here from the run's events.
+    body = json.loads(trace.model_dump_json())
+    body["estimates"] = [{k: v for k, v in dataclasses.asdict(e).items() if k != "run_id"} for e in estimates]
+    return json.dumps(body, indent=2, ensure_ascii=False)
 
 
 def _result_trace(result, question: str, mode, system: str | None):

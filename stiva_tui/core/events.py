@@ -86,6 +86,35 @@ class WorkflowReady(Event):
 
 
 @dataclass(frozen=True)
+class StepEstimate:
+    """What one planned step is expected to cost, before any call (engine/estimate.py)."""
+
+    index: int
+    model: str
+    prompt_tokens: int  # its prompt, counted (so as not to undercount), plus the expected outputs it reads
+    completion_tokens: int  # the model's typical answer: the history's median, else a default
+    cost_usd: float
+    price_in: float = 0.0  # USD per 1M tokens, for a live cost while it streams
+    price_out: float = 0.0
+    source: str = "default"  # where completion_tokens come from: "history" | "default" | "max_tokens" | "none"
+
+
+@dataclass(frozen=True)
+class PlanEstimated(Event):
+    """A round's plan priced before its workers run: each step's expected tokens and cost.
+    `kept` steps run (all of them, unless the budget cut the plan to fit: the steps after are
+    skipped, `StepSkipped`); `note` says what the budget did ("" when nothing)."""
+
+    round: int
+    steps: tuple[StepEstimate, ...]
+    cost_usd: float  # the whole plan's expected cost
+    budget_usd: float | None = None
+    spent_usd: float = 0.0  # what the run had cost before this plan (its planning, earlier rounds)
+    kept: int = 0
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class StepStarted(Event):
     round: int
     index: int

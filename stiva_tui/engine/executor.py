@@ -38,6 +38,7 @@ from ..core.events import (
     ConductorDelta,
     Event,
     ForkOrigin,
+    PlanEstimated,
     RoundStarted,
     RunCancelled,
     RunFailed,
@@ -54,11 +55,12 @@ from ..core.events import (
 )
 from ..core.preference import Preference
 from ..core.trace import marked_note
-from ..core.usage import Usage, estimate_tokens
+from ..core.usage import Usage, estimate_prompt_tokens, estimate_text_tokens
 from ..core.words import FailureReason, RunMode, Source
 from ..core.workflow import AGREE, CALL, VOTE, Step, Workflow
 from ..pool.types import PoolModel, ProviderError, StepInput, TextDelta, UsageReport, Worker, WorkerPrompt
 from .baselines import direct_workflow, moa_workflow
+from .estimate import estimate_plan, fit_budget
 from .fallback import FallbackEvidence, choose_fallback
 from .fork import KEPT_NOTE, ForkPlan
 
@@ -177,6 +179,7 @@ class Engine:
         latencies: dict[str, float] | None = None,
         fallback: FallbackEvidence | None = None,
         guard_plans: bool | None = None,
+        typical_outputs: dict[str, int] | None = None,
     ):
         self.models = list(models)
         self.worker = worker
@@ -194,6 +197,8 @@ class Engine:
         # runtime says so for a planner with a plan replaced or flagged in its recent runs);
         # False, none, and it judges none.
         self.guard_plans = guard_plans
+        # Typical answer tokens per model id (the history's median): a plan's estimate before its calls.
+        self.typical_outputs = dict(typical_outputs or {})
 
     # --- public entry points -------------------------------------------------------------------
 
@@ -236,10 +241,9 @@ class Engine:
                 plan = await self._plan(run, conductor, round_, previous, conversation)
                 if plan.workflow.is_empty:
                     break
-                answer = await run.execute(round_, plan.workflow, self.models, final=round_ == run.options.rounds)
-                previous = PreviousRound(
-                    plan.workflow, answer, tuple(self.models[s.model].id for s in plan.workflow.steps)
-                )
+                workflow = run.priced(round_, plan.workflow, self.models)
+                answer = await run.execute(round_, workflow, self.models, final=round_ == run.options.rounds)
+                previous = PreviousRound(workflow, answer, tuple(self.models[s.model].id for s in workflow.steps))
             return answer
 
         return await run.guard(body)
@@ -270,9 +274,9 @@ class Engine:
             single = _single_if_open(run.options, workflow, models)
             if single is not None:
                 run.emit(WorkflowReady(run.id, 1, single[0], marked_note(single[1]), Usage(), 0.0, note=single[1]))
-                return await run.execute(1, single[0], models, final=True)
+                return await run.execute(1, run.priced(1, single[0], models), models, final=True)
             run.emit(WorkflowReady(run.id, 1, workflow, "", Usage(), 0.0))
-            return await run.execute(1, workflow, models, final=True)
+            return await run.execute(1, run.priced(1, workflow, models), models, final=True)
 
         return await run.guard(body)
 
@@ -394,8 +398,24 @@ class Engine:
             )
             return plan
         note = ""
+        streamed: list[str] = []
+
+        def delta(text: str) -> None:
+            streamed.append(text)
+            run.emit(ConductorDelta(run.id, round_, text))
+
         try:
-            plan = await conductor.plan(request, lambda text: run.emit(ConductorDelta(run.id, round_, text)))
+            plan = await conductor.plan(request, delta)
+        except asyncio.CancelledError:
+            # Cancelled while planning: a remote planner's call so far is paid for all the same.
+            if conductor.backend == "remote":
+                from ..conductor.prompt import conductor_messages
+
+                spent = Usage(
+                    estimate_prompt_tokens(conductor_messages(request)), estimate_text_tokens("".join(streamed)), True
+                )
+                run.add_usage(spent, self._conductor_cost(conductor, spent), conductor=True)
+            raise
         except ConductorError as exc:
             # No plan after the planner's tries: the question is still answered, in one step on the
             # fallback model (a later round keeps the answer it has). Failed attempts are paid
@@ -468,6 +488,11 @@ class Engine:
             if model.id == conductor.model:
                 return model.cost(usage)
         return 0.0
+
+
+def _usd(amount: float) -> str:
+    """A dollar amount in a budget's note: four significant digits below a cent, as $0.001234."""
+    return f"${amount:.4g}" if amount < 0.01 else f"${amount:.4f}"
 
 
 def _planner_failure(exc: ConductorError, conductor: Conductor) -> str:
@@ -579,6 +604,45 @@ class _Run:
         if conductor:
             self.conductor_usage = self.conductor_usage + usage
             self.conductor_cost += cost
+
+    def priced(self, round_: int, workflow: Workflow, models: Sequence[PoolModel]) -> Workflow:
+        """Price `workflow` before its calls (`PlanEstimated`) and hold it to the budget: a plan
+        whose estimate is over what the budget leaves is cut to the steps that fit (the rest are
+        skipped, `StepSkipped`), or refused before any call when not even its first step fits."""
+        estimates = estimate_plan(
+            workflow,
+            models,
+            lambda i: step_prompt(
+                self.engine.worker,
+                models[workflow.steps[i].model],
+                StepInput(self.question, workflow, i, dict.fromkeys(workflow.steps[i].access, ""), self.conversation),
+                self.options.messages,
+            ),
+            self.engine.typical_outputs,
+            self.options.max_tokens,
+        )
+        total = sum(e.cost_usd for e in estimates)
+        budget = self.options.budget_usd
+        kept = len(workflow.steps) if budget is None else fit_budget(workflow, estimates, budget - self.cost)
+        note = ""
+        if kept < len(workflow.steps):
+            spent = f", after {_usd(self.cost)} spent planning" if self.cost else ""
+            over = f"the plan's estimate of {_usd(total)} is over the budget of ${budget:g}{spent}"
+            note = (
+                f"{over}: cut to {kept} of {len(workflow.steps)} steps" if kept else f"{over}: refused before any call"
+            )
+        self.emit(PlanEstimated(self.id, round_, estimates, total, budget, round(self.cost, 10), kept, note))
+        if not kept:
+            raise BudgetExceeded(note)
+        for index in range(kept, len(workflow.steps)):
+            step = workflow.steps[index]
+            who = CONTROL_MODEL.get(step.kind) or models[step.model].id
+            self.emit(
+                StepSkipped(
+                    self.id, round_, index, who, f"not run: over the budget (est. {_usd(estimates[index].cost_usd)})"
+                )
+            )
+        return workflow if kept == len(workflow.steps) else Workflow(workflow.steps[:kept])
 
     def check_budget(self, extra_tokens: int = 0, extra_cost: float = 0.0) -> None:
         o = self.options
@@ -975,7 +1039,7 @@ class _Run:
             model, messages, max_tokens=max_tokens, temperature=self.options.temperature, stop=stops or None
         )
         limited = self.options.budget_tokens is not None or self.options.budget_usd is not None
-        prompt_estimate = sum(estimate_tokens(m["content"]) for m in messages)
+        prompt_estimate = estimate_prompt_tokens(messages)
         chars = 0
         try:
             async with asyncio.timeout(self.options.deadline_s), _closing(stream):
@@ -985,15 +1049,20 @@ class _Run:
                         chars += len(event.text)
                         self.emit(StepDelta(self.id, round_, index, event.text))
                         if limited:
-                            out = (chars + 3) // 4  # estimate_tokens of the text so far, without joining it
+                            out = -(-chars // 3)  # estimate_text_tokens of the text so far, without joining it
                             self.check_budget(prompt_estimate + out, model.cost(Usage(prompt_estimate, out)))
                     elif isinstance(event, UsageReport):
                         usage = event.usage
+        except asyncio.CancelledError:
+            # Cancelled mid-answer: the provider bills what it streamed, so the run's totals keep it.
+            spent = usage or Usage(prompt_estimate, -(-chars // 3), True)
+            self.add_usage(spent, model.cost(spent))
+            raise
         except TimeoutError:
             raise ProviderError.past_deadline(model.provider, self.options.deadline_s, bool(parts)) from None
         text = "".join(parts)
         if usage is None:
-            usage = Usage(prompt_estimate, estimate_tokens(text), True)
+            usage = Usage(prompt_estimate, estimate_text_tokens(text), True)
         text = cut_at_stop(text, tuple(stops))
         return (prompt.finish(text) if prompt.finish is not None else text), usage
 

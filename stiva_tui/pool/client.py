@@ -34,7 +34,7 @@ import aiohttp.http_exceptions
 from httpx_sse._decoders import SSEDecoder  # the spec's line parser, without httpx's transport
 
 from ..config import WorkersConfig
-from ..core.usage import Usage, estimate_tokens, token_count
+from ..core.usage import Usage, estimate_prompt_tokens, estimate_text_tokens, token_count
 from ..keys import AnswerMask
 from .types import ChatEvent, PoolModel, ProviderError, StepInput, TextDelta, UsageReport, WorkerPrompt
 
@@ -256,8 +256,10 @@ class HttpWorker:
                 f"connection failed: {exc or type(exc).__name__}", provider=provider, retryable=True
             ) from None
         if usage is None:
-            prompt = sum(estimate_tokens(str(m.get("content", ""))) + 4 for m in body["messages"])
-            usage = Usage(prompt, estimate_tokens("".join(text_parts)), estimated=True)
+            # estimated so as not to undercount what the provider bills (core/usage.py)
+            usage = Usage(
+                estimate_prompt_tokens(body["messages"]), estimate_text_tokens("".join(text_parts)), estimated=True
+            )
         yield UsageReport(usage)
 
 

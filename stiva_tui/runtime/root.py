@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import statistics
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -172,6 +173,7 @@ class Runtime:
     # Models the config names that are known but not available now (no key, a server down).
     warnings: list[str] = field(default_factory=list)
     _latencies: dict[str, float] | None = None
+    _outputs: dict[str, int] | None = None
     # The first rule of the fallback model (engine/fallback.py): a router's predicted chances.
     fallback_predictor: Predictor | None = None
     _accuracy: dict[str, tuple[int, int]] | None = None
@@ -417,6 +419,7 @@ class Runtime:
             conductor_reason=reason,
             source=source,
             latencies=self.typical_latencies(),
+            typical_outputs=self.typical_outputs(),
             fallback=FallbackEvidence(
                 predict=self.fallback_predictor,
                 accuracy=self.bench_accuracy(),
@@ -488,6 +491,26 @@ class Runtime:
             open_agreement=cfg.workflows.open_agreement,
         )
         return replace(options, **{k: v for k, v in overrides.items() if v is not None})
+
+    def typical_outputs(self, recent: int = 2000) -> dict[str, int]:
+        """Each model's median answer tokens over the history's `recent` latest finished steps,
+        read once (a failing store gives none): what a plan's estimate expects a step to write."""
+        if self._outputs is None:
+            self._outputs = {}
+            if self.store is not None:
+                try:
+                    rows = self.store.query(
+                        "SELECT model, completion_tokens FROM steps WHERE status = 'finished'"
+                        " AND model IS NOT NULL AND completion_tokens > 0 ORDER BY rowid DESC LIMIT ?",
+                        (recent,),
+                    )
+                    by_model: dict[str, list[int]] = {}
+                    for row in rows:
+                        by_model.setdefault(row["model"], []).append(int(row["completion_tokens"]))
+                    self._outputs = {m: int(statistics.median_high(v)) for m, v in by_model.items()}
+                except Exception as exc:  # noqa: BLE001 - a damaged history: the default answer length
+                    log.warning("typical answer lengths not read from the history: %s", exc)
+        return self._outputs
 
     def typical_latencies(self) -> dict[str, float]:
         """Each model's median step time in the history, read once (a failing store gives none)."""

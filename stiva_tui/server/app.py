@@ -47,7 +47,7 @@ from fastapi import FastAPI, Header, Request, Security
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPBearer
 
-from ..core.events import Event, RunCancelled, RunFailed, RunFinished, StepStarted, WorkflowReady
+from ..core.events import Event, PlanEstimated, RunCancelled, RunFailed, RunFinished, StepStarted, WorkflowReady
 from ..core.terminal import printable
 from ..core.words import FailureReason
 from ..engine.executor import RunResult
@@ -522,6 +522,10 @@ class _SSE:
         blocks: list[str] = []
         if isinstance(event, WorkflowReady):
             blocks.append(f": stiva round {event.round}: {len(event.workflow.steps)} step(s)\n\n")
+        elif isinstance(event, PlanEstimated):
+            # the plan's expected cost before its calls, and what the budget did to it
+            note = f"; {event.note}" if event.note else ""
+            blocks.append(f": stiva round {event.round}: estimate ${event.cost_usd:.6f}{note}\n\n")
         elif isinstance(event, StepStarted):
             # one line: a discovered model's id is a local server's text, and a line break in it
             # would begin an event of its own

@@ -471,6 +471,7 @@ class ChatScreen(Screen):
             totals.latency_s,
             self.frozen,
             state.status,
+            totals.estimated,
         )
         if state.status == "finished":
             await answer.set_answer(state.answer, header)
