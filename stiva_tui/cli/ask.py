@@ -254,8 +254,9 @@ async def answer(options: dict, runtime, question: str, held_back, ui) -> dict:
             max_steps=args.max_steps,
             budget_usd=args.budget_usd,
             budget_tokens=args.budget_tokens,
-            # `--prefer`, per question: the warm worker takes it with the question, not at its start
-            preference=getattr(args, "prefer", None),
+            # `--prefer`, per question: the warm worker takes it with the question, not at its start;
+            # where it is not given, a baseline's own (conductor@cheap) stands
+            **({"preference": args.prefer} if getattr(args, "prefer", None) is not None else {}),
         ),
     )
     for warning in runtime.warnings:
