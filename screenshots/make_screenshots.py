@@ -1,6 +1,7 @@
 """Drive the real app with Textual's pilot against scripted local providers and save SVGs.
 
     .venv/bin/python screenshots/make_screenshots.py          # writes screenshots/*.svg
+    .venv/bin/python screenshots/make_screenshots.py fork     # writes only screenshots/fork.svg
 
 The providers are FakeProviders (tests/support/fakeprovider.py): real HTTP on 127.0.0.1, with latencies
 chosen so that a run is caught mid-way. Model names and prices are made up for the pictures.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -37,6 +39,15 @@ ANALYZE orders;
 ```
 
 After the index is back the plan uses an index scan again (**~3 ms** instead of 1.8 s)."""
+
+BRANCH_ANSWER = """`orders.customer_id` lost its index in yesterday's migration: every lookup now scans 1.2M rows.
+
+```sql
+CREATE INDEX CONCURRENTLY orders_customer_id_idx ON orders (customer_id);
+ANALYZE orders;
+```
+
+Add the index back to the migration too, or the next deploy drops it again."""
 
 MOA_ANSWER = """All three drafts agree: `orders.customer_id` lost its index in yesterday's migration.
 Recreate it with `CREATE INDEX CONCURRENTLY`, then run `ANALYZE orders` so the planner
@@ -131,7 +142,8 @@ def done(app):
 async def shoot(out: Path) -> list[Path]:
     from stiva_tui.config import parse_config
     from stiva_tui.tui.app import StivaApp
-    from tests.support.fakeprovider import FakeProvider
+    from stiva_tui.tui.dialogs import ForkDialog
+    from tests.support.fakeprovider import FakeProvider, Reply
 
     saved: list[Path] = []
     with FakeProvider() as fake:
@@ -203,15 +215,35 @@ async def shoot(out: Path) -> list[Path]:
             await wait_until(pilot, lambda: not compare.running, timeout=60)
             await pilot.pause(0.3)
             saved.append(Path(app.save_screenshot("compare.svg", str(out))))
+            app.pop_screen()
+            await pilot.pause(0.2)
+
+            # A fork: r on step 3 (the check, on qwen3-32b), run again on claude-sonnet-4; step 4
+            # reads it and runs again, steps 1 and 2 keep their drafts. Then both side by side.
+            fake.script("gpt-4.1", Reply(BRANCH_ANSWER, usage=(1400, 150)))
+            chat.tree.focus()
+            chat.tree.move_cursor(chat.tree.node_for(("step", 1, 2)))
+            await pilot.press("r")
+            await wait_until(pilot, lambda: isinstance(app.screen, ForkDialog))
+            dialog = app.screen
+            while dialog.chosen() != "claude-sonnet-4":
+                await pilot.press("down")
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: isinstance(app.screen, CompareScreen) and len(app.screen.columns) == 2)
+            await pilot.pause(0.5)
+            saved.append(Path(app.save_screenshot("fork.svg", str(out))))
     return saved
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory() as home:
+    wanted = {f"{name.removesuffix('.svg')}.svg" for name in sys.argv[1:]}  # none: every screenshot
+    with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as shots:
         os.environ["STIVA_HOME"] = home
         os.environ.setdefault("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
-        for path in asyncio.run(shoot(HERE)):
-            print(path)
+        for path in asyncio.run(shoot(Path(shots))):
+            if not wanted or path.name in wanted:
+                shutil.copyfile(path, HERE / path.name)
+                print(HERE / path.name)
     return 0
 
 

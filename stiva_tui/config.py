@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import paths
+from .core import toml_bounds
 from .core.reading import ReadError, read_text
 
 ConductorBackend = Literal["auto", "local", "embedded", "remote", "router"]
@@ -215,6 +216,14 @@ class ServeConfig(_Strict):
     max_pipelined_requests: int = Field(8, ge=1, le=1000)
 
 
+class WorkflowsConfig(_Strict):
+    """[workflows]: how votes and agreement cascades compare open answers, where no final answer
+    can be read (core/open_text.py). text: near-identical text agrees, with no call; judge: beyond
+    that, a short judge call on the cheapest capable pool model, costed and shown on the tree."""
+
+    open_agreement: Literal["text", "judge"] = "text"
+
+
 SIM_PROVIDER = "stiva-sim"  # the provider the simulated pool's server is added to the config as
 REPLAY_PROVIDER = "stiva-replay"  # the same for a replayed bench (`--pool replay:BENCH_ID`)
 
@@ -283,6 +292,7 @@ class Config(_Strict):
     serve: ServeConfig = Field(default_factory=ServeConfig)
     ask: AskConfig = Field(default_factory=AskConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    workflows: WorkflowsConfig = Field(default_factory=WorkflowsConfig)
     sim: SimConfig | None = None
     # Use the built-in catalog of hosted providers (joined when their key is present).
     catalog: bool = True
@@ -338,9 +348,11 @@ def load_config(path: Path | str | None = None) -> Config:
         return Config()
     try:
         text = read_text(file, CONFIG_LIMIT)
-        data = tomllib.loads(text)
+        data = toml_bounds.loads(text)  # a dotted key or nesting past the bounds: refused unparsed
     except ReadError as exc:
         raise ConfigError(str(exc)) from None
+    except toml_bounds.TomlShapeError as exc:
+        raise ConfigError(f"{file}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:

@@ -56,6 +56,11 @@ TEMPLATE = """# Stiva's configuration. Every line below is a default, commented 
 # timeout_s = 0.3             # how long each probe waits
 # ports = { ollama = 11434, vllm = 8000, llamacpp = 8080, lmstudio = 1234 }   # 0: not looked for
 
+# How votes and cascades compare open answers (no short final answer): "text" agrees where the
+# answers are nearly the same words, with no call; "judge" also asks the cheapest pool model.
+# [workflows]
+# open_agreement = "text"     # text | judge (docs/conductor.md, "Open questions")
+
 # [ask]
 # warm_idle_s = 600           # stiva ask keeps the model loaded this long between asks (0: never)
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .core.reading import read_text
+from .core.terminal import PrintableStream, printable
 
 SERVICE = "stiva"
 
@@ -197,11 +198,12 @@ def store_kind() -> str:
 
 def key_stores() -> list[str]:
     """Where keys are read from, in order, in words: "the OS keyring (NAME)", then "the private
-    file PATH" (the file only where it exists, when a keyring works)."""
+    file PATH". The file only where it exists: a file not yet written holds no key to read (with no
+    keyring, the list is then empty: no key is stored anywhere yet)."""
     backend = _keyring()
     path = keys_file()
     if backend is None:
-        return [f"the private file {path}"]
+        return [f"the private file {path}"] if path.exists() else []
     stores = [f"the OS keyring ({_backend_name(backend)})"]
     if path.exists():
         stores.append(f"the private file {path} (keys saved while no keyring worked)")
@@ -321,18 +323,23 @@ MIN_SECRET_CHARS = 6  # shorter values (a test's "x") would mask ordinary words
 
 
 def mask(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """`text` with every one of `secrets` (the keys actually configured, whatever their shape)
-    replaced by [redacted], in the forms a provider may echo it in (see `_secret_source`), then
-    anything shaped like a credential too (a second guard). How an error text is masked."""
+    """`text` made printable, then with every one of `secrets` (the keys actually configured,
+    whatever their shape) replaced by [redacted], in the forms a provider may echo it in (see
+    `_secret_source`), then anything shaped like a credential too (a second guard). How an error
+    text is masked."""
     return redact(mask_known(text, secrets)) or ""
 
 
 def mask_known(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """`text` with every one of `secrets` replaced by [redacted] in the forms of `_secret_source`,
-    and nothing else: how an answer is masked. The credential shapes of `redact` are left out, as
-    they would also mask ordinary text an answer may hold (`token = sys.stdin.readline()`). Only
-    the secrets a form of which may be in the text (`_present`) have their whole patterns compiled
-    and run: those take tens of milliseconds a key to compile."""
+    """`text` made printable (core/terminal.py: escape sequences, control and invisible characters
+    gone), then with every one of `secrets` replaced by [redacted] in the forms of
+    `_secret_source`, and nothing else: how an answer is masked. Printable first: a key with an
+    escape sequence or a zero-width character between each of its characters is no form of it,
+    and stripping them afterwards would put it back together. The credential shapes of `redact`
+    are left out, as they would also mask ordinary text an answer may hold (`token =
+    sys.stdin.readline()`). Only the secrets a form of which may be in the text (`_present`) have
+    their whole patterns compiled and run: those take tens of milliseconds a key to compile."""
+    text = printable(text)
     usable = _usable(secrets)
     if not usable or not text:
         return text
@@ -369,7 +376,10 @@ def _present(text: str, checks: tuple[_Checks, _Checks]) -> set[str]:
 
 class AnswerMask:
     """Masks `secrets` in a text that arrives in pieces (a streamed answer) as `mask_known` masks
-    the whole: `feed(piece)` returns what may be shown now, masked; `flush()` the rest, at the end.
+    the whole: `feed(piece)` returns what may be shown now, printable and masked; `flush()` the
+    rest, at the end. Each piece is made printable first (`PrintableStream`, which holds back at
+    most the start of an escape sequence), so a key woven with escapes or invisible characters,
+    across pieces too, is masked; with no secrets the pieces are still made printable.
 
     Held back is only the end of the text that could still become one of the secrets' forms: from
     the first character from which the rest of the text begins a form (or is a whole one: it may
@@ -382,8 +392,10 @@ class AnswerMask:
         self.secrets = _usable(secrets)
         self._checks = _form_checks(tuple(self.secrets)) if self.secrets else None
         self._held = ""
+        self._printable = PrintableStream()
 
     def feed(self, piece: str) -> str:
+        piece = self._printable.feed(piece)
         if self._checks is None:
             return piece
         text = self._held + piece
@@ -395,7 +407,7 @@ class AnswerMask:
         return shown
 
     def flush(self) -> str:
-        text, self._held = self._held, ""
+        text, self._held = self._held + self._printable.flush(), ""
         if self._checks is None or not text:
             return text
         present = _present(text, self._checks)

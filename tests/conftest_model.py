@@ -1,8 +1,9 @@
 """Fixtures for tests that load the real embedded Gemma-3 270M (4-bit nf4, CPU).
 
 The converted checkpoint lives in a stable folder shared by test runs (conversion from GGUF costs
-~60 s once): `$STIVA_TEST_MODEL_CACHE`, default `~/.cache/stiva/test-models`. The model is loaded
-once per test session.
+~60 s once): `$STIVA_TEST_MODEL_CACHE`, default `.test-cache/models` in the repository (git ignores
+it; CI may keep it between runs), never the user's own `~/.cache`: a test run leaves nothing in
+the home folder. The model is loaded once per test session.
 """
 
 from __future__ import annotations
@@ -16,9 +17,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+REPOSITORY = Path(__file__).resolve().parent.parent
+TEST_CACHE = REPOSITORY / ".test-cache" / "models"  # ignored by git (.gitignore)
+
+
 def stable_model_cache_dir() -> Path:
     value = os.environ.get("STIVA_TEST_MODEL_CACHE")
-    return Path(value).expanduser() if value else Path.home() / ".cache" / "stiva" / "test-models"
+    return Path(value).expanduser() if value else TEST_CACHE
 
 
 @pytest.fixture(scope="session")

@@ -206,6 +206,22 @@ def test_bad_records_are_one_line_with_the_line_and_nothing_is_imported(tmp_path
     nothing_imported()
 
 
+def test_a_prices_file_of_one_long_dotted_key_is_refused_at_once_with_its_line(tmp_path, capsys):
+    """Issue 56, item 5: a key of 20,000 parts cost tomllib seconds and gigabytes; it is refused
+    before the parser sees it, in one line naming the file and the line."""
+    import time
+
+    path = records(tmp_path)
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[[models]]\nname = "m"\n' + ".".join(["price_in"] * 20_000) + " = 1.0\n")
+    started = time.perf_counter()
+    code, out, err = run(capsys, "bench", "import", str(path), "--prices", str(prices))
+    assert time.perf_counter() - started < 1.0
+    assert code == 2 and out == ""
+    assert err.strip() == f"stiva: {prices}:3: a dotted key of more than 32 parts"
+    nothing_imported()
+
+
 def test_an_unknown_format_or_missing_file_is_one_line(tmp_path, capsys):
     path = records(tmp_path)
     code, _, err = run(capsys, "bench", "import", str(path), "--format", "parquet")
@@ -258,3 +274,66 @@ def test_a_second_import_under_the_same_name_keeps_the_first_replayable(tmp_path
     assert sorted(p.name for p in Path(first["suite"]).parent.iterdir()) == sorted(
         {Path(first["suite"]).name, Path(second["suite"]).name}
     )
+
+
+def _kinded(tmp_path: Path, name: str = "kinds.jsonl") -> Path:
+    """Items whose references are an option letter, a number, an expression, a code output and a name."""
+    items = {
+        "mc": ("Which organelle?\nA. Nucleus\nB. Ribosome\nC. Mitochondria", "C", "The answer is (C)"),
+        "gsm": ("How many eggs are left?", "9", "So 9 eggs."),
+        "math": ("Simplify sqrt(12).", "2\\sqrt{3}", "\\boxed{2\\sqrt{3}}"),
+        "crux": ("Complete the assertion with a literal: assert f('a') == ??", "'A'", "'A'"),
+        "free": ("Name the capital of France.", "Paris", "Paris."),
+    }
+    rows = [
+        {"id": i, "question": q, "model": m, "response": r, "correct": True, "answer": a}
+        for i, (q, a, r) in items.items()
+        for m in ("big", "small")
+    ]
+    return records(tmp_path, rows, name)
+
+
+def test_import_infers_each_items_answer_kind_says_how_many_and_takes_kind(tmp_path, capsys):
+    from stiva_tui.evals.loaders import load_suite
+    from stiva_tui.evals.suite import answer_kind
+
+    info = imported(capsys, str(_kinded(tmp_path)), "--name", "kinds")
+    assert info["kinds"] == {"choice": 1, "exact": 1, "literal": 1, "math": 1, "number": 1}
+    kinds = {item.id: answer_kind(item) for item in load_suite(info["suite"]).items}
+    assert kinds == {"mc": "choice", "gsm": "number", "math": "math", "crux": "literal", "free": "exact"}
+    forced = imported(capsys, str(_kinded(tmp_path, "forced.jsonl")), "--name", "forced", "--kind", "exact")
+    assert forced["kinds"] == {"exact": 5}
+    assert {answer_kind(item) for item in load_suite(forced["suite"]).items} == {"exact"}
+    with pytest.raises(SystemExit) as exited:
+        run(capsys, "bench", "import", str(_kinded(tmp_path, "bad.jsonl")), "--kind", "letters")
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "--kind" in err and "choice" in err
+
+
+def test_the_import_summary_fits_80_columns_and_its_next_command_still_pastes(tmp_path, capsys, monkeypatch):
+    import shlex
+
+    monkeypatch.setenv("COLUMNS", "80")
+    rows = [
+        {
+            "id": f"q{i}",
+            "question": f"What is {i}+{i}?",
+            "model": f"provider/a-rather-long-model-name-{m}",
+            "response": str(2 * i),
+            "correct": True,
+        }
+        for i in range(4)
+        for m in range(12)
+    ]
+    code, out, err = run(
+        capsys, "bench", "import", str(records(tmp_path / "", rows, "a-long-file-name-of-records.jsonl"))
+    )
+    assert code == 0, err
+    # a path longer than the line is one word: it stands alone on its line, never breaks
+    too_long = [line for line in (out + err).splitlines() if len(line) > 80 and len(line.split(" \\")[0].split()) > 1]
+    assert not too_long, too_long
+    lines = out.splitlines()
+    at = lines.index("next:")
+    folded = " ".join(line.strip().removesuffix("\\").strip() for line in lines[at + 1 :])
+    words = shlex.split(folded)
+    assert words[:2] == ["stiva", "bench"] and "--pool" in words and words[-1] == "direct:*,oracle,random"

@@ -320,9 +320,10 @@ def test_escape_sequences_never_reach_the_terminal(fake, tmp_path, stiva_home):
     assert result.returncode == 0, result.stderr
     assert result.stdout == "The answer is 42.\n\tDone.\n"
     assert "\x1b" not in result.stderr and "\x07" not in result.stderr
-    # --json stays exact.
+    # --json holds the answer every path holds: made printable before the keys were masked in it
+    # (issue 56), as the history and `stiva serve` hold it.
     result = run_stiva("ask", "Q", "--config", str(config), "--baseline", "direct:w1", "--json", home=stiva_home)
-    assert json.loads(result.stdout)["answer"] == hostile
+    assert json.loads(result.stdout)["answer"] == "The answer is 42.\n\tDone."
 
     for model in ("w1", "cond", "w2"):  # the step's model and its fallbacks
         fake.default(model, Reply(status=400, error_message="bad \x1b]0;pwned\x07 request"))

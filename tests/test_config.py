@@ -161,6 +161,64 @@ def test_deeply_nested_toml_is_one_error_not_a_recursion_traceback(home):
         load_config(path)
 
 
+# --- dotted keys and nesting are bounded before tomllib sees the file (issue 56, item 5) ----------
+
+HOSTILE_SHAPES = {  # the text, and the line the error must name
+    # one key of 20,000 parts (40 KB): tomllib took 5 s and 1.6 GB on it, growing with the square
+    "a dotted key": ("# a config\n[conductor]\nbackend = 'auto'\n" + ".".join(["a"] * 20_000) + " = 1\n", 4),
+    "a quoted, spaced dotted key": ("x = 1\n\n" + " . ".join(['"a"'] * 20_000) + " = 1\n", 3),
+    "a table header": ("x = 1\n\n[" + ".".join(["t"] * 20_000) + "]\n", 3),
+    "nested inline tables": ("x = 1\nkeymap = " + "{a = " * 5_000 + "1" + "}" * 5_000 + "\n", 2),
+    "nested arrays": ('x = """\n[[[[\n"""\nkeymap = [\n' + "[" * 5_000 + "]" * 5_000 + "]\n", 5),
+}
+
+
+@pytest.mark.parametrize("shape", HOSTILE_SHAPES)
+def test_a_long_dotted_key_or_deep_nesting_is_refused_at_once_with_its_line(home, shape):
+    import time
+
+    text, line = HOSTILE_SHAPES[shape]
+    path = _write(home, text)
+    started = time.perf_counter()
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert time.perf_counter() - started < 0.5
+    message = str(info.value)
+    assert message.startswith(f"{path}: ") and message.endswith(f"(at line {line})") and "\n" not in message
+    assert "a dotted key of more than 32 parts" in message or "nested too deeply" in message
+
+
+def test_dots_and_brackets_in_strings_and_comments_do_not_count(home):
+    dots = ".".join(["a"] * 100)
+    path = _write(
+        home,
+        f"""# {dots} [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[
+[conductor]
+backend = "auto"  # {dots}
+model = "{dots}"
+[keymap]
+send = '''{dots}
+{"[" * 40}'''
+"a.b.c.d" = "{"{" * 40}"
+""",
+    )
+    config = load_config(path)
+    assert config.conductor.model == dots and config.keymap["a.b.c.d"] == "{" * 40
+
+
+def test_a_key_of_32_parts_and_32_levels_still_load():
+    from stiva_tui.core.toml_bounds import MAX_DEPTH, MAX_KEY_PARTS, loads
+
+    data = loads(f"{'.'.join(['k'] * MAX_KEY_PARTS)} = 1.5\nx = {'[' * MAX_DEPTH}{']' * MAX_DEPTH}\n")
+    node, parts = data, 0
+    while isinstance(node, dict):
+        node, parts = node["k"], parts + 1
+    levels, array = 1, data["x"]
+    while array:
+        array, levels = array[0], levels + 1
+    assert (node, parts, levels) == (1.5, MAX_KEY_PARTS, MAX_DEPTH)
+
+
 @pytest.mark.parametrize(
     "text, field",
     [

@@ -244,6 +244,7 @@ async def test_direct_baseline_counts_like_any_step(fake):
         "RunStarted",
         "RoundStarted",
         "WorkflowReady",
+        "PlanEstimated",  # priced before the call
         "StepStarted",
         "StepFinished",
         "RunFinished",

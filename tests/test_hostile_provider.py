@@ -13,7 +13,7 @@ import pytest
 from conftest import pool_models
 from test_cli import write_config
 
-from stiva_tui.core.usage import Usage
+from stiva_tui.core.usage import Usage, estimate_prompt_tokens, estimate_text_tokens
 from stiva_tui.core.workflow import Step, Workflow
 from stiva_tui.engine.executor import Engine, RunOptions
 from stiva_tui.pool.client import HttpWorker
@@ -215,23 +215,25 @@ async def test_a_run_totals_and_costs_the_estimate_when_usage_lies(fake, lie):
     assert t.prompt_tokens > 0 and t.completion_tokens > 0 and t.cost_usd > 0
 
 
-@pytest.mark.parametrize("budget", [{"budget_tokens": 350}, {"budget_usd": 0.00054}])
+@pytest.mark.parametrize("budget", [{"budget_tokens": 400}, {"budget_usd": 0.0007}])
 async def test_negative_usage_credits_no_budget(fake, budget):
-    # Step 1's 800 characters are estimated at 200 tokens out, 20 in ($0.00042 at $1/$2 per 1M):
-    # within either budget. Step 2 reads them (240 tokens in): past it. A provider claiming
-    # -10^12 tokens for step 1 must not buy step 2 room.
+    # Step 1's 800 characters are estimated at 267 tokens out (never under: core/usage.py), its
+    # prompt at about 40 ($0.00057 at $1/$2 per 1M): within either budget. Step 2 reads them (300
+    # tokens in): past it. A provider claiming -10^12 tokens for step 1 must not buy step 2 room.
     fake.default("w1", Reply("word " * 160, usage=(-(10**12), -5)))
     fake.default("w2", Reply("word " * 160, usage=None))
     models = pool_models(fake, "w1", "w2")
     worker = HttpWorker(retries=0)
-    engine = Engine(models, worker)
+    # answers of a token, as far as the plan's estimate knows: the plan is not cut before it runs
+    engine = Engine(models, worker, typical_outputs={"w1": 1, "w2": 1})
     workflow = Workflow((Step(0, "first", ()), Step(1, "second", (0,))))
     result = await engine.run_workflow("Q?", workflow, models, options=RunOptions(**budget))
     await worker.aclose()
     assert result.status == "failed" and result.failure == "budget", result
     t = result.totals
-    assert (t.prompt_tokens, t.completion_tokens, t.estimated) == (20, 200, True)
-    assert t.cost_usd == pytest.approx(0.00042)
+    prompt = estimate_prompt_tokens(fake.requests_for("w1")[0].messages)
+    assert (t.prompt_tokens, t.completion_tokens, t.estimated) == (prompt, estimate_text_tokens("word " * 160), True)
+    assert t.cost_usd == pytest.approx((prompt + 2 * t.completion_tokens) / 1e6)
 
 
 # --- helpers --------------------------------------------------------------------------------------

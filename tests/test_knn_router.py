@@ -132,7 +132,9 @@ def test_knn_routes_each_kind_of_held_out_question_to_its_model_and_beats_the_be
     # the table says the same in the terminal
     code, text, err = stiva(capsys, "bench", str(suite), "--systems", "direct:*,knn", "--config", str(config))
     assert code == 0, err
-    assert "held out (12 items" in text and "knn" in text
+    said = " ".join(text.split())
+    assert "AIQ on the 12 held-out items (of the 36 above): single models" in said and "knn" in said
+    assert "knn from this bench's 24 train items" in said, text
 
 
 def test_without_a_train_split_the_routers_say_why_in_one_line(fake, tmp_path, stiva_home, capsys):

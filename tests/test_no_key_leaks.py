@@ -4,6 +4,7 @@ database file, the config file, an export, or an SVG screenshot of the keys and 
 from __future__ import annotations
 
 import json
+import unicodedata
 
 import keyring
 import pytest
@@ -391,3 +392,177 @@ async def test_an_error_that_echoes_the_key_reversed_spaced_base32_or_as_utf16_h
     body = json.dumps(error.body)
     assert "Incorrect API key provided (reversed=[redacted]; spaced=[redacted]; base32=[redacted]" in body
     _assert_forms_absent(body, stiva_home, forms)
+
+
+# --- a key woven with escapes or invisible characters (issue 56, item 6) --------------------------
+
+# What a provider may put between each two characters of the key it echoes: each hid the key from
+# the mask, and the terminal sanitizer (or the reader's terminal) then put it back together.
+WEAVES = {
+    "csi": "\x1b[0m",
+    "osc": "\x1b]0;t\x07",
+    "zero-width": "\u200b\u200c\u200d\u2060",  # more than the three a spaced copy may hold
+    "bom": "\ufeff",
+    "soft-hyphen": "\u00ad",
+    "bidi": "\u2066\u202a\u202c\u2069",
+}
+WOVEN_ANSWER = "Your key: [redacted]. Done."
+
+
+def _woven(how: str) -> str:
+    return WEAVES[how].join(ECHOED)
+
+
+def _woven_answer(how: str) -> Reply:
+    """The key woven in an answer streamed three characters at a time: the pieces split the key,
+    and the escape sequences too."""
+    text = f"Your key: {_woven(how)}. Done."
+    return Reply(text, chunks=[text[i : i + 3] for i in range(0, len(text), 3)], usage=(5, 5))
+
+
+def _as_read(text: str) -> str:
+    """What a reader sees of `text`: without escape sequences and characters that show nothing."""
+    import re
+
+    text = re.sub(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)", "", text)
+    return "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf"))
+
+
+def _assert_woven_key_absent(text: str, where: str) -> None:
+    shown = _as_read(text)
+    assert ECHOED not in shown and ECHOED[3:-4] not in shown, f"the woven key shows in {where}"
+    assert not any(unicodedata.category(ch) == "Cf" for ch in text), f"invisible characters reach {where}"
+
+
+@pytest.mark.parametrize("how", WEAVES)
+def test_a_key_woven_with_escapes_or_invisible_characters_reaches_neither_ask_nor_history_show(
+    how, tmp_path, stiva_home, monkeypatch
+):
+    from tests.support.cli import run_stiva
+
+    monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
+    with FakeProvider() as fake:
+        fake.default("w1", _woven_answer(how))
+        config = str(_echoing_config(tmp_path, fake.base_url))
+        asked = run_stiva("ask", "Echo my key", "--config", config, "--baseline", "direct:w1", home=stiva_home)
+        assert asked.returncode == 0, asked.stderr
+        assert WOVEN_ANSWER in asked.stdout
+        _assert_woven_key_absent(asked.stdout + asked.stderr, "stiva ask")
+
+        listed = run_stiva("history", "--json", home=stiva_home)
+        run_id = json.loads(listed.stdout)[0]["id"]
+        for extra in ([], ["--json"]):
+            shown = run_stiva("history", "show", run_id, *extra, home=stiva_home)
+            assert shown.returncode == 0, shown.stderr
+            assert "[redacted]" in shown.stdout
+            _assert_woven_key_absent(shown.stdout + shown.stderr, f"stiva history show {extra}")
+
+        # The 401 path: the provider refuses the key, repeating it woven.
+        fake.default("w1", Reply(status=401, error_message=f"Incorrect API key provided: {_woven(how)}."))
+        refused = run_stiva("ask", "Q", "--config", config, "--baseline", "direct:w1", home=stiva_home)
+        assert refused.returncode == 1
+        assert "Incorrect API key provided: [redacted]." in refused.stderr
+        _assert_woven_key_absent(refused.stdout + refused.stderr, "stiva ask's error")
+    for file in (stiva_home / "data").rglob("*"):
+        if file.is_file():
+            data = file.read_bytes()
+            assert _woven(how).encode() not in data and ECHOED.encode() not in data, file.name
+
+
+@pytest.mark.parametrize("how", WEAVES)
+async def test_the_api_sends_a_woven_key_neither_whole_nor_streamed_nor_in_an_error(how, monkeypatch, stiva_home):
+    """`stiva serve` sends its clients the sanitized, masked text: the body, every stream chunk
+    (the key split across the provider's pieces) and the 502 of a provider that refused it."""
+    import tempfile
+    from pathlib import Path
+
+    import openai
+    from test_server import Served
+
+    from stiva_tui.config import load_config
+
+    monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
+    with FakeProvider() as fake:
+        fake.default("w1", _woven_answer(how))
+        config = load_config(_echoing_config(Path(tempfile.mkdtemp()), fake.base_url))
+        served = Served(config).start()
+        try:
+            client = served.client()
+            messages = [{"role": "user", "content": "Echo my key"}]
+            whole = client.chat.completions.create(model="w1", messages=messages)
+            chunks = list(client.chat.completions.create(model="w1", messages=messages, stream=True))
+            fake.default("w1", Reply(status=401, error_message=f"Incorrect API key provided: {_woven(how)}."))
+            with pytest.raises(openai.APIStatusError) as refused:
+                client.chat.completions.create(model="w1", messages=messages)
+        finally:
+            served.stop()
+    pieces = [c.choices[0].delta.content or "" for c in chunks if c.choices]
+    assert whole.choices[0].message.content == WOVEN_ANSWER and "".join(pieces) == WOVEN_ANSWER
+    _assert_woven_key_absent(whole.choices[0].message.content, "the API's reply")
+    for piece in pieces:
+        _assert_woven_key_absent(piece, "a streamed chunk")
+    message = refused.value.body["message"]
+    assert refused.value.status_code == 502 and "Incorrect API key provided: [redacted]." in message
+    _assert_woven_key_absent(message, "the API's error body")
+
+
+def test_history_show_masks_a_woven_key_a_run_stored_before_the_fix_holds(tmp_path, stiva_home, monkeypatch):
+    """A run recorded before answers were made printable before masking may hold the key woven
+    with escapes: `stiva history show` strips them, then masks the keys of the configured pool."""
+    import sqlite3
+
+    from tests.support.cli import run_stiva
+
+    monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
+    with FakeProvider() as fake:
+        fake.default("w1", Reply("a stored answer", usage=(5, 5)))
+        config = str(_echoing_config(tmp_path, fake.base_url))
+        asked = run_stiva("ask", "Q", "--config", config, "--baseline", "direct:w1", home=stiva_home)
+        assert asked.returncode == 0, asked.stderr
+    old = f"Your key: {_woven('csi')}. Done."
+    with sqlite3.connect(stiva_home / "data" / "stiva.db") as db:  # as the older Stiva stored it
+        db.execute("UPDATE runs SET answer = ?", (old,))
+        db.execute("UPDATE steps SET output = ?", (old,))
+    run_id = json.loads(run_stiva("history", "--json", home=stiva_home).stdout)[0]["id"]
+    shown = run_stiva("history", "--config", config, "show", run_id, home=stiva_home)
+    assert shown.returncode == 0, shown.stderr
+    assert "Your key: [redacted]. Done." in shown.stdout
+    _assert_woven_key_absent(shown.stdout, "stiva history show")
+    # Without the config that names the key, only the escapes go: what the fix at the source is for.
+    shown = run_stiva("history", "show", run_id, home=stiva_home)
+    assert shown.returncode == 0 and "Your key:" in shown.stdout and "\x1b" not in shown.stdout
+
+
+@pytest.mark.parametrize("how", ["csi", "zero-width", "bidi"])
+async def test_the_apps_panes_never_show_a_woven_key(how, fake, stiva_home, monkeypatch):
+    """The chat's answer, the step pane and the copied answer: printable, then masked."""
+    monkeypatch.setenv("STIVA_NO_SYSTEM_CLIPBOARD", "1")
+    from stiva_tui.tui.app import StivaApp
+    from tests.support.tui import ask, make_test_config, script_plan, wait_for
+
+    fake.default("w1", _woven_answer(how))
+    fake.default("w2", _woven_answer(how))
+    script_plan(fake)
+    providers = [{"name": "fake", "base_url": fake.base_url, "headers": {"X-Lab-Key": ECHOED}}]
+    config = make_test_config(fake, providers=providers)
+    runtime = await make_runtime(config)
+    app = StivaApp(config, runtime=runtime, frozen=True)
+    try:
+        async with app.run_test(size=(150, 46)) as pilot:
+            await ask(pilot, "Echo my key")
+            screen = app.chat_screen
+            await wait_for(pilot, lambda: screen.live.state.status == "finished" and not screen.running, what="the run")
+            await pilot.pause(0.2)
+            shown = "\n".join(
+                "".join(s.text for s in strip) for strip in app.screen._compositor.render_update(full=True).strips
+            )
+            assert "[redacted]" in shown
+            _assert_woven_key_absent(shown, "the app's screen")
+            for node in (("step", 1, 0), ("step", 1, 1)):
+                screen.tree.move_cursor(screen.tree.node_for(node))
+                await wait_for(pilot, lambda node=node: screen.detail.key == node, what=f"{node} selected")
+                _assert_woven_key_absent(screen.detail.text, f"the step pane of {node}")
+            screen.action_copy_answer()
+            _assert_woven_key_absent(app.clipboard, "the copied answer")
+    finally:
+        await runtime.aclose()

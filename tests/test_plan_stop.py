@@ -13,9 +13,9 @@ import pytest
 from conftest import pool_models
 
 from stiva_tui.conductor.base import ConductorError, PlanRequest, WorkerInfo
-from stiva_tui.conductor.remote import RemoteConductor, plan_token_bound
+from stiva_tui.conductor.remote import PLAN_END, PLAN_TAIL_CHUNKS, RemoteConductor, plan_token_bound
 from stiva_tui.core import events as ev
-from stiva_tui.core.usage import estimate_tokens
+from stiva_tui.core.usage import estimate_prompt_tokens, estimate_text_tokens, estimate_tokens
 from stiva_tui.core.workflow import parse_workflow, plan_end
 from stiva_tui.engine.executor import Engine
 from stiva_tui.engine.fallback import FallbackEvidence
@@ -91,7 +91,8 @@ async def test_the_planner_stops_reading_when_its_lists_are_complete(fake):
     assert sent.sent < len(pieces(PLAN)) + 20, f"the server wrote {sent.sent} chunks"
     # only the plan is paid for (estimated: the server's count never came)
     assert plan.usage.estimated
-    assert plan.usage.completion_tokens <= estimate_tokens(PLAN) + 2
+    # never under what was read: the plan and the few chunks read after it for the server's count
+    assert estimate_tokens(PLAN) <= plan.usage.completion_tokens <= estimate_text_tokens(PLAN) + PLAN_TAIL_CHUNKS + 2
     assert sent.body["max_tokens"] == plan_token_bound(3, 5)
 
 
@@ -114,8 +115,8 @@ async def test_the_engine_counts_only_the_plan_in_the_runs_usage(fake):
     result = await Engine(models, worker, RemoteConductor(models[0], worker)).run("Q?")
     await worker.aclose()
     assert result.status == "finished" and result.answer == "the better one"
-    prompt = sum(estimate_tokens(m["content"]) for m in fake.requests_for("cond")[0].messages)
-    assert result.totals.conductor_tokens <= prompt + estimate_tokens(PLAN) + 2
+    prompt = estimate_prompt_tokens(fake.requests_for("cond")[0].messages)
+    assert result.totals.conductor_tokens <= prompt + estimate_text_tokens(PLAN) + PLAN_TAIL_CHUNKS + 2
 
 
 async def test_a_planner_that_never_writes_its_lists_is_cut_at_the_bound(fake):
@@ -129,7 +130,7 @@ async def test_a_planner_that_never_writes_its_lists_is_cut_at_the_bound(fake):
     assert len(fake.requests_for("cond")) == 1  # no repair retry after a cut
     assert fake.wait_idle(5.0) and fake.disconnects == 1
     assert fake.requests_for("cond")[0].sent < bound + 20
-    assert caught.value.usage.completion_tokens <= estimate_tokens("Let me think" + " and think" * bound)
+    assert caught.value.usage.completion_tokens <= estimate_text_tokens("Let me think" + " and think" * bound)
 
 
 async def test_a_server_that_stops_at_max_tokens_without_lists_is_not_asked_again(fake):
@@ -158,8 +159,9 @@ async def test_when_the_planner_is_cut_the_fallback_answers_at_once(fake):
     assert len(fake.requests_for("cond")) == 1 and not fake.requests_for("w1")
     ready = next(e for e in events if isinstance(e, ev.WorkflowReady))
     assert "no complete plan within its bound" in ready.note
-    prompt = sum(estimate_tokens(m["content"]) for m in fake.requests_for("cond")[0].messages)
-    assert prompt < result.totals.conductor_tokens <= prompt + plan_token_bound(3, 5) * 3
+    prompt = estimate_prompt_tokens(fake.requests_for("cond")[0].messages)
+    cut = estimate_text_tokens("Let me think" + " and think" * plan_token_bound(3, 5))
+    assert prompt < result.totals.conductor_tokens <= prompt + cut
 
 
 async def test_a_reply_that_ends_short_of_a_plan_still_gets_its_repair(fake):
@@ -185,3 +187,34 @@ async def test_the_configured_reasoning_widens_the_bound(fake):
     await worker.aclose()
     asked = fake.requests_for("cond")[0].body["max_tokens"]
     assert asked == plan_token_bound(3, 5, 2000) == plan_token_bound(3, 5, 0) + 2000
+
+
+async def test_a_plan_that_ends_at_its_stop_sequence_gets_the_servers_count(fake):
+    """The plain prompt asks for PLAN_END after the lists and sends it as a stop sequence: a
+    server that holds to it ends the reply there and reports its usage, which is what is paid,
+    however long the planner would have gone on writing."""
+    tail = f"\n{PLAN_END}\nAnd now some more thoughts" + " la" * GARBAGE
+    fake.script("cond", Reply(chunks=pieces(PLAN + tail), chunk_delay_s=0.001, usage=(633, 439), honor_stop=True))
+    models = pool_models(fake, "cond", "w1", "w2")
+    worker = HttpWorker()
+    plan = await RemoteConductor(models[0], worker).plan(request())
+    await worker.aclose()
+    sent = fake.requests_for("cond")[0]
+    assert sent.body["stop"] == [PLAN_END] and PLAN_END in sent.messages[-1]["content"]
+    assert plan.raw_text == PLAN
+    assert (plan.usage.prompt_tokens, plan.usage.completion_tokens, plan.usage.estimated) == (633, 439, False)
+    assert fake.wait_idle(5.0) and fake.disconnects == 0  # the reply ended; nothing was cut off
+
+
+async def test_where_the_count_never_comes_the_estimate_is_marked_and_not_under(fake):
+    """A server that ignores the stop sequence and sends no usage: the plan's usage is an
+    estimate, marked so, and at least the chat template's count of the prompt."""
+    fake.script("cond", Reply(chunks=pieces(PLAN) + [" la"] * GARBAGE, chunk_delay_s=0.001, usage=None))
+    models = pool_models(fake, "cond", "w1", "w2")
+    worker = HttpWorker()
+    plan = await RemoteConductor(models[0], worker).plan(request())
+    await worker.aclose()
+    messages = fake.requests_for("cond")[0].messages
+    assert plan.usage.estimated
+    chars = sum(len(m["content"]) for m in messages)
+    assert plan.usage.prompt_tokens == estimate_prompt_tokens(messages) > chars / 3 + 4 * len(messages)

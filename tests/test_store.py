@@ -195,9 +195,9 @@ def rounds_of(trace: Trace) -> list[dict]:
 def test_open_creates_parents_sets_schema_version_and_wal(db_path: Path):
     assert not db_path.parent.exists()
     with Store.open(db_path) as s:
-        assert s.schema_version == schema.SCHEMA_VERSION == 7
+        assert s.schema_version == schema.SCHEMA_VERSION == 8
     conn = sqlite3.connect(db_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
     assert conn.execute("PRAGMA application_id").fetchone()[0] == schema.APPLICATION_ID
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -223,6 +223,7 @@ def test_open_creates_parents_sets_schema_version_and_wal(db_path: Path):
         "compare_entries_run",
         "bench_runs_updated",
         "bench_runs_running",
+        "runs_fork_of",
     }
     conn.close()
 
@@ -478,8 +479,9 @@ def test_v1_database_upgrades_to_v2_keeping_every_row(tmp_path: Path):
     }
     with Store.open(path) as s:
         # V2's rebuild, V3's bench tables, V4's bench owner, V5's pid and queue wait, V6's plan preference,
-        # V7's vote kinds
-        assert s.schema_version == 7
+        # V7's vote kinds, V8's branches (none: every older run is one of its own)
+        assert s.schema_version == 8
+        assert all(not t.branches and t.fork is None for t in (s.get_trace(r.run_id) for r in s.list_runs()))
         ok = s.get_trace("r-ok")
         assert all(r.preference is None for r in ok.rounds)  # older plans were made under none
         assert (ok.status, ok.failure, ok.answer, ok.source) == ("finished", None, "4", "tui")

@@ -13,10 +13,16 @@ from tests.support.cli import run_stiva
 
 
 def _hint(text: str, prefix: str) -> list[str]:
-    """The command a `prefix` line of `text` prints, as a shell would split it."""
-    (line,) = [line for line in text.splitlines() if line.startswith(prefix)]
-    words = shlex.split(line.removeprefix(prefix))
-    assert words[0] == "stiva", line
+    """The command a `prefix` line of `text` prints, as a shell would split it: on that line, or
+    (folded to the terminal's width) on the lines after it, each but the last ending in a backslash."""
+    lines = text.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if line.startswith(prefix.rstrip())]
+    command = lines[at].removeprefix(prefix.rstrip()).strip()
+    while not command or command.endswith("\\"):
+        at += 1
+        command = command.removesuffix("\\") + " " + lines[at].strip()
+    words = shlex.split(command)
+    assert words[0] == "stiva", command
     return words[1:]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 from textual import events
@@ -192,7 +193,8 @@ async def test_a_cancelled_turn_shows_as_cancelled_and_reopens_as_it_was(fake, s
         await pilot.pause(0.1)
         assert screen.conversation.questions == ["A long one"]
         assert _answers(screen) == live
-        assert labels(screen.tree)[:3] == live_tree[:3]
+        # the plan's estimate before its calls is shown live, and not kept in the history
+        assert labels(screen.tree)[:3] == [re.sub(r"  est \$\S+", "", line) for line in live_tree[:3]]
 
 
 async def test_stream_cut_shows_failure_and_fallback_then_keeps_working(fake, setup):

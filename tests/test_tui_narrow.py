@@ -258,6 +258,9 @@ async def test_the_footer_cuts_no_key_in_half(fake, runtimes, size):
 
 
 async def test_the_tree_keeps_cost_and_time_at_80_columns():
+    """At 80 columns each step's cost and time stay on its own line, in sight: what does not fit
+    moves to the line under it (its tokens, its subtask), never past the tree's right edge. The
+    tree's pane is 9 rows high there, so the last step is brought into view as a user would."""
     from tests.test_tui_snapshots import replay, snapshot_app
 
     app = snapshot_app("stiva-dark")
@@ -265,13 +268,14 @@ async def test_the_tree_keeps_cost_and_time_at_80_columns():
         await replay(True)(pilot)
         tree = app.chat_screen.tree
         left = tree.region.x
-        lines = [line[left:] for line in screen_text(app).splitlines()]
-        step_lines = [line for line in lines if re.search(r"✓ [0-9] w1", line)]
-        assert len(step_lines) == 3, lines
-        for line, (cost, seconds) in zip(
-            step_lines, [("$0.00011", "1.2s"), ("$0.00013", "2.4s"), ("$0.00038", "1.9s")]
-        ):
+        expected = [("$0.00011", "1.2s"), ("$0.00013", "2.4s"), ("$0.00038", "1.9s")]
+        for index, (cost, seconds) in enumerate(expected):
+            tree.scroll_to_node(tree.node_for(("step", 1, index)), animate=False)
+            await pilot.pause(0.1)
+            lines = [line[left:] for line in screen_text(app).splitlines()]
+            (line,) = [line for line in lines if re.search(rf"✓ {index + 1} w1", line)]
             assert cost in line and seconds in line, line
+        assert tree.virtual_size.width <= tree.size.width, "a label runs past the tree's edge"
 
 
 async def test_under_80_columns_a_line_says_where_the_tree_went(fake, runtimes):

@@ -32,7 +32,7 @@ from tests.support.fakeprovider import Reply
         ("The answer is 976371000", "number", "976371000"),  # integers stay exact
         ("I pick (B).\nAnswer: B", "choice", "B"),
         ("so \\boxed{\\frac{1}{2}}", "math", "1/2"),
-        ("so \\boxed{x^2 + 1}", "math", "x^2 + 1"),
+        ("so \\boxed{x^2 + 1}", "math", "x^2+1"),
         ("'abc'", "exact", "abc"),
         ("Rome.", "auto", "rome"),
         ("A long essay\nwith two lines and no final answer", "auto", None),
@@ -40,11 +40,14 @@ from tests.support.fakeprovider import Reply
     ],
 )
 def test_final_answers_are_read_by_the_questions_kind(text, kind, expected):
-    assert final_answer(text, kind) == expected
+    found = final_answer(text, kind)
+    assert (None if found is None else found.key) == expected
 
 
-def test_a_tie_goes_to_the_earliest_listed_step_and_unreadable_answers_vote_for_nothing():
+def test_a_tie_goes_to_the_best_ranked_step_and_unreadable_answers_vote_for_nothing():
     assert (tally(["1", "2", "3"]).winner, tally(["1", "2", "3"]).first) == ("1", 0)
+    ranked = tally(["1", "2", "3"], ranks=[2, 0, 1])  # the rank, not the order, decides a tie
+    assert (ranked.winner, ranked.first) == ("2", 1)
     count = tally([None, "7", "7", "8"])
     assert (count.winner, count.votes, count.voters, count.first) == ("7", 2, 4, 1)
     assert not count.unanimous and tally(["7", "7"]).unanimous and not tally([None, None]).unanimous
@@ -218,6 +221,9 @@ async def test_a_vote_on_an_open_question_is_judged_by_its_model_and_says_so(fak
 #   q1 (5): A 5, B 5, C 6, D 6      q2 (7): A 7, B 8, C 7, D 8
 #   q3 (9): A 1, B 2, C 9, D 2      q4 (4): A 3, B 3, C 4, D 4
 COST = {"A": 0.001, "B": 0.002, "C": 0.01, "D": 0.005}
+# Ties and agreements go to the best-ranked model, by its record (right on the items SAID lists:
+# C 3 of 4, A 2, B 1 and D 1, B the cheaper of those two), never by the order a system lists them in.
+RANK = {"C": (-0.75, COST["C"]), "A": (-0.5, COST["A"]), "B": (-0.25, COST["B"]), "D": (-0.25, COST["D"])}
 SAID = {
     "q1": ("What is 2 + 3?", "5", {"A": "5", "B": "5", "C": "6", "D": "6"}),
     "q2": ("What is 3 + 4?", "7", {"A": "7", "B": "8", "C": "7", "D": "8"}),
@@ -241,6 +247,7 @@ def _records(path):
                     "prompt_tokens": 100,
                     "completion_tokens": 100,
                     "cost_usd": COST[model],
+                    "split": "train",  # every item: the models' rank is their record on all four
                 }
             )
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
@@ -254,7 +261,11 @@ def test_votes_and_cascades_replay_exactly_what_the_recorded_answers_give(tmp_pa
     )
     assert imported.returncode == 0, imported.stderr
     info = json.loads(imported.stdout)
-    systems = "direct:replay:A,vote:replay:A+replay:B+replay:C,cascade:replay:A+replay:B>replay:C,cascade:replay:A+replay:B>vote:replay:C+replay:D+replay:A"
+    systems = (
+        "direct:replay:A,vote:replay:A+replay:B+replay:C,vote:replay:C+replay:B+replay:A,"
+        "cascade:replay:A+replay:B>replay:C,cascade:replay:B+replay:A>replay:C,"
+        "cascade:replay:A+replay:B>vote:replay:C+replay:D+replay:A"
+    )
     done = run_stiva(
         "bench", info["suite"], "--pool", f"replay:{info['bench']}", "--systems", systems, "--json", home=stiva_home
     )
@@ -264,12 +275,14 @@ def test_votes_and_cascades_replay_exactly_what_the_recorded_answers_give(tmp_pa
     expected = {
         # A alone: right on q1, q2
         "direct:A": (2 / 4, 4 * a),
-        # q1 A=B=5 right (C never asked); q2 7,8,7 -> 7 right; q3 1,2,9 -> a tie, A's 1, wrong;
-        # q4 A=B=3 wrong (C never asked)
-        "vote:A+B+C": (2 / 4, 4 * (a + b) + 2 * c),
+        # q1 A=B=5 right (C never asked); q2 7,8,7 -> 7 right; q3 1,2,9 -> a tie, C's 9 (the
+        # best-ranked), right; q4 A=B=3 wrong (C never asked)
+        "vote:A+B+C": (3 / 4, 4 * (a + b) + 2 * c),
+        "vote:C+B+A": (3 / 4, 4 * (c + b + a)),  # listed in another order: C and B first, never agreeing
         # q1 agree, right; q2 and q3 C answers, right; q4 agree on 3, wrong
         "cascade:A+B>C": (3 / 4, 4 * (a + b) + 2 * c),
-        # q2: C 7, D 8 disagree -> A 7: 7 wins; q3: C 9, D 2 -> A 1: a tie, C's 9 (listed first)
+        "cascade:B+A>C": (3 / 4, 4 * (a + b) + 2 * c),
+        # q2: C 7, D 8 disagree -> A 7: 7 wins; q3: C 9, D 2 -> A 1: a tie, C's 9 (the best-ranked)
         "cascade:A+B>vote:C+D+A": (3 / 4, 4 * (a + b) + 2 * (c + d + a)),
     }
     for system, (accuracy, total) in expected.items():
@@ -289,12 +302,15 @@ def test_the_computed_replay_gives_what_the_executor_gave_on_the_replay_pool():
                 m: Answer(final_answer(f'{{"answer": "{v}"}}', "number"), float(v == answer), COST[m])
                 for m, v in said.items()
             }
-            outcome = replay_workflow(mode.workflow, mode.models, answers)
+            outcome = replay_workflow(mode.workflow, mode.models, answers, RANK)
             right, spent = right + outcome.correct, spent + outcome.cost_usd
         return right / 4, spent
 
     a, b, c, d = COST["A"], COST["B"], COST["C"], COST["D"]
-    assert total("vote:A+B+C") == (pytest.approx(0.5), pytest.approx(4 * (a + b) + 2 * c))
+    assert total("vote:A+B+C") == (pytest.approx(0.75), pytest.approx(4 * (a + b) + 2 * c))
+    # a lazy vote asks the first two listed: another order pays other models, and gives the same answers
+    assert total("vote:C+A+B")[0] == total("vote:B+C+A")[0] == pytest.approx(0.75)
+    assert total("cascade:B+A>C") == total("cascade:A+B>C")
     assert total("cascade:A+B>C") == (pytest.approx(0.75), pytest.approx(4 * (a + b) + 2 * c))
     assert total("cascade:A+B>vote:C+D+A") == (pytest.approx(0.75), pytest.approx(4 * (a + b) + 2 * (c + d + a)))
 

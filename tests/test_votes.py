@@ -8,6 +8,7 @@ its plans through the real grammar-constrained plan path, as test_train_routing 
 from __future__ import annotations
 
 import json
+import os
 import random
 from functools import partial
 from pathlib import Path
@@ -199,7 +200,7 @@ def test_stiva_votes_counts_votes_and_pairs_per_system_pair(stiva_home):
     data = json.loads(result.stdout)
     assert (data["sessions"], data["voted"], data["pairs"]) == (6, 5, 2)
     assert data["votes"] == {"winner": 3, "tie": 1, "all_wrong": 1}
-    text = stiva("votes", home=stiva_home)
+    text = stiva("votes", home=stiva_home, env={**os.environ, "COLUMNS": "200"})
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
     assert lines[0] == "6 compare sessions · 5 voted (3 winner, 1 tie, 1 all wrong) · 2 usable preference pairs"

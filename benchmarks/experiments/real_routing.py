@@ -355,6 +355,7 @@ def analyse(home, env, args, every, report, rows, graded, models, best, routers,
     }
     right_of = {name: [float(graded[name][i]["correct"] or 0) for i in heldout] for name in graded}
     base_right = right_of[f"direct:{r(best)}"]
+    rank = recorded_rank(every["bench"], suite)  # ties and agreements, as the bench breaks them
     figures: dict = {
         "what": "routing and workflows on real models' recorded answers: ZeroEval (11 models, GSM8K + MATH level 5 + "
         f"CRUXEval); a test share of {TEST_SHARE} of the items by a hash of '{SPLIT_SALT}/<id>', benched once; every "
@@ -418,7 +419,7 @@ def analyse(home, env, args, every, report, rows, graded, models, best, routers,
             preference = LEVELS[level] if isinstance(level, str) else parse_preference(str(level))
             picks = choice.choose(estimates, preference)
             outcomes = [
-                replay_workflow(choice.workflows[p], choice.models[p], answers[i]) for i, p in zip(heldout, picks)
+                replay_workflow(choice.workflows[p], choice.models[p], answers[i], rank) for i, p in zip(heldout, picks)
             ]
             right = [o.correct for o in outcomes]
             levels[str(level)] = {
@@ -460,7 +461,9 @@ def analyse(home, env, args, every, report, rows, graded, models, best, routers,
         )
         if seed == 0:  # every candidate, fixed, on the test half: the fixed workflows' hull
             for index, name in enumerate(choice.names):
-                outcomes = [replay_workflow(choice.workflows[index], choice.models[index], answers[i]) for i in heldout]
+                outcomes = [
+                    replay_workflow(choice.workflows[index], choice.models[index], answers[i], rank) for i in heldout
+                ]
                 candidate_points[name] = (
                     round(1000 * sum(o.cost_usd for o in outcomes) / len(outcomes), 4),
                     round(sum(o.correct for o in outcomes) / len(outcomes), 4),
@@ -555,6 +558,33 @@ def goals(figures: dict) -> dict:
         },
     }
     return out
+
+
+def recorded_rank(bench: str, suite: str) -> dict:
+    """Each model's rank for ties and agreements, as `stiva bench` ranks a replay pool's models
+    (bench/runner.py `_recorded_rank`): its recorded answers on the suite's train items, the most
+    accurate first, the cheapest among equals (core/replayed.py `rank_by_record`)."""
+    from stiva_tui.bench.replay import read_recorded
+    from stiva_tui.core.replayed import rank_by_record
+    from stiva_tui.evals.loaders import load_suite
+    from stiva_tui.store import Store
+
+    train = {item.id for item in load_suite(suite).items if item.meta.get("split") == "train"}
+    store = Store.open()
+    try:
+        recorded = read_recorded(store, bench)
+    finally:
+        store.close()
+    right: dict[str, list[float]] = {}
+    spent: dict[str, list[float]] = {}
+    for answer in recorded.answers:
+        if train and answer.item_id not in train:
+            continue
+        right.setdefault(answer.model, []).append(float(answer.correct or 0))
+        spent.setdefault(answer.model, []).append(float(answer.cost_usd or 0.0))
+    return rank_by_record(
+        {m: sum(v) / len(v) for m, v in right.items()}, {m: sum(v) / len(v) for m, v in spent.items()}
+    )
 
 
 def learnt_baselines(bench: str, suite: str, models: list[str], heldout: set[str]) -> dict:

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core import toml_bounds
 from ..core.files import scratch_beside
 from ..core.reading import ReadError, read_text
 from ..evals.recorded import RecordsError
@@ -70,6 +71,8 @@ class ImportSummary:
     unpriced: list[str] = field(default_factory=list)  # models with neither recorded cost nor a price
     # Where NAME.jsonl already held other records: what was done instead, in words ("" otherwise)
     note: str = ""
+    # How many items got each answer kind (core/answers.py): inferred, or --kind
+    kinds: dict[str, int] = field(default_factory=dict)
 
     def as_json(self) -> dict:
         return {
@@ -85,6 +88,7 @@ class ImportSummary:
             "note": self.note,
             "tokens_estimated": self.tokens_estimated,
             "unpriced": self.unpriced,
+            "kinds": self.kinds,
         }
 
 
@@ -136,9 +140,11 @@ def read_prices(path: Path) -> dict[str, Price]:
     `price_out` (or `input_per_mtok` and `output_per_mtok`), USD per million tokens."""
     source = str(path)
     try:
-        data = tomllib.loads(read_text(path, PRICES_LIMIT))
+        data = toml_bounds.loads(read_text(path, PRICES_LIMIT))
     except ReadError as exc:
         raise RecordsError(exc.message, source=source) from None
+    except toml_bounds.TomlShapeError as exc:
+        raise RecordsError(exc.message, source=source, line=exc.line) from None
     except OSError as exc:
         raise RecordsError(f"cannot read: {exc.strerror or exc}", source=source) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -185,8 +191,15 @@ def import_recorded(
     source: str,
     prices: Mapping[str, Price],
     folder: Path,
+    kind: str | None = None,
 ) -> ImportSummary:
-    """Write the suite into `folder` and the bench into `store` (see the module's docstring)."""
+    """Write the suite into `folder` and the bench into `store` (see the module's docstring). Each
+    item's answer kind (how votes and gates read its answers) is `kind`, or else inferred from its
+    reference and question (core/answers.py's `infer_kind`; `auto` where it has no reference)."""
+    from ..core.answers import ANSWER_KINDS, infer_kind
+
+    if kind is not None and kind not in ANSWER_KINDS:
+        raise RecordsError(f"--kind {kind!r}: one of {', '.join(ANSWER_KINDS)}")
     if not name or not all(c.isalnum() or c in "-_." for c in name) or name.startswith("."):
         raise RecordsError(f"--name {name!r}: letters, digits, '-', '_' and '.' only")
     models = list(dict.fromkeys(row.model for row in rows))
@@ -199,7 +212,13 @@ def import_recorded(
         scores: dict[str, list[float]] = {}
         for row in answers:
             scores.setdefault(answer_key(row.response), []).append(row.score)
-        meta = {"split": first.split or None, "domain": first.domain or None, "source": "recorded"}
+        item_kind = kind or (infer_kind(first.answer, first.question) if first.answer else "auto")
+        meta = {
+            "split": first.split or None,
+            "domain": first.domain or None,
+            "source": "recorded",
+            "kind": item_kind,
+        }
         item = {
             "id": item_id,
             "question": first.question,
@@ -273,9 +292,11 @@ def import_recorded(
         scratch.unlink(missing_ok=True)
         raise
     splits: dict[str, int] = {}
+    kinds: dict[str, int] = {}
     for item in suite.items:
         split = str(item.meta.get("split") or "none")
         splits[split] = splits.get(split, 0) + 1
+        kinds[str(item.meta["kind"])] = kinds.get(str(item.meta["kind"]), 0) + 1
     return ImportSummary(
         bench=bench_id,
         suite=str(path),
@@ -289,4 +310,5 @@ def import_recorded(
         tokens_estimated=estimated,
         unpriced=sorted(unpriced),
         note=note,
+        kinds=dict(sorted(kinds.items(), key=lambda pair: (-pair[1], pair[0]))),
     )

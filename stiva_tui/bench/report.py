@@ -35,7 +35,9 @@ read; the Markdown table; the frontier plot.
 - Tokens and cost per question are means over the n items of everything the system spent on
   them, the conductor's plan included; the judge's cost is reported apart.
 - Latency counts from an item's first call; the time it queued behind other items of the bench
-  before that is `queue_wait_s`, summarised apart.
+  before that is `queue_wait_s`, summarised apart. `latency_p50_s` and `latency_p95_s` are None
+  where no item of the system has a latency (a bench imported from records without one): "not
+  recorded", shown as "—", never as 0 s.
 
 `report_markdown(...)` adds, for conductor systems, the mix of topologies and each model's share
 of steps (read from the runs' traces). `write_frontier_png(...)` plots accuracy against cost per
@@ -96,8 +98,8 @@ class SystemRow(_Part):
     tokens_per_question: float
     cost_per_question: float
     judge_cost_usd: int | float  # the JSON has always said 0, not 0.0, for a system with no items yet
-    latency_p50_s: float
-    latency_p95_s: float
+    latency_p50_s: float | None  # None: not recorded (an imported bench's records with no latency)
+    latency_p95_s: float | None
     # the time items waited behind others in the bench's limiter, before their first call
     queue_wait_p50_s: float
     queue_wait_p95_s: float
@@ -142,7 +144,10 @@ class Routing(_Part):
     aiq_single_models: float | None  # the single models' hull, over their own cost range
     routers: list[RouterLine]
     systems: list[SystemRow]  # every system of the bench, on the held-out items only
-    unavailable: str | None  # why knn and best-single could not be computed
+    unavailable: str | None  # why knn and best-single could not be computed (None where none was named)
+    # router:DIR -> the train items its own files say it learnt from (router.json's "items"; None
+    # where they cannot be read): this bench's train items are knn's and best-single's, not its
+    router_items: dict[str, int | None] = {}
 
 
 class ItemRow(_Part):
@@ -256,6 +261,9 @@ def system_row(system: str, records: Sequence[BenchItemRecord]) -> SystemRow:
     correct = sum(1 for r in records if r.status == "graded" and r.correct)
     errors = sum(1 for r in records if r.status == "error")
     latencies = [r.latency_s for r in records]
+    # every item at 0 s: no latency was recorded (a bench imported from records without one); a
+    # call that ran took some time
+    timed = not latencies or any(latency > 0 for latency in latencies)  # no item at all: 0 s, as always
     lo, hi = wilson(correct, n)
     return SystemRow(
         system=system,
@@ -267,8 +275,8 @@ def system_row(system: str, records: Sequence[BenchItemRecord]) -> SystemRow:
         tokens_per_question=(sum(r.prompt_tokens + r.completion_tokens for r in records) / n) if n else 0.0,
         cost_per_question=(sum(r.cost_usd for r in records) / n) if n else 0.0,
         judge_cost_usd=sum(r.judge_cost_usd for r in records),
-        latency_p50_s=round(percentile(latencies, 50), 4),
-        latency_p95_s=round(percentile(latencies, 95), 4),
+        latency_p50_s=round(percentile(latencies, 50), 4) if timed else None,
+        latency_p95_s=round(percentile(latencies, 95), 4) if timed else None,
         queue_wait_p50_s=round(percentile([r.queue_wait_s for r in records], 50), 4),
         queue_wait_p95_s=round(percentile([r.queue_wait_s for r in records], 95), 4),
     )
@@ -429,7 +437,10 @@ def routing_summary(
                 points=[[x, y] for x, y in points],
             )
         )
+    if not any(router_level(s) for s in systems):
+        unavailable = None  # knn and best-single were not asked for: nothing to say about them
     return Routing(
+        router_items={name: _router_items(name) for name in families if name.startswith("router:")},
         train_items=len(train),
         heldout_items=len(heldout),
         k=fitted.k if fitted is not None else KNN_K,
@@ -440,6 +451,39 @@ def routing_summary(
         systems=rows,
         unavailable=unavailable,
     )
+
+
+def _router_items(system: str) -> int | None:
+    """The train items `router:DIR` learnt from, as its router.json says (None where it cannot be read)."""
+    from ..core.reading import read_text
+
+    try:
+        data = json.loads(read_text(Path(system.removeprefix("router:")).expanduser() / "router.json", 16 << 20))
+    except (OSError, ValueError, RecursionError):
+        return None
+    items = data.get("items") if isinstance(data, dict) else None
+    return items if isinstance(items, int) and not isinstance(items, bool) else None
+
+
+def routing_covers(routing: Routing, total_items: int) -> str:
+    """Which items the routing AIQs are on, said once: "these 25 held-out items" where the table's
+    items are all held out (`--split heldout`), else "the 25 held-out items (of the 40 above)"."""
+    n = routing.heldout_items
+    return f"these {n} held-out items" if n >= total_items else f"the {n} held-out items (of the {total_items} above)"
+
+
+def routing_learnt(routing: Routing) -> str:
+    """What each router learnt from: a router:DIR from its own files, knn and best-single from
+    this bench's train items. "" where no router is measured."""
+    parts = []
+    for name, items in routing.router_items.items():
+        parts.append(
+            f"{name} from {'an unknown number of' if items is None else f'{items:,}'} train items (its router.json)"
+        )
+    derived = [r.router for r in routing.routers if r.router in ROUTERS]
+    if derived:
+        parts.append(f"{' and '.join(derived)} from this bench's {routing.train_items:,} train items")
+    return ("learnt: " + "; ".join(parts)) if parts else ""
 
 
 # --- the conductor's plans --------------------------------------------------------------------------
@@ -477,6 +521,15 @@ def plan_mix(traces: Iterable[Trace]) -> tuple[Counter, Counter]:
     return shapes, models
 
 
+def not_timed(rows: Sequence[SystemRow]) -> str:
+    """ "not recorded for A, B" (or "not recorded" where no system's latency was): the systems whose
+    p50 and p95 are shown as "—"; "" where every system's were recorded."""
+    missing = [r.system for r in rows if r.n and r.latency_p50_s is None]
+    if not missing:
+        return ""
+    return "not recorded" if len(missing) == len([r for r in rows if r.n]) else f"not recorded for {', '.join(missing)}"
+
+
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
@@ -506,10 +559,16 @@ def report_markdown(report: BenchReport, mixes: dict[str, tuple[Counter, Counter
         lines.append(
             f"| {row.system} | {row.n} | {row.correct} | {row.errors} | {_fmt(row.accuracy)} | "
             f"[{lo:.3f}, {hi:.3f}] | {row.tokens_per_question:.0f} | {row.cost_per_question:.6f} | "
-            f"{row.judge_cost_usd:.6f} | {row.latency_p50_s:.2f} | {row.latency_p95_s:.2f} |"
+            f"{row.judge_cost_usd:.6f} | {_fmt(row.latency_p50_s, 2)} | {_fmt(row.latency_p95_s, 2)} |"
         )
+    untimed = not_timed(report.systems)
+    if untimed:
+        lines += ["", f"p50, p95: {untimed}."]
     summary = report.frontier
-    if summary.aiq is not None:
+    if report.routing is not None and report.routing.heldout_items and summary.on_hull:
+        # one AIQ per system: the routing section's, on the held-out items; the frontier's names only
+        lines += ["", f"On the frontier: {', '.join(summary.on_hull)}. AIQ: see the routing section."]
+    elif summary.aiq is not None:
         single = summary.aiq_single_models
         lines += [
             "",
@@ -541,10 +600,20 @@ def routing_markdown(routing: Routing) -> list[str]:
         lines += [f"**knn, best-single:** {routing.unavailable}", ""]
     if not routing.heldout_items:
         return lines
+    derived = [r.router for r in routing.routers if r.router in ROUTERS]
+    how = (
+        f"; {' and '.join(derived)} learnt from this bench's {routing.train_items} train items' direct: answers "
+        f"(knn: the {routing.k} nearest train questions, hashed TF-IDF of words and character n-grams)"
+        if derived
+        else ""
+    )
+    own = "".join(
+        f"; {name} learnt from {'an unknown number of' if items is None else f'{items:,}'} train items "
+        "(its router.json)"
+        for name, items in routing.router_items.items()
+    )
     lines += [
-        f'Every system on the items whose meta.split is not "train"; knn and best-single learnt from the '
-        f"{routing.train_items} train items' direct: answers (knn: the {routing.k} nearest train questions, "
-        "hashed TF-IDF of words and character n-grams).",
+        f'Every system on the items whose meta.split is not "train"{how}{own}.',
         "",
         "| system | n | accuracy | 95% CI | tokens/q | cost/q (USD) |",
         "|---|---:|---:|---|---:|---:|",
@@ -566,15 +635,18 @@ def routing_markdown(routing: Routing) -> list[str]:
     return lines
 
 
-def routing_line(routing: Routing) -> str:
-    """The routing section in one line, under the terminal's table."""
+def routing_line(routing: Routing, total_items: int | None = None) -> str:
+    """The routing section in one line, under the terminal's table: one AIQ per system (the single
+    models' hull, each router), the items they are on said once, and what each router learnt
+    from. `total_items`: the items of the table above (default: the held-out ones)."""
     if not routing.heldout_items:
         return f"knn, best-single: {routing.unavailable or 'no held-out item'}"
     parts = [f"single models {_fmt(routing.aiq_single_models)}"]
     parts += [f"{r.router} {_fmt(r.aiq)}" for r in routing.routers]
-    line = f"held out ({routing.heldout_items} items, routed by {routing.train_items} train items): AIQ " + " · ".join(
-        parts
-    )
+    covers = routing_covers(routing, total_items or routing.heldout_items)
+    line = f"AIQ on {covers}: " + " · ".join(parts)
+    learnt = routing_learnt(routing)
+    line += f" · {learnt}" if learnt else ""
     return line + (f" · knn, best-single: {routing.unavailable}" if routing.unavailable else "")
 
 

@@ -191,6 +191,13 @@ class BenchRunner:
         self.unsaved: list[BenchItemRecord] = []  # graded by this invocation, but the history failed
         # every item record known: found in the history at the start, then each one finished
         self.known: dict[tuple[str, str], BenchItemRecord] = {}
+        # a replay of recorded answers that carry no latency (an import without one): the time an
+        # item takes is the replay's own, not a model's, so none is recorded (the report says
+        # "not recorded" rather than 0.0 s)
+        self.untimed = _replays_without_latency(runtime.config)
+        # who a vote's tie and a gate's agreement return: on recorded answers, the models by their
+        # record on the suite's train half (core/replayed.py ranks them the same way)
+        self.model_rank = _recorded_rank(runtime, suite)
 
     # --- checks before anything runs --------------------------------------------------------
 
@@ -350,7 +357,7 @@ class BenchRunner:
             mode=system.mode,
             source="bench",
             in_conversation=False,
-            options={"answer_kind": answer_kind(item), **system.options},
+            options={"answer_kind": answer_kind(item), "model_rank": self.model_rank, **system.options},
             title=f"bench {self.suite.name} {item.id}",
         )
         clock = ItemClock()  # the time its calls queued behind other items (limiter.py)
@@ -379,7 +386,7 @@ class BenchRunner:
             prompt_tokens=totals.prompt_tokens,
             completion_tokens=totals.completion_tokens,
             cost_usd=totals.cost_usd,
-            latency_s=round(max(0.0, wall - clock.queued_s), 4),
+            latency_s=0.0 if self.untimed else round(max(0.0, wall - clock.queued_s), 4),
             queue_wait_s=round(clock.queued_s, 4),
         )
         if result.status != "finished":
@@ -457,3 +464,44 @@ class BenchRunner:
                 self.on_progress(self.progress)
             except Exception:  # noqa: BLE001 - a broken view must not stop the bench
                 log.exception("bench progress view failed")
+
+
+def _replays_without_latency(config) -> bool:
+    """Whether the pool is a replay (`--pool replay:ID`) whose recorded answers have no latency."""
+    from ..config import REPLAY_PROVIDER
+
+    sim = getattr(config, "sim", None)
+    if sim is None or not sim.replay:
+        return False
+    replayed = [m for m in config.models if m.provider == REPLAY_PROVIDER]
+    return bool(replayed) and all(not m.latency_s for m in replayed)
+
+
+def _recorded_rank(runtime, suite: Suite) -> tuple[str, ...]:
+    """On a replay pool (`--pool replay:ID`), the pool's models ranked by their recorded answers on
+    the suite's train items (all items where none is marked train): the most accurate first, the
+    cheapest among equals, then by id (core/replayed.py's `rank_by_record`). Elsewhere, none."""
+    sim = getattr(runtime.config, "sim", None)
+    if sim is None or not sim.replay or runtime.store is None:
+        return ()
+    from ..core.replayed import rank_by_record
+    from ..sim.labels import REPLAY_PREFIX
+    from ..sim.replay import ReplayError
+    from .replay import read_recorded
+
+    try:
+        recorded = read_recorded(runtime.store, sim.replay)
+    except ReplayError:
+        return ()
+    train = {item.id for item in suite.items if item.meta.get("split") == "train"}
+    right: dict[str, list[float]] = {}
+    spent: dict[str, list[float]] = {}
+    for answer in recorded.answers:
+        if train and answer.item_id not in train:
+            continue
+        right.setdefault(answer.model, []).append(float(answer.correct or 0))
+        spent.setdefault(answer.model, []).append(float(answer.cost_usd or 0.0))
+    rank = rank_by_record(
+        {m: sum(v) / len(v) for m, v in right.items()}, {m: sum(v) / len(v) for m, v in spent.items()}
+    )
+    return tuple(REPLAY_PREFIX + m for m in sorted(rank, key=lambda m: (rank[m], m)))

@@ -19,11 +19,16 @@ PRESET_NAMES = ("conductor", "conductor-mini")
 
 def add_parser(sub, common) -> None:
     ask = sub.add_parser("ask", parents=[common], help="answer one question and print it")
-    ask.add_argument("question", help="the question (use - to read it from stdin)")
+    ask.add_argument("question", nargs="?", help="the question (use - to read it from stdin)")
     ask.add_argument("--json", action="store_true", help="print one JSON trace instead of the live view")
     ask.add_argument("--rounds", type=int, help="conductor rounds (default from config: 1)")
     ask.add_argument("--max-steps", type=int, help="at most this many steps per workflow (default 5)")
-    ask.add_argument("--budget-usd", type=float, help="stop the run once it has cost this much")
+    ask.add_argument(
+        "--budget-usd",
+        type=float,
+        help="the run's cap: a plan whose estimate is over it is cut to fit or refused before any "
+        "call, and the run stops once it has cost this much",
+    )
     ask.add_argument("--budget-tokens", type=int, help="stop the run once it has used this many tokens")
     ask.add_argument(
         "--baseline",
@@ -43,6 +48,14 @@ def add_parser(sub, common) -> None:
         help="add this question to conversation ID (printed after each answer)",
     )
     ask.add_argument(
+        "--fork",
+        metavar="RUN_ID:STEP",
+        help="run step STEP (numbered as the tree shows it) of a finished run again on --model, and every "
+        "step that reads it; the others keep their outputs. Prints the new branch",
+    )
+    ask.add_argument("--model", help="with --fork: the pool model the step runs on")
+    ask.add_argument("--subtask", help="with --fork: the step's new subtask (default: its own)")
+    ask.add_argument(
         "--no-warm",
         action="store_true",
         help="load the model in this process, not in the warm worker that keeps it between asks",
@@ -58,6 +71,12 @@ async def ask(args: argparse.Namespace, config) -> int:
 
     from . import warm
 
+    if args.fork is not None or args.model is not None or args.subtask is not None:
+        from .fork import fork
+
+        return await fork(args, config)
+    if args.question is None:
+        return fail("give a question (or --fork RUN_ID:STEP --model M)", EXIT_USAGE)
     question = _read_question(args.question)
     if not question.strip():
         return fail("the question is empty", EXIT_USAGE)
@@ -163,6 +182,7 @@ async def _ask(args, runtime, question: str, held_back) -> int:
 def options_of(args: argparse.Namespace) -> dict:
     """What an ask asks for besides its question, as plain data (the warm worker gets it too)."""
     names = ("json", "rounds", "max_steps", "budget_usd", "budget_tokens", "baseline", "preset", "continue_id")
+    names += ("prefer",)  # per question: the warm worker takes it with the question
     return {name: getattr(args, name, None) for name in names}
 
 
@@ -234,6 +254,9 @@ async def answer(options: dict, runtime, question: str, held_back, ui) -> dict:
             max_steps=args.max_steps,
             budget_usd=args.budget_usd,
             budget_tokens=args.budget_tokens,
+            # `--prefer`, per question: the warm worker takes it with the question, not at its start;
+            # where it is not given, a baseline's own (conductor@cheap) stands
+            **({"preference": args.prefer} if getattr(args, "prefer", None) is not None else {}),
         ),
     )
     for warning in runtime.warnings:
@@ -243,8 +266,19 @@ async def answer(options: dict, runtime, question: str, held_back, ui) -> dict:
     if isinstance(mode, ConductorMode):
         planner = await _load_conductor(runtime, ui, mode, quiet=args.json)
     ui.view(True)
+    estimates: list = []  # each round's plan priced before its calls, for the JSON trace
+
+    def emit(event) -> None:
+        from ..core.events import PlanEstimated
+
+        if isinstance(event, PlanEstimated):
+            estimates.append(event)
+        shown = ui.emit
+        if shown is not None:
+            shown(event)
+
     try:
-        outcome = await runtime.sessions.ask(request, emit=ui.emit)
+        outcome = await runtime.sessions.ask(request, emit=emit)
     finally:
         ui.view(False)
     result = outcome.result
@@ -261,7 +295,9 @@ async def answer(options: dict, runtime, question: str, held_back, ui) -> dict:
         "warnings": list(outcome.warnings) if trouble is None else [],  # the history's: said once
         "notes": list(outcome.notes),
         "trace": (
-            _trace_json(runtime, result, question, mode, args.baseline, planner, recorded=trouble is None)
+            _trace_json(
+                runtime, result, question, mode, args.baseline, planner, recorded=trouble is None, estimates=estimates
+            )
             if args.json
             else None
         ),
@@ -310,10 +346,10 @@ def present(done: dict, console, *, json_trace: bool) -> int:
             )
     if done["conversation_id"]:
         conversation_id = done["conversation_id"]
+        # two lines, each within 80 columns: the command stays whole, to copy as it is
+        console.print(f"[dim]conversation {conversation_id}[/]", highlight=False, soft_wrap=True)
         console.print(
-            f'[dim]conversation {conversation_id} · continue it with stiva ask --continue {conversation_id} "..."[/]',
-            highlight=False,
-            soft_wrap=True,
+            f'[dim]continue it: stiva ask --continue {conversation_id} "..."[/]', highlight=False, soft_wrap=True
         )
     trouble = done["trouble"]
     if done["status"] != "finished":
@@ -381,18 +417,26 @@ async def _load_conductor(runtime, ui, mode, quiet: bool):
     finally:
         ui.status(None)
     if not quiet:
+        from rich.markup import escape
+
+        from .common import fold_parts, text_width
+
+        width = text_width()
         facts = loaded_facts(conductor)
-        ui.say(
-            f"[dim]conductor:[/] {conductor.backend} · {conductor.model}"
-            f"{' · ' + facts if facts else ''} — {runtime.reason_for(conductor)}",
-            highlight=False,
-            soft_wrap=True,
+        lines = fold_parts(
+            [f"conductor: {conductor.backend} · {conductor.model}", *(facts.split(" · ") if facts else [])], width
         )
+        reason = runtime.reason_for(conductor)
+        if len(lines[-1]) + 3 + len(reason) <= width:
+            lines[-1] += f" — {reason}"
+        else:  # the reason on a line of its own, where the whole line would pass the terminal's width
+            lines.extend(fold_parts([f"— {reason}"], width, lead="  "))
+        ui.say(escape("\n".join(lines)).replace("conductor:", "[dim]conductor:[/]", 1), highlight=False, soft_wrap=True)
     return conductor
 
 
 def _trace_json(
-    runtime, result, question: str, mode, system: str | None, planner=None, *, recorded: bool = True
+    runtime, result, question: str, mode, system: str | None, planner=None, *, recorded: bool = True, estimates=()
 ) -> str:
     """The run's trace as `stiva ask --json` prints it, with what the conductor runs on. Where the
     history could not record the run (`recorded` False, or it cannot be read back), what it
@@ -434,7 +478,16 @@ def _trace_json(
         }
         conductor = trace.conductor.model_copy(update={**facts, "reason": runtime.reason_for(planner)})
         trace = trace.model_copy(update={"conductor": conductor})
-    return trace.model_dump_json(indent=2)
+    if not estimates:
+        return trace.model_dump_json(indent=2)
+    import dataclasses
+    import json
+
+    # What each round's plan was expected to cost before its calls (engine/estimate.py): not in
+    # the history, so added here from the run's events.
+    body = json.loads(trace.model_dump_json())
+    body["estimates"] = [{k: v for k, v in dataclasses.asdict(e).items() if k != "run_id"} for e in estimates]
+    return json.dumps(body, indent=2, ensure_ascii=False)
 
 
 def _result_trace(result, question: str, mode, system: str | None):

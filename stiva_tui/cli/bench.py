@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from .common import (
     EXIT_TERMINATED,
     EXIT_USAGE,
     fail,
+    fold_parts,
     run_async,
     stdout_console,
     stop_on_signals,
@@ -287,6 +289,11 @@ def print_table(report) -> None:
     console.print(table)
     if shortened:
         console.print(f"[dim]{SHORTENED}[/]", highlight=False)
+    from ..bench.report import not_timed
+
+    untimed = not_timed(report.systems)
+    if untimed:  # the "—" in p50 and p95, said in words
+        console.print(f"p50, p95: {untimed}", highlight=False)
     # latency counts from each item's first call; the time items queued behind others, apart
     queued = [
         f"{row.system} {row.queue_wait_p50_s:.1f}/{row.queue_wait_p95_s:.1f}"
@@ -296,7 +303,13 @@ def print_table(report) -> None:
     if queued:
         console.print("queued before the first call, p50/p95 s: " + " · ".join(queued), highlight=False)
     summary = report.frontier
-    if summary.aiq is not None:
+    routing = report.routing
+    if routing is not None and routing.heldout_items:
+        # one AIQ per system, the routing's (on the held-out items): the frontier's would be a second
+        # figure for the same systems, on other items or over another range
+        if summary.on_hull:
+            console.print(f"frontier: {', '.join(summary.on_hull)}", highlight=False)
+    elif summary.aiq is not None:
         single = summary.aiq_single_models
         console.print(
             f"AIQ {summary.aiq:.3f}"
@@ -304,10 +317,19 @@ def print_table(report) -> None:
             + f" · frontier: {', '.join(summary.on_hull)}",
             highlight=False,
         )
-    if report.routing is not None:
+    if routing is not None and (routing.heldout_items or routing.unavailable):
         from ..bench.report import routing_line
 
-        console.print(routing_line(report.routing), highlight=False)
+        line = routing_line(routing, len({item.id for item in report.items}))
+        if routing.heldout_items:  # "AIQ on these 25 held-out items: single models 0.8 · knn 0.9 · ..."
+            head, _, rest = line.partition(": ")
+            line = "\n".join(fold_parts(rest.split(" · "), console.width, lead=f"{head}: "))
+        console.print(line, highlight=False, soft_wrap=True)
+
+
+def _latency(seconds: float | None) -> str:
+    """A p50 or p95 cell: "—" where none was recorded (the line under the table says so)."""
+    return "—" if seconds is None else fmt.seconds(seconds)
 
 
 def bench_table(report, width: int):
@@ -342,8 +364,8 @@ def bench_table(report, width: int):
             str(row.errors),
             f"{row.tokens_per_question:,.0f}",
             fmt.money(row.cost_per_question),
-            fmt.seconds(row.latency_p50_s),
-            fmt.seconds(row.latency_p95_s),
+            _latency(row.latency_p50_s),
+            _latency(row.latency_p95_s),
         )
     if Console(file=io.StringIO(), width=10_000).measure(whole).maximum <= width:
         return whole, False
@@ -359,8 +381,8 @@ def bench_table(report, width: int):
                 str(row.errors),
                 fmt.tokens(round(row.tokens_per_question)),
                 fmt.money(row.cost_per_question),
-                fmt.seconds(row.latency_p50_s),
-                fmt.seconds(row.latency_p95_s),
+                _latency(row.latency_p50_s),
+                _latency(row.latency_p95_s),
             ]
         )
     widths = [
@@ -370,6 +392,9 @@ def bench_table(report, width: int):
     systems = [row.system for row in report.systems]
     fits = all(len(name) <= room for name in systems)  # then nothing is shortened
     short = {name: name for name in systems} if fits else short_names(systems)
+    # a name is folded at its separators (+ > , : / -), never inside a word: the column is as wide
+    # as the longest word, even where that passes `width` (a width no table's figures fit in)
+    room = max([room] + [len(word) for name in short.values() for word in re.findall(r"[^+>,:/-]*[+>,:/-]?", name)])
     names = ["\n".join(fold(short[row.system], room)) for row in report.systems]
     narrow = Table(
         title=title,

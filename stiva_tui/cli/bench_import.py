@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import shutil
 import sys
+import textwrap
 from pathlib import Path
 
 from .common import EXIT_FAILED, EXIT_USAGE, comma_list, command, fail
@@ -52,6 +55,13 @@ def add_parser(sub, common) -> None:
         "(default: the config's [[models]] prices)",
     )
     parser.add_argument("--models", metavar="M1,M2", help="import only these models")
+    parser.add_argument(
+        "--kind",
+        choices=("choice", "number", "math", "literal", "exact", "auto"),
+        help="how votes and agreement gates read every item's answers (default: inferred per item from its "
+        "reference and question: an option letter is choice, one number number, an expression math, a "
+        "Python literal literal, other text exact)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
 
@@ -81,7 +91,7 @@ def run(args: argparse.Namespace, config) -> int:
             prices = read_prices(Path(args.prices).expanduser())
         else:
             prices = config_prices(config)
-        print(f"reading {fmt} from {path} ...", file=sys.stderr)
+        print(f"reading {fmt} from {path.name} ...", file=sys.stderr)
         rows = assign_splits(rows_of(path, fmt, comma_list(args.models) if args.models else None), args.holdout)
     except RecordsError as exc:
         return fail(str(exc), EXIT_USAGE)
@@ -91,7 +101,13 @@ def run(args: argparse.Namespace, config) -> int:
         return fail(str(exc), EXIT_FAILED)
     try:
         summary = import_recorded(
-            store, rows, name=name, source=f"{fmt} {path.name}", prices=prices, folder=data_dir() / "imports"
+            store,
+            rows,
+            name=name,
+            source=f"{fmt} {path.name}",
+            prices=prices,
+            folder=data_dir() / "imports",
+            kind=args.kind,
         )
     except RecordsError as exc:
         return fail(str(exc), EXIT_USAGE)
@@ -103,24 +119,56 @@ def run(args: argparse.Namespace, config) -> int:
         print(json.dumps(summary.as_json()))
         return 0
     splits = ", ".join(f"{count} {split}" for split, count in summary.splits.items())
-    print(
-        f"imported {summary.records} recorded answers: {summary.items} items ({splits}), {len(summary.models)} models"
-    )
-    print(f"  models: {', '.join(summary.models)}")
-    print(f"  suite:  {summary.suite}")
+    say = _folding()
+    say(f"imported {summary.records} recorded answers: {summary.items} items ({splits}), {len(summary.models)} models")
+    say(f"  models: {', '.join(summary.models)}")
+    say(f"  kinds:  {', '.join(f'{count} {kind}' for kind, count in summary.kinds.items())} (--kind to set one)")
+    say(f"  suite:  {summary.suite}")
     if summary.note:
-        print(f"  note:   {summary.note}")
-    print(f"  bench:  {summary.bench}   (use it as --pool replay:{summary.bench})")
+        say(f"  note:   {summary.note}")
+    say(f"  bench:  {summary.bench}   (use it as --pool replay:{summary.bench})")
     if summary.cost == "none":
-        print("  cost:   none recorded and no prices given (--prices FILE.toml): reports compare tokens only")
+        say("  cost:   none recorded and no prices given (--prices FILE.toml): reports compare tokens only")
     elif summary.unpriced:
-        print(f"  cost:   none for {', '.join(summary.unpriced)} (no recorded cost, no price)")
+        say(f"  cost:   none for {', '.join(summary.unpriced)} (no recorded cost, no price)")
     if summary.tokens_estimated:
-        print(f"  tokens: {summary.tokens_estimated} counts estimated from the text (about 4 characters a token)")
+        say(f"  tokens: {summary.tokens_estimated} counts estimated from the text (about 4 characters a token)")
     split = ["--split", "heldout"] if summary.splits.get("heldout") else []
     pool = [*(["--config", args.config] if args.config else []), "--pool", f"replay:{summary.bench}"]
-    print(f"next: {command('stiva', 'bench', summary.suite, *pool, *split, '--systems', 'direct:*,oracle,random')}")
+    print("next:")
+    _print_command(command("stiva", "bench", summary.suite, *pool, *split, "--systems", "direct:*,oracle,random"))
     return 0
+
+
+def _folding():
+    """A print that folds a summary line to the terminal's width, its continuation lines indented
+    under the value (a 261-character list of models is many lines, never one)."""
+    width = _width()
+
+    def say(line: str) -> None:
+        label = len(line) - len(line.lstrip(" ")) + (line.lstrip(" ").find(":  ") + 3 if ":  " in line else 2)
+        print(textwrap.fill(line, width=width, subsequent_indent=" " * min(label, 12), break_on_hyphens=False))
+
+    return say
+
+
+def _width() -> int:
+    return max(40, shutil.get_terminal_size((80, 24)).columns)
+
+
+def _print_command(text: str) -> None:
+    """A shell command, folded between its words with a backslash so that it pastes as it is."""
+    width = _width()
+    words = [shlex.quote(word) for word in shlex.split(text)]
+    lines, line = [], "  " + words[0]
+    for word in words[1:]:
+        if len(line) + 1 + len(word) + 2 > width:
+            lines.append(line + " \\")
+            line = "    " + word
+        else:
+            line += " " + word
+    lines.append(line)
+    print("\n".join(lines))
 
 
 def _stem(path: Path) -> str:

@@ -74,6 +74,46 @@ def piped_width() -> int:
     return int(text) if text.isascii() and text.isdigit() and 0 < int(text) <= 10_000 else PIPED_WIDTH
 
 
+def text_width() -> int:
+    """How wide plain printed text may be: the terminal's width, or `piped_width()` off a terminal
+    (`$COLUMNS` first either way, as `shutil.get_terminal_size` reads it)."""
+    import shutil
+
+    return max(20, shutil.get_terminal_size((piped_width(), 24)).columns)
+
+
+def fold_parts(parts, width: int | None = None, *, sep: str = " · ", indent: str = "  ", lead: str = "") -> list[str]:
+    """`parts` joined by `sep` on as few lines as fit `width`: a line breaks between parts, never
+    inside one, unless a part alone is wider (then it is folded at its spaces). Lines after the
+    first are indented by `indent`, the first by `lead`."""
+    import textwrap
+
+    width = width or text_width()
+    lines: list[str] = []
+    line = ""
+    for part in parts:
+        candidate = f"{line}{sep}{part}" if line else (indent if lines else lead) + part
+        if len(candidate) <= width:
+            line = candidate
+            continue
+        if line:  # break before this part
+            lines.append(line)
+        prefix = indent if lines else lead
+        folded = textwrap.wrap(
+            part,
+            width,
+            initial_indent=prefix,
+            subsequent_indent=indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        ) or [prefix]
+        lines.extend(folded[:-1])
+        line = folded[-1]
+    if line:
+        lines.append(line)
+    return lines
+
+
 class _NoTrailingSpaces:
     """A text stream that writes to `stream` without the spaces before each line's end (rich
     pads every line of a table or a Markdown block to the console's width)."""

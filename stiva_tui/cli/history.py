@@ -55,11 +55,11 @@ def add_parser(sub, common) -> None:
 
 def run(args: argparse.Namespace, config=None) -> int:
     """The stored runs, newest first (`show ID`: one run's trace; `rename`, `delete`: change it).
-    Reads the history alone: no pool, no config."""
-    return history(args)
+    Reads the history alone: no pool; the config's keys only to mask them in what it shows."""
+    return history(args, config)
 
 
-def history(args: argparse.Namespace) -> int:
+def history(args: argparse.Namespace, config=None) -> int:
     """The stored runs, newest first (`show ID`: one run's trace; `rename`, `delete`: change it)."""
     from ..store import HistoryFault, NotFoundError, Store, StoreError
 
@@ -90,7 +90,7 @@ def history(args: argparse.Namespace) -> int:
                 if args.json or args.show_json:
                     print(shown.model_dump_json(indent=2))
                 else:
-                    (_print_conversation if kind == "conversation" else _print_run)(shown)
+                    (_print_conversation if kind == "conversation" else _print_run)(shown, _pool_secrets(config))
                 return 0
             if args.history_command == "conversations":
                 found = store.list_conversations(limit=args.limit)
@@ -254,15 +254,38 @@ def _fitting_columns(
     return columns, left_out
 
 
-def _print_run(trace) -> None:
+def _pool_secrets(config) -> list[str]:
+    """The keys and header values of the configured pool (none where the config or the keys
+    cannot be read: the history is shown all the same). Masked in what `history show` prints, as
+    they are in every answer: a run stored before answers were made printable before they were
+    masked may hold a key with an escape or an invisible character between its characters."""
+    from ..config import load_config
+    from ..pool.registry import build_pool_sync
+
+    try:
+        pool = build_pool_sync(config if config is not None else load_config(), discover=False)
+    except Exception:  # noqa: BLE001 - a broken config or keyring: the history still shows
+        return []
+    return [value for model in pool for value in (model.api_key, *(v for _, v in model.headers)) if value]
+
+
+def _shown(text: str, secrets: list[str]) -> str:
+    """`text` printable, then with `secrets` masked (keys.mask_known): in that order, so that no
+    key comes back together once the escapes and invisible characters between its characters go."""
+    from ..keys import mask_known
+
+    return mask_known(text, secrets)
+
+
+def _print_run(trace, secrets: list[str]) -> None:
     from rich.markdown import Markdown
 
     from ..store.export import run_markdown
 
-    stdout_console().print(Markdown(printable(run_markdown(trace, plan=True))))
+    stdout_console().print(Markdown(_shown(run_markdown(trace, plan=True), secrets)))
 
 
-def _print_conversation(conversation) -> None:
+def _print_conversation(conversation, secrets: list[str]) -> None:
     from rich.markdown import Markdown
 
     from ..store.export import run_markdown
@@ -279,7 +302,7 @@ def _print_conversation(conversation) -> None:
     )
     for n, trace in enumerate(conversation.runs, 1):  # numbered in the conversation, as its export is
         text = run_markdown(trace, plan=True)
-        console.print(Markdown(printable(f"## Question {n}" + text.removeprefix("## Question 1"))))
+        console.print(Markdown(_shown(f"## Question {n}" + text.removeprefix("## Question 1"), secrets)))
     if not conversation.runs:
         console.print("(no runs recorded in it)", highlight=False)
 

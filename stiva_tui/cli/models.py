@@ -54,9 +54,17 @@ async def models(args: argparse.Namespace, config) -> int:
         console.print(models_table(pool, choice, console.width))
         for line in pool.left_out:  # a local server of another user: not asked, and how to ask it
             console.print(printable(line), markup=False, highlight=False, soft_wrap=True)
-        if stores["read_from"]:  # where each model's "key from keyring" / "key from key file" is
+        if stores["saved_to"]:  # where each model's "key from keyring" / "key from key file" is
+            read = (
+                f"read from {', then '.join(stores['read_from'])}"
+                if stores["read_from"]
+                else "none stored yet (no keyring works here)"
+            )
+            saved = (
+                stores["saved_to"] if stores["read_from"] else f"the private file {stores['saved_to']} (created then)"
+            )
             console.print(
-                f"keys: read from {', then '.join(stores['read_from'])}; a key saved now goes to {stores['saved_to']}",
+                f"keys: {read}; a key saved now goes to {saved}",
                 markup=False,
                 highlight=False,  # wrapped between words: a path shorter than a line stays whole
             )

@@ -80,6 +80,7 @@ class LiveView:
             prefer = f"(prefer {state.rounds[-1].preference}) " if state.rounds[-1].preference else ""
             parts.append(Text(printable(f"conductor: {prefer}{reasoning.splitlines()[-1][:160]}"), style="dim italic"))
         parts.append(table)
+        parts += [Text(printable(f"budget: {r.budget_note}"), style="yellow") for r in state.rounds if r.budget_note]
         parts += [Text(printable(f"warning: {warning}"), style="yellow") for warning in state.warnings]
         parts.append(Text(_footer(state), style="bold"))
         return Group(*parts)
@@ -90,7 +91,13 @@ def _row(step: StepState) -> tuple:
     elapsed = step.latency_s if step.latency_s is not None else None
     if elapsed is None and step.started_at is not None and step.status == "running":
         elapsed = time.monotonic() - step.started_at
-    out = str(step.completion_tokens) if done else (f"~{step.streamed_chars // 4}" if step.streamed_chars else "")
+    out = str(step.completion_tokens) if done else (f"~{step.live()[1]}" if step.streamed_chars else "")
+    if done or step.status == "skipped":
+        cost = fmt.money(step.cost_usd)
+    elif step.status in ("cancelled", "failed") and step.estimated:
+        cost = f"~{fmt.money(step.cost_usd)}"  # what it spent before it stopped
+    else:  # the plan's estimate before the call
+        cost = f"est {fmt.money(step.expected_cost)}" if step.expected_cost is not None else ""
     return (
         f"R{step.round}",
         fmt.step(step.index),
@@ -105,7 +112,7 @@ def _row(step: StepState) -> tuple:
         ),
         str(step.prompt_tokens) if done else "",
         out,
-        fmt.money(step.cost_usd) if done or step.status == "skipped" else "",
+        cost,
         fmt.seconds(elapsed),
     )
 
@@ -113,15 +120,16 @@ def _row(step: StepState) -> tuple:
 def _footer(state: RunState) -> str:
     if state.status == "idle" or not state.rounds:
         return "planning"
+    prompt, completion, cost, estimated = state.live()
+    mark = "~" if estimated else ""  # a stream still going, or a count the provider never sent
+    spent = f"{mark}{prompt:,} in · {mark}{completion:,} out · {mark}{fmt.money(cost)}"
     if state.totals is None:
         last = state.rounds[-1]
         steps = fmt.count(len(last.steps), "step")
-        return f"round {last.round}: " + ("planning" if last.planning else f"{steps} running")
-    t = state.totals
-    return (
-        f"{state.status} · {t.prompt_tokens:,} in · {t.completion_tokens:,} out · "
-        f"{fmt.money(t.cost_usd)} · {fmt.seconds(t.latency_s)}"
-    )
+        expected = f" (est. {fmt.money(last.expected_cost)})" if last.expected_cost is not None else ""
+        doing = "planning" if last.planning else f"{steps}{expected} running"
+        return f"round {last.round}: {doing} · {spent}"
+    return f"{state.status} · {spent} · {fmt.seconds(state.totals.latency_s)}"
 
 
 # --- stiva train ---------------------------------------------------------------------------------

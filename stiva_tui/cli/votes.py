@@ -48,27 +48,64 @@ def run(args: argparse.Namespace, config=None) -> int:
     return 0
 
 
-def votes_text(harvest) -> str:
-    """What `stiva votes` prints."""
+def votes_text(harvest, width: int | None = None) -> str:
+    """What `stiva votes` prints, each line folded to `width` (the terminal's, or `$COLUMNS`)."""
+    from ..core.display import count
+    from .common import fold_parts, text_width
+
+    width = width or text_width()
     data = harvest.as_json()
     kinds = data["votes"]
-    lines = [
-        f"{data['sessions']} compare sessions · {data['voted']} voted ({kinds['winner']} winner, "
-        f"{kinds['tie']} tie, {kinds['all_wrong']} all wrong) · {data['pairs']} usable preference pairs"
-    ]
+    lines = fold_parts(
+        [
+            count(data["sessions"], "compare session"),
+            f"{data['voted']} voted ({kinds['winner']} winner, {kinds['tie']} tie, {kinds['all_wrong']} all wrong)",
+            count(data["pairs"], "usable preference pair"),
+        ],
+        width,
+    )
     rows = data["by_pair"]
     if rows:
-        width = max(len("chosen"), *(len(r["chosen"]) for r in rows))
+        chosen = max(len("chosen"), *(len(r["chosen"]) for r in rows))
         other = max(len("over"), *(len(r["rejected"]) for r in rows))
-        lines.append(f"{'chosen':<{width}}  {'over':<{other}}  {'votes':>5}  {'pairs':>5}  left out")
-        for r in rows:
-            gone = ", ".join(f"{reason} {n}" for reason, n in r["left_out"].items())
-            lines.append(f"{r['chosen']:<{width}}  {r['rejected']:<{other}}  {r['votes']:>5}  {r['pairs']:>5}  {gone}")
+        head = f"{'chosen':<{chosen}}  {'over':<{other}}  {'votes':>5}  {'pairs':>5}"
+        # the reasons left out stay in their column where every row fits, else each goes under its row
+        cells = [
+            (
+                f"{r['chosen']:<{chosen}}  {r['rejected']:<{other}}  {r['votes']:>5}  {r['pairs']:>5}",
+                ", ".join(f"{reason} {n}" for reason, n in r["left_out"].items()),
+            )
+            for r in rows
+        ]
+        if all(len(f"{row}  {gone}".rstrip()) <= width for row, gone in cells) and len(head) + 10 <= width:
+            lines.append(f"{head}  left out")
+            lines.extend(f"{row}  {gone}".rstrip() for row, gone in cells)
+        else:  # a table would pass the width: each pair of systems on lines of its own
+            for r, (_, gone) in zip(rows, cells, strict=True):
+                lines.extend(
+                    fold_parts(
+                        [
+                            f"{r['chosen']} over {r['rejected']}",
+                            count(r["votes"], "vote"),
+                            count(r["pairs"], "pair"),
+                            *([f"left out: {gone}"] if gone else []),
+                        ],
+                        width,
+                    )
+                )
     whole = data["votes_without_pairs"]
     if whole:
-        lines.append("votes that give no pair: " + ", ".join(f"{reason} {n}" for reason, n in whole.items()))
+        lines.extend(
+            fold_parts(["votes that give no pair: " + ", ".join(f"{reason} {n}" for reason, n in whole.items())], width)
+        )
     if data["pairs"]:
-        lines.append("train on them: stiva train dpo --base embedded|HF_ID|DIR --out DIR")
+        lines.extend(
+            fold_parts(["train on them:", "stiva train dpo --base embedded|HF_ID|DIR --out DIR"], width, sep=" ")
+        )
     else:
-        lines.append("no pairs yet: in compare mode, mark the better answer (a winner against another system)")
+        lines.extend(
+            fold_parts(
+                ["no pairs yet: in compare mode, mark the better answer (a winner against another system)"], width
+            )
+        )
     return "\n".join(lines)

@@ -17,7 +17,8 @@ Which asks use it: every ask whose conductor may be a model Stiva loads itself (
 embedded or local), with any option (--baseline, --preset, --continue, budgets); asks on a remote
 conductor load no model and run in-process unless `[ask] warm_remote = true`. `--no-warm` (or
 STIVA_NO_WARM=1) asks in-process. A worker started under another config, pool, conductor, key
-file or version is told to leave and replaced. Where the worker cannot be started or reached, the
+file or version is told to leave and replaced; `--prefer` is not one of them: it goes with each
+ask, as the question does. Where the worker cannot be started or reached, the
 ask runs in-process, saying nothing; why is in the worker's log (`ask-worker.log` beside the socket).
 
 The worker's model serves the app and `stiva serve` too (runtime/shared_models.py): one of their
@@ -79,11 +80,18 @@ def socket_path() -> Path:
 
 
 def _private_folder(folder: Path) -> None:
+    """The socket's folder: the data dir (Stiva's own, where the user may have linked it: made, and
+    tightened, here), or the private folder under the temporary folder that paths.runtime_dir
+    made or checked, looked at again without following a link, and never changed."""
     from .. import paths
 
-    paths.private_dir(folder, tighten=True)
-    info = folder.stat()
-    if info.st_uid != os.geteuid() or info.st_mode & 0o077:
+    if folder == paths.data_dir():
+        paths.private_dir(folder, tighten=True)
+        info = folder.stat()
+        private = info.st_uid == os.geteuid() and not info.st_mode & 0o077
+    else:
+        private = paths.own_private_folder(folder, make=False)
+    if not private:
         raise OSError(f"{folder} is not a private folder of this user's")
 
 
@@ -96,9 +104,8 @@ def base_config(options: dict) -> Any:
         from ..sim.pool import pool_config
 
         config = pool_config(config, options["pool"])
-    if options.get("prefer") is not None:  # as main.with_preference (checked there already)
-        conductor = config.conductor.model_copy(update={"prefer": options["prefer"]})
-        config = config.model_copy(update={"conductor": conductor})
+    # `--prefer` is not here: a preference is per question, sent with each ask (ask.options_of), so
+    # a worker answers every preference without starting again
     return config
 
 
@@ -133,7 +140,6 @@ def _command_options(args: Any) -> dict:
         "config": str(Path(config).expanduser().resolve()) if config else None,
         "pool": getattr(args, "pool", None),
         "conductor": getattr(args, "conductor", None),
-        "prefer": getattr(args, "prefer", None),
     }
 
 
@@ -405,11 +411,12 @@ async def _connect(path: Path, wanted_fp: str, options: dict, console: Any, *, q
 def start_worker(path: Path, wanted_fp: str, options: dict) -> subprocess.Popen:
     """Start the worker, detached (its own session, no terminal), its output to its log."""
     argv = [sys.executable, "-m", "stiva_tui.cli.warm_worker", "--socket", str(path), "--fingerprint", wanted_fp]
-    for name in ("config", "pool", "conductor", "prefer"):
+    for name in ("config", "pool", "conductor"):
         if options.get(name) is not None:
             argv += [f"--{name}", str(options[name])]
     log = path.with_name(path.name.removesuffix(".sock") + ".log")
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(log, flags, 0o600)
     try:
         return subprocess.Popen(
             argv,
@@ -677,11 +684,12 @@ def main(answer, history_trouble, argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="stiva-ask-worker")
     parser.add_argument("--socket", required=True)
     parser.add_argument("--fingerprint", required=True)
-    for name in ("config", "pool", "conductor", "prefer"):
+    for name in ("config", "pool", "conductor"):
         parser.add_argument(f"--{name}")
     args = parser.parse_args(argv)
     path = Path(args.socket)
-    lock_fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    lock_fd = os.open(f"{path}.lock", flags, 0o600)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -693,7 +701,7 @@ def main(answer, history_trouble, argv: list[str] | None = None) -> int:
     # The model it holds answers the app and `stiva serve` too (runtime/shared_models.py): torch on
     # as many threads as the model process uses, one fewer than the cores (before torch's import)
     os.environ.setdefault("OMP_NUM_THREADS", str(cpu_threads()))
-    options = {name: getattr(args, name) for name in ("config", "pool", "conductor", "prefer")}
+    options = {name: getattr(args, name) for name in ("config", "pool", "conductor")}
     config = base_config(options)
     server = None
     if config.sim is not None:

@@ -62,6 +62,9 @@ class PlanRequest:
     previous: PreviousRound | None = None
     # The user's cost and latency preference (core/preference.py); None: none stated.
     preference: Preference | None = None
+    # The question's answers cannot be compared (a live open question, core/open_text.py's
+    # `comparable`): plan one model, no vote or cascade (the engine replaces a plan that has one).
+    single_model: bool = False
 
 
 @dataclass(frozen=True)

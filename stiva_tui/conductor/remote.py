@@ -22,6 +22,12 @@ thousands; a reply that reaches that bound without its lists (by the server's co
 streamed chunks when the server does not hold to the limit, where reading stops) is cut: no
 repair retry, the engine's fallback answers at once. A stopped call's usage counts what was
 streamed (estimated: the server's count never came).
+
+The plain prompt asks the planner to close its plan with `PLAN_END` and sends that as a stop
+sequence, so the reply ends on its own at the plan's end and the server reports its usage: a
+stream closed by the client never gets the server's count, and a server that went on generating
+after the close billed more than was read (633/439 counted where 549/234 were estimated). Where
+the count still does not come, the estimate is marked and never under it (core/usage.py).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.usage import Usage, estimate_tokens
+from ..core.usage import Usage, estimate_prompt_tokens, estimate_text_tokens
 from ..core.workflow import WorkflowParseError, parse_workflow, plan_end, split_reasoning
 from ..pool.types import PoolModel, ProviderError, TextDelta, UsageReport, Worker
 from .base import ConductorError, DeltaCallback, Plan, PlanRequest
@@ -59,6 +65,11 @@ _REFUSAL_WORDS = ("response_format", "guided", "structured_output", "json_schema
 PLAN_REASONING_TOKENS = 256
 PLAN_FRAME_TOKENS = 24
 PLAN_STEP_TOKENS = 48
+# What the plain prompt asks the planner to write after its lists, and the stop sequence that ends
+# its reply there. After a complete plan the reply is read on for at most PLAN_TAIL_CHUNKS chunks
+# (the line break and this mark, where the server does not stop at it) for the server's count.
+PLAN_END = "END OF PLAN"
+PLAN_TAIL_CHUNKS = 8
 _refused: set[tuple[str, str]] = set()  # (base_url, model) that refused the field, for this process
 _log = logging.getLogger(__name__)
 
@@ -246,9 +257,10 @@ class RemoteConductor:
         text = ""  # the same, joined
         plan: str | None = None  # the text up to the end of its lists, once they are complete
         chunks = 0
+        tail = 0  # chunks read after the plan was complete
         usage: Usage | None = None
         # extra_body is passed only when there is one: a worker without it still plans plainly
-        options: dict[str, Any] = {"extra_body": extra} if extra else {}
+        options: dict[str, Any] = {"extra_body": extra} if extra else {"stop": [PLAN_END]}
         stream_chat: Any = self.worker.stream_chat
         stream = stream_chat(self.pool_model, messages, max_tokens=shape.bound, temperature=self.temperature, **options)
         try:
@@ -257,14 +269,17 @@ class RemoteConductor:
                     if isinstance(event, TextDelta):
                         parts.append(event.text)
                         chunks += 1
-                        if plan is not None:  # more text after a complete plan: nothing more is wanted
-                            break
+                        if plan is not None:  # text after a complete plan: read on briefly for the count
+                            tail += 1
+                            if tail > PLAN_TAIL_CHUNKS or PLAN_END in "".join(parts[-tail:]):
+                                break
+                            continue
                         checked = len(text)
                         text += event.text
                         end = plan_end(text, shape.pool, shape.steps, allow_empty=shape.allow_empty, since=checked)
                         if end is not None:
-                            # The lists are complete. Read on only to the next event: the server's
-                            # usage when the reply ends here, else more text, and reading stops.
+                            # The lists are complete. Read on only a few chunks: the server's usage
+                            # when the reply ends here (at PLAN_END), else reading stops.
                             plan = text[:end]
                             if on_delta and end > checked:
                                 on_delta(text[checked:end])
@@ -297,8 +312,9 @@ class RemoteConductor:
 
 
 def _estimate(messages: list[dict], parts: list[str]) -> Usage:
-    """What a call that broke off consumed, estimated: its prompt and the text that arrived."""
-    return Usage(sum(estimate_tokens(m["content"]) for m in messages), estimate_tokens("".join(parts)), True)
+    """What a call that broke off consumed, estimated so as not to undercount: its prompt with the
+    chat template's overhead, and the text that arrived."""
+    return Usage(estimate_prompt_tokens(messages), estimate_text_tokens("".join(parts)), True)
 
 
 @dataclass(frozen=True)
@@ -323,5 +339,7 @@ class _Refused(Exception):
 def _with_suffix(messages: list[dict], structured: bool) -> list[dict]:
     """The conductor messages with the closing line: the JSON object when the server is held to
     the schema, else the start of the reasoning the plain prompt asks for."""
-    suffix = JSON_SUFFIX if structured else f"Begin with: {GENERATION_PREFIX}"
+    suffix = (
+        JSON_SUFFIX if structured else f"Begin with: {GENERATION_PREFIX} End with a line {PLAN_END} after the lists."
+    )
     return [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + f"\n\n{suffix}"}]

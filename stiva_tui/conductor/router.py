@@ -312,10 +312,11 @@ class Router:
         return self.choose({known[n]: chances[n] for n in candidates}, preference, untrained, started)
 
     def decide_workflow(
-        self, question: str, pool: Sequence[str], preference: Preference | None = None
+        self, question: str, pool: Sequence[str], preference: Preference | None = None, *, single: bool = False
     ) -> WorkflowDecision:
         """The workflow to run on `question` (`pool`: the pool's ids): the candidate whose models are
-        all in the pool with the best expected utility. RouterError when none can run."""
+        all in the pool with the best expected utility. `single`: one model only, no vote or cascade
+        (the question's answers cannot be compared). RouterError when none can run."""
         import numpy as np
 
         assert self.workflows is not None
@@ -328,6 +329,9 @@ class Router:
                 f"the router in {self.folder} chooses among workflows of {', '.join(self.models)}; the pool has none "
                 f"of them ({', '.join(pool) or 'empty'})"
             )
+        if single:
+            one_model = allowed & np.array([len(w.steps) == 1 for w in choice.workflows])
+            allowed = one_model if one_model.any() else allowed  # else the engine keeps one model of it
         estimates = choice.estimate_rows(self.represent([question]))
         weights = utility_weights(preference, choice.dearest, choice.slowest)
         utility = choice.utilities(estimates, weights, allowed)[0]
@@ -672,12 +676,18 @@ class RouterConductor:
 
         assert self._router is not None
         try:
-            decision = await asyncio.to_thread(self._router.decide_workflow, request.question, pool, request.preference)
+            decision = await asyncio.to_thread(
+                self._router.decide_workflow, request.question, pool, request.preference, single=request.single_model
+            )
         except RouterError as exc:
             raise ConductorError(str(exc)) from None
         if self.escalate is not None and (decision.chance < self.escalate_below or self.escalate_below >= 1.0):
             return await self._escalated(request, on_delta, decision.chance, decision.name, started)
         line = decision.line()
+        if request.single_model:
+            from ..core.open_text import OPEN_REASON
+
+            line += f"; one model, since {OPEN_REASON}"
         if on_delta is not None:
             on_delta(line)
         workflow = decision.workflow

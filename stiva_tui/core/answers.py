@@ -1,74 +1,162 @@
-"""Final answers: what a vote counts and what an agreement cascade compares.
+"""Final answers: the one notion of "the same answer" that votes, agreement gates, the replay and
+the router's training share.
 
-A vote or an agreement gate (core/workflow.py) never reads whole responses: it reads each one's
-*final answer*, by the question's kind, as the graders read it:
+A vote or an agreement gate (core/workflow.py) never compares whole responses: it reads each one's
+*final answer* by the question's kind, and compares those as values:
 
-- `choice`: the option letter ("B");
-- `number`: the number committed to, as a canonical value ("18", "0.5": 1/2, 0.50 and 5e-1 are one);
-- `math` / `exact`: the final expression or short answer, normalised (spaces, `$`, `\\boxed{}`,
-  `\\text{}`, a trailing period, case);
-- `auto` (a live question of no known kind): a JSON `answer` field, else an `Answer: ...` line, else
-  a `\\boxed{}`; else the whole response when it is one short line; else none.
+- `choice`: the option letter, however it is written ("(C)", "**C**", "Answer: C. Mitochondria",
+  "\\boxed{C}", a JSON field, a last line that is the letter).
+- `number`: the value committed to, exactly (core/numeric.py: bounded, never through a float). An
+  answer that is an expression ("2\\sqrt{73}-6\\sqrt{2}") is not read as one of its numbers: it is
+  a math answer, compared as math.
+- `math`: the final expression, normalised; two different expressions agree where math-verify finds
+  them equal ("\\frac{\\sqrt{2}}{2}" and "\\frac{1}{\\sqrt{2}}").
+- `literal` (code outputs, string literals): the Python literal, compared as a value, case and
+  content kept ('usAr' is not 'USar'; "a" is 'a').
+- `exact`: a short free answer, normalised (spaces, `$`, `\\boxed{}`, `\\text{}`, a final period,
+  markdown, case).
+- `auto` (a live question of no known kind): a JSON `answer` field, else a `\\boxed{}`, else an
+  `Answer: ...` line, else the whole response when it is one short line; read as a number where it
+  is one, as math where it is LaTeX, else as text; else none.
 
-Every kind reads a JSON `"answer"` field first, where the response holds one (ZeroEval's and many
-structured prompts' format). A response with no final answer (`None`) never agrees with another
-one: a gate then continues, and a vote with fewer than two readable answers is decided by a judge.
+Every kind reads a JSON `"answer"` field first, where the response holds one. A response with no
+final answer (`None`) agrees with nothing: a gate then continues, and a vote with fewer than two
+readable answers is decided as core/workflow.py says. Which answer a tie or an agreement returns is
+decided by a rank the caller gives (best first), never by the order the steps are listed in.
 
-Imports nothing of Stiva (core).
+Numbers are bounded before any conversion and every expression handed to math-verify is short and
+screened for towers of powers and factorials, so that no text a model writes makes a comparison
+hang (docs/security.md).
+
+Imports nothing of Stiva (core); math-verify is imported on first use.
 """
 
 from __future__ import annotations
 
-import json
+import ast
 import re
+import threading
 import unicodedata
+import warnings
 from collections.abc import Sequence
-from fractions import Fraction
+from dataclasses import dataclass
+from functools import lru_cache
 
-__all__ = ["ANSWER_KINDS", "Tally", "final_answer", "tally", "unboxed"]
+from .numeric import MAX_DIGITS, canonical, exact_value
 
-ANSWER_KINDS = ("choice", "number", "math", "exact", "auto")
+__all__ = [
+    "ANSWER_KINDS",
+    "Final",
+    "Tally",
+    "final_answer",
+    "infer_kind",
+    "math_equal",
+    "same_final",
+    "tally",
+    "unboxed",
+]
+
+ANSWER_KINDS = ("choice", "number", "math", "literal", "exact", "auto")
 _MAX_SHORT = 80  # `auto`: a whole response counts as a final answer only when it is this short
+_MAX_READ = 100_000  # characters read from a response's end: where a final answer is, and a bound
+_MAX_MATH = 300  # characters of an expression handed to math-verify
+_MAX_LITERAL = 4_000  # characters of a literal handed to ast.literal_eval
 
-_JSON_ANSWER = re.compile(r'"answer"\s*:\s*("(?:[^"\\]|\\.)*"|-?[\d.eE+-]+|true|false|null)', re.IGNORECASE)
+# A JSON "answer" field: a string (unescaped), or a bare token kept as written (never a float).
+_JSON_ANSWER = re.compile(r'"answer"\s*:\s*("(?:[^"\\]|\\.){0,4000}"|-?[\w.+-]{1,400})', re.IGNORECASE)
 _ANSWER_LINE = re.compile(r"(?:^|\n)\W{0,3}(?:the\s+)?(?:final\s+)?answer\s*(?:is\b|:|=)\s*(.+)", re.IGNORECASE)
-_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?:\s*/\s*\d+)?|-?\.\d+")
-_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(-?[\d.]+)\s*\}\s*\{\s*(-?[\d.]+)\s*\}")
+_ANCHOR = re.compile(r"answer\W{0,4}(?:is\b|:|=)", re.IGNORECASE)
+_NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?:\s*/\s*\d+)?|-?\.\d+")
+_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(-?[\d.,]+)\s*\}\s*\{\s*(-?[\d.,]+)\s*\}")
 _EDGE = " \t\n.,;:!?\"'`*_$"
+# What makes an answer an expression rather than a number: a LaTeX command, a power, a root, pi,
+# or an operator between two operands ("2\sqrt{73}-6\sqrt{2}", "3+4i", "x^2").
+_MATHY = re.compile(r"\\[a-zA-Z]+|\^|√|π|sqrt|\bpi\b|[\w)}]\s*[-+*×·]\s*[\w(\\{]")
+_CODE_OUTPUT = re.compile(r"\bassert(?:ion)?\b|\bliteral\b|\boutput of\b", re.IGNORECASE)
+_OPTION_LINE = re.compile(r"(?m)^\s*\(?([A-J])[).:]\s+\S")
 
 
-def final_answer(text: str, kind: str | None = "auto") -> str | None:
-    """The final answer `text` commits to, normalised for comparison, or None when it has none."""
+@dataclass(frozen=True, slots=True)
+class Final:
+    """A final answer read from a response: `form` says how it reads (letter, number, math,
+    literal, text) and `key` is its canonical text. Equal keys of one form always agree; numbers
+    and math agree where math-verify finds them equal (`same_final`)."""
+
+    form: str
+    key: str
+
+    def __str__(self) -> str:
+        return self.key
+
+
+def final_answer(text: str, kind: str | None = "auto") -> Final | None:
+    """The final answer `text` commits to, read by the question's `kind`, or None when it has none."""
     if not text:
         return None
     kind = kind if kind in ANSWER_KINDS else "auto"
-    text = unicodedata.normalize("NFKC", text)
+    text = unicodedata.normalize("NFKC", text[-_MAX_READ:])
     field = _json_answer(text)
     if kind == "choice":
         return _choice(field if field is not None else text)
     if kind == "number":
-        return _number(field if field is not None else text)
-    if field is not None:
-        return _normalise(field)
-    boxed = unboxed(text)
-    if boxed is not None:
-        return _normalise(boxed)
-    lines = _ANSWER_LINE.findall(text)
-    if lines:
-        return _normalise(lines[-1])
-    if kind in ("math", "exact"):
-        last = [line for line in text.splitlines() if line.strip()]
-        return _normalise(last[-1]) if last else None
-    stripped = text.strip()
-    if "\n" not in stripped and len(stripped) <= _MAX_SHORT:
-        return _normalise(stripped)
-    return None
+        return _number(text, field)
+    if kind == "literal":
+        return _literal(text, field)
+    segment = field if field is not None else _segment(text)
+    if segment is None and kind in ("math", "exact"):
+        lines = [line for line in text.splitlines() if line.strip()]
+        segment = lines[-1] if lines else None
+    if segment is None and kind == "auto":
+        stripped = text.strip()
+        if "\n" not in stripped and len(stripped) <= _MAX_SHORT:
+            segment = stripped
+    if segment is None:
+        return None
+    if kind == "exact":
+        return _text(segment)
+    return _math_or_number(segment) or _text(segment)
+
+
+def same_final(a: Final | str | None, b: Final | str | None) -> bool:
+    """Whether two final answers are the same answer."""
+    if a is None or b is None:
+        return False
+    if isinstance(a, str) or isinstance(b, str):
+        return str(a) == str(b)
+    if a.form == b.form and a.key == b.key:
+        return True
+    if a.form in ("number", "math") and b.form in ("number", "math") and "math" in (a.form, b.form):
+        return math_equal(a.key, b.key)  # two numbers are equal only where their exact keys are
+    return False
+
+
+def infer_kind(reference: str, question: str = "") -> str:
+    """The kind of an item known only by its reference and question (a recorded item): `choice`
+    where the reference is one option letter (or the question lists lettered options and the
+    reference is a letter), `literal` where the question asks for a code output (an assertion, a
+    literal) and the reference is a Python literal, `number` where it is one number, `math` where it is an expression,
+    `literal` where it is a Python literal other than a name or number, else `exact`."""
+    reference = unicodedata.normalize("NFKC", reference).strip()
+    if _CODE_OUTPUT.search(question) and _python_literal(reference) is not None:
+        return "literal"  # a code output: 5 is not 5.0, 'a' is not 'A'
+    bare = reference.strip("()[]*. ")
+    if len(bare) == 1 and bare.isalpha() and bare.isupper():
+        if len(set(_OPTION_LINE.findall(question))) >= 2 or len(reference) <= 3:
+            return "choice"
+    if reference.strip().strip("$").strip() and _plain_number(_delatex(reference.strip().strip("$"))) is not None:
+        return "number"
+    if _MATHY.search(reference) and ("\\" in reference or not reference[:1].isalpha()):
+        if _python_literal(reference) is None or "\\" in reference:
+            return "math"
+    if _python_literal(reference) is not None:
+        return "literal"
+    return "exact"
 
 
 class Tally:
     """The count of a vote: `winner` (None where no answer was readable), how many agree with it,
-    out of how many steps, the position (in the order given) of the first step that gave it, and
-    how many steps gave a final answer at all."""
+    out of how many steps, the position of the step whose answer is returned (`first`: the
+    best-ranked step that gave the winner), and how many steps gave a final answer at all."""
 
     def __init__(self, winner: str | None, votes: int, voters: int, first: int | None, readable: int = 0):
         self.winner = winner
@@ -93,21 +181,110 @@ class Tally:
         return f"Tally({self.winner!r}, {self.votes}/{self.voters}, first={self.first})"
 
 
-def tally(answers: Sequence[str | None]) -> Tally:
-    """The majority of `answers` (final answers, in the steps' order); a tie goes to the answer
-    given first, so the order of the steps ranks their models. Unreadable answers (None) vote for
-    nothing."""
-    counts: dict[str, int] = {}
-    first: dict[str, int] = {}
-    for position, answer in enumerate(answers):
+def tally(answers: Sequence[Final | str | None], ranks: Sequence[object] | None = None) -> Tally:
+    """The majority of `answers` (final answers, one per step), grouped by `same_final`. `ranks`
+    (one per step, lower is better: the step's model's rank) decides a tie, and whose answer the
+    winner returns: the best-ranked step of the winning group. Without ranks the position stands in
+    for one. Unreadable answers (None) vote for nothing."""
+    order = list(range(len(answers)))
+    rank = list(ranks) if ranks is not None else order
+    groups: list[list[int]] = []
+    for position in sorted(order, key=lambda p: (rank[p], p)):  # grouped best-ranked first: order-free
+        answer = answers[position]
         if answer is None:
             continue
-        counts[answer] = counts.get(answer, 0) + 1
-        first.setdefault(answer, position)
-    if not counts:
+        for group in groups:
+            if same_final(answers[group[0]], answer):
+                group.append(position)
+                break
+        else:
+            groups.append([position])
+    if not groups:
         return Tally(None, 0, len(answers), None)
-    winner = max(counts, key=lambda a: (counts[a], -first[a]))
-    return Tally(winner, counts[winner], len(answers), first[winner], sum(counts.values()))
+    best = max(groups, key=lambda g: len(g))  # groups are in their best member's rank order: ties go to the first
+    chosen = best[0]
+    return Tally(str(answers[chosen]), len(best), len(answers), chosen, sum(len(g) for g in groups))
+
+
+# --- math ---------------------------------------------------------------------------------------
+
+_HEAVY = re.compile(r"!|\\(?:binom|choose|prod|sum|int|lim|infty|det|matrix|begin)")
+_LONG_NUMBER = re.compile(r"\d{31,}")
+_math_lock = threading.Lock()
+
+
+def math_equal(a: str, b: str) -> bool:
+    """Whether two expressions are equal as math (math-verify), both short and screened: longer
+    than `_MAX_MATH`, a factorial, a sum, product, integral or limit, a power tower or a power past
+    100, or a number of more than 30 digits is not handed to sympy, and compares as text."""
+    if a == b:
+        return True
+    if not (_math_safe(a) and _math_safe(b)):
+        return False
+    x, y = sorted((a, b))
+    return _math_equal(x, y)
+
+
+def _math_safe(expression: str) -> bool:
+    if len(expression) > _MAX_MATH or _HEAVY.search(expression) or _LONG_NUMBER.search(expression):
+        return False
+    text = expression.replace("**", "^")
+    for at in (i for i, c in enumerate(text) if c == "^"):
+        exponent = _exponent(text, at + 1)
+        if exponent is None:
+            return False
+        if exponent.lstrip("-").isdigit():
+            if abs(int(exponent)) > 100:
+                return False
+        elif not re.fullmatch(r"-?[a-zA-Z]|-?\d+/\d+|\\frac\{\d+\}\{\d+\}", exponent):
+            return False  # a power tower, or a power of something that is not a small number
+    return True
+
+
+def _exponent(text: str, start: int) -> str | None:
+    """The exponent after a `^` at `start`: a braced group (balanced), else a number or a letter."""
+    rest = text[start:].lstrip()
+    if rest.startswith("{"):
+        depth = 0
+        for index, char in enumerate(rest):
+            depth += {"{": 1, "}": -1}.get(char, 0)
+            if depth == 0:
+                return rest[1:index].strip()
+        return None
+    token = re.match(r"-?\d+|[a-zA-Z]", rest)
+    return token.group() if token else None
+
+
+@lru_cache(maxsize=8192)
+def _math_equal(a: str, b: str) -> bool:
+    try:
+        from math_verify import parse, verify
+    except ImportError:  # pragma: no cover - a dependency; without it, math compares as text
+        return False
+    # math-verify's timeouts are SIGALRM alarms: only on the main thread (elsewhere a caller bounds
+    # the work with a deadline of its own: engine/executor.py).
+    main = threading.current_thread() is threading.main_thread()
+    seconds = 3 if main else 0
+    try:
+        with _math_lock if not main else _no_lock:
+            left = parse(f"${a}$", parsing_timeout=seconds)
+            right = parse(f"${b}$", parsing_timeout=seconds)
+            if not left or not right:
+                return False
+            return bool(verify(left, right, timeout_seconds=seconds))
+    except Exception:  # noqa: BLE001 - a comparison never takes a run down with it
+        return False
+
+
+class _NoLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+
+_no_lock = _NoLock()
 
 
 # --- readers ------------------------------------------------------------------------------------
@@ -118,13 +295,23 @@ def _json_answer(text: str) -> str | None:
     if not matches:
         return None
     raw = str(matches[-1])
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return raw.strip('"')
-    if value is None:
-        return None
-    return str(value) if not isinstance(value, str) else value
+    if raw.startswith('"'):
+        try:
+            value = __import__("json").loads(raw)
+        except ValueError:
+            return raw.strip('"')
+        return value if isinstance(value, str) else None
+    return None if raw.lower() in ("null", "none") else raw
+
+
+def _segment(text: str) -> str | None:
+    """Where a response states its final answer: the last `\\boxed{}`, else the last "answer is" /
+    "Answer:" line; None where it has neither."""
+    boxed = unboxed(text)
+    if boxed is not None:
+        return boxed
+    lines = _ANSWER_LINE.findall(text)
+    return str(lines[-1]) if lines else None
 
 
 def unboxed(text: str) -> str | None:
@@ -144,65 +331,132 @@ def unboxed(text: str) -> str | None:
     return text[brace + 1 :]  # unclosed: an answer cut off at the end
 
 
-def _normalise(text: str) -> str | None:
-    inner = unboxed(text)
-    if inner is not None:
-        text = inner
-    text = re.sub(r"\\(?:text|mathrm|textbf)\{([^{}]*)\}", r"\1", text)
+def _delatex(text: str) -> str:
+    text = re.sub(r"\\(?:text|mathrm|textbf|mbox)\{([^{}]*)\}", r"\1", text)
     text = _FRAC.sub(r"\1/\2", text)
-    text = text.replace("\\left", "").replace("\\right", "").replace("\\!", "").replace("\\,", "")
+    for latex, plain in (("\\left", ""), ("\\right", ""), ("\\!", ""), ("\\,", ""), ("\\;", " "), ("{,}", ",")):
+        text = text.replace(latex, plain)
+    return text.replace("\\$", "$").replace("\\%", "%").replace("\u2212", "-").replace("\\displaystyle", "")
+
+
+def _plain_number(text: str) -> Final | None:
+    """`text` as exactly one number ("1,000", "$5", "25%", "-3/4"), or None."""
+    cleaned = text.replace("**", "").strip(_EDGE).removesuffix("%").strip().strip("$").strip()
+    if not cleaned or len(cleaned) > 2 * MAX_DIGITS + 20:
+        return None
+    if not re.fullmatch(r"-?[\d,]*\.?\d*(?:[eE][-+]?\d+)?(?:\s*/\s*-?[\d,]*\.?\d+)?", cleaned):
+        return None
+    value = exact_value(cleaned)
+    return None if value is None else Final("number", canonical(value))
+
+
+def _math_or_number(segment: str) -> Final | None:
+    """A segment as a number where it is one, else as math where it is an expression, else None."""
+    plain = _delatex(segment)
+    if "=" in plain:  # "x = 5", "16 - 7 = 9": what it comes to
+        plain = plain.rsplit("=", 1)[1]
+    number = _plain_number(plain)
+    if number is not None:
+        return number
+    if _MATHY.search(plain):
+        key = _math_key(plain)
+        return Final("math", key) if key else None
+    return None
+
+
+def _math_key(expression: str) -> str:
+    text = expression.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").replace("$", "")
+    text = text.replace("**", "").strip(" \t\n.,;:")
+    return "".join(text.split())
+
+
+def _number(text: str, field: str | None) -> Final | None:
+    """A `number` item's answer: the stated one (a JSON field, a box, an "answer is" line) read as
+    a number, or as math where it is an expression; else the last number in the text."""
+    segment = field if field is not None else unboxed(text)
+    if segment is None:
+        anchors = list(_ANCHOR.finditer(text))
+        if anchors:
+            segment = text[anchors[-1].end() :].split("\n", 1)[0]
+    if segment is not None:
+        found = _math_or_number(segment)
+        if found is not None:
+            return found
+        first = _numbers(_delatex(segment))
+        if first:
+            return first[0]
+    found = _numbers(_delatex(text))
+    return found[-1] if found else None
+
+
+def _numbers(text: str) -> list[Final]:
+    values = (exact_value(token) for token in _NUMBER.findall(text))
+    return [Final("number", canonical(value)) for value in values if value is not None]
+
+
+def _text(segment: str) -> Final | None:
+    """A short free answer, normalised: a number where it is one."""
+    inner = unboxed(segment)
+    text = _delatex(inner if inner is not None else segment)
+    number = _plain_number(text)
+    if number is not None:
+        return number
     text = text.replace("**", "").strip(_EDGE)
     text = " ".join(text.casefold().split())
-    if not text:
-        return None
-    number = _as_number(text)
-    return number if number is not None else text
+    return Final("text", text) if text else None
 
 
-def _choice(text: str) -> str | None:
+def _choice(text: str) -> Final | None:
     boxed = unboxed(text)
     if boxed is not None:
         text = boxed
     stripped = text.strip(_EDGE + "()[]")
     if len(stripped) == 1 and stripped.isalpha():
-        return stripped.upper()
+        return Final("letter", stripped.upper())
     marked = re.findall(
-        r"(?i:answer)\W{0,4}(?:is|:|=)?\W{0,4}(?:(?i:option|choice)\s*)?[\s*_(\[]*([A-Za-z])(?!\w)", text
+        r"(?i:answer)\W{0,4}(?:(?i:is)|:|=)?\W{0,4}(?:(?i:option|choice)\s*)?[\s*_(\[]*([A-Z])(?!\w)", text
     )
     if marked:
-        return str(marked[-1]).upper()
+        return Final("letter", str(marked[-1]))
     lines = [line.strip(" \t*_#>") for line in text.splitlines() if line.strip(" \t*_#>")]
     if lines:
         last = re.match(r"^[(\[]?([A-Za-z])(?:[)\].:]|$)", lines[-1])
         if last:
-            return last.group(1).upper()
+            return Final("letter", last.group(1).upper())
+    emphasised = re.findall(r"\(([A-J])\)|\*\*([A-J])\*\*", text[-400:])
+    if emphasised:
+        return Final("letter", "".join(emphasised[-1]))
     return None
 
 
-def _number(text: str) -> str | None:
-    boxed = unboxed(text)
-    text = _FRAC.sub(r"\1/\2", boxed if boxed is not None else text).replace("\u2212", "-")
-    anchored = list(re.finditer(r"answer\W{0,4}(?:is|:|=)", text, re.IGNORECASE))
-    if anchored:
-        after = _NUMBER.findall(text[anchored[-1].end() :])
-        if after:
-            return _as_number(after[0])
-    found = _NUMBER.findall(text)
-    return _as_number(found[-1]) if found else None
+def _literal(text: str, field: str | None) -> Final | None:
+    """A code output or string literal: the stated literal, compared as a Python value, case kept."""
+    segment = field
+    if segment is None:
+        asserted = re.findall(r"assert\s+.*?==\s*(.+)", text)
+        segment = str(asserted[-1]) if asserted else _segment(text)
+    if segment is None:
+        lines = [line for line in text.splitlines() if line.strip() and not line.strip().startswith("```")]
+        segment = lines[-1] if lines else None
+    if segment is None:
+        return None
+    segment = segment.strip().strip("`").strip()
+    value = _python_literal(segment)
+    if value is not None:
+        return Final("literal", value)
+    shown = " ".join(segment.split())
+    return Final("literal", shown) if shown else None
 
 
-def _as_number(token: str) -> str | None:
-    """`token` as a canonical number ("1,000" -> "1000", "0.50" -> "1/2"), or None if it is not one.
-    Integers stay exact (never through a float): 976371000 is not 976371285."""
-    token = re.sub(r"[\s,$%]", "", token).rstrip(".")
-    if not token or not re.fullmatch(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?:/\d+)?", token):
+def _python_literal(text: str) -> str | None:
+    """`text` as a Python literal's canonical repr ('a' and "a" are one), or None where it is no
+    literal, is too long, or is a bare name."""
+    if not text or len(text) > _MAX_LITERAL:
         return None
     try:
-        if "/" in token:
-            top, bottom = token.split("/")
-            value = Fraction(top) / Fraction(bottom)
-        else:
-            value = Fraction(token)
-    except (ValueError, ZeroDivisionError):
+        with warnings.catch_warnings():  # "invalid decimal literal" and the like: not a literal, said quietly
+            warnings.simplefilter("ignore", SyntaxWarning)
+            value = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
-    return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+    return repr(value)

@@ -34,6 +34,19 @@ class Event:
 
 
 @dataclass(frozen=True)
+class ForkOrigin:
+    """Where a branch comes from: run `run_id`'s step `index` (0-based) of round `round`, run
+    again on `model` with `subtask` (engine/fork.py). `branch` numbers the run's branches from 1."""
+
+    run_id: str
+    round: int
+    index: int
+    model: str
+    subtask: str
+    branch: int = 1
+
+
+@dataclass(frozen=True)
 class RunStarted(Event):
     question: str
     mode: RunMode
@@ -46,6 +59,7 @@ class RunStarted(Event):
     source: Source = "cli"
     conversation_id: str | None = None
     conductor_adapter: str | None = None  # a LoRA adapter on the conductor's model
+    fork: ForkOrigin | None = None  # a branch of a finished run (engine/fork.py); None for a new run
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,35 @@ class WorkflowReady(Event):
     keep_previous: bool = False  # empty lists in a later round: the previous answer stands
     note: str = ""  # what Stiva changed about the plan, and why ("plan replaced by one step on ...")
     preference: str = ""  # the user's preference the plan was made under ("cheap"); "" for none
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """What one planned step is expected to cost, before any call (engine/estimate.py)."""
+
+    index: int
+    model: str
+    prompt_tokens: int  # its prompt, counted (so as not to undercount), plus the expected outputs it reads
+    completion_tokens: int  # the model's typical answer: the history's median, else a default
+    cost_usd: float
+    price_in: float = 0.0  # USD per 1M tokens, for a live cost while it streams
+    price_out: float = 0.0
+    source: str = "default"  # where completion_tokens come from: "history" | "default" | "max_tokens" | "none"
+
+
+@dataclass(frozen=True)
+class PlanEstimated(Event):
+    """A round's plan priced before its workers run: each step's expected tokens and cost.
+    `kept` steps run (all of them, unless the budget cut the plan to fit: the steps after are
+    skipped, `StepSkipped`); `note` says what the budget did ("" when nothing)."""
+
+    round: int
+    steps: tuple[StepEstimate, ...]
+    cost_usd: float  # the whole plan's expected cost
+    budget_usd: float | None = None
+    spent_usd: float = 0.0  # what the run had cost before this plan (its planning, earlier rounds)
+    kept: int = 0
+    note: str = ""
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,10 @@
 `RunState.apply(event)` folds one event in and returns the keys of what changed, so a widget can
 redraw only those parts. Step text arrives in many small deltas: `StepState.append()` is O(1) and
 the joined text is built only when asked for.
+
+`RunState.live()` is the run's tokens and cost as they stand: what ended calls reported, plus, while
+a plan or an answer streams, an estimate of what it has spent so far (marked `estimated`, and never
+under the provider's count: core/usage.py). A cancelled step keeps that estimate as its spend.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 
 from . import events as ev
 from .trace import Trace
+from .usage import estimate_text_tokens
 
 # Keys returned by apply(): ("run",), ("plan", round), ("step", round, index)
 Key = tuple[str | int, ...]
@@ -46,6 +51,13 @@ class StepState:
     failures: list[Attempt] = field(default_factory=list)
     started_at: float | None = None
     writes_answer: bool = False  # the last step of its round's workflow
+    # The plan's estimate before any call (PlanEstimated): None until the plan is priced.
+    expected_cost: float | None = None
+    expected_prompt: int = 0
+    expected_completion: int = 0
+    expected_source: str = ""
+    price_in: float = 0.0  # USD per 1M tokens of the planned model, for the live cost
+    price_out: float = 0.0
     _parts: list[str] = field(default_factory=list)
     _chars: int = 0
     _text: str | None = ""
@@ -71,6 +83,13 @@ class StepState:
     def streamed_chars(self) -> int:
         return self._chars
 
+    def live(self) -> tuple[int, int, float]:
+        """(prompt, completion, cost) spent so far while the step streams: its prompt as the plan's
+        estimate counted it, and its text so far; estimates, never under the provider's count."""
+        completion = estimate_text_tokens(self.output) if self._text is not None else -(-self._chars // 3)
+        prompt = self.expected_prompt
+        return prompt, completion, (prompt * self.price_in + completion * self.price_out) / 1e6
+
     @property
     def first_model(self) -> str:
         return self.failures[0].model if self.failures else self.model
@@ -91,6 +110,9 @@ class RoundState:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float | None = None
+    estimated: bool = False  # the planner's usage is an estimate (its stream closed before its count)
+    expected_cost: float | None = None  # the plan's estimate before its calls (PlanEstimated)
+    budget_note: str = ""  # what the budget did to the plan ("cut to 2 of 3 steps"), "" for nothing
     steps: list[StepState] = field(default_factory=list)
     _conductor_parts: list[str] = field(default_factory=list)
 
@@ -124,6 +146,25 @@ class RunState:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    estimated: bool = False  # some of the sums above are estimates
+
+    def live(self) -> tuple[int, int, float, bool]:
+        """(prompt, completion, cost, estimated) as they stand: the ended calls' counts plus what
+        every plan and answer still streaming has spent so far (estimated, so `estimated` is True).
+        Once the run has ended, its totals."""
+        prompt, completion, cost = self.prompt_tokens, self.completion_tokens, self.cost_usd
+        estimated = self.estimated
+        if self.totals is not None:
+            return prompt, completion, cost, estimated
+        for r in self.rounds:
+            if r.planning and r._conductor_parts:
+                completion += estimate_text_tokens(r.conductor_text)
+                estimated = True
+            for s in r.steps:
+                if s.status == "running":
+                    p, c, usd = s.live()
+                    prompt, completion, cost, estimated = prompt + p, completion + c, cost + usd, True
+        return prompt, completion, cost, estimated
 
     def round(self, number: int) -> RoundState:
         while len(self.rounds) < number:
@@ -176,8 +217,10 @@ class RunState:
         r.preference = e.preference
         r.prompt_tokens, r.completion_tokens = e.usage.prompt_tokens, e.usage.completion_tokens
         r.latency_s = e.latency_s
+        r.estimated = e.usage.estimated
         self.prompt_tokens += e.usage.prompt_tokens
         self.completion_tokens += e.usage.completion_tokens
+        self.estimated = self.estimated or e.usage.estimated
         keys: list[Key] = [("plan", e.round), ("run",)]
         for i, step in enumerate(e.workflow.steps):
             s = self.step(e.round, i)
@@ -185,6 +228,18 @@ class RunState:
             if not s.model and 0 <= step.model < len(self.model_names):
                 s.model = self.model_names[step.model]
             keys.append(("step", e.round, i))
+        return keys
+
+    def _plan_estimated(self, e: ev.PlanEstimated) -> list[Key]:
+        r = self.round(e.round)
+        r.expected_cost, r.budget_note = e.cost_usd, e.note
+        keys: list[Key] = [("plan", e.round)]
+        for estimate in e.steps:
+            s = self.step(e.round, estimate.index)
+            s.expected_cost, s.expected_source = estimate.cost_usd, estimate.source
+            s.expected_prompt, s.expected_completion = estimate.prompt_tokens, estimate.completion_tokens
+            s.price_in, s.price_out = estimate.price_in, estimate.price_out
+            keys.append(("step", e.round, estimate.index))
         return keys
 
     def _step_started(self, e: ev.StepStarted) -> list[Key]:
@@ -208,6 +263,7 @@ class RunState:
         s.estimated = e.usage.estimated
         s.cost_usd, s.latency_s, s.attempt = e.cost_usd, e.latency_s, e.attempts
         s.note = e.note
+        self.estimated = self.estimated or e.usage.estimated
         self.prompt_tokens += e.usage.prompt_tokens
         self.completion_tokens += e.usage.completion_tokens
         self.cost_usd += e.cost_usd
@@ -226,7 +282,16 @@ class RunState:
         return [("step", e.round, e.index)]
 
     def _run_ended(self, e: ev.RunFinished | ev.RunFailed | ev.RunCancelled) -> list[Key]:
+        # A step stopped mid-answer keeps what it spent (the engine's totals count it too).
+        for r in self.rounds:
+            for s in r.steps:
+                if s.status == "running" and self.status == "running":
+                    s.prompt_tokens, s.completion_tokens, s.cost_usd = s.live()
+                    s.estimated = True
         self.totals = e.totals
+        # The engine's totals are the run's count: they hold what a stopped call spent.
+        self.prompt_tokens, self.completion_tokens = e.totals.prompt_tokens, e.totals.completion_tokens
+        self.cost_usd, self.estimated = e.totals.cost_usd, e.totals.estimated
         if isinstance(e, ev.RunFinished):
             self.status, self.answer = "finished", e.answer
         elif isinstance(e, ev.RunFailed):
@@ -274,7 +339,7 @@ class RunState:
         t = trace.totals
         state.totals = ev.Totals(t.prompt_tokens, t.completion_tokens, t.cost_usd, t.latency_s, t.estimated)
         state.prompt_tokens, state.completion_tokens = t.prompt_tokens, t.completion_tokens
-        state.cost_usd = t.cost_usd
+        state.cost_usd, state.estimated = t.cost_usd, t.estimated
         for rd in trace.rounds:
             r = state.round(rd.round)
             r.planning = False
@@ -320,6 +385,7 @@ _HANDLERS: dict[type[ev.Event], Callable[[RunState, Any], list[Key]]] = {
     ev.RoundStarted: RunState._round_started,
     ev.ConductorDelta: RunState._conductor_delta,
     ev.WorkflowReady: RunState._workflow_ready,
+    ev.PlanEstimated: RunState._plan_estimated,
     ev.StepStarted: RunState._step_started,
     ev.StepDelta: RunState._step_delta,
     ev.StepFinished: RunState._step_finished,

@@ -50,6 +50,12 @@ class TraceStep(_Record):
         return self.attempt_log[0].model if self.attempt_log else self.model
 
     @property
+    def kept(self) -> bool:
+        """In a branch: a step not run again, whose output is the original run's (no call, no
+        cost; engine/fork.py records it with no attempt)."""
+        return self.status == "finished" and self.attempts == 0
+
+    @property
     def on_fallback(self) -> bool:
         return any(entry.model != self.model for entry in self.attempt_log)
 
@@ -130,6 +136,18 @@ class TraceTotals(_Record):
     estimated: bool = False
 
 
+class TraceFork(_Record):
+    """Where a branch comes from: run `of`'s step `index` (0-based) of round `round`, run again on
+    `model` (with `subtask`); `branch` numbers the run's branches from 1."""
+
+    of: str
+    round: int
+    index: int
+    model: str | None = None
+    subtask: str = ""
+    branch: int = 1
+
+
 class Trace(_Record):
     run_id: str
     conversation_id: str | None = None
@@ -147,6 +165,9 @@ class Trace(_Record):
     created_at: str = ""
     finished_at: str | None = None
     error: str | None = None
+    # A branch: where it forks from (None for a run of its own); a run: its branches, oldest first.
+    fork: TraceFork | None = None
+    branches: list["Trace"] = Field(default_factory=list)
 
     @property
     def step_count(self) -> int:

@@ -10,19 +10,35 @@ the step that wrote the final answer produced. Every figure is an estimate and s
 model writes another length of answer.
 
 `reason_line(reasoning)` is the conductor's own reasoning shortened to one line.
+
+    steps = estimate_plan(workflow, models, prompt_of, typical)   # before any call
+    kept = fit_budget(workflow, steps, budget_usd - spent)         # how many steps fit
+
+`estimate_plan` prices a plan before its workers run: each step's prompt, counted as it will be
+sent (so as not to undercount: core/usage.py), plus the expected answers of the steps it reads,
+times the price, and the model's typical answer (the history's median, else `DEFAULT_ANSWER_TOKENS`,
+never above the call's max_tokens) times the output price.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
+from ..core.events import StepEstimate
 from ..core.run_state import RunState
-from ..core.usage import estimate_tokens
+from ..core.usage import estimate_prompt_tokens, estimate_tokens
+from ..core.workflow import Workflow
 
-__all__ = ["Estimate", "counterfactuals", "reason_line"]
+__all__ = ["DEFAULT_ANSWER_TOKENS", "Estimate", "counterfactuals", "estimate_plan", "fit_budget", "reason_line"]
+
+# A model's answer, in tokens, where the history has none of its answers: a paragraph or two, about
+# what a chat model writes for a question that is not an essay.
+DEFAULT_ANSWER_TOKENS = 400
+# What tags each answer a step reads in its prompt (<step_j> ... subtask ... </step_j>), in tokens.
+READ_ANSWER_OVERHEAD = 16
 
 
 @dataclass(frozen=True)
@@ -98,6 +114,60 @@ def counterfactuals(
             tokens += q + k * a + a
             estimates.append(Estimate(f"MoA {k}×{layers}", total / 1e6, int(tokens)))  # proposers x layers
     return estimates
+
+
+def estimate_plan(
+    workflow: Workflow,
+    models: Sequence[Any],
+    prompt_of: Callable[[int], Any],
+    typical: Mapping[str, int] | None = None,
+    max_tokens: int | None = None,
+) -> tuple[StepEstimate, ...]:
+    """Each step's expected tokens and cost, before any call. `models[i]` is the PoolModel of
+    model index i; `prompt_of(i)` is the WorkerPrompt step i would be sent with every step it
+    reads answering "" (its own text, counted; the answers it reads are added as expected);
+    `typical` maps a model id to its typical answer's tokens (the history's median)."""
+    typical = typical or {}
+    answers: dict[int, int] = {}  # each step's expected answer tokens, for the steps reading it
+    estimates: list[StepEstimate] = []
+    for index, step in enumerate(workflow.steps):
+        reads = sum(answers.get(j, 0) + READ_ANSWER_OVERHEAD for j in step.access)
+        if not step.calls:  # a vote or a gate: no call; its answer is one it read
+            answers[index] = max((answers.get(j, 0) for j in step.access), default=0)
+            estimates.append(StepEstimate(index, step.kind, 0, 0, 0.0, source="none"))
+            continue
+        model = models[step.model]
+        prompt = prompt_of(index)
+        cap = min((c for c in (max_tokens, prompt.max_tokens) if c is not None), default=None)
+        answer, source = (
+            (int(typical[model.id]), "history") if typical.get(model.id) else (DEFAULT_ANSWER_TOKENS, "default")
+        )
+        if cap is not None and answer > cap:
+            answer, source = cap, "max_tokens"
+        tokens_in = estimate_prompt_tokens(prompt.messages) + reads
+        cost = (tokens_in * model.price_in + answer * model.price_out) / 1e6
+        answers[index] = answer
+        estimates.append(
+            StepEstimate(index, model.id, tokens_in, answer, cost, model.price_in, model.price_out, source)
+        )
+    return tuple(estimates)
+
+
+def fit_budget(workflow: Workflow, estimates: Sequence[StepEstimate], room_usd: float) -> int:
+    """How many of the plan's first steps fit in `room_usd` (what the budget leaves): all of them
+    when the whole plan fits; else the longest start of the plan that fits and ends on a step that
+    answers (a call or a vote, not a gate); 0 when not even its first step fits."""
+    total = 0.0
+    kept = 0
+    for index, (step, estimate) in enumerate(zip(workflow.steps, estimates)):
+        total += estimate.cost_usd
+        if total > room_usd + 1e-12:
+            break
+        if not step.is_gate:
+            kept = index + 1
+    else:
+        return len(workflow.steps)
+    return kept
 
 
 _NOTE = re.compile(r"\[Stiva:[^\]]*\]")

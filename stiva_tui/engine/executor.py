@@ -17,7 +17,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -32,10 +32,13 @@ from ..conductor.base import (
 )
 from ..conductor.guard import degenerate
 from ..conductor.prompt import worker_messages
-from ..core.answers import Tally, final_answer, tally
+from ..core import open_text
+from ..core.answers import Final, Tally, final_answer, tally
 from ..core.events import (
     ConductorDelta,
     Event,
+    ForkOrigin,
+    PlanEstimated,
     RoundStarted,
     RunCancelled,
     RunFailed,
@@ -52,12 +55,14 @@ from ..core.events import (
 )
 from ..core.preference import Preference
 from ..core.trace import marked_note
-from ..core.usage import Usage, estimate_tokens
+from ..core.usage import Usage, estimate_prompt_tokens, estimate_text_tokens
 from ..core.words import FailureReason, RunMode, Source
 from ..core.workflow import AGREE, CALL, VOTE, Step, Workflow
 from ..pool.types import PoolModel, ProviderError, StepInput, TextDelta, UsageReport, Worker, WorkerPrompt
 from .baselines import direct_workflow, moa_workflow
+from .estimate import estimate_plan, fit_budget
 from .fallback import FallbackEvidence, choose_fallback
+from .fork import KEPT_NOTE, ForkPlan
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +78,11 @@ FLAGGED_NOTE = "plan flagged by the guard, run as written"
 ONE_MODEL_NOTE = "one model in the pool: one step"
 # What a vote or a gate is recorded as running on: they call no model.
 CONTROL_MODEL = {VOTE: "(vote)", AGREE: "(agreement)"}
+# What an agreement gate's judge is asked, where open answers do not agree by text and
+# `open_agreement = "judge"` (_open_agreement); and the round's note where a vote or a cascade gave
+# way to one model because a live question's answers cannot be compared (_single_if_open).
+AGREE_JUDGE_SUBTASK = "Do these answers agree in substance? (yes or no)"
+OPEN_NOTE = "one model for an open question"
 JUDGE_SUBTASK = (
     "The answers shown disagree, or give no short final answer to compare. Pick the best one and "
     "give it in full as your answer."
@@ -102,6 +112,28 @@ class RunOptions:
     # How votes and agreement gates read a step's final answer (core/answers.py): the question's
     # kind where it is known (a bench item's), else "auto".
     answer_kind: str = "auto"
+    # Who a tie or an agreement returns (core/answers.py's `tally`): pool model ids, best first (a
+    # bench on recorded answers: by accuracy on their train half). Models not named rank after,
+    # cheapest first, then by id: never by the order the plan lists its steps in.
+    model_rank: tuple[str, ...] = ()
+    # How a vote or a gate compares answers with no final answer (core/open_text.py): "text" (near-
+    # identical text agrees, no call) or "judge" (beyond that, a short judge call on the cheapest
+    # capable pool model, a step of its own on the tree).
+    open_agreement: str = "text"
+    # False: this question's answers cannot be compared under open_agreement (a live open question:
+    # open_text.comparable); a plan or workflow with a vote or a gate runs one model instead, and the
+    # round's note says why. The runtime decides it per question; the engine itself assumes True.
+    answers_comparable: bool = True
+
+    @property
+    def known_kind(self) -> bool:
+        """Whether the question's answers have a known kind (a bench item's), not `auto`."""
+        return self.answer_kind != "auto"
+
+
+AGREEMENT_DEADLINE_S = 5.0
+"""The longest a vote or gate may spend comparing final answers (math-verify on two expressions),
+off the event loop; past it the answers count as different."""
 
 
 @dataclass
@@ -147,6 +179,7 @@ class Engine:
         latencies: dict[str, float] | None = None,
         fallback: FallbackEvidence | None = None,
         guard_plans: bool | None = None,
+        typical_outputs: dict[str, int] | None = None,
     ):
         self.models = list(models)
         self.worker = worker
@@ -164,6 +197,8 @@ class Engine:
         # runtime says so for a planner with a plan replaced or flagged in its recent runs);
         # False, none, and it judges none.
         self.guard_plans = guard_plans
+        # Typical answer tokens per model id (the history's median): a plan's estimate before its calls.
+        self.typical_outputs = dict(typical_outputs or {})
 
     # --- public entry points -------------------------------------------------------------------
 
@@ -206,10 +241,9 @@ class Engine:
                 plan = await self._plan(run, conductor, round_, previous, conversation)
                 if plan.workflow.is_empty:
                     break
-                answer = await run.execute(round_, plan.workflow, self.models, final=round_ == run.options.rounds)
-                previous = PreviousRound(
-                    plan.workflow, answer, tuple(self.models[s.model].id for s in plan.workflow.steps)
-                )
+                workflow = run.priced(round_, plan.workflow, self.models)
+                answer = await run.execute(round_, workflow, self.models, final=round_ == run.options.rounds)
+                previous = PreviousRound(workflow, answer, tuple(self.models[s.model].id for s in workflow.steps))
             return answer
 
         return await run.guard(body)
@@ -237,8 +271,40 @@ class Engine:
                 RunStarted(run.id, question, mode, system=system, source=self.source, conversation_id=conversation_id)
             )
             run.emit(RoundStarted(run.id, 1))
+            single = _single_if_open(run.options, workflow, models)
+            if single is not None:
+                run.emit(WorkflowReady(run.id, 1, single[0], marked_note(single[1]), Usage(), 0.0, note=single[1]))
+                return await run.execute(1, run.priced(1, single[0], models), models, final=True)
             run.emit(WorkflowReady(run.id, 1, workflow, "", Usage(), 0.0))
-            return await run.execute(1, workflow, models, final=True)
+            return await run.execute(1, run.priced(1, workflow, models), models, final=True)
+
+        return await run.guard(body)
+
+    async def run_fork(
+        self,
+        plan: ForkPlan,
+        models: Sequence[PoolModel],
+        *,
+        branch: int = 1,
+        emit: Emit | None = None,
+        conversation: Sequence[dict[str, Any]] = (),
+        options: RunOptions | None = None,
+        run_id: str | None = None,
+    ) -> RunResult:
+        """Run a fork of a finished run (engine/fork.py): `models[i]` is step i's model. Only the
+        forked step and the steps that read it are called; the others are reported kept. The
+        branch is a run of its own (`RunStarted.fork` links it): its totals are what it added."""
+        run = _Run(self, plan.question, emit, options or RunOptions(), run_id, conversation)
+        origin = ForkOrigin(plan.run_id, plan.round, plan.index, plan.model, plan.subtask, branch)
+        note = f"branch {branch} of run {plan.run_id[:8]}: step {plan.step_label} on {plan.model}"
+
+        async def body() -> str:
+            run.emit(
+                RunStarted(run.id, plan.question, plan.mode, system=f"branch:{branch}", source=self.source, fork=origin)
+            )
+            run.emit(RoundStarted(run.id, plan.round))
+            run.emit(WorkflowReady(run.id, plan.round, plan.workflow, marked_note(note), Usage(), 0.0, note=note))
+            return await run.execute(plan.round, plan.workflow, models, final=True, kept=plan.kept)
 
         return await run.guard(body)
 
@@ -310,6 +376,7 @@ class Engine:
             round=round_,
             previous=previous,
             preference=run.options.preference,
+            single_model=not run.options.answers_comparable,
         )
         run.check_budget()
         if round_ == 1 and len(self.models) == 1 and is_simple_question(run.question):
@@ -331,8 +398,24 @@ class Engine:
             )
             return plan
         note = ""
+        streamed: list[str] = []
+
+        def delta(text: str) -> None:
+            streamed.append(text)
+            run.emit(ConductorDelta(run.id, round_, text))
+
         try:
-            plan = await conductor.plan(request, lambda text: run.emit(ConductorDelta(run.id, round_, text)))
+            plan = await conductor.plan(request, delta)
+        except asyncio.CancelledError:
+            # Cancelled while planning: a remote planner's call so far is paid for all the same.
+            if conductor.backend == "remote":
+                from ..conductor.prompt import conductor_messages
+
+                spent = Usage(
+                    estimate_prompt_tokens(conductor_messages(request)), estimate_text_tokens("".join(streamed)), True
+                )
+                run.add_usage(spent, self._conductor_cost(conductor, spent), conductor=True)
+            raise
         except ConductorError as exc:
             # No plan after the planner's tries: the question is still answered, in one step on the
             # fallback model (a later round keeps the answer it has). Failed attempts are paid
@@ -362,6 +445,11 @@ class Engine:
                 note = f"{FLAGGED_NOTE}: {rejected}"
                 plan = replace(plan, reasoning=(plan.reasoning + "\n\n" if plan.reasoning else "") + marked_note(note))
                 log.info("run %s: %s", run.id, note)
+            single = _single_if_open(run.options, plan.workflow, self.models)
+            if single is not None:
+                reasoning = (plan.reasoning + "\n\n" if plan.reasoning else "") + marked_note(single[1])
+                plan = replace(plan, workflow=single[0], reasoning=reasoning)
+                note = f"{note}; {single[1]}" if note else single[1]
         run.emit(
             WorkflowReady(
                 run.id,
@@ -400,6 +488,11 @@ class Engine:
             if model.id == conductor.model:
                 return model.cost(usage)
         return 0.0
+
+
+def _usd(amount: float) -> str:
+    """A dollar amount in a budget's note: four significant digits below a cent, as $0.001234."""
+    return f"${amount:.4g}" if amount < 0.01 else f"${amount:.4f}"
 
 
 def _planner_failure(exc: ConductorError, conductor: Conductor) -> str:
@@ -512,6 +605,45 @@ class _Run:
             self.conductor_usage = self.conductor_usage + usage
             self.conductor_cost += cost
 
+    def priced(self, round_: int, workflow: Workflow, models: Sequence[PoolModel]) -> Workflow:
+        """Price `workflow` before its calls (`PlanEstimated`) and hold it to the budget: a plan
+        whose estimate is over what the budget leaves is cut to the steps that fit (the rest are
+        skipped, `StepSkipped`), or refused before any call when not even its first step fits."""
+        estimates = estimate_plan(
+            workflow,
+            models,
+            lambda i: step_prompt(
+                self.engine.worker,
+                models[workflow.steps[i].model],
+                StepInput(self.question, workflow, i, dict.fromkeys(workflow.steps[i].access, ""), self.conversation),
+                self.options.messages,
+            ),
+            self.engine.typical_outputs,
+            self.options.max_tokens,
+        )
+        total = sum(e.cost_usd for e in estimates)
+        budget = self.options.budget_usd
+        kept = len(workflow.steps) if budget is None else fit_budget(workflow, estimates, budget - self.cost)
+        note = ""
+        if kept < len(workflow.steps):
+            spent = f", after {_usd(self.cost)} spent planning" if self.cost else ""
+            over = f"the plan's estimate of {_usd(total)} is over the budget of ${budget:g}{spent}"
+            note = (
+                f"{over}: cut to {kept} of {len(workflow.steps)} steps" if kept else f"{over}: refused before any call"
+            )
+        self.emit(PlanEstimated(self.id, round_, estimates, total, budget, round(self.cost, 10), kept, note))
+        if not kept:
+            raise BudgetExceeded(note)
+        for index in range(kept, len(workflow.steps)):
+            step = workflow.steps[index]
+            who = CONTROL_MODEL.get(step.kind) or models[step.model].id
+            self.emit(
+                StepSkipped(
+                    self.id, round_, index, who, f"not run: over the budget (est. {_usd(estimates[index].cost_usd)})"
+                )
+            )
+        return workflow if kept == len(workflow.steps) else Workflow(workflow.steps[:kept])
+
     def check_budget(self, extra_tokens: int = 0, extra_cost: float = 0.0) -> None:
         o = self.options
         if o.budget_tokens is not None and self.usage.total_tokens + extra_tokens > o.budget_tokens:
@@ -549,17 +681,27 @@ class _Run:
 
     # --- the DAG -------------------------------------------------------------------------------
 
-    async def execute(self, round_: int, workflow: Workflow, models: Sequence[PoolModel], *, final: bool) -> str:
+    async def execute(
+        self,
+        round_: int,
+        workflow: Workflow,
+        models: Sequence[PoolModel],
+        *,
+        final: bool,
+        kept: Mapping[int, str] | None = None,
+    ) -> str:
         """Run every step as soon as its inputs are done; return the round's answer: the last
         step's output, or the agreed answer of a gate that ended the round (core/workflow.py).
         `final`: no later round can follow, so the last step's output is the run's answer for certain.
 
         A step after an agreement gate waits for it; a gate waits for every step before it (it
         ends a stage). Where a gate finds agreement, every later step is skipped: never run, never
-        paid, reported as `StepSkipped`."""
+        paid, reported as `StepSkipped`. `kept`: a fork's steps that are not run again, with
+        their outputs (engine/fork.py): reported finished with no attempt and no cost."""
         outputs: dict[int, str] = {}
         done = [asyncio.Event() for _ in workflow.steps]
         stopped: list[tuple[int, str]] = []  # the gate that ended the round, if one did, and its count
+        judged: list[int] = []  # votes of this round that called a judge: each one counts against max_steps
 
         async def run_step(index: int) -> None:
             step = workflow.steps[index]
@@ -572,12 +714,14 @@ class _Run:
                 gate, count = stopped[0]
                 who = CONTROL_MODEL.get(step.kind) or models[step.model].id
                 self.emit(StepSkipped(self.id, round_, index, who, f"not run: step {gate + 1} found {count}"))
+            elif kept is not None and index in kept:
+                outputs[index] = self._kept(round_, index, models[step.model].id, kept[index])
             elif step.calls:
                 outputs[index] = await self._run_step(round_, workflow, index, models, outputs, final)
             elif step.is_vote:
-                outputs[index] = await self._vote(round_, workflow, index, models, outputs, final)
+                outputs[index] = await self._vote(round_, workflow, index, models, outputs, final, judged)
             else:
-                agreed = self._gate(round_, workflow, index, outputs, models)
+                agreed = await self._gate(round_, workflow, index, outputs, models)
                 outputs[index] = agreed[0] if agreed is not None else ""
                 if agreed is not None:
                     stopped.append((index, agreed[1]))
@@ -597,32 +741,70 @@ class _Run:
             return outputs[stopped[0][0]]
         return outputs[len(workflow.steps) - 1]
 
-    def _finals(
-        self, workflow: Workflow, index: int, outputs: dict[int, str]
-    ) -> tuple[tuple[int, ...], list[str | None], Tally]:
-        """The steps step `index` reads, their final answers, and their count."""
+    def _kept(self, round_: int, index: int, model: str, output: str) -> str:
+        """A fork's step that is not run again: its output stands, with no call and no cost."""
+        self.emit(StepFinished(self.id, round_, index, model, output, Usage(), 0.0, 0.0, 0, note=KEPT_NOTE))
+        return output
+
+    async def _finals(
+        self, workflow: Workflow, index: int, outputs: dict[int, str], models: Sequence[PoolModel]
+    ) -> tuple[tuple[int, ...], list[Final | None], Tally]:
+        """The steps step `index` reads, their final answers, and their count (a tie and the answer
+        returned decided by the models' rank, never by the steps' order). Read and compared off the
+        event loop, within AGREEMENT_DEADLINE_S: past it, no answer counts (the gate continues)."""
         read = workflow.steps[index].access
-        finals = [final_answer(outputs.get(j, ""), self.options.answer_kind) for j in read]
-        return read, finals, tally(finals)
+        texts = [outputs.get(j, "") for j in read]
+        ranks = [self._rank(models[workflow.steps[j].model]) for j in read]
+        kind = self.options.answer_kind
+
+        def count() -> tuple[list[Final | None], Tally]:
+            finals = [final_answer(text, kind) for text in texts]
+            return finals, tally(finals, ranks)
+
+        try:
+            finals, counted = await asyncio.wait_for(asyncio.to_thread(count), AGREEMENT_DEADLINE_S)
+        except TimeoutError:
+            finals = [None] * len(read)
+            counted = tally(finals, ranks)
+        return read, finals, counted
+
+    def _rank(self, model: PoolModel) -> tuple[int, float, str]:
+        """A model's rank for ties and agreements: its place in `model_rank`, then price, then id."""
+        named = self.options.model_rank
+        place = named.index(model.id) if model.id in named else len(named)
+        return place, model.price_in + model.price_out, model.id
+
+    def _best_of(
+        self, read: Sequence[int], workflow: Workflow, models: Sequence[PoolModel], outputs: dict[int, str]
+    ) -> str:
+        """The full answer returned where open answers agree: the best-ranked model's among them
+        (`_rank`, as for final answers), so the order the models are listed in never decides it."""
+        best = min(read, key=lambda j: (self._rank(models[workflow.steps[j].model]), outputs.get(j, "")))
+        return outputs.get(best, "")
 
     def _control_finished(self, round_: int, index: int, kind: str, output: str, note: str) -> None:
         step_model = CONTROL_MODEL[kind]
         self.emit(StepFinished(self.id, round_, index, step_model, output, Usage(), 0.0, 0.0, 1, note=note))
 
-    def _gate(
+    async def _gate(
         self, round_: int, workflow: Workflow, index: int, outputs: dict[int, str], models: Sequence[PoolModel]
     ) -> tuple[str, str] | None:
         """An agreement gate: (the agreed answer, its count) where every step it reads gives the
-        same final answer (the answer is the first read step's full output), else None (the next
-        stage runs)."""
+        same final answer (the answer is the best-ranked read step's full output), else None (the
+        next stage runs)."""
         step = workflow.steps[index]
         self.emit(StepStarted(self.id, round_, index, CONTROL_MODEL[AGREE], step.subtask, step.access))
-        read, finals, count = self._finals(workflow, index, outputs)
+        read, finals, count = await self._finals(workflow, index, outputs, models)
         if count.unanimous and count.first is not None:
             note = count.line()
             self._control_finished(round_, index, AGREE, outputs[read[count.first]], note)
             return outputs[read[count.first]], note
-        shown = ", ".join("?" if f is None else (f if len(f) <= 20 else f[:19] + "…") for f in finals)
+        if count.readable < 2 and not self.options.known_kind:
+            # open answers to a question of no known kind: compared by what they say (core/open_text.py);
+            # a question of a known kind (a bench item) keeps "no final answer" as no agreement, so
+            # that core/replayed.py replays it exactly
+            return await self._open_agreement(round_, workflow, index, outputs, models)
+        shown = ", ".join("?" if f is None else (f.key if len(f.key) <= 20 else f.key[:19] + "…") for f in finals)
         following = []  # the next stage: the calls up to the next gate
         for later in workflow.steps[index + 1 :]:
             if later.is_gate:
@@ -641,20 +823,110 @@ class _Run:
         models: Sequence[PoolModel],
         outputs: dict[int, str],
         final: bool,
+        judged: list[int],
     ) -> str:
-        """A vote: the majority final answer of the steps it reads (a tie to the earliest-listed);
-        its output is the full answer of the first step that gave it. With fewer than two readable
-        final answers (an open question), the step's model judges the answers instead: a call."""
+        """A vote: the majority final answer of the steps it reads (a tie to the best-ranked model);
+        its output is the full answer of the best-ranked step that gave it. With fewer than two
+        readable final answers (an open question), the step's model judges the answers instead: a
+        call, counted against max_steps; where the limit has no room left, the best-ranked readable
+        answer (else the best-ranked step's output) is taken without a call, and the tree says so."""
         step = workflow.steps[index]
-        read, _, count = self._finals(workflow, index, outputs)
+        read, _, count = await self._finals(workflow, index, outputs, models)
         if count.readable >= 2 and count.first is not None:
             self.emit(StepStarted(self.id, round_, index, CONTROL_MODEL[VOTE], step.subtask, step.access))
             chosen = outputs[read[count.first]]
             self._control_finished(round_, index, VOTE, chosen, f"vote: {count.line()} (step {read[count.first] + 1})")
             return chosen
+        open_winner = (
+            await self._open_vote(round_, workflow, index, outputs, models) if not self.options.known_kind else None
+        )
+        if open_winner is not None:
+            return open_winner
+        if workflow.calls + len(judged) >= self.options.max_steps:
+            self.emit(StepStarted(self.id, round_, index, CONTROL_MODEL[VOTE], step.subtask, step.access))
+            best = (
+                count.first
+                if count.first is not None
+                else min(range(len(read)), key=lambda i: self._rank(models[workflow.steps[read[i]].model]))
+            )
+            chosen = outputs.get(read[best], "")
+            why = "the best-ranked readable answer" if count.first is not None else "the best-ranked answer"
+            note = f"vote: no judge call, the step limit ({self.options.max_steps}) is reached: {why} (step {read[best] + 1})"
+            self._control_finished(round_, index, VOTE, chosen, note)
+            return chosen
+        judged.append(index)
         judge = replace(step, subtask=JUDGE_SUBTASK, kind=CALL)
-        judged = Workflow(tuple(judge if i == index else s for i, s in enumerate(workflow.steps)))
-        return await self._run_step(round_, judged, index, models, outputs, final)
+        judged_workflow = Workflow(tuple(judge if i == index else s for i, s in enumerate(workflow.steps)))
+        return await self._run_step(round_, judged_workflow, index, models, outputs, final)
+
+    # --- open answers (core/open_text.py) -------------------------------------------------------
+
+    async def _open_agreement(
+        self, round_: int, workflow: Workflow, index: int, outputs: dict[int, str], models: Sequence[PoolModel]
+    ) -> tuple[str, str] | None:
+        """A gate whose steps give fewer than two final answers: they agree where their text says the
+        same thing (no call); else, with `open_agreement = "judge"`, where a short judge call on the
+        cheapest capable pool model says so (the gate's step shows that call, its tokens and cost).
+        Returns what `_gate` returns; the step is finished either way."""
+        read = workflow.steps[index].access
+        texts = [outputs.get(j, "") for j in read]
+        verdict = await asyncio.to_thread(open_text.agree_all, texts)
+        asking = _next_stage(workflow, index, models)
+        if verdict.agree:
+            chosen = self._best_of(read, workflow, models, outputs)
+            note = f"{len(read)} of {len(read)} agree by text ({verdict.reason})"
+            self._control_finished(round_, index, AGREE, chosen, note)
+            return chosen, note
+        judge = _judge_model(self.engine.models) if self.options.open_agreement == "judge" else None
+        if judge is None:
+            why = "" if self.options.open_agreement != "judge" else "; no pool model can judge"
+            self._control_finished(round_, index, AGREE, "", f"{verdict.line()}{why}: {asking}")
+            return None
+        agreed, note, usage, cost, latency = await self._judge(round_, index, read, judge, texts)
+        chosen = self._best_of(read, workflow, models, outputs) if agreed else ""
+        note = "judge: they agree" if agreed else f"judge: they differ ({note}): {asking}"  # the step names its model
+        self.emit(StepFinished(self.id, round_, index, judge.id, chosen, usage, cost, latency, 1, note=note))
+        return (chosen, note) if agreed else None
+
+    async def _judge(
+        self, round_: int, index: int, access: tuple[int, ...], judge: PoolModel, texts: Sequence[str]
+    ) -> tuple[bool, str, Usage, float, float]:
+        """One judge call: (whether it says the answers agree, its verdict in a word, usage, cost,
+        seconds). A failed call is a "no" (the next stage answers), and costs what it reported."""
+        self.emit(StepStarted(self.id, round_, index, judge.id, AGREE_JUDGE_SUBTASK, access))
+        self.check_budget()
+        started = time.monotonic()
+        try:
+            text, usage = await self._call(round_, index, judge, judge_prompt(self.question, texts))
+        except BudgetExceeded:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a judge that fails is no agreement: the next stage runs
+            message = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
+            return False, f"the call failed: {message[:80]}", Usage(), 0.0, round(time.monotonic() - started, 4)
+        cost = judge.cost(usage)
+        self.add_usage(usage, cost)
+        self.check_budget()
+        said = judge_verdict(text)
+        return said == "yes", said, usage, cost, round(time.monotonic() - started, 4)
+
+    async def _open_vote(
+        self, round_: int, workflow: Workflow, index: int, outputs: dict[int, str], models: Sequence[PoolModel]
+    ) -> str | None:
+        """A vote whose steps give fewer than two final answers: the answers that agree by text form
+        groups; the largest, where it has two or more and no other is as large, wins with no call.
+        None: no such group (the vote's model judges, as before)."""
+        step = workflow.steps[index]
+        read = step.access
+        found = await asyncio.to_thread(open_text.groups, [outputs.get(j, "") for j in read])
+        if not found or len(found[0]) < 2 or (len(found) > 1 and len(found[1]) == len(found[0])):
+            return None
+        winners = tuple(read[i] for i in found[0])
+        chosen = self._best_of(winners, workflow, models, outputs)
+        self.emit(StepStarted(self.id, round_, index, CONTROL_MODEL[VOTE], step.subtask, step.access))
+        steps = ",".join(str(j + 1) for j in winners)
+        note = f"vote: {len(winners)} of {len(read)} agree by text (steps {steps})"
+        self._control_finished(round_, index, VOTE, chosen, note)
+        return chosen
 
     def _candidates(self, step: Step, models: Sequence[PoolModel]) -> list[PoolModel]:
         """The step's own model, then its fallbacks (each model once)."""
@@ -767,7 +1039,7 @@ class _Run:
             model, messages, max_tokens=max_tokens, temperature=self.options.temperature, stop=stops or None
         )
         limited = self.options.budget_tokens is not None or self.options.budget_usd is not None
-        prompt_estimate = sum(estimate_tokens(m["content"]) for m in messages)
+        prompt_estimate = estimate_prompt_tokens(messages)
         chars = 0
         try:
             async with asyncio.timeout(self.options.deadline_s), _closing(stream):
@@ -777,17 +1049,92 @@ class _Run:
                         chars += len(event.text)
                         self.emit(StepDelta(self.id, round_, index, event.text))
                         if limited:
-                            out = (chars + 3) // 4  # estimate_tokens of the text so far, without joining it
+                            out = -(-chars // 3)  # estimate_text_tokens of the text so far, without joining it
                             self.check_budget(prompt_estimate + out, model.cost(Usage(prompt_estimate, out)))
                     elif isinstance(event, UsageReport):
                         usage = event.usage
+        except asyncio.CancelledError:
+            # Cancelled mid-answer: the provider bills what it streamed, so the run's totals keep it.
+            spent = usage or Usage(prompt_estimate, -(-chars // 3), True)
+            self.add_usage(spent, model.cost(spent))
+            raise
         except TimeoutError:
             raise ProviderError.past_deadline(model.provider, self.options.deadline_s, bool(parts)) from None
         text = "".join(parts)
         if usage is None:
-            usage = Usage(prompt_estimate, estimate_tokens(text), True)
+            usage = Usage(prompt_estimate, estimate_text_tokens(text), True)
         text = cut_at_stop(text, tuple(stops))
         return (prompt.finish(text) if prompt.finish is not None else text), usage
+
+
+# --- open answers: the judge, the answer agreed on, one model where answers cannot be compared ---
+
+JUDGE_MAX_TOKENS = 8  # "yes" or "no", and room for a token of preamble
+_JUDGE_CHARS = 6000  # of the question and of each answer shown to the judge: its cost stays small
+
+
+def judge_prompt(question: str, texts: Sequence[str]) -> WorkerPrompt:
+    """What an agreement gate's judge is sent: the question, the answers, and the yes/no question."""
+    shown = "\n\n".join(f"<answer {i + 1}>\n{t[:_JUDGE_CHARS]}\n</answer {i + 1}>" for i, t in enumerate(texts))
+    return WorkerPrompt(
+        [
+            {
+                "role": "system",
+                "content": "You compare answers to one question. Reply with one word: yes or no.",
+            },
+            {
+                "role": "user",
+                "content": f"<question>\n{question[:_JUDGE_CHARS]}\n</question>\n\n{shown}\n\nDo these answers agree "
+                "in substance (the same conclusion, facts and advice, whatever their wording)? Reply yes or no.",
+            },
+        ],
+        max_tokens=JUDGE_MAX_TOKENS,
+    )
+
+
+def judge_verdict(text: str) -> str:
+    """The judge's reply as "yes", "no" or "unclear" (its first word, markdown and case aside)."""
+    for word in text.split()[:4]:
+        word = word.strip("*_`'\".,:;!()[]").casefold()
+        if word in ("yes", "no"):
+            return word
+        if word:
+            break
+    return "unclear"
+
+
+def _judge_model(pool: Sequence[PoolModel]) -> PoolModel | None:
+    """The cheapest capable pool model (input price first: a judge reads much and writes a word),
+    ties to the smaller id; never the embedded 270M base model, which cannot follow the question."""
+    capable = [m for m in pool if m.kind != "embedded"]
+    return min(capable, key=lambda m: (m.price_in, m.price_out, m.id)) if capable else None
+
+
+def _next_stage(workflow: Workflow, index: int, models: Sequence[PoolModel]) -> str:
+    """What runs where gate `index` finds no agreement: "asking A, B" (its next stage's models)."""
+    following: list[str] = []
+    for later in workflow.steps[index + 1 :]:
+        if later.is_gate:
+            break
+        if later.calls and models[later.model].id not in following:
+            following.append(models[later.model].id)
+    return f"asking {', '.join(following)}" if following else "the next stage runs"
+
+
+def _single_if_open(
+    options: RunOptions, workflow: Workflow, models: Sequence[PoolModel]
+) -> tuple[Workflow, str] | None:
+    """Where the question's answers cannot be compared (`options.answers_comparable` is False) and
+    `workflow` holds a vote or a gate: one step on the dearest model its calls name (ties to the
+    smaller id), and the note that says why. None: the workflow runs as it is."""
+    if options.answers_comparable or all(s.calls for s in workflow.steps):
+        return None
+    called = sorted({s.model for s in workflow.steps if s.calls})
+    if not called:
+        return None
+    pick = min(called, key=lambda i: (-(models[i].price_in + models[i].price_out), models[i].id))
+    note = f"{OPEN_NOTE}: {models[pick].id}, since {open_text.OPEN_REASON}"
+    return Workflow((Step(pick, "Answer the question.", ()),)), note
 
 
 def step_prompt(

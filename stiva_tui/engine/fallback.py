@@ -12,7 +12,8 @@ tries), becomes one direct step on the fallback model, chosen by evidence, in th
    The most accurate wins (then the one with more items, then the cheaper).
 3. **config**: `[conductor] fallback_model`, when it names an available pool model.
 4. **priciest**: the priciest model that is not the embedded one (list prices order a provider's
-   models by capability), else model 0.
+   models by capability), else model 0; where every candidate is free (local models), the first,
+   and the reason says so rather than calling a free model the priciest.
 
 The embedded model is never the fallback of rules 1, 2 and 4 unless it is the whole pool; the
 config may name it. `Fallback.reason` says in one line which rule chose it and why, for the tree.
@@ -134,9 +135,11 @@ def _by_config(models: Sequence[PoolModel], model_id: str) -> Fallback | None:
 def _priciest(models: Sequence[PoolModel], candidates: list[int], configured: str) -> Fallback:
     index = -max((_price(models[i]), -i) for i in candidates)[1]
     missing = f"; fallback_model {configured} is not available" if configured else ""
+    # every candidate free (local models): no price orders them, so the first is taken, and said so
+    what = "the priciest model" if _price(models[index]) > 0 else "the pool's first model (all are free)"
     return Fallback(
         index,
         models[index].id,
         "priciest",
-        f"fallback: {models[index].id}, the priciest model (no router, no bench record, no fallback_model{missing})",
+        f"fallback: {models[index].id}, {what} (no router, no bench record, no fallback_model{missing})",
     )

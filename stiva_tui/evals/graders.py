@@ -10,7 +10,9 @@ process pool (math-verify's timeouts use SIGALRM, which only works on a process'
 How each grader reads an answer (the "extracted" part of a `Grade`):
 
 - numeric: the content of the last `\\boxed{...}`; else the first number after the last "answer
-  is" / "answer:" / "answer ="; else the last number in the text. Thousands commas ("1,234"),
+  is" / "answer:" / "answer ="; else the last number in the text. A stated answer (boxed, after
+  "answer is", a JSON field) that is an expression ("2\\sqrt{73}-6\\sqrt{2}") is wrong: it is read
+  as votes and gates read it (core/answers.py), never as one of its numbers. Thousands commas ("1,234"),
   decimals, a sign, exponents, fractions ("3/4", "\\frac{3}{4}") and percent signs are read; a
   sentence's final period is not a decimal point; digits glued to letters ("CO2", "x2") are not
   numbers. A reference written as an integer ("976371285", "1,000", "25%") is matched only by the
@@ -54,8 +56,10 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
+from ..core.answers import final_answer
 from ..sandbox import (
     SandboxResult,
     SandboxSettings,
@@ -64,7 +68,7 @@ from ..sandbox import (
     run_sync,
     run_with_tests_async,
 )
-from .numbers import extract_number, integer_reference, parse_number, written_value
+from .numbers import extract_number, integer_reference, parse_number, reference_value, written_value
 from .numbers import unboxed as _unboxed
 from .suite import LETTERS, CodeTests, SuiteItem, answer_key, recorded_answer_line
 
@@ -156,6 +160,9 @@ def _grade_numeric(item: SuiteItem, text: str) -> Grade:
     reference = parse_number(item.answer)
     if reference is None:  # validated at load; kept for items built by hand
         raise GraderError(f"item {item.id!r}: reference {item.answer!r} is not a number")
+    stated = final_answer(text, "number")  # the one reader votes and gates use (core/answers.py)
+    if stated is not None and stated.form == "math":  # "2\sqrt{73}-6\sqrt{2}" is not the number 2
+        return Grade(False, stated.key, f"expected the number {item.answer}, the answer is an expression")
     found = extract_number(text)
     if found is None:
         return Grade(False, "", "no number in the answer")
@@ -165,7 +172,13 @@ def _grade_numeric(item: SuiteItem, text: str) -> Grade:
         correct = written_value(read) == whole
     else:
         tolerance = item.tolerance if item.tolerance is not None else DEFAULT_TOLERANCE
-        correct = math.isclose(value, reference, rel_tol=tolerance, abs_tol=1e-12)
+        exact_read, exact_reference = written_value(read), reference_value(item.answer)
+        if exact_read is not None and exact_reference is not None:  # exact values: 1e400 is not 7e500
+            gap = abs(exact_read - exact_reference)
+            scale = max(abs(exact_read), abs(exact_reference))
+            correct = gap <= Fraction(tolerance) * scale or gap <= Fraction(1, 10**12)
+        else:
+            correct = math.isclose(value, reference, rel_tol=tolerance, abs_tol=1e-12)
     return Grade(correct, read, None if correct else f"expected {item.answer}, read {read}")
 
 

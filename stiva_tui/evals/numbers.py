@@ -5,12 +5,14 @@ item's answer must be one number) and the graders; of Stiva it imports only core
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 
 from ..core.answers import unboxed
+from ..core.numeric import exact_value
 
-__all__ = ["extract_number", "integer_reference", "parse_number", "unboxed", "written_value"]
+__all__ = ["extract_number", "integer_reference", "parse_number", "reference_value", "unboxed", "written_value"]
 
 _NUMBER = re.compile(
     r"(?<![\w.])-?"  # not inside a word or after a point
@@ -30,6 +32,14 @@ def parse_number(text: str) -> float | None:
     return _to_float(match.group()) if match else None
 
 
+def reference_value(text: str) -> Fraction | None:
+    """`text` read as exactly one number, as `parse_number` reads it, but exactly (bounded)."""
+    cleaned = _delatex(unboxed(text) or text).strip().strip("$").strip()
+    cleaned = cleaned.removesuffix("%").rstrip(".").strip()
+    match = _NUMBER.fullmatch(cleaned)
+    return written_value(match.group()) if match else None
+
+
 def integer_reference(text: str) -> int | None:
     """`text` read as one whole number written without a point, an exponent or a fraction
     ("976,371,285", "-12", "$5", "25%"), exactly (no float rounding); else None. Such a reference
@@ -44,25 +54,12 @@ def integer_reference(text: str) -> int | None:
 
 def written_value(token: str) -> Fraction | None:
     """The exact value of a number as `extract_number` reads it ("1,234", "-2.5", "1e9", "3/4"):
-    no float rounding, so that big integers compare exactly. None if it is no such number, or its
-    exponent is past +-1000 (no answer writes one, and its value would be a huge integer)."""
-    top, _, bottom = re.sub(r"[\s,]", "", token).partition("/")
-    try:
-        value = _exact(top)
-        return value / _exact(bottom) if bottom else value
-    except (ValueError, ZeroDivisionError):
-        return None
-
-
-def _exact(text: str) -> Fraction:
-    match = _WRITTEN.fullmatch(text)
-    if match is None or abs(int(match.group(1) or 0)) > 1000:
-        raise ValueError(text)
-    return Fraction(text)
+    no float rounding, so that big integers compare exactly. None if it is no such number, or is
+    past core/numeric.py's bounds (200 digits, an exponent of 1,000): such text is no number."""
+    return exact_value(token)
 
 
 _INTEGER = re.compile(r"-?\d+")
-_WRITTEN = re.compile(r"-?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE]([-+]?\d+))?")
 
 
 def extract_number(text: str) -> tuple[str, float] | None:
@@ -92,14 +89,15 @@ def _numbers(text: str) -> list[tuple[str, float]]:
 
 
 def _to_float(token: str) -> float | None:
-    token = re.sub(r"[\s,]", "", token)
-    try:
-        if "/" in token:
-            top, bottom = token.split("/")
-            return float(Fraction(top) / Fraction(bottom))
-        return float(token)
-    except (ValueError, ZeroDivisionError, OverflowError):
+    """A number's value as a float, read through the bounded reader (core/numeric.py) first: a
+    number past its bounds ("1e999999999/2") is no number, and never costs more than microseconds."""
+    value = exact_value(token)
+    if value is None:
         return None
+    try:
+        return float(value)
+    except OverflowError:  # within the bounds but past a float's range: 1e400
+        return math.inf if value > 0 else -math.inf
 
 
 _FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(-?[\d.,]+)\s*\}\s*\{\s*(-?[\d.,]+)\s*\}")

@@ -256,12 +256,16 @@ _ANSWER_KIND = {"choice": "choice", "numeric": "number", "math": "math", "exact"
 
 def answer_kind(item: SuiteItem) -> str:
     """How a vote or an agreement gate reads an answer to `item` (core/answers.py): its grader's
-    kind; a recorded item's by its reference (a number, else a short exact answer); `auto` where
+    kind; a recorded item's as its import set it (`meta["kind"]`: `stiva bench import` infers one
+    from the reference and the question, or takes --kind), else inferred the same way; `auto` where
     answers have no checkable form (contains, code, judge)."""
     if item.grader == "recorded":
-        from .numbers import parse_number
+        from ..core.answers import ANSWER_KINDS, infer_kind
 
-        return "number" if item.answer and parse_number(item.answer) is not None else "exact"
+        given = item.meta.get("kind")
+        if isinstance(given, str) and given in ANSWER_KINDS:
+            return given
+        return infer_kind(item.answer, item.question) if item.answer else "auto"
     return _ANSWER_KIND.get(item.grader, "auto")
 
 

@@ -34,7 +34,7 @@ import aiohttp.http_exceptions
 from httpx_sse._decoders import SSEDecoder  # the spec's line parser, without httpx's transport
 
 from ..config import WorkersConfig
-from ..core.usage import Usage, estimate_tokens, token_count
+from ..core.usage import Usage, estimate_prompt_tokens, estimate_text_tokens, token_count
 from ..keys import AnswerMask
 from .types import ChatEvent, PoolModel, ProviderError, StepInput, TextDelta, UsageReport, WorkerPrompt
 
@@ -145,7 +145,7 @@ class HttpWorker:
                 async for event in self._stream_once(model, url, body, headers):
                     if isinstance(event, TextDelta):
                         streamed_text = True
-                        text = answer.feed(event.text)
+                        text = await _masked(answer, event.text)
                         if text:
                             yield TextDelta(text)
                         continue
@@ -256,8 +256,10 @@ class HttpWorker:
                 f"connection failed: {exc or type(exc).__name__}", provider=provider, retryable=True
             ) from None
         if usage is None:
-            prompt = sum(estimate_tokens(str(m.get("content", ""))) + 4 for m in body["messages"])
-            usage = Usage(prompt, estimate_tokens("".join(text_parts)), estimated=True)
+            # estimated so as not to undercount what the provider bills (core/usage.py)
+            usage = Usage(
+                estimate_prompt_tokens(body["messages"]), estimate_text_tokens("".join(text_parts)), estimated=True
+            )
         yield UsageReport(usage)
 
 
@@ -418,6 +420,19 @@ def _status_error(status: int, reason: str, text: str, retry_after: str | None, 
         retryable=status in RETRYABLE_STATUS,
         retry_after=_retry_after(retry_after),
     )
+
+
+# A piece of an answer longer than this is masked in a worker thread: the mask costs a few
+# microseconds a character where many may begin a key's form, and a provider may send a whole
+# answer (up to `max_answer_kb`) in one piece; in the event loop that would hold up every other
+# run and, under `stiva serve`, every other client.
+OFF_LOOP_CHARS = 16_384
+
+
+async def _masked(answer: AnswerMask, piece: str) -> str:
+    if len(piece) > OFF_LOOP_CHARS:
+        return await asyncio.to_thread(answer.feed, piece)
+    return answer.feed(piece)
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -16,13 +16,15 @@ from .modes import (
     WorkflowMode,
 )
 from .root import Runtime, StartupError
-from .sessions import Ask, AskError, CompareStart, Outcome, Sessions
+from .sessions import Ask, AskError, CompareStart, Fork, ForkOutcome, Outcome, Sessions
 from .systems import System, SystemNameError, column_system, one_system, parse_system, parse_systems
 
 __all__ = [
     "PRESETS",
     "Ask",
     "AskError",
+    "Fork",
+    "ForkOutcome",
     "CompareStart",
     "ConductorMode",
     "ConductorVariant",

@@ -66,6 +66,14 @@ LOG_KEEP_BYTES = 1 << 20  # a log larger than this is started afresh
 QUIT_WAIT_S = 3.0  # how long a child that was told to leave may take before it is killed
 
 
+def shared_process() -> "ModelProcess":
+    """The front ends' model process: the warm `stiva ask` worker's models where one serves them
+    (one copy per user), else a child of this process; started on first use."""
+    from .. import paths
+
+    return ModelProcess(paths.data_dir() / LOG_NAME, shared=True)
+
+
 def supported() -> bool:
     """Whether this system can run the models in a process of their own (a Unix socket pair)."""
     return hasattr(socket, "AF_UNIX") and sys.platform != "win32"
@@ -92,6 +100,8 @@ class ModelProcess:
         self._start_lock = asyncio.Lock()
         self._closed = False
         self._warming: asyncio.Task[None] | None = None
+        self._early: tuple[asyncio.subprocess.Process, socket.socket] | None = None
+        self._preloaded = 0  # the generation of a child started with --preload: it warms up by itself
 
     @property
     def alive(self) -> bool:
@@ -122,12 +132,25 @@ class ModelProcess:
             return log
         return asyncio.subprocess.DEVNULL
 
+    def adopt(self, proc: asyncio.subprocess.Process, parent: socket.socket) -> None:
+        """Take a child already started by `start_early` (the app's, beside its first paint) as
+        this process's, instead of starting one on first use."""
+        self._early = (proc, parent)
+
     async def _ensure(self) -> None:
         async with self._start_lock:
             if self._closed:
                 raise ModelProcessGone("the model process was closed")
             if self.alive:
                 return
+            if self._early is not None:
+                (self._proc, parent), self._early = self._early, None
+                self._worker_pid = None
+                reader, self._writer = await asyncio.open_unix_connection(sock=parent)
+                self.generation += 1
+                self._preloaded = self.generation
+                self._reader_task = asyncio.create_task(self._read_replies(reader, self._proc))
+                return  # one that died meanwhile is said so by its first call; the next starts anew
             if self.shared:
                 from . import shared_models
 
@@ -252,6 +275,8 @@ class ModelProcess:
         then waits on neither. A failure is left to that question's own call to say."""
         if self._closed or self.on_worker or (self._warming is not None and not self._warming.done()):
             return  # the warm worker's model answered its asks: it is warm
+        if self._early is not None or (self.alive and self._preloaded == self.generation):
+            return  # started with --preload: it warms up by itself
 
         async def warm() -> None:
             with contextlib.suppress(ModelProcessGone, OSError):
@@ -266,6 +291,9 @@ class ModelProcess:
         self._closed = True
         if self._warming is not None:
             self._warming.cancel()
+        if self._early is not None:  # started early, never used: told to leave as any other
+            (self._proc, parent), self._early = self._early, None
+            parent.close()
         proc = self._proc
         if self._writer is not None:
             self._writer.close()

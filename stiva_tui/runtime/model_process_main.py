@@ -80,7 +80,8 @@ class Server:
             self.loop.call_soon_threadsafe(self.send, message)
 
     def conductor(self, spec: ConductorSpec) -> Any:
-        key = (spec.backend, spec.config.model_dump_json())
+        # `prefer` is per question (the plan request carries it): a conductor built once serves them all
+        key = (spec.backend, spec.config.model_dump_json(exclude={"prefer"}))
         if key not in self.conductors:
             self.conductors[key] = _build_conductor(spec)
         return self.conductors[key]
@@ -155,16 +156,26 @@ class Server:
         return Done(id=message.id)
 
 
-async def serve(fd: int) -> None:
+async def serve(fd: int, preload: bool = False) -> None:
     sock = socket.socket(fileno=fd)
     reader, writer = await asyncio.open_unix_connection(sock=sock)
-    await serve_stream(reader, writer)
+    await serve_stream(reader, writer, preload=preload)
 
 
-async def serve_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def serve_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, preload: bool = False) -> None:
     """Serve the calls of one parent until it goes: the child's socket pair, or a front end
-    connected to the warm worker (runtime/shared_models.py)."""
+    connected to the warm worker (runtime/shared_models.py). `preload` (`--preload`, the app's
+    start): the embedded model loads and warms up at once, before any call asks for it, while
+    the parent is still building its runtime; a call for it meanwhile waits on that load."""
     server = Server(writer)
+    warming = None
+    if preload:
+
+        async def warm() -> None:
+            with contextlib.suppress(Exception):  # a failure is said by the call that needs the model
+                await server.embedded_worker().warm_up()
+
+        warming = asyncio.create_task(warm(), name="stiva-model-preload")
     while True:
         try:
             message = await read_frame(reader, Requests)
@@ -177,7 +188,7 @@ async def serve_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
                 break
             continue
         server.start(message)
-    for task in list(server.tasks.values()):
+    for task in [*server.tasks.values(), *([warming] if warming is not None else [])]:
         task.cancel()
     with contextlib.suppress(Exception):  # a last `refused` goes before the process does
         await writer.drain()
@@ -193,7 +204,7 @@ def cpu_threads() -> int:
     The app keeps a core for itself; and torch's threads wait for one another at every operation,
     so on a busy machine (other processes on every core) each operation waits for its slowest,
     descheduled thread, and an answer took many times as long as on one thread
-    (benchmarks/perf/first_answer.json: `two_threads`, the child as it was, against the rest)."""
+    (benchmarks/perf/first_answer.json at commit bafa3f8: `two_threads`, the child as it was, against the rest)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -202,13 +213,16 @@ def cpu_threads() -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or not argv[0].isdigit():
-        print("usage: python -m stiva_tui.runtime.model_process_main FD (started by Stiva)", file=sys.stderr)
+    preload = argv[1:] == ["--preload"]
+    if not argv or not argv[0].isdigit() or len(argv) > 1 + preload:
+        print(
+            "usage: python -m stiva_tui.runtime.model_process_main FD [--preload] (started by Stiva)", file=sys.stderr
+        )
         return 2
     with contextlib.suppress(OSError, AttributeError):
         os.nice(NICENESS)
     os.environ.setdefault("OMP_NUM_THREADS", str(cpu_threads()))  # before torch is imported; a user's own wins
-    asyncio.run(serve(int(argv[0])))
+    asyncio.run(serve(int(argv[0]), preload))
     return 0
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import statistics
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -172,6 +173,7 @@ class Runtime:
     # Models the config names that are known but not available now (no key, a server down).
     warnings: list[str] = field(default_factory=list)
     _latencies: dict[str, float] | None = None
+    _outputs: dict[str, int] | None = None
     # The first rule of the fallback model (engine/fallback.py): a router's predicted chances.
     fallback_predictor: Predictor | None = None
     _accuracy: dict[str, tuple[int, int]] | None = None
@@ -197,13 +199,14 @@ class Runtime:
         with_store: bool = True,
         discover: bool | None = None,
         store_path: Any = None,
-        model_process: bool = False,
+        model_process: "bool | ModelProcess" = False,
     ) -> "Runtime":
         """Build the pool (and discover local servers) and open the history; loads no model. A
         [sim] config must come with its server started (`stiva_tui.sim.pool.start_sim`, which the
         command line does): the simulated pool is a server of its own, above the runtime.
         `model_process`: the embedded model and a local conductor load and run in a process of
-        their own (model_process.py; the app does this), not in this one."""
+        their own (model_process.py; the app does this), not in this one; a `ModelProcess` given
+        is that process, already started (the app starts it beside its first paint)."""
         if config.sim is not None and not any(p.name in (SIM_PROVIDER, REPLAY_PROVIDER) for p in config.providers):
             raise StartupError(
                 "config: [sim] is set but the simulated pool is not running: start it with "
@@ -213,11 +216,12 @@ class Runtime:
         if model_process:
             from . import model_process as hosting
 
-            if hosting.supported():
-                from .. import paths
-
+            if not isinstance(model_process, bool):
+                process = model_process
+                embedded = hosting.HostedWorker(process)
+            elif hosting.supported():
                 # the warm `stiva ask` worker's models where one serves them: one copy per user
-                process = hosting.ModelProcess(paths.data_dir() / hosting.LOG_NAME, shared=True)
+                process = hosting.shared_process()
                 embedded = hosting.HostedWorker(process)
         # the embedded model's reason says where it runs (F4, `stiva models`)
         pool = await build_pool(config, discover=discover, embedded_process=process is not None)
@@ -415,6 +419,7 @@ class Runtime:
             conductor_reason=reason,
             source=source,
             latencies=self.typical_latencies(),
+            typical_outputs=self.typical_outputs(),
             fallback=FallbackEvidence(
                 predict=self.fallback_predictor,
                 accuracy=self.bench_accuracy(),
@@ -483,8 +488,29 @@ class Runtime:
             retries=cfg.workers.retries,
             deadline_s=cfg.workers.deadline_s,
             preference=parse_preference(conductor.prefer),
+            open_agreement=cfg.workflows.open_agreement,
         )
         return replace(options, **{k: v for k, v in overrides.items() if v is not None})
+
+    def typical_outputs(self, recent: int = 2000) -> dict[str, int]:
+        """Each model's median answer tokens over the history's `recent` latest finished steps,
+        read once (a failing store gives none): what a plan's estimate expects a step to write."""
+        if self._outputs is None:
+            self._outputs = {}
+            if self.store is not None:
+                try:
+                    rows = self.store.query(
+                        "SELECT model, completion_tokens FROM steps WHERE status = 'finished'"
+                        " AND model IS NOT NULL AND completion_tokens > 0 ORDER BY rowid DESC LIMIT ?",
+                        (recent,),
+                    )
+                    by_model: dict[str, list[int]] = {}
+                    for row in rows:
+                        by_model.setdefault(row["model"], []).append(int(row["completion_tokens"]))
+                    self._outputs = {m: int(statistics.median_high(v)) for m, v in by_model.items()}
+                except Exception as exc:  # noqa: BLE001 - a damaged history: the default answer length
+                    log.warning("typical answer lengths not read from the history: %s", exc)
+        return self._outputs
 
     def typical_latencies(self) -> dict[str, float]:
         """Each model's median step time in the history, read once (a failing store gives none)."""

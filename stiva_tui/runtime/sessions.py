@@ -20,11 +20,13 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..core import open_text
 from ..core.events import Event
 from ..core.preference import PreferenceError, parse_preference
 from ..core.words import KIND_OF_SOURCE, Source
 from ..engine.baselines import default_moa_proposers
 from ..engine.executor import Engine, RunOptions, RunResult, Subscriber, events_of
+from ..engine.fork import ForkError, ForkPlan, plan_fork
 from ..inference.progress import Progress
 from ..pool.types import PoolModel
 from .modes import PRESETS, ConductorMode, ConductorVariant, DirectMode, MoAMode, Mode, WorkflowMode, conductor_variant
@@ -33,6 +35,9 @@ if TYPE_CHECKING:
     from .root import Runtime
 
 log = logging.getLogger(__name__)
+
+# The front ends a person asks through: their questions have no known kind unless one is given.
+LIVE_SOURCES: tuple[Source, ...] = ("tui", "cli", "api")
 
 
 EMPTY_POOL = (
@@ -75,6 +80,31 @@ class Outcome:
     conversation_id: str | None
     warnings: list[str] = field(default_factory=list)  # the history could not be written, ...
     notes: list[str] = field(default_factory=list)  # what the user should know of the answer (offline limits)
+
+
+@dataclass(frozen=True)
+class Fork:
+    """Run `run_id`'s step `step` (as the tree numbers it: "2", or "2.3" for round 2) again on
+    `model`, with `subtask` instead of its own where given, and every step that reads it
+    (engine/fork.py). `run_id` may be a unique start of the id, as `stiva history` takes them."""
+
+    run_id: str
+    step: str
+    model: str
+    subtask: str | None = None
+    source: Source = "cli"
+    branch_id: str | None = None  # the branch's run id; None: a new one
+    # RunOptions fields that override the config (None values are ignored).
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ForkOutcome:
+    result: RunResult  # the branch's run: its totals are what the branch added
+    plan: ForkPlan
+    branch: int  # the run's branch number, from 1
+    original: str  # the whole id of the run forked
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -263,7 +293,13 @@ class Sessions:
                 options = replace(options, preference=parse_preference(given.pop("preference")))
             except PreferenceError as exc:
                 raise AskError(str(exc)) from None
-        return replace(options, **{k: v for k, v in given.items() if v is not None})
+        options = replace(options, **{k: v for k, v in given.items() if v is not None})
+        if ask.source in LIVE_SOURCES:
+            # a live question whose answers cannot be compared gets one model, never a vote or a
+            # cascade (the bench runs its systems as named: docs/conductor.md, "Open questions")
+            comparable = open_text.comparable(ask.question, options.answer_kind, options.open_agreement)
+            options = replace(options, answers_comparable=comparable)
+        return options
 
     # --- conversations -------------------------------------------------------------------------
 
@@ -352,6 +388,115 @@ class Sessions:
             log.warning("a message could not be recorded: %s", exc)
             warnings.append(f"the history could not record the {role} message: {exc}")
 
+    # --- forks ---------------------------------------------------------------------------------
+
+    def fork_plan(self, fork: Fork) -> tuple[Any, ForkPlan]:
+        """(the original's trace, what the fork runs); AskError, one line, where it cannot run: no
+        history, an unknown run or step, a step that cannot be forked, a model not available."""
+        store = self.runtime.store
+        if store is None:
+            raise AskError("there is no history to fork a run from (the history is off)")
+        if not self.runtime.models:
+            raise AskError(EMPTY_POOL)
+        from ..store import NotFoundError, StoreError
+
+        try:
+            kind, whole = store.resolve_id(fork.run_id)
+            if kind != "run":
+                raise AskError(f"{fork.run_id} is a conversation: fork one of its runs (stiva history show {whole})")
+            trace = store.get_trace(whole)
+        except NotFoundError as exc:
+            raise AskError(str(exc)) from None
+        except StoreError as exc:
+            raise AskError(f"cannot read run {fork.run_id}: {exc}") from None
+        try:
+            plan = plan_fork(
+                trace, fork.step, fork.model, available=[m.id for m in self.runtime.models], subtask=fork.subtask
+            )
+        except ForkError as exc:
+            raise AskError(str(exc)) from None
+        return trace, plan
+
+    async def fork(self, fork: Fork, emit: Subscriber | None = None) -> ForkOutcome:
+        """Run a fork of a finished run to its end: its events go to `emit` (and the history, as
+        a branch under the original run, which is never written). Raises AskError before anything
+        runs or is recorded; once the branch starts, every outcome is in `ForkOutcome.result`."""
+        trace, plan = self.fork_plan(fork)
+        options = self._options(Ask("", options=fork.options))
+        warnings: list[str] = []
+        root = trace if trace.fork is None else self._root(trace.fork.of)  # a branch forked again
+        turns = self._turns_before(root.conversation_id, root.run_id, warnings)
+        models = [
+            self.runtime.pool.get(m) or PoolModel(id=m, provider="", model=m, available=False) for m in plan.models
+        ]
+        branch = max((b.fork.branch for b in root.branches if b.fork is not None), default=0) + 1
+        engine = self.runtime.engine(source=fork.source)
+        result = await engine.run_fork(
+            plan,
+            models,
+            branch=branch,
+            emit=emit,
+            conversation=turns,
+            options=options,
+            run_id=fork.branch_id or uuid.uuid4().hex,
+        )
+        return ForkOutcome(result, plan, branch, root.run_id, warnings)
+
+    def _root(self, run_id: str) -> Any:
+        """The run a branch is kept under (AskError where the history cannot read it)."""
+        from ..store import StoreError
+
+        assert self.runtime.store is not None
+        try:
+            return self.runtime.store.get_trace(run_id)
+        except StoreError as exc:
+            raise AskError(f"cannot read run {run_id}, which the branch forks: {exc}") from None
+
+    def _turns_before(self, conversation_id: str | None, run_id: str, warnings: list[str]) -> list[dict[str, Any]]:
+        """The conversation's turns before run `run_id`'s question: what the run's steps read."""
+        store = self.runtime.store
+        if conversation_id is None or store is None:
+            return []
+        from ..store import StoreError
+
+        try:
+            conversation = store.get_conversation(conversation_id)
+        except StoreError as exc:
+            warnings.append(f"the conversation before the run could not be read ({exc}): the branch reads none")
+            return []
+        answered = {m.run_id for m in conversation.messages if m.role == "assistant" and m.run_id}
+        before = []
+        for m in conversation.messages:
+            if m.run_id == run_id:
+                break
+            if not (m.role == "user" and m.run_id and m.run_id not in answered):
+                before.append({"role": m.role, "content": m.content})
+        return _engine_turns(before)
+
+    def compare_branches(self, run_id: str, branch_ids: Sequence[str] | None = None) -> CompareStart:
+        """A compare session of a run and its branches (their columns: the run's system, then
+        `branch:N`), so that a vote between them is a preference pair like any other. None: every
+        finished branch, the newest eight (compare votes on nine columns at most)."""
+        store = self.runtime.store
+        if store is None:
+            return CompareStart(None, {}, "no history: the session is not saved")
+        from ..store import StoreError
+
+        try:
+            trace = store.get_trace(run_id)
+            finished = [b.run_id for b in trace.branches if b.status == "finished"]
+            wanted = set(branch_ids if branch_ids is not None else finished[-8:])
+            run_ids = {trace.system: trace.run_id}
+            for b in trace.branches:
+                if b.run_id in wanted:
+                    run_ids[b.system] = b.run_id
+            session_id = store.create_compare_session(trace.question)
+            for system, entry in run_ids.items():
+                store.add_compare_entry(session_id, system, entry)
+        except StoreError as exc:
+            return CompareStart(None, {}, f"the session is not saved: {exc}")
+        return CompareStart(session_id, run_ids)
+
     # --- compare mode --------------------------------------------------------------------------
 
     def start_compare(self, question: str, systems: Sequence[str]) -> CompareStart:
@@ -383,4 +528,4 @@ def _title(question: str) -> str:
     return flat if len(flat) <= 60 else flat[:59] + "…"
 
 
-__all__ = ["Ask", "AskError", "CompareStart", "Outcome", "Sessions"]
+__all__ = ["Ask", "AskError", "CompareStart", "Fork", "ForkOutcome", "Outcome", "Sessions"]

@@ -14,7 +14,9 @@ shuts itself into a Landlock domain where the kernel has one (no /proc; from ABI
 process outside the domain), sets its own per-process limits and runs one of the modes below. The
 supervisor then watches the whole sandbox until the worker exits: the number of processes, their
 anonymous and shared memory, what the size-capped /tmp holds, and how many files /tmp and /dev/shm
-hold. Past a limit it reports which one and exits; its exit ends bwrap's init,
+hold. The memory counted includes the kernel's buffers no process maps: each unix socket of the
+sandbox's network namespace and each pipe a process holds, at the most it may hold (the seccomp
+filter keeps them at the kernel's default size and refuses message queues). Past a limit it reports which one and exits; its exit ends bwrap's init,
 and with it the pid namespace and everything still in it (a double-forked `setsid` survivor too).
 
 Modes (`mode` in the config):
@@ -354,7 +356,10 @@ def _worker_limits(limits):
     _limit(resource, "RLIMIT_CPU", limits["cpu_s"])
     _limit(resource, "RLIMIT_FSIZE", limits["disk_mb"] * mb)
     _limit(resource, "RLIMIT_CORE", 0)
-    _limit(resource, "RLIMIT_NOFILE", 256)
+    _limit(resource, "RLIMIT_NOFILE", _NOFILE)
+    # POSIX message queues are kernel memory no process maps (mq_open is refused by the seccomp
+    # filter too; SysV queues as well)
+    _limit(resource, "RLIMIT_MSGQUEUE", 0)
 
 
 # Landlock (Linux >= 5.13): the rights a ruleset can handle at each ABI version, and its scopes.
@@ -417,6 +422,10 @@ def _hide_host():
 
 def _run_worker(cfg):
     os.close(cfg["status_fd"])
+    if cfg.get("drop"):
+        # A change of uid made this process undumpable: its descriptors would be hidden from the
+        # supervisor, which counts the pipes in them (the code runs as this uid anyway)
+        _prctl(4, 1)
     try:
         os.setpgid(0, 0)
     except OSError:
@@ -447,10 +456,80 @@ def _processes(me):
     return sum(1 for entry in os.listdir("/proc") if entry.isdigit() and int(entry) not in (1, me))
 
 
-def _usage(me, tmp):
+# Kernel buffers that no process maps, charged at the most each may hold. The seccomp filter keeps
+# every socket and pipe at the kernel's default size (no SO_SNDBUF, SO_RCVBUF nor F_SETPIPE_SZ) and
+# refuses SysV IPC, POSIX message queues and vmsplice.
+_NOFILE = 256  # the worker's RLIMIT_NOFILE
+_PIPE_BYTES = 16 * 4096  # a pipe's 16 default pages
+
+
+def _sysctl(path, default):
+    try:
+        with open(path, "rb") as handle:
+            return int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return default
+
+
+def _socket_charges():
+    """(bytes charged for a unix stream socket, for a datagram or seqpacket one). A stream socket
+    queues at most its send buffer (and one message more) towards its peer; a datagram one, a
+    queue of max_dgram_qlen messages from any number of senders, each up to a send buffer (and
+    half again of the kernel's own)."""
+    buffer = _sysctl("/proc/sys/net/core/wmem_default", 212992)
+    queue = _sysctl("/proc/sys/net/unix/max_dgram_qlen", 10)
+    return 3 * buffer, (queue + 3) * buffer * 3 // 2
+
+
+def _sockets(charges):
+    """What the sandbox's unix sockets may hold: every one in its network namespace (one a process
+    hides its descriptors from, or one in flight in a message, too), each at its charge."""
+    stream, other = charges
+    total = 0
+    try:
+        with open("/proc/net/unix", "rb") as handle:
+            next(handle, None)
+            for line in handle:
+                fields = line.split()
+                if len(fields) >= 5:
+                    total += stream if fields[4] == b"0001" else other
+    except OSError:
+        pass
+    return total
+
+
+def _pipes(me):
+    """What the sandbox's pipes may hold: each pipe a process holds, at its 16 default pages; a
+    process whose descriptors cannot be read (it made itself undumpable) at as many pipes as its
+    descriptor limit allows."""
+    seen = set()
+    hidden = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in (1, me):
+            continue
+        folder = f"/proc/{entry}/fd"
+        try:
+            names = os.listdir(folder)
+        except PermissionError:
+            hidden += 1
+            continue
+        except OSError:
+            continue
+        for name in names:
+            try:
+                target = os.readlink(f"{folder}/{name}")
+            except OSError:
+                continue
+            if target.startswith("pipe:"):
+                seen.add(target)
+    return (len(seen) + hidden * _NOFILE) * _PIPE_BYTES
+
+
+def _usage(me, tmp, charges=(0, 0)):
     """(memory in bytes, bytes in /tmp) of the whole sandbox. Memory is each process's anonymous
     and shared memory (RssAnon + RssShmem: a MAP_SHARED anonymous mapping is shmem, which statm's
-    "shared" column would subtract); pages two processes share count twice, on the safe side."""
+    "shared" column would subtract); pages two processes share count twice, on the safe side. The
+    kernel's socket and pipe buffers are added at what they may hold (`_sockets`, `_pipes`)."""
     memory = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) in (1, me):
@@ -463,6 +542,8 @@ def _usage(me, tmp):
         except (OSError, IndexError, ValueError):
             continue
     # /dev/shm's pages are memory the code holds, whether or not a process maps them
+    if any(charges):
+        memory += _sockets(charges) + _pipes(me)
     return memory + _used("/dev/shm"), _used(tmp)
 
 
@@ -522,6 +603,7 @@ def _supervise(cfg):
     tick = 0
     writable = (cfg["tmp"], "/dev/shm")
     files_at_start = _inodes(writable) if watch else 0
+    charges = _socket_charges() if watch else (0, 0)
     while True:
         done, state = os.waitpid(pid, os.WNOHANG)
         if done:
@@ -537,7 +619,7 @@ def _supervise(cfg):
             elif _inodes(writable) - files_at_start > limits["files"]:
                 over = f"files: more than {limits['files']} in /tmp and /dev/shm"
             elif tick % 10 == 0:
-                private, used = _usage(me, cfg["tmp"])
+                private, used = _usage(me, cfg["tmp"], charges)
                 if private > limits["memory_mb"] * mb:
                     over = f"memory: more than {limits['memory_mb']} MB in all"
                 elif used > limits["disk_mb"] * mb:

@@ -26,8 +26,14 @@ error, not a crash):
   calling process only (a nice-19, one-core or zero-limit supervisor would stop watching);
 - sockets of any family but AF_UNIX (`socket`, `socketpair`): AF_VSOCK and the like reach past
   the network namespace; EAFNOSUPPORT, as a kernel without the family answers;
-- memory the supervisor cannot see: `memfd_create`, `memfd_secret`, `shmget` (its /dev/shm is a
-  size-capped tmpfs it counts);
+- memory the supervisor cannot see: `memfd_create`, `memfd_secret`, SysV IPC altogether
+  (`shmget`, `msgget`, `semget` and the calls on them: its /dev/shm is a size-capped tmpfs it
+  counts, and a message queue is kernel memory no process maps), POSIX message queues
+  (`mq_open`), `vmsplice` (user pages, huge ones whole, held by a pipe after they are unmapped);
+- kernel buffers larger than the default: `setsockopt` SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE and
+  SO_RCVBUFFORCE, and `fcntl` F_SETPIPE_SZ. Every socket and pipe keeps the kernel's default
+  size, which the supervisor charges each one at (`_child`): without a cgroup, nothing else
+  counts them (socket pairs with 8 MB buffers held 2.4-3.1 GB under a 512 MB limit);
 - `personality` other than a query or PER_LINUX (no ASLR switched off), `modify_ldt`;
 - the kernel's larger attack surface that no answer needs: `bpf`, `perf_event_open`,
   `userfaultfd`, `io_uring_*`, the keyring, modules, `kexec`, `reboot`, swap, `acct`,
@@ -68,9 +74,14 @@ _PROTECTED_PIDS = (0, 1, 2, 0xFFFFFFFF, 0xFFFFFFFE)  # own group, init, supervis
 _AF_UNIX = 1
 # Who the kernel signals for a file (SIGIO, SIGURG): F_SETOWN, F_SETSIG, F_SETOWN_EX, and the
 # sockets' ioctls FIOSETOWN and SIOCSPGRP
-_SET_OWNER_FCNTL = (8, 10, 15)
+# and F_SETPIPE_SZ (a pipe stays at its 16 default pages, which the supervisor counts)
+_SET_OWNER_FCNTL = (8, 10, 15, 1031)
 _SET_OWNER_IOCTL = (0x8901, 0x8902)
 _PERSONALITY_OK = (0, 0xFFFFFFFF)  # PER_LINUX, and the query
+# setsockopt(SOL_SOCKET, SO_SNDBUF / SO_RCVBUF / SO_SNDBUFFORCE / SO_RCVBUFFORCE): a socket keeps
+# the kernel's default buffer, the size the supervisor charges each socket at
+_SOL_SOCKET = 1
+_BUFFER_OPTIONS = (7, 8, 32, 33)
 
 _TABLES = {
     # machine: (AUDIT_ARCH, {name: number}); numbers from the kernel's syscall tables
@@ -122,6 +133,20 @@ _TABLES = {
             "memfd_create": 319,
             "memfd_secret": 447,
             "shmget": 29,
+            "shmat": 30,
+            "shmctl": 31,
+            "shmdt": 67,
+            "msgget": 68,
+            "msgsnd": 69,
+            "msgrcv": 70,
+            "msgctl": 71,
+            "semget": 64,
+            "semop": 65,
+            "semctl": 66,
+            "semtimedop": 220,
+            "mq_open": 240,
+            "vmsplice": 278,
+            "setsockopt": 54,
             "kill": 62,
             "tkill": 200,
             "tgkill": 234,
@@ -188,6 +213,20 @@ _TABLES = {
             "memfd_create": 279,
             "memfd_secret": 447,
             "shmget": 194,
+            "shmctl": 195,
+            "shmat": 196,
+            "shmdt": 197,
+            "msgget": 186,
+            "msgctl": 187,
+            "msgrcv": 188,
+            "msgsnd": 189,
+            "semget": 190,
+            "semctl": 191,
+            "semtimedop": 192,
+            "semop": 193,
+            "mq_open": 180,
+            "vmsplice": 75,
+            "setsockopt": 208,
             "kill": 129,
             "tkill": 130,
             "tgkill": 131,
@@ -234,7 +273,7 @@ _CONDITIONAL = {
     "ioctl": (1, _SET_OWNER_IOCTL, False),
 }
 _ANSWERS = {"socket": errno.EAFNOSUPPORT, "socketpair": errno.EAFNOSUPPORT}
-_SPECIAL = {"clone", "clone3", *_CONDITIONAL, *_SELF_ONLY_WHICH}
+_SPECIAL = {"clone", "clone3", "setsockopt", *_CONDITIONAL, *_SELF_ONLY_WHICH}
 
 
 def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -290,5 +329,16 @@ def seccomp_program(machine: str | None = None) -> bytes | None:
             _op(_RET, _ALLOW),
             _op(_RET, eperm),
         ]
+    # setsockopt: at level SOL_SOCKET, a buffer size is refused; every other option is allowed
+    refuse = len(_BUFFER_OPTIONS)
+    prog += [
+        _op(_JEQ, table["setsockopt"], 0, 5 + refuse),
+        _op(_LD_W_ABS, _arg(1)),
+        _op(_JEQ, _SOL_SOCKET, 0, 1 + refuse),
+        _op(_LD_W_ABS, _arg(2)),
+        *[_op(_JEQ, option, refuse - index, 0) for index, option in enumerate(_BUFFER_OPTIONS)],
+        _op(_RET, _ALLOW),
+        _op(_RET, eperm),
+    ]
     prog.append(_op(_RET, _ALLOW))
     return b"".join(prog)

@@ -17,6 +17,11 @@ Choices worth knowing (also in docs/api.md):
 - `max_tokens` / `max_completion_tokens` and `temperature` apply to every worker call; `stop` goes
   upstream with the last step of each round (the answer) and also cuts the text the client
   receives, for providers that ignore it.
+- What a provider wrote reaches a client printable and masked: escape sequences, control and
+  invisible characters stripped, then the pool's keys and header values masked in every form
+  (keys.AnswerMask), in the JSON body, each stream chunk (a key split across chunks is held back
+  until it can be told) and each error. Text over OFF_LOOP_CHARS is masked in a worker thread, so
+  one request's long answer never holds up the event loop that serves every other client.
 - Connections (connections.py): deadlines for a request's head, its body and idle keep-alives
   (a 408 for a request sent too slowly), and for replies a client does not read (a few pipelined
   requests are answered ahead of what it has read, then the rest wait), a cap on open and on idle
@@ -42,19 +47,24 @@ from fastapi import FastAPI, Header, Request, Security
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPBearer
 
-from ..core.events import Event, RunCancelled, RunFailed, RunFinished, StepStarted, WorkflowReady
+from ..core.events import Event, PlanEstimated, RunCancelled, RunFailed, RunFinished, StepStarted, WorkflowReady
+from ..core.terminal import printable
 from ..core.words import FailureReason
 from ..engine.executor import RunResult
-from ..runtime import PRESETS, Ask, ConductorMode, DirectMode, Runtime
+from ..keys import AnswerMask, mask, mask_known
+from ..runtime import PRESETS, Ask, AskError, ConductorMode, DirectMode, Fork, Runtime
 from .auth import Guard, is_loopback_host, load_or_create_token
 from .errors import APIError, install_error_handlers
 from .runs import AnswerBroken, AnswerRelay, ChatInput, RunSlots, ServerBusy, StopFilter, read_messages
-from .schemas import ChatCompletionRequest, ErrorResponse, chunk_object, completion_object, usage_object
+from .schemas import ChatCompletionRequest, ErrorResponse, ForkRequest, chunk_object, completion_object, usage_object
 
 log = logging.getLogger("stiva.server")
 
 ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 402, 404, 413, 429, 502, 503)}
 POLL_S = 0.2  # how often a waiting request checks whether its client is still there
+# Answer text longer than this is made printable and masked in a worker thread, not in the event
+# loop: the mask costs about a microsecond a character, and a provider may send 1 MB in one chunk.
+OFF_LOOP_CHARS = 16_384
 
 
 def serve(
@@ -196,6 +206,14 @@ def create_app(
         trace = body.stiva_trace or (x_stiva_trace or "").strip().lower() in ("1", "true", "yes")
         return await server.complete(request, body, trace)
 
+    @app.post("/v1/runs/{run_id}/fork", dependencies=bearer, responses=ERRORS, response_model=None)
+    async def fork_run(run_id: str, body: ForkRequest, request: Request) -> Response:
+        """A branch of a finished run: step `step` runs again on `model` (with `subtask` where
+        given), and every step that reads it; the others keep their outputs, uncalled and unpaid.
+        The reply gives the branch's answer, what it added (`usage`, `stiva_cost_usd`,
+        `stiva_latency_s`) and its trace; the branch is kept under the run in the history."""
+        return await server.fork(request, run_id, body)
+
     return app
 
 
@@ -263,6 +281,10 @@ class _Server:
                 code="conductor_unavailable",
             ) from None
         return self.runtime.conductor
+
+    def secrets(self) -> set[str]:
+        """Every key and header value in the pool: masked in all a client is sent."""
+        return {v for m in self.runtime.pool for v in (m.api_key, *(value for _, value in m.headers)) if v}
 
     # --- models -------------------------------------------------------------------------------
 
@@ -345,6 +367,53 @@ class _Server:
             return await self._stream(request, req, task, events)
         return await self._respond(request, req, task)
 
+    async def fork(self, request: Request, run_id: str, body: ForkRequest) -> Response:
+        """A fork (engine/fork.py) through the session service, in one of the server's run slots."""
+        fork = Fork(run_id, str(body.step), body.model, subtask=body.subtask, source="api")
+        try:
+            self.runtime.sessions.fork_plan(fork)  # a wrong run, step or model: a 4xx, nothing run
+        except AskError as exc:
+            missing = str(exc).startswith("no run")
+            raise APIError(
+                404 if missing else 400, str(exc), code="run_not_found" if missing else "invalid_fork"
+            ) from None
+        try:
+            admitted = await _until_done_or_gone(request, self.slots.acquire())
+        except ServerBusy:
+            raise APIError(
+                429, "the server is busy; try again shortly", code="server_busy", headers={"Retry-After": "1"}
+            ) from None
+        if not admitted:
+            return _client_gone()
+        try:
+            task = asyncio.ensure_future(self.runtime.sessions.fork(fork))
+            self.runs.add(task)
+            task.add_done_callback(self.runs.discard)
+            if not await _until_done_or_gone(request, task):
+                return _client_gone()  # the branch is kept as cancelled; the run is untouched
+        finally:
+            self.slots.release()
+        outcome = task.result()
+        result = outcome.result
+        if result.status != "finished":
+            raise _run_error(result.failure or "internal", result.error)
+        return JSONResponse(
+            {
+                "object": "stiva.branch",
+                "id": result.run_id,
+                "run_id": outcome.original,
+                "branch": outcome.branch,
+                "step": str(body.step),
+                "model": body.model,
+                "answer": result.answer,
+                "usage": usage_object(result.totals),
+                "stiva_cost_usd": result.totals.cost_usd,
+                "stiva_latency_s": result.totals.latency_s,
+                "stiva_trace": self._trace(result.run_id),
+            },
+            headers={"x-stiva-run-id": result.run_id},
+        )
+
     async def _run(self, ask: Ask, emit: Any) -> RunResult:
         """The run, through the session service: recorded as a conversation of kind "api"."""
         outcome = await self.runtime.sessions.ask(ask, emit=emit)
@@ -356,16 +425,18 @@ class _Server:
         if not await _until_done_or_gone(request, task):
             return _client_gone()
         result: RunResult = task.result()
+        secrets = self.secrets()
         if result.status != "finished":
-            raise _run_error(result.failure or "internal", result.error)
+            raise _run_error(result.failure or "internal", mask(result.error or "", secrets))
         # The engine already cut the answer at the request's stop sequences.
-        body = completion_object(req.completion_id, req.model, result.answer, result.totals, req.created)
+        answer = await _off_loop_if_long(mask_known, result.answer, secrets)
+        body = completion_object(req.completion_id, req.model, answer, result.totals, req.created)
         if req.trace:
             body["stiva_trace"] = self._trace(req.id)
         return JSONResponse(body, headers={"x-stiva-run-id": req.id})
 
     async def _stream(self, request: Request, req: _Request, task: asyncio.Task, events: asyncio.Queue) -> Response:
-        sse = _SSE(req, task, self._trace)
+        sse = _SSE(req, task, self._trace, self.secrets())
         # Hold the status line back until there is answer text or the run has ended (so an early
         # failure gets its real status code), or `commit_after_s` has passed.
         loop = asyncio.get_running_loop()
@@ -379,7 +450,7 @@ class _Server:
                     task.cancel()
                     return _client_gone()
                 continue
-            blocks += sse.handle(event)
+            blocks += await sse.handle(event)
         if isinstance(sse.outcome, APIError) and not sse.has_content:
             raise sse.outcome
 
@@ -394,7 +465,7 @@ class _Server:
                     except TimeoutError:
                         yield ": keep-alive\n\n"
                         continue
-                    for block in sse.handle(event):
+                    for block in await sse.handle(event):
                         yield block
             finally:
                 # The client went away (Starlette cancels this generator) or the run ended.
@@ -422,11 +493,13 @@ class _SSE:
     """Turns one run's events into server-sent events; `outcome` is set once the run has ended
     (True when it finished, an APIError when it failed)."""
 
-    def __init__(self, req: _Request, task: asyncio.Task, trace: Any):
+    def __init__(self, req: _Request, task: asyncio.Task, trace: Any, secrets: set[str]):
         self.req = req
         self.task = task
         self.trace = trace
+        self.secrets = secrets
         self.relay = AnswerRelay()
+        self.mask = AnswerMask(secrets)  # printable, then masked; a key across chunks is held back
         self.stop = StopFilter(req.stops)
         self.has_content = False
         self.outcome: bool | APIError | None = None
@@ -434,7 +507,7 @@ class _SSE:
     def start(self) -> str:
         return self._chunk({"role": "assistant", "content": ""})
 
-    def handle(self, event: Event | None) -> list[str]:
+    async def handle(self, event: Event | None) -> list[str]:
         if event is None:  # the task ended without a terminal event: it never started, or crashed
             if self.outcome is None:
                 exc = None if self.task.cancelled() else self.task.exception()
@@ -449,8 +522,17 @@ class _SSE:
         blocks: list[str] = []
         if isinstance(event, WorkflowReady):
             blocks.append(f": stiva round {event.round}: {len(event.workflow.steps)} step(s)\n\n")
+        elif isinstance(event, PlanEstimated):
+            # the plan's expected cost before its calls, and what the budget did to it
+            note = f"; {event.note}" if event.note else ""
+            blocks.append(f": stiva round {event.round}: estimate ${event.cost_usd:.6f}{note}\n\n")
         elif isinstance(event, StepStarted):
-            blocks.append(f": stiva step {event.index + 1} started on {event.model}\n\n")
+            # one line: a discovered model's id is a local server's text, and a line break in it
+            # would begin an event of its own
+            blocks.append(f": stiva step {event.index + 1} started on {' '.join(printable(event.model).split())}\n\n")
+        text = await _off_loop_if_long(self.mask.feed, text) if text else ""
+        if isinstance(event, RunFinished):
+            text += self.mask.flush()
         text = self.stop.feed(text) if text else ""
         if isinstance(event, RunFinished):
             text += self.stop.flush()
@@ -483,7 +565,7 @@ class _SSE:
                 blocks.append(self._data(chunk))
             blocks.append("data: [DONE]\n\n")
         elif isinstance(event, RunFailed):
-            blocks += self._fail(_run_error(event.reason, event.error))
+            blocks += self._fail(_run_error(event.reason, mask(event.error or "", self.secrets)))
         elif isinstance(event, RunCancelled):
             self.outcome = APIError(499, "cancelled", code="cancelled")
         return blocks
@@ -510,6 +592,14 @@ class _SSE:
 
 
 # --- helpers --------------------------------------------------------------------------------------
+
+
+async def _off_loop_if_long(work: Callable[..., str], text: str, *args: Any) -> str:
+    """`work(text, *args)`: in a worker thread when `text` is long, so the event loop keeps
+    answering other clients meanwhile (the thread gives the GIL back every few milliseconds)."""
+    if len(text) > OFF_LOOP_CHARS:
+        return await asyncio.to_thread(work, text, *args)
+    return work(text, *args)
 
 
 def _refuse_unsupported(body: ChatCompletionRequest) -> None:

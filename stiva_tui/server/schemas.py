@@ -14,6 +14,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # Content parts Stiva cannot pass on: the pool is text-only.
+# Stop sequences: as many as OpenAI's API takes, each of a bounded length. Every streamed chunk is
+# searched for each of them in the event loop, and the longest sets how much text waits.
+MAX_STOPS = 4
+MAX_STOP_CHARS = 1000
 UNSUPPORTED_PARTS = {"image_url", "input_audio", "file", "image", "audio", "input_image", "input_file"}
 
 
@@ -60,7 +64,9 @@ class ChatCompletionRequest(BaseModel):
     max_tokens: int | None = Field(None, ge=1, description="per worker call")
     max_completion_tokens: int | None = Field(None, ge=1, description="per worker call")
     temperature: float | None = Field(None, ge=0, le=2)
-    stop: str | list[str] | None = None
+    stop: str | list[str] | None = Field(
+        None, description=f"up to {MAX_STOPS} sequences of at most {MAX_STOP_CHARS} characters each"
+    )
     n: int | None = Field(None, ge=1)
     user: str | None = None
     tools: list[Any] | None = None
@@ -75,6 +81,16 @@ class ChatCompletionRequest(BaseModel):
         "`model` has no conductor, so this changes nothing there",
         examples=["cheap"],
     )
+
+    @field_validator("stop")
+    @classmethod
+    def _stops(cls, value):
+        stops = [value] if isinstance(value, str) else value or []
+        if len(stops) > MAX_STOPS:
+            raise ValueError(f"at most {MAX_STOPS} stop sequences (got {len(stops)})")
+        if any(len(stop) > MAX_STOP_CHARS for stop in stops):
+            raise ValueError(f"a stop sequence is at most {MAX_STOP_CHARS} characters")
+        return value
 
     @field_validator("stiva_preference")
     @classmethod
@@ -149,3 +165,17 @@ def chunk_object(
     if with_usage_field:
         chunk["usage"] = usage  # null on every chunk but the last when include_usage is asked for
     return chunk
+
+
+class ForkRequest(BaseModel):
+    """`POST /v1/runs/{run_id}/fork`: run the run's step `step` (numbered as the app's tree
+    numbers it: 2, or "2.3" for round 2) again on `model`, and every step that reads it."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"step": 2, "model": "gpt-4o", "subtask": "Check the draft, briefly."}]},
+    )
+
+    step: int | str
+    model: str
+    subtask: str | None = None

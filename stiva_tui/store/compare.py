@@ -117,7 +117,9 @@ class CompareSessions(StorePart):
     def leaderboard(self) -> list[LeaderboardRow]:
         """One row per system ever compared, and per conductor adapter it ran with (a trained
         adapter's row beside its base's), best first: by win rate, then wins, then name. A tie or
-        an "all wrong" vote counts as a vote that no system won."""
+        an "all wrong" vote counts as a vote that no system won. A run beside its branches
+        (`branch:N`, engine/fork.py) is no race between systems: those sessions are left out
+        (their votes are preference pairs all the same, train/votes.py)."""
         rows = self.query(
             """
             SELECT e.system AS system, r.conductor_adapter AS adapter,
@@ -129,6 +131,7 @@ class CompareSessions(StorePart):
             FROM compare_entries e
             LEFT JOIN votes v ON v.session_id = e.session_id
             LEFT JOIN runs r ON r.id = e.run_id
+            WHERE e.session_id NOT IN (SELECT session_id FROM compare_entries WHERE system LIKE 'branch:%')
             GROUP BY e.system, r.conductor_adapter
             """
         )

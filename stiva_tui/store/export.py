@@ -8,10 +8,18 @@ from __future__ import annotations
 from typing import Any
 
 from ..core import display as fmt
-from ..core.trace import Trace, TraceConductor, TraceTotals
+from ..core.trace import Trace, TraceConductor, TraceStep, TraceTotals
 from .db import Store
 
-__all__ = ["conversation_markdown", "conversation_json", "run_markdown", "workflow_summary", "totals_line"]
+__all__ = [
+    "branch_lines",
+    "conversation_markdown",
+    "conversation_json",
+    "fork_line",
+    "run_markdown",
+    "workflow_summary",
+    "totals_line",
+]
 
 JSON_FORMAT = "stiva-conversation"
 JSON_VERSION = 1
@@ -96,7 +104,7 @@ def plan_lines(trace: Trace) -> list[str]:
         for s in r.steps:
             reads = "steps " + ", ".join(fmt.step(j) for j in s.access) if s.access else "the question only"
             out.append(
-                f"- Step {fmt.step(s.index)} · `{s.model or '?'}` · reads {reads} · {s.status}: "
+                f"- Step {fmt.step(s.index)} · `{s.model or '?'}` · reads {reads} · {_step_status(trace, s)}: "
                 f"{_one_line(s.subtask, 200) or '(no subtask)'}"
             )
         out.append("")
@@ -114,9 +122,46 @@ def _run_section(n: int, trace: Trace) -> list[str]:
         if partial:
             lines += ["_Partial output:_", "", partial, ""]
     lines += [f"- System: {trace.system}" + _conductor(trace)]
+    if trace.fork is not None:
+        lines += [f"- {fork_line(trace)}"]
     lines += [f"- {summary}" for summary in workflow_summary(trace)]
-    lines += [f"- Totals: {totals_line(trace.totals)}", ""]
+    lines += [f"- {'Added by the branch' if trace.fork is not None else 'Totals'}: {totals_line(trace.totals)}", ""]
+    for branch in trace.branches:
+        lines += branch_lines(branch)
     return lines
+
+
+def fork_line(branch: Trace) -> str:
+    """'Branch 1 of run 3f2a…: step 2 run again on `w3`, and steps 4 that read it; kept: 1, 3'."""
+    f = branch.fork
+    assert f is not None
+    steps = [s for r in branch.rounds if r.round == f.round for s in r.steps]
+    again = [s.index for s in steps if not s.kept and s.index != f.index]
+    kept = [s.index for s in steps if s.kept]
+    line = f"Branch {f.branch} of run {f.of}: step {fmt.step(f.index)} run again on `{f.model or '?'}`"
+    if again:
+        line += f", and step{'s' if len(again) > 1 else ''} {fmt.steps(again)} that read it"
+    return line + (f"; kept: step{'s' if len(kept) > 1 else ''} {fmt.steps(kept)}" if kept else "")
+
+
+def branch_lines(branch: Trace) -> list[str]:
+    """A branch under its run: what was run again, its answer, and what it added."""
+    f = branch.fork
+    assert f is not None
+    lines = [f"### Branch {f.branch}: step {fmt.step(f.index)} on `{f.model or '?'}`", ""]
+    if f.subtask:
+        lines += [f"_Subtask:_ {_one_line(f.subtask, 200)}", ""]
+    if branch.status == "finished":
+        lines += [branch.answer or "", ""]
+    else:
+        lines += [f"_Branch {branch.status}_" + (f": {branch.error}" if branch.error else ""), ""]
+    lines += [f"- {fork_line(branch)}", f"- Added by the branch: {totals_line(branch.totals)}", ""]
+    return lines
+
+
+def _step_status(trace: Trace, step: TraceStep) -> str:
+    """A step's status in the plan's lines; a branch's step not run again is "kept"."""
+    return "kept" if trace.fork is not None and step.kept else step.status
 
 
 def _conductor(trace: Trace) -> str:

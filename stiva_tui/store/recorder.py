@@ -100,6 +100,8 @@ class Recorder:
         def write(c: sqlite3.Connection) -> None:
             linked = e.conversation_id is not None and row_exists(c, "conversations", e.conversation_id)
             _upsert_run(c, e, e.conversation_id if linked else None, owner)
+            if e.fork is not None:
+                _link_branch(c, e.run_id, e.fork)
             if e.conversation_id is not None and not linked:  # kept, unlinked; said on the next event
                 self._notices.append(
                     NotFoundError(f"no conversation {e.conversation_id}: run {e.run_id} is recorded without one")
@@ -280,6 +282,14 @@ def _upsert_run(c: sqlite3.Connection, e: ev.RunStarted, conversation_id: str | 
     )
     if conversation_id is not None:
         c.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
+
+
+def _link_branch(c: sqlite3.Connection, run_id: str, fork: ev.ForkOrigin) -> None:
+    """A branch is kept under the run it forks (schema V8); the original's rows are not touched."""
+    c.execute(
+        "UPDATE runs SET fork_of = ?, fork_round = ?, fork_step = ?, branch = ? WHERE id = ?",
+        (fork.run_id, fork.round, fork.index, fork.branch, run_id),
+    )
 
 
 def _ensure_run(c: sqlite3.Connection, run_id: str) -> None:

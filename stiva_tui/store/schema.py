@@ -18,6 +18,7 @@ from pathlib import Path
 from ..paths import private_file
 from .errors import HistoryFault, NotFoundError, StoreError
 from .faults import SQLITE_NOTADB, classify, not_a_database
+from .upgrade_8 import V8
 
 __all__ = [
     "APPLICATION_ID",
@@ -350,7 +351,9 @@ DROP TABLE votes;
 ALTER TABLE votes_v7 RENAME TO votes;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
+# --- V8 and on: one module each (upgrade_8.py: branches of a run) ---------------------------------
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, V8]
 """MIGRATIONS[i] takes a database from user_version i to i + 1. Append, never edit."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -12,6 +12,7 @@ from ..core.trace import (
     TokenUsage,
     Trace,
     TraceConductor,
+    TraceFork,
     TraceRound,
     TraceStep,
     TraceTotals,
@@ -39,7 +40,15 @@ class Traces(StorePart):
                 raise NotFoundError(f"no run {run_id}")
             rounds = self.query("SELECT * FROM rounds WHERE run_id = ? ORDER BY round", (run_id,))
             steps = self.query("SELECT * FROM steps WHERE run_id = ? ORDER BY round, idx", (run_id,))
-        return _trace(run, rounds, steps)
+            branches = [
+                _trace(
+                    b,
+                    self.query("SELECT * FROM rounds WHERE run_id = ? ORDER BY round", (b["id"],)),
+                    self.query("SELECT * FROM steps WHERE run_id = ? ORDER BY round, idx", (b["id"],)),
+                )
+                for b in self.query("SELECT * FROM runs WHERE fork_of = ? ORDER BY branch, rowid", (run_id,))
+            ]
+        return _trace(run, rounds, steps).model_copy(update={"branches": branches})
 
     def resolve_id(self, text: str) -> tuple[str, str]:
         """("run" | "conversation", the whole id) for a run id, a conversation id, or a unique
@@ -66,8 +75,9 @@ class Traces(StorePart):
         return found[0]
 
     def list_runs(self, limit: int = 100, source: Source | None = None) -> list[RunSummary]:
-        """Run summaries (no rounds or steps) newest first, optionally only those from one source."""
-        where, params = ("WHERE source = ?", [source]) if source else ("", [])
+        """Run summaries (no rounds or steps) newest first, optionally only those from one source.
+        A run's branches are not listed: they are shown with it (`get_trace`)."""
+        where, params = ("WHERE fork_of IS NULL AND source = ?", [source]) if source else ("WHERE fork_of IS NULL", [])
         rows = self.query(
             f"""
             SELECT id AS run_id, conversation_id, question, answer, status, failure, mode, system, source,
@@ -195,6 +205,22 @@ def _trace(run: sqlite3.Row, rounds: list[sqlite3.Row], steps: list[sqlite3.Row]
         created_at=run["created_at"],
         finished_at=run["finished_at"],
         error=run["error"],
+        fork=_trace_fork(run, steps),
+    )
+
+
+def _trace_fork(run: sqlite3.Row, steps: list[sqlite3.Row]) -> TraceFork | None:
+    """Where a branch forks from (schema V8), with the model and subtask its forked step ran."""
+    if run["fork_of"] is None:
+        return None
+    forked = next((s for s in steps if s["round"] == run["fork_round"] and s["idx"] == run["fork_step"]), None)
+    return TraceFork(
+        of=run["fork_of"],
+        round=run["fork_round"] or 1,
+        index=run["fork_step"] or 0,
+        model=forked["model"] if forked is not None else None,
+        subtask=forked["subtask"] if forked is not None else "",
+        branch=run["branch"] or 1,
     )
 
 

@@ -7,7 +7,9 @@ better than Y's" on question q says: for q, X's plan is preferred over Y's plan.
   id): one step on MODEL ("Answer the question.", reads nothing), with or without its run's trace;
 - `moa`, `self-moa[:MODEL]`, a bench's `chain:A>B`: the DAG its run executed, read from the run's trace;
 - `conductor`, `conductor-mini`, `adapter:DIR`: the plan of the run's first round, from its trace
-  (a later round is a revision made with the first answer in view: another prompt, left out).
+  (a later round is a revision made with the first answer in view: another prompt, left out);
+- `branch:N`, a run's branch (engine/fork.py) beside the run in compare's columns: the plan it ran,
+  the forked step on its new model, from its trace.
 
 A plan's steps are named by model id (the model a step was given before any fallback), never by
 index, since the pool may be listed in another order (or have other models) when training.
@@ -188,7 +190,11 @@ def system_plan(system: str, trace: Trace | None) -> NamedPlan | str:
     kind, colon, rest = name.partition(":")
     if kind == "direct" and colon and rest.strip():
         return NamedPlan((rest.strip(),), (DIRECT_SUBTASK,), ((),))
-    if is_conductor_system(name) or name in MOA_SYSTEMS or (colon and kind in ("adapter", "self-moa", "chain")):
+    if (
+        is_conductor_system(name)
+        or name in MOA_SYSTEMS
+        or (colon and kind in ("adapter", "self-moa", "chain", "branch"))
+    ):
         return NO_TRACE if trace is None else trace_plan(trace)
     if not name or name in NO_PLAN_SYSTEMS:
         return UNKNOWN_SYSTEM

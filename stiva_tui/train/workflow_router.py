@@ -39,7 +39,7 @@ from typing import Any
 
 from ..conductor.router import KNN_GRID, WorkflowChoice, utility_weights
 from ..core.preference import LEVELS, parse_preference
-from ..core.replayed import Answer, replay_workflow
+from ..core.replayed import Answer, rank_by_record, replay_workflow
 from ..core.workflow import Workflow
 from ..runtime.systems import parse_system
 
@@ -82,10 +82,15 @@ def outcomes(labels, candidates: Sequence[Candidate], rows: Sequence[int]):
     right = np.zeros((len(rows), len(candidates)), np.float32)
     cost = np.zeros_like(right)
     latency = np.zeros_like(right)
+    every = range(len(labels.items))  # the labels a router trains on are its train items
+    rank = rank_by_record(
+        {m: sum(labels.scores[m]) / len(every) for m in labels.models},
+        {m: sum(labels.costs[m]) / len(every) for m in labels.models},
+    )
     for r, row in enumerate(rows):
         answers = _answers(labels, row)
         for c, candidate in enumerate(candidates):
-            outcome = replay_workflow(candidate.workflow, candidate.models, answers)
+            outcome = replay_workflow(candidate.workflow, candidate.models, answers, rank)
             right[r, c], cost[r, c], latency[r, c] = outcome.correct, outcome.cost_usd, outcome.latency_s
     return right, cost, latency
 

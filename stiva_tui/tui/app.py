@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from ..config import Config
     from ..runtime import Runtime
+    from ..runtime.model_process import ModelProcess
     from .screens.chat import ChatScreen
 
 
@@ -116,6 +117,11 @@ class StivaApp(App):
         # Set before the stylesheet is first built (set in on_mount, it was built twice: ~10 ms
         # of the first frame); an unknown theme is said once the app runs.
         self._theme_problem = ""
+        # A screen's key pressed while Stiva starts (F12 at 1.5 s): opened once the runtime is
+        # there, not dropped (`_can_open`). The action's name; the last one pressed wins.
+        self._queued_action: str | None = None
+        self._start_failed = False
+        self.early_models: "ModelProcess | None" = None  # started beside the first paint (start_up)
         self.theme = self._initial_theme()
 
     @property
@@ -177,6 +183,8 @@ class StivaApp(App):
         self.theme_changed_signal.subscribe(self, lambda theme: save_state(theme=theme.name))
         if self.keymap:
             self.set_keymap(self.keymap)
+        # the model process, where Stiva's own model will plan, starts now, beside the first paint
+        self._early_child = asyncio.create_task(self._start_model_early()) if self.runtime is None else None
         self.call_after_refresh(self.start_up)  # paint first, then start the slow parts
 
     def _initial_theme(self) -> str:
@@ -189,8 +197,11 @@ class StivaApp(App):
     @work(group="startup", exit_on_error=False)
     async def start_up(self) -> None:
         """Build the runtime (unless given one), then load the conductor; tell the chat screen."""
-        # The chat's tree and step pane first, drawn: mounted while the runtime's import runs in a
-        # thread, they would wait on it for the GIL (~0.3 s instead of ~0.1 s).
+        # Beside the chat's tree being mounted and drawn: the runtime's import (in a thread) and,
+        # where Stiva's own model will plan, its model process, which starts loading the model at
+        # once (a second start answered after 18.4 s when all this waited for the tree, the
+        # runtime and the conductor's choice in turn; benchmarks/perf/first_answer.py).
+        early = asyncio.create_task(self._import_and_preload()) if self.runtime is None else None
         try:
             await self.chat_screen.ensure_workflow()
             await self.chat_screen.wait_for_refresh()
@@ -198,23 +209,102 @@ class StivaApp(App):
             if self._collect_after_first_frame:  # the screen is whole (or failed to be): collect again
                 self._collect_after_first_frame = False
                 gc.enable()
-        if self.runtime is None:
+        if early is not None:
+            process = None
             try:
-                # Imported in a thread: the engine, httpx and the store take ~0.1 s to import, which
-                # on the event loop would hold up the first keys the user types.
-                runtime_module = await asyncio.to_thread(self._import_runtime)
+                runtime_module, process = await early
                 self.runtime = await runtime_module.Runtime.create(
-                    self.config, conductor=self.conductor_override, model_process=self.config.model_process
+                    self.config,
+                    conductor=self.conductor_override,
+                    model_process=process if process is not None else self.config.model_process,
                 )
             except Exception as exc:  # a bad config or an unreadable history: say so, stay open
+                if process is not None:
+                    await process.aclose()
                 self.notify(str(exc), title="Stiva cannot start", severity="error", timeout=30)
                 self.chat_screen.post_message(msg.StartupFailed(str(exc)))
+                self._queued_action, self._start_failed = None, True
                 return
         self.chat_screen.post_message(msg.RuntimeReady(self.runtime))
+        queued, self._queued_action = self._queued_action, None
+        if queued is not None:  # a screen asked for while starting: it opens now, before the model loads
+            self.post_message(msg.OpenQueued(queued))
         self._announce_pool_news(self.runtime)  # a local server of another user, left out
         if not self.frozen and not self.runtime.simulated:  # keys and local servers come and go
             self.set_interval(self.POOL_CHECK_S, self._check_pool, name="pool-check")
         await self._load_conductor(self.runtime)
+
+    async def _import_and_preload(self):
+        """The runtime's module (imported in a thread: the engine, httpx and the store take ~0.1 s
+        to import, which on the event loop would hold up the first keys the user types), and the
+        model process started beside the first paint (`_start_model_early`), already loading the
+        embedded model; None where none was: the runtime starts its own on first use."""
+        runtime_module = await asyncio.to_thread(self._import_runtime)
+        early = await self._early_child if self._early_child is not None else None
+        if early is None:
+            return runtime_module, None
+        from ..runtime import model_process as hosting
+
+        process = self.early_models = hosting.shared_process()
+        process.adopt(*early)
+        return runtime_module, process
+
+    async def _start_model_early(self):
+        """(the child, the parent's end of its socket) of the model process, started at once with
+        `--preload` (it loads the embedded model before anything asks for it), where the embedded
+        model will most likely plan and no warm worker serves its models; else None. Nothing here
+        imports the runtime: the child starts while the app paints and imports it."""
+        import socket
+        import sys
+
+        try:
+            log_path = await asyncio.to_thread(self._early_child_wanted)
+        except Exception:  # noqa: BLE001 - a guess only: the runtime starts its model as before
+            return None
+        if log_path is None:
+            return None
+        parent, child = socket.socketpair()
+        log = None
+        try:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            log = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - handed to the child
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "stiva_tui.runtime.model_process_main",
+                str(child.fileno()),
+                "--preload",
+                pass_fds=(child.fileno(),),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+            )
+        except OSError:
+            parent.close()
+            return None
+        finally:
+            child.close()
+            if log is not None:
+                log.close()
+        return proc, parent
+
+    def _early_child_wanted(self):
+        """The model process's log, where the app should start it early (see `own_model_plans`),
+        else None: models not in a child (`model_process = false`), no Unix sockets, or a warm
+        worker listening whose models the app will use instead (runtime/shared_models.py)."""
+        import socket
+        import sys
+
+        from .. import paths
+
+        config = self.config
+        if not config.model_process or not hasattr(socket, "AF_UNIX") or sys.platform == "win32":
+            return None
+        if os.environ.get("STIVA_NO_WARM", "") in ("", "0") and paths.warm_socket_path(2).exists():
+            return None
+        if not own_model_plans(config, self.conductor_override):
+            return None
+        return paths.data_dir() / "model-process.log"
 
     def _import_runtime(self):
         """The runtime's module, with the config built first (the defaults, when not yet)."""
@@ -330,6 +420,10 @@ class StivaApp(App):
             asked.append(last)
         return prompt.text.strip(), asked
 
+    @on(msg.OpenQueued)
+    async def _open_queued(self, message: msg.OpenQueued) -> None:
+        await self.run_action(message.action)
+
     @on(msg.OpenCompare)
     def _open_compare(self, message: msg.OpenCompare) -> None:
         self.action_compare(message.session_id)
@@ -337,7 +431,7 @@ class StivaApp(App):
     def action_compare(self, session_id: str | None = None) -> None:
         from .screens.compare import CompareScreen
 
-        if self._can_open(CompareScreen):
+        if self._can_open(CompareScreen, "compare"):
             assert self.runtime is not None
             # the question being typed in the chat; up in compare's box recalls those asked there
             question, asked = ("", []) if session_id is not None else self._chat_questions()
@@ -346,14 +440,14 @@ class StivaApp(App):
     def action_pool(self) -> None:
         from .screens.pool import PoolScreen
 
-        if self._can_open(PoolScreen):
+        if self._can_open(PoolScreen, "pool"):
             assert self.runtime is not None
             self._push_aside(PoolScreen(self.runtime))
 
     def action_keys(self) -> None:
         from .screens.keys import KeysScreen
 
-        if self._can_open(KeysScreen):
+        if self._can_open(KeysScreen, "keys"):
             assert self.runtime is not None
             self._push_aside(KeysScreen(self.runtime))
 
@@ -372,7 +466,7 @@ class StivaApp(App):
     def action_leaderboard(self) -> None:
         from .screens.leaderboard import LeaderboardScreen
 
-        if self._can_open(LeaderboardScreen):
+        if self._can_open(LeaderboardScreen, "leaderboard"):
             assert self.runtime is not None
             self.push_screen(LeaderboardScreen(self.runtime))
 
@@ -380,7 +474,7 @@ class StivaApp(App):
         """The bench screen: made once, then kept, so that coming back finds the same report."""
         from .screens.bench import BenchScreen
 
-        if not self._can_open(BenchScreen):
+        if not self._can_open(BenchScreen, "bench"):
             return
         assert self.runtime is not None
         if not self.is_screen_installed("bench"):
@@ -417,12 +511,47 @@ class StivaApp(App):
                 self._chat.status_bar.message = f"conductor: choosing again — {runtime.pool_change}"
             self.run_worker(self._load_conductor(runtime), group="conductor", exit_on_error=False)
 
-    def _can_open(self, screen: "type[Screen]") -> bool:
-        """Whether a new `screen` may open: Stiva has started and it is not the one shown."""
+    def _can_open(self, screen: "type[Screen]", action: str | None = None) -> bool:
+        """Whether a new `screen` may open: Stiva has started and it is not the one shown. While
+        it starts, `action` (the key's action) is queued and runs once the runtime is there."""
         if self.runtime is None:
-            self.notify("Stiva is still starting; try again in a moment.", severity="warning")
+            if action is not None and not self._start_failed:
+                self._queued_action = action
+                self.notify("Opening as soon as Stiva has started…", timeout=3)
+            else:
+                self.notify("Stiva is still starting; try again in a moment.", severity="warning")
             return False
         return not isinstance(self.screen, screen)
+
+
+def own_model_plans(config: "Config", override: str | None) -> bool:
+    """Whether the conductor will most likely be the embedded model, which the app then starts
+    loading beside its first paint: `backend = "embedded"`, or `auto` on a machine with no NVIDIA
+    GPU (where a local model would plan), no model or provider of the config's own (one may plan)
+    and no key for a catalog provider (a hosted model would plan). Reads keys: run in a thread."""
+    from pathlib import Path
+
+    from ..config import ConfigError, with_conductor_override
+
+    try:
+        backend = with_conductor_override(config.conductor, override).backend
+    except ConfigError:
+        return False
+    if backend == "embedded":
+        return True
+    if backend != "auto" or config.models or config.providers or config.sim is not None:
+        return False
+    if Path("/dev/nvidiactl").exists():
+        return False
+    if not config.catalog:
+        return True
+    from .. import keys
+    from ..catalog import load_catalog
+
+    try:
+        return not any(keys.get_key(p.name, p.api_key_env)[0] for p in load_catalog().providers)
+    except Exception:  # noqa: BLE001 - a keyring that cannot be read: the runtime says so, not this guess
+        return False
 
 
 def screenshot_folder():

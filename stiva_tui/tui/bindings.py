@@ -54,6 +54,10 @@ TOGETHER = (
     ("RunTreeScreen", "WorkflowTree"),
     ("BenchScreen", "BenchReportView"),
 )
+# Widgets of one screen that never hold the focus together and do not contain one another: a key
+# of one is live only while that one has the focus, so it may mean something else in the other
+# (r forks a step in the tree and renames a chat in the history sidebar).
+APART = (("WorkflowTree", "HistorySidebar"),)
 APP_OWNER = "StivaApp"
 # Keys Textual itself takes on every screen, by what they do.
 RESERVED = {"ctrl+p": "the command palette"}
@@ -95,6 +99,8 @@ def _split(keys: str) -> list[str]:
 
 
 def _together(a: str, b: str) -> bool:
+    if a != b and any(a in group and b in group for group in APART):
+        return False
     return a == b or APP_OWNER in (a, b) or any(a in group and b in group for group in TOGETHER)
 
 

@@ -144,6 +144,7 @@ class LiveRun:
             return
         clock = state.totals is not None or not self.frozen
         seconds = round(state.elapsed(), 1) if clock else None
+        prompt, completion, cost, estimated = state.live()  # what streams counts too, marked ~
         self.status.figures = RunFigures(
-            state.prompt_tokens, state.completion_tokens, state.cost_usd, seconds, STATUS_WORD.get(state.status, "")
+            prompt, completion, cost, seconds, STATUS_WORD.get(state.status, ""), estimated=estimated
         )

@@ -41,6 +41,13 @@ class StartupFailed(Message, bubble=False):
 
 
 @dataclass
+class OpenQueued(Message, bubble=False):
+    """A screen's key pressed while Stiva started: `action` (its action's name) runs now."""
+
+    action: str
+
+
+@dataclass
 class ConductorProgress(Message, bubble=False):
     """The conductor is loading: `fraction` in [0, 1], or None when the loader cannot tell."""
 

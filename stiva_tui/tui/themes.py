@@ -7,6 +7,7 @@ from pathlib import Path
 
 from textual.theme import Theme
 
+from ..core import toml_bounds
 from ..core.reading import read_text
 
 DEFAULT_THEME = "stiva-dark"
@@ -36,7 +37,7 @@ def load_themes(folder: Path = THEMES_DIR) -> list[Theme]:
     themes = []
     for file in sorted(folder.glob("*.toml")):
         try:
-            data = tomllib.loads(read_text(file, THEME_LIMIT))  # past it: a ReadError, one line
+            data = toml_bounds.loads(read_text(file, THEME_LIMIT))  # past it: a ReadError, one line
             unknown = set(data) - _FIELDS - {"name"}
             if unknown:
                 raise ValueError(f"unknown fields {sorted(unknown)}")

@@ -40,6 +40,9 @@ class Reply:
     # request fields this server does not take: a request with one gets a 400 naming it, as
     # OpenAI-compatible servers answer an unknown structured-output field
     refuse: tuple[str, ...] = ()
+    # stop where the request's `stop` sequences first appear, as a real server does (the stop
+    # itself not sent); False: stream every piece whatever the request asks
+    honor_stop: bool = False
 
     def pieces(self) -> list[str]:
         if self.chunks is not None:
@@ -290,6 +293,8 @@ def _make_handler(fake: FakeProvider):
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             pieces = reply.pieces()
+            if reply.honor_stop and request.body.get("stop"):
+                pieces = _until_stop(pieces, request.body["stop"])
             for i, piece in enumerate(pieces):
                 if reply.fault == "cut" and i >= max(1, len(pieces) // 2):
                     # Stop mid-way: end the connection without finishing the chunked body.
@@ -351,3 +356,20 @@ def _make_handler(fake: FakeProvider):
                 self.wfile.flush()
 
     return Handler
+
+
+def _until_stop(pieces: list[str], stops: list[str]) -> list[str]:
+    """`pieces` up to where the first of `stops` begins in their joined text."""
+    text = "".join(pieces)
+    cut = min((i for i in (text.find(s) for s in stops if s) if i >= 0), default=-1)
+    if cut < 0:
+        return pieces
+    kept, length = [], 0
+    for piece in pieces:
+        if length + len(piece) >= cut:
+            if cut > length:
+                kept.append(piece[: cut - length])
+            break
+        kept.append(piece)
+        length += len(piece)
+    return kept

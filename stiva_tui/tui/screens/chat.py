@@ -192,6 +192,7 @@ class ChatScreen(Screen):
                 from ..widgets.workflow_tree import WorkflowTree
 
                 tree, detail = WorkflowTree(id="tree", frozen=self.frozen), StepDetail(id="detail")
+                tree.forkable = True  # r on a step forks it (on_workflow_tree_fork_requested)
                 await self.query_one("#workflow-column").mount(tree, detail)
                 live = LiveRun(tree, detail, self.status_bar, frozen=self.frozen)
                 live.attach(self)
@@ -470,6 +471,7 @@ class ChatScreen(Screen):
             totals.latency_s,
             self.frozen,
             state.status,
+            totals.estimated,
         )
         if state.status == "finished":
             await answer.set_answer(state.answer, header)
@@ -486,6 +488,78 @@ class ChatScreen(Screen):
         key = message.node.data
         if key and key[0] in ("step", "plan") and self.live is not None:  # (None: the tree still mounting)
             await self.live.select(key)
+
+    # --- forking a step (r in the tree) -------------------------------------------------------
+
+    def on_workflow_tree_fork_requested(self, message: "WorkflowTree.ForkRequested") -> None:
+        """(Named for Textual's dispatch: the tree's module loads after the first frame.) r on a step: choose its new model and subtask, then run the branch (engine/fork.py)."""
+        from ..dialogs import ForkDialog
+
+        if self.running:
+            self.notify(f"A question is running: {keys_for(self.app, 'cancel', 'Esc')} cancels it.", severity="warning")
+            return
+        if self.runtime is None or self.live is None:
+            self.notify("Forks run once Stiva has started.", severity="warning")
+            return
+        state = self.live.state
+        if state.status != "finished":
+            self.notify(f"Only a finished run can be forked (this one is {state.status}).", severity="warning")
+            return
+        step = state.step(message.round, message.index)
+        step_label = f"{message.round}.{message.index + 1}" if len(state.rounds) > 1 else str(message.index + 1)
+        models = [m.id for m in self.runtime.models]
+
+        def chosen(choice: tuple[str, str] | None) -> None:
+            if choice is not None:
+                self.fork(message.run_id, step_label, *choice)
+
+        self.app.push_screen(ForkDialog(step_label, step.model or "?", models, step.subtask), chosen)
+
+    def fork(self, run_id: str, step: str, model: str, subtask: str) -> Worker:
+        """Run the fork in a worker (Esc cancels it: the run stays as it was); on its end, the run
+        and the branch open side by side in compare mode, where 1..9 votes between them."""
+        self._run_worker = self.run_worker(
+            self._fork(run_id, step, model, subtask), group="run", exclusive=True, exit_on_error=False, name="fork"
+        )
+        return self._run_worker
+
+    async def _fork(self, run_id: str, step: str, model: str, subtask: str) -> None:
+        from ...runtime import AskError, Fork
+
+        assert self.runtime is not None
+        sessions = self.runtime.sessions
+        request = Fork(run_id, step, model, subtask=subtask, source="tui")
+        try:
+            _, plan = sessions.fork_plan(request)
+        except AskError as exc:
+            self.notify(str(exc), title="Cannot fork", severity="error")
+            return
+        live = await self.ensure_workflow()
+        await live.begin(plan.question, plan.models)
+        self.notify(f"Forking step {step} onto {model}…", timeout=3)
+        try:
+            outcome = await sessions.fork(request, emit=live.handle)
+        except AskError as exc:
+            self.notify(str(exc), title="Cannot fork", severity="error")
+            return
+        except asyncio.CancelledError:
+            self.notify("Fork cancelled: the run is as it was.", timeout=3)
+            raise
+        finally:
+            await live.flush()
+        result = outcome.result
+        if result.status != "finished":
+            self.notify(result.error or result.status, title="The branch did not finish", severity="error")
+            return
+        start = sessions.compare_branches(outcome.original)  # the run beside every branch it has
+        if start.session_id is None:
+            self.notify(start.warning or "the comparison is not saved", severity="warning")
+            return
+        from .compare import CompareScreen
+
+        compare = CompareScreen(self.runtime, session_id=start.session_id)
+        compare.answers_first = True  # the run and its branch side by side, 1..9 ready to vote
+        self.app.push_screen(compare)
 
     # --- actions -------------------------------------------------------------------------------
 

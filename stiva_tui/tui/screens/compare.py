@@ -160,6 +160,9 @@ class CompareScreen(Screen):
         ),
     ]
 
+    # Reopened, the focus goes to the first answer rather than the question box (a fork's branches).
+    answers_first = False
+
     def __init__(
         self,
         runtime: "Runtime",
@@ -254,6 +257,8 @@ class CompareScreen(Screen):
         box.set_history(self.history)
         if self.session_id is not None:
             await self._reopen(self.session_id)
+            if self.answers_first and self.columns:  # a fork's branches, just run: the keys 1..9 vote
+                self.columns[0].query_one(".column-body").focus()
         else:
             if self.initial_question:  # typed in the chat: ctrl+j sends it at once, typing replaces it
                 box.load_text(self.initial_question)
@@ -362,7 +367,7 @@ class CompareScreen(Screen):
                 title=system,
                 run_id=run_ids.get(system),
                 subtitle=subtitles[system] if subtitles is not None and system in subtitles else self._subtitle(system),
-                has_tree=system in SYSTEM_TITLES or system.startswith(("vote:", "cascade:")),
+                has_tree=system in SYSTEM_TITLES or system.startswith(("vote:", "cascade:", "branch:")),
             )
             for n, system in enumerate(systems, start=1)
         ]
@@ -456,8 +461,10 @@ class CompareScreen(Screen):
         for entry in entries:
             if entry.system in offered:  # a model no longer in the pool is shown, not offered
                 selection.select(entry.system)
-        planners = {  # each run's own planner, never the one the runtime has now
-            e.system: self._planned_by(e.system, c.backend, c.model, c.adapter)
+        planners = {  # each run's own planner, never the one the runtime has now; a branch: what it forked
+            e.system: _branch_subtitle(e.trace)
+            if e.trace is not None and e.trace.fork is not None
+            else self._planned_by(e.system, c.backend, c.model, c.adapter)
             if e.trace is not None and (c := e.trace.conductor) is not None
             else self._planned_by(e.system, None, None, None)
             for e in entries
@@ -591,6 +598,13 @@ class CompareScreen(Screen):
             self.notify("This run has not started yet", severity="warning")
             return
         self.app.push_screen(RunTreeScreen(trace))
+
+
+def _branch_subtitle(trace) -> str:
+    """A branch's column (engine/fork.py): which step it ran again, on which model, and that its
+    figures are what the branch added to the run."""
+    fork = trace.fork
+    return f"step {fork.index + 1} on {fork.model or '?'} · added"
 
 
 def _verdict_words(verdict: tuple[str, str | None]) -> str:

@@ -80,14 +80,17 @@ def answer_header(
     seconds: float | None,
     frozen: bool = False,
     status: str = "finished",
+    estimated: bool = False,
 ) -> str:
     """ "Stiva · 2 steps · 307→28 tok · $0.000023 · 1.7s", then how it ended unless it finished; a
-    run stopped before its plan was written has no steps to count ("no plan")."""
+    run stopped before its plan was written has no steps to count ("no plan"). `estimated`: the
+    counts include an estimate (a call stopped before its count came), marked "~"."""
     planned = fmt.count(steps, "step") if steps or status == "finished" else "no plan"
+    mark = "~" if estimated else ""
     parts = [
         f"Stiva · {planned}",
-        f"{fmt.tokens(prompt_tokens)}→{fmt.tokens(completion_tokens)} tok",
-        fmt.money(cost_usd),
+        f"{mark}{fmt.tokens(prompt_tokens)}→{fmt.tokens(completion_tokens)} tok",
+        f"{mark}{fmt.money(cost_usd)}",
     ]
     if seconds is not None and not frozen:
         parts.append(fmt.seconds(seconds))

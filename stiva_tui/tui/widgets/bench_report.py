@@ -4,10 +4,15 @@
     view.report = ShownReport(...)     # renders from this reactive; None shows nothing
 
 Enter on an item posts `messages.OpenRun(run_id)`: the app shows that run on a screen of its own.
+
+Long system names are folded onto more lines of their row, to the width the figures leave them,
+rather than pushing the accuracy, its interval and the cost off the screen; the frontier's legend
+folds a long name the same way, its figures on a line of their own.
 """
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -34,6 +39,8 @@ STATUS_STYLES = {"finished": "green", "running": "yellow", "stopped": "magenta",
 EXTRACTED_CHARS = 40
 FRONTIER_MIN = (24, 5)  # (columns, rows) of the plot area: smaller is unreadable, larger too coarse
 FRONTIER_MAX = (72, 21)
+NAME_AT_LEAST = 10  # a system name is folded to no narrower than this
+ITEM_NAME_CELLS = 24  # an item's id and system in the items table: folded past this
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,7 @@ class BenchReportView(Vertical):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.frontier_size = FRONTIER_MIN  # (columns, rows) of the plot last drawn
+        self._drawn_width = 0  # the width the tables were last filled for
 
     def compose(self) -> ComposeResult:
         yield Static("", id="report-heading")
@@ -123,17 +131,32 @@ class BenchReportView(Vertical):
         systems.clear()
         items.clear()
         self.query_one("#report-heading", Static).update(heading(report) if report is not None else "")
+        # Not laid out yet (a report set as the view first shows): the screen's width, less the
+        # screen's padding, until a resize says better.
+        width = self.size.width or max(0, self.screen.size.width - 2)
+        self._drawn_width = width
         if report is not None:
+            names = name_width(report.systems, width)
             for row in report.systems:
-                systems.add_row(*system_cells(row), key=row.system)
+                cells = system_cells(row)
+                cells[0] = Text(fold_name(row.system, names), style="bold")
+                systems.add_row(*cells, key=row.system, height=None)
+            item_names = max(ITEM_NAME_CELLS, width // 4)
             for index, item in enumerate(report.items):
-                items.add_row(*item_cells(item), key=str(index))
+                cells = item_cells(item)
+                cells[0], cells[1] = (
+                    Text(fold_name(item.id, item_names)),
+                    Text(fold_name(item.system, item_names)),
+                )
+                items.add_row(*cells, key=str(index), height=None)
             if report.items:
                 items.move_cursor(row=min(cursor, len(report.items) - 1), animate=False)
         self._draw_frontier()
         self.call_after_refresh(self._draw_frontier)  # again once the tables' new rows are laid out
 
     def on_resize(self) -> None:
+        if self.report is not None and self.size.width != self._drawn_width:
+            self.watch_report(self.report)  # the names fold to the new width
         self.call_after_refresh(self._draw_frontier)
 
     @on(TabbedContent.TabActivated, "#report-tabs")
@@ -155,7 +178,7 @@ class BenchReportView(Vertical):
         tabs = self.query_one("#report-tabs", TabbedContent).size
         legend = sum(1 for row in self.report.systems if row.n)
         self.frontier_size = frontier_size(tabs.width - 2, tabs.height - 2, legend)
-        plot.update(terminal_frontier(self.report.report, *self.frontier_size))
+        plot.update(fold_legend(terminal_frontier(self.report.report, *self.frontier_size), tabs.width - 2))
 
     def toggle_plot(self) -> None:
         """Show the frontier tab, or the items again (focusing what is shown)."""
@@ -193,6 +216,63 @@ def frontier_size(columns: int, rows: int, legend: int) -> tuple[int, int]:
     width = max(FRONTIER_MIN[0], min(FRONTIER_MAX[0], columns - 8))
     height = max(FRONTIER_MIN[1], min(FRONTIER_MAX[1], rows - 3 - legend))
     return width, height if height % 2 else height - 1
+
+
+def name_width(rows: "list[SystemRow]", width: int) -> int:
+    """The cells the systems table's names may take: what its figures (and their headers and
+    padding) leave of `width`; 0 (no fold) before the first layout."""
+    if width <= 0:
+        return 0
+    cells = [system_cells(row)[1:] for row in rows]
+    figures = sum(
+        max([len(label), *(cell_text(row[i]) for row in cells)]) + 2 for i, label in enumerate(SYSTEM_COLUMNS[1:])
+    )
+    return max(NAME_AT_LEAST, width - figures - 2 - 2)  # the name's padding, the scrollbar
+
+
+def cell_text(cell: object) -> int:
+    return len(cell.plain) if isinstance(cell, Text) else len(str(cell))
+
+
+_BREAKS = ":/@-_ "  # not ".": it breaks version numbers ("gemini-2.5")
+
+
+def fold_name(name: str, width: int) -> str:
+    """`name` in lines of at most `width` cells, each broken after a ':', '/', '@', '-', '_'
+    or a space where one falls in its second half, else at the width; 0: one line."""
+    if width <= 0 or len(name) <= width:
+        return name
+    lines = []
+    rest = name
+    while len(rest) > width:
+        cut = max((rest.rfind(c, width // 2, width) for c in _BREAKS), default=-1)
+        cut = cut + 1 if cut >= 0 else width
+        lines.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+    lines.append(rest)
+    return "\n".join(lines)
+
+
+def fold_legend(plot: str, width: int) -> str:
+    """The frontier's text with each legend line that is wider than `width` folded: its name on
+    as many lines as it needs, its accuracy and cost on a line of their own (they were cut off)."""
+    if width <= 0:
+        return plot
+    body, _, legend = plot.partition("\n\n")
+    if not legend:
+        return plot
+    lines = []
+    for line in legend.splitlines():
+        name, sep, figures = line.partition(": accuracy")
+        if len(line) <= width:
+            lines.append(line)
+            continue
+        if not sep:  # "+ A, B: on the same point (accuracy ..., $.../q)"
+            lines += textwrap.wrap(line, width, subsequent_indent="    ")
+            continue
+        lines += fold_name(name, width).splitlines()
+        lines.append(f"    accuracy{figures}")
+    return body + "\n\n" + "\n".join(lines)
 
 
 def heading(report: ShownReport) -> Text:

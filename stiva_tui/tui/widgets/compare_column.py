@@ -20,6 +20,7 @@ from textual.widgets._markdown import MarkdownStream
 
 from ...core import display as fmt
 from ...core import events as ev
+from ...core.run_state import RunState
 from ..text import safe_text, scrub
 
 if TYPE_CHECKING:
@@ -29,10 +30,13 @@ if TYPE_CHECKING:
 def format_totals(
     prompt_tokens: int, completion_tokens: int, cost_usd: float, latency_s: float | None, estimated: bool = False
 ) -> str:
-    """'120→45 tok · $0.00021 · 1.5s' (a '~' marks estimated token counts); short enough for
+    """'120→45 tok · $0.00021 · 1.5s' (a '~' marks estimated counts); short enough for
     a third of the screen, so it stays on one line."""
     approx = "~" if estimated else ""
-    parts = [f"{approx}{fmt.tokens(prompt_tokens)}→{approx}{fmt.tokens(completion_tokens)} tok", fmt.money(cost_usd)]
+    parts = [
+        f"{approx}{fmt.tokens(prompt_tokens)}→{approx}{fmt.tokens(completion_tokens)} tok",
+        approx + fmt.money(cost_usd),
+    ]
     if latency_s is not None:
         parts.append(fmt.seconds(latency_s))
     return " · ".join(parts)
@@ -132,8 +136,8 @@ class CompareColumn(Vertical):
         self._planned = False  # the run has a conductor: show its rounds in the status
         self._answer_step: tuple[int, int] | None = None  # (round, index) of the step streaming the answer
         self._stream: MarkdownStream | None = None
-        self._live_tokens = (0, 0)
-        self._live_cost = 0.0
+        self._live = RunState()  # the run's events folded: its counts as they stand, marked ~ while streaming
+        self._live_shown = ""
 
     def compose(self) -> ComposeResult:
         title = Label(f"{self.number}  {self.title}", classes="column-title", markup=False)
@@ -191,6 +195,9 @@ class CompareColumn(Vertical):
     async def handle(self, event: ev.Event) -> None:
         """Show one event of this column's run (its text without escape sequences)."""
         event = scrub(event)
+        self._live.apply(event)
+        if isinstance(event, (ev.StepDelta, ev.StepFinished)) and not self.finished:
+            self._show_live()
         if isinstance(event, ev.RunStarted):
             self.run_id = event.run_id
             self._planned = event.mode == "conductor"
@@ -207,11 +214,6 @@ class CompareColumn(Vertical):
         elif isinstance(event, ev.StepDelta):
             if (event.round, event.index) == self._answer_step:
                 await self._write(event.text)
-        elif isinstance(event, ev.StepFinished):
-            p, c = self._live_tokens
-            self._live_tokens = (p + event.usage.prompt_tokens, c + event.usage.completion_tokens)
-            self._live_cost += event.cost_usd
-            self.set_footer(format_totals(*self._live_tokens, self._live_cost, None, event.usage.estimated))
         elif isinstance(event, ev.StepFailed):
             then = f", trying {event.fallback}" if event.fallback else ""
             self.set_status(f"step {fmt.step(event.index)} failed on {event.model}{then}")
@@ -221,6 +223,14 @@ class CompareColumn(Vertical):
             await self.show_result("failed", None, event.totals, error=event.error)
         elif isinstance(event, ev.RunCancelled):
             await self.show_result("cancelled", None, event.totals)
+
+    def _show_live(self) -> None:
+        """The footer's counts as they stand: what ended calls reported, and what streams (~)."""
+        prompt, completion, cost, estimated = self._live.live()
+        text = format_totals(prompt, completion, cost, None, estimated)
+        if text != self._live_shown:
+            self._live_shown = text
+            self.set_footer(text)
 
     async def _step_started(self, event: ev.StepStarted) -> None:
         if not event.writes_answer:

@@ -99,7 +99,15 @@ def trace_header(trace: "Trace | None") -> str:
         return "Stiva"
     t = trace.totals
     steps = sum(len(r.workflow.access_list) if r.workflow is not None else len(r.steps) for r in trace.rounds)
-    return answer_header(steps, t.prompt_tokens, t.completion_tokens, t.cost_usd, t.latency_s, status=_ended(trace))
+    return answer_header(
+        steps,
+        t.prompt_tokens,
+        t.completion_tokens,
+        t.cost_usd,
+        t.latency_s,
+        status=_ended(trace),
+        estimated=t.estimated,
+    )
 
 
 def stopped_answer(trace: "Trace") -> AnswerView:

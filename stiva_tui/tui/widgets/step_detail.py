@@ -18,8 +18,10 @@ from textual.widgets import Markdown, Static
 
 from ...core import display as fmt
 from ...core.run_state import Key, RunState
+from ...engine.fork import KEPT_NOTE
 from ..text import markup_text, one_line
 
+LONG_MODEL = 24  # a model id longer than this has the header's second line to itself
 PLACEHOLDER = "_Select a step in the tree to read its subtask and output._"
 
 
@@ -130,21 +132,56 @@ def _header(state: RunState, key: Key) -> str:
         r = state.round(key[1])
         who = markup_text(f"{state.conductor_model or 'conductor'} ({state.conductor_backend or '?'})")
         status = "planning…" if r.planning else fmt.count(len(r.steps), "step")
-        return f"[b]Plan, round {r.round} [/b]· {who} · {status}"
+        lines = [f"[b]Plan, round {r.round} [/b]· {who} · {status}"]
+        if not r.planning and (r.prompt_tokens or r.completion_tokens):
+            mark = "~" if r.estimated else ""
+            seconds = f" · {fmt.seconds(r.latency_s)}" if r.latency_s else ""
+            lines.append(f"{mark}{r.prompt_tokens}→{r.completion_tokens} tok{seconds}")
+        if r.expected_cost is not None:
+            lines.append(f"expected cost of its steps, before any call: {fmt.money(r.expected_cost)}")
+        if r.budget_note:
+            lines.append(f"[$warning]budget: {markup_text(r.budget_note)}[/]")
+        return "\n".join(lines)
     s = state.step(key[1], key[2])
     reads = fmt.reads(s.index, s.access, s.access_all) or "← the question only"
-    # A space closes a styled run rather than opening the next (see tui/screenshot.py).
-    lines = [f"[b]Step {fmt.step(s.index)} [/b]· {markup_text(s.model or '…')} · {s.status} · {reads}"]
-    if s.status == "finished":
-        lines.append(
-            f"{s.prompt_tokens}→{s.completion_tokens} tok · {fmt.money(s.cost_usd)} · {fmt.seconds(s.latency_s)}"
-        )
+    # A space closes a styled run rather than opening the next (see tui/screenshot.py). A long
+    # model id has a line of its own: it wraps there, not through the status.
+    model = markup_text(s.model or "…")
+    if len(s.model) > LONG_MODEL:
+        lines = [f"[b]Step {fmt.step(s.index)} [/b]· {s.status} · {reads}", model]
+    else:
+        lines = [f"[b]Step {fmt.step(s.index)} [/b]· {model} · {s.status} · {reads}"]
+    if s.status == "finished" and s.note == KEPT_NOTE:  # a branch's step not run again (engine/fork.py)
+        lines.append("kept from the run: not called or paid again")
+    elif figures := _figures(s):
+        lines.append(figures)
     for f in s.failures:
         to = f" → {markup_text(f.fallback)}" if f.fallback else ""
         error = markup_text(one_line(f.error, 120))
         lines.append(f"[$error]✗ {markup_text(f.model)} attempt {f.attempt}: [/]{error}{to}")
     lines.append(f"[i]Subtask: [/i]{markup_text(s.subtask)}")
     return "\n".join(lines)
+
+
+def _figures(s) -> str:
+    """The step's tokens, cost and time as they stand, and the plan's estimate beside them; "~"
+    marks an estimate (a stream still going, a call stopped before its count came)."""
+    expected = (
+        f"est {fmt.money(s.expected_cost)} ({s.expected_prompt}→{s.expected_completion} tok)"
+        if s.expected_cost is not None and s.status != "skipped"
+        else ""
+    )
+    if s.status == "running":
+        prompt, completion, cost = s.live()
+        spent = f"~{prompt}→{completion} tok · ~{fmt.money(cost)}" if prompt or completion else ""
+    elif s.status == "finished" or (s.estimated and s.completion_tokens):
+        mark = "~" if s.estimated else ""
+        spent = f"{mark}{s.prompt_tokens}→{s.completion_tokens} tok · {mark}{fmt.money(s.cost_usd)}"
+        if s.latency_s is not None:
+            spent += f" · {fmt.seconds(s.latency_s)}"
+    else:
+        spent = ""
+    return " · ".join(part for part in (spent, expected) if part)
 
 
 def _status(state: RunState, key: Key) -> str:
