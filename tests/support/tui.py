@@ -86,6 +86,25 @@ async def wait_for(pilot, predicate: Callable[[], bool], timeout: float = 10.0, 
         await pilot.pause(0.02)
 
 
+def replay_run(question: str, events: list):
+    """A `run_before` for snapshots: once the conductor shows, the chat screen replays `events` (a
+    run of `question`), then the tree, focused, has step 2 of round 1 under its cursor and in the
+    live pane."""
+
+    async def run_before(pilot) -> None:
+        screen = pilot.app.chat_screen
+        await wait_for(pilot, lambda: screen.status_bar.conductor is not None, what="the conductor")
+        await screen.replay(question, events)
+        screen.tree.focus()
+        await pilot.pause(0.2)
+        screen.tree.move_cursor(screen.tree.node_for(("step", 1, 1)))
+        await pilot.pause(0.2)
+        await screen.live.select(("step", 1, 1))
+        await pilot.pause(0.2)
+
+    return run_before
+
+
 def labels(tree) -> list[str]:
     """Every visible label of a Tree as plain text, depth first."""
     out: list[str] = []
