@@ -20,6 +20,7 @@ from stiva_tui.store import NotFoundError
 from stiva_tui.store.export import conversation_json, conversation_markdown, run_markdown
 from stiva_tui.train.votes import read_votes
 from tests.support.fakeprovider import Reply
+from tests.support.pool import lab_config
 
 # Steps 1 and 2 draft apart, step 3 checks step 1, step 4 combines steps 2 and 3 (the answer).
 PLAN = (
@@ -32,18 +33,7 @@ MODELS = ("cond", "w1", "w2", "w3")
 
 
 def config(fake):
-    return parse_config(
-        {
-            "conductor": {"backend": "remote", "model": "cond"},
-            "providers": [{"name": "lab", "base_url": fake.base_url}],
-            "models": [
-                {"id": name, "provider": "lab", "model": name, "price_in": 1.0, "price_out": 2.0} for name in MODELS
-            ],
-            "workers": {"retries": 0},
-            "discovery": {"enabled": False},
-            "catalog": False,
-        }
-    )
+    return parse_config(lab_config(fake.base_url, [(name, 1.0, 2.0) for name in MODELS]))
 
 
 @pytest.fixture
