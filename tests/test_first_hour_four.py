@@ -307,14 +307,11 @@ def test_changing_prefer_keeps_the_warm_worker_and_reaches_the_plan(fake, tmp_pa
     import signal
 
     from stiva_tui.cli import warm
-    from tests.test_ask_warm import PLAN as ONE_STEP
+    from tests.support.warm import warm_pool
     from tests.test_ask_warm import alive, wait_until
-    from tests.test_ask_warm import write_config as warm_config
 
     monkeypatch.delenv("STIVA_NO_WARM", raising=False)
-    fake.default("cond", Reply(ONE_STEP, usage=(20, 5)))
-    fake.default("w1", Reply("forty-two", usage=(5, 2)))
-    config = warm_config(tmp_path / "c.toml", fake.base_url)
+    config = warm_pool(fake, tmp_path / "c.toml")
     pids, prompts = [], []
     try:
         for served, prefer in enumerate([None, "cheap", "best", "0.3"], start=1):
