@@ -11,8 +11,7 @@ import pytest
 
 from stiva_tui.store import Store
 from tests.support.cli import run_stiva
-from tests.support.fakeprovider import Reply
-from tests.test_cli import PLAN, write_config
+from tests.test_cli import answering_config
 from tests.test_votes import history_with_every_kind_of_vote, record_plan_run, session
 
 
@@ -27,10 +26,7 @@ def _widest(text: str) -> int:
 
 @pytest.fixture
 def config(fake, tmp_path):
-    fake.default("cond", Reply(PLAN, usage=(50, 20)))
-    fake.default("w1", Reply("the combined answer", usage=(10, 3)))
-    fake.default("w2", Reply("draft two", usage=(12, 2)))
-    return write_config(tmp_path / "c.toml", fake.base_url)
+    return answering_config(fake, tmp_path / "c.toml")
 
 
 # --- lines within 80 columns -----------------------------------------------------------------------
