@@ -77,6 +77,22 @@ def script_plan(fake: FakeProvider, plan: str = PLAN_TWO_STEPS, **reply: Any) ->
     fake.script("cond", Reply(plan, **reply))
 
 
+def hold_back_runtime_start(monkeypatch) -> asyncio.Event:
+    """Until the returned event is set, `Runtime.create` waits before it builds the runtime (a slow
+    start: a busy machine, a cold disk); then it builds it as ever. `monkeypatch` undoes it."""
+    from stiva_tui import runtime as runtime_module
+
+    gate = asyncio.Event()
+    create = runtime_module.Runtime.create.__func__
+
+    async def held_back(cls, *args, **kwargs):
+        await gate.wait()
+        return await create(cls, *args, **kwargs)
+
+    monkeypatch.setattr(runtime_module.Runtime, "create", classmethod(held_back))
+    return gate
+
+
 async def wait_for(pilot, predicate: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
     """Let the app run until `predicate()` is true (fails the test after `timeout`)."""
     deadline = time.monotonic() + timeout
