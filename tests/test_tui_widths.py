@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Static
 from stiva_tui.config import parse_config
 from stiva_tui.tui.app import StivaApp
 from stiva_tui.tui.screens.bench import BenchScreen
-from tests.support.tui import labels, wait_for
+from tests.support.tui import labels, replay_run
 from tests.support.tui_screens import Host
 from tests.test_tui_bench import OUTCOMES, _report, fill_store, fixed_clock, store  # noqa: F401 - fixtures
 
@@ -88,18 +88,7 @@ def long_events(finished: bool) -> list:
 
 
 def replay(finished: bool):
-    async def run_before(pilot) -> None:
-        screen = pilot.app.chat_screen
-        await wait_for(pilot, lambda: screen.status_bar.conductor is not None, what="the conductor")
-        await screen.replay(QUESTION, long_events(finished))
-        screen.tree.focus()
-        await pilot.pause(0.2)
-        screen.tree.move_cursor(screen.tree.node_for(("step", 1, 1)))
-        await pilot.pause(0.2)
-        await screen.live.select(("step", 1, 1))
-        await pilot.pause(0.2)
-
-    return run_before
+    return replay_run(QUESTION, long_events(finished))
 
 
 def assert_reads_whole(app) -> None:
