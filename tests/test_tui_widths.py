@@ -127,6 +127,23 @@ async def test_a_priced_plan_reads_whole_at_every_size(size):
         assert bar.startswith("942→189 tok · $0.0015")
 
 
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_up_and_down_go_from_step_to_step_over_the_lines_folded_under_them(size):
+    app = long_app()
+    async with app.run_test(size=size) as pilot:
+        await replay(True)(pilot)
+        tree = app.chat_screen.tree
+        first = tree.node_for(("step", 1, 0))
+        assert first.children, "step 1 folds its subtask under it at this width"
+        tree.focus()
+        tree.move_cursor(first)
+        await pilot.pause()
+        await pilot.press("down")
+        assert tree.cursor_node.data == ("step", 1, 1), tree.cursor_node.data
+        await pilot.press("up")
+        assert tree.cursor_node is first, tree.cursor_node.data
+
+
 @pytest.mark.parametrize("size", SIZES)
 async def test_a_streaming_step_counts_with_a_tilde_in_the_tree_and_the_bar(size):
     app = long_app()
