@@ -22,14 +22,7 @@ import pytest
 from tests.conftest_model import model_cache  # noqa: F401  (session fixture: the converted model)
 from tests.support.cli import run_stiva
 from tests.support.fakeprovider import Reply
-from tests.support.pool import write_lab_config
-
-PLAN = 'One step.\nmodel_id = [1]\nsubtasks = ["answer it"]\naccess_list = [[]]'
-
-
-def write_config(path: Path, base_url: str, idle_s: float = 60) -> Path:
-    ask = {"warm_idle_s": idle_s, "warm_remote": True}
-    return write_lab_config(path, base_url, ["cond", "w1"], embedded_worker=False, ask=ask)
+from tests.support.warm import ONE_STEP, warm_pool, write_warm_config
 
 
 @pytest.fixture(autouse=True)
@@ -78,9 +71,7 @@ def stop_worker():
 
 @pytest.fixture
 def config(fake, tmp_path):
-    fake.default("cond", Reply(PLAN, usage=(20, 5)))
-    fake.default("w1", Reply("forty-two", usage=(5, 2)))
-    return write_config(tmp_path / "c.toml", fake.base_url)
+    return warm_pool(fake, tmp_path / "c.toml")
 
 
 def runs(home: Path) -> list[tuple[str, str]]:
@@ -135,16 +126,16 @@ def test_no_warm_asks_in_this_process(config, stiva_home, stop_worker):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "forty-two"
     assert status() is None
-    off = write_config(config.with_name("off.toml"), config.read_text().split('base_url = "')[1].split('"')[0], 0)
+    off = write_warm_config(config.with_name("off.toml"), config.read_text().split('base_url = "')[1].split('"')[0], 0)
     result = run_stiva("ask", "Q", "--config", str(off), home=stiva_home)
     assert result.returncode == 0, result.stderr
     assert status() is None
 
 
 def test_the_worker_leaves_once_idle(fake, tmp_path, stiva_home, stop_worker):
-    fake.default("cond", Reply(PLAN))
+    fake.default("cond", Reply(ONE_STEP))
     fake.default("w1", Reply("forty-two"))
-    config = write_config(tmp_path / "c.toml", fake.base_url, idle_s=3)
+    config = write_warm_config(tmp_path / "c.toml", fake.base_url, idle_s=3)
     assert run_stiva("ask", "Q", "--config", str(config), home=stiva_home).returncode == 0
     from stiva_tui.cli.warm import socket_path
 
@@ -184,7 +175,7 @@ def test_a_worker_of_another_config_is_replaced(config, fake, tmp_path, stiva_ho
     assert run_stiva("ask", "Q", "--config", str(config), home=stiva_home).returncode == 0
     first = status()
     stop_worker.append(first["pid"])
-    other = write_config(tmp_path / "other.toml", fake.base_url, idle_s=30)  # another config: another worker
+    other = write_warm_config(tmp_path / "other.toml", fake.base_url, idle_s=30)  # another config: another worker
     result = run_stiva("ask", "Q", "--config", str(other), home=stiva_home)
     assert result.returncode == 0, result.stderr
     second = status()

@@ -24,6 +24,15 @@ def write_config(path: Path, base_url: str) -> Path:
     return write_lab_config(path, base_url, models)
 
 
+def answering_config(fake, path: Path) -> Path:
+    """`write_config` at `path` on `fake`, its models answering every ask alike: cond plans PLAN,
+    w1 says "the combined answer", w2 "draft two", each with its usage."""
+    fake.default("cond", Reply(PLAN, usage=(50, 20)))
+    fake.default("w1", Reply("the combined answer", usage=(10, 3)))
+    fake.default("w2", Reply("draft two", usage=(12, 2)))
+    return write_config(path, fake.base_url)
+
+
 @pytest.fixture
 def config(fake, tmp_path):
     fake.script("cond", Reply(PLAN, usage=(50, 20)))

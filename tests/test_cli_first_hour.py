@@ -14,16 +14,12 @@ import pytest
 
 from tests.support import procs
 from tests.support.cli import STIVA, run_stiva
-from tests.support.fakeprovider import Reply
-from tests.test_cli import PLAN, write_config
+from tests.test_cli import answering_config
 
 
 @pytest.fixture
 def config(fake, tmp_path):
-    fake.default("cond", Reply(PLAN, usage=(50, 20)))
-    fake.default("w1", Reply("the combined answer", usage=(10, 3)))
-    fake.default("w2", Reply("draft two", usage=(12, 2)))
-    return write_config(tmp_path / "c.toml", fake.base_url)
+    return answering_config(fake, tmp_path / "c.toml")
 
 
 def _ask(config: Path, home: Path, question: str, *extra: str) -> dict:

@@ -5,8 +5,6 @@ hosted one, a configured pool, a remote conductor), no model process is started 
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from stiva_tui import keys
@@ -14,7 +12,7 @@ from stiva_tui.config import Config, parse_config
 from stiva_tui.tui.app import own_model_plans
 from tests.conftest_model import model_cache  # noqa: F401  (session fixture: the converted model)
 from tests.support import procs
-from tests.support.tui import wait_for
+from tests.support.tui import hold_back_runtime_start, wait_for
 
 
 def test_the_embedded_model_is_preloaded_only_where_it_will_most_likely_plan(stiva_home, monkeypatch):
@@ -48,19 +46,11 @@ async def test_the_model_process_loads_while_the_runtime_is_built(model_cache, s
     """The real app on the default config (offline, the embedded model): its runtime's start held
     back, the model process is there and has torch loaded before the runtime exists; the runtime
     then runs on that process, and the first question is answered by it."""
-    from stiva_tui import runtime as runtime_module
     from stiva_tui.tui.app import StivaApp
 
     monkeypatch.delenv("STIVA_NO_WARM", raising=False)
     monkeypatch.setenv("STIVA_NO_WARM", "1")  # no warm worker: the app's own child
-    gate = asyncio.Event()
-    create = runtime_module.Runtime.create.__func__
-
-    async def held_back(cls, *args, **kwargs):
-        await gate.wait()
-        return await create(cls, *args, **kwargs)
-
-    monkeypatch.setattr(runtime_module.Runtime, "create", classmethod(held_back))
+    gate = hold_back_runtime_start(monkeypatch)
     config = parse_config({"discovery": {"enabled": False}, "catalog": False})
     app = StivaApp(config)
     async with app.run_test(size=(120, 40)) as pilot:

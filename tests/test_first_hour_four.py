@@ -11,8 +11,7 @@ import pytest
 
 from stiva_tui.store import Store
 from tests.support.cli import run_stiva
-from tests.support.fakeprovider import Reply
-from tests.test_cli import PLAN, write_config
+from tests.test_cli import answering_config
 from tests.test_votes import history_with_every_kind_of_vote, record_plan_run, session
 
 
@@ -27,10 +26,7 @@ def _widest(text: str) -> int:
 
 @pytest.fixture
 def config(fake, tmp_path):
-    fake.default("cond", Reply(PLAN, usage=(50, 20)))
-    fake.default("w1", Reply("the combined answer", usage=(10, 3)))
-    fake.default("w2", Reply("draft two", usage=(12, 2)))
-    return write_config(tmp_path / "c.toml", fake.base_url)
+    return answering_config(fake, tmp_path / "c.toml")
 
 
 # --- lines within 80 columns -----------------------------------------------------------------------
@@ -307,14 +303,11 @@ def test_changing_prefer_keeps_the_warm_worker_and_reaches_the_plan(fake, tmp_pa
     import signal
 
     from stiva_tui.cli import warm
-    from tests.test_ask_warm import PLAN as ONE_STEP
+    from tests.support.warm import warm_pool
     from tests.test_ask_warm import alive, wait_until
-    from tests.test_ask_warm import write_config as warm_config
 
     monkeypatch.delenv("STIVA_NO_WARM", raising=False)
-    fake.default("cond", Reply(ONE_STEP, usage=(20, 5)))
-    fake.default("w1", Reply("forty-two", usage=(5, 2)))
-    config = warm_config(tmp_path / "c.toml", fake.base_url)
+    config = warm_pool(fake, tmp_path / "c.toml")
     pids, prompts = [], []
     try:
         for served, prefer in enumerate([None, "cheap", "best", "0.3"], start=1):

@@ -20,6 +20,7 @@ from stiva_tui.store import NotFoundError
 from stiva_tui.store.export import conversation_json, conversation_markdown, run_markdown
 from stiva_tui.train.votes import read_votes
 from tests.support.fakeprovider import Reply
+from tests.support.pool import lab_config
 
 # Steps 1 and 2 draft apart, step 3 checks step 1, step 4 combines steps 2 and 3 (the answer).
 PLAN = (
@@ -32,18 +33,7 @@ MODELS = ("cond", "w1", "w2", "w3")
 
 
 def config(fake):
-    return parse_config(
-        {
-            "conductor": {"backend": "remote", "model": "cond"},
-            "providers": [{"name": "lab", "base_url": fake.base_url}],
-            "models": [
-                {"id": name, "provider": "lab", "model": name, "price_in": 1.0, "price_out": 2.0} for name in MODELS
-            ],
-            "workers": {"retries": 0},
-            "discovery": {"enabled": False},
-            "catalog": False,
-        }
-    )
+    return parse_config(lab_config(fake.base_url, [(name, 1.0, 2.0) for name in MODELS]))
 
 
 @pytest.fixture
@@ -225,40 +215,41 @@ GATE_PLAN = (
 )
 
 
-async def test_a_vote_that_reads_the_forked_step_is_counted_again_and_calls_nothing(runtime, fake):
-    fake.script("cond", Reply(VOTE_PLAN))
+async def step_2_forked_to_42(runtime, fake, plan: str, w3_says: str, emit=None):
+    """`plan` asked (w1 says 42, w2 41, w3 `w3_says`), then its step 2 forked onto w1, which says 42
+    again: (the first run's answer, the fork's outcome, the calls the fork made per model)."""
+    fake.script("cond", Reply(plan))
     fake.script("w1", Reply("The answer is 42."))
     fake.script("w2", Reply("The answer is 41."))
-    fake.script("w3", Reply("The answer is 41."))
+    fake.script("w3", Reply(w3_says))
     # a question that asks for a final answer: its answers can be compared (open_text.comparable)
     asked_ = await runtime.sessions.ask(Ask("What is it? Give the final answer.", source="cli"))
-    assert asked_.result.answer == "The answer is 41."
+    first_answer = asked_.result.answer
     runtime.store.wait_for_writes()
     before = counts(fake)
     fake.script("w1", Reply("The answer is 42."))
-    events: list = []
-    outcome = await runtime.sessions.fork(Fork(asked_.result.run_id, "2", "w1"), emit=events.append)
+    outcome = await runtime.sessions.fork(Fork(asked_.result.run_id, "2", "w1"), emit=emit)
     after = counts(fake)
-    assert {m: after[m] - before[m] for m in MODELS} == {"cond": 0, "w1": 1, "w2": 0, "w3": 0}
+    return first_answer, outcome, {m: after[m] - before[m] for m in MODELS}
+
+
+async def test_a_vote_that_reads_the_forked_step_is_counted_again_and_calls_nothing(runtime, fake):
+    events: list = []
+    first_answer, outcome, calls = await step_2_forked_to_42(
+        runtime, fake, VOTE_PLAN, "The answer is 41.", emit=events.append
+    )
+    assert first_answer == "The answer is 41."
+    assert calls == {"cond": 0, "w1": 1, "w2": 0, "w3": 0}
     assert outcome.result.answer == "The answer is 42."  # 42 now has two of three: the first step's
     (vote,) = [e for e in events if isinstance(e, ev.StepFinished) and e.index == 3]
     assert vote.note.startswith("vote: 2 of 3") and "42" in vote.note
 
 
 async def test_a_gate_that_now_agrees_skips_the_judge_the_run_called(runtime, fake):
-    fake.script("cond", Reply(GATE_PLAN))
-    fake.script("w1", Reply("The answer is 42."))
-    fake.script("w2", Reply("The answer is 41."))
-    fake.script("w3", Reply("Judged: 42."))
-    asked_ = await runtime.sessions.ask(Ask("What is it? Give the final answer.", source="cli"))
-    assert asked_.result.answer == "Judged: 42."  # they disagreed: the judge ran
-    runtime.store.wait_for_writes()
-    before = counts(fake)
-    fake.script("w1", Reply("The answer is 42."))
-    outcome = await runtime.sessions.fork(Fork(asked_.result.run_id, "2", "w1"))
-    after = counts(fake)
+    first_answer, outcome, calls = await step_2_forked_to_42(runtime, fake, GATE_PLAN, "Judged: 42.")
+    assert first_answer == "Judged: 42."  # they disagreed: the judge ran
     # step 2 again on w1; the gate counts again, finds agreement, and the judge is not called
-    assert {m: after[m] - before[m] for m in MODELS} == {"cond": 0, "w1": 1, "w2": 0, "w3": 0}
+    assert calls == {"cond": 0, "w1": 1, "w2": 0, "w3": 0}
     assert outcome.result.answer == "The answer is 42."
     runtime.store.wait_for_writes()
     branch = runtime.store.get_trace(outcome.result.run_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from contextlib import contextmanager
 
 import keyring
 import pytest
@@ -189,27 +190,37 @@ def test_a_key_a_provider_echoes_in_its_error_is_masked_everywhere(tmp_path, sti
                 _assert_echoed_key_absent(file.read_bytes(), file.name)
 
 
-def _served_error(error_message: str):
-    """(the openai client's error, the provider's requests) when `stiva serve`, over a provider that
-    answers 401 with `error_message`, is asked once."""
+@contextmanager
+def _served(w1_answers: Reply):
+    """A real `stiva serve` over a provider (a FakeProvider) whose `w1` answers `w1_answers`, on
+    `_echoing_config`: yields (the fake, an openai client that holds only the serve token); the
+    server stops when the block ends, the provider after it."""
     import tempfile
     from pathlib import Path
 
-    import openai
     from test_server import Served
 
     from stiva_tui.config import load_config
 
     with FakeProvider() as fake:
-        fake.default("w1", Reply(status=401, error_message=error_message))
+        fake.default("w1", w1_answers)
         config = load_config(_echoing_config(Path(tempfile.mkdtemp()), fake.base_url))
         served = Served(config).start()
         try:
-            with pytest.raises(openai.APIStatusError) as caught:
-                served.client().chat.completions.create(model="w1", messages=[{"role": "user", "content": "hi"}])
+            yield fake, served.client()
         finally:
             served.stop()
-        return caught.value, list(fake.requests)
+
+
+def _served_error(error_message: str):
+    """(the openai client's error, the provider's requests) when `stiva serve`, over a provider that
+    answers 401 with `error_message`, is asked once."""
+    import openai
+
+    with _served(Reply(status=401, error_message=error_message)) as (fake, client):
+        with pytest.raises(openai.APIStatusError) as caught:
+            client.chat.completions.create(model="w1", messages=[{"role": "user", "content": "hi"}])
+    return caught.value, list(fake.requests)
 
 
 def _assert_forms_absent(body: str, stiva_home, forms: dict[str, str]) -> None:
@@ -342,26 +353,12 @@ def test_a_key_a_provider_echoes_in_its_answer_reaches_neither_stiva_ask_nor_the
 async def test_the_api_never_sends_back_a_key_echoed_in_an_answer(how, monkeypatch, stiva_home):
     """`stiva serve` answers a client that holds only the serve token: the provider's key the
     provider repeated is masked in the reply, streamed or not, and in the history it keeps."""
-    import tempfile
-    from pathlib import Path
-
-    from test_server import Served
-
-    from stiva_tui.config import load_config
-
     monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
-    with FakeProvider() as fake:
-        fake.default("w1", _answer_echo(how))
-        config = load_config(_echoing_config(Path(tempfile.mkdtemp()), fake.base_url))
-        served = Served(config).start()
-        try:
-            client = served.client()
-            messages = [{"role": "user", "content": "Echo my key"}]
-            whole = client.chat.completions.create(model="w1", messages=messages)
-            chunks = list(client.chat.completions.create(model="w1", messages=messages, stream=True))
-        finally:
-            served.stop()
-        assert len(fake.requests) == 2 and fake.requests[0].headers.get("authorization") == f"Bearer {ECHOED}"
+    with _served(_answer_echo(how)) as (fake, client):
+        messages = [{"role": "user", "content": "Echo my key"}]
+        whole = client.chat.completions.create(model="w1", messages=messages)
+        chunks = list(client.chat.completions.create(model="w1", messages=messages, stream=True))
+    assert len(fake.requests) == 2 and fake.requests[0].headers.get("authorization") == f"Bearer {ECHOED}"
     answer = whole.choices[0].message.content
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     for reply in (answer, streamed):
@@ -473,29 +470,16 @@ def test_a_key_woven_with_escapes_or_invisible_characters_reaches_neither_ask_no
 async def test_the_api_sends_a_woven_key_neither_whole_nor_streamed_nor_in_an_error(how, monkeypatch, stiva_home):
     """`stiva serve` sends its clients the sanitized, masked text: the body, every stream chunk
     (the key split across the provider's pieces) and the 502 of a provider that refused it."""
-    import tempfile
-    from pathlib import Path
-
     import openai
-    from test_server import Served
-
-    from stiva_tui.config import load_config
 
     monkeypatch.setenv("LAB_ECHO_KEY", ECHOED)
-    with FakeProvider() as fake:
-        fake.default("w1", _woven_answer(how))
-        config = load_config(_echoing_config(Path(tempfile.mkdtemp()), fake.base_url))
-        served = Served(config).start()
-        try:
-            client = served.client()
-            messages = [{"role": "user", "content": "Echo my key"}]
-            whole = client.chat.completions.create(model="w1", messages=messages)
-            chunks = list(client.chat.completions.create(model="w1", messages=messages, stream=True))
-            fake.default("w1", Reply(status=401, error_message=f"Incorrect API key provided: {_woven(how)}."))
-            with pytest.raises(openai.APIStatusError) as refused:
-                client.chat.completions.create(model="w1", messages=messages)
-        finally:
-            served.stop()
+    with _served(_woven_answer(how)) as (fake, client):
+        messages = [{"role": "user", "content": "Echo my key"}]
+        whole = client.chat.completions.create(model="w1", messages=messages)
+        chunks = list(client.chat.completions.create(model="w1", messages=messages, stream=True))
+        fake.default("w1", Reply(status=401, error_message=f"Incorrect API key provided: {_woven(how)}."))
+        with pytest.raises(openai.APIStatusError) as refused:
+            client.chat.completions.create(model="w1", messages=messages)
     pieces = [c.choices[0].delta.content or "" for c in chunks if c.choices]
     assert whole.choices[0].message.content == WOVEN_ANSWER and "".join(pieces) == WOVEN_ANSWER
     _assert_woven_key_absent(whole.choices[0].message.content, "the API's reply")

@@ -336,21 +336,12 @@ def test_with_a_judge_or_a_short_answer_question_the_cascade_runs(fake, tmp_path
 
 
 def test_a_router_that_chooses_workflows_picks_one_model_for_an_open_question(tmp_path, capsys):
-    from test_vote_cascade import _two_kinds
+    from test_vote_cascade import _trained_router
 
-    from stiva_tui.cli.main import main
     from stiva_tui.conductor.router import load_router
     from stiva_tui.core.preference import LEVELS
 
-    def run(*args):
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        assert code == 0, err
-        return json.loads(out)
-
-    imported = run("bench", "import", str(_two_kinds(tmp_path / "r.jsonl")), "--json")
-    folder = tmp_path / "router"
-    run("train", "router", imported["suite"], "--split", "train", "--pool", f"replay:{imported['bench']}", "--out", str(folder), "--json")  # fmt: skip
+    _, folder, _ = _trained_router(tmp_path, capsys)
     router = load_router(folder)
     pool = ["replay:cheap1", "replay:cheap2", "replay:dear"]
     question = "What is 5 plus 12? Add the two numbers."

@@ -23,11 +23,9 @@ import pytest
 
 from stiva_tui import paths
 from tests.support.cli import run_stiva
-from tests.support.fakeprovider import Reply
 from tests.support.other_user import LOGIN_UID, needs_root
-from tests.support.pool import write_lab_config
+from tests.support.warm import warm_pool
 
-PLAN = 'One step.\nmodel_id = [1]\nsubtasks = ["answer it"]\naccess_list = [[]]'
 PLANTS = ["link", "others_folder", "open_folder", "file"]
 
 
@@ -177,15 +175,7 @@ def test_the_worker_starts_in_a_fresh_folder_and_touches_nothing_planted(
     kind, temp_base, long_home, tmp_path, fake, monkeypatch
 ):
     monkeypatch.delenv("STIVA_NO_WARM", raising=False)
-    fake.default("cond", Reply(PLAN, usage=(20, 5)))
-    fake.default("w1", Reply("forty-two", usage=(5, 2)))
-    config = write_lab_config(
-        tmp_path / "c.toml",
-        fake.base_url,
-        ["cond", "w1"],
-        embedded_worker=False,
-        ask={"warm_idle_s": 60, "warm_remote": True},
-    )
+    config = warm_pool(fake, tmp_path / "c.toml")
     standard = temp_base / f"stiva-{os.geteuid()}"
     watched = plant(kind, standard, tmp_path / "victim")
     before = [what(p) for p in watched]

@@ -22,26 +22,13 @@ from stiva_tui.runtime import (
     column_system,
 )
 from tests.support.fakeprovider import Reply
+from tests.support.pool import lab_config
 
 PLAN_ONE = 'One call.\nmodel_id = [1]\nsubtasks = ["Answer it."]\naccess_list = [[]]'
 
 
-def config(fake, **extra):
-    models = [
-        {"id": name, "provider": "lab", "model": name, "price_in": 1.0, "price_out": 1.0}
-        for name in ("cond", "w1", "w2", "w3")
-    ]
-    return parse_config(
-        {
-            "conductor": {"backend": "remote", "model": "cond"},
-            "providers": [{"name": "lab", "base_url": fake.base_url}],
-            "models": models,
-            "workers": {"retries": 0},
-            "discovery": {"enabled": False},
-            "catalog": False,
-            **extra,
-        }
-    )
+def config(fake):
+    return parse_config(lab_config(fake.base_url, [(name, 1.0, 1.0) for name in ("cond", "w1", "w2", "w3")]))
 
 
 @pytest.fixture

@@ -7,22 +7,14 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.support.tui import make_test_config, wait_for
+from tests.support.tui import hold_back_runtime_start, make_test_config, wait_for
 
 
 async def test_f12_pressed_while_starting_opens_the_benches_once_started(fake, monkeypatch):
-    from stiva_tui import runtime as runtime_module
     from stiva_tui.tui.app import StivaApp
     from stiva_tui.tui.screens.bench import BenchScreen
 
-    gate = asyncio.Event()
-    create = runtime_module.Runtime.create.__func__
-
-    async def held_back(cls, *args, **kwargs):
-        await gate.wait()  # a slow start: a busy machine, a cold disk
-        return await create(cls, *args, **kwargs)
-
-    monkeypatch.setattr(runtime_module.Runtime, "create", classmethod(held_back))
+    gate = hold_back_runtime_start(monkeypatch)
     app = StivaApp(make_test_config(fake))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: any(w.group == "startup" and w.is_running for w in app.workers), what="start")
@@ -42,14 +34,7 @@ async def test_the_last_screen_key_pressed_while_starting_wins_and_a_failed_star
     from stiva_tui.tui.app import StivaApp
     from stiva_tui.tui.screens.pool import PoolScreen
 
-    gate = asyncio.Event()
-    create = runtime_module.Runtime.create.__func__
-
-    async def held_back(cls, *args, **kwargs):
-        await gate.wait()
-        return await create(cls, *args, **kwargs)
-
-    monkeypatch.setattr(runtime_module.Runtime, "create", classmethod(held_back))
+    gate = hold_back_runtime_start(monkeypatch)
     app = StivaApp(make_test_config(fake))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: any(w.group == "startup" and w.is_running for w in app.workers), what="start")

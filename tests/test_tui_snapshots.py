@@ -10,7 +10,7 @@ import pytest
 
 from stiva_tui.config import parse_config
 from stiva_tui.tui.app import StivaApp
-from tests.support.tui import DEMO_QUESTION, demo_events, wait_for
+from tests.support.tui import DEMO_QUESTION, demo_events, replay_run, wait_for
 
 SIZE = (140, 42)
 
@@ -35,18 +35,7 @@ def snapshot_app(theme: str) -> StivaApp:
 
 
 def replay(finished: bool):
-    async def run_before(pilot) -> None:
-        screen = pilot.app.chat_screen
-        await wait_for(pilot, lambda: screen.status_bar.conductor is not None, what="the conductor")
-        await screen.replay(DEMO_QUESTION, demo_events(finished))
-        screen.tree.focus()
-        await pilot.pause(0.2)
-        screen.tree.move_cursor(screen.tree.node_for(("step", 1, 1)))
-        await pilot.pause(0.2)
-        await screen.live.select(("step", 1, 1))
-        await pilot.pause(0.2)
-
-    return run_before
+    return replay_run(DEMO_QUESTION, demo_events(finished))
 
 
 @pytest.mark.parametrize("theme", ["stiva-dark", "stiva-light", "stiva-high-contrast"])

@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Static
 from stiva_tui.config import parse_config
 from stiva_tui.tui.app import StivaApp
 from stiva_tui.tui.screens.bench import BenchScreen
-from tests.support.tui import labels, wait_for
+from tests.support.tui import labels, replay_run
 from tests.support.tui_screens import Host
 from tests.test_tui_bench import OUTCOMES, _report, fill_store, fixed_clock, store  # noqa: F401 - fixtures
 
@@ -88,18 +88,7 @@ def long_events(finished: bool) -> list:
 
 
 def replay(finished: bool):
-    async def run_before(pilot) -> None:
-        screen = pilot.app.chat_screen
-        await wait_for(pilot, lambda: screen.status_bar.conductor is not None, what="the conductor")
-        await screen.replay(QUESTION, long_events(finished))
-        screen.tree.focus()
-        await pilot.pause(0.2)
-        screen.tree.move_cursor(screen.tree.node_for(("step", 1, 1)))
-        await pilot.pause(0.2)
-        await screen.live.select(("step", 1, 1))
-        await pilot.pause(0.2)
-
-    return run_before
+    return replay_run(QUESTION, long_events(finished))
 
 
 def assert_reads_whole(app) -> None:
@@ -136,6 +125,23 @@ async def test_a_priced_plan_reads_whole_at_every_size(size):
         assert "Compare both drafts" in text  # every subtask is shown, folded where it must be
         bar = str(app.chat_screen.status_bar.query_one("#status-totals", Static).render())
         assert bar.startswith("942→189 tok · $0.0015")
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_up_and_down_go_from_step_to_step_over_the_lines_folded_under_them(size):
+    app = long_app()
+    async with app.run_test(size=size) as pilot:
+        await replay(True)(pilot)
+        tree = app.chat_screen.tree
+        first = tree.node_for(("step", 1, 0))
+        assert first.children, "step 1 folds its subtask under it at this width"
+        tree.focus()
+        tree.move_cursor(first)
+        await pilot.pause()
+        await pilot.press("down")
+        assert tree.cursor_node.data == ("step", 1, 1), tree.cursor_node.data
+        await pilot.press("up")
+        assert tree.cursor_node is first, tree.cursor_node.data
 
 
 @pytest.mark.parametrize("size", SIZES)

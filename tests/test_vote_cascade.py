@@ -350,30 +350,42 @@ def _two_kinds(path, count: int = 30, agree_wrong: bool = False):
     return path
 
 
-def test_the_router_pays_for_the_dear_model_only_where_the_cheap_ones_cannot_be_trusted(tmp_path, capsys):
+def _stiva_json(capsys, *args: str):
+    """`stiva ARGS` run in this process (cli.main), which must exit 0: what it printed, read as JSON."""
     from stiva_tui.cli.main import main
+
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _trained_router(tmp_path, capsys, *options: str, count: int = 30, agree_wrong: bool = False):
+    """`_two_kinds` imported as a bench, and a router trained on its train split into
+    tmp_path/router (`options`: more of `stiva train router`'s): (the import's JSON, the router's
+    folder, the training's JSON)."""
+    bench = _two_kinds(tmp_path / "r.jsonl", count, agree_wrong=agree_wrong)
+    imported = _stiva_json(capsys, "bench", "import", str(bench), "--json")
+    folder = tmp_path / "router"
+    summary = _stiva_json(
+        capsys, "train", "router", imported["suite"], "--split", "train", "--pool", f"replay:{imported['bench']}",
+        *options, "--out", str(folder), "--json",
+    )  # fmt: skip
+    return imported, folder, summary
+
+
+def test_the_router_pays_for_the_dear_model_only_where_the_cheap_ones_cannot_be_trusted(tmp_path, capsys):
     from stiva_tui.conductor.router import load_router
     from stiva_tui.core.preference import LEVELS
 
-    def run(*args):
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        assert code == 0, err
-        return json.loads(out)
-
-    imported = run("bench", "import", str(_two_kinds(tmp_path / "r.jsonl")), "--json")
-    folder = tmp_path / "router"
-    summary = run(
-        "train", "router", imported["suite"], "--split", "train", "--pool", f"replay:{imported['bench']}",
-        "--out", str(folder), "--json",
-    )  # fmt: skip
+    imported, folder, summary = _trained_router(tmp_path, capsys)
     assert "cascade:cheap1+cheap2>dear" in summary["workflows"]["candidates"]
     router = load_router(folder)
     pool = ["replay:cheap1", "replay:cheap2", "replay:dear"]
     hard = router.decide_workflow("What is the capital city of Laos?", pool, LEVELS["balanced"])
     assert hard.chance > 0.9 and ("dear" in hard.name) and hard.workflow.calls >= 1
-    report = run(
-        "bench", imported["suite"], "--split", "heldout", "--pool", f"replay:{imported['bench']}",
+    report = _stiva_json(
+        capsys, "bench", imported["suite"], "--split", "heldout", "--pool", f"replay:{imported['bench']}",
         "--systems", f"direct:replay:dear,router:{folder}@balanced", "--json",
     )  # fmt: skip
     rows = {row["system"]: row for row in report["systems"]}
@@ -384,14 +396,9 @@ def test_the_router_pays_for_the_dear_model_only_where_the_cheap_ones_cannot_be_
 
 
 def test_a_damaged_workflow_choice_is_one_line(tmp_path, capsys):
-    from stiva_tui.cli.main import main
     from stiva_tui.conductor.router import RouterError, load_router
 
-    assert main(["bench", "import", str(_two_kinds(tmp_path / "r.jsonl")), "--json"]) == 0
-    imported = json.loads(capsys.readouterr().out)
-    folder = tmp_path / "router"
-    assert main(["train", "router", imported["suite"], "--split", "train", "--pool", f"replay:{imported['bench']}",
-                 "--out", str(folder), "--json"]) == 0  # fmt: skip
+    _, folder, _ = _trained_router(tmp_path, capsys)
     data = json.loads((folder / "router.json").read_text())
     data["workflows"]["models"][0] = ["not-a-model"]
     (folder / "router.json").write_text(json.dumps(data))
@@ -453,7 +460,6 @@ def test_features_auto_keeps_the_representation_whose_workflow_choice_validates_
     right) from capitals (only the dear one is), wins."""
     import numpy as np
 
-    from stiva_tui.cli.main import main
     from stiva_tui.conductor.router import load_router
     from stiva_tui.train import router as training
 
@@ -466,12 +472,7 @@ def test_features_auto_keeps_the_representation_whose_workflow_choice_validates_
 
     monkeypatch.setattr(training, "featurize", featurize)
     # enough train questions (200) that the 25 nearest are a neighbourhood, not the whole set
-    assert main(["bench", "import", str(_two_kinds(tmp_path / "r.jsonl", 150, agree_wrong=True)), "--json"]) == 0
-    imported = json.loads(capsys.readouterr().out)
-    folder = tmp_path / "router"
-    assert main(["train", "router", imported["suite"], "--split", "train", "--pool", f"replay:{imported['bench']}",
-                 "--features", "auto", "--out", str(folder), "--json"]) == 0  # fmt: skip
-    summary = json.loads(capsys.readouterr().out)
+    _, folder, summary = _trained_router(tmp_path, capsys, "--features", "auto", count=150, agree_wrong=True)
     chosen = summary["representation"]
     assert summary["features"] == chosen["chosen"] == "tfidf"
     assert chosen["validation_utility"]["tfidf"] > chosen["validation_utility"]["embedded"]

@@ -29,10 +29,7 @@ from test_ask_warm import alive, wait_until, warm_allowed  # noqa: F401 - warm_a
 from test_ask_warm import status as worker_status
 
 from tests.support.cli import run_stiva
-from tests.support.fakeprovider import Reply
-from tests.support.pool import write_lab_config
-
-PLAN = 'One step.\nmodel_id = [1]\nsubtasks = ["answer it"]\naccess_list = [[]]'
+from tests.support.warm import warm_pool
 
 
 def exploit_pickle(command: str) -> bytes:
@@ -68,15 +65,7 @@ def read_reply(sock: socket.socket, timeout: float = 30.0) -> bytes | None:
 @pytest.fixture
 def worker(fake, tmp_path, stiva_home):
     """A real warm worker, started by a real `stiva ask`; (its status, the config); stopped after."""
-    fake.default("cond", Reply(PLAN, usage=(20, 5)))
-    fake.default("w1", Reply("forty-two", usage=(5, 2)))
-    config = write_lab_config(
-        tmp_path / "c.toml",
-        fake.base_url,
-        ["cond", "w1"],
-        embedded_worker=False,
-        ask={"warm_idle_s": 60, "warm_remote": True},
-    )
+    config = warm_pool(fake, tmp_path / "c.toml")
     first = run_stiva("ask", "What is six times seven?", "--config", str(config), home=stiva_home)
     assert first.returncode == 0, first.stderr
     # the worker the ask started may still be starting on a loaded machine

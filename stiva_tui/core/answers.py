@@ -385,8 +385,8 @@ def _number(text: str, field: str | None) -> Final | None:
         first = _numbers(_delatex(segment))
         if first:
             return first[0]
-    found = _numbers(_delatex(text))
-    return found[-1] if found else None
+    everywhere = _numbers(_delatex(text))
+    return everywhere[-1] if everywhere else None
 
 
 def _numbers(text: str) -> list[Final]:

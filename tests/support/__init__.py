@@ -6,4 +6,5 @@ root (pytest's `pythonpath`, or `python -m benchmarks.perf.X`).
 - `cli`: `stiva()`, the real command in a subprocess
 - `tui`, `tui_screens`: configs, demo events and waits for the Textual apps
 - `train`: a stub trainer for the training scaffolding
+- `warm`: the pool and config the warm worker's tests ask
 """

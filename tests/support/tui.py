@@ -77,6 +77,22 @@ def script_plan(fake: FakeProvider, plan: str = PLAN_TWO_STEPS, **reply: Any) ->
     fake.script("cond", Reply(plan, **reply))
 
 
+def hold_back_runtime_start(monkeypatch) -> asyncio.Event:
+    """Until the returned event is set, `Runtime.create` waits before it builds the runtime (a slow
+    start: a busy machine, a cold disk); then it builds it as ever. `monkeypatch` undoes it."""
+    from stiva_tui import runtime as runtime_module
+
+    gate = asyncio.Event()
+    create = runtime_module.Runtime.create.__func__
+
+    async def held_back(cls, *args, **kwargs):
+        await gate.wait()
+        return await create(cls, *args, **kwargs)
+
+    monkeypatch.setattr(runtime_module.Runtime, "create", classmethod(held_back))
+    return gate
+
+
 async def wait_for(pilot, predicate: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
     """Let the app run until `predicate()` is true (fails the test after `timeout`)."""
     deadline = time.monotonic() + timeout
@@ -84,6 +100,25 @@ async def wait_for(pilot, predicate: Callable[[], bool], timeout: float = 10.0, 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what or predicate}")
         await pilot.pause(0.02)
+
+
+def replay_run(question: str, events: list):
+    """A `run_before` for snapshots: once the conductor shows, the chat screen replays `events` (a
+    run of `question`), then the tree, focused, has step 2 of round 1 under its cursor and in the
+    live pane."""
+
+    async def run_before(pilot) -> None:
+        screen = pilot.app.chat_screen
+        await wait_for(pilot, lambda: screen.status_bar.conductor is not None, what="the conductor")
+        await screen.replay(question, events)
+        screen.tree.focus()
+        await pilot.pause(0.2)
+        screen.tree.move_cursor(screen.tree.node_for(("step", 1, 1)))
+        await pilot.pause(0.2)
+        await screen.live.select(("step", 1, 1))
+        await pilot.pause(0.2)
+
+    return run_before
 
 
 def labels(tree) -> list[str]:

@@ -97,6 +97,26 @@ class WorkflowTree(Tree[Key]):
             return False  # neither shown nor run where no screen forks (a stored run's own screen)
         return True
 
+    def action_cursor_down(self) -> None:
+        """Down goes to the next step, not onto the lines folded under this one (they are its own)."""
+        key = self._key_at(self.cursor_line)
+        while True:
+            before = self.cursor_line
+            super().action_cursor_down()
+            if self.cursor_line == before or key is None or self._key_at(self.cursor_line) != key:
+                return
+
+    def action_cursor_up(self) -> None:
+        """Up goes to the step above, on its first line, not onto the last line folded under it."""
+        super().action_cursor_up()
+        key = self._key_at(self.cursor_line)
+        while key is not None and self.cursor_line > 0 and self._key_at(self.cursor_line - 1) == key:
+            super().action_cursor_up()
+
+    def _key_at(self, line: int) -> Key | None:
+        node = self.get_node_at_line(line) if line >= 0 else None
+        return node.data if node is not None else None
+
     def action_fork_step(self) -> None:
         """Ask the screen to fork the step under the cursor (the screen checks it can run)."""
         node = self.cursor_node
