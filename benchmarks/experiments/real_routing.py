@@ -440,7 +440,7 @@ def analyse(home, env, args, every, report, rows, graded, models, best, routers,
                 "usd_per_1000_stiva_bench": round(usd, 4),
             }
             # the sweep's computed points stand for the bench only where they agree with it: at most 1% of
-            # the items graded otherwise (the engine's reading of open answers, which the replay lacks), and
+            # the items graded otherwise (one item at `best` in two seeds of the saved run; cause not traced), and
             # the cost within 1%; the benched levels' figures are the bench's rows either way
             if differing > 0.01 * len(heldout) or abs(mine["usd_per_1000"] - usd) > 0.01 * usd:
                 raise SystemExit(
