@@ -79,6 +79,63 @@ def extract(mirror: Path, commit: str, into: Path) -> str:
     return _git(mirror, "show", f"{commit}:LICENSE").decode("utf-8")
 
 
+# Asked for by issue 57 (multiple choice, and a logic grid): kept out while their files are absent
+WANTED = ("mmlu-redux", "zebra-grid")
+
+
+def wanted_files(mirror: Path, commit: str) -> dict[str, dict[str, str]]:
+    """Per WANTED dataset and model of MODELS: "present" where the commit's tree lists
+    `result_dirs/<dataset>/<model>.json` and the clone holds its contents, "listed, contents absent"
+    where the tree lists it but the blob is missing (a partial clone or a snapshot without large
+    files), "not in the tree" where the commit has no such file."""
+    out: dict[str, dict[str, str]] = {}
+    for dataset in WANTED:
+        out[dataset] = {}
+        for model, *_ in MODELS:
+            path = f"{commit}:result_dirs/{dataset}/{model}.json"
+            listed = subprocess.run(
+                ["git", "-C", str(mirror), "rev-parse", "--verify", "-q", path], capture_output=True
+            )
+            if listed.returncode:
+                out[dataset][model] = "not in the tree"
+                continue
+            blob = listed.stdout.decode().strip()
+            held = subprocess.run(["git", "-C", str(mirror), "cat-file", "-e", blob], capture_output=True)
+            out[dataset][model] = "present" if held.returncode == 0 else "listed, contents absent"
+    return out
+
+
+def _wanted_section(wanted: dict[str, dict[str, str]] | None) -> str:
+    if not wanted:
+        return ""
+    lines = [
+        "## Asked for and not added: `mmlu-redux` and `zebra-grid`",
+        "",
+        "Issue 57 asks for these two datasets of the same commit (multiple choice, and a logic grid, kinds the",
+        "three above lack). In the clone this file was written from, their result files for these models are:",
+        "",
+    ]
+    for dataset, by_model in wanted.items():
+        counts: dict[str, list[str]] = {}
+        for model, state in by_model.items():
+            counts.setdefault(state, []).append(model)
+        parts = [
+            f"{state}: {len(models)}" + (f" ({', '.join(models)})" if len(models) <= 2 else "")
+            for state, models in counts.items()
+        ]
+        lines.append(f"- `{dataset}`: " + "; ".join(parts) + ".")
+    lines += [
+        "",
+        "So they are not imported: the same was found in the snapshots of github.com/yuchenlin/ZeroEval and of",
+        "five forks (ruxiliang, jdf-prog, wenzhe-li, Sirorezka, jxiw), at every commit of their histories.",
+        "No other public source of these eleven models' per-question answers was found whose licence allows it",
+        "(MMLU-Pro's published per-model responses are kept apart, for an independent check).",
+        "`python -m benchmarks.zeroeval_records --mirror CLONE` rechecks a fuller clone and says what it holds.",
+        "",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def _prompts(folder: Path) -> dict[str, str]:
     """The prompt each item was sent with (`chat_history[-1]`: the question inside ZeroEval's JSON-answer
     instructions), by record id; the same for every model (checked)."""
@@ -173,6 +230,9 @@ def prices_toml() -> str:
         "# Published list prices (USD per 1M tokens) of the models in zeroeval.records.jsonl.gz, for",
         "# `stiva bench import --prices`. Open-weight models are priced as served by Together AI, one named",
         "# host, though ZeroEval ran them on vLLM, Together AI or SambaNova (see zeroeval.NOTICE.md).",
+        "# Written from the providers' published 2024 price lists as remembered, without web access to",
+        "# check them (Gemini's two were confirmed in a stored copy of Google's page): costs made with",
+        "# them are estimates of list prices, as every figure that uses them says.",
         "",
     ]
     for model, price_in, price_out, source in MODELS:
@@ -187,7 +247,7 @@ def prices_toml() -> str:
     return "\n".join(lines)
 
 
-def notice(commit: str, summary: dict, size: int, slice_count: int) -> str:
+def notice(commit: str, summary: dict, size: int, slice_count: int, wanted: dict | None = None) -> str:
     items, read, accuracy = summary["items"], summary["read"], summary["accuracy"]
     total = sum(items.values())
     rows = "\n".join(
@@ -235,7 +295,8 @@ modified files in the sense of the licence's section 4(b):
   Its `crux.summary.json` is older than two fixes to `crux_eval.py` (commits f37c3f9 and e200bab,
   2024-09-22: answers with newlines, and two empty answers, now count as right), so its crux
   accuracies are 0.75 to 2.5 points lower than these.
-- **No split**: Stiva assigns train and held-out by a hash of the id on import.
+- **No split**: Stiva assigns train and held-out by a hash of the id on import;
+  `benchmarks/experiments/real_routing.py` writes its own (train and test, by a salted hash of the id).
 
 Size: {size:,} bytes. A slice of the same records ({SLICE_PER_DATASET} items per dataset, all models,
 {slice_count} records) is `tests/data/zeroeval_slice.records.jsonl.gz`, for the tests.
@@ -253,7 +314,8 @@ it at the date given (list prices of that time, not current ones). Open-weight m
 Qwen2, Gemma 2) are all priced as one named host, Together AI, served them, although ZeroEval ran
 them on vLLM, Together AI or SambaNova (each file's `configs.engine`); the 405B price is Together's
 Llama-3.1-405B-Instruct-Turbo (FP8) endpoint.
-"""
+
+{_wanted_section(wanted)}"""
 
 
 def main() -> None:
@@ -278,7 +340,12 @@ def main() -> None:
     (out / "zeroeval.LICENSE").write_text(licence, encoding="utf-8")
     (out / "zeroeval_prices.toml").write_text(prices_toml(), encoding="utf-8")
     size = target.stat().st_size
-    (out / "zeroeval.NOTICE.md").write_text(notice(commit, summary, size, len(sliced)), encoding="utf-8")
+    wanted = wanted_files(args.mirror, commit)
+    text = notice(commit, summary, size, len(sliced), wanted).rstrip("\n") + "\n"
+    (out / "zeroeval.NOTICE.md").write_text(text, encoding="utf-8")
+    for dataset, by_model in wanted.items():
+        present = sum(state == "present" for state in by_model.values())
+        print(f"  {dataset}: {present} of {len(by_model)} models' result files present (not imported)")
     print(f"{target}: {len(records)} records, {size:,} bytes; {args.slice}: {len(sliced)} records")
     for model, *_ in MODELS:
         print(f"  {model:32s} " + "  ".join(f"{d} {100 * summary['accuracy'][model][d]:6.2f}" for d in DATASETS))

@@ -300,3 +300,33 @@ def test_the_converter_writes_the_same_bytes_twice(tmp_path):
     assert (tmp_path / "a.jsonl.gz").read_bytes() == (tmp_path / "b.jsonl.gz").read_bytes()
     assert _read_gz(tmp_path / "a.jsonl.gz") == records
     assert _tail("x" * 600) == "x" * 600 and _tail("y" + "x" * 600) == "…" + "x" * 600
+
+
+def test_the_converter_says_which_wanted_result_files_a_clone_holds(tmp_path):
+    """mmlu-redux and zebra-grid (issue 57): a file the tree lists whose contents the clone lacks is told
+    apart from one it holds and one the commit never had."""
+    import subprocess
+
+    from benchmarks.zeroeval_records import MODELS, wanted_files
+
+    repo = tmp_path / "clone"
+    folder = repo / "result_dirs" / "mmlu-redux"
+    folder.mkdir(parents=True)
+    held, lost = MODELS[0][0], MODELS[1][0]
+    (folder / f"{held}.json").write_text("[]")
+    (folder / f"{lost}.json").write_text('[{"lost": true}]')
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results")
+    blob = git("rev-parse", f"HEAD:result_dirs/mmlu-redux/{lost}.json")
+    (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # a snapshot without that file's contents
+    found = wanted_files(repo, git("rev-parse", "HEAD"))
+    assert found["mmlu-redux"][held] == "present"
+    assert found["mmlu-redux"][lost] == "listed, contents absent"
+    assert found["mmlu-redux"][MODELS[2][0]] == "not in the tree"
+    assert set(found["zebra-grid"].values()) == {"not in the tree"}

@@ -109,7 +109,8 @@ def test_conductor_mini_routes_with_the_configured_router_in_stiva_ask(trained, 
     assert code == 0, err
     result = json.loads(out)
     text = json.dumps(result)
-    assert "router: replay:" in text
+    # the router's pick, or the fixed workflow its level runs where the pick did not beat it on validation
+    assert "router: replay:" in text or "router: fixed workflow: replay:" in text
     assert result["answer"].startswith(("geo:", "dear:"))
 
 

@@ -26,6 +26,9 @@ and latency under the preference: no plan is written, one forward pass decides.
   accuracy, cost and latency over the nearest train questions, under the preference (cost and
   latency relative to the dearest and slowest candidate). Its plan is that workflow; the head's
   chances are what the line shows beside it.
+  At a preference level where, on validation, the choice per question did not beat the best fixed
+  workflow at no more cost, that level runs the fixed workflow (`WorkflowChoice.fixed`, saved in
+  router.json); the line says "fixed workflow: cascade ...".
 
 numpy and torch are imported inside the functions that use them.
 """
@@ -130,8 +133,17 @@ class WorkflowDecision:
     runner_up_chance: float | None
     untrained: tuple[str, ...]
     seconds: float
+    fixed: bool = False  # the level runs one fixed workflow: the router did not beat it on validation
 
     def line(self) -> str:
+        if self.fixed:
+            kind, _, rest = self.name.partition(":")
+            shown = f"{kind} {rest}" if rest and kind in ("cascade", "vote") else self.name
+            return (
+                f"router: fixed workflow: {shown} (at this preference the router's choice per question did not "
+                f"beat it on validation; {self.chance:.0%} expected right, ${self.cost_usd:.4f} expected cost); "
+                f"decided in {self.seconds * 1000:.0f} ms"
+            )
         text = (
             f"router: {self.name} ({self.chance:.0%} expected right, ${self.cost_usd:.4f} expected cost, from "
             "its record on similar questions)"
@@ -156,6 +168,11 @@ class WorkflowChoice:
     latency: Any  # numpy (n, W): seconds
     k: int
     prior_weight: float
+    # Per preference level, whether the router or one fixed workflow runs there (issue 57): each entry
+    # {"level", "cost", "latency" (the preference's weights), "runs": "router" | "fixed", "workflow"
+    # (the best fixed candidate at no more cost, chosen on the train items), and both's validation
+    # accuracy and cost}. Where "runs" is "fixed", that level runs the fixed workflow, not the choice.
+    fixed: list = field(default_factory=list)
     _index: Any = None  # the rows' CosineIndex, built on first use
 
     @property
@@ -212,6 +229,30 @@ class WorkflowChoice:
     def pick(self, estimates, weights: tuple[float, float], allowed=None):
         """The best candidate of each row of `estimates` (its `utilities`' argmax)."""
         return self.utilities(estimates, weights, allowed).argmax(1)
+
+    def fixed_for(self, preference: Preference | None) -> int | None:
+        """The candidate that runs on every question at `preference` where the router did not beat
+        the best fixed workflow on validation (the entry of `fixed` with the same weights), else None."""
+        cost, latency = (preference.cost, preference.latency) if preference is not None else (0.0, 0.0)
+        for entry in self.fixed:
+            if (
+                entry.get("runs") == "fixed"
+                and abs(float(entry.get("cost", -1)) - cost) < 1e-9
+                and abs(float(entry.get("latency", -1)) - latency) < 1e-9
+                and entry.get("workflow") in self.names
+            ):
+                return self.names.index(entry["workflow"])
+        return None
+
+    def choose(self, estimates, preference: Preference | None):
+        """Each row's candidate at `preference`, as `Router.decide_workflow` decides: the fixed
+        workflow where that level runs one, else `pick` under the preference's weights."""
+        import numpy as np
+
+        fixed = self.fixed_for(preference)
+        if fixed is not None:
+            return np.full(len(estimates[0]), fixed, dtype=np.int64)
+        return self.pick(estimates, utility_weights(preference, self.dearest, self.slowest))
 
 
 @dataclass
@@ -296,6 +337,11 @@ class Router:
         utility = choice.utilities(estimates, weights, allowed)[0]
         chance, cost = estimates[0][0], estimates[1][0]
         ranked = [int(i) for i in np.argsort(-utility, kind="stable") if allowed[i]]
+        fixed = choice.fixed_for(preference)
+        if fixed is not None and allowed[fixed]:  # this level runs one fixed workflow (see `fixed`)
+            ranked = [fixed]
+        else:
+            fixed = None
         best = ranked[0]
         second = ranked[1] if len(ranked) > 1 else None
         order = list(pool)
@@ -312,6 +358,7 @@ class Router:
             runner_up_chance=float(chance[second]) if second is not None else None,
             untrained=tuple(pool_id for pool_id in pool if canonical(pool_id) not in self.models),
             seconds=time.perf_counter() - started,
+            fixed=fixed is not None,
         )
 
     def choose(
@@ -371,6 +418,7 @@ class Router:
                 "lists": [w.to_lists() for w in choice.workflows],
                 "k": choice.k,
                 "prior_weight": choice.prior_weight,
+                "fixed": choice.fixed,
                 **{k: v for k, v in self.info.get("workflow_settings", {}).items()},
             }
             from ..core.textvec import SparseRows, _sparse
@@ -471,6 +519,7 @@ def _workflow_choice(path: Path, data: Any, arrays: Any, models: list[str]) -> W
     try:
         names, owners, lists = data["names"], data["models"], data["lists"]
         k, prior = int(data["k"]), float(data["prior_weight"])
+        fixed = data.get("fixed") or []
         indptr, indices, values = arrays["wf_indptr"], arrays["wf_indices"], arrays["wf_data"]
         dim = int(arrays["wf_dim"][0])
         right = np.asarray(arrays["wf_right"], dtype=np.float32)
@@ -491,6 +540,8 @@ def _workflow_choice(path: Path, data: Any, arrays: Any, models: list[str]) -> W
         or dim < 1
         or (len(indices) and (int(indices.max()) >= dim or int(indices.min()) < 0))
         or any(not isinstance(o, list) or not set(o) <= set(models) for o in owners)
+        or not isinstance(fixed, list)
+        or any(not isinstance(e, dict) for e in fixed)
     ):
         raise damaged
     try:
@@ -503,7 +554,7 @@ def _workflow_choice(path: Path, data: Any, arrays: Any, models: list[str]) -> W
     from ..core.textvec import SparseRows
 
     rows = SparseRows(np.asarray(indptr, np.int64), np.asarray(indices, np.int64), np.asarray(values, np.float32), dim)
-    return WorkflowChoice([str(x) for x in names], owners, workflows, rows, right, cost, latency, k, prior)
+    return WorkflowChoice([str(x) for x in names], owners, workflows, rows, right, cost, latency, k, prior, fixed)
 
 
 # --- representations ---------------------------------------------------------------------------------

@@ -18,21 +18,27 @@ cascade, or a vote, whichever has the best expected utility under the preference
   items. Cascade routing (Dekoninck, Baader and Vechev, ICML 2025) finds that the quality estimate
   decides the gain; shrinkage keeps the choice among ~20 candidates from chasing noise.
 - **The settings** (`k`, `prior_weight`) are chosen on a validation draw of the train items (a
-  quarter, drawn by the seed): the pair with the best mean utility over the levels best, balanced
-  and cheap, the estimate fitted on the other three quarters. The grid, each pair's score and the
-  choice are saved in router.json.
+  quarter, by a hash of the seed and each item's id: stable, and apart from any held-out or test
+  items, which the router never sees): the pair with the best mean utility over the levels best,
+  balanced and cheap, the estimate fitted on the other three quarters. The grid, each pair's score
+  and the choice are saved in router.json.
+- **The fixed-workflow check** (issue 57): at each preference level (the named ones and every tenth
+  of the scale), the best fixed workflow at no more cost (the candidate most often right on all the
+  train items among those whose mean cost there is no more than the choice's on validation) is
+  compared with the choice on the validation quarter. Where the choice is not more accurate, that
+  level runs the fixed workflow (`WorkflowChoice.fixed`, saved in router.json).
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..conductor.router import KNN_GRID, WorkflowChoice, utility_weights
-from ..core.preference import LEVELS
+from ..core.preference import LEVELS, parse_preference
 from ..core.replayed import Answer, rank_by_record, replay_workflow
 from ..core.workflow import Workflow
 from ..runtime.systems import parse_system
@@ -144,8 +150,7 @@ def fit_workflow_choice(
     every = list(range(n))
     found, right, cost, latency = candidates if candidates is not None else candidate_workflows(labels, every)
     say(f"workflows: {len(found)} candidates (single models, cascades, votes) on {n} train items")
-    order = every[:]
-    random.Random(seed).shuffle(order)
+    order = sorted(every, key=lambda i: _draw(seed, labels.items[i][0]))
     n_val = max(1, int(VALIDATION * n)) if n >= 20 else 0
     val, fit = sorted(order[:n_val]), sorted(order[n_val:])
     unit = _unit_rows(np.asarray(rows_repr, dtype=np.float32))
@@ -185,7 +190,61 @@ def fit_workflow_choice(
                 best = (score, k, prior)
     k, prior = (best[1], best[2]) if best is not None else KNN_GRID[len(KNN_GRID) // 2]
     say(f"workflows: k = {k}, prior weight = {prior}, chosen on {n_val} validation items")
-    return choice_on(every, k, prior), {"grid": grid, "validation_items": n_val}
+    chosen = choice_on(every, k, prior)
+    if n_val:
+        on_fit = choice_on(fit, k, prior)
+        chosen.fixed = fixed_check(on_fit, on_fit.estimate_rows(sims=sims), val, right, cost)
+        runs = [f"{e['level']}: {e['workflow']}" for e in chosen.fixed if e["runs"] == "fixed"]
+        say("workflows: fixed workflow at " + ("; ".join(runs) if runs else "no level") + " (checked on validation)")
+    return chosen, {"grid": grid, "validation_items": n_val}
+
+
+def check_levels() -> list:
+    """The preferences the fixed-workflow check covers: the named levels, then every tenth between."""
+    named = list(LEVELS.values())
+    tenths = [parse_preference(f"{x / 10:.1f}") for x in range(1, 10)]
+    weights = {(p.cost, p.latency) for p in named}
+    return named + [p for p in tenths if p is not None and (p.cost, p.latency) not in weights]
+
+
+def fixed_check(choice: WorkflowChoice, estimates, val, right, cost) -> list[dict]:
+    """Per level of `check_levels`: the best fixed candidate at no more cost than `choice` (fitted
+    without the validation items `val`) spends on them, by its accuracy on every train item (ties: the
+    cheaper), and whether the choice beats it on `val` (more often right); "runs" says which runs there."""
+    import numpy as np
+
+    rows = np.arange(len(val))
+    acc_all, usd_all = right.mean(0), cost.mean(0)
+    acc_val, usd_val = right[val].mean(0), cost[val].mean(0)
+    out = []
+    for preference in check_levels():
+        picks = choice.pick(estimates, utility_weights(preference, choice.dearest, choice.slowest))
+        got = float(right[val][rows, picks].mean())
+        spent = float(cost[val][rows, picks].mean())
+        affordable = [c for c in range(len(choice.names)) if usd_all[c] <= spent * (1 + 1e-9) + 1e-15]
+        entry = {
+            "level": preference.name,
+            "cost": preference.cost,
+            "latency": preference.latency,
+            "validation_router": {"accuracy": round(got, 4), "usd_per_1000": round(1000 * spent, 4)},
+        }
+        if affordable:
+            fixed = min(affordable, key=lambda c: (-acc_all[c], usd_all[c], choice.names[c]))
+            entry["workflow"] = choice.names[fixed]
+            entry["validation_fixed"] = {
+                "accuracy": round(float(acc_val[fixed]), 4),
+                "usd_per_1000": round(1000 * float(usd_val[fixed]), 4),
+            }
+            entry["runs"] = "router" if got > float(acc_val[fixed]) + 1e-12 else "fixed"
+        else:
+            entry["workflow"], entry["runs"] = None, "router"
+        out.append(entry)
+    return out
+
+
+def _draw(seed: int, item_id: str) -> str:
+    """The validation draw's order: a hash of the seed and the item's id (stable across runs)."""
+    return hashlib.sha256(f"{seed}/{item_id}".encode()).hexdigest()
 
 
 def _unit_rows(rows):
