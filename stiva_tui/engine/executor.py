@@ -805,14 +805,7 @@ class _Run:
             # that core/replayed.py replays it exactly
             return await self._open_agreement(round_, workflow, index, outputs, models)
         shown = ", ".join("?" if f is None else (f.key if len(f.key) <= 20 else f.key[:19] + "…") for f in finals)
-        following = []  # the next stage: the calls up to the next gate
-        for later in workflow.steps[index + 1 :]:
-            if later.is_gate:
-                break
-            if later.calls and models[later.model].id not in following:
-                following.append(models[later.model].id)
-        asking = f"asking {', '.join(following)}" if following else "the next stage runs"
-        self._control_finished(round_, index, AGREE, "", f"disagree ({shown}): {asking}")
+        self._control_finished(round_, index, AGREE, "", f"disagree ({shown}): {_next_stage(workflow, index, models)}")
         return None
 
     async def _vote(
