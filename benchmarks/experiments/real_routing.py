@@ -562,29 +562,18 @@ def goals(figures: dict) -> dict:
 
 def recorded_rank(bench: str, suite: str) -> dict:
     """Each model's rank for ties and agreements, as `stiva bench` ranks a replay pool's models
-    (bench/runner.py `_recorded_rank`): its recorded answers on the suite's train items, the most
-    accurate first, the cheapest among equals (core/replayed.py `rank_by_record`)."""
+    (bench/replay.py `recorded_rank`, on the suite's train items)."""
     from stiva_tui.bench.replay import read_recorded
-    from stiva_tui.core.replayed import rank_by_record
+    from stiva_tui.bench.replay import recorded_rank as rank_of
     from stiva_tui.evals.loaders import load_suite
     from stiva_tui.store import Store
 
     train = {item.id for item in load_suite(suite).items if item.meta.get("split") == "train"}
     store = Store.open()
     try:
-        recorded = read_recorded(store, bench)
+        return rank_of(read_recorded(store, bench), train)
     finally:
         store.close()
-    right: dict[str, list[float]] = {}
-    spent: dict[str, list[float]] = {}
-    for answer in recorded.answers:
-        if train and answer.item_id not in train:
-            continue
-        right.setdefault(answer.model, []).append(float(answer.correct or 0))
-        spent.setdefault(answer.model, []).append(float(answer.cost_usd or 0.0))
-    return rank_by_record(
-        {m: sum(v) / len(v) for m, v in right.items()}, {m: sum(v) / len(v) for m, v in spent.items()}
-    )
 
 
 def learnt_baselines(bench: str, suite: str, models: list[str], heldout: set[str]) -> dict:

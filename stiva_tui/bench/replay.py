@@ -18,7 +18,7 @@ from ..sim.server import SimServer
 from ..store.benches import IMPORTED
 from .imports import source_of
 
-__all__ = ["read_recorded", "start_pool"]
+__all__ = ["read_recorded", "recorded_rank", "start_pool"]
 
 _CHUNK = 500  # run ids per query (SQLite's bound on host parameters is far above)
 
@@ -97,3 +97,22 @@ def _imported_suite(path: str, bench_text: str):
             f"--pool replay:{bench_text}: its suite of recorded answers cannot be read ({exc}); import it again "
             "with stiva bench import"
         ) from None
+
+
+def recorded_rank(recorded: RecordedBench, train: set[str]) -> dict[str, tuple[float, float]]:
+    """Each recorded model's rank for ties and agreements (core/replayed.py's `rank_by_record`),
+    from its answers to the `train` items (to every item where `train` is empty): the most accurate
+    first, the cheapest among equals. `stiva bench` on a replay pool ranks its models so, and the
+    routing experiment's in-process replay with it."""
+    from ..core.replayed import rank_by_record
+
+    right: dict[str, list[float]] = {}
+    spent: dict[str, list[float]] = {}
+    for answer in recorded.answers:
+        if train and answer.item_id not in train:
+            continue
+        right.setdefault(answer.model, []).append(float(answer.correct or 0))
+        spent.setdefault(answer.model, []).append(float(answer.cost_usd or 0.0))
+    return rank_by_record(
+        {m: sum(v) / len(v) for m, v in right.items()}, {m: sum(v) / len(v) for m, v in spent.items()}
+    )

@@ -480,28 +480,17 @@ def _replays_without_latency(config) -> bool:
 def _recorded_rank(runtime, suite: Suite) -> tuple[str, ...]:
     """On a replay pool (`--pool replay:ID`), the pool's models ranked by their recorded answers on
     the suite's train items (all items where none is marked train): the most accurate first, the
-    cheapest among equals, then by id (core/replayed.py's `rank_by_record`). Elsewhere, none."""
+    cheapest among equals, then by id (bench/replay.py's `recorded_rank`). Elsewhere, none."""
     sim = getattr(runtime.config, "sim", None)
     if sim is None or not sim.replay or runtime.store is None:
         return ()
-    from ..core.replayed import rank_by_record
     from ..sim.labels import REPLAY_PREFIX
     from ..sim.replay import ReplayError
-    from .replay import read_recorded
+    from .replay import read_recorded, recorded_rank
 
     try:
         recorded = read_recorded(runtime.store, sim.replay)
     except ReplayError:
         return ()
-    train = {item.id for item in suite.items if item.meta.get("split") == "train"}
-    right: dict[str, list[float]] = {}
-    spent: dict[str, list[float]] = {}
-    for answer in recorded.answers:
-        if train and answer.item_id not in train:
-            continue
-        right.setdefault(answer.model, []).append(float(answer.correct or 0))
-        spent.setdefault(answer.model, []).append(float(answer.cost_usd or 0.0))
-    rank = rank_by_record(
-        {m: sum(v) / len(v) for m, v in right.items()}, {m: sum(v) / len(v) for m, v in spent.items()}
-    )
+    rank = recorded_rank(recorded, {item.id for item in suite.items if item.meta.get("split") == "train"})
     return tuple(REPLAY_PREFIX + m for m in sorted(rank, key=lambda m: (rank[m], m)))
