@@ -34,6 +34,8 @@ Imports nothing of Stiva (core); math-verify is imported on first use.
 from __future__ import annotations
 
 import ast
+import contextlib
+import json
 import re
 import threading
 import unicodedata
@@ -266,7 +268,7 @@ def _math_equal(a: str, b: str) -> bool:
     main = threading.current_thread() is threading.main_thread()
     seconds = 3 if main else 0
     try:
-        with _math_lock if not main else _no_lock:
+        with _math_lock if not main else contextlib.nullcontext():
             left = parse(f"${a}$", parsing_timeout=seconds)
             right = parse(f"${b}$", parsing_timeout=seconds)
             if not left or not right:
@@ -274,17 +276,6 @@ def _math_equal(a: str, b: str) -> bool:
             return bool(verify(left, right, timeout_seconds=seconds))
     except Exception:  # noqa: BLE001 - a comparison never takes a run down with it
         return False
-
-
-class _NoLock:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *_: object) -> None:
-        return None
-
-
-_no_lock = _NoLock()
 
 
 # --- readers ------------------------------------------------------------------------------------
@@ -297,7 +288,7 @@ def _json_answer(text: str) -> str | None:
     raw = str(matches[-1])
     if raw.startswith('"'):
         try:
-            value = __import__("json").loads(raw)
+            value = json.loads(raw)
         except ValueError:
             return raw.strip('"')
         return value if isinstance(value, str) else None
