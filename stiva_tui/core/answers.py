@@ -136,23 +136,23 @@ def infer_kind(reference: str, question: str = "") -> str:
     """The kind of an item known only by its reference and question (a recorded item): `choice`
     where the reference is one option letter (or the question lists lettered options and the
     reference is a letter), `literal` where the question asks for a code output (an assertion, a
-    literal) and the reference is a Python literal, `number` where it is one number, `math` where it is an expression,
-    `literal` where it is a Python literal other than a name or number, else `exact`."""
+    literal) and the reference is a Python literal, `number` where it is one number, `math` where
+    it is an expression, `literal` where it is a Python literal other than a name or number, else
+    `exact`."""
     reference = unicodedata.normalize("NFKC", reference).strip()
-    if _CODE_OUTPUT.search(question) and _python_literal(reference) is not None:
+    literal = _python_literal(reference) is not None
+    if _CODE_OUTPUT.search(question) and literal:
         return "literal"  # a code output: 5 is not 5.0, 'a' is not 'A'
     bare = reference.strip("()[]*. ")
     if len(bare) == 1 and bare.isalpha() and bare.isupper():
         if len(set(_OPTION_LINE.findall(question))) >= 2 or len(reference) <= 3:
             return "choice"
-    if reference.strip().strip("$").strip() and _plain_number(_delatex(reference.strip().strip("$"))) is not None:
+    if reference.strip("$").strip() and _plain_number(_delatex(reference.strip("$"))) is not None:
         return "number"
     if _MATHY.search(reference) and ("\\" in reference or not reference[:1].isalpha()):
-        if _python_literal(reference) is None or "\\" in reference:
+        if not literal or "\\" in reference:
             return "math"
-    if _python_literal(reference) is not None:
-        return "literal"
-    return "exact"
+    return "literal" if literal else "exact"
 
 
 class Tally:
