@@ -49,6 +49,16 @@ def test_a_suite_file_loads_with_its_description_and_comments(tmp_path):
         suite.item("nope")
 
 
+def test_a_line_ends_only_at_a_newline_not_at_unicode_line_breaks(tmp_path):
+    # JSON leaves U+0085, U+2028 and U+2029 unescaped inside strings (written with ensure_ascii=False,
+    # as `stiva bench import` writes its suites); an MMLU question holds U+0085. A CRLF file still reads.
+    odd = {**NUMERIC, "question": "a\x85b\u2028c\u2029d\x0be\x1cf?"}
+    text = json.dumps(odd, ensure_ascii=False) + "\r\n" + json.dumps(CHOICE, ensure_ascii=False) + "\r\n"
+    suite = parse_suite(text, name="odd")
+    assert [i.id for i in suite] == ["n1", "c1"]
+    assert suite.item("n1").question == odd["question"]
+
+
 @pytest.mark.parametrize(
     "bad, line, says",
     [

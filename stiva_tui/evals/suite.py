@@ -397,7 +397,9 @@ def json_loads(text: str) -> Any:
 def parse_suite(text: str, *, name: str, source: str = "") -> Suite:
     """Read JSONL suite text. Blank lines are skipped; a `{"_suite": "..."}` line before the first
     item gives the description; any error names `source` and the line."""
-    return _parse_lines(enumerate(text.splitlines(), 1), name, source)
+    # JSONL lines end at "\n" only: str.splitlines() would also cut at U+0085, U+2028 and the like,
+    # which JSON leaves unescaped inside strings (an MMLU question holds one)
+    return _parse_lines(enumerate(text.split("\n"), 1), name, source)
 
 
 def _parse_lines(lines: Iterable[tuple[int, str]], name: str, source: str) -> Suite:
