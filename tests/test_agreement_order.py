@@ -1,7 +1,8 @@
-"""Order does not decide the result (issue 57, part 2): on ZeroEval's recorded answers, a cascade or
-a vote of the same models listed in any order replays to the same accuracy, on the held-out half,
-because a tie and an agreement return the best-ranked model's answer (its record on the train half,
-then its cost), never the first-listed one's."""
+"""Order does not decide the result (issue 57, part 2): on ZeroEval's recorded answers and on
+MMLU-Redux's multiple choice, a cascade or a vote of the same models listed in any order replays to
+the same accuracy, on the held-out half, because a tie and an agreement return the best-ranked model's
+answer (its record on the train half, then its cost), never the first-listed one's. On MMLU-Redux a
+vote is also checked item by item against a count of the letters made here."""
 
 from __future__ import annotations
 
@@ -17,20 +18,38 @@ from stiva_tui.core.replayed import Answer, rank_by_record, replay_workflow
 from stiva_tui.evals.recorded.records import split_for
 from stiva_tui.runtime.systems import parse_system
 
-RECORDS = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "zeroeval.records.jsonl.gz"
+DATA = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
+RECORDS = DATA / "zeroeval.records.jsonl.gz"
+MMLU_REDUX = DATA / "mmlu_redux.records.jsonl.gz"
 MINI, FLASH, GPT4O, HAIKU = "gpt-4o-mini-2024-07-18", "gemini-1.5-flash", "gpt-4o-2024-05-13", "claude-3-haiku-20240307"
+SONNET, LLAMA405, LLAMA70, QWEN2 = (
+    "claude-3-5-sonnet-20240620",
+    "Llama-3.1-405B-Inst@sambanova",
+    "Meta-Llama-3.1-70B-Instruct",
+    "Qwen2-72B-Instruct",
+)
 
 
 @pytest.fixture(scope="module")
 def zeroeval():
     """(held-out answers by item, each model's rank from the train half)."""
+    return _held_out(RECORDS, (MINI, FLASH, GPT4O, HAIKU))[:2]
+
+
+@pytest.fixture(scope="module")
+def mmlu_redux():
+    """(held-out answers by item, ranks, held-out rows by item) of MMLU-Redux's multiple choice."""
+    return _held_out(MMLU_REDUX, (GPT4O, SONNET, LLAMA405, LLAMA70, QWEN2))
+
+
+def _held_out(path: Path, models: tuple[str, ...]):
     by_item: dict[str, dict[str, dict]] = {}
-    with gzip.open(RECORDS, "rt", encoding="utf-8") as handle:
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
         for line in handle:
             row = json.loads(line)
-            if row["model"] in (MINI, FLASH, GPT4O, HAIKU):
+            if row["model"] in models:
                 by_item.setdefault(row["id"], {})[row["model"]] = row
-    answers, train_right, train_cost = {}, {}, {}
+    answers, rows_of, train_right, train_cost = {}, {}, {}, {}
     for item_id, rows in by_item.items():
         first = next(iter(rows.values()))
         kind = infer_kind(first["answer"], first["question"])
@@ -43,10 +62,11 @@ def zeroeval():
         answers[item_id] = {
             m: Answer(final_answer(r["response"], kind), float(r["correct"]), cost[m]) for m, r in rows.items()
         }
+        rows_of[item_id] = rows
     rank = rank_by_record(
         {m: sum(v) / len(v) for m, v in train_right.items()}, {m: sum(v) / len(v) for m, v in train_cost.items()}
     )
-    return answers, rank
+    return answers, rank, rows_of
 
 
 def _accuracy(zeroeval, system: str) -> float:
@@ -73,3 +93,45 @@ def test_a_vote_replays_to_the_same_accuracy_in_every_order_on_zeroeval(zeroeval
         order: _accuracy(zeroeval, "vote:" + "+".join(order)) for order in itertools.permutations((MINI, FLASH, GPT4O))
     }
     assert max(got.values()) - min(got.values()) <= 0.1, got
+
+
+def test_every_mmlu_redux_item_is_read_as_multiple_choice():
+    with gzip.open(MMLU_REDUX, "rt", encoding="utf-8") as handle:
+        firsts = {row["id"]: row for row in map(json.loads, handle)}
+    kinds = {infer_kind(row["answer"], row["question"]) for row in firsts.values()}
+    assert kinds == {"choice"}, kinds
+    assert len(firsts) > 5000
+
+
+def test_a_vote_on_mmlu_redux_is_the_count_of_its_letters_item_by_item(mmlu_redux):
+    """Counted here with no Stiva reader: the stripped letter each model wrote, the most common one,
+    a tie going to the best-ranked model's letter. The replay must agree on every held-out item."""
+    answers, rank, rows_of = mmlu_redux
+    voters = (GPT4O, SONNET, LLAMA405)
+    mode = parse_system("vote:" + "+".join(voters)).mode
+    checked = 0
+    for item_id, item in answers.items():
+        letters = {m: rows_of[item_id][m]["response"].strip() for m in voters}
+        readable = {m: x for m, x in letters.items() if len(x) == 1 and x in "ABCD"}
+        counts = {x: list(readable.values()).count(x) for x in readable.values()}
+        top = max(counts.values(), default=0)
+        best = min((m for m, x in readable.items() if counts[x] == top), key=lambda m: (rank[m], m), default=None)
+        expected = best is not None and letters[best] == rows_of[item_id][best]["answer"]
+        assert replay_workflow(mode.workflow, mode.models, item, rank).correct == float(expected), (item_id, letters)
+        checked += 1
+    assert checked > 2000
+
+
+def _on(data, system: str) -> float:
+    return _accuracy(data[:2], system)
+
+
+def test_a_vote_and_a_cascade_replay_to_the_same_accuracy_in_every_order_on_mmlu_redux(mmlu_redux):
+    votes = {o: _on(mmlu_redux, "vote:" + "+".join(o)) for o in itertools.permutations((GPT4O, SONNET, LLAMA405))}
+    assert max(votes.values()) - min(votes.values()) <= 0.1, votes
+    one = _on(mmlu_redux, f"cascade:{LLAMA70}+{QWEN2}>{SONNET}")
+    other = _on(mmlu_redux, f"cascade:{QWEN2}+{LLAMA70}>{SONNET}")
+    assert abs(one - other) <= 0.1, (one, other)
+    answers = mmlu_redux[0]
+    alone = {m: 100 * sum(item[m].correct for item in answers.values()) / len(answers) for m in (GPT4O, LLAMA405)}
+    assert min(votes.values()) > max(alone.values()), (votes, alone)  # the letters were read and counted
