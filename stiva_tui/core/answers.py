@@ -25,8 +25,9 @@ readable answers is decided as core/workflow.py says. Which answer a tie or an a
 decided by a rank the caller gives (best first), never by the order the steps are listed in.
 
 Numbers are bounded before any conversion and every expression handed to math-verify is short and
-screened for towers of powers and factorials, so that no text a model writes makes a comparison
-hang (docs/security.md).
+screened (towers of powers, factorials, many variables, powers of sums: `_math_safe`), so that no
+text a model writes makes a comparison hang, and math-verify runs with its timeouts off, so that a
+verdict is the same on any thread and at any load (docs/security.md).
 
 Imports nothing of Stiva (core); math-verify is imported on first use.
 """
@@ -34,8 +35,8 @@ Imports nothing of Stiva (core); math-verify is imported on first use.
 from __future__ import annotations
 
 import ast
-import contextlib
 import json
+import logging
 import re
 import threading
 import unicodedata
@@ -212,13 +213,22 @@ def tally(answers: Sequence[Final | str | None], ranks: Sequence[object] | None 
 
 _HEAVY = re.compile(r"!|\\(?:binom|choose|prod|sum|int|lim|infty|det|matrix|begin)")
 _LONG_NUMBER = re.compile(r"\d{31,}")
+_MAX_SYMBOLS = 3  # distinct variables in an expression handed to math-verify
+_MAX_DEGREE = 12  # the powers and products of sums in one expression, added up
+_COMMAND = re.compile(r"\\[a-zA-Z]+|\b(?:sin|cos|tan|cot|sec|csc|log|ln|exp|sqrt|pi)\b")
+_MAX_FUNCTIONS = 8  # sines, logarithms and the like: nested, sympy's simplification of them is slow
+_FUNCTION = re.compile(
+    r"\b(?:sin|cos|tan|cot|sec|csc|log|ln|exp|arcsin|arccos|arctan|sinh|cosh|tanh)\b|\\(?:sin|cos|tan|cot|sec|csc|log|ln|exp|arc|sinh|cosh|tanh)"
+)
+_LETTER = re.compile(r"[a-zA-Z]")
+_SUM = re.compile(r"[\w)}\]]\s*[-+]")  # a term followed by a sign: the group is a sum
+_SUM_GROUP = re.compile(r"\([^()]*[a-zA-Z][^()]*[-+][^()]*\)|\([^()]*[-+][^()]*[a-zA-Z][^()]*\)")
 _math_lock = threading.Lock()
 
 
 def math_equal(a: str, b: str) -> bool:
-    """Whether two expressions are equal as math (math-verify), both short and screened: longer
-    than `_MAX_MATH`, a factorial, a sum, product, integral or limit, a power tower or a power past
-    100, or a number of more than 30 digits is not handed to sympy, and compares as text."""
+    """Whether two expressions are equal as math (math-verify), both short and screened (`_math_safe`):
+    what fails the screen is not handed to sympy, and compares as text."""
     if a == b:
         return True
     if not (_math_safe(a) and _math_safe(b)):
@@ -228,19 +238,54 @@ def math_equal(a: str, b: str) -> bool:
 
 
 def _math_safe(expression: str) -> bool:
+    """Whether sympy can compare `expression` in well under a second, judged from its text alone (so
+    that the verdict never depends on a clock): no longer than `_MAX_MATH`; no factorial, sum,
+    product, integral or limit; no number of more than 30 digits; every exponent a number up to 100,
+    a letter or a small fraction (no tower); at most `_MAX_SYMBOLS` variables; and the powers and
+    products of sums it would expand ("(x+y)^{12}", "(a+b)(c+d)...") of degree `_MAX_DEGREE` at most
+    in all. Measured on ZeroEval's math answers and on hostile ones: tests/test_same_answer.py."""
     if len(expression) > _MAX_MATH or _HEAVY.search(expression) or _LONG_NUMBER.search(expression):
         return False
     text = expression.replace("**", "^")
+    if len(set(_LETTER.findall(_COMMAND.sub(" ", text)))) > _MAX_SYMBOLS:
+        return False
+    if len(_FUNCTION.findall(text)) > _MAX_FUNCTIONS:
+        return False
+    degree = len(_SUM_GROUP.findall(text))  # each factor that is a sum of terms with a variable
     for at in (i for i, c in enumerate(text) if c == "^"):
         exponent = _exponent(text, at + 1)
         if exponent is None:
             return False
         if exponent.lstrip("-").isdigit():
-            if abs(int(exponent)) > 100:
+            power = abs(int(exponent))
+            if power > 100:
                 return False
-        elif not re.fullmatch(r"-?[a-zA-Z]|-?\d+/\d+|\\frac\{\d+\}\{\d+\}", exponent):
+        elif re.fullmatch(r"-?[a-zA-Z]|-?\d+/\d+|\\frac\{\d+\}\{\d+\}", exponent):
+            power = 1
+        else:
             return False  # a power tower, or a power of something that is not a small number
-    return True
+        base = _group_base(text[:at])
+        if base is not None:  # a power of a sum: of the power of the sum's own powers ("((x+y)^5+1)^5": 25)
+            inner = [int(e) for e in re.findall(r"\^\s*\{?\s*(\d+)", base)]
+            degree += power * max(inner, default=1)
+    return degree <= _MAX_DEGREE
+
+
+def _group_base(before: str) -> str | None:
+    """The base of a power that ends `before` where it is a group that holds a sum ("(x+y)",
+    "(\\sqrt{2}+\\sqrt{3})"), costly to raise to a power; None where it is a letter, a number or a
+    group of one ("(-2)", "(5/3)", "\\sqrt{2}", "\\left(\\frac{1}{2}\\right)"), cheap to raise to
+    any power up to 100."""
+    before = before.rstrip()
+    if not before or before[-1] not in ")]}":
+        return None
+    depth = 0
+    for index in range(len(before) - 1, -1, -1):
+        depth += {")": 1, "]": 1, "}": 1, "(": -1, "[": -1, "{": -1}.get(before[index], 0)
+        if depth == 0:
+            inside = before[index + 1 : -1].replace("\\right", "").replace("\\left", "")
+            return inside if _SUM.search(inside.lstrip(" -")) else None
+    return before  # unbalanced: counted as a sum
 
 
 def _exponent(text: str, start: int) -> str | None:
@@ -259,23 +304,38 @@ def _exponent(text: str, start: int) -> str | None:
 
 @lru_cache(maxsize=8192)
 def _math_equal(a: str, b: str) -> bool:
+    """math-verify's verdict, the same on any thread and at any load: its timeouts are off (they are
+    SIGALRM alarms, which only the main thread can take, and which cancel any alarm of the caller's
+    own), so no comparison's outcome depends on the clock; `_math_safe` and `_MAX_MATH` keep each
+    one short instead (benchmarks/perf/math_agreement.json: the slowest of ZeroEval's math pairs).
+    One comparison at a time: math-verify's LaTeX parser is not known to be thread-safe."""
     try:
         from math_verify import parse, verify
     except ImportError:  # pragma: no cover - a dependency; without it, math compares as text
         return False
-    # math-verify's timeouts are SIGALRM alarms: only on the main thread (elsewhere a caller bounds
-    # the work with a deadline of its own: engine/executor.py).
-    main = threading.current_thread() is threading.main_thread()
-    seconds = 3 if main else 0
+    _quiet_math_verify()
     try:
-        with _math_lock if not main else contextlib.nullcontext():
-            left = parse(f"${a}$", parsing_timeout=seconds)
-            right = parse(f"${b}$", parsing_timeout=seconds)
+        with _math_lock:
+            left = parse(f"${a}$", parsing_timeout=None)  # None: no alarm
+            right = parse(f"${b}$", parsing_timeout=None)
             if not left or not right:
                 return False
-            return bool(verify(left, right, timeout_seconds=seconds))
+            return bool(verify(left, right, timeout_seconds=None))
     except Exception:  # noqa: BLE001 - a comparison never takes a run down with it
         return False
+
+
+class _NoTimeoutNotice(logging.Filter):
+    """math-verify warns once, on stderr, that its timeouts are off: they are, on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Timeout is disabled")
+
+
+@lru_cache(maxsize=1)
+def _quiet_math_verify() -> None:
+    for name in ("math_verify.parser", "math_verify.grader"):
+        logging.getLogger(name).addFilter(_NoTimeoutNotice())
 
 
 # --- readers ------------------------------------------------------------------------------------
