@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .numeric import MAX_DIGITS, canonical, exact_value
+from .numeric import MAX_DIGITS, NUMBER, canonical, delatex, exact_value
 
 __all__ = [
     "ANSWER_KINDS",
@@ -69,8 +69,6 @@ _MAX_LITERAL = 4_000  # characters of a literal handed to ast.literal_eval
 _JSON_ANSWER = re.compile(r'"answer"\s*:\s*("(?:[^"\\]|\\.){0,4000}"|-?[\w.+-]{1,400})', re.IGNORECASE)
 _ANSWER_LINE = re.compile(r"(?:^|\n)\W{0,3}(?:the\s+)?(?:final\s+)?answer\s*(?:is\b|:|=)\s*(.+)", re.IGNORECASE)
 _ANCHOR = re.compile(r"answer\W{0,4}(?:is\b|:|=)", re.IGNORECASE)
-_NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?:\s*/\s*\d+)?|-?\.\d+")
-_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(-?[\d.,]+)\s*\}\s*\{\s*(-?[\d.,]+)\s*\}")
 _EDGE = " \t\n.,;:!?\"'`*_$"
 # What makes an answer an expression rather than a number: a LaTeX command, a power, a root, pi,
 # or an operator between two operands ("2\sqrt{73}-6\sqrt{2}", "3+4i", "x^2").
@@ -148,7 +146,7 @@ def infer_kind(reference: str, question: str = "") -> str:
     if len(bare) == 1 and bare.isalpha() and bare.isupper():
         if len(set(_OPTION_LINE.findall(question))) >= 2 or len(reference) <= 3:
             return "choice"
-    if reference.strip("$").strip() and _plain_number(_delatex(reference.strip("$"))) is not None:
+    if reference.strip("$").strip() and _plain_number(delatex(reference.strip("$"))) is not None:
         return "number"
     if _MATHY.search(reference) and ("\\" in reference or not reference[:1].isalpha()):
         if not literal or "\\" in reference:
@@ -382,14 +380,6 @@ def unboxed(text: str) -> str | None:
     return text[brace + 1 :]  # unclosed: an answer cut off at the end
 
 
-def _delatex(text: str) -> str:
-    text = re.sub(r"\\(?:text|mathrm|textbf|mbox)\{([^{}]*)\}", r"\1", text)
-    text = _FRAC.sub(r"\1/\2", text)
-    for latex, plain in (("\\left", ""), ("\\right", ""), ("\\!", ""), ("\\,", ""), ("\\;", " "), ("{,}", ",")):
-        text = text.replace(latex, plain)
-    return text.replace("\\$", "$").replace("\\%", "%").replace("\u2212", "-").replace("\\displaystyle", "")
-
-
 def _plain_number(text: str) -> Final | None:
     """`text` as exactly one number ("1,000", "$5", "25%", "-3/4"), or None."""
     cleaned = text.replace("**", "").strip(_EDGE).removesuffix("%").strip().strip("$").strip()
@@ -403,7 +393,7 @@ def _plain_number(text: str) -> Final | None:
 
 def _math_or_number(segment: str) -> Final | None:
     """A segment as a number where it is one, else as math where it is an expression, else None."""
-    plain = _delatex(segment)
+    plain = delatex(segment)
     if "=" in plain:  # "x = 5", "16 - 7 = 9": what it comes to
         plain = plain.rsplit("=", 1)[1]
     number = _plain_number(plain)
@@ -433,22 +423,22 @@ def _number(text: str, field: str | None) -> Final | None:
         found = _math_or_number(segment)
         if found is not None:
             return found
-        first = _numbers(_delatex(segment))
+        first = _numbers(delatex(segment))
         if first:
             return first[0]
-    everywhere = _numbers(_delatex(text))
+    everywhere = _numbers(delatex(text))
     return everywhere[-1] if everywhere else None
 
 
 def _numbers(text: str) -> list[Final]:
-    values = (exact_value(token) for token in _NUMBER.findall(text))
+    values = (exact_value(token) for token in NUMBER.findall(text))
     return [Final("number", canonical(value)) for value in values if value is not None]
 
 
 def _text(segment: str) -> Final | None:
     """A short free answer, normalised: a number where it is one."""
     inner = unboxed(segment)
-    text = _delatex(inner if inner is not None else segment)
+    text = delatex(inner if inner is not None else segment)
     number = _plain_number(text)
     if number is not None:
         return number
