@@ -39,3 +39,70 @@ def test_the_grader_and_the_vote_read_the_same_number(text, value):
 )
 def test_a_numeric_reference_is_read_as_the_vote_reads_it(reference, value):
     assert parse_number(reference) == value
+
+
+# --- a grader's verdict is a vote's comparison with the reference ------------------------------------
+
+ORGANELLES = ("Nucleus", "Ribosome", "Mitochondria", "Golgi apparatus")
+
+# (grader, reference, response, right): right is the verdict both must give. Choice items list
+# ORGANELLES; the vote reads with the item's options too (core/answers.py `options`).
+VERDICTS = [
+    # choice, written the free-text way (no JSON) and every other way
+    ("choice", "C", "The answer is (C).", True),
+    ("choice", "C", "**C**", True),
+    ("choice", "C", "Answer: C. Mitochondria", True),
+    ("choice", "C", "\\boxed{C}", True),
+    ("choice", "C", '{"answer": "C"}', True),
+    ("choice", "C", "Let me think.\nThe powerhouse of the cell.\nC", True),
+    ("choice", "C", "\\boxed{\\text{C}}", True),
+    ("choice", "C", "c", True),
+    ("choice", "C", "Mitochondria", True),  # an option's text
+    ("choice", "C", '{"answer": "Mitochondria"}', True),
+    ("choice", "C", "The answer is (B).", False),
+    ("choice", "C", "The answer is E.", False),  # no option E
+    ("choice", "C", "Answer: Apples", False),
+    # numeric. One difference is meant and left out: the numeric grader takes a non-integer
+    # reference ("0.3333333") within a relative 1e-6 (or an item's tolerance); votes compare values
+    # exactly, so two models' 0.3333333 and 1/3 do not agree.
+    ("numeric", "18", "The answer is 18 dollars.", True),
+    ("numeric", "18", '{"reasoning": "9 * 2", "answer": "18"}', True),
+    ("numeric", "1000", "So it is $1{,}000$.", True),
+    ("numeric", "0.5", "\\boxed{\\frac{1}{2}}", True),
+    ("numeric", "2", "\\boxed{2\\sqrt{73}-6\\sqrt{2}}", False),
+    ("numeric", "9007199254740993", '{"answer": 9007199254740992}', False),
+    # exact
+    ("exact", "Paris", "Paris.", True),
+    ("exact", "Paris", "**paris**", True),
+    ("exact", "Paris", "**Answer:** Paris", True),
+    ("exact", "Paris", '{"answer": "Paris"}', True),
+    ("exact", "Paris", "The answer is Paris.\nI hope this helps.", True),
+    ("exact", "Paris", "\u201cParis\u201d", True),
+    ("exact", "Paris", "I am sure it is \\boxed{\\text{Paris}} and not Lyon", True),
+    ("exact", "1000", "1,000", True),
+    ("exact", "Paris", "Paris, France", False),
+    ("exact", "Paris", "Paris\nActually, no: Lyon", False),
+    # math
+    ("math", "\\frac{\\sqrt{2}}{2}", "The answer is $\\frac{1}{\\sqrt{2}}$", True),
+    ("math", "x^2+1", "\\boxed{1 + x^2}", True),
+    ("math", "\\frac{1}{2}", "\\boxed{0.5}", True),
+    ("math", "2\\sqrt{73}-6\\sqrt{2}", "\\boxed{4\\sqrt{2}}", False),
+]
+
+_KIND = {"choice": "choice", "numeric": "number", "exact": "exact", "math": "math"}
+
+
+@pytest.mark.parametrize(
+    ("grader", "reference", "response", "right"), VERDICTS, ids=[f"{v[0]}-{i}" for i, v in enumerate(VERDICTS)]
+)
+def test_a_graders_verdict_is_the_votes_comparison_with_the_reference(grader, reference, response, right):
+    from stiva_tui.core.answers import same_final
+    from stiva_tui.evals.graders import grade
+    from stiva_tui.evals.suite import SuiteItem
+
+    options = ORGANELLES if grader == "choice" else None
+    item = SuiteItem(id="q", question="Which?", grader=grader, answer=reference, choices=options)
+    kind = _KIND[grader]
+    vote = same_final(final_answer(response, kind, options=options), final_answer(reference, kind, options=options))
+    assert grade(item, response).correct is right
+    assert vote is right

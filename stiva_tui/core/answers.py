@@ -5,7 +5,9 @@ A vote or an agreement gate (core/workflow.py) never compares whole responses: i
 *final answer* by the question's kind, and compares those as values:
 
 - `choice`: the option letter, however it is written ("(C)", "**C**", "Answer: C. Mitochondria",
-  "\\boxed{C}", a JSON field, a last line that is the letter).
+  "\\boxed{C}", a JSON field, a last line that is the letter). Where the options are known (the
+  graders pass an item's), only their letters count and an answer that is one option's text reads
+  as its letter: the choice grader (evals/graders.py) is this reader.
 - `number`: the value committed to, exactly (core/numeric.py: bounded, never through a float). An
   answer that is an expression ("2\\sqrt{73}-6\\sqrt{2}") is not read as one of its numbers: it is
   a math answer, compared as math.
@@ -14,7 +16,7 @@ A vote or an agreement gate (core/workflow.py) never compares whole responses: i
 - `literal` (code outputs, string literals): the Python literal, compared as a value, case and
   content kept ('usAr' is not 'USar'; "a" is 'a').
 - `exact`: a short free answer, normalised (spaces, `$`, `\\boxed{}`, `\\text{}`, a final period,
-  markdown, case).
+  markdown, quotes straight or curly, case); a number as its value. The exact grader is this reader.
 - `auto` (a live question of no known kind): a JSON `answer` field, else a `\\boxed{}`, else an
   `Answer: ...` line, else the whole response when it is one short line; read as a number where it
   is one, as math where it is LaTeX, else as text; else none.
@@ -69,7 +71,8 @@ _MAX_LITERAL = 4_000  # characters of a literal handed to ast.literal_eval
 _JSON_ANSWER = re.compile(r'"answer"\s*:\s*("(?:[^"\\]|\\.){0,4000}"|-?[\w.+-]{1,400})', re.IGNORECASE)
 _ANSWER_LINE = re.compile(r"(?:^|\n)\W{0,3}(?:the\s+)?(?:final\s+)?answer\s*(?:is\b|:|=)\s*(.+)", re.IGNORECASE)
 _ANCHOR = re.compile(r"answer\W{0,4}(?:is\b|:|=)", re.IGNORECASE)
-_EDGE = " \t\n.,;:!?\"'`*_$"
+_EDGE = " \t\n.,;:!?\"'`*_$\u201c\u201d\u2018\u2019\u00ab\u00bb"  # and curly quotes
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # What makes an answer an expression rather than a number: a LaTeX command, a power, a root, pi,
 # or an operator between two operands ("2\sqrt{73}-6\sqrt{2}", "3+4i", "x^2").
 _MATHY = re.compile(r"\\[a-zA-Z]+|\^|√|π|sqrt|\bpi\b|[\w)}]\s*[-+*×·]\s*[\w(\\{]")
@@ -90,21 +93,25 @@ class Final:
         return self.key
 
 
-def final_answer(text: str, kind: str | None = "auto") -> Final | None:
-    """The final answer `text` commits to, read by the question's `kind`, or None when it has none."""
+def final_answer(text: str, kind: str | None = "auto", options: Sequence[str] | None = None) -> Final | None:
+    """The final answer `text` commits to, read by the question's `kind`, or None when it has none.
+    `options`: a `choice` question's option texts in letter order, where known (a grader's item):
+    only their letters count, and an answer that is one option's text reads as its letter."""
     if not text:
         return None
     kind = kind if kind in ANSWER_KINDS else "auto"
     text = unicodedata.normalize("NFKC", text[-_MAX_READ:])
     field = _json_answer(text)
     if kind == "choice":
-        return _choice(field if field is not None else text)
+        return _choice(text, field, options)
     if kind == "number":
         return _number(text, field)
     if kind == "literal":
         return _literal(text, field)
+    if kind == "exact":
+        return _exact(text, field)
     segment = field if field is not None else _segment(text)
-    if segment is None and kind in ("math", "exact"):
+    if segment is None and kind == "math":
         lines = [line for line in text.splitlines() if line.strip()]
         segment = lines[-1] if lines else None
     if segment is None and kind == "auto":
@@ -113,9 +120,17 @@ def final_answer(text: str, kind: str | None = "auto") -> Final | None:
             segment = stripped
     if segment is None:
         return None
-    if kind == "exact":
-        return _text(segment)
     return _math_or_number(segment) or _text(segment)
+
+
+def _exact(text: str, field: str | None) -> Final | None:
+    """A short free answer: the JSON field, else the last box or "answer is" line, else the last
+    line, normalised (`_text`)."""
+    segment = field if field is not None else _segment(text)
+    if segment is None:
+        lines = [line for line in text.splitlines() if line.strip()]
+        segment = lines[-1] if lines else None
+    return None if segment is None else _text(segment)
 
 
 def same_final(a: Final | str | None, b: Final | str | None) -> bool:
@@ -447,26 +462,48 @@ def _text(segment: str) -> Final | None:
     return Final("text", text) if text else None
 
 
-def _choice(text: str) -> Final | None:
-    boxed = unboxed(text)
-    if boxed is not None:
-        text = boxed
+def _choice(text: str, field: str | None, options: Sequence[str] | None) -> Final | None:
+    """An option letter, among the letters of `options` where they are known (A-Z else): the letter
+    the response commits to (a JSON field, else the response: a `\\boxed{}` first, its content and
+    then the rest), else the letter of the option whose text is the response's final answer (read
+    as `exact` reads it, where the options are known), else the last "(C)" or "**C**" near the end."""
+    letters = _LETTERS[: len(options)] if options else _LETTERS
+    said = field if field is not None else text
+    boxed = unboxed(said)
+    parts = (delatex(boxed), said) if boxed is not None else (said,)
+    for part in parts:
+        letter = _committed_letter(part, letters)
+        if letter is not None:
+            return Final("letter", letter)
+    if options:
+        final = _exact(text, field)
+        for letter, option in zip(letters, options):
+            if final is not None and same_final(final, _text(option)):
+                return Final("letter", letter)
+    marks = f"[{letters if options else letters[:10]}]"  # unlisted options: A-J, never a stray "(Z)"
+    for part in reversed(parts):
+        emphasised = re.findall(rf"\(({marks})\)|\*\*({marks})\*\*", part[-400:])
+        if emphasised:
+            return Final("letter", "".join(emphasised[-1]))
+    return None
+
+
+def _committed_letter(text: str, letters: str) -> str | None:
+    """The letter `text` is ("C", "(c)", "**C.**"), else the last "answer is (C)" / "Answer: C" /
+    "answer: **C**", else a last line that is the letter ("C", "(C)", "C.", "C) text"); only
+    `letters` count, and never a letter inside a word."""
     stripped = text.strip(_EDGE + "()[]")
-    if len(stripped) == 1 and stripped.isalpha():
-        return Final("letter", stripped.upper())
+    if len(stripped) == 1 and stripped.upper() in letters and stripped.isalpha():
+        return stripped.upper()
     marked = re.findall(
-        r"(?i:answer)\W{0,4}(?:(?i:is)|:|=)?\W{0,4}(?:(?i:option|choice)\s*)?[\s*_(\[]*([A-Z])(?!\w)", text
+        rf"(?i:answer)\W{{0,4}}(?:(?i:is)|:|=)?\W{{0,4}}(?:(?i:option|choice)\s*)?[\s*_(\[]*([{letters}])(?!\w)", text
     )
     if marked:
-        return Final("letter", str(marked[-1]))
+        return str(marked[-1])
     lines = [line.strip(" \t*_#>") for line in text.splitlines() if line.strip(" \t*_#>")]
-    if lines:
-        last = re.match(r"^[(\[]?([A-Za-z])(?:[)\].:]|$)", lines[-1])
-        if last:
-            return Final("letter", last.group(1).upper())
-    emphasised = re.findall(r"\(([A-J])\)|\*\*([A-J])\*\*", text[-400:])
-    if emphasised:
-        return Final("letter", "".join(emphasised[-1]))
+    last = re.match(r"^[(\[]?([A-Za-z])(?:[)\].:]|$)", lines[-1]) if lines else None
+    if last and last.group(1).upper() in letters:
+        return last.group(1).upper()
     return None
 
 
