@@ -97,10 +97,30 @@ def test_a_vote_counts_equivalent_answers_as_one_and_false_friends_apart():
         ("'usAr'", "Complete the assertion with a literal", "literal"),
         ("[(4, 1), (4, 1), (2, 3)]", "Complete the assertion with a literal", "literal"),
         ("Paris", "What is the capital of France?", "exact"),
+        # a reference that starts with a letter is math where it reads as math, never where it is words
+        ("x^2", "Simplify.", "math"),
+        ("x^2 + y^2 = 1", "", "math"),
+        ("\\pi/2", "", "math"),
+        ("pi/2", "", "math"),
+        ("sin(x)^2", "", "math"),
+        ("a+b", "", "math"),
+        ("x/2", "", "math"),
+        ("yes", "Is it?", "exact"),
+        ("Saint-Denis", "Which town?", "exact"),
+        ("e-mail", "", "exact"),
+        ("A-B-C", "In which order?", "exact"),
+        ("x", "Which letter?", "exact"),
+        ("True", "", "literal"),
     ],
 )
 def test_a_recorded_items_kind_is_inferred_from_its_reference_and_question(reference, question, kind):
     assert infer_kind(reference, question) == kind
+
+
+def test_a_math_reference_that_starts_with_a_letter_is_compared_as_math():
+    kind = infer_kind("x^2+2x+1")
+    assert same_final(final_answer("So it is \\boxed{(x+1)^2}", kind), final_answer("x^2+2x+1", kind))
+    assert not same_final(final_answer("\\boxed{(x-1)^2}", kind), final_answer("x^2+2x+1", kind))
 
 
 # --- hostile text: bounded, never a hang ---------------------------------------------------------------

@@ -77,6 +77,8 @@ _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # or an operator between two operands ("2\sqrt{73}-6\sqrt{2}", "3+4i", "x^2").
 _MATHY = re.compile(r"\\[a-zA-Z]+|\^|√|π|sqrt|\bpi\b|[\w)}]\s*[-+*×·]\s*[\w(\\{]")
 _CODE_OUTPUT = re.compile(r"\bassert(?:ion)?\b|\bliteral\b|\boutput of\b", re.IGNORECASE)
+_MATH_CHARACTERS = re.compile(r"[\w\s^+\-*/=().,{}\[\]<>|√π·×]+")
+_FUNCTION_NAME = re.compile(r"\b(?:sin|cos|tan|cot|sec|csc|arcsin|arccos|arctan|sinh|cosh|tanh|log|ln|exp|sqrt|pi)\b")
 _OPTION_LINE = re.compile(r"(?m)^\s*\(?([A-J])[).:]\s+\S")
 
 
@@ -151,8 +153,8 @@ def infer_kind(reference: str, question: str = "") -> str:
     where the reference is one option letter (or the question lists lettered options and the
     reference is a letter), `literal` where the question asks for a code output (an assertion, a
     literal) and the reference is a Python literal, `number` where it is one number, `math` where
-    it is an expression, `literal` where it is a Python literal other than a name or number, else
-    `exact`."""
+    it is an expression (one that starts with a letter too, where it reads as math: `_letter_math`),
+    `literal` where it is a Python literal other than a name or number, else `exact`."""
     reference = unicodedata.normalize("NFKC", reference).strip()
     literal = _python_literal(reference) is not None
     if _CODE_OUTPUT.search(question) and literal:
@@ -166,7 +168,21 @@ def infer_kind(reference: str, question: str = "") -> str:
     if _MATHY.search(reference) and ("\\" in reference or not reference[:1].isalpha()):
         if not literal or "\\" in reference:
             return "math"
+    if not literal and reference[:1].isalpha() and _letter_math(reference):
+        return "math"
     return "literal" if literal else "exact"
+
+
+def _letter_math(reference: str) -> bool:
+    """Whether a reference that starts with a letter reads as math ("x^2", "pi/2", "sin(x)^2",
+    "x^2 + y^2 = 1"): only one-letter variables, function names, numbers, brackets and operators,
+    at least one operator, and a lower-case letter or a digit; never words ("yes", "Saint-Denis",
+    "e-mail") nor a sequence of capital letters ("A-B-C": options in an order)."""
+    if len(reference) > _MAX_MATH or not _MATH_CHARACTERS.fullmatch(reference):
+        return False
+    if re.search(r"[a-zA-Z]{2,}", _FUNCTION_NAME.sub(" ", reference)):
+        return False
+    return bool(re.search(r"[\^+\-*/=×·]", reference)) and bool(re.search(r"[a-z0-9]", reference))
 
 
 class Tally:
