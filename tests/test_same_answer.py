@@ -123,6 +123,32 @@ def test_a_math_reference_that_starts_with_a_letter_is_compared_as_math():
     assert not same_final(final_answer("\\boxed{(x-1)^2}", kind), final_answer("x^2+2x+1", kind))
 
 
+def test_a_set_literal_has_one_key_in_any_order_and_in_every_process():
+    # a set's repr follows string hashing, which differs from process to process: CRUXEval's
+    # {('0', 117), ('03', 351), ('3', 117)} printed its members in another order in another run
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = (
+        "from stiva_tui.core.answers import final_answer; "
+        "print(final_answer(\"[{('0', 117), ('03', 351), ('3', 117)}, {'b': {'y', 'x', 'z'}}]\", 'literal').key)"
+    )
+    keys = set()
+    for seed in range(8):
+        env = {**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH": str(root)}
+        keys.add(
+            subprocess.run(
+                [sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, check=True
+            ).stdout
+        )
+    assert len(keys) == 1, keys
+    assert same_final(final_answer("{'c', 'a', 'b'}", "literal"), final_answer('{"a", "b", "c"}', "literal"))
+    assert not same_final(final_answer("{'a', 'b'}", "literal"), final_answer("{'a', 'B'}", "literal"))
+
+
 # --- hostile text: bounded, never a hang ---------------------------------------------------------------
 
 HOSTILE = [

@@ -551,6 +551,23 @@ def _python_literal(text: str) -> str | None:
         with warnings.catch_warnings():  # "invalid decimal literal" and the like: not a literal, said quietly
             warnings.simplefilter("ignore", SyntaxWarning)
             value = ast.literal_eval(text.strip())
+        return _literal_key(value)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
+
+
+def _literal_key(value: object) -> str:
+    """`repr(value)`, but with a set's members in sorted order: a set's repr follows string hashing,
+    which differs from process to process, so one set would print two ways."""
+    if isinstance(value, set | frozenset):
+        members = ", ".join(sorted(_literal_key(member) for member in value))
+        if isinstance(value, frozenset):
+            return f"frozenset({{{members}}})" if value else "frozenset()"
+        return f"{{{members}}}" if value else "set()"
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal_key(member) for member in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_literal_key(member) for member in value) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_literal_key(k)}: {_literal_key(v)}" for k, v in value.items()) + "}"
     return repr(value)
