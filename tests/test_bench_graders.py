@@ -12,7 +12,6 @@ from stiva_tui.evals import graders
 from stiva_tui.evals.graders import (
     Grade,
     JudgeRequired,
-    extract_choice,
     extract_code,
     extract_number,
     grade,
@@ -197,9 +196,9 @@ def test_choice_reads_the_committed_letter(answer_text, extracted):
 
 
 def test_choice_ignores_letters_inside_words_and_out_of_range():
-    assert extract_choice("A cat sat. Because of that, I pick nothing.", 4) is None
-    assert extract_choice("The answer is E.", 4) is None  # there is no option E
-    assert extract_choice("Answer: Apples", 4) is None
+    for text in ("A cat sat. Because of that, I pick nothing.", "The answer is E.", "Answer: Apples"):
+        result = grade(item("choice", "B", choices=FOUR), text)  # E: there is no option E
+        assert result.extracted == "" and not result.correct, (text, result)
     result = grade(item("choice", "B", choices=FOUR), "I cannot decide.")
     assert not result.correct and result.extracted == "" and result.detail
 

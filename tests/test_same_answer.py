@@ -13,7 +13,7 @@ from conftest import pool_models
 from test_server import serve_process  # noqa: F401  (the real `stiva serve`, a fixture)
 
 from stiva_tui.core import events as ev
-from stiva_tui.core.answers import final_answer, infer_kind, same_final, tally
+from stiva_tui.core.answers import final_answer, infer_kind, math_equal, same_final, tally
 from stiva_tui.core.numeric import exact_value
 from stiva_tui.core.workflow import parse_workflow
 from stiva_tui.engine.baselines import cascade_workflow
@@ -97,10 +97,56 @@ def test_a_vote_counts_equivalent_answers_as_one_and_false_friends_apart():
         ("'usAr'", "Complete the assertion with a literal", "literal"),
         ("[(4, 1), (4, 1), (2, 3)]", "Complete the assertion with a literal", "literal"),
         ("Paris", "What is the capital of France?", "exact"),
+        # a reference that starts with a letter is math where it reads as math, never where it is words
+        ("x^2", "Simplify.", "math"),
+        ("x^2 + y^2 = 1", "", "math"),
+        ("\\pi/2", "", "math"),
+        ("pi/2", "", "math"),
+        ("sin(x)^2", "", "math"),
+        ("a+b", "", "math"),
+        ("x/2", "", "math"),
+        ("yes", "Is it?", "exact"),
+        ("Saint-Denis", "Which town?", "exact"),
+        ("e-mail", "", "exact"),
+        ("A-B-C", "In which order?", "exact"),
+        ("x", "Which letter?", "exact"),
+        ("True", "", "literal"),
     ],
 )
 def test_a_recorded_items_kind_is_inferred_from_its_reference_and_question(reference, question, kind):
     assert infer_kind(reference, question) == kind
+
+
+def test_a_math_reference_that_starts_with_a_letter_is_compared_as_math():
+    kind = infer_kind("x^2+2x+1")
+    assert same_final(final_answer("So it is \\boxed{(x+1)^2}", kind), final_answer("x^2+2x+1", kind))
+    assert not same_final(final_answer("\\boxed{(x-1)^2}", kind), final_answer("x^2+2x+1", kind))
+
+
+def test_a_set_literal_has_one_key_in_any_order_and_in_every_process():
+    # a set's repr follows string hashing, which differs from process to process: CRUXEval's
+    # {('0', 117), ('03', 351), ('3', 117)} printed its members in another order in another run
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = (
+        "from stiva_tui.core.answers import final_answer; "
+        "print(final_answer(\"[{('0', 117), ('03', 351), ('3', 117)}, {'b': {'y', 'x', 'z'}}]\", 'literal').key)"
+    )
+    keys = set()
+    for seed in range(8):
+        env = {**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH": str(root)}
+        keys.add(
+            subprocess.run(
+                [sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, check=True
+            ).stdout
+        )
+    assert len(keys) == 1, keys
+    assert same_final(final_answer("{'c', 'a', 'b'}", "literal"), final_answer('{"a", "b", "c"}', "literal"))
+    assert not same_final(final_answer("{'a', 'b'}", "literal"), final_answer("{'a', 'B'}", "literal"))
 
 
 # --- hostile text: bounded, never a hang ---------------------------------------------------------------
@@ -130,6 +176,71 @@ def test_hostile_numbers_and_expressions_are_read_in_milliseconds_as_text(text, 
     assert time.monotonic() - started < 2.0
     if found is not None and found.form == "number":  # a number is one within the bounds
         assert len(found.key) <= 2100
+
+
+# --- math compared the same on any thread, at any load: no clock decides a verdict ----------------------
+
+MATH_PAIRS = [
+    # ZeroEval's math answers: equal and not (the slowest ZeroEval pair: benchmarks/perf/math_agreement.json)
+    ("\\frac{\\sqrt{2}}{2}", "\\frac{1}{\\sqrt{2}}", True),
+    ("(x+1)^2", "x^2+2x+1", True),
+    ("\\left(\\frac{5}{3}\\right)^{48}", "\\frac{5^{48}}{3^{48}}", True),
+    ("sin(2y)*cos(x+z)/(sin(x)*sin(z))", "1+2\\cos y\\cos z+\\cos^2y+\\cos^2z", False),
+    # hostile: each once took sympy seconds to minutes; now refused by the screen or compared fast
+    ("(x+y+z+w)^{100}", "(x+y+z+w+1)^{100}", False),
+    ("(\\sqrt{2}+\\sqrt{3}+\\sqrt{5}+\\sqrt{7})^{100}", "(\\sqrt{2}+\\sqrt{3}+\\sqrt{5}+\\sqrt{7}+1)^{100}", False),
+    ("(x+1)^{99}(x+2)^{99}(x+3)^{99}", "(x^2+1)^{99}", False),
+    ("(a+b)(c+d)(e+f)(g+h)(i+j)(k+l)(m+n)(o+p)(q+r)(s+t)(u+v)(w+x)(y+z)", "(a+b)(c+d)(e+f)(g+h)(y+z+1)", False),
+    ("((x+y+z)^{5}+1)^{5}", "((x+y+z)^{5}+2)^{5}", False),
+    ("\\sin(\\sin(\\sin(\\sin(\\sin(\\sin(\\sin(\\sin(\\sin(\\sin(x))))))))))", "\\cos(\\cos(\\cos(\\cos(x))))", False),
+    ("(x+y)(x+2y)(x+3y)(x+4y)(x+5y)(x+6y)(x+7y)(x+8y)(x+9y)(x+10y)(x+11y)(x+12y)", "x^{12}", False),
+]
+
+
+@pytest.mark.parametrize(("a", "b", "equal"), MATH_PAIRS, ids=[f"math-{i}" for i in range(len(MATH_PAIRS))])
+def test_math_compares_the_same_on_the_main_thread_and_in_a_worker_within_a_second(a, b, equal):
+    import threading
+
+    from stiva_tui.core import answers
+
+    math_equal(a, b)  # math-verify imported, not timed
+    answers._math_equal.cache_clear()
+    started = time.monotonic()
+    on_main = math_equal(a, b)
+    main_took = time.monotonic() - started
+    answers._math_equal.cache_clear()
+    in_worker: list[bool] = []
+    worker = threading.Thread(target=lambda: in_worker.append(math_equal(a, b)), daemon=True)
+    started = time.monotonic()
+    worker.start()
+    worker.join(10)
+    assert in_worker, "the comparison in a worker thread did not end in 10 s"
+    assert on_main == in_worker[0] == equal
+    assert main_took < 2.0 and time.monotonic() - started < 2.0, main_took
+
+
+def test_a_math_comparison_leaves_the_callers_alarm_and_its_handler_alone():
+    # math-verify's own timeouts are SIGALRM alarms: on the main thread they cancelled any alarm the
+    # caller had set (pytest-timeout's, an app's), and in a worker thread they cannot run at all
+    import signal
+
+    from stiva_tui.core import answers
+
+    answers._math_equal.cache_clear()
+
+    def handler(signum, frame):  # pragma: no cover - only where the alarm goes off
+        raise AssertionError("the caller's alarm went off")
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    saved = signal.setitimer(signal.ITIMER_REAL, 60)
+    try:
+        assert math_equal("\\frac{\\sqrt{3}}{3}", "\\frac{1}{\\sqrt{3}}")
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        handler_after = signal.getsignal(signal.SIGALRM)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, *saved)
+        signal.signal(signal.SIGALRM, previous)
+    assert left > 50 and handler_after is handler, left
 
 
 def test_the_bounded_reader_refuses_numbers_past_its_bounds_and_keeps_the_rest_exact():

@@ -1,5 +1,6 @@
 """The one reader of numbers in model-written text, bounded: answers (core/answers.py), graders
-(evals/numbers.py), records and routers all read a number through `exact_value`.
+(evals/numbers.py), records and routers all find a number with `NUMBER`, after `delatex`, and read
+it through `exact_value`.
 
 A number is read only when it is small enough to be an answer: at most `MAX_DIGITS` digits and an
 exponent of at most `MAX_EXPONENT` in size, checked on the text before any conversion. Anything
@@ -15,13 +16,50 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-__all__ = ["MAX_DIGITS", "MAX_EXPONENT", "canonical", "exact_value", "number_key"]
+__all__ = ["MAX_DIGITS", "MAX_EXPONENT", "NUMBER", "canonical", "delatex", "exact_value", "number_key"]
 
 MAX_DIGITS = 200
 """Digits of one number (before its exponent), or of a fraction's top or bottom: past this, text."""
 MAX_EXPONENT = 1000
 """The size of a written exponent ("1e-1000"): past this, text. 10**1000 is a 1,001-digit integer,
 built in microseconds; 10**999999999 would take minutes and gigabytes."""
+
+NUMBER = re.compile(
+    r"(?<![\w.])-?"  # not inside a word or after a point
+    r"(?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+)"  # 1,234.5 | 1234.5 | .5
+    r"(?:[eE][-+]?\d+)?"  # 1e-6
+    r"(?:\s*/\s*\d+(?:\.\d+)?)?"  # 3/4, 9/4.5
+)
+"""A number as written in text ("1,234.5", "-2", ".5e3", "3/4"): found here, read by `exact_value`.
+Digits glued to a letter ("CO2", "x2") or after a point are no number."""
+
+_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(-?[\d.,]+)\s*\}\s*\{\s*(-?[\d.,]+)\s*\}")
+_TEXT_COMMAND = re.compile(r"\\(?:text|mathrm|textbf|mbox)\{([^{}]*)\}")
+_PLAIN = (
+    ("\\displaystyle", ""),
+    ("\\left", ""),
+    ("\\right", ""),
+    ("\\!", ""),
+    ("\\,", ""),
+    ("\\;", " "),
+    ("{,}", ","),
+    ("\\$", "$"),
+    ("\\%", "%"),
+    ("\u2212", "-"),
+)
+
+
+def delatex(text: str) -> str:
+    """The LaTeX that wraps plain numbers, removed: `\\text{}` (and `\\mathrm`, `\\textbf`, `\\mbox`)
+    to its content, `\\frac{a}{b}` (`\\dfrac`, `\\tfrac`) to a/b, `1{,}000` to 1,000, `\\$` and
+    `\\%` to $ and %, the minus sign to -, and spacing and sizing (`\\,`, `\\!`, `\\;`,
+    `\\left`, `\\right`, `\\displaystyle`) dropped."""
+    text = _TEXT_COMMAND.sub(r"\1", text)
+    text = _FRAC.sub(r"\1/\2", text)
+    for latex, plain in _PLAIN:
+        text = text.replace(latex, plain)
+    return text
+
 
 _PART = re.compile(r"([-+]?)(\d*)(?:\.(\d*))?(?:[eE]([-+]?\d{1,6}))?")
 _MAX_TEXT = 2 * MAX_DIGITS + 16  # a token longer than this cannot be within the bounds

@@ -19,17 +19,22 @@ How each grader reads an answer (the "extracted" part of a `Grade`):
   same value, however written ("976371285.0" and "9.76371285e8" too; 976371000 never); any other
   reference ("2.5", "3/4", "1e-3"), or an item with its own `tolerance`, by a number within that
   relative tolerance (default 1e-6).
-- exact: one piece of text compared after normalising: the last `\\boxed{}` if any, else the last
-  non-blank line; NFKC, casefolded, whitespace collapsed, markdown `*`/`_`/backticks and
-  surrounding quotes and punctuation (.,;:!?) removed, and a leading "the (final) answer is" /
-  "answer:" removed. The reference is normalised the same way.
+- exact: the final answer, read and compared as votes and gates read `exact` answers
+  (core/answers.py): a JSON "answer" field, else the last `\\boxed{}` or "the (final) answer is" /
+  "Answer:" line, else the last non-blank line; NFKC, LaTeX text and fractions unwrapped, markdown
+  `*`/`_`, surrounding quotes (straight or curly), `$` and punctuation (.,;:!?) removed, casefolded,
+  whitespace collapsed; a number is compared as its value ("1,000" is 1000). The reference is read
+  the same way.
 - contains: any `|`-separated reference alternative occurs in the normalised answer as whole
   words: "Paris" matches "The capital is Paris."; "4" matches "2 + 2 = 4." but not "42", "4.5"
   or "-4". It does not notice an answer that names several candidates.
-- choice: the letter the answer commits to: a `\\boxed{C}`; else "answer is (C)" / "Answer: C" /
-  "answer: **C**" (the last such); else a final line that is the letter ("C", "(C)", "**C**",
-  "C.", "C) text"); else a final line equal to one option's text; else the last "(C)" or "**C**"
-  anywhere. Only letters of the item's options count, and never a letter inside a word.
+- choice: the letter the answer commits to, read as votes and gates read `choice` answers
+  (core/answers.py, given the item's options): a JSON "answer" field; a `\\boxed{C}` (or
+  `\\boxed{\\text{C}}`); an answer that is the letter ("C", "(c)", "**C**"); else "answer is (C)" /
+  "Answer: C" / "answer: **C**" (the last such); else a final line that is the letter ("C", "(C)",
+  "C.", "C) text"); else a final answer equal to one option's text; else the last "(C)" or "**C**"
+  in the last 400 characters. Only letters of the item's options count, and never a letter inside a
+  word.
 - math: math-verify parses the reference (wrapped in `$...$` when it has no delimiters) and the
   answer (a boxed answer preferred) and compares them symbolically.
 - code: the last ```python block (or, when there is none, the last plain ``` block; an unclosed
@@ -59,7 +64,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from ..core.answers import final_answer
+from ..core.answers import final_answer, same_final
 from ..sandbox import (
     SandboxResult,
     SandboxSettings,
@@ -69,8 +74,7 @@ from ..sandbox import (
     run_with_tests_async,
 )
 from .numbers import extract_number, integer_reference, parse_number, reference_value, written_value
-from .numbers import unboxed as _unboxed
-from .suite import LETTERS, CodeTests, SuiteItem, answer_key, recorded_answer_line
+from .suite import CodeTests, SuiteItem, answer_key, recorded_answer_line
 
 __all__ = [
     "DEFAULT_CODE_TIMEOUT_S",
@@ -79,13 +83,11 @@ __all__ = [
     "Grade",
     "GraderError",
     "JudgeRequired",
-    "extract_choice",
     "extract_code",
     "extract_number",
     "grade",
     "grade_async",
     "judge_prompt",
-    "normalize_exact",
     "parse_judge_reply",
     "parse_number",
     "same_output",
@@ -184,28 +186,13 @@ def _grade_numeric(item: SuiteItem, text: str) -> Grade:
 
 # --- exact and contains --------------------------------------------------------------------------
 
-_ANSWER_PREFIX = re.compile(r"^(?:the\s+)?(?:final\s+)?answer\s*(?:is\b|:|=)\s*", re.IGNORECASE)
-_EDGE_JUNK = " \t.,;:!?\"'`“”‘’«»*_"
-
-
-def normalize_exact(text: str) -> str:
-    """The piece of `text` that `exact` compares, normalised (see the module docstring)."""
-    text = unicodedata.normalize("NFKC", text)
-    boxed = _unboxed(text)
-    if boxed is not None:
-        text = re.sub(r"\\text\{([^{}]*)\}", r"\1", boxed)
-    else:
-        lines = [line for line in text.splitlines() if line.strip()]
-        text = lines[-1] if lines else ""
-    text = text.replace("**", "").replace("`", "").strip(_EDGE_JUNK)
-    text = _ANSWER_PREFIX.sub("", text).strip(_EDGE_JUNK)
-    return " ".join(text.casefold().split())
-
 
 def _grade_exact(item: SuiteItem, text: str) -> Grade:
-    read = normalize_exact(text)
-    correct = read == normalize_exact(item.answer)
-    return Grade(correct, read, None if correct else f"expected {normalize_exact(item.answer)!r}")
+    """The answer's final answer against the reference's, both read as votes read `exact` answers."""
+    read, expected = final_answer(text, "exact"), final_answer(item.answer, "exact")
+    correct = same_final(read, expected)
+    shown = str(read) if read is not None else ""
+    return Grade(correct, shown, None if correct else f"expected {str(expected)!r}")
 
 
 def _normalize_words(text: str) -> str:
@@ -234,55 +221,15 @@ def _whole_words(phrase: str) -> str:
 # --- choice --------------------------------------------------------------------------------------
 
 
-def extract_choice(text: str, n_choices: int) -> str | None:
-    """The option letter an answer commits to, among the first `n_choices` letters, or None."""
-    letters = LETTERS[:n_choices]
-    if not letters:
-        return None
-    cls = f"[{letters}]"
-    boxed = _unboxed(text)
-    if boxed is not None:
-        inner = re.sub(r"\\text(?:bf)?\{([^{}]*)\}", r"\1", boxed).strip(" ()[].*$").upper()
-        if len(inner) == 1 and inner in letters:
-            return inner
-    anchored = re.findall(
-        rf"(?i:answer)\W{{0,4}}(?:is|:|=)?\W{{0,4}}(?:(?i:option|choice)\s*)?"
-        rf"[\s*_(\[]*({cls})(?![\w])",
-        text,
-    )
-    if anchored:
-        return anchored[-1]
-    lines = [line.strip(" \t*_#>") for line in text.splitlines() if line.strip(" \t*_#>")]
-    if lines:
-        last = re.match(rf"^[(\[]?({cls})(?:[)\].:]|$)", lines[-1])
-        if last:
-            return last.group(1)
-    return None
-
-
 def _grade_choice(item: SuiteItem, text: str) -> Grade:
-    choices = item.choices or ()
-    letter = extract_choice(text, len(choices))
-    if letter is None:
-        letter = _choice_by_text(text, choices) or _last_marked_letter(text, len(choices))
+    """The letter the answer commits to, read as votes read `choice` answers, among the item's
+    options (an answer that is one option's text reads as its letter)."""
+    options = item.choices or ()
+    letter = final_answer(text, "choice", options=options)
     if letter is None:
         return Grade(False, "", "no option letter found in the answer")
-    correct = letter == item.answer
-    return Grade(correct, letter, None if correct else f"expected {item.answer}")
-
-
-def _choice_by_text(text: str, choices: tuple[str, ...]) -> str | None:
-    final = normalize_exact(text)
-    for letter, choice in zip(LETTERS, choices):
-        if final and final == normalize_exact(choice):
-            return letter
-    return None
-
-
-def _last_marked_letter(text: str, n_choices: int) -> str | None:
-    cls = f"[{LETTERS[:n_choices]}]"
-    marked = re.findall(rf"\(({cls})\)|\*\*({cls})\*\*", text)
-    return "".join(marked[-1]) if marked else None
+    correct = same_final(letter, final_answer(item.answer, "choice", options=options))
+    return Grade(correct, str(letter), None if correct else f"expected {item.answer}")
 
 
 # --- math ----------------------------------------------------------------------------------------

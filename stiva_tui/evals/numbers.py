@@ -1,6 +1,7 @@
 """Numbers in text: how a `numeric` reference is read (`parse_number`), and which number an answer
 commits to (`extract_number`); see `graders` for the rules. Shared by the suite model (a numeric
-item's answer must be one number) and the graders; of Stiva it imports only core.answers' `unboxed`.
+item's answer must be one number) and the graders. The number pattern and the LaTeX taken off it are
+core/numeric.py's (`NUMBER`, `delatex`), the ones votes and gates use; of Stiva it imports only core.
 """
 
 from __future__ import annotations
@@ -10,33 +11,27 @@ import re
 from fractions import Fraction
 
 from ..core.answers import unboxed
-from ..core.numeric import exact_value
+from ..core.numeric import NUMBER, delatex, exact_value
 
 __all__ = ["extract_number", "integer_reference", "parse_number", "reference_value", "unboxed", "written_value"]
 
-_NUMBER = re.compile(
-    r"(?<![\w.])-?"  # not inside a word or after a point
-    r"(?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+)"  # 1,234.5 | 1234.5 | .5
-    r"(?:[eE][-+]?\d+)?"  # 1e-6
-    r"(?:\s*/\s*\d+(?:\.\d+)?)?"  # 3/4
-)
 _ANSWER_ANCHOR = re.compile(r"answer\W{0,4}(?:is|:|=)", re.IGNORECASE)
 
 
 def parse_number(text: str) -> float | None:
     """`text` read as exactly one number ("1,000", "-2.5", "3/4", "\\frac{3}{4}", "25%", "$5"), or
     None: how a `numeric` reference is read."""
-    cleaned = _delatex(unboxed(text) or text).strip().strip("$").strip()
+    cleaned = delatex(unboxed(text) or text).strip().strip("$").strip()
     cleaned = cleaned.removesuffix("%").rstrip(".").strip()
-    match = _NUMBER.fullmatch(cleaned)
+    match = NUMBER.fullmatch(cleaned)
     return _to_float(match.group()) if match else None
 
 
 def reference_value(text: str) -> Fraction | None:
     """`text` read as exactly one number, as `parse_number` reads it, but exactly (bounded)."""
-    cleaned = _delatex(unboxed(text) or text).strip().strip("$").strip()
+    cleaned = delatex(unboxed(text) or text).strip().strip("$").strip()
     cleaned = cleaned.removesuffix("%").rstrip(".").strip()
-    match = _NUMBER.fullmatch(cleaned)
+    match = NUMBER.fullmatch(cleaned)
     return written_value(match.group()) if match else None
 
 
@@ -44,9 +39,9 @@ def integer_reference(text: str) -> int | None:
     """`text` read as one whole number written without a point, an exponent or a fraction
     ("976,371,285", "-12", "$5", "25%"), exactly (no float rounding); else None. Such a reference
     is matched only by the same value: see `graders`."""
-    cleaned = _delatex(unboxed(text) or text).strip().strip("$").strip()
+    cleaned = delatex(unboxed(text) or text).strip().strip("$").strip()
     cleaned = cleaned.removesuffix("%").rstrip(".").strip()
-    match = _NUMBER.fullmatch(cleaned)
+    match = NUMBER.fullmatch(cleaned)
     if match is None or not _INTEGER.fullmatch(token := re.sub(r"[\s,]", "", match.group())):
         return None
     return int(token)
@@ -66,10 +61,10 @@ def extract_number(text: str) -> tuple[str, float] | None:
     """The number an answer commits to, as (the text read, its value): the rules in `graders`' docstring."""
     boxed = unboxed(text)
     if boxed is not None:
-        found = _numbers(_delatex(boxed))
+        found = _numbers(delatex(boxed))
         if found:
             return found[-1]
-    text = _delatex(text)
+    text = delatex(text)
     anchors = list(_ANSWER_ANCHOR.finditer(text))
     if anchors:
         after = _numbers(text[anchors[-1].end() :])
@@ -81,7 +76,7 @@ def extract_number(text: str) -> tuple[str, float] | None:
 
 def _numbers(text: str) -> list[tuple[str, float]]:
     found = []
-    for match in _NUMBER.finditer(text.replace("\u2212", "-")):
+    for match in NUMBER.finditer(text):
         value = _to_float(match.group())
         if value is not None:
             found.append((re.sub(r"[\s,]", "", match.group()), value))
@@ -98,24 +93,3 @@ def _to_float(token: str) -> float | None:
         return float(value)
     except OverflowError:  # within the bounds but past a float's range: 1e400
         return math.inf if value > 0 else -math.inf
-
-
-_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(-?[\d.,]+)\s*\}\s*\{\s*(-?[\d.,]+)\s*\}")
-
-
-def _delatex(text: str) -> str:
-    """The LaTeX that wraps plain numbers, removed: \\frac{a}{b} -> a/b, 1{,}000, \\$, \\%, \\text."""
-    text = _FRAC.sub(r"\1/\2", text)
-    text = re.sub(r"\\text\{([^{}]*)\}", r"\1", text)
-    for latex, plain in (
-        ("{,}", ","),
-        ("\\,", ""),
-        ("\\!", ""),
-        ("\\$", "$"),
-        ("\\%", "%"),
-        ("\\left", ""),
-        ("\\right", ""),
-        ("\u2212", "-"),
-    ):
-        text = text.replace(latex, plain)
-    return text
