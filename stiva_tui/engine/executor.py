@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from ..conductor.base import (
     Conductor,
@@ -132,8 +134,57 @@ class RunOptions:
 
 
 AGREEMENT_DEADLINE_S = 5.0
-"""The longest a vote or gate may spend comparing final answers (math-verify on two expressions),
-off the event loop; past it the answers count as different."""
+"""The longest one vote's or gate's comparison of final answers (math-verify on two expressions) may
+run, counted from when it starts on the comparison thread (`_compare_off_loop`), never while it
+waits for that thread; past it the answers count as different."""
+AGREEMENT_QUEUE_PATIENCE_S = 60.0
+"""The longest a vote's or gate's comparison may wait for the comparison thread, behind other runs'
+comparisons (a bench of 16 items at once, a server's many runs); past it the answers count as
+different. Generous on purpose: short comparisons queued behind each other never reach it, so a
+bench's verdicts do not depend on the load; only a thread held by a comparison that overran its own
+deadline (it cannot be interrupted) can make the comparisons behind it wait this long."""
+
+_T = TypeVar("_T")
+_comparer: ThreadPoolExecutor | None = None
+_comparer_made = threading.Lock()
+
+
+def _comparison_thread() -> ThreadPoolExecutor:
+    """The one thread, in this process, on which votes and gates compare answers: one comparison at
+    a time, so none spends its deadline waiting for math-verify's lock (core/answers.py) while
+    another run's comparison holds it. Made on first use."""
+    global _comparer
+    with _comparer_made:
+        if _comparer is None:
+            _comparer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stiva-compare")
+        return _comparer
+
+
+async def _compare_off_loop(work: Callable[[], _T]) -> _T | None:
+    """`work()` on the comparison thread: its result; None where it waited past
+    AGREEMENT_QUEUE_PATIENCE_S to start (it never runs), or ran past AGREEMENT_DEADLINE_S once
+    started (it finishes on its own, unread: a thread cannot be interrupted). Its deadline counts
+    from when the loop learns it started, so the loop's own load never shortens it."""
+    loop = asyncio.get_running_loop()
+    started: asyncio.Future[None] = loop.create_future()
+
+    def mark_started() -> None:
+        if not started.done():  # not given up on meanwhile
+            started.set_result(None)
+
+    def job() -> _T:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits for it
+            loop.call_soon_threadsafe(mark_started)
+        return work()
+
+    done = asyncio.wrap_future(_comparison_thread().submit(job))
+    try:
+        await asyncio.wait_for(started, AGREEMENT_QUEUE_PATIENCE_S)
+        return await asyncio.wait_for(done, AGREEMENT_DEADLINE_S)
+    except TimeoutError:
+        return None
+    finally:
+        done.cancel()  # still queued (given up on, or the run cancelled): it never runs
 
 
 @dataclass
@@ -751,7 +802,9 @@ class _Run:
     ) -> tuple[tuple[int, ...], list[Final | None], Tally]:
         """The steps step `index` reads, their final answers, and their count (a tie and the answer
         returned decided by the models' rank, never by the steps' order). Read and compared off the
-        event loop, within AGREEMENT_DEADLINE_S: past it, no answer counts (the gate continues)."""
+        event loop (`_compare_off_loop`), within AGREEMENT_DEADLINE_S of the comparison's own time:
+        past it, or past AGREEMENT_QUEUE_PATIENCE_S waiting to start, no answer counts (the gate
+        continues)."""
         read = workflow.steps[index].access
         texts = [outputs.get(j, "") for j in read]
         ranks = [self._rank(models[workflow.steps[j].model]) for j in read]
@@ -761,11 +814,11 @@ class _Run:
             finals = [final_answer(text, kind) for text in texts]
             return finals, tally(finals, ranks)
 
-        try:
-            finals, counted = await asyncio.wait_for(asyncio.to_thread(count), AGREEMENT_DEADLINE_S)
-        except TimeoutError:
-            finals = [None] * len(read)
-            counted = tally(finals, ranks)
+        compared = await _compare_off_loop(count)
+        if compared is None:
+            unread: list[Final | None] = [None] * len(read)
+            return read, unread, tally(unread, ranks)
+        finals, counted = compared
         return read, finals, counted
 
     def _rank(self, model: PoolModel) -> tuple[int, float, str]:
