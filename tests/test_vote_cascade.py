@@ -215,6 +215,47 @@ async def test_a_vote_on_an_open_question_is_judged_by_its_model_and_says_so(fak
     assert started[0].model == "judge" and "Pick the best one" in started[0].subtask
 
 
+async def test_a_bench_vote_on_a_choice_item_reads_an_options_text_as_its_letter_as_the_grader_does(
+    fake, tmp_path, stiva_home
+):
+    # Two models answer with the right option's text, one with another letter. The grader reads
+    # "Mercury" as B; so must the vote: B, 2 of 3. Before, the vote read no letter in "Mercury",
+    # and with no room for a judge call (max_steps 3) took the one letter it could read, C: wrong.
+    from stiva_tui.bench.runner import BenchRunner
+    from stiva_tui.config import load_config
+    from stiva_tui.evals.loaders import load_suite
+    from stiva_tui.runtime import Runtime
+    from stiva_tui.runtime.systems import parse_systems
+    from tests.support.pool import write_lab_config
+
+    item = {
+        "id": "planet",
+        "question": "Which planet is closest to the Sun?",
+        "choices": ["Venus", "Mercury", "Mars", "Earth"],
+        "answer": "B",
+        "grader": "choice",
+    }
+    suite = tmp_path / "s.jsonl"
+    suite.write_text(json.dumps(item) + "\n")
+    fake.default("m1", Reply("Mercury."))
+    fake.default("m2", Reply("C"))
+    fake.default("m3", Reply("The answer is Mercury."))
+    config = write_lab_config(
+        tmp_path / "c.toml", fake.base_url, ["cond", "m1", "m2", "m3"], conductor={"max_steps": 3}
+    )
+    runtime = await Runtime.create(load_config(config), discover=False)
+    try:
+        outcome = await BenchRunner(runtime, load_suite(str(suite)), parse_systems(["vote:m1+m2+m3"])).run()
+        (record,) = outcome.records
+        trace = runtime.store.get_trace(record.run_id)
+    finally:
+        await runtime.aclose()
+    assert (record.status, record.correct, record.extracted, record.answer) == ("graded", True, "B", "Mercury.")
+    vote = trace.rounds[0].steps[-1]
+    assert (vote.model, vote.output) == ("(vote)", "Mercury.")
+    assert [len(fake.requests_for(m)) for m in ("m1", "m2", "m3")] == [1, 1, 1]  # no judge call
+
+
 # --- exact replay on recorded answers -----------------------------------------------------------------
 
 # Four questions, four models; each answer's cost is recorded. By hand:

@@ -357,7 +357,12 @@ class BenchRunner:
             mode=system.mode,
             source="bench",
             in_conversation=False,
-            options={"answer_kind": answer_kind(item), "model_rank": self.model_rank, **system.options},
+            options={
+                "answer_kind": answer_kind(item),
+                "answer_options": _answer_options(item),
+                "model_rank": self.model_rank,
+                **system.options,
+            },
             title=f"bench {self.suite.name} {item.id}",
         )
         clock = ItemClock()  # the time its calls queued behind other items (limiter.py)
@@ -464,6 +469,12 @@ class BenchRunner:
                 self.on_progress(self.progress)
             except Exception:  # noqa: BLE001 - a broken view must not stop the bench
                 log.exception("bench progress view failed")
+
+
+def _answer_options(item: SuiteItem) -> tuple[str, ...]:
+    """A `choice` item's option texts, as its grader reads them (evals/graders.py), so that votes
+    and gates read an answer that is an option's text as that option's letter, as the grader does."""
+    return tuple(item.choices or ()) if answer_kind(item) == "choice" else ()
 
 
 def _replays_without_latency(config) -> bool:

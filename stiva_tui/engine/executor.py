@@ -114,6 +114,9 @@ class RunOptions:
     # How votes and agreement gates read a step's final answer (core/answers.py): the question's
     # kind where it is known (a bench item's), else "auto".
     answer_kind: str = "auto"
+    # A `choice` question's option texts in letter order, where known (a bench item's), read as its
+    # grader reads them: only their letters count, and an answer that is an option's text is its letter.
+    answer_options: tuple[str, ...] = ()
     # Who a tie or an agreement returns (core/answers.py's `tally`): pool model ids, best first (a
     # bench on recorded answers: by accuracy on their train half). Models not named rank after,
     # cheapest first, then by id: never by the order the plan lists its steps in.
@@ -808,10 +811,10 @@ class _Run:
         read = workflow.steps[index].access
         texts = [outputs.get(j, "") for j in read]
         ranks = [self._rank(models[workflow.steps[j].model]) for j in read]
-        kind = self.options.answer_kind
+        kind, options = self.options.answer_kind, self.options.answer_options
 
         def count() -> tuple[list[Final | None], Tally]:
-            finals = [final_answer(text, kind) for text in texts]
+            finals = [final_answer(text, kind, options=options) for text in texts]
             return finals, tally(finals, ranks)
 
         compared = await _compare_off_loop(count)
