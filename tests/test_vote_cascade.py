@@ -256,6 +256,27 @@ async def test_a_bench_vote_on_a_choice_item_reads_an_options_text_as_its_letter
     assert [len(fake.requests_for(m)) for m in ("m1", "m2", "m3")] == [1, 1, 1]  # no judge call
 
 
+def test_the_routers_training_reads_an_options_text_as_its_letter_as_the_bench_does(fake, tmp_path, stiva_home):
+    # The router learns from computed votes and cascades (train/router.py `graded_answers`): they
+    # must read "Mercury" as B, as the grader and a bench's vote do, or it learns another vote.
+    from stiva_tui.config import load_config
+    from stiva_tui.evals.loaders import load_suite
+    from stiva_tui.train.router import graded_answers
+    from tests.support.pool import write_lab_config
+
+    item = {"id": "planet", "question": "Which planet is closest to the Sun?", "grader": "choice",
+            "choices": ["Venus", "Mercury", "Mars", "Earth"], "answer": "B"}  # fmt: skip
+    suite = tmp_path / "s.jsonl"
+    suite.write_text(json.dumps(item) + "\n")
+    fake.default("m1", Reply("Mercury."))
+    fake.default("m2", Reply("C"))
+    fake.default("m3", Reply("The answer is Mercury."))
+    config = write_lab_config(tmp_path / "c.toml", fake.base_url, ["cond", "m1", "m2", "m3"], embedded_worker=False)
+    labels = graded_answers(load_config(config), load_suite(str(suite)))
+    finals = {m: str(labels.finals[m][0]) for m in labels.models}
+    assert {m: finals[m] for m in ("m1", "m2", "m3")} == {"m1": "B", "m2": "C", "m3": "B"}, finals
+
+
 # --- exact replay on recorded answers -----------------------------------------------------------------
 
 # Four questions, four models; each answer's cost is recorded. By hand:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from ..config import REPLAY_PROVIDER, SIM_PROVIDER
 from ..core.usage import Usage
 from ..evals.graders import grade_async, judge_prompt, parse_judge_reply
-from ..evals.suite import Suite, SuiteItem, answer_kind, question_text
+from ..evals.suite import Suite, SuiteItem, answer_kind, answer_options, question_text
 from ..pool.types import TextDelta, UsageReport
 from ..runtime.sessions import Ask, AskError
 from ..runtime.systems import System, SystemNameError
@@ -359,7 +359,7 @@ class BenchRunner:
             in_conversation=False,
             options={
                 "answer_kind": answer_kind(item),
-                "answer_options": _answer_options(item),
+                "answer_options": answer_options(item),
                 "model_rank": self.model_rank,
                 **system.options,
             },
@@ -469,12 +469,6 @@ class BenchRunner:
                 self.on_progress(self.progress)
             except Exception:  # noqa: BLE001 - a broken view must not stop the bench
                 log.exception("bench progress view failed")
-
-
-def _answer_options(item: SuiteItem) -> tuple[str, ...]:
-    """A `choice` item's option texts, as its grader reads them (evals/graders.py), so that votes
-    and gates read an answer that is an option's text as that option's letter, as the grader does."""
-    return tuple(item.choices or ()) if answer_kind(item) == "choice" else ()
 
 
 def _replays_without_latency(config) -> bool:

@@ -269,6 +269,13 @@ def answer_kind(item: SuiteItem) -> str:
     return _ANSWER_KIND.get(item.grader, "auto")
 
 
+def answer_options(item: SuiteItem) -> tuple[str, ...]:
+    """A `choice` item's option texts, as its grader reads them (evals/graders.py), so that votes,
+    gates and the router's training read an answer that is an option's text as that option's
+    letter, as the grader does; () for any other item."""
+    return tuple(item.choices or ()) if answer_kind(item) == "choice" else ()
+
+
 def question_text(item: SuiteItem) -> str:
     """What the system under test is asked.
 

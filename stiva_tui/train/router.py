@@ -51,11 +51,12 @@ class Labels:
 def graded_answers(config, suite, progress: Progress | None = None, *, unsafe_code=False, answer_cache=True) -> Labels:
     """Every pool model's grade on every item of `suite` (TrainError when there are none)."""
     from ..core.answers import final_answer
-    from ..evals.suite import answer_kind
+    from ..evals.suite import answer_kind, answer_options
     from ..store import Store
 
     wanted = {item.id: item.question for item in suite.items}
     kinds = {item.id: answer_kind(item) for item in suite.items}
+    options = {item.id: answer_options(item) for item in suite.items}
     store = Store.open()
     try:
         if config.sim is not None and config.sim.replay:
@@ -80,7 +81,7 @@ def graded_answers(config, suite, progress: Progress | None = None, *, unsafe_co
     by_model: dict[str, dict[str, tuple[float, float, float, str | None]]] = {}
     for model, item_id, correct, cost, latency, text in rows:
         if item_id in wanted:
-            final = final_answer(text or "", kinds[item_id])
+            final = final_answer(text or "", kinds[item_id], options[item_id])
             by_model.setdefault(canonical(model), {})[item_id] = (float(correct), cost, latency, final)
     items = [(item_id, q) for item_id, q in wanted.items() if any(item_id in graded for graded in by_model.values())]
     models = [m for m, graded in by_model.items() if all(item_id in graded for item_id, _ in items)]
