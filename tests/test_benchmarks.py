@@ -64,8 +64,8 @@ def _path(module: str) -> Path:
 
 def test_the_top_holds_the_harness_and_the_two_folders():
     top = {p.name for p in BENCHMARKS.glob("*.py")}
-    # zeroeval_records.py: the converter of recorded answers, shared by the experiments' data
-    assert top <= {"__init__.py", "harness.py", "zeroeval_records.py"}, sorted(top)
+    # zeroeval_records.py, mmlu_redux_records.py: the converters of recorded answers, the experiments' data
+    assert top <= {"__init__.py", "harness.py", "zeroeval_records.py", "mmlu_redux_records.py"}, sorted(top)
     assert "harness.py" in top
     assert {p.stem for p in (BENCHMARKS / "perf").glob("*.py")} - {"__init__"} == set(PERF)
     # the experiments: these, and those added since (each with a test of its own)

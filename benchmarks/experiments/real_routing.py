@@ -1,8 +1,13 @@
-"""Routing and workflows measured on real models' recorded answers: ZeroEval's 11 models on GSM8K,
-MATH level 5 and CRUXEval (benchmarks/data/zeroeval.records.jsonl.gz, Apache-2.0; see its NOTICE),
-with a test half nobody chose anything on (issue 57).
+"""Routing and workflows measured on real models' recorded answers, with a test share nobody chose
+anything on (issue 57). Two pools (`--pool`):
+- `zeroeval` (real_routing.json): ZeroEval's 11 models on GSM8K, MATH level 5 and CRUXEval
+  (benchmarks/data/zeroeval.records.jsonl.gz, Apache-2.0; see its NOTICE);
+- `shared` (real_routing_shared.json): the 6 of those models that HELM also ran on MMLU-Redux, on all
+  four data sets: ZeroEval's three and MMLU-Redux's multiple choice
+  (benchmarks/data/mmlu_redux.records.jsonl.gz, CC BY 4.0; see its NOTICE), so that leave-one-out
+  has four folds and one of them is a kind the other three lack.
 
-    python -m benchmarks.experiments.real_routing [--seeds 3] [--loo-seeds 1] [--nl-items 12]
+    python -m benchmarks.experiments.real_routing [--pool zeroeval|shared] [--seeds 3] [--loo-seeds 1]
 
 What it does, all through the product:
 1. **Splits.** Each item goes to `test` (TEST_SHARE of the items of each data set) or `train` by a
@@ -11,17 +16,17 @@ What it does, all through the product:
    setting (the router's k and prior weight, the fixed workflow a level falls back to, the best single
    model, the best fixed workflow at each level) is chosen on train and validation; the test half is
    benched once, by this script, for the figures the docs quote. The records are written with their
-   split into a fresh STIVA_HOME and `stiva bench import`ed (with `--prices`): all three data sets
-   together, each data set alone (for its rows), and each pair of data sets (leave one out).
+   split into a fresh STIVA_HOME and `stiva bench import`ed (with `--prices`): all data sets
+   together, each data set alone (for its rows), and all but one (leave one out).
 2. `stiva train router SUITE --split train --pool replay:ID --seed S` for each seed (tfidf) on all
-   three data sets, and, leaving each data set out, on the other two (`--loo-seeds` seeds each).
-3. One `stiva bench SUITE --split test` of all three data sets together: every single model
+   the data sets, and, leaving each data set out, on the others (`--loo-seeds` seeds each).
+3. One `stiva bench SUITE --split test` of all the data sets together: every single model
    (`direct:*`), `oracle`, `random`, the three named fixed workflows, the named cascade and vote in
    every listed order (the order goal), each level's best fixed workflow (router.json's `fixed`: the
    candidate most often right on the train items at no more than the router's validation cost), and
    each seed's router at `best`, `balanced`, `cheap`, 0.1 and 0.2. Then one `stiva bench` per data
    set, of its test items: the single models, the named fixed workflows, the best fixed workflows,
-   the routers trained on all three, and the router trained without it (leave one out).
+   the routers trained on all of them, and the router trained without it (leave one out).
 4. Per seed, the router at every tenth of the preference scale, computed in this process with the
    product's functions (`WorkflowChoice.estimate_rows`/`choose`, `core.replayed.replay_workflow`), for
    the AIQ; the script stops unless that gives the `stiva bench` rows at the benched levels (the same
@@ -30,7 +35,7 @@ What it does, all through the product:
 6. The goals, each a comparison of `stiva bench` rows, and whether each was met.
 7. The decision's time, and the prompted NL conductor on `--nl-items` test items across the data sets.
 
-Saves real_routing.json and real_routing.png beside itself.
+Saves the pool's JSON (real_routing.json, real_routing_shared.json) and a .png beside itself.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ OUT = HERE / "experiments" / "real_routing.json"
 PLOT = HERE / "experiments" / "real_routing.png"
 DATA = ROOT / "benchmarks" / "data"
 RECORDS = DATA / "zeroeval.records.jsonl.gz"
+MMLU_REDUX = DATA / "mmlu_redux.records.jsonl.gz"
 PRICES = DATA / "zeroeval_prices.toml"
 SPLIT_SALT = "stiva-issue-57"
 TEST_SHARE = 0.4
@@ -61,6 +67,14 @@ LOO_LEVELS = LEVEL_NAMES
 SWEEP = [round(x / 10, 1) for x in range(11)]  # --prefer 0 .. 1: cost weight 0 .. 0.45
 GPT4O, MINI, SONNET = "gpt-4o-2024-05-13", "gpt-4o-mini-2024-07-18", "claude-3-5-sonnet-20240620"
 LLAMA405, FLASH = "Llama-3.1-405B-Inst@sambanova", "gemini-1.5-flash"
+LLAMA70, QWEN2 = "Meta-Llama-3.1-70B-Instruct", "Qwen2-72B-Instruct"
+POOLS = ("zeroeval", "shared")
+POOL_WHAT = {
+    "zeroeval": "ZeroEval (11 models, GSM8K + MATH level 5 + CRUXEval, ZeroEval's scorer)",
+    "shared": "the 6 models both ZeroEval and HELM ran (GPT-4o, Claude 3.5 Sonnet, Gemini 1.5 Pro, Llama 3.1 405B "
+    "and 70B, Qwen2 72B) on four data sets: ZeroEval's GSM8K, MATH level 5 and CRUXEval (ZeroEval's scorer) and "
+    "MMLU-Redux's multiple choice (HELM's letter, zero-shot prompt tokens estimated; see mmlu_redux.NOTICE.md)",
+}
 BOOTSTRAP = 2000
 ORDER_TOLERANCE = 0.001  # the order goal: within 0.1 point
 
@@ -69,8 +83,15 @@ def r(model: str) -> str:
     return f"replay:{model}"
 
 
-def fixed_workflows() -> dict[str, str]:
-    """The issue's three fixed workflows, by label, as `--systems` names them on the replay."""
+def fixed_workflows(pool: str = "zeroeval") -> dict[str, str]:
+    """The issue's three fixed workflows, by label, as `--systems` names them on the replay (the
+    shared pool lacks 4o-mini and Flash: its cheap pair is Llama-70B and Qwen2-72B)."""
+    if pool == "shared":
+        return {
+            "vote: GPT-4o + Sonnet + Llama-405B": f"vote:{r(GPT4O)}+{r(SONNET)}+{r(LLAMA405)}",
+            "cascade: Llama-70B + Qwen2 > vote of those three": f"cascade:{r(LLAMA70)}+{r(QWEN2)}>vote:{r(GPT4O)}+{r(SONNET)}+{r(LLAMA405)}",
+            "cascade: Llama-70B + Qwen2 > GPT-4o": f"cascade:{r(LLAMA70)}+{r(QWEN2)}>{r(GPT4O)}",
+        }
     return {
         "vote: GPT-4o + Sonnet + Llama-405B": f"vote:{r(GPT4O)}+{r(SONNET)}+{r(LLAMA405)}",
         "cascade: 4o-mini + Flash > vote of those three": f"cascade:{r(MINI)}+{r(FLASH)}>vote:{r(GPT4O)}+{r(SONNET)}+{r(LLAMA405)}",
@@ -78,11 +99,23 @@ def fixed_workflows() -> dict[str, str]:
     }
 
 
-def order_variants() -> dict[str, list[str]]:
+def order_variants(pool: str = "zeroeval") -> dict[str, list[str]]:
     """The named vote and cascade in every listed order (the order goal)."""
     vote = [f"vote:{'+'.join(r(m) for m in p)}" for p in itertools.permutations((GPT4O, SONNET, LLAMA405))]
-    cascade = [f"cascade:{r(a)}+{r(b)}>{r(GPT4O)}" for a, b in ((MINI, FLASH), (FLASH, MINI))]
-    return {"vote: GPT-4o + Sonnet + Llama-405B": vote, "cascade: 4o-mini + Flash > GPT-4o": cascade}
+    cheap, label = ((LLAMA70, QWEN2), "Llama-70B + Qwen2") if pool == "shared" else ((MINI, FLASH), "4o-mini + Flash")
+    cascade = [f"cascade:{r(a)}+{r(b)}>{r(GPT4O)}" for a, b in (cheap, cheap[::-1])]
+    return {"vote: GPT-4o + Sonnet + Llama-405B": vote, f"cascade: {label} > GPT-4o": cascade}
+
+
+def pool_records(pool: str) -> list[dict]:
+    """The records of `pool`: ZeroEval's; or, for `shared`, ZeroEval's of the six models HELM also
+    ran, then MMLU-Redux's (already under the pool's names: benchmarks/mmlu_redux_records.py)."""
+    if pool == "zeroeval":
+        return read_records()
+    from benchmarks.mmlu_redux_records import SHARED
+
+    shared = set(SHARED.values())
+    return [rec for rec in read_records() if rec["model"] in shared] + read_records(MMLU_REDUX)
 
 
 _PARTS = re.compile(r"(direct:|vote:|cascade:|\+|>)")
@@ -114,14 +147,17 @@ def write_split(records: list[dict], path: Path) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pool", choices=POOLS, default="zeroeval", help="which recorded pool (see above)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--loo-seeds", type=int, default=1, help="seeds of each leave-one-out router")
     parser.add_argument("--nl-items", type=int, default=12, help="test items the NL conductor answers (0: none)")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--limit", type=int, default=None, help="only the first N test items of each bench (a check)")
     parser.add_argument("--no-save", action="store_true")
-    parser.add_argument("--out", type=Path, default=OUT, help="where the JSON goes (the plot beside it, .png)")
+    parser.add_argument("--out", type=Path, default=None, help="where the JSON goes (the plot beside it, .png)")
     args = parser.parse_args()
+    if args.out is None:
+        args.out = OUT if args.pool == "zeroeval" else OUT.with_name(f"real_routing_{args.pool}.json")
     started = time.monotonic()
     with temporary_home("stiva-real-routing-") as home:
         env = stiva_env(home)
@@ -183,13 +219,13 @@ def run(home: Path, env: dict, args) -> dict:
     import os
 
     os.environ.update({k: env[k] for k in ("STIVA_HOME",)})
-    records = read_records()
-    domains = sorted({rec["domain"] for rec in records}, key=lambda d: [rec["domain"] for rec in records].index(d))
-    every = _import(write_split(records, home / "all.jsonl"), "zeroeval", env)
-    alone = {d: _import(write_split([x for x in records if x["domain"] == d], home / f"{d}.jsonl"), f"zeroeval-{d}", env)
-             for d in domains}  # fmt: skip
+    records = pool_records(args.pool)
+    domains = list(dict.fromkeys(rec["domain"] for rec in records))
+    every = _import(write_split(records, home / "all.jsonl"), args.pool, env)
+    alone = {d: _import(write_split([x for x in records if x["domain"] == d], home / f"{d}.jsonl"), f"{args.pool}-{d}",
+                        env) for d in domains}  # fmt: skip
     without = {d: _import(write_split([x for x in records if x["domain"] != d], home / f"no-{d}.jsonl"),
-                          f"zeroeval-without-{d}", env) for d in domains}  # fmt: skip
+                          f"{args.pool}-without-{d}", env) for d in domains}  # fmt: skip
     routers = [(seed, home / f"router-{seed}") for seed in range(args.seeds)]
     summaries = {seed: _train(every, folder, seed, env) for seed, folder in routers}
     loo_routers = {d: [(seed, home / f"router-without-{d}-{seed}") for seed in range(args.loo_seeds)] for d in domains}
@@ -209,8 +245,8 @@ def run(home: Path, env: dict, args) -> dict:
         {on_replay(e["workflow"]) for per in best_fixed.values() for lv, e in per.items()
          if lv in BENCHED and e.get("workflow")}
     )  # fmt: skip
-    fixed = fixed_workflows()
-    orders = order_variants()
+    fixed = fixed_workflows(args.pool)
+    orders = order_variants(args.pool)
     router_systems = {
         (seed, level): f"router:{folder}" + ("" if level == "best" else f"@{level}")
         for seed, folder in routers
@@ -357,12 +393,13 @@ def analyse(home, env, args, every, report, rows, graded, models, best, routers,
     base_right = right_of[f"direct:{r(best)}"]
     rank = recorded_rank(every["bench"], suite)  # ties and agreements, as the bench breaks them
     figures: dict = {
-        "what": "routing and workflows on real models' recorded answers: ZeroEval (11 models, GSM8K + MATH level 5 + "
-        f"CRUXEval); a test share of {TEST_SHARE} of the items by a hash of '{SPLIT_SALT}/<id>', benched once; every "
+        "what": f"routing and workflows on real models' recorded answers: {POOL_WHAT[args.pool]}; a test share of "
+        f"{TEST_SHARE} of the items by a hash of '{SPLIT_SALT}/<id>', benched once; every "
         "setting chosen on the train items (the router's validation quarter drawn from them by a hash of seed and "
-        "id); graded by each answer's recorded ZeroEval score; cost = each answer's recorded token counts "
-        "(ZeroEval's texts, characters / 4) x list prices (benchmarks/data/zeroeval_prices.toml), as `stiva bench` "
-        "bills a replay",
+        "id); graded by each answer's recorded verdict; cost = each answer's recorded token counts "
+        "(estimates: characters / 4, see the data's NOTICE) x list prices (benchmarks/data/zeroeval_prices.toml), as "
+        "`stiva bench` bills a replay",
+        "pool": args.pool,
         "split": {
             "salt": SPLIT_SALT,
             "test_share": TEST_SHARE,
@@ -667,7 +704,7 @@ def nl_bench(home: Path, sample: list, bench: str, env: dict, base_items: dict) 
     """`stiva bench --systems conductor` (the embedded 270M planning over the pool) on `sample`,
     beside the best single model on the same items."""
     path = home / "nl-sample.jsonl"
-    lines = [json.dumps({"_suite": "test ZeroEval items across the three data sets"})]
+    lines = [json.dumps({"_suite": "test items across the data sets"})]
     lines += [item.model_dump_json(exclude_defaults=True) for item in sample]
     path.write_text("\n".join(lines) + "\n")
     started = time.monotonic()
@@ -713,7 +750,8 @@ def plot(figures: dict, where: Path = PLOT) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("USD per 1,000 questions (recorded tokens x list prices; log)")
     ax.set_ylabel("accuracy on the test half")
-    ax.set_title("RECORDED POOL: ZeroEval, 11 models, test half (40%, chosen on nothing)")
+    title = {"zeroeval": "ZeroEval, 11 models", "shared": "6 models, ZeroEval's 3 data sets + MMLU-Redux"}
+    ax.set_title(f"RECORDED POOL: {title[figures.get('pool', 'zeroeval')]}, test share (40%, chosen on nothing)")
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(where, dpi=110)

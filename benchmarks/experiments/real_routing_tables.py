@@ -49,7 +49,8 @@ def tables(f: dict) -> str:
     out = []
     best = f["best_single"]
     s = f["router_summary"]
-    out.append("| test half, all three data sets | accuracy | USD per 1,000 | against the best single model |")
+    sets = len(f["per_data_set"])
+    out.append(f"| test half, all {sets} data sets | accuracy | USD per 1,000 | against the best single model |")
     out.append("|---|---|---|---|")
     out.append(
         f"| {SHORT[best['model']]}, the best single model (chosen on train) | {pct(best['accuracy'])} | {usd(best['usd_per_1000'])} | |"
@@ -78,13 +79,17 @@ def tables(f: dict) -> str:
                 f"{usd(fixed['usd_per_1000'])} | {versus(fixed)} |"
             )
     out.append("")
+    cascade = next(
+        label for label in f["fixed_workflows"] if label.startswith("cascade") and label.endswith("> GPT-4o")
+    )
     out.append(
-        "| per data set (test items) | best single (GPT-4o) | most accurate single | router `best` | router `balanced` | 4o-mini + Flash > GPT-4o | oracle |"
+        f"| per data set (test items) | best single ({SHORT[best['model']]}) | most accurate single | router `best` | "
+        f"router `balanced` | {cascade.removeprefix('cascade: ')} | oracle |"
     )
     out.append("|---|---|---|---|---|---|---|")
     for d, v in f["per_data_set"].items():
         b, t, rb, rl = v["best_single"], v["most_accurate_single"], v["router"]["best"], v["router"]["balanced"]
-        c = v["fixed_workflows"]["cascade: 4o-mini + Flash > GPT-4o"]
+        c = v["fixed_workflows"][cascade]
         out.append(
             f"| {d} ({v['test_items']}) | {pct(b['accuracy'])} {usd(b['usd_per_1000'])} | {SHORT[t['model']]} "
             f"{pct(t['accuracy'])} {usd(t['usd_per_1000'])} | {pct(rb['accuracy'])} {usd(rb['usd_per_1000'])} | "
@@ -93,7 +98,8 @@ def tables(f: dict) -> str:
         )
     out.append("")
     out.append(
-        "| left out (trained on the others) | best single (GPT-4o) | most accurate single | router `best` | router `balanced` | router `cheap` |"
+        f"| left out (trained on the others) | best single ({SHORT[best['model']]}) | most accurate single | "
+        "router `best` | router `balanced` | router `cheap` |"
     )
     out.append("|---|---|---|---|---|---|")
     for d, v in f["leave_one_out"].items():
