@@ -47,6 +47,7 @@ PERF = (
     "tui",
     "upstream_client",
     "wire",
+    "math_agreement",
 )
 EXPERIMENTS = ("learning", "make_skills", "preferences", "real_routing", "router_escalation", "votes", "votes_methods")
 MODULES = [f"benchmarks.perf.{name}" for name in PERF] + [f"benchmarks.experiments.{name}" for name in EXPERIMENTS]
