@@ -115,3 +115,37 @@ def test_the_validation_draw_is_a_hash_of_seed_and_id():
     from stiva_tui.train.workflow_router import _draw
 
     assert _draw(0, "gsm/1") == _draw(0, "gsm/1") != _draw(1, "gsm/1")
+
+
+def test_the_routers_computed_votes_judge_only_where_the_step_limit_leaves_room():
+    """A vote with one readable answer calls a judge in a run only where `max_steps` leaves room;
+    the outcomes the router learns from (train/workflow_router.py) follow the same limit, so a
+    `cascade:a+b>vote:c+d+e` under the default limit of 5 is learnt as the bench runs it."""
+    from stiva_tui.core.answers import final_answer
+    from stiva_tui.train.router import Labels
+    from stiva_tui.train.workflow_router import _candidate, outcomes
+
+    # c is right but wrote no final answer; d wrote a wrong one; e none: one readable answer
+    finals = {"a": "1", "b": "2", "c": None, "d": "9", "e": None}
+    scores = {"a": 0.0, "b": 0.0, "c": 1.0, "d": 0.0, "e": 0.0}
+    models = list(finals)
+
+    def labels(max_calls):
+        return Labels(
+            items=[("q", "question?")],
+            models=models,
+            scores={m: [scores[m]] for m in models},
+            cost={m: 0.001 for m in models},
+            latency={m: 1.0 for m in models},
+            source="test",
+            finals={m: [final_answer(finals[m], "number") if finals[m] else None] for m in models},
+            costs={m: [0.001] for m in models},
+            latencies={m: [1.0] for m in models},
+            max_calls=max_calls,
+        )
+
+    candidate = _candidate("cascade:a+b>vote:c+d+e")
+    right, cost, _ = outcomes(labels(5), [candidate], [0])
+    assert (float(right[0, 0]), round(float(cost[0, 0]), 6)) == (0.0, 0.005)  # no room: d's readable answer
+    right, cost, _ = outcomes(labels(None), [candidate], [0])
+    assert (float(right[0, 0]), round(float(cost[0, 0]), 6)) == (1.0, 0.006)  # judged by c, a sixth call

@@ -36,6 +36,8 @@ AGREE = [
     # CRUXEval (literal): the same value, however quoted or spaced
     ("crux", "literal", '{"answer": "\'usAr\'"}', '{"answer": "\\"usAr\\""}'),
     ("crux", "literal", '{"answer": "[(4, 1), (2, 3)]"}', "assert f(x) == [(4,1),(2,3)]"),
+    # an empty JSON answer states the empty string (ZeroEval's CRUXEval scorer counts it right for '')
+    ("crux", "literal", '{"answer": ""}', '{"answer": "\\"\\""}'),
     # multiple choice, free text (no JSON): the letter however written
     ("choice", "choice", "The answer is (C)", "**C**"),
     ("choice", "choice", "Answer: C. Mitochondria", "C. Mitochondria"),
@@ -58,6 +60,7 @@ DIFFER = [
     ("math-l5", "math", "\\boxed{x^2 + 1}", "\\boxed{x^2 - 1}"),
     ("choice", "choice", "The answer is (C)", "The answer is (B)"),
     ("crux", "literal", '{"answer": "1"}', '{"answer": "1.0"}'),  # printed differently by Python
+    ("crux", "literal", '{"answer": ""}', '{"answer": "\' \'"}'),  # empty is not a space
     ("basic", "exact", "Paris", "Lyon"),
 ]
 
@@ -73,6 +76,12 @@ def test_the_same_answer_written_two_ways_agrees(data, kind, a, b):
 def test_different_answers_never_agree(data, kind, a, b):
     first, second = final_answer(a, kind), final_answer(b, kind)
     assert not same_final(first, second), (first, second)
+
+
+def test_an_empty_answer_field_is_the_empty_string_only_where_a_literal_is_asked():
+    assert final_answer('{"answer": ""}', "literal") == final_answer("''", "literal")
+    for kind in ("number", "exact", "choice", "math", "auto"):
+        assert final_answer('{"answer": ""}', kind) is None, kind
 
 
 def test_a_vote_counts_equivalent_answers_as_one_and_false_friends_apart():

@@ -524,7 +524,11 @@ def _committed_letter(text: str, letters: str) -> str | None:
 
 
 def _literal(text: str, field: str | None) -> Final | None:
-    """A code output or string literal: the stated literal, compared as a Python value, case kept."""
+    """A code output or string literal: the stated literal, compared as a Python value, case kept.
+    A JSON `answer` field that is present and empty states the empty string (`""` is `''`), as
+    ZeroEval's CRUXEval scorer reads it, not a missing answer."""
+    if field is not None and not field.strip():
+        return Final("literal", repr(""))
     segment = field
     if segment is None:
         asserted = re.findall(r"assert\s+.*?==\s*(.+)", text)

@@ -46,6 +46,9 @@ class Labels:
     finals: dict[str, list[str | None]] = field(default_factory=dict)
     costs: dict[str, list[float]] = field(default_factory=dict)
     latencies: dict[str, list[float]] = field(default_factory=dict)
+    # The step limit its workflows run under (the config's `[conductor] max_steps`): a vote with
+    # fewer than two readable answers calls a judge only where the limit leaves room, as a run does.
+    max_calls: int | None = None
 
 
 def graded_answers(config, suite, progress: Progress | None = None, *, unsafe_code=False, answer_cache=True) -> Labels:
@@ -103,6 +106,7 @@ def graded_answers(config, suite, progress: Progress | None = None, *, unsafe_co
         finals={m: [by_model[m][item_id][3] for item_id, _ in items] for m in models},
         costs={m: [by_model[m][item_id][1] for item_id, _ in items] for m in models},
         latencies={m: [by_model[m][item_id][2] for item_id, _ in items] for m in models},
+        max_calls=config.conductor.max_steps,
     )
 
 

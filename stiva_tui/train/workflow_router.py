@@ -90,7 +90,7 @@ def outcomes(labels, candidates: Sequence[Candidate], rows: Sequence[int]):
     for r, row in enumerate(rows):
         answers = _answers(labels, row)
         for c, candidate in enumerate(candidates):
-            outcome = replay_workflow(candidate.workflow, candidate.models, answers, rank)
+            outcome = replay_workflow(candidate.workflow, candidate.models, answers, rank, labels.max_calls)
             right[r, c], cost[r, c], latency[r, c] = outcome.correct, outcome.cost_usd, outcome.latency_s
     return right, cost, latency
 
