@@ -135,3 +135,43 @@ def test_a_vote_and_a_cascade_replay_to_the_same_accuracy_in_every_order_on_mmlu
     answers = mmlu_redux[0]
     alone = {m: 100 * sum(item[m].correct for item in answers.values()) / len(answers) for m in (GPT4O, LLAMA405)}
     assert min(votes.values()) > max(alone.values()), (votes, alone)  # the letters were read and counted
+
+
+def test_stiva_bench_split_test_ranks_the_models_on_the_train_items_never_on_the_test_items(tmp_path):
+    """`stiva bench --split test` picks the test items, but the rank that decides which agreeing
+    answer a gate returns is the whole suite's train half: A, right on every train item, outranks B
+    though B's recorded answers are the right ones on the test items (a recorded grade can differ
+    for one final answer, as ZeroEval's does for "20 * 40 + 80 * 30 = 3200" and "3200")."""
+    from tests.support.cli import run_stiva
+
+    rows = []
+    for i in range(4):  # train: A right, B wrong
+        rows += [
+            {"id": f"t/{i}", "question": f"Train {i}?", "model": "A", "response": '{"answer": "1"}', "correct": True,
+             "answer": "1", "split": "train"},
+            {"id": f"t/{i}", "question": f"Train {i}?", "model": "B", "response": '{"answer": "2"}', "correct": False,
+             "answer": "1", "split": "train"},
+        ]  # fmt: skip
+    for i in range(6):  # test: A and B give the same final answer; only B's is graded right
+        rows += [
+            {"id": f"x/{i}", "question": f"Test {i}?", "model": "A", "response": "20 * 40 + 80 * 30 = 3200",
+             "correct": False, "answer": "3200", "split": "test"},
+            {"id": f"x/{i}", "question": f"Test {i}?", "model": "B", "response": '{"answer": "3200"}', "correct": True,
+             "answer": "3200", "split": "test"},
+        ]  # fmt: skip
+    for row in rows:
+        rows.append({**row, "model": "C", "response": '{"answer": "9"}', "correct": False}) if row[
+            "model"
+        ] == "A" else None
+    records = tmp_path / "r.jsonl"
+    records.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    home = tmp_path / "home"
+    done = run_stiva("bench", "import", str(records), "--name", "rank", "--kind", "number", "--json", home=home)
+    assert done.returncode == 0, done.stderr
+    imported = json.loads(done.stdout)
+    done = run_stiva("bench", imported["suite"], "--pool", f"replay:{imported['bench']}", "--split", "test",
+                     "--systems", "cascade:replay:A+replay:B>replay:C,cascade:replay:B+replay:A>replay:C", "--json",
+                     home=home)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows_by_system = {row["system"]: row for row in json.loads(done.stdout)["systems"]}
+    assert [(row["n"], row["accuracy"]) for row in rows_by_system.values()] == [(6, 0.0), (6, 0.0)], rows_by_system

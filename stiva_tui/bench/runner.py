@@ -155,7 +155,11 @@ class BenchRunner:
         on_progress: ProgressCallback | None = None,
         unsafe_code: bool = False,
         answer_cache=None,
+        ranked_on: Suite | None = None,
     ):
+        """`ranked_on`: the suite whose train items rank a replay pool's models for ties and
+        agreements, where `suite` is a part of it (`stiva bench --split test`): the whole suite, so
+        the rank never reads the graded items' own results; default `suite`."""
         if runtime.store is None:
             raise BenchError("a bench needs the history store (it keeps the results and resumes from them)")
         self.runtime = runtime
@@ -196,8 +200,9 @@ class BenchRunner:
         # "not recorded" rather than 0.0 s)
         self.untimed = _replays_without_latency(runtime.config)
         # who a vote's tie and a gate's agreement return: on recorded answers, the models by their
-        # record on the suite's train half (core/replayed.py ranks them the same way)
-        self.model_rank = _recorded_rank(runtime, suite)
+        # record on the suite's train half (core/replayed.py ranks them the same way); with --split
+        # test, the whole suite's train half, never the test items' own grades
+        self.model_rank = _recorded_rank(runtime, ranked_on if ranked_on is not None else suite)
 
     # --- checks before anything runs --------------------------------------------------------
 

@@ -104,7 +104,7 @@ async def bench(args: argparse.Namespace, config) -> int:
     if args.concurrency < 1 or (args.limit is not None and args.limit < 1):
         return fail("--concurrency and --limit must be at least 1", EXIT_USAGE)
     try:
-        suite = load_suite(args.suite)
+        suite = whole = load_suite(args.suite)
         if args.split:
             suite = split_of(suite, args.split)
         systems = parse_systems(args.systems or ["conductor"])
@@ -130,6 +130,7 @@ async def bench(args: argparse.Namespace, config) -> int:
             runtime,
             suite,
             systems,
+            ranked_on=whole,
             concurrency=args.concurrency,
             budget_usd=args.budget_usd,
             limit=args.limit,
