@@ -109,7 +109,7 @@ async def test_a_comparison_that_waits_past_the_queue_patience_counts_as_differe
     # the comparison thread held by a runaway comparison: a gate behind it waits its patience, no more
     monkeypatch.setattr(executor, "AGREEMENT_QUEUE_PATIENCE_S", 0.3)
     release = threading.Event()
-    executor._comparison_thread().submit(release.wait, 10)
+    executor._comparison_thread().submit(lambda: release.wait(10))
     fake.default("a1", Reply('{"answer": "42"}'))
     fake.default("a2", Reply("The answer is 42."))
     fake.default("strong", Reply("The answer is 41."))

@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import queue
 import threading
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -148,18 +149,43 @@ bench's verdicts do not depend on the load; only a thread held by a comparison t
 deadline (it cannot be interrupted) can make the comparisons behind it wait this long."""
 
 _T = TypeVar("_T")
-_comparer: ThreadPoolExecutor | None = None
+_comparer: _ComparisonThread | None = None
 _comparer_made = threading.Lock()
 
 
-def _comparison_thread() -> ThreadPoolExecutor:
+class _ComparisonThread:
+    """One daemon thread that runs the jobs given to it in turn. A daemon, so that a comparison that
+    never ends (one past the screen) never holds up the process's exit, as a ThreadPoolExecutor's
+    worker, joined at exit, would."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="stiva-compare", daemon=True).start()
+
+    def submit(self, work: Callable[[], _T]) -> Future[_T]:
+        future: Future[_T] = Future()
+        self._jobs.put((future, work))
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            future, work = self._jobs.get()
+            if not future.set_running_or_notify_cancel():  # cancelled while queued: never run
+                continue
+            try:
+                future.set_result(work())
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for it
+                future.set_exception(exc)
+
+
+def _comparison_thread() -> _ComparisonThread:
     """The one thread, in this process, on which votes and gates compare answers: one comparison at
     a time, so none spends its deadline waiting for math-verify's lock (core/answers.py) while
     another run's comparison holds it. Made on first use."""
     global _comparer
     with _comparer_made:
         if _comparer is None:
-            _comparer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stiva-compare")
+            _comparer = _ComparisonThread()
         return _comparer
 
 
