@@ -757,7 +757,7 @@ def plot(figures: dict, where: Path = PLOT) -> None:
     ax.set_xlabel("USD per 1,000 questions (recorded tokens x list prices; log)")
     ax.set_ylabel("accuracy on the test half")
     title = {"zeroeval": "ZeroEval, 11 models", "shared": "6 models, ZeroEval's 3 data sets + MMLU-Redux"}
-    ax.set_title(f"RECORDED POOL: {title[figures.get('pool', 'zeroeval')]}, test share (40%, chosen on nothing)")
+    ax.set_title(f"RECORDED POOL: {title[figures.get('pool', 'zeroeval')]}\ntest share (40%, chosen on nothing)")
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(where, dpi=110)
