@@ -112,10 +112,10 @@ def final_answer(text: str, kind: str | None = "auto", options: Sequence[str] | 
         return _literal(text, field)
     if kind == "exact":
         return _exact(text, field)
-    segment = field if field is not None else _segment(text)
-    if segment is None and kind == "math":
-        lines = [line for line in text.splitlines() if line.strip()]
-        segment = lines[-1] if lines else None
+    if kind == "math":
+        segment = _stated(text, field)
+    else:  # auto
+        segment = field if field is not None else _segment(text)
     if segment is None and kind == "auto":
         stripped = text.strip()
         if "\n" not in stripped and len(stripped) <= _MAX_SHORT:
@@ -126,13 +126,19 @@ def final_answer(text: str, kind: str | None = "auto", options: Sequence[str] | 
 
 
 def _exact(text: str, field: str | None) -> Final | None:
-    """A short free answer: the JSON field, else the last box or "answer is" line, else the last
-    line, normalised (`_text`)."""
+    """A short free answer: what the response states (`_stated`), normalised (`_text`)."""
+    segment = _stated(text, field)
+    return None if segment is None else _text(segment)
+
+
+def _stated(text: str, field: str | None) -> str | None:
+    """Where a response states its answer: the JSON field, else the last box or "answer is" line,
+    else its last line that is not blank (None for a blank response)."""
     segment = field if field is not None else _segment(text)
     if segment is None:
         lines = [line for line in text.splitlines() if line.strip()]
         segment = lines[-1] if lines else None
-    return None if segment is None else _text(segment)
+    return segment
 
 
 def same_final(a: Final | str | None, b: Final | str | None) -> bool:
