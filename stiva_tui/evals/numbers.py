@@ -18,20 +18,23 @@ __all__ = ["extract_number", "integer_reference", "parse_number", "reference_val
 _ANSWER_ANCHOR = re.compile(r"answer\W{0,4}(?:is|:|=)", re.IGNORECASE)
 
 
+def _whole_reference(text: str) -> re.Match[str] | None:
+    """`text` as exactly one number, once unboxed and its LaTeX, `$`, `%` and final point taken
+    off: the match of `NUMBER` on all of it, or None. How every reference reader below reads."""
+    cleaned = delatex(unboxed(text) or text).strip().strip("$").strip()
+    return NUMBER.fullmatch(cleaned.removesuffix("%").rstrip(".").strip())
+
+
 def parse_number(text: str) -> float | None:
     """`text` read as exactly one number ("1,000", "-2.5", "3/4", "\\frac{3}{4}", "25%", "$5"), or
     None: how a `numeric` reference is read."""
-    cleaned = delatex(unboxed(text) or text).strip().strip("$").strip()
-    cleaned = cleaned.removesuffix("%").rstrip(".").strip()
-    match = NUMBER.fullmatch(cleaned)
+    match = _whole_reference(text)
     return _to_float(match.group()) if match else None
 
 
 def reference_value(text: str) -> Fraction | None:
     """`text` read as exactly one number, as `parse_number` reads it, but exactly (bounded)."""
-    cleaned = delatex(unboxed(text) or text).strip().strip("$").strip()
-    cleaned = cleaned.removesuffix("%").rstrip(".").strip()
-    match = NUMBER.fullmatch(cleaned)
+    match = _whole_reference(text)
     return written_value(match.group()) if match else None
 
 
@@ -39,9 +42,7 @@ def integer_reference(text: str) -> int | None:
     """`text` read as one whole number written without a point, an exponent or a fraction
     ("976,371,285", "-12", "$5", "25%"), exactly (no float rounding); else None. Such a reference
     is matched only by the same value: see `graders`."""
-    cleaned = delatex(unboxed(text) or text).strip().strip("$").strip()
-    cleaned = cleaned.removesuffix("%").rstrip(".").strip()
-    match = NUMBER.fullmatch(cleaned)
+    match = _whole_reference(text)
     if match is None or not _INTEGER.fullmatch(token := re.sub(r"[\s,]", "", match.group())):
         return None
     return int(token)
