@@ -52,6 +52,7 @@ import time
 from pathlib import Path
 
 from benchmarks.harness import HERE, ROOT, cli_args, machine, save_json, stiva, stiva_env, temporary_home
+from stiva_tui.config import ConductorConfig
 
 OUT = HERE / "experiments" / "real_routing.json"
 PLOT = HERE / "experiments" / "real_routing.png"
@@ -79,7 +80,7 @@ BOOTSTRAP = 2000
 ORDER_TOLERANCE = 0.001  # the order goal: within 0.1 point
 # the step limit the bench's runs have (the default `[conductor] max_steps`: the script's home has no
 # config): a computed vote judges only where it leaves room, as the bench's runs do
-MAX_STEPS = 5
+MAX_STEPS: int = ConductorConfig.model_fields["max_steps"].default
 
 
 def r(model: str) -> str:

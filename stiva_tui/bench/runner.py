@@ -478,8 +478,6 @@ class BenchRunner:
 
 def _replays_without_latency(config) -> bool:
     """Whether the pool is a replay (`--pool replay:ID`) whose recorded answers have no latency."""
-    from ..config import REPLAY_PROVIDER
-
     sim = getattr(config, "sim", None)
     if sim is None or not sim.replay:
         return False
